@@ -1,0 +1,87 @@
+//! What the engine tells a caller about one generation: a stream of [`Event`]s ending with
+//! exactly one `Done` or `Error`. Token counts and timings here are the engine's real figures;
+//! doors translate them and never recount.
+
+use std::time::Duration;
+
+use hearth_protocol::{FinishReason, Usage};
+
+/// One event of a generation's stream.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// One sampled token and the text it released (possibly empty: a split character, or
+    /// text held back because it could be the start of a stop string). `id` is `None` for the
+    /// final release of held-back text at the end.
+    Token(TokenEvent),
+    /// A `regenerate` control took effect: everything streamed so far is void and generation
+    /// starts again from the prompt.
+    Restarted,
+    /// The generation finished; the stream ends here.
+    Done(Done),
+    /// The generation failed; the stream ends here.
+    Error(Failure),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenEvent {
+    pub text: String,
+    pub id: Option<i32>,
+    pub logprobs: Option<TokenLogprobs>,
+    /// Since the request was submitted.
+    pub elapsed: Duration,
+    /// Since the previous token (for the first token: since prefill started).
+    pub since_prev: Duration,
+}
+
+/// The sampled token's log-probability under the model (before sampling transforms) and the
+/// most likely alternatives.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenLogprobs {
+    pub token: Candidate,
+    pub top: Vec<Candidate>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    pub id: i32,
+    /// The token's text, lossily decoded on its own (a piece may be part of a character).
+    pub text: String,
+    pub bytes: Vec<u8>,
+    pub logprob: f32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Done {
+    pub reason: FinishReason,
+    pub usage: Usage,
+    pub timing: Timing,
+}
+
+/// Where a generation's time went.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Timing {
+    /// Waiting for a free slot.
+    pub queued: Duration,
+    /// From taking a slot to the first sampled token: the engine's own prefill time.
+    pub prefill: Duration,
+    /// From submission to the first sampled token.
+    pub first_token: Option<Duration>,
+    /// From submission to the end.
+    pub total: Duration,
+}
+
+/// Why a generation could not finish.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct Failure {
+    pub kind: FailureKind,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// llama.cpp refused the batch (for example no room left in the KV cache). Retrying can work.
+    Decode,
+    /// The engine is shutting down.
+    ShuttingDown,
+}

@@ -1,0 +1,341 @@
+//! The engine's public handle: start the engine thread, watch its model state, submit
+//! requests (prompt preparation and admission happen here, on the caller's thread), and steer
+//! running generations through a [`Controller`]. All talk with the engine thread goes over one
+//! bounded command channel; events come back on a bounded channel per generation.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use hearth_protocol::{ChatMessage, ModelId, RequestId, SamplingParams, SamplingPatch};
+use tokio::sync::{mpsc, watch};
+
+use crate::config::EngineConfig;
+use crate::events::Event;
+use crate::model::{ModelInfo, ModelState, PromptError};
+use crate::scheduler::{self, Command, ControlOp, Submission};
+
+/// Events buffered per generation before the engine holds that slot back (backpressure on a
+/// slow reader instead of unbounded memory).
+pub const EVENT_CAPACITY: usize = 64;
+/// Control messages that may wait for the engine thread beyond the submissions it admits.
+const CONTROL_CAPACITY: usize = 256;
+
+/// What a caller asks the engine to generate.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub prompt: Prompt,
+    pub params: SamplingParams,
+}
+
+#[derive(Debug, Clone)]
+pub enum Prompt {
+    /// A conversation, rendered with the model's chat template.
+    Chat(Vec<ChatMessage>),
+    /// Text sent to the model as is.
+    Text(String),
+}
+
+/// Why a request was not accepted.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SubmitError {
+    #[error("model {model} is still loading ({percent}%)")]
+    ModelLoading { model: ModelId, percent: u8 },
+    #[error("model {model} failed to load: {message}")]
+    LoadFailed { model: ModelId, message: String },
+    #[error(
+        "the prompt is {prompt_tokens} tokens long but the model's context is {context} tokens"
+    )]
+    ContextLengthExceeded { prompt_tokens: usize, context: u32 },
+    #[error("all {slots} slots are busy and {queued} requests are waiting")]
+    QueueFull {
+        slots: usize,
+        queued: usize,
+        retry_after: Duration,
+    },
+    #[error(transparent)]
+    Prompt(#[from] PromptError),
+    #[error("the engine is shutting down")]
+    ShuttingDown,
+}
+
+/// Why a control could not be delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ControlError {
+    #[error("too many controls are waiting; try again")]
+    Busy,
+    #[error("the engine has stopped")]
+    Stopped,
+}
+
+/// Live counters, updated by the engine thread.
+#[derive(Debug, Default)]
+pub(crate) struct Shared {
+    pub(crate) in_flight: AtomicUsize,
+    pub(crate) active: AtomicUsize,
+    pub(crate) tokens_generated: AtomicU64,
+    pub(crate) requests_finished: AtomicU64,
+    /// Set by [`Engine::shutdown`]; the engine thread checks it every step.
+    pub(crate) stopping: AtomicBool,
+}
+
+/// A snapshot of the engine's load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineStats {
+    pub slots: usize,
+    pub active: usize,
+    pub queued: usize,
+    pub tokens_generated: u64,
+    pub requests_finished: u64,
+}
+
+/// A cheap, cloneable handle to one engine thread.
+#[derive(Debug, Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    commands: SyncSender<Command>,
+    state: watch::Receiver<ModelState>,
+    shared: Arc<Shared>,
+    capacity: usize,
+    slots: usize,
+    next_id: AtomicU64,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// A submitted generation: its events, and how to steer it. Dropping `events` cancels it.
+#[derive(Debug)]
+pub struct Generation {
+    pub id: RequestId,
+    pub prompt_tokens: usize,
+    pub model: Arc<ModelInfo>,
+    pub events: mpsc::Receiver<Event>,
+    pub control: Controller,
+}
+
+/// Steers one generation. Each call takes effect at the engine's next step.
+#[derive(Debug, Clone)]
+pub struct Controller {
+    id: RequestId,
+    commands: SyncSender<Command>,
+}
+
+impl Controller {
+    pub fn stop(&self) -> Result<(), ControlError> {
+        self.send(ControlOp::Stop)
+    }
+    pub fn pause(&self) -> Result<(), ControlError> {
+        self.send(ControlOp::Pause)
+    }
+    pub fn resume(&self) -> Result<(), ControlError> {
+        self.send(ControlOp::Resume)
+    }
+    /// Restart from the prompt with the current parameters; the stream gets `Event::Restarted`.
+    pub fn regenerate(&self) -> Result<(), ControlError> {
+        self.send(ControlOp::Regenerate)
+    }
+    pub fn modify(&self, patch: SamplingPatch) -> Result<(), ControlError> {
+        self.send(ControlOp::Modify(patch))
+    }
+
+    fn send(&self, op: ControlOp) -> Result<(), ControlError> {
+        self.commands
+            .try_send(Command::Control { id: self.id, op })
+            .map_err(|e| match e {
+                TrySendError::Full(_) => ControlError::Busy,
+                TrySendError::Disconnected(_) => ControlError::Stopped,
+            })
+    }
+}
+
+impl Engine {
+    /// Start an engine thread and begin loading the model; returns at once. Watch
+    /// [`Engine::model_state`] or await [`Engine::ready`] for the outcome.
+    pub fn start(config: EngineConfig) -> Self {
+        let capacity = config.slots + config.queue_capacity;
+        let (commands, rx) = sync_channel(capacity + CONTROL_CAPACITY);
+        let model = ModelId::from_file_name(
+            &config
+                .model_path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        );
+        let (state_tx, state) = watch::channel(ModelState::Loading {
+            model,
+            progress: 0.0,
+            elapsed: Duration::ZERO,
+        });
+        let shared = Arc::new(Shared::default());
+        let slots = config.slots;
+        let thread_shared = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("hearth-engine".into())
+            .spawn(move || scheduler::run(config, rx, state_tx, thread_shared))
+            .expect("spawning the engine thread");
+        let base = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        Self {
+            inner: Arc::new(Inner {
+                commands,
+                state,
+                shared,
+                capacity,
+                slots,
+                // Millisecond time in the high bits keeps ids unique across restarts.
+                next_id: AtomicU64::new(base << 20),
+                thread: Mutex::new(Some(thread)),
+            }),
+        }
+    }
+
+    pub fn model_state(&self) -> watch::Receiver<ModelState> {
+        self.inner.state.clone()
+    }
+
+    /// The loaded model, if loading has finished.
+    pub fn model(&self) -> Option<Arc<ModelInfo>> {
+        match &*self.inner.state.borrow() {
+            ModelState::Ready(info) => Some(info.clone()),
+            _ => None,
+        }
+    }
+
+    /// Wait until the model is loaded (or has failed to load).
+    pub async fn ready(&self) -> Result<Arc<ModelInfo>, SubmitError> {
+        let mut rx = self.inner.state.clone();
+        loop {
+            if let Some(result) = settled(&rx.borrow_and_update()) {
+                return result;
+            }
+            if rx.changed().await.is_err() {
+                return settled(&rx.borrow()).unwrap_or(Err(SubmitError::ShuttingDown));
+            }
+        }
+    }
+
+    pub fn stats(&self) -> EngineStats {
+        let s = &self.inner.shared;
+        let in_flight = s.in_flight.load(Ordering::Relaxed);
+        let active = s.active.load(Ordering::Relaxed);
+        EngineStats {
+            slots: self.inner.slots,
+            active,
+            queued: in_flight.saturating_sub(active),
+            tokens_generated: s.tokens_generated.load(Ordering::Relaxed),
+            requests_finished: s.requests_finished.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Prepare and queue a request. Fails at once, before any token is generated, when the
+    /// model is not ready, the prompt does not fit the context, or the queue is full.
+    pub fn submit(&self, request: Request) -> Result<Generation, SubmitError> {
+        let submitted = Instant::now();
+        let model = match settled(&self.inner.state.borrow()) {
+            Some(Ok(m)) => m,
+            Some(Err(e)) => return Err(e),
+            None => {
+                let (model, percent) = match &*self.inner.state.borrow() {
+                    ModelState::Loading {
+                        model, progress, ..
+                    } => (model.clone(), (progress * 100.0) as u8),
+                    _ => (ModelId(String::new()), 0),
+                };
+                return Err(SubmitError::ModelLoading { model, percent });
+            }
+        };
+        let text = match &request.prompt {
+            Prompt::Chat(messages) => model.prompter.render(messages)?,
+            Prompt::Text(text) => text.clone(),
+        };
+        let tokens = model.prompter.tokenize(&text);
+        if tokens.is_empty() {
+            return Err(PromptError::Empty.into());
+        }
+        if tokens.len() >= model.ctx_per_slot as usize {
+            return Err(SubmitError::ContextLengthExceeded {
+                prompt_tokens: tokens.len(),
+                context: model.ctx_per_slot,
+            });
+        }
+        let shared = &self.inner.shared;
+        let before = shared.in_flight.fetch_add(1, Ordering::AcqRel);
+        if before >= self.inner.capacity {
+            shared.in_flight.fetch_sub(1, Ordering::AcqRel);
+            let queued = before.saturating_sub(self.inner.slots);
+            return Err(SubmitError::QueueFull {
+                slots: self.inner.slots,
+                queued,
+                retry_after: Duration::from_secs(1 + (queued / self.inner.slots.max(1)) as u64),
+            });
+        }
+        let id = RequestId(self.inner.next_id.fetch_add(1, Ordering::Relaxed));
+        let (tx, events) = mpsc::channel(EVENT_CAPACITY);
+        let prompt_tokens = tokens.len();
+        let submission = Submission {
+            id,
+            tokens,
+            params: request.params,
+            events: tx,
+            submitted,
+        };
+        if let Err(e) = self
+            .inner
+            .commands
+            .try_send(Command::Submit(Box::new(submission)))
+        {
+            shared.in_flight.fetch_sub(1, Ordering::AcqRel);
+            return Err(match e {
+                TrySendError::Full(_) => SubmitError::QueueFull {
+                    slots: self.inner.slots,
+                    queued: self.inner.capacity - self.inner.slots,
+                    retry_after: Duration::from_secs(1),
+                },
+                TrySendError::Disconnected(_) => SubmitError::ShuttingDown,
+            });
+        }
+        Ok(Generation {
+            id,
+            prompt_tokens,
+            model,
+            events,
+            control: Controller {
+                id,
+                commands: self.inner.commands.clone(),
+            },
+        })
+    }
+
+    /// Stop the engine thread: running generations end with a `ShuttingDown` error. Blocks
+    /// until the thread has exited (call from a blocking context).
+    pub fn shutdown(&self) {
+        self.inner.shared.stopping.store(true, Ordering::Release);
+        // Wake the thread if it is idle; if the channel is full it is awake anyway.
+        let _ = self.inner.commands.try_send(Command::Wake);
+        let handle = self.inner.thread.lock().ok().and_then(|mut t| t.take());
+        if let Some(handle) = handle {
+            if handle.join().is_err() {
+                tracing::error!("the engine thread panicked");
+            }
+        }
+    }
+}
+
+fn settled(state: &ModelState) -> Option<Result<Arc<ModelInfo>, SubmitError>> {
+    match state {
+        ModelState::Ready(info) => Some(Ok(info.clone())),
+        ModelState::Failed { model, message } => Some(Err(SubmitError::LoadFailed {
+            model: model.clone(),
+            message: message.clone(),
+        })),
+        ModelState::Stopped => Some(Err(SubmitError::ShuttingDown)),
+        ModelState::Loading { .. } => None,
+    }
+}

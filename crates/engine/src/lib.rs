@@ -1,0 +1,43 @@
+//! # hearth-engine
+//!
+//! Runs GGUF models with llama.cpp (the only crate that names `llama-cpp-2`; no llama type
+//! appears in this crate's public API). One engine thread per loaded model owns the backend's
+//! model, context and batch and runs continuous batching over `slots` sequences; the rest of
+//! the program talks to it through an [`Engine`] handle.
+//!
+//! ## Layout
+//! - [`handle`]: [`Engine`] (start, model state, submit, stats, shutdown), [`Generation`],
+//!   [`Controller`] (stop / pause / resume / modify / regenerate).
+//! - `scheduler`: the engine thread — slots, chunked prefill, one decode per step, sampling.
+//! - [`events`]: what a generation streams back: tokens, `Done` with real usage and timing.
+//! - [`model`]: [`ModelInfo`], [`ModelState`], prompt preparation (template + tokenizer).
+//! - [`template`]: the GGUF's Jinja chat template rendered with minijinja.
+//! - [`gguf`]: GGUF header metadata, read without loading a model.
+//! - `text`: UTF-8 assembly and stop-string hold-back; `sampling`: sampler chains, logprobs.
+//! - [`config`]: [`EngineConfig`] and physical-core detection.
+//!
+//! ## Invariants
+//! - Every generation's stream ends with exactly one `Done` or `Error`.
+//! - Text is released only on UTF-8 boundaries; a stop string never reaches a reader.
+//! - No decode ever holds more than `n_batch` tokens (llama.cpp aborts the process otherwise).
+//! - A reader that drops its receiver cancels its generation at the next step; a slow reader
+//!   holds back only its own slot.
+//! - Templating and tokenization run on the caller's thread, never on the engine thread.
+
+mod backend;
+pub mod config;
+pub mod events;
+pub mod gguf;
+pub mod handle;
+pub mod model;
+mod sampling;
+mod scheduler;
+pub mod template;
+mod text;
+
+pub use config::EngineConfig;
+pub use events::{Candidate, Done, Event, Failure, FailureKind, Timing, TokenEvent, TokenLogprobs};
+pub use handle::{
+    ControlError, Controller, Engine, EngineStats, Generation, Prompt, Request, SubmitError,
+};
+pub use model::{ModelInfo, ModelState, PromptError};

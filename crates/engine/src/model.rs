@@ -1,0 +1,162 @@
+//! A loaded model as the rest of the program sees it: [`ModelInfo`] (identity, metadata,
+//! context per slot) and the prompt preparation that runs on the caller's thread — chat
+//! template rendering and tokenization — so the engine thread never templates or tokenizes.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hearth_protocol::{ChatMessage, ModelId};
+use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
+use llama_cpp_2::token::LlamaToken;
+
+use crate::gguf::GgufInfo;
+use crate::template::ChatTemplate;
+
+/// Where the engine is with its model.
+#[derive(Debug, Clone)]
+pub enum ModelState {
+    Loading {
+        model: ModelId,
+        /// 0.0 ..= 1.0, from llama.cpp's loader.
+        progress: f32,
+        elapsed: Duration,
+    },
+    Ready(Arc<ModelInfo>),
+    Failed {
+        model: ModelId,
+        message: String,
+    },
+    /// The engine has shut down.
+    Stopped,
+}
+
+impl ModelState {
+    /// Seconds left at the current loading rate, when it can be estimated.
+    pub fn eta_seconds(&self) -> Option<f64> {
+        match self {
+            Self::Loading {
+                progress, elapsed, ..
+            } if *progress > 0.01 => {
+                let total = elapsed.as_secs_f64() / f64::from(*progress);
+                Some((total - elapsed.as_secs_f64()).max(0.0))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A model that is loaded and serving.
+pub struct ModelInfo {
+    pub id: ModelId,
+    pub path: PathBuf,
+    pub gguf: GgufInfo,
+    pub n_params: u64,
+    pub size_bytes: u64,
+    pub n_ctx_train: u32,
+    /// The context each request gets, in tokens.
+    pub ctx_per_slot: u32,
+    pub slots: usize,
+    pub(crate) prompter: Prompter,
+}
+
+impl std::fmt::Debug for ModelInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelInfo")
+            .field("id", &self.id)
+            .field("path", &self.path)
+            .field("ctx_per_slot", &self.ctx_per_slot)
+            .field("slots", &self.slots)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ModelInfo {
+    /// The conversation as the model will see it: its chat template applied, ending with the
+    /// assistant's turn opening.
+    pub fn render_chat(&self, messages: &[ChatMessage]) -> Result<String, PromptError> {
+        self.prompter.render(messages)
+    }
+
+    /// Token count of a text as the engine will tokenize it.
+    pub fn count_tokens(&self, text: &str) -> usize {
+        self.prompter.tokenize(text).len()
+    }
+
+    /// Decode token ids back to text (special tokens hidden), for doors that echo prompts.
+    pub fn detokenize(&self, ids: &[i32]) -> String {
+        let vocab = self.prompter.model.vocab();
+        let mut bytes = Vec::new();
+        for id in ids {
+            vocab.token_to_piece_into(LlamaToken::new(*id), &mut bytes, false, None);
+        }
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+/// Why a prompt could not be prepared.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PromptError {
+    #[error("the model's chat template could not render these messages: {0}")]
+    Template(String),
+    #[error("the prompt is empty")]
+    Empty,
+}
+
+/// Template + tokenizer, usable from any thread (llama.cpp's vocabulary is read-only after
+/// loading, and llama-server tokenizes on its HTTP threads the same way).
+pub(crate) struct Prompter {
+    pub(crate) model: Arc<LlamaModel>,
+    jinja: Option<ChatTemplate>,
+    /// The template source for llama.cpp's built-in fallback (`chatml` when the GGUF has none).
+    builtin: String,
+}
+
+impl Prompter {
+    pub(crate) fn new(model: Arc<LlamaModel>, template_source: Option<String>) -> Self {
+        let vocab = model.vocab();
+        let token_text = |t: LlamaToken| {
+            let mut b = Vec::new();
+            vocab.token_to_piece_into(t, &mut b, true, None);
+            String::from_utf8_lossy(&b).into_owned()
+        };
+        let bos = token_text(vocab.bos());
+        let eos = token_text(vocab.eos());
+        let jinja = template_source.as_deref().and_then(|src| {
+            ChatTemplate::new(src, &bos, &eos)
+                .map_err(|e| tracing::warn!(error = %e, "GGUF chat template unusable with Jinja; using llama.cpp's built-in templates"))
+                .ok()
+        });
+        Self {
+            model,
+            jinja,
+            builtin: template_source.unwrap_or_else(|| "chatml".to_owned()),
+        }
+    }
+
+    pub(crate) fn render(&self, messages: &[ChatMessage]) -> Result<String, PromptError> {
+        if let Some(t) = &self.jinja {
+            match t.render(messages, true) {
+                Ok(s) => return Ok(s),
+                Err(e) => {
+                    tracing::debug!(error = %e, "Jinja rendering failed; trying llama.cpp's built-in template")
+                }
+            }
+        }
+        let tmpl = LlamaChatTemplate::new(&self.builtin)
+            .map_err(|e| PromptError::Template(e.to_string()))?;
+        let chat = messages
+            .iter()
+            .map(|m| LlamaChatMessage::new(m.role.clone(), m.content.clone()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| PromptError::Template(e.to_string()))?;
+        self.model
+            .apply_chat_template(&tmpl, &chat, true)
+            .map_err(|e| PromptError::Template(e.to_string()))
+    }
+
+    /// Tokenize as llama-server does: BOS when the vocabulary asks for it, special tokens parsed.
+    pub(crate) fn tokenize(&self, text: &str) -> Vec<LlamaToken> {
+        self.model.vocab().tokenize(text.as_bytes(), true, true)
+    }
+}

@@ -1,0 +1,93 @@
+//! Sampler chains from [`SamplingParams`] (in llama-server's order: penalties, top-k, top-p,
+//! temperature, then a seeded draw; greedy at temperature 0) and log-probabilities computed
+//! from the raw logits, as OpenAI reports them.
+
+use hearth_protocol::SamplingParams;
+use llama_cpp_2::sampling::LlamaSampler;
+
+/// How many recent tokens repetition penalties look at (llama-server's `repeat_last_n`).
+const PENALTY_LAST_N: i32 = 64;
+
+pub(crate) fn build_sampler(params: &SamplingParams, seed: u32, n_vocab: i32) -> LlamaSampler {
+    let mut chain = Vec::with_capacity(5);
+    if params.repetition_penalty != 1.0
+        || params.frequency_penalty != 0.0
+        || params.presence_penalty != 0.0
+    {
+        chain.push(LlamaSampler::penalties(
+            n_vocab,
+            PENALTY_LAST_N,
+            params.repetition_penalty,
+            params.frequency_penalty,
+            params.presence_penalty,
+        ));
+    }
+    if params.is_greedy() {
+        chain.push(LlamaSampler::greedy());
+    } else {
+        if params.top_k > 0 {
+            chain.push(LlamaSampler::top_k(params.top_k.min(i32::MAX as u32) as i32));
+        }
+        if params.top_p < 1.0 {
+            chain.push(LlamaSampler::top_p(params.top_p, 1));
+        }
+        chain.push(LlamaSampler::temp(params.temperature));
+        chain.push(LlamaSampler::dist(seed));
+    }
+    LlamaSampler::chain_simple(chain)
+}
+
+/// The chosen token's log-probability and the `top_n` most likely tokens (descending), from
+/// raw logits via a numerically stable log-sum-exp.
+pub(crate) fn logprobs(logits: &[f32], chosen: usize, top_n: usize) -> (f32, Vec<(usize, f32)>) {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum: f64 = logits.iter().map(|&x| f64::from(x - max).exp()).sum();
+    let lse = f64::from(max) + sum.ln();
+    let lp = |x: f32| (f64::from(x) - lse) as f32;
+    let mut top: Vec<(usize, f32)> = Vec::with_capacity(top_n + 1);
+    if top_n > 0 {
+        for (i, &x) in logits.iter().enumerate() {
+            if top.len() < top_n || x > top[top.len() - 1].1 {
+                let at = top.partition_point(|&(_, y)| y >= x);
+                top.insert(at, (i, x));
+                top.truncate(top_n);
+            }
+        }
+    }
+    let chosen_lp = logits.get(chosen).map_or(f32::NEG_INFINITY, |&x| lp(x));
+    (
+        chosen_lp,
+        top.into_iter().map(|(i, x)| (i, lp(x))).collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn logprobs_match_a_direct_softmax() {
+        let logits = [1.0f32, 3.0, 2.0, -1.0, 3.0];
+        let (chosen, top) = logprobs(&logits, 2, 3);
+        let z: f64 = logits.iter().map(|&x| f64::from(x).exp()).sum();
+        let expect = |x: f32| (f64::from(x).exp() / z).ln() as f32;
+        assert!((chosen - expect(2.0)).abs() < 1e-5);
+        assert_eq!(top.iter().map(|t| t.0).collect::<Vec<_>>(), vec![1, 4, 2]);
+        for (i, l) in top {
+            assert!((l - expect(logits[i])).abs() < 1e-5);
+        }
+        let total: f64 = logits
+            .iter()
+            .map(|&x| f64::from(logprobs(&logits, 0, 0).0 - logits[0] + x).exp())
+            .sum();
+        assert!((total - 1.0).abs() < 1e-5, "probabilities sum to {total}");
+    }
+
+    #[test]
+    fn large_logits_do_not_overflow() {
+        let logits = [1000.0f32, 999.0];
+        let (lp, top) = logprobs(&logits, 0, 1);
+        assert!(lp.is_finite() && lp < 0.0 && lp > -1.0);
+        assert_eq!(top[0].0, 0);
+    }
+}

@@ -1,0 +1,802 @@
+//! The engine thread: it owns the llama.cpp model, context and batch, and runs continuous
+//! batching over `slots` sequences — each step is one `llama_decode` holding the next token of
+//! every generating slot plus a bounded chunk of pending prompt prefill — then samples, turns
+//! tokens into text, and sends events. Nothing here parses JSON, renders templates or takes a
+//! lock on the per-token path.
+
+use std::collections::VecDeque;
+use std::num::NonZeroU32;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use hearth_protocol::{FinishReason, ModelId, RequestId, SamplingParams, SamplingPatch, Usage};
+use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::context::LlamaContext;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::model::LlamaModel;
+use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::LlamaToken;
+use tokio::sync::{mpsc, watch};
+
+use crate::config::{EngineConfig, DEFAULT_CTX_PER_SLOT};
+use crate::events::{
+    Candidate, Done, Event, Failure, FailureKind, Timing, TokenEvent, TokenLogprobs,
+};
+use crate::gguf::GgufInfo;
+use crate::handle::Shared;
+use crate::model::{ModelInfo, ModelState, Prompter};
+use crate::sampling::{build_sampler, logprobs};
+use crate::text::{StopMatcher, StopScan, Utf8Assembler};
+
+/// How long an engine with only back-pressured slots waits before looking again.
+const STALL_POLL: Duration = Duration::from_millis(1);
+
+pub(crate) enum Command {
+    Submit(Box<Submission>),
+    Control {
+        id: RequestId,
+        op: ControlOp,
+    },
+    /// Look at the shared flags (shutdown).
+    Wake,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum ControlOp {
+    Stop,
+    Pause,
+    Resume,
+    Regenerate,
+    Modify(SamplingPatch),
+}
+
+pub(crate) struct Submission {
+    pub(crate) id: RequestId,
+    pub(crate) tokens: Vec<LlamaToken>,
+    pub(crate) params: SamplingParams,
+    pub(crate) events: mpsc::Sender<Event>,
+    pub(crate) submitted: Instant,
+}
+
+/// Thread entry: load the model, then serve until shutdown or until every handle is gone.
+pub(crate) fn run(
+    config: EngineConfig,
+    commands: Receiver<Command>,
+    state: watch::Sender<ModelState>,
+    shared: Arc<Shared>,
+) {
+    let model_id = ModelId::from_file_name(
+        &config
+            .model_path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+    );
+    let fail = |message: String| {
+        tracing::error!(model = %model_id, %message, "model failed to load");
+        state.send_replace(ModelState::Failed {
+            model: model_id.clone(),
+            message,
+        });
+    };
+    let backend = match crate::backend::backend() {
+        Ok(b) => b,
+        Err(e) => return fail(format!("llama.cpp backend: {e}")),
+    };
+    let gguf = match GgufInfo::read(&config.model_path) {
+        Ok(g) => g,
+        Err(e) => return fail(e.to_string()),
+    };
+    let started = Instant::now();
+    let progress_state = state.clone();
+    let progress_id = model_id.clone();
+    let min_load = config.min_load_time;
+    let params = LlamaModelParams::default().with_progress_callback(move |p: f32| {
+        if let Some(min) = min_load {
+            // Pace loading so it lasts at least `min` (tests observe progress this way).
+            let due = min.mul_f32(p.clamp(0.0, 1.0));
+            let elapsed = started.elapsed();
+            if due > elapsed {
+                std::thread::sleep(due - elapsed);
+            }
+        }
+        progress_state.send_replace(ModelState::Loading {
+            model: progress_id.clone(),
+            progress: p.clamp(0.0, 1.0),
+            elapsed: started.elapsed(),
+        });
+        true
+    });
+    tracing::info!(model = %model_id, path = %config.model_path.display(), "loading model");
+    let model = match LlamaModel::load_from_file(backend, &config.model_path, &params) {
+        Ok(m) => Arc::new(m),
+        Err(e) => {
+            return fail(format!(
+                "llama.cpp could not load {}: {e}",
+                config.model_path.display()
+            ))
+        }
+    };
+    let n_ctx_train = model.n_ctx_train();
+    let slots = config.slots.max(1);
+    let per_slot = config
+        .ctx_per_slot
+        .unwrap_or(DEFAULT_CTX_PER_SLOT)
+        .min(n_ctx_train.max(1))
+        .max(32);
+    let threads = config.threads.max(1) as i32;
+    let ctx_params = LlamaContextParams::default()
+        .with_n_ctx(NonZeroU32::new(per_slot * slots as u32))
+        .with_n_batch(config.n_batch)
+        .with_n_ubatch(config.n_batch)
+        .with_n_seq_max(slots as u32)
+        .with_n_threads(threads)
+        .with_n_threads_batch(threads);
+    let ctx = match model.new_context(backend, ctx_params) {
+        Ok(c) => c,
+        Err(e) => return fail(format!("llama.cpp could not create a context: {e}")),
+    };
+    let ctx_per_slot = ctx.n_ctx() / slots as u32;
+    let template_source = model
+        .chat_template(None)
+        .ok()
+        .and_then(|t| t.to_string().ok());
+    let info = Arc::new(ModelInfo {
+        id: model_id.clone(),
+        path: config.model_path.clone(),
+        n_params: model.n_params(),
+        size_bytes: model.size(),
+        n_ctx_train,
+        ctx_per_slot,
+        slots,
+        gguf,
+        prompter: Prompter::new(model.clone(), template_source),
+    });
+    tracing::info!(
+        model = %model_id,
+        seconds = started.elapsed().as_secs_f32(),
+        slots,
+        ctx_per_slot,
+        threads,
+        "model ready"
+    );
+    state.send_replace(ModelState::Ready(info));
+
+    let mut sched = Scheduler {
+        n_vocab: model.n_vocab(),
+        model: &model,
+        ctx,
+        batch: LlamaBatch::new(config.n_batch as usize, 1),
+        slots: (0..slots).map(|_| None).collect(),
+        queue: VecDeque::new(),
+        draining: Vec::new(),
+        n_batch: config.n_batch as usize,
+        prefill_chunk: (config.prefill_chunk as usize).clamp(1, config.n_batch as usize),
+        ctx_per_slot,
+        shared: shared.clone(),
+        piece: Vec::with_capacity(64),
+        prefill_cursor: 0,
+    };
+    sched.serve(&commands);
+    sched.shutdown();
+    state.send_replace(ModelState::Stopped);
+    tracing::info!(model = %model_id, "engine stopped");
+}
+
+/// The request a slot is working on.
+struct Slot {
+    id: RequestId,
+    seq: i32,
+    prompt: Vec<LlamaToken>,
+    /// Prompt tokens already in the KV cache.
+    prefilled: usize,
+    /// Tokens of this sequence in the KV cache (the next position).
+    n_past: i32,
+    /// Sampled but not yet decoded.
+    pending: Option<LlamaToken>,
+    params: SamplingParams,
+    fixed_seed: Option<u32>,
+    sampler: LlamaSampler,
+    generated: Vec<LlamaToken>,
+    utf8: Utf8Assembler,
+    stop: StopMatcher,
+    out: Outbox,
+    paused: bool,
+    batch_idx: Option<i32>,
+    submitted: Instant,
+    started: Instant,
+    first_token: Option<Instant>,
+    last_token: Instant,
+}
+
+/// Events not yet accepted by a slow reader.
+struct Outbox {
+    tx: mpsc::Sender<Event>,
+    pending: VecDeque<Event>,
+}
+
+impl Outbox {
+    fn send(&mut self, event: Event) {
+        if self.pending.is_empty() {
+            if let Err(mpsc::error::TrySendError::Full(e)) = self.tx.try_send(event) {
+                self.pending.push_back(e);
+            }
+        } else {
+            self.pending.push_back(event);
+        }
+    }
+
+    /// Push what the reader has room for; true when nothing is left.
+    fn flush(&mut self) -> bool {
+        while let Some(e) = self.pending.pop_front() {
+            match self.tx.try_send(e) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(e)) => {
+                    self.pending.push_front(e);
+                    return false;
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => {
+                    self.pending.clear();
+                    return true;
+                }
+            }
+        }
+        true
+    }
+
+    fn closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+}
+
+struct Scheduler<'m> {
+    model: &'m LlamaModel,
+    ctx: LlamaContext<'m>,
+    batch: LlamaBatch<'static>,
+    slots: Vec<Option<Slot>>,
+    queue: VecDeque<Box<Submission>>,
+    /// Finished generations whose last events still wait for their reader.
+    draining: Vec<Outbox>,
+    n_vocab: i32,
+    n_batch: usize,
+    prefill_chunk: usize,
+    ctx_per_slot: u32,
+    shared: Arc<Shared>,
+    piece: Vec<u8>,
+    prefill_cursor: usize,
+}
+
+fn fresh_seed() -> u32 {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos() ^ (d.as_secs() as u32))
+        .unwrap_or(0);
+    nanos.wrapping_mul(0x9E37_79B9)
+}
+
+impl Scheduler<'_> {
+    fn serve(&mut self, commands: &Receiver<Command>) {
+        loop {
+            if self.shared.stopping.load(Ordering::Acquire) {
+                return;
+            }
+            // Block only when there is nothing to do; poll briefly when work is held back by
+            // slow readers.
+            let first = if self.has_runnable_work() {
+                match commands.try_recv() {
+                    Ok(c) => Some(c),
+                    Err(TryRecvError::Empty) => None,
+                    Err(TryRecvError::Disconnected) => return,
+                }
+            } else if self.has_stalled_work() {
+                match commands.recv_timeout(STALL_POLL) {
+                    Ok(c) => Some(c),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => return,
+                }
+            } else {
+                match commands.recv() {
+                    Ok(c) => Some(c),
+                    Err(_) => return,
+                }
+            };
+            if let Some(c) = first {
+                self.handle(c);
+                while let Ok(c) = commands.try_recv() {
+                    self.handle(c);
+                }
+            }
+            self.step();
+        }
+    }
+
+    fn has_runnable_work(&self) -> bool {
+        !self.queue.is_empty() && self.slots.iter().any(Option::is_none)
+            || self
+                .slots
+                .iter()
+                .flatten()
+                .any(|s| !s.paused && s.out.pending.is_empty())
+    }
+
+    fn has_stalled_work(&self) -> bool {
+        !self.draining.is_empty()
+            || self
+                .slots
+                .iter()
+                .flatten()
+                .any(|s| !s.out.pending.is_empty())
+    }
+
+    fn handle(&mut self, command: Command) {
+        match command {
+            Command::Submit(s) => self.queue.push_back(s),
+            Command::Control { id, op } => self.control(id, op),
+            Command::Wake => {}
+        }
+    }
+
+    fn control(&mut self, id: RequestId, op: ControlOp) {
+        if let Some(i) = self
+            .slots
+            .iter()
+            .position(|s| s.as_ref().is_some_and(|s| s.id == id))
+        {
+            let slot = self.slots[i].as_mut().expect("slot just found");
+            match op {
+                ControlOp::Stop => self.finish(i, FinishReason::Cancelled, true),
+                ControlOp::Pause => slot.paused = true,
+                ControlOp::Resume => slot.paused = false,
+                ControlOp::Modify(patch) => {
+                    slot.params.apply(&patch);
+                    if patch.seed.is_some() {
+                        slot.fixed_seed = patch.seed;
+                    }
+                    let seed = slot.fixed_seed.unwrap_or_else(fresh_seed);
+                    slot.sampler = build_sampler(&slot.params, seed, self.n_vocab);
+                    // Penalties must see the history they would have seen.
+                    slot.sampler.accept_many(slot.generated.iter());
+                    if let Some(stops) = patch.stop {
+                        match slot.stop.set_stops(stops) {
+                            StopScan::Release(text) if !text.is_empty() => {
+                                let now = Instant::now();
+                                slot.out.send(Event::Token(TokenEvent {
+                                    text,
+                                    id: None,
+                                    logprobs: None,
+                                    elapsed: now - slot.submitted,
+                                    since_prev: now - slot.last_token,
+                                }));
+                            }
+                            StopScan::Release(_) => {}
+                            StopScan::Stopped(text) => {
+                                self.emit_tail(i, text);
+                                self.finish(i, FinishReason::Stop, false);
+                                return;
+                            }
+                        }
+                    }
+                    let slot = self.slots[i].as_ref().expect("slot present");
+                    if slot
+                        .params
+                        .max_tokens
+                        .is_some_and(|m| slot.generated.len() >= m as usize)
+                    {
+                        self.finish(i, FinishReason::Length, true);
+                    }
+                }
+                ControlOp::Regenerate => self.restart(i),
+            }
+            return;
+        }
+        if let Some(q) = self.queue.iter().position(|s| s.id == id) {
+            match op {
+                ControlOp::Stop => {
+                    let s = self.queue.remove(q).expect("queued request just found");
+                    let now = Instant::now();
+                    let mut out = Outbox {
+                        tx: s.events,
+                        pending: VecDeque::new(),
+                    };
+                    out.send(Event::Done(Done {
+                        reason: FinishReason::Cancelled,
+                        usage: Usage::new(s.tokens.len() as u32, 0),
+                        timing: Timing {
+                            queued: now - s.submitted,
+                            total: now - s.submitted,
+                            ..Timing::default()
+                        },
+                    }));
+                    self.retire(out);
+                }
+                ControlOp::Modify(patch) => self.queue[q].params.apply(&patch),
+                // Nothing generated yet: pausing a queued request is applied when it starts.
+                ControlOp::Pause | ControlOp::Resume | ControlOp::Regenerate => {
+                    tracing::debug!(%id, ?op, "control for a queued request ignored");
+                }
+            }
+        }
+    }
+
+    /// One scheduling step: admit, build one batch, decode it, sample.
+    fn step(&mut self) {
+        self.drop_abandoned();
+        self.draining.retain_mut(|o| !o.flush());
+        for slot in self.slots.iter_mut().flatten() {
+            slot.out.flush();
+        }
+        self.admit();
+        if !self.fill_batch() {
+            return;
+        }
+        if let Err(e) = self.ctx.decode(&mut self.batch) {
+            let message = format!("llama.cpp decode failed: {e}");
+            tracing::error!(%message);
+            for i in 0..self.slots.len() {
+                if self.slots[i]
+                    .as_ref()
+                    .is_some_and(|s| s.batch_idx.is_some())
+                {
+                    self.fail(i, FailureKind::Decode, message.clone());
+                }
+            }
+            return;
+        }
+        for i in 0..self.slots.len() {
+            let Some(slot) = self.slots[i].as_mut() else {
+                continue;
+            };
+            let Some(idx) = slot.batch_idx.take() else {
+                continue;
+            };
+            let token = slot.sampler.sample(&self.ctx, idx);
+            let lp = slot.params.top_logprobs.map(|n| {
+                let (chosen, top) =
+                    logprobs(self.ctx.get_logits_ith(idx), token.0 as usize, n as usize);
+                (chosen, top)
+            });
+            self.on_token(i, token, lp);
+        }
+    }
+
+    /// Free slots whose reader went away, and queued requests nobody waits for.
+    fn drop_abandoned(&mut self) {
+        for i in 0..self.slots.len() {
+            if self.slots[i].as_ref().is_some_and(|s| s.out.closed()) {
+                let slot = self.slots[i].take().expect("slot present");
+                tracing::debug!(id = %slot.id, "reader gone; slot freed");
+                self.release(slot);
+            }
+        }
+        let before = self.queue.len();
+        self.queue.retain(|s| !s.events.is_closed());
+        let dropped = before - self.queue.len();
+        if dropped > 0 {
+            self.shared.in_flight.fetch_sub(dropped, Ordering::AcqRel);
+        }
+    }
+
+    fn admit(&mut self) {
+        while !self.queue.is_empty() {
+            let Some(seq) = self.slots.iter().position(Option::is_none) else {
+                return;
+            };
+            let s = self.queue.pop_front().expect("queue is not empty");
+            let now = Instant::now();
+            let seed = s.params.seed.unwrap_or_else(fresh_seed);
+            // Start from a clean sequence whatever the previous tenant left.
+            let _ = self.ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
+            self.slots[seq] = Some(Slot {
+                id: s.id,
+                seq: seq as i32,
+                prefilled: 0,
+                n_past: 0,
+                pending: None,
+                sampler: build_sampler(&s.params, seed, self.n_vocab),
+                fixed_seed: s.params.seed,
+                stop: StopMatcher::new(s.params.stop.clone()),
+                params: s.params,
+                prompt: s.tokens,
+                generated: Vec::new(),
+                utf8: Utf8Assembler::default(),
+                out: Outbox {
+                    tx: s.events,
+                    pending: VecDeque::new(),
+                },
+                paused: false,
+                batch_idx: None,
+                submitted: s.submitted,
+                started: now,
+                first_token: None,
+                last_token: now,
+            });
+            self.shared.active.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Put every generating slot's next token in the batch, then prompt chunks with what room
+    /// is left. Returns false when there is nothing to decode.
+    fn fill_batch(&mut self) -> bool {
+        self.batch.clear();
+        let mut used = 0usize;
+        let ctx_per_slot = self.ctx_per_slot as i32;
+        for i in 0..self.slots.len() {
+            let Some(slot) = self.slots[i].as_mut() else {
+                continue;
+            };
+            if slot.paused || !slot.out.pending.is_empty() {
+                continue;
+            }
+            let Some(token) = slot.pending else {
+                continue;
+            };
+            if slot.n_past >= ctx_per_slot {
+                // No room for even one more token in this slot's context.
+                self.finish(i, FinishReason::Length, true);
+                continue;
+            }
+            if self
+                .batch
+                .add(token, slot.n_past, &[slot.seq], true)
+                .is_err()
+            {
+                break;
+            }
+            slot.batch_idx = Some(used as i32);
+            used += 1;
+        }
+        let mut budget = if used > 0 {
+            self.prefill_chunk.min(self.n_batch - used)
+        } else {
+            self.n_batch
+        };
+        let n = self.slots.len();
+        for k in 0..n {
+            if budget == 0 {
+                break;
+            }
+            let i = (self.prefill_cursor + k) % n;
+            let Some(slot) = self.slots[i].as_mut() else {
+                continue;
+            };
+            if slot.paused || slot.prefilled >= slot.prompt.len() {
+                continue;
+            }
+            let take = budget.min(slot.prompt.len() - slot.prefilled);
+            let last = slot.prefilled + take == slot.prompt.len();
+            for j in 0..take {
+                let pos = slot.prefilled + j;
+                let logits = last && j + 1 == take;
+                if self
+                    .batch
+                    .add(slot.prompt[pos], pos as i32, &[slot.seq], logits)
+                    .is_err()
+                {
+                    break;
+                }
+                if logits {
+                    slot.batch_idx = Some(used as i32);
+                }
+                used += 1;
+            }
+            slot.prefilled += take;
+            slot.n_past = slot.prefilled as i32;
+            budget -= take;
+            if !last {
+                // Give the next prompt a turn first next time.
+                self.prefill_cursor = (i + 1) % n;
+            }
+        }
+        used > 0
+    }
+
+    fn on_token(&mut self, i: usize, token: LlamaToken, lp: Option<(f32, Vec<(usize, f32)>)>) {
+        let vocab = self.model.vocab();
+        let ctx_per_slot = self.ctx_per_slot as i32;
+        let slot = self.slots[i].as_mut().expect("slot present");
+        // The token that produced these logits is now in the KV cache.
+        if slot.pending.take().is_some() {
+            slot.n_past += 1;
+        }
+        let now = Instant::now();
+        let since_prev = now - slot.last_token;
+        slot.last_token = now;
+        if slot.first_token.is_none() {
+            slot.first_token = Some(now);
+        }
+        if vocab.is_eog(token) {
+            self.finish(i, FinishReason::Stop, true);
+            return;
+        }
+        slot.generated.push(token);
+        self.shared.tokens_generated.fetch_add(1, Ordering::Relaxed);
+        self.piece.clear();
+        vocab.token_to_piece_into(token, &mut self.piece, false, None);
+        let mut text = String::with_capacity(self.piece.len());
+        slot.utf8.push(&self.piece, &mut text);
+        let (text, stopped) = match slot.stop.push(&text) {
+            StopScan::Release(t) => (t, false),
+            StopScan::Stopped(t) => (t, true),
+        };
+        let logprobs = lp.map(|(chosen, top)| TokenLogprobs {
+            token: self.candidate(token.0, chosen),
+            top: top
+                .into_iter()
+                .map(|(id, l)| self.candidate(id as i32, l))
+                .collect(),
+        });
+        let slot = self.slots[i].as_mut().expect("slot present");
+        let at_max = slot
+            .params
+            .max_tokens
+            .is_some_and(|m| slot.generated.len() >= m as usize);
+        let ctx_full = slot.n_past >= ctx_per_slot;
+        let mut event = TokenEvent {
+            text,
+            id: Some(token.0),
+            logprobs,
+            elapsed: now - slot.submitted,
+            since_prev,
+        };
+        if stopped {
+            slot.out.send(Event::Token(event));
+            self.finish(i, FinishReason::Stop, false);
+        } else if at_max || ctx_full {
+            let (tail, tail_stopped) = Self::final_text(slot);
+            event.text.push_str(&tail);
+            slot.out.send(Event::Token(event));
+            let reason = if tail_stopped {
+                FinishReason::Stop
+            } else {
+                FinishReason::Length
+            };
+            self.finish(i, reason, false);
+        } else {
+            slot.out.send(Event::Token(event));
+            slot.pending = Some(token);
+        }
+    }
+
+    fn candidate(&self, id: i32, logprob: f32) -> Candidate {
+        let mut bytes = Vec::new();
+        self.model
+            .vocab()
+            .token_to_piece_into(LlamaToken::new(id), &mut bytes, false, None);
+        Candidate {
+            id,
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+            bytes,
+            logprob,
+        }
+    }
+
+    /// Everything still held back (an incomplete character, a possible stop-string start).
+    fn final_text(slot: &mut Slot) -> (String, bool) {
+        let mut rest = String::new();
+        slot.utf8.finish(&mut rest);
+        match slot.stop.push(&rest) {
+            StopScan::Release(mut t) => {
+                t.push_str(&slot.stop.flush());
+                (t, false)
+            }
+            StopScan::Stopped(t) => (t, true),
+        }
+    }
+
+    fn emit_tail(&mut self, i: usize, text: String) {
+        if text.is_empty() {
+            return;
+        }
+        let slot = self.slots[i].as_mut().expect("slot present");
+        let now = Instant::now();
+        slot.out.send(Event::Token(TokenEvent {
+            text,
+            id: None,
+            logprobs: None,
+            elapsed: now - slot.submitted,
+            since_prev: now - slot.last_token,
+        }));
+    }
+
+    /// End a generation: optionally release held-back text, send `Done`, free the slot.
+    fn finish(&mut self, i: usize, reason: FinishReason, flush: bool) {
+        let mut reason = reason;
+        if flush {
+            let slot = self.slots[i].as_mut().expect("slot present");
+            let (tail, stopped) = Self::final_text(slot);
+            if stopped && reason != FinishReason::Cancelled {
+                reason = FinishReason::Stop;
+            }
+            self.emit_tail(i, tail);
+        }
+        let mut slot = self.slots[i].take().expect("slot present");
+        let now = Instant::now();
+        let done = Done {
+            reason,
+            usage: Usage::new(slot.prompt.len() as u32, slot.generated.len() as u32),
+            timing: Timing {
+                queued: slot.started - slot.submitted,
+                prefill: slot
+                    .first_token
+                    .map_or(Duration::ZERO, |t| t - slot.started),
+                first_token: slot.first_token.map(|t| t - slot.submitted),
+                total: now - slot.submitted,
+            },
+        };
+        slot.out.send(Event::Done(done));
+        self.shared
+            .requests_finished
+            .fetch_add(1, Ordering::Relaxed);
+        self.release(slot);
+    }
+
+    fn fail(&mut self, i: usize, kind: FailureKind, message: String) {
+        let mut slot = self.slots[i].take().expect("slot present");
+        slot.out.send(Event::Error(Failure { kind, message }));
+        self.release(slot);
+    }
+
+    /// Give a slot back: clear its KV cache, keep its undelivered events draining.
+    fn release(&mut self, slot: Slot) {
+        let _ = self
+            .ctx
+            .clear_kv_cache_seq(Some(slot.seq as u32), None, None);
+        self.shared.active.fetch_sub(1, Ordering::Relaxed);
+        self.shared.in_flight.fetch_sub(1, Ordering::AcqRel);
+        self.retire(slot.out);
+    }
+
+    fn retire(&mut self, mut out: Outbox) {
+        if !out.flush() {
+            self.draining.push(out);
+        }
+    }
+
+    /// `regenerate`: drop everything generated, keep the prompt's KV cache, and decode the
+    /// last prompt token again to get fresh logits.
+    fn restart(&mut self, i: usize) {
+        let n_vocab = self.n_vocab;
+        let slot = self.slots[i].as_mut().expect("slot present");
+        slot.out.send(Event::Restarted);
+        let seed = slot.fixed_seed.unwrap_or_else(fresh_seed);
+        slot.sampler = build_sampler(&slot.params, seed, n_vocab);
+        slot.generated.clear();
+        slot.utf8.reset();
+        slot.stop.reset();
+        slot.first_token = None;
+        let now = Instant::now();
+        slot.started = now;
+        slot.last_token = now;
+        if slot.prefilled < slot.prompt.len() {
+            // Still prefilling: nothing was generated yet.
+            return;
+        }
+        let last = slot.prompt.len() - 1;
+        let _ = self.ctx.kv_cache_seq_rm(slot.seq, Some(last as u32), None);
+        slot.n_past = last as i32;
+        slot.pending = Some(slot.prompt[last]);
+        slot.prefilled = slot.prompt.len();
+    }
+
+    fn shutdown(&mut self) {
+        for i in 0..self.slots.len() {
+            if self.slots[i].is_some() {
+                self.fail(
+                    i,
+                    FailureKind::ShuttingDown,
+                    "the engine is shutting down".into(),
+                );
+            }
+        }
+        while let Some(s) = self.queue.pop_front() {
+            let _ = s.events.try_send(Event::Error(Failure {
+                kind: FailureKind::ShuttingDown,
+                message: "the engine is shutting down".into(),
+            }));
+            self.shared.in_flight.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}

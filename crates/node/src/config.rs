@@ -1,0 +1,146 @@
+//! The node's settings after the CLI and `HEARTH_*` variables are read: where it listens,
+//! where its data and models live, and how the engine runs. Also resolves `--model NAME|PATH`
+//! against the models folder.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The model `make run` fetches and every default points at (DESIGN.md §8).
+pub const DEFAULT_MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+pub const DEFAULT_PORT: u16 = 8420;
+
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    pub host: IpAddr,
+    pub port: u16,
+    pub data_dir: PathBuf,
+    pub models_dir: PathBuf,
+    /// A file name (with or without `.gguf`) in the models folder, or a path.
+    pub model: Option<String>,
+    pub parallel: usize,
+    pub threads: usize,
+    /// Context per slot, in tokens.
+    pub ctx: Option<u32>,
+    pub queue: usize,
+    /// See `EngineConfig::min_load_time`.
+    pub min_load_time: Option<Duration>,
+    /// How long shutdown waits for open streams to get their final message.
+    pub shutdown_grace: Duration,
+}
+
+impl NodeConfig {
+    /// Defaults for a data dir: models in `<data_dir>/models`, loopback, port 8420.
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        let data_dir = data_dir.into();
+        Self {
+            host: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port: DEFAULT_PORT,
+            models_dir: data_dir.join("models"),
+            data_dir,
+            model: None,
+            parallel: hearth_engine::config::DEFAULT_SLOTS,
+            threads: hearth_engine::config::physical_cores(),
+            ctx: None,
+            queue: hearth_engine::config::DEFAULT_QUEUE_CAPACITY,
+            min_load_time: None,
+            shutdown_grace: Duration::from_secs(3),
+        }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::new(self.host, self.port)
+    }
+}
+
+/// The OS data directory + `hearth` (`~/.local/share/hearth` on Linux).
+pub fn default_data_dir() -> PathBuf {
+    dirs::data_dir()
+        .unwrap_or_else(|| PathBuf::from("."))
+        .join("hearth")
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelPathError {
+    #[error("model {0} not found (looked for {1}); run `make run` once to fetch the default model, or pass --model PATH")]
+    NotFound(String, PathBuf),
+    #[error("no model given and no .gguf file in {0}; run `make run` once to fetch the default model, or pass --model PATH")]
+    NoModels(PathBuf),
+    #[error("cannot read the models folder {0}: {1}")]
+    Unreadable(PathBuf, std::io::Error),
+}
+
+/// Resolve `--model`: an existing path, else a name in the models folder; with no name, the
+/// default model, else the only `.gguf` in the folder.
+pub fn resolve_model(models_dir: &Path, model: Option<&str>) -> Result<PathBuf, ModelPathError> {
+    if let Some(m) = model {
+        let as_path = Path::new(m);
+        if as_path.is_file() {
+            return Ok(as_path.to_path_buf());
+        }
+        let file = if m.ends_with(".gguf") {
+            m.to_owned()
+        } else {
+            format!("{m}.gguf")
+        };
+        let candidate = models_dir.join(file);
+        return if candidate.is_file() {
+            Ok(candidate)
+        } else {
+            Err(ModelPathError::NotFound(m.to_owned(), candidate))
+        };
+    }
+    let default = models_dir.join(DEFAULT_MODEL_FILE);
+    if default.is_file() {
+        return Ok(default);
+    }
+    let mut found = Vec::new();
+    let entries = std::fs::read_dir(models_dir)
+        .map_err(|e| ModelPathError::Unreadable(models_dir.to_path_buf(), e))?;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "gguf") && path.is_file() {
+            found.push(path);
+        }
+    }
+    found.sort();
+    found
+        .into_iter()
+        .next()
+        .ok_or_else(|| ModelPathError::NoModels(models_dir.to_path_buf()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_names_paths_and_defaults() {
+        let dir = std::env::temp_dir().join(format!("hearth-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        assert!(matches!(
+            resolve_model(&dir, None),
+            Err(ModelPathError::NoModels(_))
+        ));
+        std::fs::write(dir.join("b.gguf"), b"x").unwrap();
+        std::fs::write(dir.join("a.gguf"), b"x").unwrap();
+        assert_eq!(resolve_model(&dir, None).unwrap(), dir.join("a.gguf"));
+        assert_eq!(resolve_model(&dir, Some("b")).unwrap(), dir.join("b.gguf"));
+        assert_eq!(
+            resolve_model(&dir, Some("b.gguf")).unwrap(),
+            dir.join("b.gguf")
+        );
+        let p = dir.join("a.gguf");
+        assert_eq!(resolve_model(&dir, Some(p.to_str().unwrap())).unwrap(), p);
+        assert!(matches!(
+            resolve_model(&dir, Some("zzz")),
+            Err(ModelPathError::NotFound(..))
+        ));
+        std::fs::write(dir.join(DEFAULT_MODEL_FILE), b"x").unwrap();
+        assert_eq!(
+            resolve_model(&dir, None).unwrap(),
+            dir.join(DEFAULT_MODEL_FILE)
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,163 @@
+//! OpenAI-format errors for the HTTP doors: one [`ApiError`] type that becomes
+//! `{"error":{"message","type","param","code"}}` with the right status, and the one mapping
+//! from engine errors to it.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use hearth_engine::{Failure, FailureKind, SubmitError};
+use hearth_protocol::openai::{ErrorBody, RequestError};
+
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    pub(crate) status: StatusCode,
+    pub(crate) body: ErrorBody,
+    pub(crate) retry_after: Option<u64>,
+}
+
+impl ApiError {
+    pub(crate) fn new(
+        status: StatusCode,
+        kind: &'static str,
+        code: Option<&'static str>,
+        param: Option<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            status,
+            body: ErrorBody::new(kind, code, param, message),
+            retry_after: None,
+        }
+    }
+
+    pub(crate) fn bad_request(e: RequestError) -> Self {
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            None,
+            e.param,
+            e.message,
+        )
+    }
+
+    pub(crate) fn model_not_found(requested: &str, served: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "invalid_request_error",
+            Some("model_not_found"),
+            Some("model".into()),
+            format!("The model '{requested}' does not exist or is not loaded. This node serves '{served}'."),
+        )
+    }
+
+    pub(crate) fn shutting_down() -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "server_error",
+            Some("server_shutdown"),
+            None,
+            "The server is shutting down.",
+        )
+    }
+
+    pub(crate) fn from_failure(f: &Failure) -> Self {
+        match f.kind {
+            FailureKind::ShuttingDown => Self::shutting_down(),
+            FailureKind::Decode => Self::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+                Some("internal_error"),
+                None,
+                f.message.clone(),
+            ),
+        }
+    }
+}
+
+impl From<SubmitError> for ApiError {
+    fn from(e: SubmitError) -> Self {
+        let message = e.to_string();
+        match e {
+            SubmitError::ContextLengthExceeded { .. } => Self::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                Some("context_length_exceeded"),
+                Some("messages".into()),
+                message,
+            ),
+            SubmitError::QueueFull { retry_after, .. } => Self {
+                retry_after: Some(retry_after.as_secs().max(1)),
+                ..Self::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "rate_limit_error",
+                    Some("rate_limit_exceeded"),
+                    None,
+                    message,
+                )
+            },
+            SubmitError::ModelLoading { .. } => Self {
+                retry_after: Some(1),
+                ..Self::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "server_error",
+                    Some("model_loading"),
+                    None,
+                    message,
+                )
+            },
+            SubmitError::LoadFailed { .. } => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server_error",
+                Some("model_load_failed"),
+                None,
+                message,
+            ),
+            SubmitError::Prompt(_) => Self::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                Some("invalid_prompt"),
+                Some("messages".into()),
+                message,
+            ),
+            SubmitError::ShuttingDown => Self::shutting_down(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if self.status.is_server_error() {
+            tracing::warn!(status = %self.status, message = %self.body.error.message, "request failed");
+        }
+        let mut response = (self.status, Json(self.body)).into_response();
+        if let Some(secs) = self.retry_after {
+            if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
+                response.headers_mut().insert(header::RETRY_AFTER, v);
+            }
+        }
+        response
+    }
+}
+
+pub(crate) async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "invalid_request_error",
+        Some("not_found"),
+        None,
+        format!("Unknown path {}", uri.path()),
+    )
+}
+
+pub(crate) async fn method_not_allowed(
+    method: axum::http::Method,
+    uri: axum::http::Uri,
+) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "invalid_request_error",
+        Some("method_not_allowed"),
+        None,
+        format!("{method} is not allowed on {}", uri.path()),
+    )
+}

@@ -1,0 +1,473 @@
+//! The OpenAI door: `GET /v1/models`, `POST /v1/chat/completions`, `POST /v1/completions`,
+//! non-streaming and streaming (SSE ending in `data: [DONE]`, a usage chunk when
+//! `stream_options.include_usage`). It only translates: validation is hearth-protocol's, token
+//! counts and finish reasons are the engine's. A client that disconnects cancels its generation.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::sse::{Event as SseEvent, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures_util::stream::{self, Stream};
+use hearth_engine::{Done, Event, Generation, ModelInfo, Prompt, Request, TokenEvent};
+use hearth_protocol::openai::{
+    self as oa, parse_body, ChatCompletionBody, CompletionBody, ErrorBody, RequestError,
+};
+use hearth_protocol::Usage;
+use tokio_util::sync::CancellationToken;
+
+use super::error::ApiError;
+use super::AppState;
+
+/// How long a request waits for a model that is still loading.
+const MODEL_WAIT: Duration = Duration::from_secs(120);
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    body.map_err(|e| {
+        let status = e.status();
+        let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
+            Some("request_too_large")
+        } else {
+            None
+        };
+        ApiError::new(status, "invalid_request_error", code, None, e.body_text())
+    })
+}
+
+/// Wait for the model (bounded), and check the client's model name against it.
+async fn served_model(
+    state: &AppState,
+    requested: Option<&str>,
+) -> Result<Arc<ModelInfo>, ApiError> {
+    let info = tokio::select! {
+        r = tokio::time::timeout(MODEL_WAIT, state.engine.ready()) => match r {
+            Ok(r) => r?,
+            Err(_) => return Err(ApiError::from(hearth_engine::SubmitError::ModelLoading {
+                model: state.model_id.clone(),
+                percent: 0,
+            })),
+        },
+        () = state.shutdown.cancelled() => return Err(ApiError::shutting_down()),
+    };
+    match requested {
+        Some(m) if !m.is_empty() && !info.id.matches(m) => {
+            Err(ApiError::model_not_found(m, info.id.as_str()))
+        }
+        _ => Ok(info),
+    }
+}
+
+pub(crate) async fn models(State(state): State<Arc<AppState>>) -> Json<oa::ModelList> {
+    Json(oa::ModelList {
+        object: "list",
+        data: vec![oa::ModelEntry {
+            id: state.model_id.to_string(),
+            object: "model",
+            created: now_secs(),
+            owned_by: "hearth",
+        }],
+    })
+}
+
+/// Everything a non-streaming response needs.
+struct Collected {
+    text: String,
+    tokens: Vec<TokenEvent>,
+    done: Done,
+}
+
+async fn collect(
+    gen: &mut Generation,
+    shutdown: &CancellationToken,
+    keep_tokens: bool,
+) -> Result<Collected, ApiError> {
+    let mut text = String::new();
+    let mut tokens = Vec::new();
+    loop {
+        let event = tokio::select! {
+            e = gen.events.recv() => e,
+            () = shutdown.cancelled() => return Err(ApiError::shutting_down()),
+        };
+        match event {
+            Some(Event::Token(t)) => {
+                text.push_str(&t.text);
+                if keep_tokens {
+                    tokens.push(t);
+                }
+            }
+            Some(Event::Restarted) => {
+                text.clear();
+                tokens.clear();
+            }
+            Some(Event::Done(done)) => return Ok(Collected { text, tokens, done }),
+            Some(Event::Error(f)) => return Err(ApiError::from_failure(&f)),
+            None => return Err(ApiError::shutting_down()),
+        }
+    }
+}
+
+fn chat_logprobs(tokens: &[TokenEvent]) -> oa::ChatLogprobs {
+    oa::ChatLogprobs {
+        content: tokens.iter().filter_map(chat_token_logprob).collect(),
+    }
+}
+
+fn chat_token_logprob(t: &TokenEvent) -> Option<oa::ChatTokenLogprob> {
+    let lp = t.logprobs.as_ref()?;
+    Some(oa::ChatTokenLogprob {
+        token: lp.token.text.clone(),
+        logprob: lp.token.logprob,
+        bytes: lp.token.bytes.clone(),
+        top_logprobs: lp
+            .top
+            .iter()
+            .map(|c| oa::TopLogprob {
+                token: c.text.clone(),
+                logprob: c.logprob,
+                bytes: c.bytes.clone(),
+            })
+            .collect(),
+    })
+}
+
+fn text_logprobs(tokens: &[TokenEvent], start_offset: usize) -> oa::TextLogprobs {
+    let mut out = oa::TextLogprobs::default();
+    let mut offset = start_offset;
+    for t in tokens {
+        let Some(lp) = &t.logprobs else { continue };
+        out.tokens.push(lp.token.text.clone());
+        out.token_logprobs.push(lp.token.logprob);
+        out.top_logprobs.push(
+            lp.top
+                .iter()
+                .map(|c| (c.text.clone(), c.logprob))
+                .collect::<BTreeMap<_, _>>(),
+        );
+        out.text_offset.push(offset);
+        offset += t.text.len();
+    }
+    out
+}
+
+pub(crate) async fn chat_completions(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = body_bytes(body)?;
+    let wire: ChatCompletionBody = parse_body(&body).map_err(ApiError::bad_request)?;
+    let info = served_model(&state, wire.model.as_deref()).await?;
+    let req = wire
+        .validate(Some(info.ctx_per_slot))
+        .map_err(ApiError::bad_request)?;
+    let mut gen = state.engine.submit(Request {
+        prompt: Prompt::Chat(req.messages),
+        params: req.params,
+    })?;
+    let id = format!("chatcmpl-{}", gen.id);
+    let model = info.id.to_string();
+    let created = now_secs();
+    if !req.stream {
+        let c = collect(&mut gen, &state.shutdown, req.logprobs).await?;
+        return Ok(Json(oa::ChatCompletion {
+            id,
+            object: "chat.completion",
+            created,
+            model,
+            choices: vec![oa::ChatChoice {
+                index: 0,
+                message: oa::AssistantMessage {
+                    role: "assistant",
+                    content: c.text,
+                },
+                logprobs: req.logprobs.then(|| chat_logprobs(&c.tokens)),
+                finish_reason: Some(c.done.reason.as_str().to_owned()),
+            }],
+            usage: c.done.usage,
+        })
+        .into_response());
+    }
+    let chunk = move |delta: oa::Delta,
+                      logprobs: Option<oa::ChatLogprobs>,
+                      finish: Option<String>,
+                      include_usage: bool| {
+        json(&oa::ChatChunk {
+            id: id.clone(),
+            object: "chat.completion.chunk",
+            created,
+            model: model.clone(),
+            choices: vec![oa::ChunkChoice {
+                index: 0,
+                delta,
+                logprobs,
+                finish_reason: finish,
+            }],
+            usage: include_usage.then_some(None),
+        })
+    };
+    let usage_chunk = {
+        let chunk_id = format!("chatcmpl-{}", gen.id);
+        let model = info.id.to_string();
+        move |usage: Usage| {
+            json(&oa::ChatChunk {
+                id: chunk_id.clone(),
+                object: "chat.completion.chunk",
+                created,
+                model: model.clone(),
+                choices: vec![],
+                usage: Some(Some(usage)),
+            })
+        }
+    };
+    let include_usage = req.include_usage;
+    let logprobs = req.logprobs;
+    let first = chunk(
+        oa::Delta {
+            role: Some("assistant"),
+            content: Some(String::new()),
+        },
+        None,
+        None,
+        include_usage,
+    );
+    let on_token = {
+        let chunk = chunk.clone();
+        move |t: &TokenEvent| -> Option<String> {
+            if t.text.is_empty() && !(logprobs && t.logprobs.is_some()) {
+                return None;
+            }
+            Some(chunk(
+                oa::Delta {
+                    role: None,
+                    content: Some(t.text.clone()),
+                },
+                logprobs.then(|| oa::ChatLogprobs {
+                    content: chat_token_logprob(t).into_iter().collect(),
+                }),
+                None,
+                include_usage,
+            ))
+        }
+    };
+    let on_done = move |d: &Done| -> Vec<String> {
+        let mut out = vec![chunk(
+            oa::Delta::default(),
+            None,
+            Some(d.reason.as_str().to_owned()),
+            include_usage,
+        )];
+        if include_usage {
+            out.push(usage_chunk(d.usage));
+        }
+        out
+    };
+    Ok(sse_response(
+        gen,
+        state.shutdown.clone(),
+        vec![first],
+        on_token,
+        on_done,
+    ))
+}
+
+pub(crate) async fn completions(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = body_bytes(body)?;
+    let wire: CompletionBody = parse_body(&body).map_err(ApiError::bad_request)?;
+    let info = served_model(&state, wire.model.as_deref()).await?;
+    let req = wire
+        .validate(Some(info.ctx_per_slot))
+        .map_err(ApiError::bad_request)?;
+    if req.echo && req.logprobs {
+        return Err(ApiError::bad_request(RequestError {
+            message: "echo together with logprobs is not supported".into(),
+            param: Some("echo".into()),
+        }));
+    }
+    let echo = req.echo.then(|| req.prompt.clone());
+    let mut gen = state.engine.submit(Request {
+        prompt: Prompt::Text(req.prompt),
+        params: req.params,
+    })?;
+    let id = format!("cmpl-{}", gen.id);
+    let model = info.id.to_string();
+    let created = now_secs();
+    if !req.stream {
+        let c = collect(&mut gen, &state.shutdown, req.logprobs).await?;
+        let mut text = echo.unwrap_or_default();
+        text.push_str(&c.text);
+        return Ok(Json(oa::TextCompletion {
+            id,
+            object: "text_completion",
+            created,
+            model,
+            choices: vec![oa::TextChoice {
+                index: 0,
+                text,
+                logprobs: req.logprobs.then(|| text_logprobs(&c.tokens, 0)),
+                finish_reason: Some(c.done.reason.as_str().to_owned()),
+            }],
+            usage: Some(Some(c.done.usage)),
+        })
+        .into_response());
+    }
+    let include_usage = req.include_usage;
+    let logprobs = req.logprobs;
+    let usage_field = move || include_usage.then_some(None);
+    let chunk = move |choices: Vec<oa::TextChoice>, usage: Option<Option<Usage>>| {
+        json(&oa::TextCompletion {
+            id: id.clone(),
+            object: "text_completion",
+            created,
+            model: model.clone(),
+            choices,
+            usage,
+        })
+    };
+    let choice = |text: String, logprobs: Option<oa::TextLogprobs>, finish: Option<String>| {
+        vec![oa::TextChoice {
+            index: 0,
+            text,
+            logprobs,
+            finish_reason: finish,
+        }]
+    };
+    let first: Vec<String> = echo
+        .map(|p| chunk(choice(p, None, None), usage_field()))
+        .into_iter()
+        .collect();
+    let mut offset = 0usize;
+    let on_token = {
+        let chunk = chunk.clone();
+        move |t: &TokenEvent| -> Option<String> {
+            if t.text.is_empty() && !(logprobs && t.logprobs.is_some()) {
+                return None;
+            }
+            let lp = logprobs.then(|| text_logprobs(std::slice::from_ref(t), offset));
+            offset += t.text.len();
+            Some(chunk(choice(t.text.clone(), lp, None), usage_field()))
+        }
+    };
+    let on_done = move |d: &Done| -> Vec<String> {
+        let mut out = vec![chunk(
+            choice(String::new(), None, Some(d.reason.as_str().to_owned())),
+            usage_field(),
+        )];
+        if include_usage {
+            // The usage chunk carries no choices, as OpenAI sends it.
+            out.push(chunk(vec![], Some(Some(d.usage))));
+        }
+        out
+    };
+    Ok(sse_response(
+        gen,
+        state.shutdown.clone(),
+        first,
+        on_token,
+        on_done,
+    ))
+}
+
+fn json<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_else(|e| {
+        json_error(&ErrorBody::new(
+            "server_error",
+            Some("internal_error"),
+            None,
+            e.to_string(),
+        ))
+    })
+}
+
+fn json_error(e: &ErrorBody) -> String {
+    serde_json::to_string(e).unwrap_or_else(|_| r#"{"error":{"message":"internal error","type":"server_error","param":null,"code":null}}"#.into())
+}
+
+/// Stream a generation as SSE: `first` chunks, one chunk per token, the closing chunks, then
+/// `[DONE]`. Errors (and shutdown) become an OpenAI error object before `[DONE]`.
+fn sse_response(
+    gen: Generation,
+    shutdown: CancellationToken,
+    first: Vec<String>,
+    on_token: impl FnMut(&TokenEvent) -> Option<String> + Send + 'static,
+    on_done: impl FnOnce(&Done) -> Vec<String> + Send + 'static,
+) -> Response {
+    struct St<T, D> {
+        gen: Generation,
+        shutdown: CancellationToken,
+        queue: VecDeque<String>,
+        on_token: T,
+        on_done: Option<D>,
+        finished: bool,
+    }
+    let st = St {
+        gen,
+        shutdown,
+        queue: first.into(),
+        on_token,
+        on_done: Some(on_done),
+        finished: false,
+    };
+    let s = stream::unfold(st, |mut st| async move {
+        loop {
+            if let Some(data) = st.queue.pop_front() {
+                return Some((Ok::<_, Infallible>(SseEvent::default().data(data)), st));
+            }
+            if st.finished {
+                return None;
+            }
+            let event = tokio::select! {
+                e = st.gen.events.recv() => e,
+                () = st.shutdown.cancelled() => None,
+            };
+            match event {
+                Some(Event::Token(t)) => {
+                    if let Some(c) = (st.on_token)(&t) {
+                        st.queue.push_back(c);
+                    }
+                }
+                // OpenAI clients have no regenerate; nothing to tell them.
+                Some(Event::Restarted) => {}
+                Some(Event::Done(d)) => {
+                    if let Some(f) = st.on_done.take() {
+                        st.queue.extend(f(&d));
+                    }
+                    st.queue.push_back("[DONE]".into());
+                    st.finished = true;
+                }
+                Some(Event::Error(f)) => {
+                    st.queue
+                        .push_back(json_error(&ApiError::from_failure(&f).body));
+                    st.queue.push_back("[DONE]".into());
+                    st.finished = true;
+                }
+                None => {
+                    st.queue
+                        .push_back(json_error(&ApiError::shutting_down().body));
+                    st.queue.push_back("[DONE]".into());
+                    st.finished = true;
+                }
+            }
+        }
+    });
+    sse(s)
+}
+
+fn sse(s: impl Stream<Item = Result<SseEvent, Infallible>> + Send + 'static) -> Response {
+    Sse::new(s).into_response()
+}

@@ -1,0 +1,26 @@
+//! # hearth-protocol
+//!
+//! Every wire type Hearth speaks, and the validation that turns wire values into the one
+//! internal vocabulary of a generation. Pure: no I/O, no tokio, no llama.cpp, so it can be
+//! unit-tested and fuzzed on its own.
+//!
+//! ## Layout
+//! - [`limits`]: named size limits, each with the reason for its value.
+//! - [`ids`]: newtype identifiers shared by every door.
+//! - [`generation`]: the internal sampling parameters, finish reasons and usage, and their
+//!   validation (every door validates through here so the rules are the same everywhere).
+//! - [`openai`]: the OpenAI HTTP API (chat completions, completions, models, errors, SSE chunks).
+//! - [`streaming`]: the `/generate` streaming WebSocket protocol (`protocols/streaming-ws.md`).
+//!
+//! ## Invariants
+//! - Field names and casing follow each protocol document exactly, even where documents differ.
+//! - Parsing is tolerant of unknown fields; validation is strict about values.
+
+pub mod generation;
+pub mod ids;
+pub mod limits;
+pub mod openai;
+pub mod streaming;
+
+pub use generation::{ChatMessage, FinishReason, ParamError, SamplingParams, SamplingPatch, Usage};
+pub use ids::{ModelId, RequestId};

@@ -1,0 +1,25 @@
+//! Size limits for untrusted input, named so every door enforces the same numbers.
+//! Each constant says why it has its value.
+
+/// Largest WebSocket message accepted on any door. A prompt of a full 128k-token context is
+/// well under 1 MiB of text; 4 MiB leaves room for JSON escaping while bounding what one
+/// client can make the node buffer (DESIGN.md §3).
+pub const MAX_WS_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
+
+/// Largest HTTP request body accepted by the OpenAI door, for the same reason as
+/// [`MAX_WS_MESSAGE_BYTES`].
+pub const MAX_HTTP_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+/// Most stop strings per request. OpenAI allows 4; llama-server allows more. 16 keeps the
+/// per-token stop scan cheap while accepting every client we know of.
+pub const MAX_STOP_STRINGS: usize = 16;
+
+/// Longest single stop string, in bytes. Held-back text is at most this long, so it also
+/// bounds how far the stream can lag behind generation.
+pub const MAX_STOP_STRING_BYTES: usize = 256;
+
+/// Most alternatives reported per token when log-probabilities are requested (OpenAI: 20).
+pub const MAX_TOP_LOGPROBS: u8 = 20;
+
+/// Longest feedback text stored from a client.
+pub const MAX_FEEDBACK_TEXT_BYTES: usize = 16 * 1024;

