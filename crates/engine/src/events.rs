@@ -16,6 +16,12 @@ pub enum Event {
     /// A `regenerate` control took effect: everything streamed so far is void and generation
     /// starts again from the prompt.
     Restarted,
+    /// A `pause` took effect: no token follows until `Resumed`.
+    Paused,
+    /// A `resume` took effect.
+    Resumed,
+    /// A `modify` took effect: tokens after this use the new parameters.
+    Modified,
     /// The generation finished; the stream ends here.
     Done(Done),
     /// The generation failed; the stream ends here.

@@ -285,6 +285,7 @@ impl Engine {
             params: request.params,
             events: tx,
             submitted,
+            paused: false,
         };
         if let Err(e) = self
             .inner

@@ -59,6 +59,8 @@ pub(crate) struct Submission {
     pub(crate) params: SamplingParams,
     pub(crate) events: mpsc::Sender<Event>,
     pub(crate) submitted: Instant,
+    /// Paused while still queued: it takes its slot paused.
+    pub(crate) paused: bool,
 }
 
 /// Thread entry: load the model, then serve until shutdown or until every handle is gone.
@@ -348,9 +350,16 @@ impl Scheduler<'_> {
             let slot = self.slots[i].as_mut().expect("slot just found");
             match op {
                 ControlOp::Stop => self.finish(i, FinishReason::Cancelled, true),
-                ControlOp::Pause => slot.paused = true,
-                ControlOp::Resume => slot.paused = false,
+                ControlOp::Pause => {
+                    slot.paused = true;
+                    slot.out.send(Event::Paused);
+                }
+                ControlOp::Resume => {
+                    slot.paused = false;
+                    slot.out.send(Event::Resumed);
+                }
                 ControlOp::Modify(patch) => {
+                    slot.out.send(Event::Modified);
                     slot.params.apply(&patch);
                     if patch.seed.is_some() {
                         slot.fixed_seed = patch.seed;
@@ -412,10 +421,24 @@ impl Scheduler<'_> {
                     }));
                     self.retire(out);
                 }
-                ControlOp::Modify(patch) => self.queue[q].params.apply(&patch),
-                // Nothing generated yet: pausing a queued request is applied when it starts.
-                ControlOp::Pause | ControlOp::Resume | ControlOp::Regenerate => {
-                    tracing::debug!(%id, ?op, "control for a queued request ignored");
+                ControlOp::Modify(patch) => {
+                    let s = &mut self.queue[q];
+                    s.params.apply(&patch);
+                    let _ = s.events.try_send(Event::Modified);
+                }
+                ControlOp::Pause => {
+                    let s = &mut self.queue[q];
+                    s.paused = true;
+                    let _ = s.events.try_send(Event::Paused);
+                }
+                ControlOp::Resume => {
+                    let s = &mut self.queue[q];
+                    s.paused = false;
+                    let _ = s.events.try_send(Event::Resumed);
+                }
+                // Nothing generated yet: it starts from the prompt anyway.
+                ControlOp::Regenerate => {
+                    let _ = self.queue[q].events.try_send(Event::Restarted);
                 }
             }
         }
@@ -506,7 +529,7 @@ impl Scheduler<'_> {
                     tx: s.events,
                     pending: VecDeque::new(),
                 },
-                paused: false,
+                paused: s.paused,
                 batch_idx: None,
                 submitted: s.submitted,
                 started: now,

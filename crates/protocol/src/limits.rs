@@ -6,6 +6,12 @@
 /// client can make the node buffer (DESIGN.md §3).
 pub const MAX_WS_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
 
+/// What the WebSocket library itself will buffer for one message. Messages between
+/// [`MAX_WS_MESSAGE_BYTES`] and this are read to the end so the client gets a clean error and
+/// close (instead of a reset while it is still sending); beyond this the connection is dropped.
+/// The library grows its buffer as bytes arrive, never from the announced length.
+pub const WS_READ_LIMIT_BYTES: usize = 2 * MAX_WS_MESSAGE_BYTES;
+
 /// Largest HTTP request body accepted by the OpenAI door, for the same reason as
 /// [`MAX_WS_MESSAGE_BYTES`].
 pub const MAX_HTTP_BODY_BYTES: usize = 4 * 1024 * 1024;

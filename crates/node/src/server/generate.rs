@@ -16,7 +16,7 @@ use hearth_engine::{
     Controller, Done, Event, Failure, FailureKind, Generation, ModelInfo, ModelState, Prompt,
     Request, SubmitError, TokenEvent,
 };
-use hearth_protocol::limits::{MAX_FEEDBACK_TEXT_BYTES, MAX_WS_MESSAGE_BYTES};
+use hearth_protocol::limits::{MAX_FEEDBACK_TEXT_BYTES, MAX_WS_MESSAGE_BYTES, WS_READ_LIMIT_BYTES};
 use hearth_protocol::streaming::{
     self as sw, parse_client_message, ClientMessage, Config, Control, ErrorKind, RecoveryAction,
     ServerMessage,
@@ -34,8 +34,8 @@ const CLOSE_GOING_AWAY: u16 = 1001;
 const CLOSE_TOO_BIG: u16 = 1009;
 
 pub(crate) async fn upgrade(State(state): State<Arc<AppState>>, ws: WebSocketUpgrade) -> Response {
-    ws.max_message_size(MAX_WS_MESSAGE_BYTES)
-        .max_frame_size(MAX_WS_MESSAGE_BYTES)
+    ws.max_message_size(WS_READ_LIMIT_BYTES)
+        .max_frame_size(WS_READ_LIMIT_BYTES)
         .on_upgrade(move |socket| async move {
             let mut session = Session::new(state, socket);
             session.run().await;
@@ -53,6 +53,17 @@ struct Running {
     options: sw::Options,
     max_tokens: Option<u32>,
     tokens: u32,
+    /// Descriptions of `modify` controls not yet acknowledged by the engine.
+    modifications: std::collections::VecDeque<String>,
+}
+
+impl Running {
+    /// Share of `max_tokens` generated so far, for status messages.
+    fn progress(&self) -> u8 {
+        self.max_tokens
+            .map(|m| ((u64::from(self.tokens) * 100) / u64::from(m.max(1))).min(100) as u8)
+            .unwrap_or(0)
+    }
 }
 
 /// A config that arrived while the model was loading.
@@ -175,23 +186,28 @@ impl Session {
             let watching_model = self.loading() || self.waiting.is_some();
             tokio::select! {
                 msg = self.socket.recv() => match msg {
+                    Some(Ok(Message::Text(text))) if text.len() > MAX_WS_MESSAGE_BYTES => {
+                        self.too_big().await;
+                        break;
+                    }
                     Some(Ok(Message::Text(text))) => self.on_text(text.as_str()).await,
+                    Some(Ok(Message::Binary(b))) if b.len() > MAX_WS_MESSAGE_BYTES => {
+                        self.too_big().await;
+                        break;
+                    }
                     Some(Ok(Message::Binary(_))) => {
                         self.send(&invalid("binary messages are not supported; send JSON text messages")).await;
                     }
                     Some(Ok(Message::Close(_))) | None => break,
                     Some(Ok(_)) => {} // ping/pong are answered by the library
                     Some(Err(e)) => {
+                        // Beyond the read limit the library gives up mid-message; tell the
+                        // client why if it still listens.
                         let text = e.to_string();
                         if text.contains("too long") || text.contains("Space limit") {
-                            self.send(&error(
-                                ErrorKind::InvalidRequest,
-                                format!("message larger than the {} MiB limit", MAX_WS_MESSAGE_BYTES >> 20),
-                                false,
-                                RecoveryAction::FixRequest,
-                                self.running.as_ref().map(|r| r.request_id.clone()),
-                            )).await;
-                            self.close(CLOSE_TOO_BIG, "message too big").await;
+                            self.too_big().await;
+                        } else {
+                            tracing::debug!(error = %text, "websocket read failed");
                         }
                         break;
                     }
@@ -218,6 +234,21 @@ impl Session {
             }
         }
         // Dropping `running` drops the event receiver, which cancels the generation.
+    }
+
+    async fn too_big(&mut self) {
+        self.send(&error(
+            ErrorKind::InvalidRequest,
+            format!(
+                "message larger than the {} MiB limit",
+                MAX_WS_MESSAGE_BYTES >> 20
+            ),
+            false,
+            RecoveryAction::FixRequest,
+            self.running.as_ref().map(|r| r.request_id.clone()),
+        ))
+        .await;
+        self.close(CLOSE_TOO_BIG, "message too big").await;
     }
 
     async fn report_loading(&mut self) {
@@ -354,7 +385,7 @@ impl Session {
             .options
             .include_logprobs
             .then(|| config.options.top_logprobs.unwrap_or(DEFAULT_TOP_LOGPROBS));
-        let params = match config
+        let mut params = match config
             .parameters
             .to_raw(top_logprobs)
             .validate(&SamplingParams::default(), Some(info.ctx_per_slot))
@@ -366,6 +397,9 @@ impl Session {
                 return;
             }
         };
+        // `logprobs` lists the chosen token and then N alternatives other than it: ask the
+        // engine for one more than N so there are always N left after removing the chosen one.
+        params.top_logprobs = params.top_logprobs.map(|n| n.saturating_add(1));
         let prompt = if config.options.raw {
             Prompt::Text(config.prompt.clone())
         } else {
@@ -425,6 +459,7 @@ impl Session {
             options: config.options.clone(),
             max_tokens,
             tokens: 0,
+            modifications: std::collections::VecDeque::new(),
         });
         self.last_config = Some(config);
     }
@@ -441,6 +476,22 @@ impl Session {
                 if let Some(msg) = msg {
                     self.send(&msg).await;
                 }
+            }
+            Some(Event::Paused) => {
+                let p = running.progress();
+                self.send(&status("pause", p, "Generation paused", None))
+                    .await;
+            }
+            Some(Event::Resumed) => {
+                let p = running.progress();
+                self.send(&status("resume", p, "Generation resumed", None))
+                    .await;
+            }
+            Some(Event::Modified) => {
+                let p = running.progress();
+                let what = running.modifications.pop_front().unwrap_or_default();
+                self.send(&status("modify", p, format!("Updated {what}"), None))
+                    .await;
             }
             Some(Event::Restarted) => {
                 running.text.truncate(running.prefix_len);
@@ -495,17 +546,18 @@ impl Session {
                     return;
                 }
             }
+            let hint = if self.last_config.is_none() {
+                " (the first message must be a config message)"
+            } else {
+                ""
+            };
             self.send(&invalid(format!(
-                "no generation is running on this connection; '{}' needs one",
+                "no generation is running on this connection; '{}' needs one{hint}",
                 control.name()
             )))
             .await;
             return;
         };
-        let progress = running
-            .max_tokens
-            .map(|m| ((running.tokens as u64 * 100) / u64::from(m.max(1))).min(100) as u8)
-            .unwrap_or(0);
         let ctl = running.control.clone();
         let request_id = running.request_id.clone();
         let result = match &control {
@@ -541,47 +593,30 @@ impl Session {
             .await;
             return;
         }
-        match control {
-            Control::Pause => {
-                self.send(&status("pause", progress, "Generation paused", None))
-                    .await
-            }
-            Control::Resume => {
-                self.send(&status("resume", progress, "Generation resumed", None))
-                    .await
-            }
-            Control::Modify { parameters } => {
-                let mut changed = Vec::new();
-                for (name, set) in [
-                    ("temperature", parameters.temperature.is_some()),
-                    ("top_p", parameters.top_p.is_some()),
-                    ("top_k", parameters.top_k.is_some()),
-                    (
-                        "repetition_penalty",
-                        parameters.repetition_penalty.is_some(),
-                    ),
-                    ("seed", parameters.seed.is_some()),
-                    ("max_tokens", parameters.max_tokens.is_some()),
-                    ("stop", parameters.stop.is_some()),
-                ] {
-                    if set {
-                        changed.push(name);
-                    }
+        // The acknowledgement is sent when the engine reports the control took effect, so
+        // that no token of the old state follows it.
+        if let (Control::Modify { parameters }, Some(r)) = (&control, self.running.as_mut()) {
+            let mut changed = Vec::new();
+            for (name, set) in [
+                ("temperature", parameters.temperature.is_some()),
+                ("top_p", parameters.top_p.is_some()),
+                ("top_k", parameters.top_k.is_some()),
+                (
+                    "repetition_penalty",
+                    parameters.repetition_penalty.is_some(),
+                ),
+                ("seed", parameters.seed.is_some()),
+                ("max_tokens", parameters.max_tokens.is_some()),
+                ("stop", parameters.stop.is_some()),
+            ] {
+                if set {
+                    changed.push(name);
                 }
-                if let (Some(m), Some(r)) = (parameters.max_tokens, self.running.as_mut()) {
-                    r.max_tokens = u32::try_from(m).ok();
-                }
-                self.send(&status(
-                    "modify",
-                    progress,
-                    format!("Updated {}", changed.join(", ")),
-                    None,
-                ))
-                .await;
             }
-            // Stop ends with a completion; regenerate announces itself with a status when the
-            // engine has restarted.
-            Control::Stop | Control::Regenerate => {}
+            if let Some(m) = parameters.max_tokens {
+                r.max_tokens = u32::try_from(m).ok();
+            }
+            r.modifications.push_back(changed.join(", "));
         }
     }
 
@@ -675,6 +710,7 @@ fn token_message(running: &Running, t: &TokenEvent) -> Option<ServerMessage> {
                 lp.top
                     .iter()
                     .filter(|c| c.id != lp.token.id)
+                    .take(lp.top.len().saturating_sub(1))
                     .map(|c| sw::TokenLogprob {
                         token: c.text.clone(),
                         logprob: c.logprob,

@@ -113,6 +113,7 @@ async fn collect(
                 text.clear();
                 tokens.clear();
             }
+            Some(Event::Paused | Event::Resumed | Event::Modified) => {}
             Some(Event::Done(done)) => return Ok(Collected { text, tokens, done }),
             Some(Event::Error(f)) => return Err(ApiError::from_failure(&f)),
             None => return Err(ApiError::shutting_down()),
@@ -441,8 +442,8 @@ fn sse_response(
                         st.queue.push_back(c);
                     }
                 }
-                // OpenAI clients have no regenerate; nothing to tell them.
-                Some(Event::Restarted) => {}
+                // OpenAI clients have no controls; nothing to tell them.
+                Some(Event::Restarted | Event::Paused | Event::Resumed | Event::Modified) => {}
                 Some(Event::Done(d)) => {
                     if let Some(f) = st.on_done.take() {
                         st.queue.extend(f(&d));

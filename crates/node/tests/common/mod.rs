@@ -1,0 +1,258 @@
+//! Shared helpers for the node's integration tests: start a real node on port 0 with a temp
+//! data dir and the real default model, talk to it over HTTP, SSE and WebSocket, and stop it.
+#![allow(dead_code, unreachable_pub)]
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt, StreamExt};
+use hearth_node::{Node, NodeConfig};
+use serde_json::{json, Value};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+pub type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+pub const MODEL_ID: &str = "SmolLM2-135M-Instruct.Q4_1";
+
+/// The default model, fetched by `scripts/setup.sh` (HEARTH_TEST_MODEL overrides).
+pub fn model_path() -> PathBuf {
+    let path = std::env::var_os("HEARTH_TEST_MODEL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            dirs_data()
+                .join("hearth/models")
+                .join("SmolLM2-135M-Instruct.Q4_1.gguf")
+        });
+    assert!(
+        path.is_file(),
+        "the default model is missing at {} — run `make test` (or scripts/setup.sh) to fetch it",
+        path.display()
+    );
+    path
+}
+
+fn dirs_data() -> PathBuf {
+    std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".local/share")
+        })
+}
+
+pub struct TestNode {
+    pub node: Option<Node>,
+    pub dir: tempfile::TempDir,
+    pub base: String,
+    pub ws_base: String,
+}
+
+impl TestNode {
+    pub async fn start(parallel: usize) -> Self {
+        Self::start_with(|c| c.parallel = parallel).await
+    }
+
+    pub async fn start_with(f: impl FnOnce(&mut NodeConfig)) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let model = model_path();
+        let mut config = NodeConfig::new(dir.path().join("data"));
+        config.models_dir = model.parent().unwrap().to_path_buf();
+        config.model = Some(model.to_string_lossy().into_owned());
+        config.port = 0;
+        config.ctx = Some(1024);
+        f(&mut config);
+        let wait_ready = config.min_load_time.is_none();
+        let node = Node::start(config).await.expect("node starts");
+        if wait_ready {
+            node.engine().ready().await.expect("model loads");
+        }
+        let addr = node.addr();
+        Self {
+            node: Some(node),
+            dir,
+            base: format!("http://{addr}"),
+            ws_base: format!("ws://{addr}"),
+        }
+    }
+
+    pub fn node(&self) -> &Node {
+        self.node.as_ref().expect("node running")
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(n) = self.node.take() {
+            n.shutdown().await;
+        }
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> reqwest::Response {
+        client()
+            .post(self.url(path))
+            .json(body)
+            .send()
+            .await
+            .expect("request sent")
+    }
+
+    pub async fn post_raw(&self, path: &str, body: impl Into<reqwest::Body>) -> reqwest::Response {
+        client()
+            .post(self.url(path))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .expect("request sent")
+    }
+
+    /// Non-streaming chat completion; panics unless 200.
+    pub async fn chat(&self, body: Value) -> Value {
+        let r = self.post("/v1/chat/completions", &body).await;
+        let status = r.status();
+        let v: Value = r.json().await.expect("json body");
+        assert_eq!(status, 200, "chat failed: {v}");
+        v
+    }
+
+    /// Streaming chat completion: the concatenated content and every parsed chunk.
+    pub async fn chat_stream(&self, mut body: Value) -> (String, Vec<Value>) {
+        body["stream"] = json!(true);
+        let r = self.post("/v1/chat/completions", &body).await;
+        assert_eq!(r.status(), 200);
+        assert!(r
+            .headers()
+            .get("content-type")
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream"));
+        let text = r.text().await.unwrap();
+        parse_sse(&text)
+    }
+
+    pub async fn status(&self) -> Value {
+        client()
+            .get(self.url("/api/status"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    pub async fn ws(&self, path: &str) -> Ws {
+        let (ws, _) = tokio_tungstenite::connect_async(format!("{}{path}", self.ws_base))
+            .await
+            .expect("websocket connects");
+        ws
+    }
+}
+
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(120))
+        .build()
+        .unwrap()
+}
+
+/// Parse an SSE body: content deltas joined, and all JSON chunks; asserts `[DONE]` ends it.
+pub fn parse_sse(body: &str) -> (String, Vec<Value>) {
+    let mut chunks = Vec::new();
+    let mut content = String::new();
+    let mut done = false;
+    for line in body.lines() {
+        let Some(data) = line.strip_prefix("data: ") else {
+            continue;
+        };
+        assert!(!done, "data after [DONE]");
+        if data == "[DONE]" {
+            done = true;
+            continue;
+        }
+        let v: Value = serde_json::from_str(data).expect("chunk is JSON");
+        if let Some(c) = v["choices"][0]["delta"]["content"].as_str() {
+            content.push_str(c);
+        }
+        if let Some(c) = v["choices"][0]["text"].as_str() {
+            content.push_str(c);
+        }
+        chunks.push(v);
+    }
+    assert!(done, "stream did not end with [DONE]: {body}");
+    (content, chunks)
+}
+
+pub fn user(text: &str) -> Value {
+    json!([{"role": "user", "content": text}])
+}
+
+pub async fn ws_send(ws: &mut Ws, v: Value) {
+    ws.send(Message::text(v.to_string()))
+        .await
+        .expect("ws send");
+}
+
+pub async fn ws_send_text(ws: &mut Ws, s: &str) {
+    ws.send(Message::text(s.to_owned())).await.expect("ws send");
+}
+
+/// Next JSON text message within `within`; `None` on timeout. Panics on close or non-JSON.
+pub async fn ws_recv_timeout(ws: &mut Ws, within: Duration) -> Option<Value> {
+    let deadline = Instant::now() + within;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let msg = match tokio::time::timeout(left, ws.next()).await {
+            Err(_) => return None,
+            Ok(m) => m,
+        };
+        match msg {
+            Some(Ok(Message::Text(t))) => {
+                return Some(serde_json::from_str(t.as_str()).expect("json message"))
+            }
+            Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+            other => panic!("unexpected websocket message: {other:?}"),
+        }
+    }
+}
+
+pub async fn ws_recv(ws: &mut Ws) -> Value {
+    ws_recv_timeout(ws, Duration::from_secs(60))
+        .await
+        .expect("a message within 60 s")
+}
+
+/// Read messages until one of type `ty`; returns it and everything before it.
+pub async fn ws_until(ws: &mut Ws, ty: &str) -> (Value, Vec<Value>) {
+    let mut before = Vec::new();
+    loop {
+        let m = ws_recv(ws).await;
+        if m["type"] == ty {
+            return (m, before);
+        }
+        before.push(m);
+    }
+}
+
+/// Word-level similarity in [0, 1]: 1 - Levenshtein distance / longer length.
+pub fn similarity(a: &str, b: &str) -> f64 {
+    let a: Vec<&str> = a.split_whitespace().collect();
+    let b: Vec<&str> = b.split_whitespace().collect();
+    if a.is_empty() && b.is_empty() {
+        return 1.0;
+    }
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, wa) in a.iter().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, wb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(wa != wb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    1.0 - prev[b.len()] as f64 / a.len().max(b.len()) as f64
+}

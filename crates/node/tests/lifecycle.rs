@@ -1,0 +1,253 @@
+//! Load, limits and lifecycle: a full queue is refused (429 + Retry-After, `rate_limited`), a
+//! client that goes away frees its slot, generation ends with `length` at the context's end,
+//! and SIGTERM gives every open stream a final message and exits within 5 seconds.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{user, ws_recv, ws_send, TestNode};
+use futures_util::StreamExt;
+use serde_json::json;
+use tokio_tungstenite::tungstenite::Message;
+
+const PROMPT: &str = "Write a long story about a robot learning to paint.";
+
+async fn wait_for(mut cond: impl AsyncFnMut() -> bool, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if cond().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_queue_is_refused_with_retry_after_on_both_doors() {
+    let t = TestNode::start_with(|c| {
+        c.parallel = 1;
+        c.queue = 1;
+    })
+    .await;
+    let long =
+        json!({"messages": user(PROMPT), "max_tokens": 400, "temperature": 0, "stream": true});
+    let a = t.post("/v1/chat/completions", &long).await;
+    let b = t.post("/v1/chat/completions", &long).await;
+    assert_eq!(a.status(), 200);
+    assert_eq!(b.status(), 200);
+    wait_for(
+        async || {
+            let s = t.status().await;
+            s["active"] == 1 && s["queued"] == 1
+        },
+        "one running and one queued request",
+    )
+    .await;
+    let r = t
+        .post("/v1/chat/completions", &json!({"messages": user("hi")}))
+        .await;
+    assert_eq!(r.status(), 429);
+    let retry: u64 = r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(retry >= 1);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["type"], "rate_limit_error");
+
+    let mut ws = t.ws("/generate").await;
+    ws_send(&mut ws, json!({"type": "config", "prompt": "hi"})).await;
+    let e = ws_recv(&mut ws).await;
+    assert_eq!(e["type"], "error");
+    assert_eq!(e["error"], "rate_limited");
+    assert_eq!(e["recovery_action"], "retry_later");
+
+    // Dropping the two streams frees the slot and the queue; the node serves again.
+    drop(a);
+    drop(b);
+    wait_for(
+        async || t.status().await["active"] == 0,
+        "the slot to be freed",
+    )
+    .await;
+    let v = t
+        .chat(json!({"messages": user("hi"), "max_tokens": 2}))
+        .await;
+    assert_eq!(v["usage"]["completion_tokens"], 2);
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_disconnects_cancels_its_generation() {
+    let t = TestNode::start(2).await;
+    let mut r = t
+        .post(
+            "/v1/chat/completions",
+            &json!({"messages": user(PROMPT), "max_tokens": 1000, "stream": true}),
+        )
+        .await;
+    let first = r.chunk().await.unwrap().unwrap();
+    assert!(!first.is_empty());
+    assert_eq!(t.status().await["active"], 1);
+    drop(r);
+    wait_for(
+        async || t.status().await["active"] == 0,
+        "the SSE client's slot to be freed",
+    )
+    .await;
+    let generated = t.status().await["tokens_generated"].as_u64().unwrap();
+    assert!(generated < 1000, "generation ran on after the client left");
+
+    let mut ws = t.ws("/generate").await;
+    ws_send(
+        &mut ws,
+        json!({"type": "config", "prompt": PROMPT, "parameters": {"max_tokens": 1000}}),
+    )
+    .await;
+    assert_eq!(ws_recv(&mut ws).await["type"], "init");
+    assert_eq!(ws_recv(&mut ws).await["type"], "token");
+    drop(ws);
+    wait_for(
+        async || t.status().await["active"] == 0,
+        "the WebSocket client's slot to be freed",
+    )
+    .await;
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn generation_ends_with_length_at_the_end_of_the_context() {
+    let t = TestNode::start_with(|c| {
+        c.parallel = 1;
+        c.ctx = Some(96);
+    })
+    .await;
+    let ctx = t.node().engine().model().unwrap().ctx_per_slot as u64;
+    let v = t
+        .chat(json!({"messages": user(PROMPT), "temperature": 0}))
+        .await;
+    assert_eq!(v["choices"][0]["finish_reason"], "length", "{v}");
+    let u = &v["usage"];
+    let used = u["prompt_tokens"].as_u64().unwrap() + u["completion_tokens"].as_u64().unwrap();
+    // The last sampled token is reported but never needs a place in the context.
+    assert_eq!(used, ctx + 1, "{v} with a context of {ctx}");
+    t.stop().await;
+}
+
+/// A `hearth-node serve` process on a free port; killed on drop if still running.
+struct Proc(std::process::Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_gives_open_streams_a_final_message_and_exits_within_5_seconds() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = common::model_path();
+    let mut child = Proc(
+        Command::new(env!("CARGO_BIN_EXE_hearth-node"))
+            .args(["serve", "--port", "0", "--parallel", "2", "--ctx", "2048"])
+            .arg("--data-dir")
+            .arg(dir.path())
+            .arg("--model")
+            .arg(&model)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = BufReader::new(child.0.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let url = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .expect("the URL is printed")
+        .to_owned();
+    let ready = lines.next().unwrap().unwrap();
+    assert!(ready.contains("is ready"), "{ready}");
+    let addr = url.trim_start_matches("http://").to_owned();
+
+    let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/generate"))
+        .await
+        .unwrap();
+    ws_send(
+        &mut ws,
+        json!({"type": "config", "prompt": PROMPT, "parameters": {"max_tokens": 1500}}),
+    )
+    .await;
+    assert_eq!(ws_recv(&mut ws).await["type"], "init");
+    let mut sse = common::client()
+        .post(format!("{url}/v1/chat/completions"))
+        .json(&json!({"messages": user(PROMPT), "max_tokens": 1500, "stream": true}))
+        .send()
+        .await
+        .unwrap();
+    let _ = sse.chunk().await.unwrap();
+
+    let sent = Instant::now();
+    let ok = Command::new("kill")
+        .args(["-TERM", &child.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+
+    // The WebSocket gets a server_shutdown error, then a close.
+    let mut got_error = false;
+    loop {
+        match tokio::time::timeout(Duration::from_secs(5), ws.next())
+            .await
+            .expect("ws final message")
+        {
+            Some(Ok(Message::Text(t))) => {
+                let v: serde_json::Value = serde_json::from_str(t.as_str()).unwrap();
+                if v["type"] == "error" {
+                    assert_eq!(v["error"], "server_shutdown");
+                    assert_eq!(v["recovery_action"], "reconnect");
+                    got_error = true;
+                }
+            }
+            Some(Ok(Message::Close(frame))) => {
+                assert_eq!(u16::from(frame.unwrap().code), 1001);
+                break;
+            }
+            Some(Ok(_)) => {}
+            None | Some(Err(_)) => break,
+        }
+    }
+    assert!(got_error, "no final error message on the WebSocket");
+    // The SSE stream ends with an error object and [DONE].
+    let mut rest = String::new();
+    while let Ok(Some(c)) = tokio::time::timeout(Duration::from_secs(5), sse.chunk())
+        .await
+        .unwrap()
+    {
+        rest.push_str(&String::from_utf8_lossy(&c));
+    }
+    assert!(rest.contains("server_shutdown"), "{rest}");
+    assert!(rest.trim_end().ends_with("data: [DONE]"), "{rest}");
+
+    let status = loop {
+        if let Some(s) = child.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            sent.elapsed() < Duration::from_secs(5),
+            "still running 5 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+    assert!(
+        std::net::TcpStream::connect(&addr).is_err(),
+        "the port is still open"
+    );
+}
