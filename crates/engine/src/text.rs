@@ -86,19 +86,20 @@ impl StopMatcher {
     pub(crate) fn set_stops(&mut self, stops: Vec<String>) -> StopScan {
         self.stops = stops;
         let held = std::mem::take(&mut self.held);
-        self.push(&held)
+        self.push(held)
     }
 
-    pub(crate) fn push(&mut self, text: &str) -> StopScan {
+    /// Take the next piece of text; without stop strings it passes through without a copy.
+    pub(crate) fn push(&mut self, text: String) -> StopScan {
         if self.stops.is_empty() {
             if self.held.is_empty() {
-                return StopScan::Release(text.to_owned());
+                return StopScan::Release(text);
             }
             let mut out = std::mem::take(&mut self.held);
-            out.push_str(text);
+            out.push_str(&text);
             return StopScan::Release(out);
         }
-        self.held.push_str(text);
+        self.held.push_str(&text);
         // Earliest match wins; among matches at the same place, the longest.
         let mut best: Option<usize> = None;
         for stop in &self.stops {
@@ -197,25 +198,28 @@ mod tests {
     #[test]
     fn stop_string_never_leaks_and_prefix_is_held() {
         let mut m = StopMatcher::new(vec!["END".into()]);
-        assert_eq!(m.push("hello E"), StopScan::Release("hello ".into()));
-        assert_eq!(m.push("N"), StopScan::Release(String::new()));
-        assert_eq!(m.push("Dgame"), StopScan::Stopped("".into()));
+        assert_eq!(m.push("hello E".into()), StopScan::Release("hello ".into()));
+        assert_eq!(m.push("N".into()), StopScan::Release(String::new()));
+        assert_eq!(m.push("Dgame".into()), StopScan::Stopped("".into()));
     }
 
     #[test]
     fn false_start_is_released_once_it_cannot_match() {
         let mut m = StopMatcher::new(vec!["END".into()]);
-        assert_eq!(m.push("EN"), StopScan::Release(String::new()));
-        assert_eq!(m.push("x"), StopScan::Release("ENx".into()));
+        assert_eq!(m.push("EN".into()), StopScan::Release(String::new()));
+        assert_eq!(m.push("x".into()), StopScan::Release("ENx".into()));
         assert_eq!(m.flush(), "");
     }
 
     #[test]
     fn stop_inside_a_piece_cuts_just_before_it() {
         let mut m = StopMatcher::new(vec!["\n\n".into(), "THE END".into()]);
-        assert_eq!(m.push("once upon"), StopScan::Release("once upon".into()));
         assert_eq!(
-            m.push(" a time\n\nmore"),
+            m.push("once upon".into()),
+            StopScan::Release("once upon".into())
+        );
+        assert_eq!(
+            m.push(" a time\n\nmore".into()),
             StopScan::Stopped(" a time".into())
         );
     }
@@ -223,40 +227,40 @@ mod tests {
     #[test]
     fn earliest_of_several_stops_wins() {
         let mut m = StopMatcher::new(vec!["bc".into(), "ab".into()]);
-        assert_eq!(m.push("xabc"), StopScan::Stopped("x".into()));
+        assert_eq!(m.push("xabc".into()), StopScan::Stopped("x".into()));
     }
 
     #[test]
     fn held_text_is_flushed_at_the_end() {
         let mut m = StopMatcher::new(vec!["STOP".into()]);
-        assert_eq!(m.push("go ST"), StopScan::Release("go ".into()));
+        assert_eq!(m.push("go ST".into()), StopScan::Release("go ".into()));
         assert_eq!(m.flush(), "ST");
     }
 
     #[test]
     fn multibyte_stop_strings_hold_on_char_boundaries() {
         let mut m = StopMatcher::new(vec!["€€".into()]);
-        assert_eq!(m.push("a€"), StopScan::Release("a".into()));
-        assert_eq!(m.push("b"), StopScan::Release("€b".into()));
-        assert_eq!(m.push("€€"), StopScan::Stopped(String::new()));
+        assert_eq!(m.push("a€".into()), StopScan::Release("a".into()));
+        assert_eq!(m.push("b".into()), StopScan::Release("€b".into()));
+        assert_eq!(m.push("€€".into()), StopScan::Stopped(String::new()));
     }
 
     #[test]
     fn no_stops_releases_immediately() {
         let mut m = StopMatcher::new(vec![]);
-        assert_eq!(m.push("abc"), StopScan::Release("abc".into()));
+        assert_eq!(m.push("abc".into()), StopScan::Release("abc".into()));
     }
 
     #[test]
     fn changing_stops_rescans_held_text() {
         let mut m = StopMatcher::new(vec!["xyz".into()]);
-        assert_eq!(m.push("ab xy"), StopScan::Release("ab ".into()));
+        assert_eq!(m.push("ab xy".into()), StopScan::Release("ab ".into()));
         assert_eq!(
             m.set_stops(vec!["q".into()]),
             StopScan::Release("xy".into())
         );
         let mut m = StopMatcher::new(vec!["xyz".into()]);
-        m.push("ab xy");
+        m.push("ab xy".into());
         assert_eq!(m.set_stops(vec!["y".into()]), StopScan::Stopped("x".into()));
     }
 }
