@@ -25,6 +25,15 @@ pub struct EngineConfig {
     /// Make loading take at least this long by pacing llama.cpp's progress callback. Only for
     /// tests and demos that must observe loading progress; `None` in normal use.
     pub min_load_time: Option<Duration>,
+    /// Run the scripted engine instead of llama.cpp (door benchmarks, fault and timing tests).
+    pub script: Option<Script>,
+}
+
+/// How the scripted engine produces tokens: a fixed word list, one token per active slot per
+/// step, each step after `token_delay` (zero: as fast as readers take them).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Script {
+    pub token_delay: Duration,
 }
 
 /// Default context per slot when the model allows it (what Ollama uses by default).
@@ -45,6 +54,7 @@ impl EngineConfig {
             prefill_chunk: DEFAULT_PREFILL_CHUNK,
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
             min_load_time: None,
+            script: None,
         }
     }
 }

@@ -14,10 +14,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use hearth_protocol::{ChatMessage, ModelId, RequestId, SamplingParams, SamplingPatch};
 use tokio::sync::{mpsc, watch};
 
+use crate::commands::{Command, ControlOp, Submission};
 use crate::config::EngineConfig;
 use crate::events::Event;
 use crate::model::{ModelInfo, ModelState, PromptError};
-use crate::scheduler::{self, Command, ControlOp, Submission};
+use crate::{scheduler, scripted};
 
 /// Events buffered per generation before the engine holds that slot back (backpressure on a
 /// slow reader instead of unbounded memory).
@@ -108,13 +109,46 @@ struct Inner {
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
+/// A generation's event stream. Dropping it cancels the generation.
+#[derive(Debug)]
+pub struct Events {
+    rx: mpsc::Receiver<Event>,
+    stalled: Arc<AtomicBool>,
+    commands: SyncSender<Command>,
+}
+
+impl Events {
+    /// The next event; `None` once the stream has ended.
+    pub async fn recv(&mut self) -> Option<Event> {
+        let event = self.rx.recv().await;
+        self.took_one();
+        event
+    }
+
+    /// The next event if one is ready now.
+    pub fn try_recv(&mut self) -> Option<Event> {
+        let event = self.rx.try_recv().ok();
+        if event.is_some() {
+            self.took_one();
+        }
+        event
+    }
+
+    /// If the engine held this generation back because we were slow, tell it there is room.
+    fn took_one(&self) {
+        if self.stalled.swap(false, Ordering::AcqRel) {
+            let _ = self.commands.try_send(Command::Wake);
+        }
+    }
+}
+
 /// A submitted generation: its events, and how to steer it. Dropping `events` cancels it.
 #[derive(Debug)]
 pub struct Generation {
     pub id: RequestId,
     pub prompt_tokens: usize,
     pub model: Arc<ModelInfo>,
-    pub events: mpsc::Receiver<Event>,
+    pub events: Events,
     pub control: Controller,
 }
 
@@ -181,7 +215,10 @@ impl Engine {
         let thread_shared = shared.clone();
         let thread = std::thread::Builder::new()
             .name("hearth-engine".into())
-            .spawn(move || scheduler::run(config, rx, state_tx, thread_shared))
+            .spawn(move || match config.script.clone() {
+                Some(script) => scripted::run(config, script, rx, state_tx, thread_shared),
+                None => scheduler::run(config, rx, state_tx, thread_shared),
+            })
             .expect("spawning the engine thread");
         let base = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -277,13 +314,15 @@ impl Engine {
             });
         }
         let id = RequestId(self.inner.next_id.fetch_add(1, Ordering::Relaxed));
-        let (tx, events) = mpsc::channel(EVENT_CAPACITY);
+        let (tx, rx) = mpsc::channel(EVENT_CAPACITY);
+        let stalled = Arc::new(AtomicBool::new(false));
         let prompt_tokens = tokens.len();
         let submission = Submission {
             id,
             tokens,
             params: request.params,
             events: tx,
+            stalled: stalled.clone(),
             submitted,
             paused: false,
         };
@@ -306,7 +345,11 @@ impl Engine {
             id,
             prompt_tokens,
             model,
-            events,
+            events: Events {
+                rx,
+                stalled,
+                commands: self.inner.commands.clone(),
+            },
             control: Controller {
                 id,
                 commands: self.inner.commands.clone(),

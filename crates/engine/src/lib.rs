@@ -9,6 +9,9 @@
 //! - [`handle`]: [`Engine`] (start, model state, submit, stats, shutdown), [`Generation`],
 //!   [`Controller`] (stop / pause / resume / modify / regenerate).
 //! - `scheduler`: the engine thread — slots, chunked prefill, one decode per step, sampling.
+//! - `scripted`: the same engine surface with scripted tokens instead of a model (door
+//!   benchmarks, fault and timing tests); `commands`: what handle and threads exchange;
+//!   `loader`: loading with progress; `admission`: the in-flight limit.
 //! - [`events`]: what a generation streams back: tokens, `Done` with real usage and timing.
 //! - [`model`]: [`ModelInfo`], [`ModelState`], prompt preparation (template + tokenizer).
 //! - [`template`]: the GGUF's Jinja chat template rendered with minijinja.
@@ -26,19 +29,22 @@
 
 mod admission;
 mod backend;
+mod commands;
 pub mod config;
 pub mod events;
 pub mod gguf;
 pub mod handle;
+mod loader;
 pub mod model;
 mod sampling;
 mod scheduler;
+mod scripted;
 pub mod template;
 mod text;
 
-pub use config::EngineConfig;
+pub use config::{EngineConfig, Script};
 pub use events::{Candidate, Done, Event, Failure, FailureKind, Timing, TokenEvent, TokenLogprobs};
 pub use handle::{
-    ControlError, Controller, Engine, EngineStats, Generation, Prompt, Request, SubmitError,
+    ControlError, Controller, Engine, EngineStats, Events, Generation, Prompt, Request, SubmitError,
 };
 pub use model::{ModelInfo, ModelState, PromptError};

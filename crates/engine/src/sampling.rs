@@ -4,12 +4,27 @@
 
 use hearth_protocol::SamplingParams;
 use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::logit_bias::LlamaLogitBias;
+use llama_cpp_2::token::LlamaToken;
 
 /// How many recent tokens repetition penalties look at (llama-server's `repeat_last_n`).
 const PENALTY_LAST_N: i32 = 64;
 
-pub(crate) fn build_sampler(params: &SamplingParams, seed: u32, n_vocab: i32) -> LlamaSampler {
-    let mut chain = Vec::with_capacity(5);
+/// `eog` lists the model's end-of-generation tokens, banned when `ignore_eos` is set.
+pub(crate) fn build_sampler(
+    params: &SamplingParams,
+    seed: u32,
+    n_vocab: i32,
+    eog: &[LlamaToken],
+) -> LlamaSampler {
+    let mut chain = Vec::with_capacity(6);
+    if params.ignore_eos && !eog.is_empty() {
+        let bans: Vec<LlamaLogitBias> = eog
+            .iter()
+            .map(|t| LlamaLogitBias::new(*t, f32::NEG_INFINITY))
+            .collect();
+        chain.push(LlamaSampler::logit_bias(n_vocab, &bans));
+    }
     if params.repetition_penalty != 1.0
         || params.frequency_penalty != 0.0
         || params.presence_penalty != 0.0

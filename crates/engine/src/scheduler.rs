@@ -11,57 +11,29 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use hearth_protocol::{FinishReason, ModelId, RequestId, SamplingParams, SamplingPatch, Usage};
+use hearth_protocol::{FinishReason, RequestId, SamplingParams, Usage};
 use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::llama_batch::LlamaBatch;
-use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
+use crate::commands::{Command, ControlOp, Outbox, Submission};
 use crate::config::{EngineConfig, DEFAULT_CTX_PER_SLOT};
 use crate::events::{
     Candidate, Done, Event, Failure, FailureKind, Timing, TokenEvent, TokenLogprobs,
 };
-use crate::gguf::GgufInfo;
 use crate::handle::Shared;
-use crate::model::{ModelInfo, ModelState, Prompter};
+use crate::loader;
+use crate::model::ModelState;
 use crate::sampling::{build_sampler, logprobs};
 use crate::text::{StopMatcher, StopScan, Utf8Assembler};
 
-/// How long an engine with only back-pressured slots waits before looking again.
-const STALL_POLL: Duration = Duration::from_millis(1);
-
-pub(crate) enum Command {
-    Submit(Box<Submission>),
-    Control {
-        id: RequestId,
-        op: ControlOp,
-    },
-    /// Look at the shared flags (shutdown).
-    Wake,
-}
-
-#[derive(Debug, Clone)]
-pub(crate) enum ControlOp {
-    Stop,
-    Pause,
-    Resume,
-    Regenerate,
-    Modify(SamplingPatch),
-}
-
-pub(crate) struct Submission {
-    pub(crate) id: RequestId,
-    pub(crate) tokens: Vec<LlamaToken>,
-    pub(crate) params: SamplingParams,
-    pub(crate) events: mpsc::Sender<Event>,
-    pub(crate) submitted: Instant,
-    /// Paused while still queued: it takes its slot paused.
-    pub(crate) paused: bool,
-}
+/// How long an engine with only back-pressured slots waits before looking again. Readers
+/// wake it as soon as they take an event, so this is only a safety net.
+const STALL_POLL: Duration = Duration::from_millis(20);
 
 /// Thread entry: load the model, then serve until shutdown or until every handle is gone.
 pub(crate) fn run(
@@ -70,58 +42,12 @@ pub(crate) fn run(
     state: watch::Sender<ModelState>,
     shared: Arc<Shared>,
 ) {
-    let model_id = ModelId::from_file_name(
-        &config
-            .model_path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-    );
-    let fail = |message: String| {
-        tracing::error!(model = %model_id, %message, "model failed to load");
-        state.send_replace(ModelState::Failed {
-            model: model_id.clone(),
-            message,
-        });
+    let Some(loaded) = loader::load(&config, &state, false) else {
+        return;
     };
-    let backend = match crate::backend::backend() {
-        Ok(b) => b,
-        Err(e) => return fail(format!("llama.cpp backend: {e}")),
-    };
-    let gguf = match GgufInfo::read(&config.model_path) {
-        Ok(g) => g,
-        Err(e) => return fail(e.to_string()),
-    };
-    let started = Instant::now();
-    let progress_state = state.clone();
-    let progress_id = model_id.clone();
-    let min_load = config.min_load_time;
-    let params = LlamaModelParams::default().with_progress_callback(move |p: f32| {
-        if let Some(min) = min_load {
-            // Pace loading so it lasts at least `min` (tests observe progress this way).
-            let due = min.mul_f32(p.clamp(0.0, 1.0));
-            let elapsed = started.elapsed();
-            if due > elapsed {
-                std::thread::sleep(due - elapsed);
-            }
-        }
-        progress_state.send_replace(ModelState::Loading {
-            model: progress_id.clone(),
-            progress: p.clamp(0.0, 1.0),
-            elapsed: started.elapsed(),
-        });
-        true
-    });
-    tracing::info!(model = %model_id, path = %config.model_path.display(), "loading model");
-    let model = match LlamaModel::load_from_file(backend, &config.model_path, &params) {
-        Ok(m) => Arc::new(m),
-        Err(e) => {
-            return fail(format!(
-                "llama.cpp could not load {}: {e}",
-                config.model_path.display()
-            ))
-        }
-    };
+    let model = loaded.model.clone();
+    let model_id = loaded.id.clone();
+    let backend = loaded.backend;
     let n_ctx_train = model.n_ctx_train();
     let slots = config.slots.max(1);
     let per_slot = config
@@ -139,27 +65,19 @@ pub(crate) fn run(
         .with_n_threads_batch(threads);
     let ctx = match model.new_context(backend, ctx_params) {
         Ok(c) => c,
-        Err(e) => return fail(format!("llama.cpp could not create a context: {e}")),
+        Err(e) => {
+            return loader::fail(
+                &state,
+                &model_id,
+                format!("llama.cpp could not create a context: {e}"),
+            )
+        }
     };
     let ctx_per_slot = ctx.n_ctx() / slots as u32;
-    let template_source = model
-        .chat_template(None)
-        .ok()
-        .and_then(|t| t.to_string().ok());
-    let info = Arc::new(ModelInfo {
-        id: model_id.clone(),
-        path: config.model_path.clone(),
-        n_params: model.n_params(),
-        size_bytes: model.size(),
-        n_ctx_train,
-        ctx_per_slot,
-        slots,
-        gguf,
-        prompter: Prompter::new(model.clone(), template_source),
-    });
+    let info = loader::info(&loaded, &config, ctx_per_slot, slots);
     tracing::info!(
         model = %model_id,
-        seconds = started.elapsed().as_secs_f32(),
+        seconds = loaded.started.elapsed().as_secs_f32(),
         slots,
         ctx_per_slot,
         threads,
@@ -167,7 +85,15 @@ pub(crate) fn run(
     );
     state.send_replace(ModelState::Ready(info));
 
+    let eog: Vec<LlamaToken> = {
+        let vocab = model.vocab();
+        (0..model.n_vocab())
+            .map(LlamaToken::new)
+            .filter(|t| vocab.is_eog(*t))
+            .collect()
+    };
     let mut sched = Scheduler {
+        eog,
         n_vocab: model.n_vocab(),
         model: &model,
         ctx,
@@ -214,46 +140,6 @@ struct Slot {
     last_token: Instant,
 }
 
-/// Events not yet accepted by a slow reader.
-struct Outbox {
-    tx: mpsc::Sender<Event>,
-    pending: VecDeque<Event>,
-}
-
-impl Outbox {
-    fn send(&mut self, event: Event) {
-        if self.pending.is_empty() {
-            if let Err(mpsc::error::TrySendError::Full(e)) = self.tx.try_send(event) {
-                self.pending.push_back(e);
-            }
-        } else {
-            self.pending.push_back(event);
-        }
-    }
-
-    /// Push what the reader has room for; true when nothing is left.
-    fn flush(&mut self) -> bool {
-        while let Some(e) = self.pending.pop_front() {
-            match self.tx.try_send(e) {
-                Ok(()) => {}
-                Err(mpsc::error::TrySendError::Full(e)) => {
-                    self.pending.push_front(e);
-                    return false;
-                }
-                Err(mpsc::error::TrySendError::Closed(_)) => {
-                    self.pending.clear();
-                    return true;
-                }
-            }
-        }
-        true
-    }
-
-    fn closed(&self) -> bool {
-        self.tx.is_closed()
-    }
-}
-
 struct Scheduler<'m> {
     model: &'m LlamaModel,
     ctx: LlamaContext<'m>,
@@ -263,6 +149,8 @@ struct Scheduler<'m> {
     /// Finished generations whose last events still wait for their reader.
     draining: Vec<Outbox>,
     n_vocab: i32,
+    /// End-of-generation tokens, for `ignore_eos`.
+    eog: Vec<LlamaToken>,
     n_batch: usize,
     prefill_chunk: usize,
     ctx_per_slot: u32,
@@ -365,7 +253,7 @@ impl Scheduler<'_> {
                         slot.fixed_seed = patch.seed;
                     }
                     let seed = slot.fixed_seed.unwrap_or_else(fresh_seed);
-                    slot.sampler = build_sampler(&slot.params, seed, self.n_vocab);
+                    slot.sampler = build_sampler(&slot.params, seed, self.n_vocab, &self.eog);
                     // Penalties must see the history they would have seen.
                     slot.sampler.accept_many(slot.generated.iter());
                     if let Some(stops) = patch.stop {
@@ -406,10 +294,7 @@ impl Scheduler<'_> {
                 ControlOp::Stop => {
                     let s = self.queue.remove(q).expect("queued request just found");
                     let now = Instant::now();
-                    let mut out = Outbox {
-                        tx: s.events,
-                        pending: VecDeque::new(),
-                    };
+                    let mut out = Outbox::new(s.events, s.stalled);
                     out.send(Event::Done(Done {
                         reason: FinishReason::Cancelled,
                         usage: Usage::new(s.tokens.len() as u32, 0),
@@ -518,17 +403,14 @@ impl Scheduler<'_> {
                 prefilled: 0,
                 n_past: 0,
                 pending: None,
-                sampler: build_sampler(&s.params, seed, self.n_vocab),
+                sampler: build_sampler(&s.params, seed, self.n_vocab, &self.eog),
                 fixed_seed: s.params.seed,
                 stop: StopMatcher::new(s.params.stop.clone()),
                 params: s.params,
                 prompt: s.tokens,
                 generated: Vec::new(),
                 utf8: Utf8Assembler::default(),
-                out: Outbox {
-                    tx: s.events,
-                    pending: VecDeque::new(),
-                },
+                out: Outbox::new(s.events, s.stalled),
                 paused: s.paused,
                 batch_idx: None,
                 submitted: s.submitted,
@@ -785,7 +667,7 @@ impl Scheduler<'_> {
         let slot = self.slots[i].as_mut().expect("slot present");
         slot.out.send(Event::Restarted);
         let seed = slot.fixed_seed.unwrap_or_else(fresh_seed);
-        slot.sampler = build_sampler(&slot.params, seed, n_vocab);
+        slot.sampler = build_sampler(&slot.params, seed, n_vocab, &self.eog);
         slot.generated.clear();
         slot.utf8.reset();
         slot.stop.reset();

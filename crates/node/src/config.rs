@@ -25,6 +25,8 @@ pub struct NodeConfig {
     pub queue: usize,
     /// See `EngineConfig::min_load_time`.
     pub min_load_time: Option<Duration>,
+    /// Serve scripted tokens instead of running the model (door benchmarks, fault tests).
+    pub script: Option<hearth_engine::Script>,
     /// How long shutdown waits for open streams to get their final message.
     pub shutdown_grace: Duration,
 }
@@ -44,6 +46,7 @@ impl NodeConfig {
             ctx: None,
             queue: hearth_engine::config::DEFAULT_QUEUE_CAPACITY,
             min_load_time: None,
+            script: None,
             shutdown_grace: Duration::from_secs(3),
         }
     }

@@ -87,6 +87,7 @@ impl Node {
             ctx_per_slot: config.ctx,
             queue_capacity: config.queue,
             min_load_time: config.min_load_time,
+            script: config.script.clone(),
             ..EngineConfig::new(model_path)
         });
         let state = Arc::new(AppState {

@@ -59,6 +59,9 @@ struct ServeArgs {
     /// Make model loading last at least this many milliseconds (to watch loading progress).
     #[arg(long, env = "HEARTH_MIN_LOAD_MS", hide = true)]
     min_load_ms: Option<u64>,
+    /// Serve scripted tokens instead of running the model (door benchmarks only).
+    #[arg(long, env = "HEARTH_SCRIPTED", hide = true)]
+    scripted: bool,
 }
 
 impl ServeArgs {
@@ -78,6 +81,7 @@ impl ServeArgs {
         c.ctx = self.ctx;
         c.queue = self.queue;
         c.min_load_time = self.min_load_ms.map(Duration::from_millis);
+        c.script = self.scripted.then(hearth_engine::Script::default);
         c
     }
 }

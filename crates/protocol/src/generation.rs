@@ -25,6 +25,9 @@ pub struct SamplingParams {
     pub stop: Vec<String>,
     /// Alternatives to report per token; `None` reports no log-probabilities.
     pub top_logprobs: Option<u8>,
+    /// Never end at end-of-sequence (llama-server's `ignore_eos`): generation runs to
+    /// `max_tokens` or the end of the context. Benchmarks use it for fixed-length runs.
+    pub ignore_eos: bool,
 }
 
 impl Default for SamplingParams {
@@ -41,6 +44,7 @@ impl Default for SamplingParams {
             max_tokens: None,
             stop: Vec::new(),
             top_logprobs: None,
+            ignore_eos: false,
         }
     }
 }
@@ -198,6 +202,7 @@ pub struct RawParams {
     pub max_tokens: Option<i64>,
     pub stop: Option<StopField>,
     pub top_logprobs: Option<i64>,
+    pub ignore_eos: Option<bool>,
 }
 
 impl RawParams {
@@ -219,6 +224,7 @@ impl RawParams {
             Some(v) => penalty("presence_penalty", v)?,
             None => defaults.presence_penalty,
         };
+        params.ignore_eos = self.ignore_eos.unwrap_or(defaults.ignore_eos);
         params.top_logprobs = match self.top_logprobs {
             None => defaults.top_logprobs,
             Some(n) if (0..=i64::from(MAX_TOP_LOGPROBS)).contains(&n) => Some(n as u8),

@@ -83,6 +83,8 @@ pub struct ChatCompletionBody {
     #[serde(default)]
     pub top_logprobs: Option<i64>,
     #[serde(default)]
+    pub ignore_eos: Option<bool>,
+    #[serde(default)]
     pub tools: Option<Vec<IgnoredAny>>,
     #[serde(default)]
     pub response_format: Option<ResponseFormat>,
@@ -131,6 +133,8 @@ pub struct CompletionBody {
     pub logprobs: Option<i64>,
     #[serde(default)]
     pub echo: Option<bool>,
+    #[serde(default)]
+    pub ignore_eos: Option<bool>,
     #[serde(default)]
     pub suffix: Option<String>,
 }
@@ -273,6 +277,7 @@ impl ChatCompletionBody {
             } else {
                 None
             },
+            ignore_eos: self.ignore_eos,
         };
         let params = raw.validate(&SamplingParams::default(), max_context)?;
         Ok(ChatRequest {
@@ -347,6 +352,7 @@ impl CompletionBody {
             max_tokens: self.max_tokens,
             stop: self.stop,
             top_logprobs: self.logprobs,
+            ignore_eos: self.ignore_eos,
         };
         let mut params = raw.validate(&defaults, max_context)?;
         if let (Some(ctx), None) = (max_context, self.max_tokens) {
@@ -399,6 +405,22 @@ pub struct ChatCompletion {
     pub model: String,
     pub choices: Vec<ChatChoice>,
     pub usage: Usage,
+    pub timings: Timings,
+}
+
+/// Where the time went, as llama-server reports it (`timings`), so clients and benchmarks
+/// can tell the engine's own prefill from what the server adds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Timings {
+    /// Waiting for a free slot.
+    pub queued_ms: f64,
+    pub prompt_n: u32,
+    /// Prefill: from taking a slot to the first sampled token.
+    pub prompt_ms: f64,
+    pub predicted_n: u32,
+    /// From the first sampled token to the last.
+    pub predicted_ms: f64,
+    pub predicted_per_second: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -445,6 +467,9 @@ pub struct ChatChunk {
     /// Present (as `null`) on every chunk when usage was asked for, as OpenAI does.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Option<Usage>>,
+    /// On the chunk that carries the finish reason.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timings: Option<Timings>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -472,6 +497,8 @@ pub struct TextCompletion {
     pub choices: Vec<TextChoice>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Option<Usage>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timings: Option<Timings>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -655,6 +682,7 @@ mod tests {
             model: "m".into(),
             choices: vec![],
             usage: Some(None),
+            timings: None,
         };
         let v = serde_json::to_value(&chunk).unwrap();
         assert!(v.get("usage").unwrap().is_null());

@@ -43,6 +43,8 @@ pub struct Parameters {
     pub repetition_penalty: Option<f64>,
     pub seed: Option<i64>,
     pub stop: Option<StopField>,
+    /// Hearth extension (llama-server's name): keep generating past end-of-sequence.
+    pub ignore_eos: Option<bool>,
 }
 
 impl Parameters {
@@ -56,6 +58,7 @@ impl Parameters {
             max_tokens: self.max_tokens,
             stop: self.stop.clone(),
             top_logprobs,
+            ignore_eos: self.ignore_eos,
             ..RawParams::default()
         }
     }

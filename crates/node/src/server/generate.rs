@@ -12,9 +12,10 @@ use std::time::Duration;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
 use axum::response::Response;
+use futures_util::SinkExt;
 use hearth_engine::{
-    Controller, Done, Event, Failure, FailureKind, Generation, ModelInfo, ModelState, Prompt,
-    Request, SubmitError, TokenEvent,
+    Controller, Done, Event, Events, Failure, FailureKind, Generation, ModelInfo, ModelState,
+    Prompt, Request, SubmitError, TokenEvent,
 };
 use hearth_protocol::limits::{MAX_FEEDBACK_TEXT_BYTES, MAX_WS_MESSAGE_BYTES, WS_READ_LIMIT_BYTES};
 use hearth_protocol::streaming::{
@@ -29,6 +30,9 @@ use crate::store::FeedbackRow;
 
 /// Alternatives per token when `include_logprobs` is set and `top_logprobs` is not.
 const DEFAULT_TOP_LOGPROBS: i64 = 5;
+/// Most events written before one flush, so a burst never delays reading the client's
+/// controls for long.
+const MAX_BURST: usize = 64;
 /// WebSocket close codes (RFC 6455).
 const CLOSE_GOING_AWAY: u16 = 1001;
 const CLOSE_TOO_BIG: u16 = 1009;
@@ -45,7 +49,7 @@ pub(crate) async fn upgrade(State(state): State<Arc<AppState>>, ws: WebSocketUpg
 /// The generation a session is running.
 struct Running {
     request_id: String,
-    events: tokio::sync::mpsc::Receiver<Event>,
+    events: Events,
     control: Controller,
     /// `generated_text` so far (with the prompt in front when `echo_prompt`).
     text: String,
@@ -83,6 +87,9 @@ struct Session {
     /// The last request id, for `feedback`.
     last_request_id: Option<String>,
     open: bool,
+    /// While true, messages are queued without flushing (a burst of ready events is written
+    /// with one flush).
+    batching: bool,
 }
 
 /// An error message, with the request it concerns.
@@ -143,6 +150,7 @@ impl Session {
             last_config: None,
             last_request_id: None,
             open: true,
+            batching: false,
         }
     }
 
@@ -150,12 +158,13 @@ impl Session {
         if !self.open {
             return;
         }
-        if self
-            .socket
-            .send(Message::Text(Utf8Bytes::from(msg.to_json())))
-            .await
-            .is_err()
-        {
+        let msg = Message::Text(Utf8Bytes::from(msg.to_json()));
+        let sent = if self.batching {
+            self.socket.feed(msg).await
+        } else {
+            self.socket.send(msg).await
+        };
+        if sent.is_err() {
             self.open = false;
         }
     }
@@ -212,7 +221,21 @@ impl Session {
                         break;
                     }
                 },
-                event = next_event(&mut self.running) => self.on_event(event).await,
+                event = next_event(&mut self.running) => {
+                    // Write every event that is already waiting, then flush once.
+                    self.batching = true;
+                    self.on_event(event).await;
+                    for _ in 0..MAX_BURST {
+                        let Some(ev) = self.running.as_mut().and_then(|r| r.events.try_recv()) else {
+                            break;
+                        };
+                        self.on_event(Some(ev)).await;
+                    }
+                    self.batching = false;
+                    if self.open && self.socket.flush().await.is_err() {
+                        self.open = false;
+                    }
+                }
                 changed = self.model_state.changed(), if watching_model => {
                     if changed.is_err() {
                         break;

@@ -121,6 +121,28 @@ async fn collect(
     }
 }
 
+fn timings(d: &Done) -> oa::Timings {
+    let ms = |x: Duration| x.as_secs_f64() * 1000.0;
+    let predicted = d
+        .timing
+        .first_token
+        .map_or(Duration::ZERO, |f| d.timing.total.saturating_sub(f));
+    let n = d.usage.completion_tokens;
+    oa::Timings {
+        queued_ms: ms(d.timing.queued),
+        prompt_n: d.usage.prompt_tokens,
+        prompt_ms: ms(d.timing.prefill),
+        predicted_n: n,
+        predicted_ms: ms(predicted),
+        // The first token comes from prefill, so decode speed counts the ones after it.
+        predicted_per_second: if n > 1 && !predicted.is_zero() {
+            f64::from(n - 1) / predicted.as_secs_f64()
+        } else {
+            0.0
+        },
+    }
+}
+
 fn chat_logprobs(tokens: &[TokenEvent]) -> oa::ChatLogprobs {
     oa::ChatLogprobs {
         content: tokens.iter().filter_map(chat_token_logprob).collect(),
@@ -198,13 +220,18 @@ pub(crate) async fn chat_completions(
                 finish_reason: Some(c.done.reason.as_str().to_owned()),
             }],
             usage: c.done.usage,
+            timings: timings(&c.done),
         })
         .into_response());
     }
     let chunk = move |delta: oa::Delta,
                       logprobs: Option<oa::ChatLogprobs>,
-                      finish: Option<String>,
+                      finish: Option<(String, oa::Timings)>,
                       include_usage: bool| {
+        let (finish_reason, timings) = match finish {
+            Some((r, t)) => (Some(r), Some(t)),
+            None => (None, None),
+        };
         json(&oa::ChatChunk {
             id: id.clone(),
             object: "chat.completion.chunk",
@@ -214,9 +241,10 @@ pub(crate) async fn chat_completions(
                 index: 0,
                 delta,
                 logprobs,
-                finish_reason: finish,
+                finish_reason,
             }],
             usage: include_usage.then_some(None),
+            timings,
         })
     };
     let usage_chunk = {
@@ -230,6 +258,7 @@ pub(crate) async fn chat_completions(
                 model: model.clone(),
                 choices: vec![],
                 usage: Some(Some(usage)),
+                timings: None,
             })
         }
     };
@@ -267,7 +296,7 @@ pub(crate) async fn chat_completions(
         let mut out = vec![chunk(
             oa::Delta::default(),
             None,
-            Some(d.reason.as_str().to_owned()),
+            Some((d.reason.as_str().to_owned(), timings(d))),
             include_usage,
         )];
         if include_usage {
@@ -324,13 +353,16 @@ pub(crate) async fn completions(
                 finish_reason: Some(c.done.reason.as_str().to_owned()),
             }],
             usage: Some(Some(c.done.usage)),
+            timings: Some(timings(&c.done)),
         })
         .into_response());
     }
     let include_usage = req.include_usage;
     let logprobs = req.logprobs;
     let usage_field = move || include_usage.then_some(None);
-    let chunk = move |choices: Vec<oa::TextChoice>, usage: Option<Option<Usage>>| {
+    let chunk = move |choices: Vec<oa::TextChoice>,
+                      usage: Option<Option<Usage>>,
+                      timings: Option<oa::Timings>| {
         json(&oa::TextCompletion {
             id: id.clone(),
             object: "text_completion",
@@ -338,6 +370,7 @@ pub(crate) async fn completions(
             model: model.clone(),
             choices,
             usage,
+            timings,
         })
     };
     let choice = |text: String, logprobs: Option<oa::TextLogprobs>, finish: Option<String>| {
@@ -349,7 +382,7 @@ pub(crate) async fn completions(
         }]
     };
     let first: Vec<String> = echo
-        .map(|p| chunk(choice(p, None, None), usage_field()))
+        .map(|p| chunk(choice(p, None, None), usage_field(), None))
         .into_iter()
         .collect();
     let mut offset = 0usize;
@@ -361,17 +394,18 @@ pub(crate) async fn completions(
             }
             let lp = logprobs.then(|| text_logprobs(std::slice::from_ref(t), offset));
             offset += t.text.len();
-            Some(chunk(choice(t.text.clone(), lp, None), usage_field()))
+            Some(chunk(choice(t.text.clone(), lp, None), usage_field(), None))
         }
     };
     let on_done = move |d: &Done| -> Vec<String> {
         let mut out = vec![chunk(
             choice(String::new(), None, Some(d.reason.as_str().to_owned())),
             usage_field(),
+            Some(timings(d)),
         )];
         if include_usage {
             // The usage chunk carries no choices, as OpenAI sends it.
-            out.push(chunk(vec![], Some(Some(d.usage))));
+            out.push(chunk(vec![], Some(Some(d.usage)), None));
         }
         out
     };

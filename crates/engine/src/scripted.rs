@@ -1,0 +1,288 @@
+//! The scripted engine: the same handle, commands, admission, controls and back-pressure
+//! as the llama.cpp scheduler, but tokens come from a fixed word list instead of a model, as
+//! fast as readers take them (or one step per `token_delay`). It exists to measure the doors
+//! without the model in the way and for fault and timing tests; the model's real vocabulary
+//! is still loaded so prompts are templated and tokenized for real.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hearth_protocol::{FinishReason, RequestId, Usage};
+use tokio::sync::watch;
+
+use crate::commands::{Command, ControlOp, Outbox, Submission};
+use crate::config::{EngineConfig, Script, DEFAULT_CTX_PER_SLOT};
+use crate::events::{Done, Event, Failure, FailureKind, Timing, TokenEvent};
+use crate::handle::Shared;
+use crate::loader;
+use crate::model::ModelState;
+
+/// The words scripted tokens cycle through (ids are their index).
+const WORDS: [&str; 8] = [
+    " lorem", " ipsum", " dolor", " sit", " amet", ",", " hearth", ".",
+];
+/// Safety net only: readers wake the engine when they take an event (see `Events::recv`).
+const STALL_POLL: Duration = Duration::from_millis(20);
+
+struct Slot {
+    id: RequestId,
+    prompt_tokens: u32,
+    generated: u32,
+    max_tokens: u32,
+    paused: bool,
+    out: Outbox,
+    submitted: Instant,
+    started: Instant,
+    first_token: Option<Instant>,
+    last_token: Instant,
+}
+
+pub(crate) fn run(
+    config: EngineConfig,
+    script: Script,
+    commands: Receiver<Command>,
+    state: watch::Sender<ModelState>,
+    shared: Arc<Shared>,
+) {
+    let Some(loaded) = loader::load(&config, &state, true) else {
+        return;
+    };
+    let slots = config.slots.max(1);
+    let ctx_per_slot = config
+        .ctx_per_slot
+        .unwrap_or(DEFAULT_CTX_PER_SLOT)
+        .min(loader::n_ctx_train(&loaded).max(1));
+    state.send_replace(ModelState::Ready(loader::info(
+        &loaded,
+        &config,
+        ctx_per_slot,
+        slots,
+    )));
+    tracing::info!(model = %loaded.id, slots, "scripted engine ready");
+    let mut engine = Scripted {
+        script,
+        ctx_per_slot,
+        slots: (0..slots).map(|_| None).collect(),
+        queue: VecDeque::new(),
+        draining: Vec::new(),
+        shared,
+    };
+    engine.serve(&commands);
+    engine.shutdown();
+    state.send_replace(ModelState::Stopped);
+}
+
+struct Scripted {
+    script: Script,
+    ctx_per_slot: u32,
+    slots: Vec<Option<Slot>>,
+    queue: VecDeque<Box<Submission>>,
+    draining: Vec<Outbox>,
+    shared: Arc<Shared>,
+}
+
+impl Scripted {
+    fn serve(&mut self, commands: &Receiver<Command>) {
+        loop {
+            if self.shared.stopping.load(Ordering::Acquire) {
+                return;
+            }
+            let runnable = self
+                .slots
+                .iter()
+                .flatten()
+                .any(|s| !s.paused && s.out.pending.is_empty())
+                || (!self.queue.is_empty() && self.slots.iter().any(Option::is_none));
+            let stalled = !self.draining.is_empty()
+                || self
+                    .slots
+                    .iter()
+                    .flatten()
+                    .any(|s| !s.out.pending.is_empty());
+            let first = if runnable {
+                match commands.try_recv() {
+                    Ok(c) => Some(c),
+                    Err(TryRecvError::Empty) => None,
+                    Err(TryRecvError::Disconnected) => return,
+                }
+            } else if stalled {
+                match commands.recv_timeout(STALL_POLL) {
+                    Ok(c) => Some(c),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => return,
+                }
+            } else {
+                match commands.recv() {
+                    Ok(c) => Some(c),
+                    Err(_) => return,
+                }
+            };
+            if let Some(c) = first {
+                self.handle(c);
+                while let Ok(c) = commands.try_recv() {
+                    self.handle(c);
+                }
+            }
+            self.step();
+        }
+    }
+
+    fn handle(&mut self, command: Command) {
+        match command {
+            Command::Submit(s) => self.queue.push_back(s),
+            Command::Wake => {}
+            Command::Control { id, op } => {
+                if let Some(i) = self
+                    .slots
+                    .iter()
+                    .position(|s| s.as_ref().is_some_and(|s| s.id == id))
+                {
+                    let slot = self.slots[i].as_mut().expect("slot just found");
+                    match op {
+                        ControlOp::Stop => self.finish(i, FinishReason::Cancelled),
+                        ControlOp::Pause => {
+                            slot.paused = true;
+                            slot.out.send(Event::Paused);
+                        }
+                        ControlOp::Resume => {
+                            slot.paused = false;
+                            slot.out.send(Event::Resumed);
+                        }
+                        ControlOp::Regenerate => {
+                            slot.generated = 0;
+                            slot.first_token = None;
+                            slot.out.send(Event::Restarted);
+                        }
+                        ControlOp::Modify(patch) => {
+                            slot.out.send(Event::Modified);
+                            if let Some(m) = patch.max_tokens {
+                                slot.max_tokens = m;
+                            }
+                        }
+                    }
+                } else if let Some(q) = self.queue.iter().position(|s| s.id == id) {
+                    if let ControlOp::Stop = op {
+                        let s = self.queue.remove(q).expect("queued request just found");
+                        let _ = s.events.try_send(Event::Done(Done {
+                            reason: FinishReason::Cancelled,
+                            usage: Usage::new(s.tokens.len() as u32, 0),
+                            timing: Timing::default(),
+                        }));
+                        self.shared.admission.release(1);
+                    }
+                }
+            }
+        }
+    }
+
+    fn step(&mut self) {
+        self.draining.retain_mut(|o| !o.flush());
+        for i in 0..self.slots.len() {
+            let closed = self.slots[i].as_ref().is_some_and(|s| s.out.closed());
+            if closed {
+                self.slots[i] = None;
+                self.shared.active.fetch_sub(1, Ordering::Relaxed);
+                self.shared.admission.release(1);
+            }
+        }
+        let before = self.queue.len();
+        self.queue.retain(|s| !s.events.is_closed());
+        self.shared.admission.release(before - self.queue.len());
+        while let Some(free) = self.slots.iter().position(Option::is_none) {
+            let Some(s) = self.queue.pop_front() else {
+                break;
+            };
+            let now = Instant::now();
+            let prompt_tokens = s.tokens.len() as u32;
+            let room = self.ctx_per_slot.saturating_sub(prompt_tokens).max(1);
+            self.slots[free] = Some(Slot {
+                id: s.id,
+                prompt_tokens,
+                generated: 0,
+                max_tokens: s.params.max_tokens.unwrap_or(room).min(room),
+                paused: s.paused,
+                out: Outbox::new(s.events, s.stalled),
+                submitted: s.submitted,
+                started: now,
+                first_token: None,
+                last_token: now,
+            });
+            self.shared.active.fetch_add(1, Ordering::Relaxed);
+        }
+        if !self.script.token_delay.is_zero() {
+            std::thread::sleep(self.script.token_delay);
+        }
+        for i in 0..self.slots.len() {
+            let Some(slot) = self.slots[i].as_mut() else {
+                continue;
+            };
+            if !slot.out.flush() || slot.paused {
+                continue;
+            }
+            let now = Instant::now();
+            let word = (slot.generated as usize) % WORDS.len();
+            slot.first_token.get_or_insert(now);
+            slot.out.send(Event::Token(TokenEvent {
+                text: WORDS[word].to_owned(),
+                id: Some(word as i32),
+                logprobs: None,
+                elapsed: now - slot.submitted,
+                since_prev: now - slot.last_token,
+            }));
+            slot.last_token = now;
+            slot.generated += 1;
+            self.shared.tokens_generated.fetch_add(1, Ordering::Relaxed);
+            if slot.generated >= slot.max_tokens {
+                self.finish(i, FinishReason::Length);
+            }
+        }
+    }
+
+    fn finish(&mut self, i: usize, reason: FinishReason) {
+        let Some(mut slot) = self.slots[i].take() else {
+            return;
+        };
+        let now = Instant::now();
+        slot.out.send(Event::Done(Done {
+            reason,
+            usage: Usage::new(slot.prompt_tokens, slot.generated),
+            timing: Timing {
+                queued: slot.started - slot.submitted,
+                prefill: slot
+                    .first_token
+                    .map_or(Duration::ZERO, |t| t - slot.started),
+                first_token: slot.first_token.map(|t| t - slot.submitted),
+                total: now - slot.submitted,
+            },
+        }));
+        self.shared.active.fetch_sub(1, Ordering::Relaxed);
+        self.shared.admission.release(1);
+        self.shared
+            .requests_finished
+            .fetch_add(1, Ordering::Relaxed);
+        if !slot.out.flush() {
+            self.draining.push(slot.out);
+        }
+    }
+
+    fn shutdown(&mut self) {
+        for slot in self.slots.iter_mut().filter_map(Option::take) {
+            let mut out = slot.out;
+            out.send(Event::Error(Failure {
+                kind: FailureKind::ShuttingDown,
+                message: "the engine is shutting down".into(),
+            }));
+            self.shared.admission.release(1);
+        }
+        while let Some(s) = self.queue.pop_front() {
+            let _ = s.events.try_send(Event::Error(Failure {
+                kind: FailureKind::ShuttingDown,
+                message: "the engine is shutting down".into(),
+            }));
+            self.shared.admission.release(1);
+        }
+    }
+}
