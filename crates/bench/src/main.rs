@@ -1,0 +1,450 @@
+//! `hearth-bench`: Hearth's speed as ratios against a llama.cpp floor measured in the same
+//! run. The floor runs in this process through llama-cpp-2; the node runs as a real
+//! `hearth-node serve` process on loopback and is measured by clients in this process.
+//! Prints one table and writes `bench/results.json`, `bench/throughput.svg` and (when asked)
+//! the table in `docs/PERFORMANCE.md`. `make bench` runs it in release mode.
+
+mod client;
+mod floor;
+mod node;
+mod report;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use hearth_engine::template::ChatTemplate;
+use hearth_protocol::ChatMessage;
+use serde_json::json;
+
+use client::Trace;
+use floor::Floor;
+use node::NodeProc;
+use report::{percentile, Figure};
+
+const PROMPT: &str = "Write a short story about a robot learning to paint.";
+const CONCURRENCY: [usize; 4] = [1, 2, 4, 8];
+const DOOR_CLIENTS: usize = 32;
+/// Tokens per request in the door-capacity runs: `/generate` repeats the cumulative text in
+/// every token message, so long requests would measure JSON size rather than the door.
+const DOOR_REQUEST_TOKENS: usize = 256;
+
+#[derive(Debug, Parser)]
+#[command(about = "Hearth benchmarks: ratios against the llama.cpp floor, measured in one run")]
+struct Args {
+    /// GGUF model [default: the default model in ~/.local/share/hearth/models].
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// The hearth-node binary [default: next to this one].
+    #[arg(long)]
+    node_bin: Option<PathBuf>,
+    #[arg(long, default_value_t = 2)]
+    threads: i32,
+    /// Repetitions of every throughput figure (median and spread are reported).
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Tokens generated per stream in decode measurements.
+    #[arg(long, default_value_t = 128)]
+    tokens: usize,
+    /// Requests for the time-to-first-token percentiles.
+    #[arg(long, default_value_t = 24)]
+    ttft_requests: usize,
+    /// Seconds per door-capacity measurement.
+    #[arg(long, default_value_t = 2.0)]
+    door_seconds: f64,
+    #[arg(long, default_value = "bench/results.json")]
+    out: PathBuf,
+    #[arg(long, default_value = "bench/throughput.svg")]
+    svg: PathBuf,
+    /// Rewrite the table between the bench markers of this file (docs/PERFORMANCE.md).
+    #[arg(long)]
+    update_docs: Option<PathBuf>,
+    /// A smoke run: a few tokens, one run, short door runs.
+    #[arg(long)]
+    quick: bool,
+}
+
+fn default_model() -> PathBuf {
+    let data = std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".local/share")
+        });
+    data.join("hearth/models/SmolLM2-135M-Instruct.Q4_1.gguf")
+}
+
+fn main() -> Result<()> {
+    let mut args = Args::parse();
+    if args.quick {
+        args.runs = 1;
+        args.tokens = 8;
+        args.ttft_requests = 3;
+        args.door_seconds = 0.3;
+    }
+    let model = args.model.clone().unwrap_or_else(default_model);
+    if !model.is_file() {
+        bail!(
+            "model {} not found (make bench runs the setup that fetches it)",
+            model.display()
+        );
+    }
+    let node_bin = match &args.node_bin {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()?
+            .parent()
+            .context("exe dir")?
+            .join("hearth-node"),
+    };
+    if !node_bin.is_file() {
+        bail!("{} not found: build hearth-node first", node_bin.display());
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let started = Instant::now();
+    let figures = rt.block_on(run(&args, &model, &node_bin))?;
+    let table = report::table(&figures);
+    println!("\n{table}");
+    let machine = machine();
+    println!(
+        "{machine}; {} runs, {} tokens per stream, {:.0} s",
+        args.runs,
+        args.tokens,
+        started.elapsed().as_secs_f64()
+    );
+    if let Some(dir) = args.out.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(
+        &args.out,
+        serde_json::to_string_pretty(&json!({
+            "machine": machine,
+            "threads": args.threads,
+            "runs": args.runs,
+            "tokens": args.tokens,
+            "figures": figures,
+        }))?,
+    )?;
+    let series = |prefix: &str| -> Vec<(usize, f64)> {
+        CONCURRENCY
+            .iter()
+            .filter_map(|c| {
+                figures
+                    .iter()
+                    .find(|f| f.name == format!("{prefix} {c}"))
+                    .map(|f| (*c, f.median))
+            })
+            .collect()
+    };
+    let svg = report::throughput_svg(
+        &series("floor aggregate decode x"),
+        &series("node aggregate decode x"),
+    );
+    if let Some(dir) = args.svg.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&args.svg, svg)?;
+    println!("wrote {} and {}", args.out.display(), args.svg.display());
+    if let Some(doc) = &args.update_docs {
+        let block = format!(
+            "Measured on {machine}, `--threads {}`, {} runs of {} tokens per stream.\n\n{table}",
+            args.threads, args.runs, args.tokens
+        );
+        report::update_doc(doc, &block)?;
+        println!("updated {}", doc.display());
+    }
+    Ok(())
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .map(|l| l.trim_start_matches([' ', '\t', ':']).to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mem_gib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0 / 1024.0);
+    format!("{cpu}, {cores} cores, {mem_gib:.0} GiB")
+}
+
+/// Tokens all streams received while every one of them was decoding, per second.
+fn aggregate(traces: &[Trace]) -> Result<f64> {
+    let t0 = traces
+        .iter()
+        .filter_map(|t| t.tokens.first())
+        .max()
+        .context("a stream got no tokens")?;
+    let t1 = traces
+        .iter()
+        .filter_map(|t| t.tokens.last())
+        .min()
+        .context("a stream got no tokens")?;
+    if t1 <= t0 {
+        bail!("the streams never decoded at the same time");
+    }
+    let n: usize = traces
+        .iter()
+        .map(|t| t.tokens.iter().filter(|x| **x > *t0 && **x <= *t1).count())
+        .sum();
+    Ok(n as f64 / (*t1 - *t0).as_secs_f64())
+}
+
+async fn run(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<Figure>> {
+    let threads = args.threads.to_string();
+    let slots = *CONCURRENCY.iter().max().unwrap_or(&8);
+    let ctx_per_slot: u32 = 512;
+    let floor = Floor::new(model, slots as u32, ctx_per_slot, args.threads)?;
+    let (src, bos, eos) = floor.template().context("the model has no chat template")?;
+    let rendered =
+        ChatTemplate::new(&src, &bos, &eos)?.render(&[ChatMessage::new("user", PROMPT)], true)?;
+    let prompt = floor.tokenize(&rendered);
+    let long_prompt = floor.tokenize(&"The quick brown fox jumps over the lazy dog. ".repeat(60));
+    if prompt.len() + args.tokens > ctx_per_slot as usize {
+        bail!(
+            "--tokens {} does not fit the {ctx_per_slot}-token slots",
+            args.tokens
+        );
+    }
+
+    eprintln!(
+        "starting hearth-node ({} slots, {ctx_per_slot} tokens each)",
+        slots
+    );
+    let node = NodeProc::start(
+        node_bin,
+        model,
+        &[
+            "--parallel".into(),
+            slots.to_string(),
+            "--ctx".into(),
+            ctx_per_slot.to_string(),
+            "--threads".into(),
+            threads.clone(),
+        ],
+    )?;
+    let rss_loaded = node.rss_bytes()? as f64;
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(64)
+        .timeout(Duration::from_secs(300))
+        .build()?;
+    let base = node.base();
+    // Warm up both doors (first-use allocations, page faults in the model).
+    client::sse_chat(&http, &base, PROMPT, 4).await?;
+    client::ws_generate(&node.addr, PROMPT, 4).await?;
+
+    let mut floor_prefill = Vec::new();
+    let mut floor_decode = Vec::new();
+    let mut floor_batched: Vec<Vec<f64>> = vec![Vec::new(); CONCURRENCY.len()];
+    let mut sse_decode = Vec::new();
+    let mut ws_decode = Vec::new();
+    let mut node_agg: Vec<Vec<f64>> = vec![Vec::new(); CONCURRENCY.len()];
+    for r in 0..args.runs {
+        eprintln!("run {}/{}: floor", r + 1, args.runs);
+        let batch_sizes: Vec<usize> = CONCURRENCY.iter().copied().filter(|c| *c > 1).collect();
+        let f = floor.run(&long_prompt, &prompt, args.tokens, &batch_sizes)?;
+        floor_prefill.push(f.prefill_tps);
+        floor_decode.push(f.decode_tps);
+        floor_batched[0].push(f.decode_tps);
+        for (n, tps) in f.batched_tps {
+            if let Some(i) = CONCURRENCY.iter().position(|c| *c == n) {
+                floor_batched[i].push(tps);
+            }
+        }
+        eprintln!("run {}/{}: node", r + 1, args.runs);
+        sse_decode.push(
+            client::sse_chat(&http, &base, PROMPT, args.tokens)
+                .await?
+                .decode_tps(),
+        );
+        ws_decode.push(
+            client::ws_generate(&node.addr, PROMPT, args.tokens)
+                .await?
+                .decode_tps(),
+        );
+        for (i, c) in CONCURRENCY.iter().enumerate() {
+            let tasks: Vec<_> = (0..*c)
+                .map(|_| {
+                    let http = http.clone();
+                    let base = base.clone();
+                    let tokens = args.tokens;
+                    tokio::spawn(
+                        async move { client::sse_chat(&http, &base, PROMPT, tokens).await },
+                    )
+                })
+                .collect();
+            let mut traces = Vec::new();
+            for t in tasks {
+                traces.push(t.await??);
+            }
+            node_agg[i].push(aggregate(&traces)?);
+        }
+    }
+
+    eprintln!("time to first token over {} requests", args.ttft_requests);
+    let mut ttft = Vec::new();
+    let mut prefill = Vec::new();
+    let mut added = Vec::new();
+    for _ in 0..args.ttft_requests {
+        let t = client::sse_chat(&http, &base, PROMPT, 2).await?;
+        let ms = t.ttft().as_secs_f64() * 1000.0;
+        ttft.push(ms);
+        prefill.push(t.prefill_ms);
+        added.push(ms - t.prefill_ms);
+    }
+    drop(node);
+
+    eprintln!("memory with one slot");
+    let one = NodeProc::start(
+        node_bin,
+        model,
+        &[
+            "--parallel".into(),
+            "1".into(),
+            "--ctx".into(),
+            ctx_per_slot.to_string(),
+            "--threads".into(),
+            threads.clone(),
+        ],
+    )?;
+    let rss_one = one.rss_bytes()? as f64;
+    drop(one);
+
+    eprintln!("door capacity with the scripted engine");
+    let scripted = NodeProc::start(
+        node_bin,
+        model,
+        &[
+            "--scripted".into(),
+            "--parallel".into(),
+            DOOR_CLIENTS.to_string(),
+            "--queue".into(),
+            DOOR_CLIENTS.to_string(),
+        ],
+    )?;
+    let door = Duration::from_secs_f64(args.door_seconds);
+    let mut doors: Vec<(String, Vec<f64>)> = Vec::new();
+    for (name, clients) in [
+        ("SSE", 1),
+        ("SSE", DOOR_CLIENTS),
+        ("/generate", 1),
+        ("/generate", DOOR_CLIENTS),
+    ] {
+        let mut samples = Vec::new();
+        for _ in 0..args.runs {
+            let start = Instant::now();
+            let tasks: Vec<_> = (0..clients)
+                .map(|_| {
+                    let http = http.clone();
+                    let base = scripted.base();
+                    let addr = scripted.addr.clone();
+                    let is_sse = name == "SSE";
+                    tokio::spawn(async move {
+                        if is_sse {
+                            client::count_sse(http, base, DOOR_REQUEST_TOKENS, door).await
+                        } else {
+                            client::count_ws(addr, DOOR_REQUEST_TOKENS, door).await
+                        }
+                    })
+                })
+                .collect();
+            let mut total = 0;
+            for t in tasks {
+                total += t.await??;
+            }
+            samples.push(total as f64 / start.elapsed().as_secs_f64());
+        }
+        doors.push((
+            format!("{name} token messages, {clients} client(s)"),
+            samples,
+        ));
+    }
+    drop(scripted);
+
+    let mut figures = Vec::new();
+    figures.push(Figure::new("floor prefill", "tok/s", floor_prefill));
+    let floor_single = Figure::new("floor decode, 1 sequence", "tok/s", floor_decode);
+    let floor_agg: Vec<Figure> = CONCURRENCY
+        .iter()
+        .zip(floor_batched)
+        .map(|(c, s)| Figure::new(format!("floor aggregate decode x {c}"), "tok/s", s))
+        .collect();
+    figures.push(
+        Figure::new("node decode, 1 stream (OpenAI SSE)", "tok/s", sse_decode)
+            .against(&floor_single, Some(0.97)),
+    );
+    figures.push(
+        Figure::new("node decode, 1 stream (/generate)", "tok/s", ws_decode)
+            .against(&floor_single, Some(0.97)),
+    );
+    for ((c, samples), floor_fig) in CONCURRENCY.iter().zip(node_agg).zip(&floor_agg) {
+        let target = (*c >= 4).then_some(0.95);
+        figures.push(
+            Figure::new(format!("node aggregate decode x {c}"), "tok/s", samples)
+                .against(floor_fig, target),
+        );
+    }
+    figures.push(floor_single);
+    figures.extend(floor_agg);
+    figures.push(Figure::new(
+        "time to first token, p50",
+        "ms",
+        vec![percentile(&ttft, 50.0)],
+    ));
+    figures.push(Figure::new(
+        "time to first token, p95",
+        "ms",
+        vec![percentile(&ttft, 95.0)],
+    ));
+    figures.push(Figure::new(
+        "engine prefill, p50",
+        "ms",
+        vec![percentile(&prefill, 50.0)],
+    ));
+    figures.push(
+        Figure::new(
+            "added by the node, p50",
+            "ms",
+            vec![percentile(&added, 50.0)],
+        )
+        .at_most(3.0),
+    );
+    figures.push(Figure::new(
+        "added by the node, p95",
+        "ms",
+        vec![percentile(&added, 95.0)],
+    ));
+    let mib = 1024.0 * 1024.0;
+    figures.push(Figure::new(
+        format!("resident memory, {slots} slots loaded"),
+        "MiB",
+        vec![rss_loaded / mib],
+    ));
+    figures.push(Figure::new(
+        "resident memory, 1 slot loaded",
+        "MiB",
+        vec![rss_one / mib],
+    ));
+    figures.push(Figure::new(
+        "resident memory per extra slot",
+        "MiB",
+        vec![(rss_loaded - rss_one) / (slots as f64 - 1.0) / mib],
+    ));
+    for (name, samples) in doors {
+        let one_client = name.ends_with(" 1 client(s)");
+        let f = Figure::new(name, "msg/s", samples);
+        figures.push(if one_client { f.at_least(50_000.0) } else { f });
+    }
+    Ok(figures)
+}

@@ -1,0 +1,79 @@
+//! A small run of the benchmark program (a few tokens, one run) against the real model and a
+//! real node, so `make test` catches a benchmark that no longer runs or reports nonsense.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+#[test]
+fn a_quick_benchmark_run_reports_every_figure() {
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_hearth-bench"));
+    let node = exe.parent().unwrap().join("hearth-node");
+    assert!(
+        node.is_file(),
+        "{} is missing: run the workspace tests (`make test`), which build it",
+        node.display()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("results.json");
+    let svg = dir.path().join("throughput.svg");
+    let doc = dir.path().join("PERFORMANCE.md");
+    std::fs::write(
+        &doc,
+        "# perf\n<!-- bench:begin -->\nold\n<!-- bench:end -->\ntail\n",
+    )
+    .unwrap();
+    let status = Command::new(&exe)
+        .arg("--quick")
+        .arg("--node-bin")
+        .arg(&node)
+        .arg("--out")
+        .arg(&out)
+        .arg("--svg")
+        .arg(&svg)
+        .arg("--update-docs")
+        .arg(&doc)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let figures = v["figures"].as_array().unwrap();
+    let get = |name: &str| {
+        figures
+            .iter()
+            .find(|f| f["name"] == name)
+            .unwrap_or_else(|| panic!("no figure {name}"))
+            .clone()
+    };
+    for name in [
+        "floor prefill",
+        "floor decode, 1 sequence",
+        "floor aggregate decode x 8",
+        "node decode, 1 stream (OpenAI SSE)",
+        "node decode, 1 stream (/generate)",
+        "node aggregate decode x 1",
+        "node aggregate decode x 8",
+        "time to first token, p50",
+        "added by the node, p50",
+        "resident memory per extra slot",
+        "SSE token messages, 1 client(s)",
+        "/generate token messages, 32 client(s)",
+    ] {
+        let f = get(name);
+        let m = f["median"].as_f64().unwrap();
+        assert!(
+            m.is_finite() && m > 0.0 || name.starts_with("added"),
+            "{name}: {f}"
+        );
+    }
+    let agg = get("node aggregate decode x 8");
+    assert!(agg["ratio"].as_f64().unwrap() > 0.0);
+    assert_eq!(agg["floor"], "floor aggregate decode x 8");
+    let chart = std::fs::read_to_string(&svg).unwrap();
+    assert_eq!(chart.matches("<polyline").count(), 2);
+    let doc = std::fs::read_to_string(&doc).unwrap();
+    assert!(
+        doc.contains("node aggregate decode x 8") && doc.ends_with("<!-- bench:end -->\ntail\n"),
+        "{doc}"
+    );
+}
