@@ -20,18 +20,6 @@ pub(crate) struct Trace {
 }
 
 impl Trace {
-    /// Decode speed seen by the client: tokens after the first over the time they took.
-    pub(crate) fn decode_tps(&self) -> f64 {
-        let (Some(first), Some(last)) = (self.tokens.first(), self.tokens.last()) else {
-            return 0.0;
-        };
-        let secs = (*last - *first).as_secs_f64();
-        if secs <= 0.0 {
-            return 0.0;
-        }
-        (self.tokens.len() - 1) as f64 / secs
-    }
-
     pub(crate) fn ttft(&self) -> Duration {
         self.tokens
             .first()

@@ -16,13 +16,13 @@ use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 
-/// What one floor run measured, in tokens per second.
-#[derive(Debug, Clone, serde::Serialize)]
-pub(crate) struct FloorRun {
-    pub(crate) prefill_tps: f64,
-    pub(crate) decode_tps: f64,
-    /// (sequences decoded together, aggregate tokens per second)
-    pub(crate) batched_tps: Vec<(usize, f64)>,
+use crate::cpu::process_cpu_seconds;
+
+/// Tokens per second of wall-clock time and per CPU-second.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rate {
+    pub(crate) wall: f64,
+    pub(crate) cpu: f64,
 }
 
 pub(crate) struct Floor {
@@ -82,51 +82,46 @@ impl Floor {
         Some((src, piece(vocab.bos()), piece(vocab.eos())))
     }
 
-    /// One measurement of everything: prefill of `long_prompt` (as one chunk), single-sequence
-    /// decode of `steps` tokens after `prompt`, and `steps` batched steps for each batch size.
-    pub(crate) fn run(
-        &self,
-        long_prompt: &[LlamaToken],
-        prompt: &[LlamaToken],
-        steps: usize,
-        batch_sizes: &[usize],
-    ) -> Result<FloorRun> {
-        let mut ctx = self.context()?;
-        let mut batch = LlamaBatch::new(self.n_batch as usize, 1);
+    /// A fresh context for one round of measurements.
+    pub(crate) fn session(&self) -> Result<Session<'_>> {
+        Ok(Session {
+            ctx: self.context()?,
+            batch: LlamaBatch::new(self.n_batch as usize, 1),
+        })
+    }
+}
 
-        // Prefill: one decode of the whole prompt into sequence 0.
-        let long = &long_prompt[..long_prompt.len().min(self.n_batch as usize)];
-        for (i, t) in long.iter().enumerate() {
-            batch.add(*t, i as i32, &[0], i + 1 == long.len())?;
+/// One context and batch, reused by consecutive measurements (the KV cache is cleared
+/// between them).
+pub(crate) struct Session<'a> {
+    ctx: LlamaContext<'a>,
+    batch: LlamaBatch<'static>,
+}
+
+impl Session<'_> {
+    /// Prefill tokens/s: one decode of the whole prompt (capped at one batch) into sequence 0.
+    pub(crate) fn prefill(&mut self, tokens: &[LlamaToken]) -> Result<f64> {
+        self.ctx.clear_kv_cache();
+        self.batch.clear();
+        let n = tokens.len().min(self.batch_capacity());
+        for (i, t) in tokens[..n].iter().enumerate() {
+            self.batch.add(*t, i as i32, &[0], i + 1 == n)?;
         }
         let t0 = Instant::now();
-        ctx.decode(&mut batch)?;
-        let prefill_tps = long.len() as f64 / t0.elapsed().as_secs_f64();
-        ctx.clear_kv_cache();
+        self.ctx.decode(&mut self.batch)?;
+        Ok(n as f64 / t0.elapsed().as_secs_f64())
+    }
 
-        let decode_tps = self.decode(&mut ctx, &mut batch, prompt, 1, steps)?;
-        let mut batched_tps = Vec::new();
-        for &n in batch_sizes {
-            ctx.clear_kv_cache();
-            batched_tps.push((n, self.decode(&mut ctx, &mut batch, prompt, n, steps)?));
-        }
-        Ok(FloorRun {
-            prefill_tps,
-            decode_tps,
-            batched_tps,
-        })
+    fn batch_capacity(&self) -> usize {
+        self.ctx.n_batch() as usize
     }
 
     /// Prefill `prompt` into `n` sequences, then time `steps - 1` decode steps of one token per
-    /// sequence (the first token comes from prefill, as in the node). Aggregate tokens/s.
-    fn decode(
-        &self,
-        ctx: &mut LlamaContext<'_>,
-        batch: &mut LlamaBatch<'_>,
-        prompt: &[LlamaToken],
-        n: usize,
-        steps: usize,
-    ) -> Result<f64> {
+    /// sequence (the first token comes from prefill, as in the node). Aggregate tokens per
+    /// wall-clock second and per CPU-second of this process.
+    pub(crate) fn decode(&mut self, prompt: &[LlamaToken], n: usize, steps: usize) -> Result<Rate> {
+        self.ctx.clear_kv_cache();
+        let (ctx, batch) = (&mut self.ctx, &mut self.batch);
         batch.clear();
         let mut logit_idx = Vec::with_capacity(n);
         for seq in 0..n {
@@ -144,6 +139,7 @@ impl Floor {
             .map(|s| samplers[s].sample(ctx, logit_idx[s]))
             .collect();
         let start = Instant::now();
+        let cpu_start = process_cpu_seconds(std::process::id())?;
         for step in 0..steps.saturating_sub(1) {
             batch.clear();
             let pos = (prompt.len() + step) as i32;
@@ -155,6 +151,11 @@ impl Floor {
                 *t = samplers[seq].sample(ctx, seq as i32);
             }
         }
-        Ok((n * steps.saturating_sub(1)) as f64 / start.elapsed().as_secs_f64())
+        let tokens = (n * steps.saturating_sub(1)) as f64;
+        let cpu = process_cpu_seconds(std::process::id())? - cpu_start;
+        Ok(Rate {
+            wall: tokens / start.elapsed().as_secs_f64(),
+            cpu: tokens / cpu.max(0.01),
+        })
     }
 }

@@ -5,6 +5,7 @@
 //! the table in `docs/PERFORMANCE.md`. `make bench` runs it in release mode.
 
 mod client;
+mod cpu;
 mod floor;
 mod node;
 mod report;
@@ -19,12 +20,15 @@ use hearth_protocol::ChatMessage;
 use serde_json::json;
 
 use client::Trace;
-use floor::Floor;
+use cpu::CpuSampler;
+use floor::{Floor, Rate};
 use node::NodeProc;
 use report::{percentile, Figure};
 
 const PROMPT: &str = "Write a short story about a robot learning to paint.";
 const CONCURRENCY: [usize; 4] = [1, 2, 4, 8];
+/// Concurrencies with a target: their floor is measured before and after the node.
+const TARGETED: [usize; 3] = [1, 4, 8];
 const DOOR_CLIENTS: usize = 32;
 /// Tokens per request in the door-capacity runs: `/generate` repeats the cumulative text in
 /// every token message, so long requests would measure JSON size rather than the door.
@@ -42,7 +46,7 @@ struct Args {
     #[arg(long, default_value_t = 2)]
     threads: i32,
     /// Repetitions of every throughput figure (median and spread are reported).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 4)]
     runs: usize,
     /// Tokens generated per stream in decode measurements.
     #[arg(long, default_value_t = 128)]
@@ -51,7 +55,7 @@ struct Args {
     #[arg(long, default_value_t = 24)]
     ttft_requests: usize,
     /// Seconds per door-capacity measurement.
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 1.0)]
     door_seconds: f64,
     #[arg(long, default_value = "bench/results.json")]
     out: PathBuf,
@@ -179,26 +183,56 @@ fn machine() -> String {
     format!("{cpu}, {cores} cores, {mem_gib:.0} GiB")
 }
 
-/// Tokens all streams received while every one of them was decoding, per second.
-fn aggregate(traces: &[Trace]) -> Result<f64> {
-    let t0 = traces
-        .iter()
-        .filter_map(|t| t.tokens.first())
-        .max()
-        .context("a stream got no tokens")?;
-    let t1 = traces
-        .iter()
-        .filter_map(|t| t.tokens.last())
-        .min()
-        .context("a stream got no tokens")?;
-    if t1 <= t0 {
-        bail!("the streams never decoded at the same time");
+/// Tokens received in a span of time.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    tokens: usize,
+    from: Instant,
+    to: Instant,
+}
+
+impl Window {
+    /// One stream: the tokens after the first, over the time they took.
+    fn single(t: &Trace) -> Result<Self> {
+        let (Some(from), Some(to)) = (t.tokens.first(), t.tokens.last()) else {
+            bail!("the stream got no tokens");
+        };
+        Ok(Self {
+            tokens: t.tokens.len() - 1,
+            from: *from,
+            to: *to,
+        })
     }
-    let n: usize = traces
-        .iter()
-        .map(|t| t.tokens.iter().filter(|x| **x > *t0 && **x <= *t1).count())
-        .sum();
-    Ok(n as f64 / (*t1 - *t0).as_secs_f64())
+
+    /// Several streams: the tokens all of them received while every one was decoding.
+    fn overlap(traces: &[Trace]) -> Result<Self> {
+        let from = *traces
+            .iter()
+            .filter_map(|t| t.tokens.first())
+            .max()
+            .context("a stream got no tokens")?;
+        let to = *traces
+            .iter()
+            .filter_map(|t| t.tokens.last())
+            .min()
+            .context("a stream got no tokens")?;
+        if to <= from {
+            bail!("the streams never decoded at the same time");
+        }
+        let tokens = traces
+            .iter()
+            .map(|t| t.tokens.iter().filter(|x| **x > from && **x <= to).count())
+            .sum();
+        Ok(Self { tokens, from, to })
+    }
+
+    fn rate(&self, node_cpu: &CpuSampler) -> Rate {
+        let n = self.tokens as f64;
+        Rate {
+            wall: n / (self.to - self.from).as_secs_f64(),
+            cpu: n / node_cpu.between(self.from, self.to).max(0.01),
+        }
+    }
 }
 
 async fn run(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<Figure>> {
@@ -244,36 +278,29 @@ async fn run(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<Figure>> 
     client::sse_chat(&http, &base, PROMPT, 4).await?;
     client::ws_generate(&node.addr, PROMPT, 4).await?;
 
+    // Each round measures the floor right before and (for the targeted figures) right after
+    // the node figure it is compared with, so drift on a shared machine hits both sides of a
+    // ratio alike; the floor's after/before ratio shows how large that drift was.
+    let node_cpu = CpuSampler::start(node.pid(), Duration::from_millis(20));
     let mut floor_prefill = Vec::new();
-    let mut floor_decode = Vec::new();
-    let mut floor_batched: Vec<Vec<f64>> = vec![Vec::new(); CONCURRENCY.len()];
-    let mut sse_decode = Vec::new();
-    let mut ws_decode = Vec::new();
-    let mut node_agg: Vec<Vec<f64>> = vec![Vec::new(); CONCURRENCY.len()];
+    let n = CONCURRENCY.len();
+    let mut floor_rates: Vec<Vec<Rate>> = vec![Vec::new(); n];
+    let mut floor_drift: Vec<Vec<f64>> = vec![Vec::new(); n];
+    let mut node_rates: Vec<Vec<Rate>> = vec![Vec::new(); n];
+    let mut sse_single = Vec::new();
+    let mut ws_single = Vec::new();
     for r in 0..args.runs {
-        eprintln!("run {}/{}: floor", r + 1, args.runs);
-        let batch_sizes: Vec<usize> = CONCURRENCY.iter().copied().filter(|c| *c > 1).collect();
-        let f = floor.run(&long_prompt, &prompt, args.tokens, &batch_sizes)?;
-        floor_prefill.push(f.prefill_tps);
-        floor_decode.push(f.decode_tps);
-        floor_batched[0].push(f.decode_tps);
-        for (n, tps) in f.batched_tps {
-            if let Some(i) = CONCURRENCY.iter().position(|c| *c == n) {
-                floor_batched[i].push(tps);
-            }
-        }
-        eprintln!("run {}/{}: node", r + 1, args.runs);
-        sse_decode.push(
-            client::sse_chat(&http, &base, PROMPT, args.tokens)
-                .await?
-                .decode_tps(),
-        );
-        ws_decode.push(
-            client::ws_generate(&node.addr, PROMPT, args.tokens)
-                .await?
-                .decode_tps(),
-        );
+        eprintln!("round {}/{}", r + 1, args.runs);
+        let mut fl = floor.session()?;
+        floor_prefill.push(fl.prefill(&long_prompt)?);
         for (i, c) in CONCURRENCY.iter().enumerate() {
+            let before = fl.decode(&prompt, *c, args.tokens)?;
+            if *c == 1 {
+                let t = client::sse_chat(&http, &base, PROMPT, args.tokens).await?;
+                sse_single.push(Window::single(&t)?.rate(&node_cpu));
+                let t = client::ws_generate(&node.addr, PROMPT, args.tokens).await?;
+                ws_single.push(Window::single(&t)?.rate(&node_cpu));
+            }
             let tasks: Vec<_> = (0..*c)
                 .map(|_| {
                     let http = http.clone();
@@ -288,9 +315,21 @@ async fn run(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<Figure>> 
             for t in tasks {
                 traces.push(t.await??);
             }
-            node_agg[i].push(aggregate(&traces)?);
+            node_rates[i].push(Window::overlap(&traces)?.rate(&node_cpu));
+            let floor_rate = if TARGETED.contains(c) {
+                let after = fl.decode(&prompt, *c, args.tokens)?;
+                floor_drift[i].push(after.wall / before.wall);
+                Rate {
+                    wall: (before.wall + after.wall) / 2.0,
+                    cpu: (before.cpu + after.cpu) / 2.0,
+                }
+            } else {
+                before
+            };
+            floor_rates[i].push(floor_rate);
         }
     }
+    drop(node_cpu);
 
     eprintln!("time to first token over {} requests", args.ttft_requests);
     let mut ttft = Vec::new();
@@ -374,29 +413,72 @@ async fn run(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<Figure>> 
 
     let mut figures = Vec::new();
     figures.push(Figure::new("floor prefill", "tok/s", floor_prefill));
-    let floor_single = Figure::new("floor decode, 1 sequence", "tok/s", floor_decode);
-    let floor_agg: Vec<Figure> = CONCURRENCY
+    let wall = |v: &[Rate]| v.iter().map(|r| r.wall).collect::<Vec<_>>();
+    let cpu = |v: &[Rate]| v.iter().map(|r| r.cpu).collect::<Vec<_>>();
+    let floor_wall: Vec<Figure> = CONCURRENCY
         .iter()
-        .zip(floor_batched)
-        .map(|(c, s)| Figure::new(format!("floor aggregate decode x {c}"), "tok/s", s))
+        .zip(&floor_rates)
+        .map(|(c, s)| Figure::new(format!("floor aggregate decode x {c}"), "tok/s", wall(s)))
         .collect();
-    figures.push(
-        Figure::new("node decode, 1 stream (OpenAI SSE)", "tok/s", sse_decode)
-            .against(&floor_single, Some(0.97)),
-    );
-    figures.push(
-        Figure::new("node decode, 1 stream (/generate)", "tok/s", ws_decode)
-            .against(&floor_single, Some(0.97)),
-    );
-    for ((c, samples), floor_fig) in CONCURRENCY.iter().zip(node_agg).zip(&floor_agg) {
-        let target = (*c >= 4).then_some(0.95);
+    let floor_cpu: Vec<Figure> = CONCURRENCY
+        .iter()
+        .zip(&floor_rates)
+        .map(|(c, s)| {
+            Figure::new(
+                format!("floor aggregate decode per CPU-s x {c}"),
+                "tok/CPU-s",
+                cpu(s),
+            )
+        })
+        .collect();
+    for (door, samples) in [("OpenAI SSE", &sse_single), ("/generate", &ws_single)] {
         figures.push(
-            Figure::new(format!("node aggregate decode x {c}"), "tok/s", samples)
-                .against(floor_fig, target),
+            Figure::new(
+                format!("node decode, 1 stream ({door})"),
+                "tok/s",
+                wall(samples),
+            )
+            .against(&floor_wall[0], Some(0.97)),
+        );
+        figures.push(
+            Figure::new(
+                format!("node decode per CPU-s, 1 stream ({door})"),
+                "tok/CPU-s",
+                cpu(samples),
+            )
+            .against(&floor_cpu[0], Some(0.97)),
         );
     }
-    figures.push(floor_single);
-    figures.extend(floor_agg);
+    for (i, c) in CONCURRENCY.iter().enumerate() {
+        let target = (*c >= 4).then_some(0.95);
+        figures.push(
+            Figure::new(
+                format!("node aggregate decode x {c}"),
+                "tok/s",
+                wall(&node_rates[i]),
+            )
+            .against(&floor_wall[i], target),
+        );
+        figures.push(
+            Figure::new(
+                format!("node aggregate decode per CPU-s x {c}"),
+                "tok/CPU-s",
+                cpu(&node_rates[i]),
+            )
+            .against(&floor_cpu[i], target),
+        );
+    }
+    for (i, c) in CONCURRENCY.iter().enumerate() {
+        if !floor_drift[i].is_empty() {
+            figures.push(Figure::new(
+                format!("floor drift within a round x {c} (after / before)"),
+                "ratio",
+                floor_drift[i].clone(),
+            ));
+        }
+    }
+    figures.extend(floor_wall);
+    figures.extend(floor_cpu);
     figures.push(Figure::new(
         "time to first token, p50",
         "ms",

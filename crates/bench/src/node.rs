@@ -50,6 +50,10 @@ impl NodeProc {
         })
     }
 
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub(crate) fn base(&self) -> String {
         format!("http://{}", self.addr)
     }

@@ -17,9 +17,11 @@ pub(crate) struct Figure {
     pub(crate) median: f64,
     pub(crate) min: f64,
     pub(crate) max: f64,
-    /// The floor figure this one is compared with, and the ratio of medians.
+    /// The floor figure this one is compared with, and the median per-round ratio.
     pub(crate) floor: Option<String>,
     pub(crate) ratio: Option<f64>,
+    pub(crate) ratio_min: Option<f64>,
+    pub(crate) ratio_max: Option<f64>,
     /// The target, as text (`>= 0.97 x floor`), and whether it was met.
     pub(crate) target: Option<String>,
     pub(crate) pass: Option<bool>,
@@ -54,16 +56,28 @@ impl Figure {
             max,
             floor: None,
             ratio: None,
+            ratio_min: None,
+            ratio_max: None,
             target: None,
             pass: None,
         }
     }
 
-    /// Compare with a floor figure: ratio of medians, and a minimum ratio as target.
+    /// Compare with a floor figure measured alongside: sample `i` of both was taken in the
+    /// same round, so the ratio is the median of the per-round ratios (robust to the machine
+    /// drifting between rounds), with their spread. `min_ratio` is the target.
     pub(crate) fn against(mut self, floor: &Figure, min_ratio: Option<f64>) -> Self {
-        let ratio = self.median / floor.median;
+        let ratios: Vec<f64> = self
+            .samples
+            .iter()
+            .zip(&floor.samples)
+            .map(|(n, f)| n / f)
+            .collect();
+        let ratio = median(&ratios);
         self.floor = Some(floor.name.clone());
         self.ratio = Some(ratio);
+        self.ratio_min = ratios.iter().copied().reduce(f64::min);
+        self.ratio_max = ratios.iter().copied().reduce(f64::max);
         if let Some(min) = min_ratio {
             self.target = Some(format!(">= {min:.2} x floor"));
             self.pass = Some(ratio >= min);
@@ -100,14 +114,12 @@ fn fmt_num(x: f64) -> String {
 /// A Markdown table (also what the terminal shows).
 pub(crate) fn table(figures: &[Figure]) -> String {
     let mut out = String::new();
-    out.push_str(
-        "| figure | median | spread (min-max) | unit | vs floor | ratio | target | met |\n",
-    );
-    out.push_str("|---|---:|---:|---|---|---:|---|---|\n");
+    out.push_str("| figure | median | spread (min-max) | unit | vs floor | ratio (median) | ratio spread | target | met |\n");
+    out.push_str("|---|---:|---:|---|---|---:|---:|---|---|\n");
     for f in figures {
         let _ = writeln!(
             out,
-            "| {} | {} | {}-{} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {}-{} | {} | {} | {} | {} | {} | {} |",
             f.name,
             fmt_num(f.median),
             fmt_num(f.min),
@@ -115,6 +127,10 @@ pub(crate) fn table(figures: &[Figure]) -> String {
             f.unit,
             f.floor.as_deref().unwrap_or(""),
             f.ratio.map(|r| format!("{r:.3}")).unwrap_or_default(),
+            match (f.ratio_min, f.ratio_max) {
+                (Some(a), Some(b)) => format!("{a:.3}-{b:.3}"),
+                _ => String::new(),
+            },
             f.target.as_deref().unwrap_or(""),
             match f.pass {
                 Some(true) => "yes",
@@ -241,8 +257,11 @@ mod tests {
         assert_eq!(percentile(&v, 95.0), 5.0);
         assert_eq!(percentile(&v, 0.0), 1.0);
         let floor = Figure::new("floor", "tok/s", vec![100.0, 110.0, 90.0]);
-        let node = Figure::new("node", "tok/s", vec![98.0, 97.0, 99.0]).against(&floor, Some(0.97));
-        assert_eq!(node.ratio, Some(0.98));
+        let node =
+            Figure::new("node", "tok/s", vec![98.0, 110.0, 99.0]).against(&floor, Some(0.97));
+        // Per-round ratios 0.98, 1.0, 1.1: their median, not the ratio of medians.
+        assert_eq!(node.ratio, Some(1.0));
+        assert_eq!((node.ratio_min, node.ratio_max), (Some(0.98), Some(1.1)));
         assert_eq!(node.pass, Some(true));
         let slow = Figure::new("node", "tok/s", vec![90.0]).against(&floor, Some(0.97));
         assert_eq!(slow.pass, Some(false));

@@ -98,8 +98,13 @@ pub fn resolve_model(models_dir: &Path, model: Option<&str>) -> Result<PathBuf, 
         return Ok(default);
     }
     let mut found = Vec::new();
-    let entries = std::fs::read_dir(models_dir)
-        .map_err(|e| ModelPathError::Unreadable(models_dir.to_path_buf(), e))?;
+    let entries = match std::fs::read_dir(models_dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(ModelPathError::NoModels(models_dir.to_path_buf()))
+        }
+        Err(e) => return Err(ModelPathError::Unreadable(models_dir.to_path_buf(), e)),
+    };
     for entry in entries.flatten() {
         let path = entry.path();
         if path.extension().is_some_and(|e| e == "gguf") && path.is_file() {

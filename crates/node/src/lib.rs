@@ -23,6 +23,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::serve::ListenerExt;
 use hearth_engine::{Engine, EngineConfig};
 use hearth_protocol::ModelId;
 use tokio::net::TcpListener;
@@ -99,6 +100,12 @@ impl Node {
         let app = server::router(state.clone());
         let token = state.shutdown.clone();
         let server = tokio::spawn(async move {
+            // Token messages are small and latency matters more than packet count.
+            let listener = listener.tap_io(|tcp| {
+                if let Err(e) = tcp.set_nodelay(true) {
+                    tracing::debug!(error = %e, "TCP_NODELAY not set");
+                }
+            });
             let result = axum::serve(listener, app)
                 .with_graceful_shutdown(async move { token.cancelled().await })
                 .await;

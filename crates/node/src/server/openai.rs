@@ -8,14 +8,14 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use axum::body::Body;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
-use axum::http::StatusCode;
-use axum::response::sse::{Event as SseEvent, Sse};
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use futures_util::stream::{self, Stream};
+use futures_util::stream;
 use hearth_engine::{Done, Event, Generation, ModelInfo, Prompt, Request, TokenEvent};
 use hearth_protocol::openai::{
     self as oa, parse_body, ChatCompletionBody, CompletionBody, ErrorBody, RequestError,
@@ -433,15 +433,24 @@ fn json_error(e: &ErrorBody) -> String {
     serde_json::to_string(e).unwrap_or_else(|_| r#"{"error":{"message":"internal error","type":"server_error","param":null,"code":null}}"#.into())
 }
 
+/// Most ready events coalesced into one write, so a burst costs one write but a slow burst
+/// never holds back what is already generated for long.
+const MAX_BURST: usize = 64;
+
 /// Stream a generation as SSE: `first` chunks, one chunk per token, the closing chunks, then
-/// `[DONE]`. Errors (and shutdown) become an OpenAI error object before `[DONE]`.
-fn sse_response(
+/// `[DONE]`. Errors (and shutdown) become an OpenAI error object before `[DONE]`. Events that
+/// are already waiting are written together.
+fn sse_response<T, D>(
     gen: Generation,
     shutdown: CancellationToken,
     first: Vec<String>,
-    on_token: impl FnMut(&TokenEvent) -> Option<String> + Send + 'static,
-    on_done: impl FnOnce(&Done) -> Vec<String> + Send + 'static,
-) -> Response {
+    on_token: T,
+    on_done: D,
+) -> Response
+where
+    T: FnMut(&TokenEvent) -> Option<String> + Send + 'static,
+    D: FnOnce(&Done) -> Vec<String> + Send + 'static,
+{
     struct St<T, D> {
         gen: Generation,
         shutdown: CancellationToken,
@@ -449,6 +458,35 @@ fn sse_response(
         on_token: T,
         on_done: Option<D>,
         finished: bool,
+    }
+    impl<T: FnMut(&TokenEvent) -> Option<String>, D: FnOnce(&Done) -> Vec<String>> St<T, D> {
+        fn handle(&mut self, event: Option<Event>) {
+            match event {
+                Some(Event::Token(t)) => {
+                    if let Some(c) = (self.on_token)(&t) {
+                        self.queue.push_back(c);
+                    }
+                }
+                // OpenAI clients have no controls; nothing to tell them.
+                Some(Event::Restarted | Event::Paused | Event::Resumed | Event::Modified) => {}
+                Some(Event::Done(d)) => {
+                    if let Some(f) = self.on_done.take() {
+                        self.queue.extend(f(&d));
+                    }
+                    self.finish(None);
+                }
+                Some(Event::Error(f)) => self.finish(Some(ApiError::from_failure(&f).body)),
+                None => self.finish(Some(ApiError::shutting_down().body)),
+            }
+        }
+
+        fn finish(&mut self, error: Option<ErrorBody>) {
+            if let Some(e) = error {
+                self.queue.push_back(json_error(&e));
+            }
+            self.queue.push_back("[DONE]".into());
+            self.finished = true;
+        }
     }
     let st = St {
         gen,
@@ -458,51 +496,37 @@ fn sse_response(
         on_done: Some(on_done),
         finished: false,
     };
-    let s = stream::unfold(st, |mut st| async move {
-        loop {
-            if let Some(data) = st.queue.pop_front() {
-                return Some((Ok::<_, Infallible>(SseEvent::default().data(data)), st));
-            }
-            if st.finished {
-                return None;
-            }
+    let body = stream::unfold(st, |mut st| async move {
+        while st.queue.is_empty() && !st.finished {
             let event = tokio::select! {
                 e = st.gen.events.recv() => e,
                 () = st.shutdown.cancelled() => None,
             };
-            match event {
-                Some(Event::Token(t)) => {
-                    if let Some(c) = (st.on_token)(&t) {
-                        st.queue.push_back(c);
-                    }
+            st.handle(event);
+            for _ in 0..MAX_BURST {
+                if st.finished {
+                    break;
                 }
-                // OpenAI clients have no controls; nothing to tell them.
-                Some(Event::Restarted | Event::Paused | Event::Resumed | Event::Modified) => {}
-                Some(Event::Done(d)) => {
-                    if let Some(f) = st.on_done.take() {
-                        st.queue.extend(f(&d));
-                    }
-                    st.queue.push_back("[DONE]".into());
-                    st.finished = true;
-                }
-                Some(Event::Error(f)) => {
-                    st.queue
-                        .push_back(json_error(&ApiError::from_failure(&f).body));
-                    st.queue.push_back("[DONE]".into());
-                    st.finished = true;
-                }
-                None => {
-                    st.queue
-                        .push_back(json_error(&ApiError::shutting_down().body));
-                    st.queue.push_back("[DONE]".into());
-                    st.finished = true;
+                match st.gen.events.try_recv() {
+                    Some(e) => st.handle(Some(e)),
+                    None => break,
                 }
             }
         }
+        if st.queue.is_empty() {
+            return None;
+        }
+        let mut out = String::with_capacity(st.queue.iter().map(|d| d.len() + 8).sum());
+        for data in st.queue.drain(..) {
+            out.push_str("data: ");
+            out.push_str(&data);
+            out.push_str("\n\n");
+        }
+        Some((Ok::<_, Infallible>(Bytes::from(out)), st))
     });
-    sse(s)
-}
-
-fn sse(s: impl Stream<Item = Result<SseEvent, Infallible>> + Send + 'static) -> Response {
-    Sse::new(s).into_response()
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from_stream(body))
+        .unwrap_or_else(|_| ApiError::shutting_down().into_response())
 }
