@@ -46,7 +46,7 @@ struct Args {
     #[arg(long, default_value_t = 2)]
     threads: i32,
     /// Repetitions of every throughput figure (median and spread are reported).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 3)]
     runs: usize,
     /// Tokens generated per stream in decode measurements.
     #[arg(long, default_value_t = 128)]
