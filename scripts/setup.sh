@@ -12,8 +12,9 @@ say() { printf '[setup] %s\n' "$*"; }
 # --- Debian packages -------------------------------------------------------------------------
 # cmake + libclang: llama-cpp-sys-2 builds the vendored llama.cpp with CMake and runs bindgen.
 # libgomp1: OpenMP at run time. python3-venv: the virtualenv for the Python test client.
+# chromium: the browser tests drive Debian's Chromium with playwright-core (never a downloaded one).
 apt_packages=(cmake libclang1-14 libclang-common-14-dev build-essential libgomp1 pkg-config
-  python3 ca-certificates unzip curl)
+  python3 python3-venv ca-certificates unzip curl chromium)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -78,6 +79,26 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import openai' >/dev/
   say "creating $venv with the openai package"
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet 'openai>=1.40,<3'
+fi
+
+# --- Web UI and browser tests (npm registry only) -------------------------------------------
+# The UI is built into ui/dist, which the node serves (and embeds in release builds).
+if [ -f ui/package.json ]; then
+  if [ ! -d ui/node_modules ] || [ ui/package-lock.json -nt ui/node_modules/.package-lock.json ]; then
+    say "installing the UI's npm packages"
+    (cd ui && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+  newest_src=$(find ui/src ui/index.html ui/vite.config.ts -newer ui/dist/index.html 2>/dev/null | head -n 1 || true)
+  if [ ! -f ui/dist/index.html ] || [ -n "$newest_src" ]; then
+    say "building the UI into ui/dist"
+    (cd ui && npm run --silent build)
+  fi
+fi
+if [ -f tests/browser/package.json ]; then
+  if [ ! -d tests/browser/node_modules ] || [ tests/browser/package-lock.json -nt tests/browser/node_modules/.package-lock.json ]; then
+    say "installing the browser tests' npm packages"
+    (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error)
+  fi
 fi
 
 say "ready"

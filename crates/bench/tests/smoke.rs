@@ -47,7 +47,10 @@ fn a_quick_benchmark_run_reports_every_figure() {
     };
     for name in [
         "floor prefill",
-        "floor decode, 1 sequence",
+        "floor aggregate decode x 1",
+        "floor aggregate decode per CPU-s x 8",
+        "node decode per CPU-s, 1 stream (/generate)",
+        "node aggregate decode per CPU-s x 4",
         "floor aggregate decode x 8",
         "node decode, 1 stream (OpenAI SSE)",
         "node decode, 1 stream (/generate)",

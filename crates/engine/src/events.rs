@@ -90,4 +90,6 @@ pub enum FailureKind {
     Decode,
     /// The engine is shutting down.
     ShuttingDown,
+    /// The model was unloaded (another model is being loaded, or none).
+    Unloaded,
 }

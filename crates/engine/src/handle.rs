@@ -3,7 +3,7 @@
 //! running generations through a [`Controller`]. All talk with the engine thread goes over one
 //! bounded command channel; events come back on a bounded channel per generation.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 use crate::admission::Admission;
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::commands::{Command, ControlOp, Submission};
 use crate::config::EngineConfig;
-use crate::events::Event;
+use crate::events::{Event, FailureKind};
 use crate::model::{ModelInfo, ModelState, PromptError};
 use crate::{scheduler, scripted};
 
@@ -62,6 +62,8 @@ pub enum SubmitError {
     Prompt(#[from] PromptError),
     #[error("the engine is shutting down")]
     ShuttingDown,
+    #[error("no model is loaded")]
+    NoModel,
 }
 
 /// Why a control could not be delivered.
@@ -80,8 +82,23 @@ pub(crate) struct Shared {
     pub(crate) active: AtomicUsize,
     pub(crate) tokens_generated: AtomicU64,
     pub(crate) requests_finished: AtomicU64,
-    /// Set by [`Engine::shutdown`]; the engine thread checks it every step.
-    pub(crate) stopping: AtomicBool,
+    /// Why the engine thread must stop (0: it must not); set by [`Engine::shutdown`] and
+    /// [`Engine::unload`], checked every step.
+    pub(crate) stopping: AtomicU8,
+}
+
+const STOP_SHUTDOWN: u8 = 1;
+const STOP_UNLOAD: u8 = 2;
+
+impl Shared {
+    /// Why the engine must stop, if it must.
+    pub(crate) fn stop_reason(&self) -> Option<FailureKind> {
+        match self.stopping.load(Ordering::Acquire) {
+            0 => None,
+            STOP_UNLOAD => Some(FailureKind::Unloaded),
+            _ => Some(FailureKind::ShuttingDown),
+        }
+    }
 }
 
 /// A snapshot of the engine's load.
@@ -210,7 +227,7 @@ impl Engine {
             active: AtomicUsize::new(0),
             tokens_generated: AtomicU64::new(0),
             requests_finished: AtomicU64::new(0),
-            stopping: AtomicBool::new(false),
+            stopping: AtomicU8::new(0),
         });
         let thread_shared = shared.clone();
         let thread = std::thread::Builder::new()
@@ -360,7 +377,22 @@ impl Engine {
     /// Stop the engine thread: running generations end with a `ShuttingDown` error. Blocks
     /// until the thread has exited (call from a blocking context).
     pub fn shutdown(&self) {
-        self.inner.shared.stopping.store(true, Ordering::Release);
+        self.stop(STOP_SHUTDOWN);
+    }
+
+    /// Unload the model: running generations end with an `Unloaded` error and the state
+    /// becomes [`ModelState::Unloaded`]. Blocks until the thread has exited.
+    pub fn unload(&self) {
+        self.stop(STOP_UNLOAD);
+    }
+
+    fn stop(&self, reason: u8) {
+        let _ = self.inner.shared.stopping.compare_exchange(
+            0,
+            reason,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
         // Wake the thread if it is idle; if the channel is full it is awake anyway.
         let _ = self.inner.commands.try_send(Command::Wake);
         let handle = self.inner.thread.lock().ok().and_then(|mut t| t.take());
@@ -380,6 +412,7 @@ fn settled(state: &ModelState) -> Option<Result<Arc<ModelInfo>, SubmitError>> {
             message: message.clone(),
         })),
         ModelState::Stopped => Some(Err(SubmitError::ShuttingDown)),
+        ModelState::Unloaded => Some(Err(SubmitError::NoModel)),
         ModelState::Loading { .. } => None,
     }
 }

@@ -29,6 +29,8 @@ pub enum ModelState {
     },
     /// The engine has shut down.
     Stopped,
+    /// No model is loaded: it was unloaded, or none was ever loaded.
+    Unloaded,
 }
 
 impl ModelState {

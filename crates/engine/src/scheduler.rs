@@ -109,9 +109,26 @@ pub(crate) fn run(
         prefill_cursor: 0,
     };
     sched.serve(&commands);
-    sched.shutdown();
-    state.send_replace(ModelState::Stopped);
+    let reason = shared.stop_reason().unwrap_or(FailureKind::ShuttingDown);
+    sched.shutdown(reason);
+    state.send_replace(final_state(reason));
     tracing::info!(model = %model_id, "engine stopped");
+}
+
+/// The state an engine ends in.
+pub(crate) fn final_state(reason: FailureKind) -> ModelState {
+    match reason {
+        FailureKind::Unloaded => ModelState::Unloaded,
+        _ => ModelState::Stopped,
+    }
+}
+
+/// What running generations are told when the engine stops.
+pub(crate) fn stop_message(reason: FailureKind) -> &'static str {
+    match reason {
+        FailureKind::Unloaded => "the model was unloaded",
+        _ => "the engine is shutting down",
+    }
 }
 
 /// The request a slot is working on.
@@ -170,7 +187,7 @@ fn fresh_seed() -> u32 {
 impl Scheduler<'_> {
     fn serve(&mut self, commands: &Receiver<Command>) {
         loop {
-            if self.shared.stopping.load(Ordering::Acquire) {
+            if self.shared.stop_reason().is_some() {
                 return;
             }
             // Block only when there is nothing to do; poll briefly when work is held back by
@@ -686,20 +703,17 @@ impl Scheduler<'_> {
         slot.prefilled = slot.prompt.len();
     }
 
-    fn shutdown(&mut self) {
+    fn shutdown(&mut self, reason: FailureKind) {
+        let message = stop_message(reason);
         for i in 0..self.slots.len() {
             if self.slots[i].is_some() {
-                self.fail(
-                    i,
-                    FailureKind::ShuttingDown,
-                    "the engine is shutting down".into(),
-                );
+                self.fail(i, reason, message.into());
             }
         }
         while let Some(s) = self.queue.pop_front() {
             let _ = s.events.try_send(Event::Error(Failure {
-                kind: FailureKind::ShuttingDown,
-                message: "the engine is shutting down".into(),
+                kind: reason,
+                message: message.into(),
             }));
             self.shared.admission.release(1);
         }

@@ -19,6 +19,7 @@ use crate::events::{Done, Event, Failure, FailureKind, Timing, TokenEvent};
 use crate::handle::Shared;
 use crate::loader;
 use crate::model::ModelState;
+use crate::scheduler::stop_message;
 
 /// The words scripted tokens cycle through (ids are their index).
 const WORDS: [&str; 8] = [
@@ -71,8 +72,12 @@ pub(crate) fn run(
         shared,
     };
     engine.serve(&commands);
-    engine.shutdown();
-    state.send_replace(ModelState::Stopped);
+    let reason = engine
+        .shared
+        .stop_reason()
+        .unwrap_or(FailureKind::ShuttingDown);
+    engine.shutdown(reason);
+    state.send_replace(crate::scheduler::final_state(reason));
 }
 
 struct Scripted {
@@ -87,7 +92,7 @@ struct Scripted {
 impl Scripted {
     fn serve(&mut self, commands: &Receiver<Command>) {
         loop {
-            if self.shared.stopping.load(Ordering::Acquire) {
+            if self.shared.stop_reason().is_some() {
                 return;
             }
             let runnable = self
@@ -268,19 +273,20 @@ impl Scripted {
         }
     }
 
-    fn shutdown(&mut self) {
+    fn shutdown(&mut self, reason: FailureKind) {
+        let message = stop_message(reason);
         for slot in self.slots.iter_mut().filter_map(Option::take) {
             let mut out = slot.out;
             out.send(Event::Error(Failure {
-                kind: FailureKind::ShuttingDown,
-                message: "the engine is shutting down".into(),
+                kind: reason,
+                message: message.into(),
             }));
             self.shared.admission.release(1);
         }
         while let Some(s) = self.queue.pop_front() {
             let _ = s.events.try_send(Event::Error(Failure {
-                kind: FailureKind::ShuttingDown,
-                message: "the engine is shutting down".into(),
+                kind: reason,
+                message: message.into(),
             }));
             self.shared.admission.release(1);
         }

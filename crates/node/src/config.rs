@@ -16,6 +16,8 @@ pub struct NodeConfig {
     pub port: u16,
     pub data_dir: PathBuf,
     pub models_dir: PathBuf,
+    /// This node's name (shown with every answer it gives); the host name by default.
+    pub name: String,
     /// A file name (with or without `.gguf`) in the models folder, or a path.
     pub model: Option<String>,
     pub parallel: usize,
@@ -40,6 +42,7 @@ impl NodeConfig {
             port: DEFAULT_PORT,
             models_dir: data_dir.join("models"),
             data_dir,
+            name: default_name(),
             model: None,
             parallel: hearth_engine::config::DEFAULT_SLOTS,
             threads: hearth_engine::config::physical_cores(),
@@ -54,6 +57,16 @@ impl NodeConfig {
     pub fn addr(&self) -> SocketAddr {
         SocketAddr::new(self.host, self.port)
     }
+}
+
+/// The machine's host name, or `hearth` when it has none.
+pub fn default_name() -> String {
+    std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "hearth".to_owned())
 }
 
 /// The OS data directory + `hearth` (`~/.local/share/hearth` on Linux).

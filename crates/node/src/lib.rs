@@ -1,14 +1,17 @@
 //! # hearth-node
 //!
 //! The node service behind the `hearth-node` binary: it loads a model into a
-//! [`hearth_engine::Engine`] and serves it on one HTTP port through every door — the OpenAI
-//! API and the streaming WebSocket `/generate` — with its data in SQLite.
+//! [`hearth_engine::Engine`] and serves it on one HTTP port through every door — the web UI
+//! and its `/api`, the OpenAI API and the streaming WebSocket `/generate` — with its data in
+//! SQLite.
 //!
 //! ## Layout
 //! - [`config`]: [`NodeConfig`], default paths, `--model` resolution.
 //! - [`server`]: the axum router (`server::router`), one file per door (`openai`, `generate`),
 //!   OpenAI-format errors (`error`), `/api/status` (`status`).
-//! - [`store`]: `hearth.db` (WAL) and its migrations.
+//! - [`host`]: [`host::ModelHost`], the swappable engine every door submits through.
+//! - [`store`]: `hearth.db` (WAL) and its migrations: feedback, conversations, messages.
+//! - [`telemetry`]: the one sampler of CPU, memory, thermal level and engine load.
 //! - [`Node`]: start everything, hand out the address, shut down gracefully.
 //!
 //! ## Invariants
@@ -16,21 +19,22 @@
 //! - On shutdown every open stream gets a final message before the port closes.
 
 pub mod config;
+pub mod host;
 pub mod server;
 pub mod store;
+pub mod telemetry;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::serve::ListenerExt;
-use hearth_engine::{Engine, EngineConfig};
-use hearth_protocol::ModelId;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub use config::NodeConfig;
+use host::{EngineSettings, ModelHost};
 use server::AppState;
 use store::Store;
 
@@ -65,6 +69,13 @@ impl Node {
     pub async fn start(config: NodeConfig) -> Result<Self, NodeError> {
         let model_path = config::resolve_model(&config.models_dir, config.model.as_deref())?;
         let store = Store::open(&config.data_dir)?;
+        let interrupted = store.interrupt_streaming().await?;
+        if interrupted > 0 {
+            tracing::info!(
+                messages = interrupted,
+                "answers cut off by the last shutdown are marked interrupted"
+            );
+        }
         let listener =
             TcpListener::bind(config.addr())
                 .await
@@ -76,26 +87,25 @@ impl Node {
             addr: config.addr(),
             source,
         })?;
-        let model_id = ModelId::from_file_name(
-            &model_path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-        );
-        let engine = Engine::start(EngineConfig {
+        let host = ModelHost::new(EngineSettings {
             slots: config.parallel.max(1),
             threads: config.threads.max(1),
             ctx_per_slot: config.ctx,
             queue_capacity: config.queue,
             min_load_time: config.min_load_time,
             script: config.script.clone(),
-            ..EngineConfig::new(model_path)
         });
+        host.load(model_path).await;
+        let shutdown = CancellationToken::new();
+        let telemetry = telemetry::spawn(host.clone(), shutdown.child_token());
         let state = Arc::new(AppState {
-            engine,
+            host,
             store,
-            model_id,
-            shutdown: CancellationToken::new(),
+            node_name: config.name.clone(),
+            models_dir: config.models_dir.clone(),
+            shutdown,
+            chats: server::chat::Chats::default(),
+            telemetry,
         });
         let app = server::router(state.clone());
         let token = state.shutdown.clone();
@@ -113,7 +123,7 @@ impl Node {
                 tracing::error!(error = %e, "server stopped with an error");
             }
         });
-        tracing::info!(%addr, "listening");
+        tracing::info!(%addr, name = %config.name, "listening");
         Ok(Self {
             addr,
             state,
@@ -126,8 +136,9 @@ impl Node {
         self.addr
     }
 
-    pub fn engine(&self) -> &Engine {
-        &self.state.engine
+    /// The model host: the current engine, its state, load and unload.
+    pub fn host(&self) -> &Arc<ModelHost> {
+        &self.state.host
     }
 
     pub fn store(&self) -> &Store {
@@ -144,9 +155,10 @@ impl Node {
             tracing::warn!("connections still open after the grace period; closing them");
             server.abort();
         }
-        let engine = self.state.engine.clone();
-        let stop = tokio::task::spawn_blocking(move || engine.shutdown());
-        if tokio::time::timeout(ENGINE_STOP_WAIT, stop).await.is_err() {
+        if tokio::time::timeout(ENGINE_STOP_WAIT, self.state.host.shutdown())
+            .await
+            .is_err()
+        {
             tracing::warn!("the engine did not stop in time");
         }
     }

@@ -56,6 +56,9 @@ struct ServeArgs {
     /// Requests that may wait for a slot before new ones are refused.
     #[arg(long, env = "HEARTH_QUEUE", default_value_t = hearth_engine::config::DEFAULT_QUEUE_CAPACITY)]
     queue: usize,
+    /// This node's name, shown with every answer it gives [default: the host name].
+    #[arg(long, env = "HEARTH_NAME")]
+    name: Option<String>,
     /// Make model loading last at least this many milliseconds (to watch loading progress).
     #[arg(long, env = "HEARTH_MIN_LOAD_MS", hide = true)]
     min_load_ms: Option<u64>,
@@ -72,6 +75,9 @@ impl ServeArgs {
             c.models_dir = m;
         }
         c.host = self.host;
+        if let Some(n) = self.name {
+            c.name = n;
+        }
         c.port = self.port;
         c.model = self.model;
         c.parallel = self.parallel;
@@ -108,9 +114,8 @@ async fn serve(config: NodeConfig) -> anyhow::Result<()> {
     let node = Node::start(config).await.context("starting the node")?;
     let url = format!("http://{}", node.addr());
     println!("Hearth is listening on {url}  (OpenAI API: {url}/v1, streaming WebSocket: ws://{}/generate)", node.addr());
-    let mut ready = node.engine().model_state();
     tokio::select! {
-        r = node.engine().ready() => match r {
+        r = node.host().ready() => match r {
             Ok(info) => println!("Model {} is ready ({} slots, {} tokens of context each)", info.id, info.slots, info.ctx_per_slot),
             Err(e) => eprintln!("The model could not be loaded: {e}"),
         },
@@ -119,7 +124,6 @@ async fn serve(config: NodeConfig) -> anyhow::Result<()> {
             return Ok(());
         }
     }
-    let _ = ready.borrow_and_update();
     shutdown_signal().await;
     node.shutdown().await;
     Ok(())

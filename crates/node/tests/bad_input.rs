@@ -275,7 +275,7 @@ async fn generate_door_rejects_bad_input_and_keeps_the_session() {
     // Everyone else is still served.
     let mut ws2 = t.ws("/generate").await;
     expect_ws_generation_works(&mut ws2).await;
-    assert_eq!(MODEL_ID, t.node().engine().model().unwrap().id.as_str());
+    assert_eq!(MODEL_ID, t.node().host().model().unwrap().id.as_str());
     t.stop().await;
 }
 

@@ -40,7 +40,7 @@ async fn streamed_text_equals_non_streamed_text_and_usage_is_real() {
         usage["total_tokens"].as_u64().unwrap(),
         prompt_tokens + completion_tokens
     );
-    let info = t.node().engine().model().unwrap();
+    let info = t.node().host().model().unwrap();
     let rendered = info
         .render_chat(&[hearth_protocol::ChatMessage::new("user", PROMPT)])
         .unwrap();

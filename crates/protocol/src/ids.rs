@@ -16,7 +16,7 @@ impl fmt::Display for RequestId {
 }
 
 /// A model as clients name it: the GGUF file name without `.gguf`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct ModelId(pub String);
 

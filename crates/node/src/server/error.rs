@@ -63,6 +63,13 @@ impl ApiError {
     pub(crate) fn from_failure(f: &Failure) -> Self {
         match f.kind {
             FailureKind::ShuttingDown => Self::shutting_down(),
+            FailureKind::Unloaded => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server_error",
+                Some("model_unloaded"),
+                None,
+                f.message.clone(),
+            ),
             FailureKind::Decode => Self::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "server_error",
@@ -120,6 +127,16 @@ impl From<SubmitError> for ApiError {
                 message,
             ),
             SubmitError::ShuttingDown => Self::shutting_down(),
+            SubmitError::NoModel => Self {
+                retry_after: Some(5),
+                ..Self::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "server_error",
+                    Some("no_model"),
+                    None,
+                    message,
+                )
+            },
         }
     }
 }

@@ -139,7 +139,7 @@ fn ms(d: Duration) -> f64 {
 
 impl Session {
     fn new(state: Arc<AppState>, socket: WebSocket) -> Self {
-        let model_state = state.engine.model_state();
+        let model_state = state.host.state();
         Self {
             state,
             socket,
@@ -326,7 +326,18 @@ impl Session {
                     .await;
                 }
             }
-            ModelState::Stopped => {}
+            ModelState::Stopped | ModelState::Unloaded => {
+                if self.waiting.take().is_some() {
+                    self.send(&error(
+                        ErrorKind::ModelLoadingError,
+                        "the model was unloaded before it finished loading",
+                        true,
+                        RecoveryAction::RetryLater,
+                        None,
+                    ))
+                    .await;
+                }
+            }
         }
     }
 
@@ -393,6 +404,10 @@ impl Session {
                 .await;
                 return;
             }
+            ModelState::Unloaded => {
+                self.send(&submit_error(&SubmitError::NoModel)).await;
+                return;
+            }
         };
         if let Some(m) = config.model.as_deref() {
             if !m.is_empty() && !info.id.matches(m) {
@@ -429,7 +444,7 @@ impl Session {
             Prompt::Chat(vec![ChatMessage::new("user", config.prompt.clone())])
         };
         let max_tokens = params.max_tokens;
-        let gen = match self.state.engine.submit(Request { prompt, params }) {
+        let gen = match self.state.host.submit(Request { prompt, params }) {
             Ok(g) => g,
             Err(e) => {
                 self.send(&submit_error(&e)).await;
@@ -589,7 +604,7 @@ impl Session {
             Control::Resume => ctl.resume(),
             Control::Regenerate => ctl.regenerate(),
             Control::Modify { parameters } => {
-                let ctx = self.state.engine.model().map(|m| m.ctx_per_slot);
+                let ctx = self.state.host.model().map(|m| m.ctx_per_slot);
                 match parameters.to_raw(None).validate_patch(ctx) {
                     Ok(patch) if patch.is_empty() => {
                         self.send(&invalid("modify needs at least one parameter to change"))
@@ -783,6 +798,13 @@ fn failure(f: &Failure, request_id: String) -> ServerMessage {
             RecoveryAction::Reconnect,
             Some(request_id),
         ),
+        FailureKind::Unloaded => error(
+            ErrorKind::ModelLoadingError,
+            f.message.clone(),
+            true,
+            RecoveryAction::RetryLater,
+            Some(request_id),
+        ),
         FailureKind::Decode => error(
             ErrorKind::InternalError,
             f.message.clone(),
@@ -829,6 +851,13 @@ fn submit_error(e: &SubmitError) -> ServerMessage {
             message,
             true,
             RecoveryAction::FixRequest,
+            None,
+        ),
+        SubmitError::NoModel => error(
+            ErrorKind::ModelLoadingError,
+            message,
+            true,
+            RecoveryAction::RetryLater,
             None,
         ),
         SubmitError::ShuttingDown => error(

@@ -1,33 +1,54 @@
-//! The HTTP server: one axum router for every door on one port, the shared [`AppState`],
-//! and graceful shutdown (doors watch the shutdown token and send their final messages, then
+//! The HTTP server: one axum router for every door on one port (the web UI at `/`, the UI's
+//! `/api`, the OpenAI API, the streaming WebSocket), the shared [`AppState`], and graceful
+//! shutdown (doors watch the shutdown token and send their final messages, then
 //! the listener stops and the engine is stopped).
 
+pub(crate) mod api;
+pub(crate) mod chat;
 pub(crate) mod error;
+pub(crate) mod events;
 pub(crate) mod generate;
 pub(crate) mod openai;
 pub(crate) mod status;
+pub(crate) mod ui;
 
 use std::sync::Arc;
 
 use axum::extract::DefaultBodyLimit;
+use axum::http::Uri;
 use axum::routing::{get, post};
 use axum::Router;
-use hearth_engine::Engine;
 use hearth_protocol::limits::MAX_HTTP_BODY_BYTES;
-use hearth_protocol::ModelId;
 use tokio_util::sync::CancellationToken;
 
+use crate::host::ModelHost;
 use crate::store::Store;
 
 /// What every door shares.
 #[derive(Debug)]
 pub struct AppState {
-    pub engine: Engine,
+    pub host: Arc<ModelHost>,
     pub store: Store,
-    /// The model this node serves, as clients name it.
-    pub model_id: ModelId,
+    /// This node's name, shown with every answer it gives.
+    pub node_name: String,
+    /// Where GGUF files live.
+    pub models_dir: std::path::PathBuf,
     /// Cancelled when the node begins shutting down.
     pub shutdown: CancellationToken,
+    /// Answers streaming into conversations right now.
+    pub chats: chat::Chats,
+    /// The telemetry sampler's latest snapshot.
+    pub telemetry: tokio::sync::watch::Receiver<crate::telemetry::Telemetry>,
+}
+
+/// Unknown API paths answer in the OpenAI error format; everything else is the web UI.
+async fn fallback(method: axum::http::Method, uri: Uri) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let path = uri.path();
+    if method != axum::http::Method::GET || path.starts_with("/v1/") || path.starts_with("/api/") {
+        return error::not_found(uri).await.into_response();
+    }
+    ui::serve(uri).await
 }
 
 /// Every route of the node. Tests drive it with `oneshot` or over a real socket.
@@ -38,7 +59,23 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/completions", post(openai::completions))
         .route("/generate", get(generate::upgrade))
         .route("/api/status", get(status::status))
-        .fallback(error::not_found)
+        .route("/api/events", get(events::upgrade))
+        .route("/api/models", get(api::list_models))
+        .route("/api/models/load", post(api::load_model))
+        .route("/api/models/unload", post(api::unload_model))
+        .route(
+            "/api/conversations",
+            get(api::list_conversations).post(api::create_conversation),
+        )
+        .route(
+            "/api/conversations/{id}",
+            get(api::get_conversation)
+                .patch(api::update_conversation)
+                .delete(api::delete_conversation),
+        )
+        .route("/api/conversations/{id}/chat", post(chat::chat))
+        .route("/api/messages/{id}/stop", post(chat::stop))
+        .fallback(fallback)
         .method_not_allowed_fallback(error::method_not_allowed)
         // Our own limit sits above axum's default so the OpenAI door reports it in its format.
         .layer(DefaultBodyLimit::max(MAX_HTTP_BODY_BYTES))

@@ -54,10 +54,10 @@ async fn served_model(
     requested: Option<&str>,
 ) -> Result<Arc<ModelInfo>, ApiError> {
     let info = tokio::select! {
-        r = tokio::time::timeout(MODEL_WAIT, state.engine.ready()) => match r {
+        r = tokio::time::timeout(MODEL_WAIT, state.host.ready()) => match r {
             Ok(r) => r?,
             Err(_) => return Err(ApiError::from(hearth_engine::SubmitError::ModelLoading {
-                model: state.model_id.clone(),
+                model: state.host.model_id().unwrap_or_default(),
                 percent: 0,
             })),
         },
@@ -74,12 +74,17 @@ async fn served_model(
 pub(crate) async fn models(State(state): State<Arc<AppState>>) -> Json<oa::ModelList> {
     Json(oa::ModelList {
         object: "list",
-        data: vec![oa::ModelEntry {
-            id: state.model_id.to_string(),
-            object: "model",
-            created: now_secs(),
-            owned_by: "hearth",
-        }],
+        data: state
+            .host
+            .model_id()
+            .map(|id| oa::ModelEntry {
+                id: id.to_string(),
+                object: "model",
+                created: now_secs(),
+                owned_by: "hearth",
+            })
+            .into_iter()
+            .collect(),
     })
 }
 
@@ -196,7 +201,7 @@ pub(crate) async fn chat_completions(
     let req = wire
         .validate(Some(info.ctx_per_slot))
         .map_err(ApiError::bad_request)?;
-    let mut gen = state.engine.submit(Request {
+    let mut gen = state.host.submit(Request {
         prompt: Prompt::Chat(req.messages),
         params: req.params,
     })?;
@@ -330,7 +335,7 @@ pub(crate) async fn completions(
         }));
     }
     let echo = req.echo.then(|| req.prompt.clone());
-    let mut gen = state.engine.submit(Request {
+    let mut gen = state.host.submit(Request {
         prompt: Prompt::Text(req.prompt),
         params: req.params,
     })?;

@@ -13,6 +13,7 @@ use super::AppState;
 #[derive(Debug, Serialize)]
 pub(crate) struct Status {
     model: ModelStatus,
+    node: String,
     slots: usize,
     active: usize,
     queued: usize,
@@ -20,52 +21,57 @@ pub(crate) struct Status {
     requests_finished: u64,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub(crate) struct ModelStatus {
-    id: String,
-    /// `loading`, `ready`, `failed` or `stopped`.
-    state: &'static str,
-    progress: f32,
+    pub(crate) id: Option<String>,
+    /// `loading`, `ready`, `failed`, `stopped` or `empty`.
+    pub(crate) state: &'static str,
+    pub(crate) progress: f32,
     #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<String>,
+    pub(crate) error: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    ctx_per_slot: Option<u32>,
+    pub(crate) ctx_per_slot: Option<u32>,
+}
+
+impl ModelStatus {
+    pub(crate) fn of(state: &ModelState) -> Self {
+        let (id, name, progress, error, ctx) = match state {
+            ModelState::Loading {
+                model, progress, ..
+            } => (Some(model.to_string()), "loading", *progress, None, None),
+            ModelState::Ready(info) => (
+                Some(info.id.to_string()),
+                "ready",
+                1.0,
+                None,
+                Some(info.ctx_per_slot),
+            ),
+            ModelState::Failed { model, message } => (
+                Some(model.to_string()),
+                "failed",
+                0.0,
+                Some(message.clone()),
+                None,
+            ),
+            ModelState::Stopped => (None, "stopped", 0.0, None, None),
+            ModelState::Unloaded => (None, "empty", 0.0, None, None),
+        };
+        Self {
+            id,
+            state: name,
+            progress,
+            error,
+            ctx_per_slot: ctx,
+        }
+    }
 }
 
 pub(crate) async fn status(State(state): State<Arc<AppState>>) -> Json<Status> {
-    let stats = state.engine.stats();
-    let model = match &*state.engine.model_state().borrow() {
-        ModelState::Loading { progress, .. } => ModelStatus {
-            id: state.model_id.to_string(),
-            state: "loading",
-            progress: *progress,
-            error: None,
-            ctx_per_slot: None,
-        },
-        ModelState::Ready(info) => ModelStatus {
-            id: info.id.to_string(),
-            state: "ready",
-            progress: 1.0,
-            error: None,
-            ctx_per_slot: Some(info.ctx_per_slot),
-        },
-        ModelState::Failed { message, .. } => ModelStatus {
-            id: state.model_id.to_string(),
-            state: "failed",
-            progress: 0.0,
-            error: Some(message.clone()),
-            ctx_per_slot: None,
-        },
-        ModelState::Stopped => ModelStatus {
-            id: state.model_id.to_string(),
-            state: "stopped",
-            progress: 0.0,
-            error: None,
-            ctx_per_slot: None,
-        },
-    };
+    let stats = state.host.stats();
+    let model = ModelStatus::of(&state.host.state().borrow());
     Json(Status {
         model,
+        node: state.node_name.clone(),
         slots: stats.slots,
         active: stats.active,
         queued: stats.queued,

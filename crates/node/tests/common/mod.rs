@@ -65,7 +65,7 @@ impl TestNode {
         let wait_ready = config.min_load_time.is_none();
         let node = Node::start(config).await.expect("node starts");
         if wait_ready {
-            node.engine().ready().await.expect("model loads");
+            node.host().ready().await.expect("model loads");
         }
         let addr = node.addr();
         Self {

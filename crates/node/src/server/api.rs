@@ -1,0 +1,350 @@
+//! The UI's own API under `/api` (docs/API.md): conversations and their messages, models,
+//! and this module's error shape `{"error": {"message", "code"}}`. The streaming chat lives in
+//! `chat`, live status in `events`.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use hearth_engine::gguf::GgufInfo;
+use hearth_engine::ModelState;
+use hearth_protocol::ModelId;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::status::ModelStatus;
+use super::AppState;
+use crate::store::{SettingsPatch, StoreError};
+
+/// An `/api` error.
+#[derive(Debug)]
+pub(crate) struct ApiFailure {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl ApiFailure {
+    pub(crate) fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "invalid_request", message)
+    }
+
+    pub(crate) fn not_found(what: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("{what} not found"),
+        )
+    }
+}
+
+impl From<StoreError> for ApiFailure {
+    fn from(e: StoreError) -> Self {
+        tracing::error!(error = %e, "database error");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal_error",
+            "database error",
+        )
+    }
+}
+
+impl IntoResponse for ApiFailure {
+    fn into_response(self) -> Response {
+        (
+            self.status,
+            Json(json!({"error": {"message": self.message, "code": self.code}})),
+        )
+            .into_response()
+    }
+}
+
+/// Parse a JSON body into `T` with a clear message.
+pub(crate) fn json_body<T: for<'de> Deserialize<'de>>(
+    body: Result<Bytes, BytesRejection>,
+) -> Result<T, ApiFailure> {
+    let body = body.map_err(|e| ApiFailure::new(e.status(), "invalid_request", e.body_text()))?;
+    let body: &[u8] = if body.is_empty() { b"{}" } else { &body };
+    serde_json::from_slice(body)
+        .map_err(|e| ApiFailure::bad_request(format!("invalid JSON body: {e}")))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conversations
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct ListQuery {
+    q: Option<String>,
+}
+
+pub(crate) async fn list_conversations(
+    State(state): State<Arc<AppState>>,
+    Query(query): Query<ListQuery>,
+) -> Result<Response, ApiFailure> {
+    let conversations = state.store.list_conversations(query.q).await?;
+    Ok(Json(json!({ "conversations": conversations })).into_response())
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NewConversation {
+    #[serde(default)]
+    title: Option<String>,
+}
+
+/// Titles are shown in a list: keep them to one line of reasonable length.
+fn clean_title(t: &str) -> Result<String, ApiFailure> {
+    let t = t.trim();
+    if t.is_empty() {
+        return Err(ApiFailure::bad_request("title must not be empty"));
+    }
+    if t.chars().count() > 200 {
+        return Err(ApiFailure::bad_request(
+            "title may be at most 200 characters",
+        ));
+    }
+    Ok(t.replace(['\n', '\r'], " "))
+}
+
+pub(crate) async fn create_conversation(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiFailure> {
+    let body: NewConversation = json_body(body)?;
+    let title = match body.title {
+        Some(t) => clean_title(&t)?,
+        None => "New chat".to_owned(),
+    };
+    let conv = state.store.create_conversation(title).await?;
+    Ok((StatusCode::CREATED, Json(conv)).into_response())
+}
+
+pub(crate) async fn get_conversation(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiFailure> {
+    let (conversation, messages) = state
+        .store
+        .conversation(id)
+        .await?
+        .ok_or_else(|| ApiFailure::not_found("conversation"))?;
+    Ok(Json(json!({ "conversation": conversation, "messages": messages })).into_response())
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ConversationPatch {
+    #[serde(default)]
+    title: Option<String>,
+    #[serde(default)]
+    settings: Option<SettingsPatch>,
+}
+
+pub(crate) async fn update_conversation(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiFailure> {
+    let body: ConversationPatch = json_body(body)?;
+    let title = body.title.as_deref().map(clean_title).transpose()?;
+    if let Some(s) = &body.settings {
+        if let Some(t) = s.temperature {
+            if !(t.is_finite() && t >= 0.0) {
+                return Err(ApiFailure::bad_request("temperature must be a number >= 0"));
+            }
+        }
+        if let Some(p) = s.top_p {
+            if !(p > 0.0 && p <= 1.0) {
+                return Err(ApiFailure::bad_request("top_p must be in (0, 1]"));
+            }
+        }
+        if let Some(Some(m)) = s.max_tokens {
+            if m < 1 {
+                return Err(ApiFailure::bad_request(
+                    "max_tokens must be at least 1, or null",
+                ));
+            }
+        }
+    }
+    let conv = state
+        .store
+        .update_conversation(id, title, body.settings)
+        .await?
+        .ok_or_else(|| ApiFailure::not_found("conversation"))?;
+    Ok(Json(conv).into_response())
+}
+
+pub(crate) async fn delete_conversation(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiFailure> {
+    if state.store.delete_conversation(id).await? {
+        Ok(StatusCode::NO_CONTENT.into_response())
+    } else {
+        Err(ApiFailure::not_found("conversation"))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Models
+
+#[derive(Debug, Serialize)]
+struct ModelFile {
+    id: String,
+    file: String,
+    size_bytes: u64,
+    loaded: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    architecture: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    quantization: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    context_length: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parameters: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+/// Every `.gguf` in the models folder, described from its header.
+fn model_files(dir: &std::path::Path, loaded: Option<&ModelId>) -> Vec<ModelFile> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if !path.is_file() || path.extension().is_none_or(|e| e != "gguf") {
+            continue;
+        }
+        let file = entry.file_name().to_string_lossy().into_owned();
+        let id = ModelId::from_file_name(&file);
+        let size_bytes = entry.metadata().map(|m| m.len()).unwrap_or(0);
+        let loaded = loaded == Some(&id);
+        let mut m = ModelFile {
+            id: id.0,
+            file,
+            size_bytes,
+            loaded,
+            architecture: None,
+            quantization: None,
+            context_length: None,
+            parameters: None,
+            error: None,
+        };
+        match GgufInfo::read(&path) {
+            Ok(info) => {
+                m.architecture = Some(info.architecture);
+                m.quantization = info.quantization;
+                m.context_length = info.context_length;
+                m.parameters = info.size_label;
+            }
+            Err(e) => m.error = Some(e.to_string()),
+        }
+        out.push(m);
+    }
+    out.sort_by(|a, b| a.id.cmp(&b.id));
+    out
+}
+
+pub(crate) async fn list_models(
+    State(state): State<Arc<AppState>>,
+) -> Result<Response, ApiFailure> {
+    let model_state = state.host.state().borrow().clone();
+    let status = ModelStatus::of(&model_state);
+    let loaded = match &model_state {
+        ModelState::Ready(info) => Some(info.id.clone()),
+        _ => None,
+    };
+    let dir = state.models_dir.clone();
+    let models = tokio::task::spawn_blocking(move || model_files(&dir, loaded.as_ref()))
+        .await
+        .map_err(|e| {
+            ApiFailure::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal_error",
+                e.to_string(),
+            )
+        })?;
+    Ok(Json(json!({"models": models, "loaded": status.id, "state": status.state})).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LoadBody {
+    id: String,
+}
+
+pub(crate) async fn load_model(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiFailure> {
+    let body: LoadBody = json_body(body)?;
+    // Only plain names in the models folder: no paths, no `..`.
+    if body.id.is_empty() || body.id.contains(['/', '\\']) || body.id.starts_with('.') {
+        return Err(ApiFailure::bad_request(
+            "id must be a model name from GET /api/models",
+        ));
+    }
+    let file = if body.id.ends_with(".gguf") {
+        body.id.clone()
+    } else {
+        format!("{}.gguf", body.id)
+    };
+    let path = state.models_dir.join(&file);
+    if !path.is_file() {
+        return Err(ApiFailure::not_found("model"));
+    }
+    let id = ModelId::from_file_name(&file);
+    tracing::info!(model = %id, "loading requested through the API");
+    state.host.load(path).await;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"id": id, "state": "loading"})),
+    )
+        .into_response())
+}
+
+pub(crate) async fn unload_model(State(state): State<Arc<AppState>>) -> Response {
+    tracing::info!("unloading requested through the API");
+    state.host.unload().await;
+    Json(json!({"state": "empty"})).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn titles_are_trimmed_and_bounded() {
+        assert_eq!(clean_title("  a\nb ").unwrap(), "a b");
+        assert!(clean_title("   ").is_err());
+        assert!(clean_title(&"x".repeat(201)).is_err());
+    }
+
+    #[test]
+    fn model_files_reads_headers_and_reports_bad_files() {
+        let dir = std::env::temp_dir().join(format!("hearth-models-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("broken.gguf"), b"not a gguf").unwrap();
+        std::fs::write(dir.join("notes.txt"), b"x").unwrap();
+        let files = model_files(&dir, Some(&ModelId("broken".into())));
+        assert_eq!(files.len(), 1);
+        assert_eq!(files[0].id, "broken");
+        assert!(files[0].loaded);
+        assert!(files[0].error.is_some());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,394 @@
+//! The UI's chat door: `POST /api/conversations/{id}/chat` streams an answer as SSE while a
+//! task of its own drives the generation and saves the answer as it grows (every
+//! [`SAVE_EVERY`]), so a reload, a closed window or a killed node keeps what was generated.
+//! `POST /api/messages/{id}/stop` stops an answer. One answer streams per conversation.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures_util::stream;
+use hearth_engine::{Controller, Event, Generation, Prompt, Request, SubmitError};
+use hearth_protocol::generation::RawParams;
+use hearth_protocol::{ChatMessage, FinishReason, SamplingParams};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use super::api::{json_body, ApiFailure};
+use super::AppState;
+use crate::store::{Message, MessageStatus, NewMessage, Stats};
+
+/// How often a streaming answer is written to the database.
+const SAVE_EVERY: Duration = Duration::from_millis(250);
+/// Events buffered for the browser before the driver waits for it.
+const CLIENT_BUFFER: usize = 256;
+
+/// Answers streaming right now, by conversation.
+#[derive(Debug, Default)]
+pub struct Chats {
+    running: Mutex<HashMap<String, RunningChat>>,
+}
+
+#[derive(Debug, Clone)]
+struct RunningChat {
+    message_id: String,
+    control: Controller,
+    stop_requested: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Chats {
+    fn begin(&self, conversation: &str, chat: RunningChat) -> bool {
+        let mut running = self.running.lock().expect("chats lock");
+        if running.contains_key(conversation) {
+            return false;
+        }
+        running.insert(conversation.to_owned(), chat);
+        true
+    }
+
+    fn end(&self, conversation: &str) {
+        self.running
+            .lock()
+            .expect("chats lock")
+            .remove(conversation);
+    }
+
+    fn is_running(&self, conversation: &str) -> bool {
+        self.running
+            .lock()
+            .expect("chats lock")
+            .contains_key(conversation)
+    }
+
+    fn by_message(&self, message_id: &str) -> Option<RunningChat> {
+        self.running
+            .lock()
+            .expect("chats lock")
+            .values()
+            .find(|c| c.message_id == message_id)
+            .cloned()
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ChatBody {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    regenerate: bool,
+    #[serde(default)]
+    edit_message_id: Option<String>,
+}
+
+fn event(v: Value) -> Bytes {
+    Bytes::from(format!("data: {v}\n\n"))
+}
+
+pub(crate) async fn chat(
+    State(state): State<Arc<AppState>>,
+    Path(conversation_id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiFailure> {
+    let body: ChatBody = json_body(body)?;
+    let (conversation, messages) = state
+        .store
+        .conversation(conversation_id.clone())
+        .await?
+        .ok_or_else(|| ApiFailure::not_found("conversation"))?;
+    if state.chats.is_running(&conversation_id) {
+        return Err(ApiFailure::new(
+            StatusCode::CONFLICT,
+            "busy",
+            "an answer is already streaming in this conversation",
+        ));
+    }
+    let info = state.host.ready().await.map_err(submit_failure)?;
+
+    // Settle the conversation's history for this turn.
+    let mut first_events = Vec::new();
+    let content = body.content.as_deref().map(str::trim_end);
+    match (&body.edit_message_id, body.regenerate, content) {
+        (Some(edit), false, Some(text)) if !text.trim().is_empty() => {
+            let target = messages
+                .iter()
+                .find(|m| &m.id == edit && m.role == "user")
+                .ok_or_else(|| ApiFailure::not_found("user message in this conversation"))?;
+            let edited = state
+                .store
+                .edit_and_truncate(target.id.clone(), text.to_owned())
+                .await?
+                .ok_or_else(|| ApiFailure::not_found("message"))?;
+            first_events.push(json!({"type": "user", "message": edited}));
+        }
+        (None, true, None) => {
+            let last = messages
+                .last()
+                .ok_or_else(|| ApiFailure::bad_request("nothing to regenerate"))?;
+            if last.role == "assistant" {
+                state.store.delete_message(last.id.clone()).await?;
+            }
+            if !messages.iter().any(|m| m.role == "user") {
+                return Err(ApiFailure::bad_request("nothing to regenerate"));
+            }
+        }
+        (None, false, Some(text)) if !text.trim().is_empty() => {
+            let user = state
+                .store
+                .add_message(NewMessage {
+                    conversation_id: &conversation_id,
+                    role: "user",
+                    content: text,
+                    status: MessageStatus::Complete,
+                    model: None,
+                    node: None,
+                })
+                .await?;
+            first_events.push(json!({"type": "user", "message": user}));
+        }
+        _ => {
+            return Err(ApiFailure::bad_request(
+                "send {\"content\"}, {\"regenerate\": true} or {\"edit_message_id\", \"content\"} with non-empty content",
+            ))
+        }
+    }
+    let (_, history) = state
+        .store
+        .conversation(conversation_id.clone())
+        .await?
+        .ok_or_else(|| ApiFailure::not_found("conversation"))?;
+    let mut prompt = Vec::with_capacity(history.len() + 1);
+    let settings = &conversation.settings;
+    if !settings.system_prompt.trim().is_empty() {
+        prompt.push(ChatMessage::new("system", settings.system_prompt.clone()));
+    }
+    for m in &history {
+        // Failed answers with nothing in them are not part of the conversation.
+        if m.role == "assistant" && m.content.is_empty() {
+            continue;
+        }
+        prompt.push(ChatMessage::new(m.role.clone(), m.content.clone()));
+    }
+    let params = RawParams {
+        temperature: Some(settings.temperature),
+        top_p: Some(settings.top_p),
+        max_tokens: settings.max_tokens,
+        ..RawParams::default()
+    }
+    .validate(&SamplingParams::default(), Some(info.ctx_per_slot))
+    .map_err(|e| ApiFailure::bad_request(format!("settings.{}: {}", e.param, e.message)))?;
+    let generation = state
+        .host
+        .submit(Request {
+            prompt: Prompt::Chat(prompt),
+            params,
+        })
+        .map_err(submit_failure)?;
+    let assistant = state
+        .store
+        .add_message(NewMessage {
+            conversation_id: &conversation_id,
+            role: "assistant",
+            content: "",
+            status: MessageStatus::Streaming,
+            model: Some(info.id.as_str()),
+            node: Some(&state.node_name),
+        })
+        .await?;
+    let running = RunningChat {
+        message_id: assistant.id.clone(),
+        control: generation.control.clone(),
+        stop_requested: Arc::default(),
+    };
+    if !state.chats.begin(&conversation_id, running.clone()) {
+        return Err(ApiFailure::new(
+            StatusCode::CONFLICT,
+            "busy",
+            "an answer is already streaming in this conversation",
+        ));
+    }
+    first_events.push(json!({"type": "start", "message": assistant}));
+
+    let (tx, rx) = mpsc::channel::<Bytes>(CLIENT_BUFFER);
+    for e in first_events {
+        let _ = tx.try_send(event(e));
+    }
+    tokio::spawn(drive(
+        state.clone(),
+        conversation_id,
+        assistant,
+        generation,
+        running,
+        tx,
+    ));
+    let body = stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
+    });
+    Ok(Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from_stream(body))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response()))
+}
+
+/// Runs one answer to its end, independent of the browser: tokens go to the client while it
+/// listens, the text goes to the database every [`SAVE_EVERY`], and the ending is recorded.
+async fn drive(
+    state: Arc<AppState>,
+    conversation_id: String,
+    message: Message,
+    mut generation: Generation,
+    running: RunningChat,
+    tx: mpsc::Sender<Bytes>,
+) {
+    let mut text = String::new();
+    let mut saved_len = 0;
+    let mut client_gone = false;
+    let mut save = tokio::time::interval(SAVE_EVERY);
+    save.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let outcome = loop {
+        tokio::select! {
+            ev = generation.events.recv() => match ev {
+                Some(Event::Token(t)) if !t.text.is_empty() => {
+                    text.push_str(&t.text);
+                    if !client_gone {
+                        let ev = event(json!({"type": "token", "text": t.text}));
+                        let gone = match tx.try_send(ev) {
+                            Ok(()) => false,
+                            // A browser that cannot keep up: wait for it.
+                            Err(mpsc::error::TrySendError::Full(ev)) => tx.send(ev).await.is_err(),
+                            Err(mpsc::error::TrySendError::Closed(_)) => true,
+                        };
+                        if gone {
+                            client_gone = true;
+                            let _ = running.control.stop();
+                        }
+                    }
+                }
+                Some(Event::Token(_)) => {}
+                Some(Event::Done(done)) => break Ok(done),
+                Some(Event::Error(f)) => break Err(f.message),
+                Some(Event::Restarted | Event::Paused | Event::Resumed | Event::Modified) => {}
+                None => break Err("the engine stopped".to_owned()),
+            },
+            () = tx.closed(), if !client_gone => {
+                // The browser left (reload, closed window): stop, keep what we have.
+                client_gone = true;
+                let _ = running.control.stop();
+            }
+            _ = save.tick() => {
+                if text.len() != saved_len {
+                    saved_len = text.len();
+                    if let Err(e) = state.store.save_partial(message.id.clone(), text.clone()).await {
+                        tracing::warn!(error = %e, "saving a partial answer failed");
+                    }
+                }
+            }
+            () = state.shutdown.cancelled() => {
+                break Err("the node is shutting down".to_owned());
+            }
+        }
+    };
+    let stop_requested = running
+        .stop_requested
+        .load(std::sync::atomic::Ordering::Acquire);
+    let (status, stats, error) = match &outcome {
+        Ok(done) => {
+            let status = match done.reason {
+                FinishReason::Cancelled if stop_requested => MessageStatus::Stopped,
+                FinishReason::Cancelled => MessageStatus::Interrupted,
+                _ => MessageStatus::Complete,
+            };
+            let decode = done
+                .timing
+                .first_token
+                .map(|f| done.timing.total.saturating_sub(f))
+                .unwrap_or_default();
+            let n = done.usage.completion_tokens;
+            let stats = Stats {
+                tokens: i64::from(n),
+                tokens_per_s: if n > 1 && !decode.is_zero() {
+                    f64::from(n - 1) / decode.as_secs_f64()
+                } else {
+                    0.0
+                },
+                ttft_ms: done
+                    .timing
+                    .first_token
+                    .map_or(0.0, |d| d.as_secs_f64() * 1000.0),
+            };
+            (status, Some(stats), None)
+        }
+        Err(message) if state.shutdown.is_cancelled() => {
+            (MessageStatus::Interrupted, None, Some(message.clone()))
+        }
+        Err(message) => (MessageStatus::Error, None, Some(message.clone())),
+    };
+    let stored = state
+        .store
+        .finish_message(message.id.clone(), text, status, stats, error.clone())
+        .await;
+    state.chats.end(&conversation_id);
+    let stored = match stored {
+        Ok(m) => m,
+        Err(e) => {
+            tracing::error!(error = %e, "saving a finished answer failed");
+            None
+        }
+    };
+    let last = match error {
+        None => json!({"type": "done", "message": stored}),
+        Some(e) => json!({"type": "error", "error": e, "message": stored}),
+    };
+    let _ = tx.send(event(last)).await;
+}
+
+pub(crate) async fn stop(
+    State(state): State<Arc<AppState>>,
+    Path(message_id): Path<String>,
+) -> Result<Response, ApiFailure> {
+    let running = state
+        .chats
+        .by_message(&message_id)
+        .ok_or_else(|| ApiFailure::not_found("streaming message"))?;
+    running
+        .stop_requested
+        .store(true, std::sync::atomic::Ordering::Release);
+    running
+        .control
+        .stop()
+        .map_err(|e| ApiFailure::new(StatusCode::SERVICE_UNAVAILABLE, "busy", e.to_string()))?;
+    Ok(Json(json!({"id": message_id, "stopping": true})).into_response())
+}
+
+fn submit_failure(e: SubmitError) -> ApiFailure {
+    let message = e.to_string();
+    match e {
+        SubmitError::ContextLengthExceeded { .. } => ApiFailure::new(
+            StatusCode::BAD_REQUEST,
+            "context_length_exceeded",
+            format!("{message}; start a new conversation or shorten it"),
+        ),
+        SubmitError::QueueFull { .. } => {
+            ApiFailure::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", message)
+        }
+        SubmitError::Prompt(_) => ApiFailure::bad_request(message),
+        SubmitError::ModelLoading { .. } => {
+            ApiFailure::new(StatusCode::SERVICE_UNAVAILABLE, "model_loading", message)
+        }
+        SubmitError::LoadFailed { .. } | SubmitError::NoModel => {
+            ApiFailure::new(StatusCode::SERVICE_UNAVAILABLE, "no_model", message)
+        }
+        SubmitError::ShuttingDown => {
+            ApiFailure::new(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", message)
+        }
+    }
+}

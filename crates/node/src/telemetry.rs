@@ -1,0 +1,282 @@
+//! Telemetry: one long-lived sampler task owns `sysinfo::System` and publishes a snapshot
+//! every second on a `watch` channel — CPU, memory, thermal level and throttle, and the
+//! engine's load and tokens/s. The same figures feed `/api/events` and, later, cluster
+//! heartbeats. Thermal level comes from temperature sensors where they exist, else it is
+//! estimated from CPU pressure (`/proc/pressure/cpu`) and labelled as an estimate.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+use sysinfo::{Components, System};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::host::ModelHost;
+
+/// How often a snapshot is taken.
+pub const SAMPLE_EVERY: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThermalLevel {
+    Nominal,
+    Fair,
+    Serious,
+    Critical,
+}
+
+impl ThermalLevel {
+    /// From temperature over critical temperature (DESIGN.md §5, ENVIRONMENT.md).
+    pub fn from_temperature_ratio(r: f32) -> Self {
+        match r {
+            r if r < 0.70 => Self::Nominal,
+            r if r < 0.85 => Self::Fair,
+            r if r < 0.95 => Self::Serious,
+            _ => Self::Critical,
+        }
+    }
+
+    /// From CPU pressure `some avg10`, in percent.
+    pub fn from_pressure(p: f32) -> Self {
+        match p {
+            p if p < 10.0 => Self::Nominal,
+            p if p < 40.0 => Self::Fair,
+            p if p < 80.0 => Self::Serious,
+            _ => Self::Critical,
+        }
+    }
+
+    /// The throttle a level implies (TealeNet's mapping: fair 75, serious 25, critical 0).
+    pub fn throttle(self) -> u8 {
+        match self {
+            Self::Nominal => 100,
+            Self::Fair => 75,
+            Self::Serious => 25,
+            Self::Critical => 0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThermalSource {
+    /// Temperature sensors; `value` is the hottest, in °C.
+    Sensors,
+    /// No sensors; `value` is CPU pressure (some avg10, %), or the load average per core in %
+    /// where pressure is not reported.
+    Estimated,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Thermal {
+    pub level: ThermalLevel,
+    pub source: ThermalSource,
+    pub value: f32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Memory {
+    pub used_bytes: u64,
+    pub total_bytes: u64,
+}
+
+/// One sample.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Telemetry {
+    pub time: i64,
+    pub cpu_percent: f32,
+    pub memory: Memory,
+    pub thermal: Thermal,
+    pub throttle: u8,
+    pub slots: usize,
+    pub active: usize,
+    pub queued: usize,
+    pub tokens_per_s: f64,
+}
+
+/// Parse `some avg10=…` from `/proc/pressure/cpu`.
+pub fn parse_pressure(text: &str) -> Option<f32> {
+    let line = text.lines().find(|l| l.starts_with("some "))?;
+    line.split_whitespace()
+        .find_map(|f| f.strip_prefix("avg10="))
+        .and_then(|v| v.parse().ok())
+}
+
+/// Sensors where they exist, else an estimate.
+fn thermal(components: &mut Option<Components>, cores: usize) -> Thermal {
+    if let Some(c) = components.as_mut() {
+        c.refresh(false);
+        let hottest = c
+            .iter()
+            .filter_map(|c| {
+                let t = c.temperature()?;
+                let crit = c.critical().filter(|v| *v > 0.0).unwrap_or(100.0);
+                (t.is_finite() && t > 0.0).then_some((t, t / crit))
+            })
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        if let Some((t, ratio)) = hottest {
+            return Thermal {
+                level: ThermalLevel::from_temperature_ratio(ratio),
+                source: ThermalSource::Sensors,
+                value: t,
+            };
+        }
+    }
+    let pressure = std::fs::read_to_string("/proc/pressure/cpu")
+        .ok()
+        .and_then(|s| parse_pressure(&s))
+        .or_else(|| {
+            System::load_average()
+                .ok()
+                .map(|l| (l.one / cores.max(1) as f64 * 100.0) as f32)
+        })
+        .unwrap_or(0.0);
+    Thermal {
+        level: ThermalLevel::from_pressure(pressure),
+        source: ThermalSource::Estimated,
+        value: pressure,
+    }
+}
+
+/// Start the sampler; it stops when `shutdown` is cancelled.
+pub fn spawn(host: Arc<ModelHost>, shutdown: CancellationToken) -> watch::Receiver<Telemetry> {
+    let mut sys = System::new().ok();
+    let mut components = Components::new_with_refreshed_list()
+        .ok()
+        .filter(|c| c.iter().any(|c| c.temperature().is_some()));
+    if components.is_none() {
+        tracing::info!("no temperature sensors: the thermal level is estimated from CPU pressure");
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let first = sample(&mut sys, &mut components, cores, &host, None);
+    let (tx, rx) = watch::channel(first);
+    tokio::spawn(async move {
+        let mut last = (Instant::now(), host.stats().tokens_generated);
+        let mut tick = tokio::time::interval(SAMPLE_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                () = shutdown.cancelled() => return,
+            }
+            let snapshot = sample(&mut sys, &mut components, cores, &host, Some(&mut last));
+            tx.send_replace(snapshot);
+        }
+    });
+    rx
+}
+
+fn sample(
+    sys: &mut Option<System>,
+    components: &mut Option<Components>,
+    cores: usize,
+    host: &ModelHost,
+    last: Option<&mut (Instant, u64)>,
+) -> Telemetry {
+    let (cpu_percent, memory) = match sys.as_mut() {
+        Some(s) => {
+            s.refresh_cpu_usage();
+            s.refresh_memory();
+            (
+                s.global_cpu_usage(),
+                Memory {
+                    used_bytes: s.used_memory(),
+                    total_bytes: s.total_memory(),
+                },
+            )
+        }
+        None => (
+            0.0,
+            Memory {
+                used_bytes: 0,
+                total_bytes: 0,
+            },
+        ),
+    };
+    let thermal = thermal(components, cores);
+    let stats = host.stats();
+    let tokens_per_s = match last {
+        Some((at, tokens)) => {
+            let secs = at.elapsed().as_secs_f64();
+            // A new engine restarts its counter: never report a negative rate.
+            let delta = stats.tokens_generated.saturating_sub(*tokens);
+            *at = Instant::now();
+            *tokens = stats.tokens_generated;
+            if secs > 0.0 {
+                delta as f64 / secs
+            } else {
+                0.0
+            }
+        }
+        None => 0.0,
+    };
+    Telemetry {
+        time: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0),
+        cpu_percent,
+        memory,
+        thermal,
+        throttle: thermal.level.throttle(),
+        slots: stats.slots,
+        active: stats.active,
+        queued: stats.queued,
+        tokens_per_s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn levels_and_throttle_follow_the_design_thresholds() {
+        assert_eq!(
+            ThermalLevel::from_temperature_ratio(0.5),
+            ThermalLevel::Nominal
+        );
+        assert_eq!(
+            ThermalLevel::from_temperature_ratio(0.70),
+            ThermalLevel::Fair
+        );
+        assert_eq!(
+            ThermalLevel::from_temperature_ratio(0.9),
+            ThermalLevel::Serious
+        );
+        assert_eq!(
+            ThermalLevel::from_temperature_ratio(0.95),
+            ThermalLevel::Critical
+        );
+        assert_eq!(ThermalLevel::from_pressure(9.9), ThermalLevel::Nominal);
+        assert_eq!(ThermalLevel::from_pressure(10.0), ThermalLevel::Fair);
+        assert_eq!(ThermalLevel::from_pressure(79.0), ThermalLevel::Serious);
+        assert_eq!(ThermalLevel::from_pressure(80.0), ThermalLevel::Critical);
+        let throttles: Vec<u8> = [
+            ThermalLevel::Nominal,
+            ThermalLevel::Fair,
+            ThermalLevel::Serious,
+            ThermalLevel::Critical,
+        ]
+        .iter()
+        .map(|l| l.throttle())
+        .collect();
+        assert_eq!(throttles, vec![100, 75, 25, 0]);
+    }
+
+    #[test]
+    fn parses_cpu_pressure() {
+        let text = "some avg10=12.34 avg60=5.00 avg300=1.00 total=123\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
+        assert_eq!(parse_pressure(text), Some(12.34));
+        assert_eq!(parse_pressure("full avg10=1.0"), None);
+    }
+
+    #[test]
+    fn this_machine_gets_a_thermal_reading() {
+        let mut none = None;
+        let t = thermal(&mut none, 2);
+        assert_eq!(t.source, ThermalSource::Estimated);
+        assert!(t.value >= 0.0);
+    }
+}
