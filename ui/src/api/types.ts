@@ -1,0 +1,189 @@
+/**
+ * The node's `/api` wire types (docs/API.md), field names exactly as on the wire, and the
+ * tolerant parsers for the two streams the UI reads (chat SSE events and `/api/events`).
+ * Unknown event types parse to `null` and are ignored, so a newer node does not break the UI.
+ */
+
+export type MessageStatus = 'complete' | 'streaming' | 'stopped' | 'interrupted' | 'error';
+export type Role = 'user' | 'assistant';
+
+export interface MessageStats {
+  tokens: number;
+  tokens_per_s: number;
+  ttft_ms: number;
+}
+
+export interface Message {
+  id: string;
+  conversation_id: string;
+  role: Role;
+  content: string;
+  status: MessageStatus;
+  model: string | null;
+  node: string | null;
+  error: string | null;
+  stats: MessageStats | null;
+  created_at: number;
+}
+
+export interface ConversationSettings {
+  system_prompt: string;
+  temperature: number;
+  top_p: number;
+  max_tokens: number | null;
+}
+
+export interface Conversation {
+  id: string;
+  title: string;
+  created_at: number;
+  updated_at: number;
+  settings: ConversationSettings;
+}
+
+export interface ConversationDetail {
+  conversation: Conversation;
+  messages: Message[];
+}
+
+export interface ConversationPatch {
+  title?: string;
+  settings?: Partial<ConversationSettings>;
+}
+
+/** The three bodies `POST /api/conversations/{id}/chat` accepts. */
+export type ChatRequest =
+  | { content: string }
+  | { regenerate: true }
+  | { edit_message_id: string; content: string };
+
+export type ChatEvent =
+  | { type: 'user'; message: Message }
+  | { type: 'start'; message: Message }
+  | { type: 'token'; text: string }
+  | { type: 'done'; message: Message }
+  | { type: 'error'; error: string; message: Message | null };
+
+export type ModelState = 'loading' | 'ready' | 'failed' | 'stopped' | 'empty';
+
+export interface ModelStatus {
+  id: string | null;
+  state: ModelState;
+  progress: number;
+  error?: string;
+  ctx_per_slot?: number;
+}
+
+export interface StatusResponse {
+  model: ModelStatus;
+  node: string;
+  slots: number;
+  active: number;
+  queued: number;
+  tokens_generated: number;
+  requests_finished: number;
+}
+
+export type ThermalLevel = 'nominal' | 'fair' | 'serious' | 'critical';
+
+export interface Thermal {
+  level: ThermalLevel;
+  source: 'sensors' | 'estimated';
+  value: number;
+}
+
+export interface TelemetrySnapshot {
+  type: 'status';
+  time: number;
+  model: ModelStatus;
+  node: string;
+  slots: number;
+  active: number;
+  queued: number;
+  tokens_per_s: number;
+  thermal: Thermal;
+  throttle: number;
+  cpu_percent: number;
+  memory: { used_bytes: number; total_bytes: number };
+}
+
+export interface ModelEvent {
+  type: 'model';
+  id: string | null;
+  state: ModelState;
+  progress: number;
+  error?: string;
+}
+
+export type LiveEvent = TelemetrySnapshot | ModelEvent;
+
+export interface ModelInfo {
+  id: string;
+  file: string;
+  size_bytes?: number;
+  architecture?: string;
+  quantization?: string;
+  context_length?: number;
+  parameters?: string;
+  loaded: boolean;
+  error?: string;
+}
+
+export interface ModelsResponse {
+  models: ModelInfo[];
+  loaded: string | null;
+  state: ModelState;
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function isMessage(v: unknown): v is Message {
+  return isObject(v) && typeof v.id === 'string' && typeof v.role === 'string';
+}
+
+/** One `data:` payload of the chat stream; `null` for anything unknown or malformed. */
+export function parseChatEvent(data: string): ChatEvent | null {
+  let v: unknown;
+  try {
+    v = JSON.parse(data);
+  } catch {
+    return null;
+  }
+  if (!isObject(v)) return null;
+  switch (v.type) {
+    case 'user':
+    case 'start':
+    case 'done':
+      return isMessage(v.message) ? ({ type: v.type, message: v.message } as ChatEvent) : null;
+    case 'token':
+      return typeof v.text === 'string' ? { type: 'token', text: v.text } : null;
+    case 'error':
+      return {
+        type: 'error',
+        error: typeof v.error === 'string' ? v.error : 'The generation failed',
+        message: isMessage(v.message) ? v.message : null,
+      };
+    default:
+      return null;
+  }
+}
+
+/** One `/api/events` WebSocket message; `null` for anything unknown or malformed. */
+export function parseLiveEvent(data: string): LiveEvent | null {
+  let v: unknown;
+  try {
+    v = JSON.parse(data);
+  } catch {
+    return null;
+  }
+  if (!isObject(v)) return null;
+  if (v.type === 'status' && typeof v.time === 'number' && isObject(v.model)) {
+    return v as unknown as TelemetrySnapshot;
+  }
+  if (v.type === 'model' && typeof v.state === 'string') {
+    return v as unknown as ModelEvent;
+  }
+  return null;
+}

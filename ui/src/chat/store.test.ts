@@ -1,0 +1,186 @@
+// @vitest-environment jsdom
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { Conversation, Message } from '../api/types';
+import { message } from '../testSupport';
+import { ChatStore, POLL_MS } from './store';
+
+const conversation: Conversation = {
+  id: 'c_1',
+  title: 'New chat',
+  created_at: 0,
+  updated_at: 0,
+  settings: { system_prompt: '', temperature: 0.8, top_p: 0.95, max_tokens: null },
+};
+
+/** A chat response body the test writes to line by line. */
+function controlledStream() {
+  let controller!: ReadableStreamDefaultController<Uint8Array>;
+  const body = new ReadableStream<Uint8Array>({
+    start(c) {
+      controller = c;
+    },
+  });
+  const enc = new TextEncoder();
+  return {
+    body,
+    event: (e: unknown) => controller.enqueue(enc.encode(`data: ${JSON.stringify(e)}\n\n`)),
+    end: () => controller.close(),
+  };
+}
+
+interface Call {
+  method: string;
+  path: string;
+  body: unknown;
+}
+
+/** Installs a fake `fetch`; `handle` answers each request. */
+function fakeNode(handle: (call: Call) => Response | Promise<Response>): Call[] {
+  const calls: Call[] = [];
+  vi.stubGlobal(
+    'fetch',
+    vi.fn(async (url: string, init?: RequestInit) => {
+      const call = {
+        method: init?.method ?? 'GET',
+        path: new URL(url).pathname + new URL(url).search,
+        body: init?.body ? JSON.parse(String(init.body)) : undefined,
+      };
+      calls.push(call);
+      return handle(call);
+    }),
+  );
+  return calls;
+}
+
+const json = (value: unknown, status = 200) =>
+  new Response(JSON.stringify(value), { status, headers: { 'content-type': 'application/json' } });
+
+const flush = () => new Promise((r) => setTimeout(r, 0));
+
+async function until(check: () => boolean): Promise<void> {
+  for (let i = 0; i < 100 && !check(); i++) await flush();
+  expect(check()).toBe(true);
+}
+
+const user = message({ id: 'm_u', role: 'user', content: 'Tell me a story' });
+const started = message({ id: 'm_a', role: 'assistant', status: 'streaming', model: 'M', node: 'n' });
+
+describe('ChatStore', () => {
+  beforeEach(() => vi.useRealTimers());
+  afterEach(() => vi.unstubAllGlobals());
+
+  it('shows the message at once, streams the answer, names the conversation', async () => {
+    const stream = controlledStream();
+    const calls = fakeNode((call) => {
+      if (call.path.endsWith('/chat')) return new Response(stream.body, { status: 200 });
+      if (call.method === 'PATCH') return json({ ...conversation, title: 'Tell me a story' });
+      throw new Error(`unexpected ${call.method} ${call.path}`);
+    });
+    const activity = vi.fn();
+    const store = new ChatStore({ onActivity: activity });
+    store.adopt(conversation);
+
+    const done = store.send('c_1', { content: 'Tell me a story' });
+    expect(store.view('c_1').messages.map((m) => m.content)).toEqual(['Tell me a story']);
+    expect(store.view('c_1').sending).toBe(true);
+
+    stream.event({ type: 'user', message: user });
+    stream.event({ type: 'start', message: started });
+    stream.event({ type: 'token', text: 'Once' });
+    await until(() => store.view('c_1').messages[1]?.content === 'Once');
+    stream.event({ type: 'token', text: ' upon' });
+    await until(() => store.view('c_1').messages[1]?.content === 'Once upon');
+    const final: Message = { ...started, status: 'complete', content: 'Once upon', stats: { tokens: 2, tokens_per_s: 9, ttft_ms: 5 } };
+    stream.event({ type: 'done', message: final });
+    stream.end();
+    await done;
+
+    const view = store.view('c_1');
+    expect(view.sending).toBe(false);
+    expect(view.messages).toEqual([user, final]);
+    expect(view.conversation?.title).toBe('Tell me a story');
+    expect(calls.find((c) => c.path.endsWith('/chat'))?.body).toEqual({ content: 'Tell me a story' });
+    expect(calls.find((c) => c.method === 'PATCH')?.body).toEqual({ title: 'Tell me a story' });
+    expect(activity).toHaveBeenCalled();
+  });
+
+  it('does not let a stored copy fetched mid-stream overwrite the streamed text', async () => {
+    const stream = controlledStream();
+    let releaseGet!: () => void;
+    const gate = new Promise<void>((r) => (releaseGet = r));
+    fakeNode(async (call) => {
+      if (call.path.endsWith('/chat')) return new Response(stream.body);
+      if (call.method === 'GET') {
+        await gate;
+        return json({ conversation: { ...conversation, title: 'x' }, messages: [user, { ...started, content: 'On' }] });
+      }
+      return json(conversation);
+    });
+    const store = new ChatStore({ onActivity: () => undefined });
+    store.adopt({ ...conversation, title: 'x' });
+    const done = store.send('c_1', { content: 'Tell me a story' });
+    const load = store.load('c_1');
+    stream.event({ type: 'user', message: user });
+    stream.event({ type: 'start', message: started });
+    stream.event({ type: 'token', text: 'Once' });
+    stream.event({ type: 'done', message: { ...started, status: 'complete', content: 'Once' } });
+    stream.end();
+    await done;
+    releaseGet();
+    await load;
+    expect(store.view('c_1').messages[1].content).toBe('Once');
+    expect(store.view('c_1').messages[1].status).toBe('complete');
+  });
+
+  it('marks the answer interrupted when the stream breaks, then reloads the stored copy', async () => {
+    const stream = controlledStream();
+    const stored = { ...started, status: 'interrupted' as const, content: 'Once upon a' };
+    fakeNode((call) => {
+      if (call.path.endsWith('/chat')) return new Response(stream.body);
+      if (call.method === 'GET') return json({ conversation, messages: [user, stored] });
+      return json(conversation);
+    });
+    const store = new ChatStore({ onActivity: () => undefined });
+    store.adopt({ ...conversation, title: 'x' });
+    const done = store.send('c_1', { content: 'Tell me a story' });
+    stream.event({ type: 'user', message: user });
+    stream.event({ type: 'start', message: started });
+    stream.event({ type: 'token', text: 'Once' });
+    await until(() => store.view('c_1').messages[1]?.content === 'Once');
+    stream.end(); // no done: the node died
+    await done;
+    const view = store.view('c_1');
+    expect(view.error).toMatch(/connection/i);
+    expect(view.messages[1]).toEqual(stored);
+  });
+
+  it('reports a 409 and restores the stored messages', async () => {
+    fakeNode((call) => {
+      if (call.path.endsWith('/chat')) return json({ error: { message: 'busy', code: 'CONFLICT' } }, 409);
+      return json({ conversation, messages: [user, { ...started, content: 'x' }] });
+    });
+    const store = new ChatStore({ onActivity: () => undefined });
+    await store.load('c_1');
+    await store.send('c_1', { regenerate: true });
+    const view = store.view('c_1');
+    expect(view.error).toMatch(/already streaming/);
+    expect(view.messages.map((m) => m.id)).toEqual(['m_u', 'm_a']);
+  });
+
+  it('polls an answer streamed elsewhere until it is final, only while on screen', async () => {
+    vi.useFakeTimers();
+    let answer: Message = { ...started, content: 'Once' };
+    const calls = fakeNode(() => json({ conversation, messages: [user, answer] }));
+    const store = new ChatStore({ onActivity: () => undefined });
+    store.setActive('c_1');
+    await vi.advanceTimersByTimeAsync(0);
+    expect(store.view('c_1').messages[1].status).toBe('streaming');
+    answer = { ...answer, content: 'Once upon', status: 'interrupted' };
+    await vi.advanceTimersByTimeAsync(POLL_MS);
+    expect(store.view('c_1').messages[1]).toEqual(answer);
+    const gets = calls.length;
+    await vi.advanceTimersByTimeAsync(POLL_MS * 5);
+    expect(calls.length).toBe(gets); // final: no more polling
+    store.setActive(null);
+  });
+});

@@ -1,0 +1,239 @@
+/**
+ * The conversations on screen and their streams, outside React so an answer keeps streaming
+ * (and is shown again, complete) while the user looks at another conversation or page.
+ * Components read it with `useSyncExternalStore` (see hooks.ts); every change replaces the
+ * view object of that conversation, so unchanged conversations keep their identity.
+ *
+ * Consistency rules:
+ * - while this client streams into a conversation, a reload of it from the server is not
+ *   applied (the stream is fresher than the stored copy, which is saved every 250 ms);
+ *   `epoch` detects a reload that was started before or during a stream and finished after;
+ * - a stream that ends without `done`/`error` marks its answer interrupted and reloads;
+ * - an answer streamed by someone else (another tab, or this page before a reload) is
+ *   refreshed every `POLL_MS` while the conversation is on screen, until it is final.
+ */
+import { streamChat } from '../api/chatStream';
+import { ApiError, api, errorText } from '../api/client';
+import type { ChatRequest, Conversation, ConversationSettings } from '../api/types';
+import {
+  applyChatEvent,
+  beginEdit,
+  beginRegenerate,
+  beginSend,
+  emptyThread,
+  endWithoutFinal,
+  streamingMessage,
+  titleFrom,
+  type Thread,
+} from './thread';
+
+/** How often an answer streamed elsewhere is reloaded while on screen. */
+export const POLL_MS = 1000;
+/** The title the node gives a conversation created without one. */
+export const DEFAULT_TITLE = 'New chat';
+
+export interface ThreadView extends Thread {
+  conversation: Conversation | null;
+  /** The first load finished (successfully or not). */
+  loaded: boolean;
+  /** The node answered 404 for this conversation. */
+  missing: boolean;
+  /** This client's chat request is in flight. */
+  sending: boolean;
+  /** The last failure to show above the composer. */
+  error: string | null;
+}
+
+export const EMPTY_VIEW: ThreadView = {
+  ...emptyThread,
+  conversation: null,
+  loaded: false,
+  missing: false,
+  sending: false,
+  error: null,
+};
+
+export interface ChatStoreHooks {
+  /** A conversation changed in a way the list shows (new message, title). */
+  onActivity: (conversationId: string) => void;
+}
+
+export class ChatStore {
+  private readonly views = new Map<string, ThreadView>();
+  private readonly epochs = new Map<string, number>();
+  private readonly listeners = new Set<() => void>();
+  private active: string | null = null;
+  private pollTimer: ReturnType<typeof setTimeout> | null = null;
+
+  constructor(private readonly hooks: ChatStoreHooks) {}
+
+  subscribe = (listener: () => void): (() => void) => {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  };
+
+  view = (id: string | null): ThreadView => (id ? (this.views.get(id) ?? EMPTY_VIEW) : EMPTY_VIEW);
+
+  /** The conversation on screen (or none): load it, and watch answers streamed elsewhere. */
+  setActive(id: string | null): void {
+    this.active = id;
+    this.clearPoll();
+    if (id) void this.load(id);
+  }
+
+  /** A conversation this client just created: known to be empty. */
+  adopt(conversation: Conversation): void {
+    this.update(conversation.id, (v) => ({ ...v, conversation, loaded: true, missing: false }));
+  }
+
+  /** A conversation's metadata changed (rename, settings). */
+  setConversation(conversation: Conversation): void {
+    if (this.views.has(conversation.id)) this.update(conversation.id, (v) => ({ ...v, conversation }));
+  }
+
+  forget(id: string): void {
+    this.views.delete(id);
+    this.emit();
+  }
+
+  async load(id: string): Promise<void> {
+    const epoch = this.epoch(id);
+    try {
+      const detail = await api.getConversation(id);
+      this.update(id, (v) => {
+        const streamRaced = v.sending || this.epoch(id) !== epoch;
+        return streamRaced
+          ? { ...v, conversation: detail.conversation, loaded: true, missing: false }
+          : {
+              ...v,
+              conversation: detail.conversation,
+              messages: detail.messages,
+              streamingId: null,
+              loaded: true,
+              missing: false,
+            };
+      });
+    } catch (e) {
+      const missing = e instanceof ApiError && e.status === 404;
+      // Keep an earlier, more specific error (a broken stream) over "cannot reach".
+      this.update(id, (v) => ({ ...v, loaded: true, missing, error: missing ? null : (v.error ?? errorText(e)) }));
+    }
+    this.schedulePoll(id);
+  }
+
+  /** Sends a chat request and applies its stream; resolves when the stream ended. */
+  async send(id: string, request: ChatRequest): Promise<void> {
+    const before = this.view(id);
+    if (before.sending) return;
+    const isFirstMessage = 'content' in request && !('edit_message_id' in request) && before.messages.length === 0;
+    const optimistic =
+      'regenerate' in request
+        ? beginRegenerate(before)
+        : 'edit_message_id' in request
+          ? beginEdit(before, request.edit_message_id, request.content)
+          : beginSend(before, id, request.content, Date.now());
+    this.bumpEpoch(id);
+    this.clearPoll();
+    this.update(id, (v) => ({ ...v, ...optimistic, sending: true, error: null }));
+
+    let final = false;
+    let failed = false;
+    try {
+      await streamChat(id, request, (event) => {
+        if (event.type === 'done' || event.type === 'error') final = true;
+        this.update(id, (v) => ({
+          ...v,
+          ...applyChatEvent(v, event),
+          error: event.type === 'error' && !event.message ? event.error : v.error,
+        }));
+        if (event.type === 'user' && isFirstMessage && 'content' in request) {
+          void this.autoTitle(id, request.content);
+        }
+      });
+      if (!final) throw new Error('The answer ended early: the connection to the node was lost.');
+    } catch (e) {
+      failed = true;
+      this.update(id, (v) => ({ ...v, ...endWithoutFinal(v), error: chatErrorText(e) }));
+    } finally {
+      this.bumpEpoch(id);
+      this.update(id, (v) => ({ ...v, sending: false }));
+      this.hooks.onActivity(id);
+    }
+    // After a failure the server's copy is the truth (a refused request left nothing behind);
+    // a send before the first load finished has not seen the earlier messages.
+    if (failed || !before.loaded) await this.load(id);
+  }
+
+  /** Stops the answer streaming in this conversation, whoever streams it. */
+  async stop(id: string): Promise<void> {
+    const v = this.view(id);
+    const messageId = v.streamingId ?? streamingMessage(v)?.id;
+    if (!messageId) return;
+    try {
+      await api.stopMessage(messageId);
+    } catch (e) {
+      // 404: it ended on its own meanwhile.
+      if (!(e instanceof ApiError && e.status === 404)) this.update(id, (w) => ({ ...w, error: errorText(e) }));
+    }
+    if (!this.view(id).sending) await this.load(id);
+  }
+
+  async saveSettings(id: string, settings: ConversationSettings): Promise<void> {
+    const conversation = await api.updateConversation(id, { settings });
+    this.update(id, (v) => ({ ...v, conversation }));
+  }
+
+  clearError(id: string): void {
+    this.update(id, (v) => ({ ...v, error: null }));
+  }
+
+  private async autoTitle(id: string, content: string): Promise<void> {
+    const title = this.view(id).conversation?.title;
+    if (title !== undefined && title !== DEFAULT_TITLE) return;
+    try {
+      const conversation = await api.updateConversation(id, { title: titleFrom(content) });
+      this.update(id, (v) => ({ ...v, conversation }));
+      this.hooks.onActivity(id);
+    } catch {
+      // The default title stays; nothing else depends on it.
+    }
+  }
+
+  private schedulePoll(id: string): void {
+    this.clearPoll();
+    const v = this.view(id);
+    if (this.active !== id || v.sending || !streamingMessage(v)) return;
+    this.pollTimer = setTimeout(() => {
+      this.pollTimer = null;
+      if (this.active === id) void this.load(id);
+    }, POLL_MS);
+  }
+
+  private clearPoll(): void {
+    if (this.pollTimer !== null) clearTimeout(this.pollTimer);
+    this.pollTimer = null;
+  }
+
+  private epoch(id: string): number {
+    return this.epochs.get(id) ?? 0;
+  }
+
+  private bumpEpoch(id: string): void {
+    this.epochs.set(id, this.epoch(id) + 1);
+  }
+
+  private update(id: string, change: (v: ThreadView) => ThreadView): void {
+    this.views.set(id, change(this.view(id)));
+    this.emit();
+  }
+
+  private emit(): void {
+    for (const listener of this.listeners) listener();
+  }
+}
+
+/** A failed chat call, in words; a 409 is the one case the chat says more about. */
+function chatErrorText(e: unknown): string {
+  if (e instanceof ApiError && e.status === 409) return 'An answer is already streaming in this conversation.';
+  return errorText(e);
+}

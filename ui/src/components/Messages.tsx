@@ -1,0 +1,264 @@
+/**
+ * The message list of one conversation: user bubbles (plain text, editable inline) and
+ * answers (Markdown, streaming caret, status badge, stats, regenerate). Stays scrolled to the
+ * bottom while an answer grows, unless the user scrolled up to read.
+ */
+import { useEffect, useLayoutEffect, useRef, useState, type KeyboardEvent } from 'react';
+import type { Message } from '../api/types';
+import { copyText } from '../clipboard';
+import { formatMs, formatNumber } from '../format';
+import { CopyIcon, PencilIcon, RefreshIcon } from './icons';
+import { Markdown } from './Markdown';
+
+/** Closer to the bottom than this (px) counts as "at the bottom". */
+const STICK_THRESHOLD_PX = 80;
+
+export interface MessageListProps {
+  conversationId: string;
+  messages: Message[];
+  /** An answer is streaming or a request is in flight: no edits or regenerate now. */
+  busy: boolean;
+  onRegenerate: () => void;
+  onEdit: (messageId: string, content: string) => void;
+}
+
+export function MessageList({ conversationId, messages, busy, onRegenerate, onEdit }: MessageListProps) {
+  const ref = useRef<HTMLDivElement>(null);
+  const stick = useRef(true);
+  const [editing, setEditing] = useState<string | null>(null);
+
+  useEffect(() => {
+    stick.current = true;
+    setEditing(null);
+  }, [conversationId]);
+
+  useLayoutEffect(() => {
+    const el = ref.current;
+    if (el && stick.current) el.scrollTop = el.scrollHeight;
+  }, [messages]);
+
+  const onScroll = () => {
+    const el = ref.current;
+    if (el) stick.current = el.scrollHeight - el.scrollTop - el.clientHeight < STICK_THRESHOLD_PX;
+  };
+
+  const last = messages[messages.length - 1];
+  return (
+    <div className="messages" ref={ref} onScroll={onScroll} data-testid="messages">
+      <div className="messages-inner">
+        {messages.map((m) =>
+          m.role === 'user' ? (
+            <UserBubble
+              key={m.id}
+              message={m}
+              editing={editing === m.id}
+              canEdit={!busy && !m.id.startsWith('local_')}
+              onStartEdit={() => setEditing(m.id)}
+              onCancel={() => setEditing(null)}
+              onSubmit={(content) => {
+                setEditing(null);
+                onEdit(m.id, content);
+              }}
+            />
+          ) : (
+            <AnswerBubble
+              key={m.id}
+              message={m}
+              canRegenerate={!busy && m === last}
+              onRegenerate={onRegenerate}
+            />
+          ),
+        )}
+        {last && last.role === 'user' && !busy && !last.id.startsWith('local_') && (
+          <div className="retry">
+            <span className="muted">No answer yet.</span>
+            <button type="button" className="btn" data-testid="retry-button" onClick={onRegenerate}>
+              <RefreshIcon />
+              Generate an answer
+            </button>
+          </div>
+        )}
+      </div>
+    </div>
+  );
+}
+
+interface UserBubbleProps {
+  message: Message;
+  editing: boolean;
+  canEdit: boolean;
+  onStartEdit: () => void;
+  onCancel: () => void;
+  onSubmit: (content: string) => void;
+}
+
+function UserBubble({ message, editing, canEdit, onStartEdit, onCancel, onSubmit }: UserBubbleProps) {
+  const [draft, setDraft] = useState(message.content);
+  const area = useRef<HTMLTextAreaElement>(null);
+
+  useEffect(() => {
+    if (editing) {
+      setDraft(message.content);
+      requestAnimationFrame(() => area.current?.focus());
+    }
+  }, [editing, message.content]);
+
+  const submit = () => {
+    if (draft.trim()) onSubmit(draft);
+  };
+  const onKeyDown = (e: KeyboardEvent<HTMLTextAreaElement>) => {
+    if (e.key === 'Enter' && !e.shiftKey && !e.nativeEvent.isComposing) {
+      e.preventDefault();
+      submit();
+    } else if (e.key === 'Escape') {
+      e.preventDefault();
+      onCancel();
+    }
+  };
+
+  return (
+    <article className="msg msg-user" data-testid="user-message" data-message-id={message.id} data-status={message.status}>
+      {editing ? (
+        <div className="edit-box">
+          <textarea
+            ref={area}
+            data-testid="edit-input"
+            value={draft}
+            rows={Math.min(10, Math.max(2, draft.split('\n').length))}
+            onChange={(e) => setDraft(e.target.value)}
+            onKeyDown={onKeyDown}
+            aria-label="Edit message"
+          />
+          <div className="edit-actions">
+            <button type="button" className="btn" data-testid="edit-cancel" onClick={onCancel}>
+              Cancel
+            </button>
+            <button type="button" className="btn btn-primary" data-testid="edit-save" onClick={submit} disabled={!draft.trim()}>
+              Save &amp; send
+            </button>
+          </div>
+        </div>
+      ) : (
+        <>
+          <div className="bubble" data-testid="message-content">
+            {message.content}
+          </div>
+          <div className="msg-actions">
+            <button type="button" className="icon-btn" title="Copy" aria-label="Copy message" onClick={() => void copyText(message.content)}>
+              <CopyIcon />
+            </button>
+            <button
+              type="button"
+              className="icon-btn"
+              data-testid="edit-button"
+              title="Edit and resend"
+              aria-label="Edit and resend"
+              disabled={!canEdit}
+              onClick={onStartEdit}
+            >
+              <PencilIcon />
+            </button>
+          </div>
+        </>
+      )}
+    </article>
+  );
+}
+
+const STATUS_LABEL: Partial<Record<Message['status'], string>> = {
+  stopped: 'Stopped',
+  interrupted: 'Interrupted',
+  error: 'Error',
+};
+
+interface AnswerBubbleProps {
+  message: Message;
+  canRegenerate: boolean;
+  onRegenerate: () => void;
+}
+
+function AnswerBubble({ message, canRegenerate, onRegenerate }: AnswerBubbleProps) {
+  const streaming = message.status === 'streaming';
+  const badge = STATUS_LABEL[message.status];
+  const stats = message.stats;
+  return (
+    <article
+      className={`msg msg-assistant${streaming ? ' is-streaming' : ''}`}
+      data-testid="answer"
+      data-message-id={message.id}
+      data-status={message.status}
+      aria-busy={streaming}
+    >
+      <div className="answer-body">
+        {message.content === '' && streaming ? (
+          <div className="typing" aria-label="Generating">
+            <span />
+            <span />
+            <span />
+          </div>
+        ) : (
+          <Markdown text={message.content} streaming={streaming} />
+        )}
+      </div>
+      {message.status === 'error' && message.error && (
+        <div className="answer-error" role="alert" data-testid="answer-error">
+          {message.error}
+        </div>
+      )}
+      <footer className="answer-meta">
+        {badge && (
+          <span className={`badge badge-${message.status}`} data-testid="status-badge" title={badgeTitle(message)}>
+            {badge}
+          </span>
+        )}
+        {stats && (
+          <span className="stats" data-testid="answer-stats">
+            <span data-testid="stat-tokens">{stats.tokens} tokens</span>
+            <span data-testid="stat-tps">{formatNumber(stats.tokens_per_s)} tok/s</span>
+            <span data-testid="stat-ttft" title="Time to first token">
+              TTFT {formatMs(stats.ttft_ms)}
+            </span>
+          </span>
+        )}
+        {(message.model || message.node) && (
+          <span className="stats provenance">
+            {message.model && <span data-testid="stat-model">{message.model}</span>}
+            {message.node && <span data-testid="stat-node">on {message.node}</span>}
+          </span>
+        )}
+        <span className="answer-actions">
+          {!streaming && (
+            <button type="button" className="icon-btn" title="Copy" aria-label="Copy answer" onClick={() => void copyText(message.content)}>
+              <CopyIcon />
+            </button>
+          )}
+          {canRegenerate && (
+            <button
+              type="button"
+              className="icon-btn"
+              data-testid="regenerate-button"
+              title="Regenerate"
+              aria-label="Regenerate"
+              onClick={onRegenerate}
+            >
+              <RefreshIcon />
+            </button>
+          )}
+        </span>
+      </footer>
+    </article>
+  );
+}
+
+function badgeTitle(message: Message): string {
+  switch (message.status) {
+    case 'stopped':
+      return 'You stopped this answer.';
+    case 'interrupted':
+      return 'This answer was cut short: the window closed or the node stopped while it was written.';
+    case 'error':
+      return message.error ?? 'The generation failed.';
+    default:
+      return '';
+  }
+}

@@ -1,0 +1,52 @@
+/** Display formatting of sizes, rates and durations; pure. */
+
+const BYTE_UNITS = ['B', 'KB', 'MB', 'GB', 'TB'];
+
+/** 98362432 -> "93.8 MB" (binary multiples, as file managers show model files). */
+export function formatBytes(bytes: number | null | undefined): string {
+  if (bytes === null || bytes === undefined || !Number.isFinite(bytes) || bytes < 0) return '—';
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1024 && unit < BYTE_UNITS.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  const digits = unit === 0 || value >= 100 ? 0 : 1;
+  return `${value.toFixed(digits)} ${BYTE_UNITS[unit]}`;
+}
+
+/** "2.0 / 24.0 GB": used and total in the unit of the total. */
+export function formatBytesOf(used: number, total: number): string {
+  if (!Number.isFinite(used) || !Number.isFinite(total) || total <= 0) return '—';
+  let unit = 0;
+  let scale = 1;
+  while (total / scale >= 1024 && unit < BYTE_UNITS.length - 1) {
+    scale *= 1024;
+    unit++;
+  }
+  return `${(used / scale).toFixed(1)} / ${(total / scale).toFixed(1)} ${BYTE_UNITS[unit]}`;
+}
+
+/** A number with at most `digits` decimals, or "—" when there is none. */
+export function formatNumber(value: number | null | undefined, digits = 1): string {
+  if (value === null || value === undefined || !Number.isFinite(value)) return '—';
+  return value.toFixed(digits).replace(/\.0+$/, '');
+}
+
+/** 231 -> "231 ms", 1534 -> "1.53 s". */
+export function formatMs(ms: number | null | undefined): string {
+  if (ms === null || ms === undefined || !Number.isFinite(ms)) return '—';
+  return ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(2)} s`;
+}
+
+/** 8192 -> "8K", 131072 -> "128K", 2000 -> "2000". */
+export function formatContext(tokens: number | null | undefined): string {
+  if (tokens === null || tokens === undefined || !Number.isFinite(tokens)) return '—';
+  return tokens >= 1024 && tokens % 1024 === 0 ? `${tokens / 1024}K` : String(tokens);
+}
+
+/** A 0..1 fraction as a whole percent, clamped. */
+export function percent(fraction: number): number {
+  if (!Number.isFinite(fraction)) return 0;
+  return Math.round(Math.min(1, Math.max(0, fraction)) * 100);
+}

@@ -1,0 +1,26 @@
+import { describe, expect, it } from 'vitest';
+import { formatRoute, parseHash, type Route } from './route';
+
+describe('hash routes', () => {
+  it('parses every page', () => {
+    expect(parseHash('')).toEqual({ page: 'chat', conversationId: null });
+    expect(parseHash('#/')).toEqual({ page: 'chat', conversationId: null });
+    expect(parseHash('#/c/c_123')).toEqual({ page: 'chat', conversationId: 'c_123' });
+    expect(parseHash('#/models')).toEqual({ page: 'models' });
+    expect(parseHash('#/status/')).toEqual({ page: 'status' });
+    expect(parseHash('#/c/')).toEqual({ page: 'chat', conversationId: null });
+    expect(parseHash('#/c/%E0%A4%A')).toEqual({ page: 'chat', conversationId: null });
+    expect(parseHash('#/nowhere')).toEqual({ page: 'chat', conversationId: null });
+  });
+
+  it('round-trips', () => {
+    const routes: Route[] = [
+      { page: 'chat', conversationId: null },
+      { page: 'chat', conversationId: 'c_a/b c' },
+      { page: 'models' },
+      { page: 'status' },
+    ];
+    for (const r of routes) expect(parseHash(formatRoute(r))).toEqual(r);
+    expect(formatRoute({ page: 'chat', conversationId: 'c_1' })).toBe('#/c/c_1');
+  });
+});
