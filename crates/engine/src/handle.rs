@@ -85,6 +85,8 @@ pub(crate) struct Shared {
     /// Why the engine thread must stop (0: it must not); set by [`Engine::shutdown`] and
     /// [`Engine::unload`], checked every step.
     pub(crate) stopping: AtomicU8,
+    /// 0..=100: 0 pauses decoding, below 100 the engine runs a duty cycle (DESIGN.md §4).
+    pub(crate) throttle: AtomicU8,
 }
 
 const STOP_SHUTDOWN: u8 = 1;
@@ -228,6 +230,7 @@ impl Engine {
             tokens_generated: AtomicU64::new(0),
             requests_finished: AtomicU64::new(0),
             stopping: AtomicU8::new(0),
+            throttle: AtomicU8::new(100),
         });
         let thread_shared = shared.clone();
         let thread = std::thread::Builder::new()
@@ -289,6 +292,20 @@ impl Engine {
             tokens_generated: s.tokens_generated.load(Ordering::Relaxed),
             requests_finished: s.requests_finished.load(Ordering::Relaxed),
         }
+    }
+
+    /// Set the throttle (0..=100, clamped): 0 pauses decoding (requests wait in the queue,
+    /// controls still work), below 100 the engine works that share of the time.
+    pub fn set_throttle(&self, level: u8) {
+        self.inner
+            .shared
+            .throttle
+            .store(level.min(100), Ordering::Release);
+        let _ = self.inner.commands.try_send(Command::Wake);
+    }
+
+    pub fn throttle(&self) -> u8 {
+        self.inner.shared.throttle.load(Ordering::Acquire)
     }
 
     /// Prepare and queue a request. Fails at once, before any token is generated, when the

@@ -176,6 +176,15 @@ struct Scheduler<'m> {
     prefill_cursor: usize,
 }
 
+/// The pause after a step of `worked` that makes the engine busy `throttle`% of the time.
+pub(crate) fn duty_cycle_pause(worked: Duration, throttle: u8) -> Duration {
+    match throttle {
+        0 => Duration::ZERO,
+        t if t >= 100 => Duration::ZERO,
+        t => worked.mul_f64(f64::from(100 - t) / f64::from(t)),
+    }
+}
+
 fn fresh_seed() -> u32 {
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -190,9 +199,11 @@ impl Scheduler<'_> {
             if self.shared.stop_reason().is_some() {
                 return;
             }
+            // Throttle 0 pauses decoding: requests wait, controls still work.
+            let throttle = self.shared.throttle.load(Ordering::Acquire).min(100);
             // Block only when there is nothing to do; poll briefly when work is held back by
             // slow readers.
-            let first = if self.has_runnable_work() {
+            let first = if throttle > 0 && self.has_runnable_work() {
                 match commands.try_recv() {
                     Ok(c) => Some(c),
                     Err(TryRecvError::Empty) => None,
@@ -216,7 +227,15 @@ impl Scheduler<'_> {
                     self.handle(c);
                 }
             }
-            self.step();
+            if throttle == 0 {
+                self.housekeeping();
+                continue;
+            }
+            let started = Instant::now();
+            if self.step() && throttle < 100 {
+                // Below 100 the loop runs a duty cycle: work `throttle`% of the time.
+                std::thread::sleep(duty_cycle_pause(started.elapsed(), throttle));
+            }
         }
     }
 
@@ -347,15 +366,22 @@ impl Scheduler<'_> {
     }
 
     /// One scheduling step: admit, build one batch, decode it, sample.
-    fn step(&mut self) {
+    /// Free abandoned work and hand waiting events to their readers.
+    fn housekeeping(&mut self) {
         self.drop_abandoned();
         self.draining.retain_mut(|o| !o.flush());
         for slot in self.slots.iter_mut().flatten() {
             slot.out.flush();
         }
+    }
+
+    /// One scheduling step: admit, build one batch, decode it, sample. False when there
+    /// was nothing to decode.
+    fn step(&mut self) -> bool {
+        self.housekeeping();
         self.admit();
         if !self.fill_batch() {
-            return;
+            return false;
         }
         if let Err(e) = self.ctx.decode(&mut self.batch) {
             let message = format!("llama.cpp decode failed: {e}");
@@ -368,7 +394,7 @@ impl Scheduler<'_> {
                     self.fail(i, FailureKind::Decode, message.clone());
                 }
             }
-            return;
+            return true;
         }
         for i in 0..self.slots.len() {
             let Some(slot) = self.slots[i].as_mut() else {
@@ -385,6 +411,7 @@ impl Scheduler<'_> {
             });
             self.on_token(i, token, lp);
         }
+        true
     }
 
     /// Free slots whose reader went away, and queued requests nobody waits for.
@@ -717,5 +744,19 @@ impl Scheduler<'_> {
             }));
             self.shared.admission.release(1);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duty_cycle_pauses_in_proportion() {
+        let w = Duration::from_millis(30);
+        assert_eq!(duty_cycle_pause(w, 100), Duration::ZERO);
+        assert_eq!(duty_cycle_pause(w, 75), Duration::from_millis(10));
+        assert_eq!(duty_cycle_pause(w, 25), Duration::from_millis(90));
+        assert_eq!(duty_cycle_pause(w, 50), w);
     }
 }

@@ -95,12 +95,14 @@ impl Scripted {
             if self.shared.stop_reason().is_some() {
                 return;
             }
-            let runnable = self
-                .slots
-                .iter()
-                .flatten()
-                .any(|s| !s.paused && s.out.pending.is_empty())
-                || (!self.queue.is_empty() && self.slots.iter().any(Option::is_none));
+            let throttle = self.shared.throttle.load(Ordering::Acquire).min(100);
+            let runnable = throttle > 0
+                && (self
+                    .slots
+                    .iter()
+                    .flatten()
+                    .any(|s| !s.paused && s.out.pending.is_empty())
+                    || (!self.queue.is_empty() && self.slots.iter().any(Option::is_none)));
             let stalled = !self.draining.is_empty()
                 || self
                     .slots
@@ -131,7 +133,18 @@ impl Scripted {
                     self.handle(c);
                 }
             }
+            if throttle == 0 {
+                self.draining.retain_mut(|o| !o.flush());
+                continue;
+            }
+            let started = Instant::now();
             self.step();
+            if throttle < 100 {
+                std::thread::sleep(crate::scheduler::duty_cycle_pause(
+                    started.elapsed(),
+                    throttle,
+                ));
+            }
         }
     }
 
