@@ -18,6 +18,10 @@ pub struct NodeConfig {
     pub models_dir: PathBuf,
     /// This node's name (shown with every answer it gives); the host name by default.
     pub name: String,
+    /// Start exposed to the LAN (all interfaces; API keys required from other machines).
+    pub lan: bool,
+    /// `Host` names accepted besides loopback names, IP addresses and the node's name.
+    pub allowed_hosts: Vec<String>,
     /// A file name (with or without `.gguf`) in the models folder, or a path.
     pub model: Option<String>,
     pub parallel: usize,
@@ -43,6 +47,8 @@ impl NodeConfig {
             models_dir: data_dir.join("models"),
             data_dir,
             name: default_name(),
+            lan: false,
+            allowed_hosts: Vec::new(),
             model: None,
             parallel: hearth_engine::config::DEFAULT_SLOTS,
             threads: hearth_engine::config::physical_cores(),

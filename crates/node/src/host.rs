@@ -3,6 +3,7 @@
 //! engine is current, so doors and the UI watch one thing. Every door submits through here.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
 use hearth_engine::{
@@ -48,6 +49,10 @@ pub struct ModelHost {
     settings: EngineSettings,
     current: Mutex<Current>,
     state: watch::Sender<ModelState>,
+    /// The user's throttle (0 = paused, "Pause serving"), kept across model swaps.
+    user_throttle: AtomicU8,
+    /// What the machine's temperature allows (100 without sensors).
+    thermal_throttle: AtomicU8,
 }
 
 impl ModelHost {
@@ -60,7 +65,40 @@ impl ModelHost {
                 generation: 0,
             }),
             state,
+            user_throttle: AtomicU8::new(100),
+            thermal_throttle: AtomicU8::new(100),
         })
+    }
+
+    /// The throttle in force: the lower of the user's and the machine's (DESIGN.md §4-5).
+    pub fn throttle(&self) -> u8 {
+        self.user_throttle
+            .load(Ordering::Acquire)
+            .min(self.thermal_throttle.load(Ordering::Acquire))
+    }
+
+    /// Pause serving (throttle 0: requests wait, nothing decodes) or resume.
+    pub fn set_paused(&self, paused: bool) {
+        self.user_throttle
+            .store(if paused { 0 } else { 100 }, Ordering::Release);
+        self.apply_throttle();
+    }
+
+    pub fn is_paused(&self) -> bool {
+        self.user_throttle.load(Ordering::Acquire) == 0
+    }
+
+    /// What the thermal level allows; the telemetry sampler sets it.
+    pub fn set_thermal_throttle(&self, level: u8) {
+        if self.thermal_throttle.swap(level.min(100), Ordering::AcqRel) != level.min(100) {
+            self.apply_throttle();
+        }
+    }
+
+    fn apply_throttle(&self) {
+        if let Some(e) = self.engine() {
+            e.set_throttle(self.throttle());
+        }
     }
 
     /// The current engine, if a model is loaded or loading.
@@ -142,6 +180,7 @@ impl ModelHost {
             let _ = tokio::task::spawn_blocking(move || old.unload()).await;
         }
         let engine = Engine::start(self.settings.config(path));
+        engine.set_throttle(self.throttle());
         // Publish "loading" before returning, so nobody sees the old "unloaded" in between.
         self.state
             .send_replace(engine.model_state().borrow().clone());

@@ -6,6 +6,7 @@
 //! SQLite.
 //!
 //! ## Layout
+//! - [`cli`]: the `serve` flags and their `HEARTH_*` variables (shared with the desktop app).
 //! - [`config`]: [`NodeConfig`], default paths, `--model` resolution.
 //! - [`server`]: the axum router (`server::router`), one file per door (`openai`, `generate`),
 //!   OpenAI-format errors (`error`), `/api/status` (`status`).
@@ -18,13 +19,14 @@
 //! - Doors only translate between their protocol and the engine's request/event stream.
 //! - On shutdown every open stream gets a final message before the port closes.
 
+pub mod cli;
 pub mod config;
 pub mod host;
 pub mod server;
 pub mod store;
 pub mod telemetry;
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -54,13 +56,54 @@ pub enum NodeError {
     },
 }
 
-/// A running node.
-#[derive(Debug)]
+/// A running node. Cheap to clone; every clone drives the same node.
+#[derive(Debug, Clone)]
 pub struct Node {
-    addr: SocketAddr,
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
     state: Arc<AppState>,
-    server: JoinHandle<()>,
+    app: axum::Router,
+    /// The port every listener of this node binds (fixed at start, so rebinding keeps it).
+    port: u16,
+    /// Where the node listens when exposed to the LAN.
+    lan_host: IpAddr,
+    listening: tokio::sync::Mutex<Listening>,
+    addr: std::sync::Mutex<SocketAddr>,
     grace: Duration,
+}
+
+#[derive(Debug)]
+struct Listening {
+    /// Cancelled to stop accepting on the current listener.
+    stop: CancellationToken,
+    /// Serving tasks: the current one, and earlier ones still finishing their connections.
+    tasks: Vec<JoinHandle<()>>,
+}
+
+/// How long a rebind waits for the previous listener's port to be free.
+const REBIND_WAIT: Duration = Duration::from_secs(2);
+
+fn serve(listener: TcpListener, app: axum::Router, stop: CancellationToken) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        // Token messages are small and latency matters more than packet count.
+        let listener = listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "TCP_NODELAY not set");
+            }
+        });
+        let result = axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(async move { stop.cancelled().await })
+        .await;
+        if let Err(e) = result {
+            tracing::error!(error = %e, "server stopped with an error");
+        }
+    })
 }
 
 impl Node {
@@ -76,17 +119,20 @@ impl Node {
                 "answers cut off by the last shutdown are marked interrupted"
             );
         }
-        let listener =
-            TcpListener::bind(config.addr())
-                .await
-                .map_err(|source| NodeError::Bind {
-                    addr: config.addr(),
-                    source,
-                })?;
-        let addr = listener.local_addr().map_err(|source| NodeError::Bind {
-            addr: config.addr(),
-            source,
-        })?;
+        let lan_host = if config.host.is_loopback() {
+            IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+        } else {
+            config.host
+        };
+        let exposed = config.lan || !config.host.is_loopback();
+        let bind_host = if exposed { lan_host } else { config.host };
+        let bind = SocketAddr::new(bind_host, config.port);
+        let listener = TcpListener::bind(bind)
+            .await
+            .map_err(|source| NodeError::Bind { addr: bind, source })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| NodeError::Bind { addr: bind, source })?;
         let host = ModelHost::new(EngineSettings {
             slots: config.parallel.max(1),
             threads: config.threads.max(1),
@@ -98,6 +144,9 @@ impl Node {
         host.load(model_path).await;
         let shutdown = CancellationToken::new();
         let telemetry = telemetry::spawn(host.clone(), shutdown.child_token());
+        let mut allowed_hosts = config.allowed_hosts.clone();
+        allowed_hosts.push(config.name.clone());
+        allowed_hosts.push(format!("{}.local", config.name));
         let state = Arc::new(AppState {
             host,
             store,
@@ -106,60 +155,136 @@ impl Node {
             shutdown,
             chats: server::chat::Chats::default(),
             telemetry,
+            exposure: server::security::Exposure::new(exposed, allowed_hosts),
         });
         let app = server::router(state.clone());
-        let token = state.shutdown.clone();
-        let server = tokio::spawn(async move {
-            // Token messages are small and latency matters more than packet count.
-            let listener = listener.tap_io(|tcp| {
-                if let Err(e) = tcp.set_nodelay(true) {
-                    tracing::debug!(error = %e, "TCP_NODELAY not set");
-                }
-            });
-            let result = axum::serve(listener, app)
-                .with_graceful_shutdown(async move { token.cancelled().await })
-                .await;
-            if let Err(e) = result {
-                tracing::error!(error = %e, "server stopped with an error");
-            }
-        });
-        tracing::info!(%addr, name = %config.name, "listening");
+        let stop = state.shutdown.child_token();
+        let task = serve(listener, app.clone(), stop.clone());
+        tracing::info!(%addr, name = %config.name, exposed, "listening");
+        if exposed {
+            tracing::info!("exposed to the LAN: requests from other machines need an API key (hearth-node keys create)");
+        }
         Ok(Self {
-            addr,
-            state,
-            server,
-            grace: config.shutdown_grace,
+            inner: Arc::new(Inner {
+                state,
+                app,
+                port: addr.port(),
+                lan_host,
+                listening: tokio::sync::Mutex::new(Listening {
+                    stop,
+                    tasks: vec![task],
+                }),
+                addr: std::sync::Mutex::new(addr),
+                grace: config.shutdown_grace,
+            }),
         })
     }
 
+    /// Where the node listens now.
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        *self.inner.addr.lock().expect("addr lock")
+    }
+
+    /// A URL for this machine's own clients (loopback even when exposed).
+    pub fn local_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.inner.port)
+    }
+
+    pub fn is_exposed(&self) -> bool {
+        self.inner.state.exposure.is_exposed()
+    }
+
+    /// Expose the node to the LAN (listen on all interfaces, API keys required from other
+    /// machines) or take it back to loopback, keeping the port. Connections already open stay
+    /// open; new ones go to the new listener.
+    pub async fn set_exposed(&self, exposed: bool) -> Result<SocketAddr, NodeError> {
+        let mut listening = self.inner.listening.lock().await;
+        if self.is_exposed() == exposed {
+            return Ok(self.addr());
+        }
+        let host = if exposed {
+            self.inner.lan_host
+        } else {
+            IpAddr::V4(Ipv4Addr::LOCALHOST)
+        };
+        let old_addr = self.addr();
+        let addr = SocketAddr::new(host, self.inner.port);
+        listening.stop.cancel();
+        let listener = match bind_retrying(addr).await {
+            Ok(l) => l,
+            Err(source) => {
+                // Put the old listener back so the node stays reachable.
+                let old = bind_retrying(old_addr)
+                    .await
+                    .map_err(|source| NodeError::Bind {
+                        addr: old_addr,
+                        source,
+                    })?;
+                listening.stop = self.inner.state.shutdown.child_token();
+                let task = serve(old, self.inner.app.clone(), listening.stop.clone());
+                listening.tasks.push(task);
+                return Err(NodeError::Bind { addr, source });
+            }
+        };
+        self.inner.state.exposure.set_exposed(exposed);
+        listening.stop = self.inner.state.shutdown.child_token();
+        let task = serve(listener, self.inner.app.clone(), listening.stop.clone());
+        listening.tasks.retain(|t| !t.is_finished());
+        listening.tasks.push(task);
+        *self.inner.addr.lock().expect("addr lock") = addr;
+        tracing::info!(%addr, exposed, "rebound");
+        Ok(addr)
     }
 
     /// The model host: the current engine, its state, load and unload.
     pub fn host(&self) -> &Arc<ModelHost> {
-        &self.state.host
+        &self.inner.state.host
     }
 
     pub fn store(&self) -> &Store {
-        &self.state.store
+        &self.inner.state.store
+    }
+
+    /// The telemetry sampler's latest snapshots.
+    pub fn telemetry(&self) -> tokio::sync::watch::Receiver<telemetry::Telemetry> {
+        self.inner.state.telemetry.clone()
     }
 
     /// Graceful shutdown: open streams get a final message, the port closes, the engine
     /// stops. Bounded by the configured grace period plus the engine's current step.
-    pub async fn shutdown(self) {
+    pub async fn shutdown(&self) {
         tracing::info!("shutting down");
-        self.state.shutdown.cancel();
-        let mut server = self.server;
-        if tokio::time::timeout(self.grace, &mut server).await.is_err() {
-            tracing::warn!("connections still open after the grace period; closing them");
-            server.abort();
+        self.inner.state.shutdown.cancel();
+        let tasks = std::mem::take(&mut self.inner.listening.lock().await.tasks);
+        let deadline = tokio::time::Instant::now() + self.inner.grace;
+        for mut task in tasks {
+            if tokio::time::timeout_at(deadline, &mut task).await.is_err() {
+                tracing::warn!("connections still open after the grace period; closing them");
+                task.abort();
+            }
         }
-        if tokio::time::timeout(ENGINE_STOP_WAIT, self.state.host.shutdown())
+        if tokio::time::timeout(ENGINE_STOP_WAIT, self.inner.state.host.shutdown())
             .await
             .is_err()
         {
             tracing::warn!("the engine did not stop in time");
+        }
+    }
+}
+
+/// Bind, retrying briefly while a just-closed listener still holds the port.
+async fn bind_retrying(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let deadline = tokio::time::Instant::now() + REBIND_WAIT;
+    loop {
+        match TcpListener::bind(addr).await {
+            Ok(l) => return Ok(l),
+            Err(e)
+                if e.kind() == std::io::ErrorKind::AddrInUse
+                    && tokio::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => return Err(e),
         }
     }
 }

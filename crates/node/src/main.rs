@@ -1,12 +1,11 @@
 //! The `hearth-node` command line: `serve` runs a node until SIGINT/SIGTERM. Every flag can
 //! also be set with a `HEARTH_<FLAG>` environment variable (DESIGN.md §8).
 
-use std::net::IpAddr;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use hearth_node::cli::ServeArgs;
 use hearth_node::{config, Node, NodeConfig};
 use tracing_subscriber::EnvFilter;
 
@@ -23,73 +22,30 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Load a model and serve it on every door (OpenAI API, /generate WebSocket).
+    /// Load a model and serve it on every door (web UI, OpenAI API, WebSockets).
     Serve(ServeArgs),
+    /// API keys for clients on the LAN (needed when the node is shared with --lan).
+    Keys {
+        #[command(subcommand)]
+        action: KeysAction,
+        /// Where hearth.db lives [default: the OS data dir + hearth].
+        #[arg(long, env = "HEARTH_DATA_DIR", global = true)]
+        data_dir: Option<PathBuf>,
+    },
 }
 
-#[derive(Debug, clap::Args)]
-struct ServeArgs {
-    /// Address to listen on.
-    #[arg(long, env = "HEARTH_HOST", default_value = "127.0.0.1")]
-    host: IpAddr,
-    /// HTTP port for every door (0 picks a free one).
-    #[arg(long, env = "HEARTH_PORT", default_value_t = config::DEFAULT_PORT)]
-    port: u16,
-    /// Model file name in the models folder (with or without .gguf), or a path.
-    #[arg(long, env = "HEARTH_MODEL")]
-    model: Option<String>,
-    /// Folder of GGUF models [default: <data-dir>/models].
-    #[arg(long, env = "HEARTH_MODELS_DIR")]
-    models_dir: Option<PathBuf>,
-    /// Where hearth.db lives [default: the OS data dir + hearth].
-    #[arg(long, env = "HEARTH_DATA_DIR")]
-    data_dir: Option<PathBuf>,
-    /// Parallel generation slots (continuous batching).
-    #[arg(long, env = "HEARTH_PARALLEL", default_value_t = hearth_engine::config::DEFAULT_SLOTS)]
-    parallel: usize,
-    /// llama.cpp threads [default: physical cores].
-    #[arg(long, env = "HEARTH_THREADS")]
-    threads: Option<usize>,
-    /// Context per slot in tokens [default: min(4096, the model's)].
-    #[arg(long, env = "HEARTH_CTX")]
-    ctx: Option<u32>,
-    /// Requests that may wait for a slot before new ones are refused.
-    #[arg(long, env = "HEARTH_QUEUE", default_value_t = hearth_engine::config::DEFAULT_QUEUE_CAPACITY)]
-    queue: usize,
-    /// This node's name, shown with every answer it gives [default: the host name].
-    #[arg(long, env = "HEARTH_NAME")]
-    name: Option<String>,
-    /// Make model loading last at least this many milliseconds (to watch loading progress).
-    #[arg(long, env = "HEARTH_MIN_LOAD_MS", hide = true)]
-    min_load_ms: Option<u64>,
-    /// Serve scripted tokens instead of running the model (door benchmarks only).
-    #[arg(long, env = "HEARTH_SCRIPTED", hide = true)]
-    scripted: bool,
-}
-
-impl ServeArgs {
-    fn into_config(self) -> NodeConfig {
-        let data_dir = self.data_dir.unwrap_or_else(config::default_data_dir);
-        let mut c = NodeConfig::new(data_dir);
-        if let Some(m) = self.models_dir {
-            c.models_dir = m;
-        }
-        c.host = self.host;
-        if let Some(n) = self.name {
-            c.name = n;
-        }
-        c.port = self.port;
-        c.model = self.model;
-        c.parallel = self.parallel;
-        if let Some(t) = self.threads {
-            c.threads = t;
-        }
-        c.ctx = self.ctx;
-        c.queue = self.queue;
-        c.min_load_time = self.min_load_ms.map(Duration::from_millis);
-        c.script = self.scripted.then(hearth_engine::Script::default);
-        c
-    }
+#[derive(Debug, Subcommand)]
+enum KeysAction {
+    /// Create a key; its secret is printed once and never stored.
+    Create {
+        /// What the key is for (a device or a person).
+        #[arg(long)]
+        name: String,
+    },
+    /// List keys (never their secrets).
+    List,
+    /// Revoke a key by id or by its visible prefix.
+    Revoke { id: String },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -107,7 +63,50 @@ fn main() -> anyhow::Result<()> {
         .context("starting the async runtime")?;
     match cli.command {
         Command::Serve(args) => runtime.block_on(serve(args.into_config())),
+        Command::Keys { action, data_dir } => runtime.block_on(keys(
+            action,
+            data_dir.unwrap_or_else(config::default_data_dir),
+        )),
     }
+}
+
+async fn keys(action: KeysAction, data_dir: PathBuf) -> anyhow::Result<()> {
+    let store = hearth_node::store::Store::open(&data_dir)
+        .with_context(|| format!("opening the database in {}", data_dir.display()))?;
+    match action {
+        KeysAction::Create { name } => {
+            let (key, secret) = store.create_key(name).await?;
+            println!("{secret}");
+            eprintln!(
+                "Created key {} ({}). Keep it: it is not shown again. Clients send it as \
+                 'Authorization: Bearer <key>' or '?token=<key>'.",
+                key.id, key.name
+            );
+        }
+        KeysAction::List => {
+            let keys = store.list_keys().await?;
+            if keys.is_empty() {
+                println!("no keys (create one with: hearth-node keys create --name NAME)");
+            }
+            for k in keys {
+                println!(
+                    "{}\t{}…\t{}\t{}",
+                    k.id,
+                    k.prefix,
+                    k.name,
+                    if k.revoked { "revoked" } else { "active" }
+                );
+            }
+        }
+        KeysAction::Revoke { id } => {
+            if store.revoke_key(id.clone()).await? {
+                println!("revoked {id}");
+            } else {
+                anyhow::bail!("no active key with id or prefix {id}");
+            }
+        }
+    }
+    Ok(())
 }
 
 async fn serve(config: NodeConfig) -> anyhow::Result<()> {

@@ -88,7 +88,10 @@ pub struct Telemetry {
     pub cpu_percent: f32,
     pub memory: Memory,
     pub thermal: Thermal,
+    /// The throttle in force: the lower of the user's (0 when serving is paused) and what the
+    /// temperature allows.
     pub throttle: u8,
+    pub paused: bool,
     pub slots: usize,
     pub active: usize,
     pub queued: usize,
@@ -195,6 +198,12 @@ fn sample(
         ),
     };
     let thermal = thermal(components, cores);
+    // Only real temperatures slow the engine down: an estimate from CPU pressure rises with
+    // the engine's own work, and throttling on it would only feed back on itself.
+    host.set_thermal_throttle(match thermal.source {
+        ThermalSource::Sensors => thermal.level.throttle(),
+        ThermalSource::Estimated => 100,
+    });
     let stats = host.stats();
     let tokens_per_s = match last {
         Some((at, tokens)) => {
@@ -219,7 +228,8 @@ fn sample(
         cpu_percent,
         memory,
         thermal,
-        throttle: thermal.level.throttle(),
+        throttle: host.throttle(),
+        paused: host.is_paused(),
         slots: stats.slots,
         active: stats.active,
         queued: stats.queued,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -321,6 +321,65 @@ pub(crate) async fn unload_model(State(state): State<Arc<AppState>>) -> Response
     tracing::info!("unloading requested through the API");
     state.host.unload().await;
     Json(json!({"state": "empty"})).into_response()
+}
+
+// ---------------------------------------------------------------------------------------------
+// API keys (for clients on the LAN). Managed only from this machine.
+
+fn local_only(peer: std::net::SocketAddr) -> Result<(), ApiFailure> {
+    if peer.ip().to_canonical().is_loopback() {
+        Ok(())
+    } else {
+        Err(ApiFailure::new(
+            StatusCode::FORBIDDEN,
+            "local_only",
+            "API keys can only be managed on the machine that runs the node",
+        ))
+    }
+}
+
+pub(crate) async fn list_keys(
+    State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
+) -> Result<Response, ApiFailure> {
+    local_only(peer)?;
+    let keys = state.store.list_keys().await?;
+    Ok(Json(json!({"keys": keys, "exposed": state.exposure.is_exposed()})).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NewKey {
+    name: String,
+}
+
+pub(crate) async fn create_key(
+    State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiFailure> {
+    local_only(peer)?;
+    let body: NewKey = json_body(body)?;
+    let name = clean_title(&body.name)?;
+    let (key, secret) = state.store.create_key(name).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({"key": key, "secret": secret})),
+    )
+        .into_response())
+}
+
+pub(crate) async fn revoke_key(
+    State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiFailure> {
+    local_only(peer)?;
+    if state.store.revoke_key(id).await? {
+        Ok(StatusCode::NO_CONTENT.into_response())
+    } else {
+        Err(ApiFailure::not_found("key"))
+    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ pub(crate) mod error;
 pub(crate) mod events;
 pub(crate) mod generate;
 pub(crate) mod openai;
+pub mod security;
 pub(crate) mod status;
 pub(crate) mod ui;
 
@@ -39,6 +40,8 @@ pub struct AppState {
     pub chats: chat::Chats,
     /// The telemetry sampler's latest snapshot.
     pub telemetry: tokio::sync::watch::Receiver<crate::telemetry::Telemetry>,
+    /// Whether the node is shared on the LAN, and the Host names it answers to.
+    pub exposure: security::Exposure,
 }
 
 /// Unknown API paths answer in the OpenAI error format; everything else is the web UI.
@@ -75,9 +78,15 @@ pub fn router(state: Arc<AppState>) -> Router {
         )
         .route("/api/conversations/{id}/chat", post(chat::chat))
         .route("/api/messages/{id}/stop", post(chat::stop))
+        .route("/api/keys", get(api::list_keys).post(api::create_key))
+        .route("/api/keys/{id}", axum::routing::delete(api::revoke_key))
         .fallback(fallback)
         .method_not_allowed_fallback(error::method_not_allowed)
         // Our own limit sits above axum's default so the OpenAI door reports it in its format.
         .layer(DefaultBodyLimit::max(MAX_HTTP_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            security::guard,
+        ))
         .with_state(state)
 }

@@ -19,6 +19,11 @@ pub(crate) struct Status {
     queued: usize,
     tokens_generated: u64,
     requests_finished: u64,
+    /// The throttle in force (0..=100) and whether serving is paused by the user.
+    throttle: u8,
+    paused: bool,
+    /// Whether the node is shared on the LAN.
+    exposed: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -77,5 +82,8 @@ pub(crate) async fn status(State(state): State<Arc<AppState>>) -> Json<Status> {
         queued: stats.queued,
         tokens_generated: stats.tokens_generated,
         requests_finished: stats.requests_finished,
+        throttle: state.host.throttle(),
+        paused: state.host.is_paused(),
+        exposed: state.exposure.is_exposed(),
     })
 }

@@ -1,0 +1,101 @@
+//! The `serve` flags, shared by the `hearth-node` binary and the desktop app: every flag is
+//! also read from a `HEARTH_<FLAG>` environment variable (DESIGN.md §8), so tests and
+//! packagers can point either program anywhere the same way.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::config::{self, NodeConfig};
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, env = "HEARTH_HOST", default_value = "127.0.0.1")]
+    host: IpAddr,
+    /// HTTP port for every door (0 picks a free one).
+    #[arg(long, env = "HEARTH_PORT", default_value_t = config::DEFAULT_PORT)]
+    port: u16,
+    /// Model file name in the models folder (with or without .gguf), or a path.
+    #[arg(long, env = "HEARTH_MODEL")]
+    model: Option<String>,
+    /// Folder of GGUF models [default: <data-dir>/models].
+    #[arg(long, env = "HEARTH_MODELS_DIR")]
+    models_dir: Option<PathBuf>,
+    /// Where hearth.db lives [default: the OS data dir + hearth].
+    #[arg(long, env = "HEARTH_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Parallel generation slots (continuous batching).
+    #[arg(long, env = "HEARTH_PARALLEL", default_value_t = hearth_engine::config::DEFAULT_SLOTS)]
+    parallel: usize,
+    /// llama.cpp threads [default: physical cores].
+    #[arg(long, env = "HEARTH_THREADS")]
+    threads: Option<usize>,
+    /// Context per slot in tokens [default: min(4096, the model's)].
+    #[arg(long, env = "HEARTH_CTX")]
+    ctx: Option<u32>,
+    /// Requests that may wait for a slot before new ones are refused.
+    #[arg(long, env = "HEARTH_QUEUE", default_value_t = hearth_engine::config::DEFAULT_QUEUE_CAPACITY)]
+    queue: usize,
+    /// Share this node on the LAN: listen on all interfaces; other machines need an API key
+    /// (`hearth-node keys create`).
+    #[arg(long, env = "HEARTH_LAN")]
+    lan: bool,
+    /// Extra Host names to answer to (besides localhost, IP addresses and the node's name).
+    #[arg(long = "allow-host", env = "HEARTH_ALLOW_HOST", value_delimiter = ',')]
+    allow_host: Vec<String>,
+    /// This node's name, shown with every answer it gives [default: the host name].
+    #[arg(long, env = "HEARTH_NAME")]
+    name: Option<String>,
+    /// Make model loading last at least this many milliseconds (to watch loading progress).
+    #[arg(long, env = "HEARTH_MIN_LOAD_MS", hide = true)]
+    min_load_ms: Option<u64>,
+    /// Serve scripted tokens instead of running the model (door benchmarks only).
+    #[arg(long, env = "HEARTH_SCRIPTED", hide = true)]
+    scripted: bool,
+}
+
+impl ServeArgs {
+    /// The node's configuration from these flags (and `HEARTH_*` variables).
+    pub fn into_config(self) -> NodeConfig {
+        let data_dir = self.data_dir.unwrap_or_else(config::default_data_dir);
+        let mut c = NodeConfig::new(data_dir);
+        if let Some(m) = self.models_dir {
+            c.models_dir = m;
+        }
+        c.host = self.host;
+        c.lan = self.lan;
+        c.allowed_hosts = self.allow_host;
+        if let Some(n) = self.name {
+            c.name = n;
+        }
+        c.port = self.port;
+        c.model = self.model;
+        c.parallel = self.parallel;
+        if let Some(t) = self.threads {
+            c.threads = t;
+        }
+        c.ctx = self.ctx;
+        c.queue = self.queue;
+        c.min_load_time = self.min_load_ms.map(Duration::from_millis);
+        c.script = self.scripted.then(hearth_engine::Script::default);
+        c
+    }
+}
+
+/// Only the environment, for programs without these flags on their command line (the
+/// desktop app): `HEARTH_PORT`, `HEARTH_DATA_DIR`, `HEARTH_MODEL`, ...
+#[derive(Debug, Parser)]
+#[command(name = "hearth")]
+pub struct EnvOnly {
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
+impl EnvOnly {
+    pub fn read() -> Result<NodeConfig, clap::Error> {
+        Self::try_parse_from(["hearth"]).map(|e| e.serve.into_config())
+    }
+}

@@ -1,0 +1,346 @@
+//! Safe defaults at the door (DESIGN.md §6), as one middleware in front of every route:
+//! - `Host` must be a loopback name, an IP address (the machine's LAN address is one) or a
+//!   configured name, so a hostile web page cannot reach the node through DNS rebinding;
+//! - WebSocket upgrades must come with no `Origin`, the node's own origin, a loopback origin or
+//!   the desktop app's (`tauri://localhost`); the desktop origin also gets CORS on HTTP;
+//! - while the node is exposed to the LAN, a request from a non-loopback address needs an API
+//!   key (`Authorization: Bearer …` or `?token=…`): 401 on HTTP, a close with 1008 on WebSockets.
+//!   The web UI's static files stay public; everything they call does not.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use axum::extract::ws::{close_code, CloseFrame, Message, WebSocketUpgrade};
+use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+
+use super::AppState;
+
+/// Origins of the desktop app's webview (Linux/macOS, and Windows' form).
+const DESKTOP_ORIGINS: [&str; 3] = [
+    "tauri://localhost",
+    "http://tauri.localhost",
+    "https://tauri.localhost",
+];
+
+/// Whether the node listens beyond loopback, and the names it answers to.
+#[derive(Debug)]
+pub struct Exposure {
+    exposed: AtomicBool,
+    /// Extra `Host` names accepted besides loopback names and IP addresses.
+    allowed_hosts: Vec<String>,
+}
+
+impl Exposure {
+    pub fn new(exposed: bool, allowed_hosts: Vec<String>) -> Self {
+        Self {
+            exposed: AtomicBool::new(exposed),
+            allowed_hosts: allowed_hosts
+                .into_iter()
+                .map(|h| h.to_ascii_lowercase())
+                .collect(),
+        }
+    }
+
+    pub fn is_exposed(&self) -> bool {
+        self.exposed.load(Ordering::Acquire)
+    }
+
+    pub fn set_exposed(&self, exposed: bool) {
+        self.exposed.store(exposed, Ordering::Release);
+    }
+
+    /// The host part of a `Host` header (port and IPv6 brackets removed), if acceptable.
+    pub(crate) fn host_allowed(&self, host_header: &str) -> bool {
+        let host = strip_port(host_header).to_ascii_lowercase();
+        if host.is_empty() {
+            return false;
+        }
+        host == "localhost"
+            || host.ends_with(".localhost")
+            || host.parse::<IpAddr>().is_ok()
+            || self.allowed_hosts.contains(&host)
+    }
+}
+
+/// `example.com:8420` -> `example.com`; `[::1]:8420` -> `::1`.
+fn strip_port(host: &str) -> &str {
+    let host = host.trim();
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or("");
+    }
+    match host.rsplit_once(':') {
+        // A bare IPv6 address has several colons; only strip a port from name:port.
+        Some((h, port)) if !h.contains(':') && port.chars().all(|c| c.is_ascii_digit()) => h,
+        _ => host,
+    }
+}
+
+/// Whether a browser at `origin` may open a WebSocket to (or, for the desktop, call) a node
+/// reached as `host`.
+pub(crate) fn origin_allowed(origin: &str, host: Option<&str>) -> bool {
+    if DESKTOP_ORIGINS.contains(&origin) {
+        return true;
+    }
+    let Some(rest) = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+    else {
+        return false;
+    };
+    let origin_host = strip_port(rest).to_ascii_lowercase();
+    // The node's own pages, however it was reached.
+    if host.is_some_and(|h| h.eq_ignore_ascii_case(rest)) {
+        return true;
+    }
+    // Pages served from this machine (the UI's dev server, a local tool).
+    origin_host == "localhost"
+        || origin_host.ends_with(".localhost")
+        || origin_host
+            .parse::<IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+fn is_upgrade(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
+}
+
+/// A key from `Authorization: Bearer …` or `?token=…`.
+fn presented_key(req: &Request) -> Option<String> {
+    if let Some(v) = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+    {
+        if let Some(k) = v
+            .strip_prefix("Bearer ")
+            .or_else(|| v.strip_prefix("bearer "))
+        {
+            return Some(k.trim().to_owned());
+        }
+    }
+    req.uri().query().and_then(|q| {
+        q.split('&')
+            .filter_map(|kv| kv.split_once('='))
+            .find(|(k, _)| *k == "token")
+            .map(|(_, v)| v.to_owned())
+    })
+}
+
+/// What a LAN client may reach without a key: the web UI's own files, and the WebSocket at
+/// `/`, whose signed-challenge protocol authenticates clients itself.
+fn is_public(method: &Method, path: &str, upgrade: bool) -> bool {
+    if upgrade {
+        return path == "/";
+    }
+    method == Method::GET
+        && !path.starts_with("/api/")
+        && !path.starts_with("/v1/")
+        && path != "/generate"
+}
+
+fn error(status: StatusCode, path: &str, code: &'static str, message: &str) -> Response {
+    // Each door keeps its own error shape.
+    let body = if path.starts_with("/v1/") {
+        json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": code}})
+    } else {
+        json!({"error": {"message": message, "code": code}})
+    };
+    (status, Json(body)).into_response()
+}
+
+fn add_cors(resp: &mut Response, origin: &HeaderValue) {
+    let h = resp.headers_mut();
+    h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
+    h.insert(header::VARY, HeaderValue::from_static("Origin"));
+}
+
+pub(crate) async fn guard(
+    State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let path = req.uri().path().to_owned();
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    match &host {
+        Some(h) if state.exposure.host_allowed(h) => {}
+        _ => {
+            return error(
+                StatusCode::FORBIDDEN,
+                &path,
+                "forbidden_host",
+                "this Host is not one this node answers to (use its IP address, localhost, or a name given with --allow-host)",
+            )
+        }
+    }
+    let origin = req.headers().get(header::ORIGIN).cloned();
+    let origin_ok = origin
+        .as_ref()
+        .and_then(|o| o.to_str().ok())
+        .map(|o| origin_allowed(o, host.as_deref()));
+    let upgrade = is_upgrade(req.headers());
+    if upgrade && origin_ok == Some(false) {
+        return error(
+            StatusCode::FORBIDDEN,
+            &path,
+            "forbidden_origin",
+            "WebSocket connections from this origin are not allowed",
+        );
+    }
+    // CORS preflight from the desktop app (or another allowed local origin).
+    if req.method() == Method::OPTIONS {
+        if let (Some(o), Some(true)) = (&origin, origin_ok) {
+            let mut resp = StatusCode::NO_CONTENT.into_response();
+            add_cors(&mut resp, o);
+            let h = resp.headers_mut();
+            h.insert(
+                header::ACCESS_CONTROL_ALLOW_METHODS,
+                HeaderValue::from_static("GET, POST, PATCH, DELETE, OPTIONS"),
+            );
+            h.insert(
+                header::ACCESS_CONTROL_ALLOW_HEADERS,
+                HeaderValue::from_static("content-type, authorization"),
+            );
+            h.insert(
+                header::ACCESS_CONTROL_MAX_AGE,
+                HeaderValue::from_static("600"),
+            );
+            return resp;
+        }
+    }
+    let needs_key = state.exposure.is_exposed()
+        && !peer.ip().to_canonical().is_loopback()
+        && !is_public(req.method(), &path, upgrade);
+    if needs_key {
+        let valid = match presented_key(&req) {
+            Some(k) => match state.store.verify_key(k).await {
+                Ok(found) => found.is_some(),
+                Err(e) => {
+                    tracing::error!(error = %e, "checking an API key failed");
+                    false
+                }
+            },
+            None => false,
+        };
+        if !valid {
+            tracing::info!(%peer, %path, "refused a LAN request without a valid API key");
+            if upgrade {
+                return refuse_websocket(req).await;
+            }
+            let mut resp = error(
+                StatusCode::UNAUTHORIZED,
+                &path,
+                "unauthorized",
+                "this node is shared on the LAN: send an API key (Authorization: Bearer <key>, or ?token=<key>)",
+            );
+            resp.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return resp;
+        }
+    }
+    let mut resp = next.run(req).await;
+    if let (Some(o), Some(true)) = (&origin, origin_ok) {
+        add_cors(&mut resp, o);
+    }
+    resp
+}
+
+/// Complete the WebSocket handshake only to close it with 1008 (policy violation), as
+/// WebSocket clients expect to learn why.
+async fn refuse_websocket(req: Request) -> Response {
+    let (mut parts, _) = req.into_parts();
+    match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
+        Ok(ws) => ws.on_upgrade(|mut socket| async move {
+            let _ = socket
+                .send(Message::Close(Some(CloseFrame {
+                    code: close_code::POLICY,
+                    reason: "an API key is required (?token=<key>)".into(),
+                })))
+                .await;
+        }),
+        Err(e) => e.into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_loopback_ips_and_configured_names_pass() {
+        let e = Exposure::new(false, vec!["Hearth.Lan".into()]);
+        for ok in [
+            "localhost",
+            "localhost:8420",
+            "app.localhost:1",
+            "127.0.0.1:8420",
+            "192.168.1.20:8420",
+            "[::1]:8420",
+            "[fe80::1]",
+            "hearth.lan:8420",
+        ] {
+            assert!(e.host_allowed(ok), "{ok}");
+        }
+        for bad in [
+            "evil.example",
+            "evil.example:8420",
+            "localhost.evil.example",
+            "",
+            "127.0.0.1.nip.io",
+        ] {
+            assert!(!e.host_allowed(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn origins_desktop_same_and_loopback_pass() {
+        let host = Some("192.168.1.20:8420");
+        for ok in [
+            "tauri://localhost",
+            "http://tauri.localhost",
+            "http://192.168.1.20:8420",
+            "http://localhost:5173",
+            "http://127.0.0.1:9999",
+            "http://[::1]:3000",
+        ] {
+            assert!(origin_allowed(ok, host), "{ok}");
+        }
+        for bad in [
+            "https://evil.example",
+            "http://192.168.1.20:9999",
+            "null",
+            "file://",
+            "http://localhost.evil.example",
+        ] {
+            assert!(!origin_allowed(bad, host), "{bad}");
+        }
+    }
+
+    #[test]
+    fn ui_files_are_public_and_doors_are_not() {
+        assert!(is_public(&Method::GET, "/", false));
+        assert!(is_public(&Method::GET, "/assets/index.js", false));
+        assert!(!is_public(&Method::GET, "/api/status", false));
+        assert!(!is_public(&Method::POST, "/v1/chat/completions", false));
+        assert!(!is_public(&Method::GET, "/generate", false));
+        assert!(!is_public(&Method::GET, "/generate", true));
+        assert!(!is_public(&Method::GET, "/api/events", true));
+        assert!(
+            !is_public(&Method::GET, "/anything", true),
+            "only / is a public WebSocket"
+        );
+    }
+}

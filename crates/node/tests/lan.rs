@@ -1,0 +1,312 @@
+//! Exposing the node to the LAN, across a real network boundary: the test makes its own
+//! network namespace joined to this host by a veth pair with addresses it assigns, and a
+//! client inside that namespace sees that with the node exposed it answers there only with an
+//! API key (HTTP 401 / WebSocket close 1008 without one), and taken back to loopback nothing
+//! listens there. Needs root (it runs `ip netns`), as CI does. Never aims at any other address.
+
+mod common;
+
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use common::TestNode;
+use serde_json::json;
+
+/// A namespace and veth pair that exist for this test only.
+struct Netns {
+    name: String,
+    host_if: String,
+    host_ip: String,
+}
+
+fn run(args: &[&str]) -> Output {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    out
+}
+
+fn must(args: &[&str]) {
+    let out = run(args);
+    assert!(
+        out.status.success(),
+        "{args:?} failed (this test needs root and iproute2): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl Netns {
+    fn create() -> Self {
+        let id = std::process::id() % 200 + 20;
+        let name = format!("hearth-lan-{}", std::process::id());
+        let host_if = format!("hth{id}");
+        let ns_if = format!("hns{id}");
+        let host_ip = format!("10.231.{id}.1");
+        let ns_ip = format!("10.231.{id}.2");
+        let me = Self {
+            name: name.clone(),
+            host_if: host_if.clone(),
+            host_ip: host_ip.clone(),
+        };
+        must(&["ip", "netns", "add", &name]);
+        must(&[
+            "ip", "link", "add", &host_if, "type", "veth", "peer", "name", &ns_if,
+        ]);
+        must(&["ip", "link", "set", &ns_if, "netns", &name]);
+        must(&[
+            "ip",
+            "addr",
+            "add",
+            &format!("{host_ip}/24"),
+            "dev",
+            &host_if,
+        ]);
+        must(&["ip", "link", "set", &host_if, "up"]);
+        must(&[
+            "ip",
+            "netns",
+            "exec",
+            &name,
+            "ip",
+            "addr",
+            "add",
+            &format!("{ns_ip}/24"),
+            "dev",
+            &ns_if,
+        ]);
+        must(&[
+            "ip", "netns", "exec", &name, "ip", "link", "set", &ns_if, "up",
+        ]);
+        must(&[
+            "ip", "netns", "exec", &name, "ip", "link", "set", "lo", "up",
+        ]);
+        me
+    }
+
+    /// Run a command inside the namespace (the "other machine").
+    fn exec(&self, args: &[&str]) -> Output {
+        let mut full = vec!["ip", "netns", "exec", &self.name];
+        full.extend_from_slice(args);
+        run(&full)
+    }
+
+    /// HTTP status seen from inside the namespace, or None when nothing answers.
+    fn http_status(&self, url: &str, key: Option<&str>) -> Option<u16> {
+        let mut args = vec![
+            "curl",
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "-m",
+            "3",
+        ];
+        let header;
+        if let Some(k) = key {
+            header = format!("Authorization: Bearer {k}");
+            args.extend_from_slice(&["-H", &header]);
+        }
+        args.push(url);
+        let out = self.exec(&args);
+        let code: u16 = String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .unwrap_or(0);
+        (code != 0).then_some(code)
+    }
+
+    /// Open a WebSocket from inside the namespace; the close code the server sends first.
+    fn websocket_close_code(&self, port: u16, path: &str) -> String {
+        let script = format!(
+            r#"
+import socket, base64, os, struct
+s = socket.create_connection(("{ip}", {port}), timeout=5)
+key = base64.b64encode(os.urandom(16)).decode()
+s.sendall(("GET {path} HTTP/1.1\r\nHost: {ip}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+           "Sec-WebSocket-Key: " + key + "\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+data = b""
+while b"\r\n\r\n" not in data:
+    data += s.recv(4096)
+head, rest = data.split(b"\r\n\r\n", 1)
+status = head.split(b" ")[1].decode()
+if status != "101":
+    print("http " + status); raise SystemExit
+while len(rest) < 4:
+    rest += s.recv(4096)
+opcode = rest[0] & 0x0F
+print("close %d" % struct.unpack(">H", rest[2:4])[0] if opcode == 8 else "opcode %d" % opcode)
+"#,
+            ip = self.host_ip,
+        );
+        let out = self.exec(&["python3", "-c", &script]);
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout).trim(),
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
+        )
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = run(&["ip", "link", "del", &self.host_if]);
+        let _ = run(&["ip", "netns", "del", &self.name]);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lan_toggle_needs_a_key_there_and_closes_the_door_when_off() {
+    let ns = Netns::create();
+    // A fixed free port: the node keeps its port across rebinds.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let t = TestNode::start_with(|c| {
+        c.parallel = 1;
+        c.port = port;
+    })
+    .await;
+    let node = t.node().clone();
+    let lan_url = |path: &str| format!("http://{}:{port}{path}", ns.host_ip);
+
+    // Loopback only: nothing listens on the LAN address.
+    assert!(!node.is_exposed());
+    assert_eq!(ns.http_status(&lan_url("/api/status"), None), None);
+
+    // Exposed: the LAN side needs a key; loopback does not.
+    let (_, secret) = node.store().create_key("lan test".into()).await.unwrap();
+    node.set_exposed(true).await.unwrap();
+    assert!(node.is_exposed());
+    assert_eq!(ns.http_status(&lan_url("/api/status"), None), Some(401));
+    assert_eq!(
+        ns.http_status(&lan_url("/api/status"), Some("hearth_not_a_key")),
+        Some(401)
+    );
+    assert_eq!(
+        ns.http_status(&lan_url("/api/status"), Some(&secret)),
+        Some(200)
+    );
+    assert_eq!(
+        ns.http_status(&lan_url(&format!("/api/status?token={secret}")), None),
+        Some(200)
+    );
+    assert_eq!(ns.http_status(&lan_url("/v1/models"), None), Some(401));
+    // The web UI's own files stay reachable, so a browser there can be given a key.
+    assert_eq!(ns.http_status(&lan_url("/"), None), Some(200));
+    // WebSockets without a key are closed with 1008.
+    assert_eq!(ns.websocket_close_code(port, "/generate"), "close 1008");
+    assert_eq!(ns.websocket_close_code(port, "/api/events"), "close 1008");
+    let r = common::client()
+        .get(t.url("/api/status"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "loopback needs no key");
+    // Keys are managed only from this machine.
+    let out = ns.exec(&[
+        "curl",
+        "-s",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "-m",
+        "3",
+        "-H",
+        &format!("Authorization: Bearer {secret}"),
+        &lan_url("/api/keys"),
+    ]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "403");
+    // A real request from the LAN with the key.
+    let out = ns.exec(&[
+        "curl",
+        "-s",
+        "-m",
+        "60",
+        "-H",
+        &format!("Authorization: Bearer {secret}"),
+        "-H",
+        "content-type: application/json",
+        "-d",
+        &json!({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3}).to_string(),
+        &lan_url("/v1/chat/completions"),
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON answer");
+    assert_eq!(v["usage"]["completion_tokens"], 3, "{v}");
+
+    // Back to loopback: nothing listens there again; this machine is still served.
+    node.set_exposed(false).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(ns.http_status(&lan_url("/api/status"), Some(&secret)), None);
+    let r = common::client()
+        .get(t.url("/api/status"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_and_origin_checks_apply_even_on_loopback() {
+    let t = TestNode::start(1).await;
+    let addr = t.node().addr();
+    // DNS rebinding: a page on evil.example resolving to 127.0.0.1 sends Host: evil.example.
+    let r = common::client()
+        .get(t.url("/api/status"))
+        .header("host", "evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    // A WebSocket from a foreign origin is refused; the desktop app's origin is accepted.
+    for (origin, ok) in [
+        ("https://evil.example", false),
+        ("tauri://localhost", true),
+        ("http://localhost:5173", true),
+    ] {
+        let req = tokio_tungstenite::tungstenite::http::Request::builder()
+            .uri(format!("ws://{addr}/api/events"))
+            .header("host", addr.to_string())
+            .header("origin", origin)
+            .header("connection", "Upgrade")
+            .header("upgrade", "websocket")
+            .header("sec-websocket-version", "13")
+            .header(
+                "sec-websocket-key",
+                tokio_tungstenite::tungstenite::handshake::client::generate_key(),
+            )
+            .body(())
+            .unwrap();
+        let result = tokio_tungstenite::connect_async(req).await;
+        assert_eq!(result.is_ok(), ok, "origin {origin}");
+    }
+    // CORS for the desktop app's fetch().
+    let r = common::client()
+        .request(reqwest::Method::OPTIONS, t.url("/api/conversations"))
+        .header("origin", "tauri://localhost")
+        .header("access-control-request-method", "POST")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    assert_eq!(
+        r.headers()["access-control-allow-origin"],
+        "tauri://localhost"
+    );
+    let r = common::client()
+        .get(t.url("/api/status"))
+        .header("origin", "https://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert!(r.headers().get("access-control-allow-origin").is_none());
+    t.stop().await;
+}
