@@ -1,20 +1,42 @@
 /**
- * The application shell: header, route -> page, and the long-lived state every page shares
- * (the live node state, the chat store, the conversation list).
+ * The application: the API key panel while the node refuses this browser (401), else the
+ * shell: header, route -> page, and the long-lived state every page shares (the live node
+ * state, the chat store, the conversation list). A retry from the key panel mounts a fresh
+ * shell, so everything is fetched again with the new key.
  */
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
+import { resetAuth } from './api/auth';
 import { api } from './api/client';
+import { setToken } from './api/token';
 import type { Conversation } from './api/types';
 import { ChatStore } from './chat/store';
+import { AuthPanel } from './components/AuthPanel';
 import { ChatView } from './components/ChatView';
 import { Header } from './components/Header';
 import { ModelsPage } from './components/ModelsPage';
+import { SettingsPage } from './components/SettingsPage';
 import { Sidebar } from './components/Sidebar';
 import { StatusPage } from './components/StatusPage';
-import { navigate, useConversationList, useLive, useRoute } from './hooks';
+import { navigate, useAuth, useConversationList, useLive, useRoute } from './hooks';
 import { formatRoute } from './route';
 
 export function App() {
+  const auth = useAuth();
+  if (auth.required) {
+    return (
+      <AuthPanel
+        keyRefused={auth.keyRefused}
+        onRetry={(key) => {
+          if (key) setToken(key);
+          resetAuth();
+        }}
+      />
+    );
+  }
+  return <Shell />;
+}
+
+function Shell() {
   const route = useRoute();
   const [live, dispatch] = useLive();
   const list = useConversationList();
@@ -100,6 +122,7 @@ export function App() {
         )}
         {route.page === 'models' && <ModelsPage live={live} dispatch={dispatch} />}
         {route.page === 'status' && <StatusPage live={live} />}
+        {route.page === 'settings' && <SettingsPage />}
       </main>
     </div>
   );

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatBytes, formatBytesOf, formatContext, formatMs, formatNumber, percent } from './format';
+import { formatAgo, formatBytes, formatBytesOf, formatContext, formatDateTime, formatMs, formatNumber, percent } from './format';
 
 describe('format', () => {
   it('formats sizes in binary units', () => {
@@ -22,5 +22,20 @@ describe('format', () => {
     expect(percent(0.425)).toBe(43);
     expect(percent(1.7)).toBe(100);
     expect(percent(Number.NaN)).toBe(0);
+  });
+
+  it('formats past moments relative to now', () => {
+    const now = 1_800_000_000_000;
+    expect(formatAgo(null, now)).toBe('never');
+    expect(formatAgo(undefined, now)).toBe('—');
+    expect(formatAgo(now - 5_000, now)).toBe('just now');
+    expect(formatAgo(now + 60_000, now)).toBe('just now');
+    expect(formatAgo(now - 5 * 60_000, now)).toBe('5 min ago');
+    expect(formatAgo(now - 3 * 3_600_000 - 1, now)).toBe('3 h ago');
+    expect(formatAgo(now - 30 * 3_600_000, now)).toBe('yesterday');
+    expect(formatAgo(now - 3 * 86_400_000, now)).toBe('3 days ago');
+    expect(formatAgo(now - 90 * 86_400_000, now)).toBe(new Date(now - 90 * 86_400_000).toLocaleDateString());
+    expect(formatDateTime(null)).toBe('');
+    expect(formatDateTime(now)).toBe(new Date(now).toLocaleString());
   });
 });

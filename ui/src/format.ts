@@ -50,3 +50,29 @@ export function percent(fraction: number): number {
   if (!Number.isFinite(fraction)) return 0;
   return Math.round(Math.min(1, Math.max(0, fraction)) * 100);
 }
+
+const MINUTE_MS = 60_000;
+const HOUR_MS = 60 * MINUTE_MS;
+const DAY_MS = 24 * HOUR_MS;
+
+/**
+ * A past moment relative to `now`: "just now", "5 min ago", "3 h ago", "2 days ago", then the
+ * date. `null` is "never" (a key not used yet); a moment ahead of `now` (skewed clocks) is "just now".
+ */
+export function formatAgo(ms: number | null | undefined, now: number): string {
+  if (ms === null) return 'never';
+  if (ms === undefined || !Number.isFinite(ms)) return '—';
+  const age = now - ms;
+  if (age < MINUTE_MS) return 'just now';
+  if (age < HOUR_MS) return `${Math.floor(age / MINUTE_MS)} min ago`;
+  if (age < DAY_MS) return `${Math.floor(age / HOUR_MS)} h ago`;
+  const days = Math.floor(age / DAY_MS);
+  if (days < 30) return days === 1 ? 'yesterday' : `${days} days ago`;
+  return new Date(ms).toLocaleDateString();
+}
+
+/** The full local date and time of a moment (for a tooltip). */
+export function formatDateTime(ms: number | null | undefined): string {
+  if (ms === null || ms === undefined || !Number.isFinite(ms)) return '';
+  return new Date(ms).toLocaleString();
+}

@@ -1,10 +1,13 @@
 /**
- * React glue: the hash route, the chat store's views, the live `/api/events` state and the
- * conversation list. Each hook only wires a pure module or store to React.
+ * React glue: the hash route, the chat store's views, the live `/api/events` state, the
+ * conversation list and whether the node wants an API key. Each hook only wires a pure module
+ * or store to React.
  */
 import { useCallback, useEffect, useReducer, useRef, useState, useSyncExternalStore, type Dispatch } from 'react';
+import { authState, reportUnauthorized, subscribeAuth, type AuthState } from './api/auth';
 import { eventsUrl } from './api/base';
 import { api, errorText } from './api/client';
+import { currentToken } from './api/token';
 import type { Conversation } from './api/types';
 import type { ChatStore, ThreadView } from './chat/store';
 import { parseHash, type Route } from './route';
@@ -42,9 +45,10 @@ export function useLive(): [LiveState, Dispatch<LiveAction>] {
       .catch(() => {
         // The socket reports the connection state; nothing more to say here.
       });
-    const close = connectEvents(eventsUrl(), {
+    const close = connectEvents(eventsUrl, {
       onEvent: (event) => dispatch({ kind: 'event', event }),
       onConnection: (connection) => dispatch({ kind: 'connection', connection }),
+      onRefused: () => reportUnauthorized(currentToken() !== null),
     });
     return () => {
       cancelled = true;
@@ -52,6 +56,11 @@ export function useLive(): [LiveState, Dispatch<LiveAction>] {
     };
   }, []);
   return [live, dispatch];
+}
+
+/** Whether the node has refused this browser for want of an API key (`api/auth.ts`). */
+export function useAuth(): AuthState {
+  return useSyncExternalStore(subscribeAuth, authState);
 }
 
 /**

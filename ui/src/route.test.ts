@@ -8,6 +8,7 @@ describe('hash routes', () => {
     expect(parseHash('#/c/c_123')).toEqual({ page: 'chat', conversationId: 'c_123' });
     expect(parseHash('#/models')).toEqual({ page: 'models' });
     expect(parseHash('#/status/')).toEqual({ page: 'status' });
+    expect(parseHash('#/settings')).toEqual({ page: 'settings' });
     expect(parseHash('#/c/')).toEqual({ page: 'chat', conversationId: null });
     expect(parseHash('#/c/%E0%A4%A')).toEqual({ page: 'chat', conversationId: null });
     expect(parseHash('#/nowhere')).toEqual({ page: 'chat', conversationId: null });
@@ -19,6 +20,7 @@ describe('hash routes', () => {
       { page: 'chat', conversationId: 'c_a/b c' },
       { page: 'models' },
       { page: 'status' },
+      { page: 'settings' },
     ];
     for (const r of routes) expect(parseHash(formatRoute(r))).toEqual(r);
     expect(formatRoute({ page: 'chat', conversationId: 'c_1' })).toBe('#/c/c_1');

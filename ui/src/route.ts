@@ -1,19 +1,21 @@
 /**
  * The page and conversation shown, kept in the URL hash so a reload (or a link) returns to the
  * same place: `#/c/<id>` a conversation, `#/` the chat with none selected, `#/models`,
- * `#/status`. The query string (`?api=`) is left alone.
+ * `#/status`, `#/settings`. The query string (`?api=`) is left alone.
  */
 
 export type Route =
   | { page: 'chat'; conversationId: string | null }
   | { page: 'models' }
-  | { page: 'status' };
+  | { page: 'status' }
+  | { page: 'settings' };
 
 export function parseHash(hash: string): Route {
   const path = hash.replace(/^#/, '').replace(/^\/+/, '').replace(/\/+$/, '');
   const [head, ...rest] = path.split('/');
   if (head === 'models') return { page: 'models' };
   if (head === 'status') return { page: 'status' };
+  if (head === 'settings') return { page: 'settings' };
   if (head === 'c' && rest.length === 1 && rest[0]) {
     try {
       return { page: 'chat', conversationId: decodeURIComponent(rest[0]) };
@@ -30,6 +32,8 @@ export function formatRoute(route: Route): string {
       return '#/models';
     case 'status':
       return '#/status';
+    case 'settings':
+      return '#/settings';
     case 'chat':
       return route.conversationId ? `#/c/${encodeURIComponent(route.conversationId)}` : '#/';
   }

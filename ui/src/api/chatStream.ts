@@ -3,8 +3,7 @@
  * order. Reads the body with fetch + ReadableStream (EventSource cannot POST). A non-2xx
  * answer (409 while another answer streams, 404) becomes an `ApiError` before any event.
  */
-import { apiUrl } from './base';
-import { ApiError } from './client';
+import { apiFetch, ApiError } from './client';
 import { readSse } from './sse';
 import { parseChatEvent, type ChatEvent, type ChatRequest } from './types';
 
@@ -14,7 +13,7 @@ export async function streamChat(
   onEvent: (event: ChatEvent) => void,
   signal?: AbortSignal,
 ): Promise<void> {
-  const res = await fetch(apiUrl(`/api/conversations/${encodeURIComponent(conversationId)}/chat`), {
+  const res = await apiFetch(`/api/conversations/${encodeURIComponent(conversationId)}/chat`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
     body: JSON.stringify(body),

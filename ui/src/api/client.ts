@@ -1,12 +1,17 @@
 /**
- * Typed calls to the node's REST routes (docs/API.md). Owns request encoding and the mapping
- * of the `{"error": {"message", "code"}}` body to `ApiError`; nothing here keeps state.
+ * Typed calls to the node's REST routes (docs/API.md). Owns request encoding, the API key on
+ * every request (`apiFetch`: a 401 is reported to `auth.ts`) and the mapping of the
+ * `{"error": {"message", "code"}}` body to `ApiError`; nothing here keeps state.
  */
+import { reportUnauthorized } from './auth';
 import { apiUrl } from './base';
+import { authHeaders, currentToken } from './token';
 import type {
   Conversation,
   ConversationDetail,
   ConversationPatch,
+  CreatedKey,
+  KeysResponse,
   ModelsResponse,
   StatusResponse,
 } from './types';
@@ -45,13 +50,26 @@ export function errorText(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
 
+/**
+ * `fetch` of an API path with this page's key (`Authorization: Bearer`). A 401 answer is
+ * reported (the app then asks for a key) and returned like any other response.
+ */
+export async function apiFetch(path: string, init: RequestInit = {}): Promise<Response> {
+  const token = currentToken();
+  const headers = { ...(init.headers as Record<string, string> | undefined), ...authHeaders(token) };
+  const res = await fetch(apiUrl(path), { ...init, headers });
+  // A late answer to a request sent with a key since replaced says nothing about the new one.
+  if (res.status === 401 && token === currentToken()) reportUnauthorized(token !== null);
+  return res;
+}
+
 async function request<T>(method: string, path: string, body?: unknown): Promise<T> {
   const init: RequestInit = { method, headers: { accept: 'application/json' } };
   if (body !== undefined) {
     init.headers = { ...init.headers, 'content-type': 'application/json' };
     init.body = JSON.stringify(body);
   }
-  const res = await fetch(apiUrl(path), init);
+  const res = await apiFetch(path, init);
   if (!res.ok) throw await ApiError.from(res);
   if (res.status === 204) return undefined as T;
   const text = await res.text();
@@ -79,4 +97,9 @@ export const api = {
   models: () => request<ModelsResponse>('GET', '/api/models'),
   loadModel: (id: string) => request<{ id: string; state: string }>('POST', '/api/models/load', { id }),
   unloadModel: () => request<{ state: string }>('POST', '/api/models/unload'),
+
+  /** Keys for other machines; 403 unless called from the node's own machine. */
+  listKeys: () => request<KeysResponse>('GET', '/api/keys'),
+  createKey: (name: string) => request<CreatedKey>('POST', '/api/keys', { name }),
+  revokeKey: (id: string) => request<void>('DELETE', `/api/keys/${enc(id)}`),
 };

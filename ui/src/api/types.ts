@@ -103,6 +103,8 @@ export interface TelemetrySnapshot {
   tokens_per_s: number;
   thermal: Thermal;
   throttle: number;
+  /** Serving paused from the desktop app's tray (the throttle is then 0); absent on older nodes. */
+  paused?: boolean;
   cpu_percent: number;
   memory: { used_bytes: number; total_bytes: number };
 }
@@ -133,6 +135,29 @@ export interface ModelsResponse {
   models: ModelInfo[];
   loaded: string | null;
   state: ModelState;
+}
+
+/** An API key for other machines (`GET /api/keys`); the secret itself is never listed. */
+export interface ApiKey {
+  id: string;
+  name: string;
+  /** The visible start of the secret, e.g. `hearth_1a2b3c4`. */
+  prefix: string;
+  created_at: number;
+  last_used_at: number | null;
+  revoked: boolean;
+}
+
+export interface KeysResponse {
+  keys: ApiKey[];
+  /** Whether the node is shared on the LAN right now. */
+  exposed: boolean;
+}
+
+/** `POST /api/keys`: the new key and its secret, shown this once. */
+export interface CreatedKey {
+  key: ApiKey;
+  secret: string;
 }
 
 function isObject(v: unknown): v is Record<string, unknown> {

@@ -1,4 +1,7 @@
-/** The app bar on every page: navigation, the model and its state, the live connection. */
+/**
+ * The app bar on every page: navigation, the model and its state ("Paused" while serving is
+ * paused from the desktop app's tray), the live connection.
+ */
 import type { ModelState } from '../api/types';
 import { percent } from '../format';
 import { formatRoute, type Route } from '../route';
@@ -21,6 +24,7 @@ export interface HeaderProps {
 
 export function Header({ route, live, lastConversationId }: HeaderProps) {
   const { model, connection } = live;
+  const paused = live.paused === true;
   const tab = (page: Route['page'], label: string, href: string) => (
     <a href={href} data-testid={`nav-${page}`} className="tab" aria-current={route.page === page ? 'page' : undefined}>
       {label}
@@ -39,14 +43,19 @@ export function Header({ route, live, lastConversationId }: HeaderProps) {
         {tab('chat', 'Chat', formatRoute({ page: 'chat', conversationId: lastConversationId }))}
         {tab('models', 'Models', formatRoute({ page: 'models' }))}
         {tab('status', 'Status', formatRoute({ page: 'status' }))}
+        {tab('settings', 'Settings', formatRoute({ page: 'settings' }))}
       </nav>
       <div className="header-right">
         <a
           href={formatRoute({ page: 'models' })}
-          className={`model-pill state-${model.state}`}
+          className={`model-pill state-${model.state}${paused ? ' is-paused' : ''}`}
           data-testid="header-model"
           data-state={model.state}
-          title={model.error ?? (model.id ? `${model.id}: ${STATE_LABEL[model.state]}` : 'No model loaded')}
+          data-paused={paused ? 'true' : 'false'}
+          title={
+            (model.error ?? (model.id ? `${model.id}: ${STATE_LABEL[model.state]}` : 'No model loaded')) +
+            (paused ? ' (serving paused from the desktop app)' : '')
+          }
         >
           <span className="dot" aria-hidden="true" />
           <span className="model-name" data-testid="header-model-name">
@@ -55,6 +64,11 @@ export function Header({ route, live, lastConversationId }: HeaderProps) {
           {model.id && (
             <span className="model-state" data-testid="header-model-state">
               {stateLabel}
+            </span>
+          )}
+          {paused && (
+            <span className="model-paused" data-testid="header-paused">
+              Paused
             </span>
           )}
         </a>

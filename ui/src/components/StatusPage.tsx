@@ -1,7 +1,7 @@
 /**
  * The node's health, live from `/api/events`: thermal level (labelled as an estimate when it
  * comes from CPU pressure), throttle, busy slots, queue, tokens/s, CPU and memory, each with a
- * sparkline of the last five minutes.
+ * sparkline of the last five minutes; a banner while serving is paused.
  */
 import type { ReactNode } from 'react';
 import { formatBytesOf, formatNumber } from '../format';
@@ -70,6 +70,12 @@ export function StatusPage({ live }: { live: LiveState }) {
           {live.connection === 'connecting' ? 'Connecting to the node…' : 'Connection lost. Reconnecting…'}
         </div>
       )}
+      {live.paused && (
+        <div className="banner warn" role="status" data-testid="status-paused">
+          <strong>Paused.</strong> Serving is paused from the desktop app's tray menu: the throttle is 0 and answers wait
+          until it is resumed.
+        </div>
+      )}
       <div className="metrics">
         <Metric
           testId="status-thermal"
@@ -104,7 +110,11 @@ export function StatusPage({ live }: { live: LiveState }) {
           max={100}
           raw={live.throttle}
           value={live.throttle === null ? '—' : `${formatNumber(live.throttle, 0)} %`}
-          note="100 % is full speed; the node slows down as it heats up."
+          note={
+            live.paused
+              ? 'Paused from the desktop app: 0 % until serving is resumed.'
+              : '100 % is full speed; the node slows down as it heats up.'
+          }
         />
         <Metric
           testId="status-slots"

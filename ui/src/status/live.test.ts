@@ -57,6 +57,17 @@ describe('liveReducer: telemetry', () => {
     expect(s.history.map((x) => x.time)).toEqual([10_000, 15_000]);
   });
 
+  it('follows paused serving, taking a node that does not say as not paused', () => {
+    expect(initialLive.paused).toBeNull();
+    let s = feed(initialLive, [snapshot(1, { paused: true, throttle: 0 })]);
+    expect(s.paused).toBe(true);
+    expect(s.throttle).toBe(0);
+    s = feed(s, [snapshot(2, { paused: false, throttle: 100 })]);
+    expect(s.paused).toBe(false);
+    const old = { ...snapshot(3, { paused: true }), paused: undefined } as TelemetrySnapshot;
+    expect(feed(s, [old]).paused).toBe(false);
+  });
+
   it('survives a snapshot without thermal or memory', () => {
     const partial = { ...snapshot(5), thermal: undefined, memory: undefined } as unknown as TelemetrySnapshot;
     const s = feed(initialLive, [partial]);

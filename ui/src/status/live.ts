@@ -6,6 +6,7 @@
  *   (measured on the node's clock, so a skewed client clock does not matter), and never more
  *   than `MAX_SAMPLES`, whatever rate the node sends at.
  * - `model` follows both the `model` events (progress while loading) and the snapshots.
+ * - `paused` is the snapshot's (a node that does not send it is taken as not paused).
  */
 import type { LiveEvent, ModelStatus, StatusResponse, TelemetrySnapshot, Thermal } from '../api/types';
 
@@ -37,6 +38,8 @@ export interface LiveState {
   tokens_per_s: number | null;
   thermal: Thermal | null;
   throttle: number | null;
+  /** Serving paused from the desktop app's tray; `null` until the first snapshot. */
+  paused: boolean | null;
   cpu_percent: number | null;
   memory: { used_bytes: number; total_bytes: number } | null;
   history: Sample[];
@@ -59,6 +62,7 @@ export const initialLive: LiveState = {
   tokens_per_s: null,
   thermal: null,
   throttle: null,
+  paused: null,
   cpu_percent: null,
   memory: null,
   history: [],
@@ -101,6 +105,7 @@ function applySnapshot(state: LiveState, snap: TelemetrySnapshot): LiveState {
     tokens_per_s: snap.tokens_per_s,
     thermal: snap.thermal ?? null,
     throttle: snap.throttle,
+    paused: snap.paused === true,
     cpu_percent: snap.cpu_percent,
     memory: snap.memory ?? null,
     history: appendSample(state.history, sampleOf(snap)),

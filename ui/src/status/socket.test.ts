@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { BACKOFF_BASE_MS, BACKOFF_MAX_MS, backoffDelay, connectEvents } from './socket';
+import { BACKOFF_BASE_MS, BACKOFF_MAX_MS, backoffDelay, CLOSE_POLICY, connectEvents } from './socket';
 
 describe('backoffDelay', () => {
   it('doubles from the base up to the cap, minus at most 20 % jitter', () => {
@@ -14,7 +14,7 @@ describe('backoffDelay', () => {
 class FakeSocket {
   static all: FakeSocket[] = [];
   onopen: (() => void) | null = null;
-  onclose: (() => void) | null = null;
+  onclose: ((ev?: { code: number }) => void) | null = null;
   onmessage: ((ev: { data: unknown }) => void) | null = null;
   closed = false;
   constructor(readonly url: string) {
@@ -65,5 +65,25 @@ describe('connectEvents', () => {
     expect(FakeSocket.all[2].closed).toBe(true);
     vi.advanceTimersByTime(60_000);
     expect(FakeSocket.all).toHaveLength(3);
+  });
+
+  it('reads the URL at each connect and reports a 1008 close (an API key is needed)', () => {
+    vi.useFakeTimers();
+    vi.stubGlobal('WebSocket', FakeSocket);
+    let token = 'old';
+    let refused = 0;
+    const close = connectEvents(() => `ws://x/api/events?token=${token}`, {
+      onEvent: () => undefined,
+      onConnection: () => undefined,
+      onRefused: () => refused++,
+    });
+    FakeSocket.all[0].onclose?.({ code: 1006 });
+    expect(refused).toBe(0);
+    token = 'new';
+    vi.advanceTimersByTime(BACKOFF_BASE_MS);
+    expect(FakeSocket.all[1].url).toBe('ws://x/api/events?token=new');
+    FakeSocket.all[1].onclose?.({ code: CLOSE_POLICY });
+    expect(refused).toBe(1);
+    close();
   });
 });
