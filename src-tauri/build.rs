@@ -1,0 +1,18 @@
+//! Tauri's build step. `tauri.conf.json` stays at the repository root (next to `icons/` and
+//! `ui/`), so the build points tauri-build at it instead of copying it here; the app's
+//! commands are declared from the same list the capability test reads.
+
+include!("src/commands_list.rs");
+
+fn main() {
+    println!("cargo:rerun-if-changed=../tauri.conf.json");
+    println!("cargo:rerun-if-changed=../ui/dist");
+    println!("cargo:rerun-if-changed=../icons");
+    println!("cargo:rerun-if-changed=capabilities");
+    println!("cargo:rerun-if-changed=src/commands_list.rs");
+    let attributes = tauri_build::Attributes::new()
+        // Only the directory is used: tauri-build reads `<dir>/tauri.conf.json`.
+        .config_path("../tauri.conf.json")
+        .app_manifest(tauri_build::AppManifest::new().commands(COMMANDS));
+    tauri_build::try_build(attributes).expect("tauri-build failed");
+}

@@ -1,0 +1,215 @@
+// The desktop app end to end, as a user would meet it: launch the real Tauri binary in the X
+// server and D-Bus session that run.sh made, wait for its window, take a screenshot, type a
+// chat message into the real window through WebKitWebDriver, confirm through the node's API
+// that the message and a streamed answer were stored, then click Quit in the tray menu over
+// D-Bus and confirm the port is closed and no process is left.
+
+import assert from 'node:assert/strict';
+import { spawn, execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { test } from 'node:test';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const ARTIFACTS = join(ROOT, 'test-artifacts');
+const APP = process.env.HEARTH_DESKTOP_BIN;
+const MODEL = process.env.HEARTH_TEST_MODEL;
+const SCRATCH = process.env.HEARTH_DESKTOP_SCRATCH;
+const ELEMENT = 'element-6066-11e4-a52e-4f735466cecf';
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function until(what, timeoutMs, fn) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  while (Date.now() < deadline) {
+    try {
+      const v = await fn();
+      if (v) return v;
+    } catch (e) {
+      last = e;
+    }
+    await sleep(200);
+  }
+  throw new Error(`timed out waiting for ${what}${last ? `: ${last.message}` : ''}`);
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+    s.on('error', reject);
+  });
+}
+
+function portOpen(port) {
+  return fetch(`http://127.0.0.1:${port}/api/status`).then(() => true, () => false);
+}
+
+function sh(cmd, args) {
+  return execFileSync(cmd, args, { encoding: 'utf8', timeout: 10_000 });
+}
+
+/** The app's unique D-Bus name: the connection whose process is the app. */
+function busNameOf(pid) {
+  const names = sh('gdbus', ['call', '--session', '-d', 'org.freedesktop.DBus', '-o', '/org/freedesktop/DBus', '-m', 'org.freedesktop.DBus.ListNames']);
+  for (const name of names.match(/':[0-9.]+'/g) ?? []) {
+    const n = name.slice(1, -1);
+    try {
+      const out = sh('gdbus', ['call', '--session', '-d', 'org.freedesktop.DBus', '-o', '/org/freedesktop/DBus', '-m', 'org.freedesktop.DBus.GetConnectionUnixProcessID', n]);
+      if (out.match(/uint32 (\d+)/)?.[1] === String(pid)) return n;
+    } catch {
+      // a connection that went away meanwhile
+    }
+  }
+  return null;
+}
+
+const MENU = '/org/ayatana/NotificationItem/tray_icon_tray_app_main/Menu';
+
+/** Tray menu items by label (GTK keeps a mnemonic underscore). */
+function trayItems(bus) {
+  const layout = sh('gdbus', ['call', '--session', '-d', bus, '-o', MENU, '-m', 'com.canonical.dbusmenu.GetLayout', '--', '0', '-1', '@as []']);
+  const items = {};
+  for (const m of layout.matchAll(/\((\d+), \{([^}]*)\}/g)) {
+    const label = m[2].match(/'label': <'([^']*)'>/)?.[1];
+    if (label) items[label.replace('_', '')] = { id: m[1], checked: m[2].match(/'toggle-state': <(\d)>/)?.[1] };
+  }
+  return items;
+}
+
+function clickTray(bus, id) {
+  sh('gdbus', ['call', '--session', '-d', bus, '-o', MENU, '-m', 'com.canonical.dbusmenu.Event', '--', id, 'clicked', '<int32 0>', '0']);
+}
+
+class WebDriver {
+  constructor(port) {
+    this.base = `http://127.0.0.1:${port}`;
+  }
+  async call(method, path, body) {
+    const r = await fetch(this.base + path, {
+      method,
+      headers: { 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const v = await r.json();
+    if (v.value?.error) throw new Error(`${method} ${path}: ${v.value.error}: ${v.value.message}`);
+    return v.value;
+  }
+  async start(binary) {
+    const v = await this.call('POST', '/session', { capabilities: { alwaysMatch: { 'webkitgtk:browserOptions': { binary, args: [] } } } });
+    this.session = v.sessionId;
+  }
+  find(css) {
+    return this.call('POST', `/session/${this.session}/element`, { using: 'css selector', value: css }).then((e) => e[ELEMENT]);
+  }
+  type(el, text) {
+    return this.call('POST', `/session/${this.session}/element/${el}/value`, { text });
+  }
+  script(js) {
+    return this.call('POST', `/session/${this.session}/execute/sync`, { script: js, args: [] });
+  }
+}
+
+test('the desktop app: window, chat through the window, quit from the tray', { timeout: 240_000 }, async (t) => {
+  for (const [what, v] of [['HEARTH_DESKTOP_BIN', APP], ['HEARTH_TEST_MODEL', MODEL], ['HEARTH_DESKTOP_SCRATCH (run via tests/desktop/run.sh)', SCRATCH]]) {
+    assert.ok(v, `${what} is not set`);
+  }
+  assert.ok(existsSync(APP), `${APP} does not exist: build the workspace first`);
+  assert.ok(existsSync('/usr/bin/WebKitWebDriver'), 'WebKitWebDriver is missing (package webkit2gtk-driver)');
+  mkdirSync(ARTIFACTS, { recursive: true });
+
+  const port = await freePort();
+  const wdPort = await freePort();
+  const env = {
+    ...process.env,
+    TAURI_WEBVIEW_AUTOMATION: 'true',
+    HEARTH_PORT: String(port),
+    HEARTH_DATA_DIR: join(SCRATCH, 'hearth'),
+    HEARTH_MODEL: MODEL,
+    HEARTH_PARALLEL: '2',
+    HEARTH_CTX: '2048',
+    RUST_LOG: 'info',
+  };
+  const driver = spawn('WebKitWebDriver', [`--port=${wdPort}`], { env, stdio: ['ignore', 'inherit', 'inherit'] });
+  t.after(() => driver.kill('SIGKILL'));
+  await until('WebKitWebDriver', 15_000, async () => (await fetch(`http://127.0.0.1:${wdPort}/status`)).ok);
+
+  const wd = new WebDriver(wdPort);
+  await wd.start(APP);
+  const appPid = Number(await until('the app process', 20_000, () => sh('pgrep', ['-n', '-f', APP]).trim()));
+  t.after(() => {
+    try {
+      process.kill(appPid, 'SIGKILL');
+    } catch {
+      // already gone, as it should be
+    }
+  });
+
+  // The window appears; the node inside answers.
+  await until('the Hearth window', 60_000, () => sh('xdotool', ['search', '--name', '^Hearth$']).trim());
+  await until('the node', 60_000, async () => {
+    const s = await (await fetch(`http://127.0.0.1:${port}/api/status`)).json();
+    return s.model.state === 'ready';
+  });
+  assert.equal(await wd.script('return location.origin'), 'tauri://localhost');
+
+  // Chat through the real window: type, press Enter.
+  const input = await until('the composer', 30_000, () => wd.find('[data-testid="composer-input"]'));
+  await wd.type(input, 'Say hello to the desktop.');
+  await wd.type(input, '\uE007');
+  const stored = await until('the answer stored through the API', 120_000, async () => {
+    const list = await (await fetch(`http://127.0.0.1:${port}/api/conversations`)).json();
+    if (list.conversations.length !== 1) return null;
+    const c = await (await fetch(`http://127.0.0.1:${port}/api/conversations/${list.conversations[0].id}`)).json();
+    const [user, answer] = c.messages;
+    return answer?.status === 'complete' ? { user, answer } : null;
+  });
+  assert.equal(stored.user.content, 'Say hello to the desktop.');
+  assert.ok(stored.answer.content.length > 0);
+  assert.ok(stored.answer.stats.tokens > 0);
+  await until('the answer on screen', 20_000, async () =>
+    (await wd.script('return document.querySelector(\'[data-testid="answer"]\')?.dataset.status')) === 'complete',
+  );
+  await sleep(1500); // WebKit under Xvfb paints late: before any input the window is still blank
+  sh('import', ['-window', 'root', join(ARTIFACTS, 'desktop-chat.png')]);
+
+  // The tray menu, over D-Bus: pause and resume, then Quit.
+  const bus = await until('the app on the session bus', 20_000, () => busNameOf(appPid));
+  const items = await until('the tray menu', 20_000, () => {
+    const i = trayItems(bus);
+    return i.Quit ? i : null;
+  });
+  for (const label of ['Open Hearth', 'Expose to LAN', 'Pause serving', 'Quit']) {
+    assert.ok(items[label], `tray menu lacks ${label}: ${JSON.stringify(items)}`);
+  }
+  const status = async () => (await fetch(`http://127.0.0.1:${port}/api/status`)).json();
+  clickTray(bus, items['Pause serving'].id);
+  await until('serving paused', 10_000, async () => (await status()).paused === true && (await status()).throttle === 0);
+  clickTray(bus, items['Pause serving'].id);
+  await until('serving resumed', 10_000, async () => (await status()).paused === false);
+  clickTray(bus, items.Quit.id);
+
+  await until('the port to close', 15_000, async () => !(await portOpen(port)));
+  await until('the app process to exit', 15_000, () => {
+    try {
+      process.kill(appPid, 0);
+      return false;
+    } catch {
+      return true;
+    }
+  });
+  const left = (() => {
+    try {
+      return sh('pgrep', ['-f', APP]).trim();
+    } catch {
+      return '';
+    }
+  })();
+  assert.equal(left, '', 'a hearth-desktop process is left');
+});
