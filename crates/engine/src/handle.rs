@@ -39,6 +39,9 @@ pub enum Prompt {
     Chat(Vec<ChatMessage>),
     /// Text sent to the model as is.
     Text(String),
+    /// Token ids sent as is: no template, no BOS added. A door that continues an earlier
+    /// generation sends its prompt and generated tokens this way.
+    Tokens(Vec<u32>),
 }
 
 /// Why a request was not accepted.
@@ -325,11 +328,11 @@ impl Engine {
                 return Err(SubmitError::ModelLoading { model, percent });
             }
         };
-        let text = match &request.prompt {
-            Prompt::Chat(messages) => model.prompter.render(messages)?,
-            Prompt::Text(text) => text.clone(),
+        let tokens = match &request.prompt {
+            Prompt::Chat(messages) => model.prompter.tokenize(&model.prompter.render(messages)?),
+            Prompt::Text(text) => model.prompter.tokenize(text),
+            Prompt::Tokens(ids) => model.prompter.tokens_from_ids(ids)?,
         };
-        let tokens = model.prompter.tokenize(&text);
         if tokens.is_empty() {
             return Err(PromptError::Empty.into());
         }

@@ -85,6 +85,16 @@ impl ModelInfo {
         self.prompter.tokenize(text).len()
     }
 
+    /// The token ids of `text` as the engine would see it in a `Prompt::Text` (special tokens
+    /// parsed, BOS added when the model wants one).
+    pub fn tokenize(&self, text: &str) -> Vec<u32> {
+        self.prompter
+            .tokenize(text)
+            .into_iter()
+            .map(|t| t.0 as u32)
+            .collect()
+    }
+
     /// Decode token ids back to text (special tokens hidden), for doors that echo prompts.
     pub fn detokenize(&self, ids: &[i32]) -> String {
         let vocab = self.prompter.model.vocab();
@@ -103,6 +113,8 @@ pub enum PromptError {
     Template(String),
     #[error("the prompt is empty")]
     Empty,
+    #[error("token id {0} is not in the model's vocabulary")]
+    InvalidToken(u32),
 }
 
 /// Template + tokenizer, usable from any thread (llama.cpp's vocabulary is read-only after
@@ -160,5 +172,19 @@ impl Prompter {
     /// Tokenize as llama-server does: BOS when the vocabulary asks for it, special tokens parsed.
     pub(crate) fn tokenize(&self, text: &str) -> Vec<LlamaToken> {
         self.model.vocab().tokenize(text.as_bytes(), true, true)
+    }
+
+    /// Ids from outside, checked against the vocabulary: an id beyond it would crash llama.cpp.
+    pub(crate) fn tokens_from_ids(&self, ids: &[u32]) -> Result<Vec<LlamaToken>, PromptError> {
+        let n_vocab = self.model.n_vocab() as u32;
+        ids.iter()
+            .map(|&id| {
+                if id < n_vocab {
+                    Ok(LlamaToken::new(id as i32))
+                } else {
+                    Err(PromptError::InvalidToken(id))
+                }
+            })
+            .collect()
     }
 }
