@@ -134,6 +134,7 @@ test('the desktop app: window, chat through the window, quit from the tray', { t
     HEARTH_MODEL: MODEL,
     HEARTH_PARALLEL: '2',
     HEARTH_CTX: '2048',
+    HEARTH_KEY_STORAGE: 'file',
     RUST_LOG: 'info',
   };
   const driver = spawn('WebKitWebDriver', [`--port=${wdPort}`], { env, stdio: ['ignore', 'inherit', 'inherit'] });

@@ -52,6 +52,17 @@ pub struct ServeArgs {
     /// Make model loading last at least this many milliseconds (to watch loading progress).
     #[arg(long, env = "HEARTH_MIN_LOAD_MS", hide = true)]
     min_load_ms: Option<u64>,
+    /// The batch door's generation_config defaults, as JSON: keys given replace NOTES.md's
+    /// defaults, e.g. '{"temperature":0.7,"max_new_tokens":512}'.
+    #[arg(long, env = "HEARTH_BATCH_DEFAULTS", value_parser = parse_batch_defaults)]
+    batch_defaults: Option<hearth_protocol::batch::BatchDefaults>,
+    /// Where the node's Ed25519 key is kept: the OS keyring when it answers (auto), or only a
+    /// 0600 file in the data dir (file).
+    #[arg(long, env = "HEARTH_KEY_STORAGE", value_enum, default_value_t = crate::identity::KeyStorage::Auto)]
+    key_storage: crate::identity::KeyStorage,
+    /// How long the signed-challenge door waits for `authenticate`, in ms (tests shorten it).
+    #[arg(long, env = "HEARTH_AUTH_TIMEOUT_MS", hide = true)]
+    auth_timeout_ms: Option<u64>,
     /// Serve scripted tokens instead of running the model (door benchmarks only).
     #[arg(long, env = "HEARTH_SCRIPTED", hide = true)]
     scripted: bool,
@@ -81,8 +92,20 @@ impl ServeArgs {
         c.queue = self.queue;
         c.min_load_time = self.min_load_ms.map(Duration::from_millis);
         c.script = self.scripted.then(hearth_engine::Script::default);
+        c.key_storage = self.key_storage;
+        if let Some(ms) = self.auth_timeout_ms {
+            c.auth_timeout = Duration::from_millis(ms);
+        }
+        if let Some(d) = self.batch_defaults {
+            c.batch_defaults = d;
+        }
         c
     }
+}
+
+fn parse_batch_defaults(s: &str) -> Result<hearth_protocol::batch::BatchDefaults, String> {
+    serde_json::from_str(s)
+        .map_err(|e| format!("not a JSON object of generation_config defaults: {e}"))
 }
 
 /// Only the environment, for programs without these flags on their command line (the

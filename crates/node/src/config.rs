@@ -35,6 +35,12 @@ pub struct NodeConfig {
     pub script: Option<hearth_engine::Script>,
     /// How long shutdown waits for open streams to get their final message.
     pub shutdown_grace: Duration,
+    /// The batch door's `generation_config` defaults (NOTES.md's, unless overridden).
+    pub batch_defaults: hearth_protocol::batch::BatchDefaults,
+    /// How long the signed-challenge door waits for `authenticate` (30 s by the document).
+    pub auth_timeout: Duration,
+    /// Where the node's Ed25519 key is kept.
+    pub key_storage: crate::identity::KeyStorage,
 }
 
 impl NodeConfig {
@@ -57,6 +63,9 @@ impl NodeConfig {
             min_load_time: None,
             script: None,
             shutdown_grace: Duration::from_secs(3),
+            batch_defaults: Default::default(),
+            auth_timeout: crate::server::auth::DEFAULT_AUTH_TIMEOUT,
+            key_storage: crate::identity::KeyStorage::Auto,
         }
     }
 

@@ -11,6 +11,8 @@
 //! - [`server`]: the axum router (`server::router`), one file per door (`openai`, `generate`),
 //!   OpenAI-format errors (`error`), `/api/status` (`status`).
 //! - [`host`]: [`host::ModelHost`], the swappable engine every door submits through.
+//! - [`identity`]: this node's Ed25519 identity (OS keyring, else a 0600 file).
+//! - [`clients`]: client public keys of the signed-challenge door, and their verification.
 //! - [`store`]: `hearth.db` (WAL) and its migrations: feedback, conversations, messages.
 //! - [`telemetry`]: the one sampler of CPU, memory, thermal level and engine load.
 //! - [`Node`]: start everything, hand out the address, shut down gracefully.
@@ -20,8 +22,10 @@
 //! - On shutdown every open stream gets a final message before the port closes.
 
 pub mod cli;
+pub mod clients;
 pub mod config;
 pub mod host;
+pub mod identity;
 pub mod server;
 pub mod store;
 pub mod telemetry;
@@ -49,6 +53,10 @@ pub enum NodeError {
     Model(#[from] config::ModelPathError),
     #[error(transparent)]
     Store(#[from] store::StoreError),
+    #[error(transparent)]
+    Identity(#[from] identity::IdentityError),
+    #[error("loading the node's identity: {0}")]
+    IdentityTask(String),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -112,6 +120,13 @@ impl Node {
     pub async fn start(config: NodeConfig) -> Result<Self, NodeError> {
         let model_path = config::resolve_model(&config.models_dir, config.model.as_deref())?;
         let store = Store::open(&config.data_dir)?;
+        let (data_dir, key_storage) = (config.data_dir.clone(), config.key_storage);
+        let identity = tokio::task::spawn_blocking(move || {
+            identity::Identity::load_or_create(&data_dir, key_storage)
+        })
+        .await
+        .map_err(|e| NodeError::IdentityTask(e.to_string()))??;
+        tracing::info!(device_id = %identity.device_id(), "node identity");
         let interrupted = store.interrupt_streaming().await?;
         if interrupted > 0 {
             tracing::info!(
@@ -156,6 +171,9 @@ impl Node {
             chats: server::chat::Chats::default(),
             telemetry,
             exposure: server::security::Exposure::new(exposed, allowed_hosts),
+            batch: server::batch::BatchDoor::new(config.batch_defaults.clone()),
+            auth: server::auth::AuthState::new(config.auth_timeout),
+            identity: Arc::new(identity),
         });
         let app = server::router(state.clone());
         let stop = state.shutdown.child_token();

@@ -1,6 +1,8 @@
 //! The `hearth-node` command line: `serve` runs a node until SIGINT/SIGTERM. Every flag can
 //! also be set with a `HEARTH_<FLAG>` environment variable (DESIGN.md §8).
 
+mod client;
+
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -32,6 +34,12 @@ enum Command {
         #[arg(long, env = "HEARTH_DATA_DIR", global = true)]
         data_dir: Option<PathBuf>,
     },
+    /// A client of any Hearth node's signed-challenge door: keygen, register, chat.
+    Client(client::ClientArgs),
+    /// This node's identity: device id and Ed25519 public key.
+    Identity(client::IdentityArgs),
+    /// Clients registered with this node's signed-challenge door: list, revoke.
+    Clients(client::ClientsArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -67,6 +75,9 @@ fn main() -> anyhow::Result<()> {
             action,
             data_dir.unwrap_or_else(config::default_data_dir),
         )),
+        Command::Client(args) => runtime.block_on(client::client(args)),
+        Command::Identity(args) => runtime.block_on(client::identity(args)),
+        Command::Clients(args) => runtime.block_on(client::clients(args)),
     }
 }
 

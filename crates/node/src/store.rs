@@ -66,6 +66,7 @@ const MIGRATIONS: &[&str] = &[
         last_used_at INTEGER,
         revoked_at   INTEGER
     );",
+    crate::clients::MIGRATION,
 ];
 
 /// A conversation's generation settings.
@@ -231,7 +232,7 @@ impl Store {
         })
     }
 
-    async fn with<T: Send + 'static>(
+    pub(crate) async fn with<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Connection) -> Result<T, rusqlite::Error> + Send + 'static,
     ) -> Result<T, StoreError> {

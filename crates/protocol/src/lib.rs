@@ -11,11 +11,13 @@
 //!   validation (every door validates through here so the rules are the same everywhere).
 //! - [`openai`]: the OpenAI HTTP API (chat completions, completions, models, errors, SSE chunks).
 //! - [`streaming`]: the `/generate` streaming WebSocket protocol (`protocols/streaming-ws.md`).
+//! - [`batch`]: the batch WebSocket protocol on `/ws` and `/api/ws` (`protocols/batch-ws.md`).
 //!
 //! ## Invariants
 //! - Field names and casing follow each protocol document exactly, even where documents differ.
 //! - Parsing is tolerant of unknown fields; validation is strict about values.
 
+pub mod batch;
 pub mod generation;
 pub mod ids;
 pub mod limits;

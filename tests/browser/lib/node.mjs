@@ -78,6 +78,8 @@ export async function startNode(t, { dataDir, env = {} } = {}) {
     '--model', model,
     '--parallel', '2',
     '--ctx', '2048',
+    // The node's key in a file in the temp data dir, never the user's keyring.
+    '--key-storage', 'file',
   ];
   const child = spawn(bin, args, {
     env: { ...process.env, ...env },

@@ -4,6 +4,8 @@
 //! the listener stops and the engine is stopped).
 
 pub(crate) mod api;
+pub mod auth;
+pub(crate) mod batch;
 pub(crate) mod chat;
 pub(crate) mod error;
 pub(crate) mod events;
@@ -42,6 +44,12 @@ pub struct AppState {
     pub telemetry: tokio::sync::watch::Receiver<crate::telemetry::Telemetry>,
     /// Whether the node is shared on the LAN, and the Host names it answers to.
     pub exposure: security::Exposure,
+    /// The batch door's defaults and continuation cache.
+    pub batch: batch::BatchDoor,
+    /// The signed-challenge door's timeout and failure counters.
+    pub auth: auth::AuthState,
+    /// This node's Ed25519 identity.
+    pub identity: Arc<crate::identity::Identity>,
 }
 
 /// Unknown API paths answer in the OpenAI error format; everything else is the web UI.
@@ -60,7 +68,11 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/models", get(openai::models))
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/completions", post(openai::completions))
+        .route("/", get(auth::root))
+        .route("/api/auth/register", post(auth::register))
         .route("/generate", get(generate::upgrade))
+        .route("/ws", get(batch::upgrade))
+        .route("/api/ws", get(batch::upgrade))
         .route("/api/status", get(status::status))
         .route("/api/events", get(events::upgrade))
         .route("/api/models", get(api::list_models))

@@ -61,6 +61,8 @@ impl TestNode {
         config.model = Some(model.to_string_lossy().into_owned());
         config.port = 0;
         config.ctx = Some(1024);
+        // Never the developer's own keyring: the node's key goes to a file in the temp dir.
+        config.key_storage = hearth_node::identity::KeyStorage::File;
         f(&mut config);
         let wait_ready = config.min_load_time.is_none();
         let node = Node::start(config).await.expect("node starts");

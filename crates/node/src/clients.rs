@@ -1,0 +1,625 @@
+//! Clients of the signed-challenge WebSocket (`protocols/auth-ws.md`, NOTES.md "auth-ws"):
+//! their public keys, how a key is read and how a signature is checked, and their rows in
+//! `hearth.db`.
+//!
+//! ## Decisions
+//! - Keys are Ed25519 (Hearth's own clients) or RSA of 2048 to 4096 bits verified as
+//!   RSASSA-PKCS1-v1_5 with SHA-256 (what the reference client library generates). A key is
+//!   accepted as PEM SPKI (`BEGIN PUBLIC KEY`), as PEM PKCS#1 (`BEGIN RSA PUBLIC KEY`), or as
+//!   base64 of either the 32 raw Ed25519 bytes or the SPKI DER.
+//! - `clientId` is the first 20 hex digits of SHA-256 of the key's SPKI DER. DER is canonical,
+//!   so the same key registered in any of the forms above gets the same id, and registering
+//!   it again returns the id it already has.
+//! - Ed25519 signatures are checked with `verify_strict` (no small-order keys, no malleable
+//!   signatures); small-order keys are refused at registration.
+//! - A revoked client stays revoked: registering its key again is refused (403
+//!   `client_revoked`); `hearth-node clients remove` deletes the row so the key can register
+//!   anew.
+
+use std::fmt;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use base64::Engine;
+// pkcs8 0.10's traits: the same ones rsa 0.9 implements for its keys.
+use ed25519_dalek::pkcs8::{DecodePublicKey, EncodePublicKey};
+use rsa::pkcs1::DecodeRsaPublicKey;
+use rsa::traits::PublicKeyParts;
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use serde::Serialize;
+use sha2::{Digest as _, Sha256};
+
+use crate::store::{Store, StoreError};
+
+/// The schema migration that adds the clients table. `store::MIGRATIONS` lists it after the
+/// ones before it (`crate::clients::MIGRATION`).
+pub const MIGRATION: &str = "CREATE TABLE clients (
+        client_id      TEXT PRIMARY KEY,
+        name           TEXT NOT NULL,
+        algorithm      TEXT NOT NULL,
+        public_key_der BLOB NOT NULL,
+        created_at     INTEGER NOT NULL,
+        last_seen_at   INTEGER,
+        revoked_at     INTEGER
+    );";
+
+/// Longest public key text accepted (an RSA-4096 PEM is about 800 bytes).
+pub const MAX_KEY_TEXT_BYTES: usize = 16 * 1024;
+/// Smallest RSA modulus accepted, in bits.
+pub const MIN_RSA_BITS: usize = 2048;
+/// Hex digits in a client id.
+pub const CLIENT_ID_HEX_DIGITS: usize = 20;
+
+/// Lowercase hex of bytes.
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+/// The first 20 hex digits of SHA-256 of a public key's SPKI DER: a client's id, and the
+/// node identity's key id.
+pub fn client_id(spki_der: &[u8]) -> String {
+    let mut h = hex(&Sha256::digest(spki_der));
+    h.truncate(CLIENT_ID_HEX_DIGITS);
+    h
+}
+
+/// Base64 in any of its usual spellings (standard or URL-safe, padded or not).
+pub fn decode_base64(text: &str) -> Option<Vec<u8>> {
+    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+    let text = text.trim();
+    STANDARD
+        .decode(text)
+        .or_else(|_| STANDARD_NO_PAD.decode(text))
+        .or_else(|_| URL_SAFE.decode(text))
+        .or_else(|_| URL_SAFE_NO_PAD.decode(text))
+        .ok()
+}
+
+/// Why a public key was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    #[error("the public key is empty")]
+    Empty,
+    #[error("the public key is longer than {MAX_KEY_TEXT_BYTES} bytes")]
+    TooLong,
+    #[error("{0}")]
+    Format(String),
+    #[error("RSA keys must have at least {MIN_RSA_BITS} bits; this one has {0}")]
+    RsaTooSmall(usize),
+    #[error("this Ed25519 key is a weak (small-order) point and cannot be used")]
+    WeakEd25519,
+}
+
+/// What kind of key a client has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Algorithm {
+    Ed25519,
+    /// RSASSA-PKCS1-v1_5 with SHA-256.
+    RsaSha256,
+}
+
+impl Algorithm {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ed25519 => "ed25519",
+            Self::RsaSha256 => "rsa-sha256",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "ed25519" => Some(Self::Ed25519),
+            "rsa-sha256" => Some(Self::RsaSha256),
+            _ => None,
+        }
+    }
+
+    /// Whether a registration's `signatureAlgorithm` fits this kind of key. The reference
+    /// client sends "SHA256" for its RSA keys; Hearth's clients send "Ed25519".
+    pub fn accepts(self, signature_algorithm: &str) -> bool {
+        let a = signature_algorithm
+            .trim()
+            .to_ascii_lowercase()
+            .replace(['_', ' '], "-");
+        match self {
+            Self::Ed25519 => matches!(a.as_str(), "ed25519" | "eddsa" | "sha256" | "sha512" | ""),
+            Self::RsaSha256 => matches!(
+                a.as_str(),
+                "sha256"
+                    | "sha-256"
+                    | "rsa-sha256"
+                    | "sha256withrsa"
+                    | "rs256"
+                    | "rsassa-pkcs1-v1-5"
+                    | ""
+            ),
+        }
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Clone)]
+enum Verifier {
+    Ed25519(ed25519_dalek::VerifyingKey),
+    Rsa(rsa::RsaPublicKey),
+}
+
+/// A client's public key, ready to check signatures.
+#[derive(Clone)]
+pub struct ClientKey {
+    verifier: Verifier,
+    /// SPKI DER, what the id is derived from and what the database keeps.
+    der: Vec<u8>,
+}
+
+impl fmt::Debug for ClientKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientKey")
+            .field("algorithm", &self.algorithm())
+            .field("client_id", &self.client_id())
+            .finish()
+    }
+}
+
+impl ClientKey {
+    /// Read a key as clients send it (see the module docs for the forms accepted).
+    pub fn parse(text: &str) -> Result<Self, KeyError> {
+        let text = text.trim();
+        if text.is_empty() {
+            return Err(KeyError::Empty);
+        }
+        if text.len() > MAX_KEY_TEXT_BYTES {
+            return Err(KeyError::TooLong);
+        }
+        if text.starts_with("-----BEGIN") {
+            let pem = text.replace("\r\n", "\n");
+            if pem.starts_with("-----BEGIN RSA PUBLIC KEY-----") {
+                let k = rsa::RsaPublicKey::from_pkcs1_pem(&pem).map_err(|e| {
+                    KeyError::Format(format!("not a valid PKCS#1 RSA public key: {e}"))
+                })?;
+                return Self::from_rsa(k);
+            }
+            if !pem.starts_with("-----BEGIN PUBLIC KEY-----") {
+                return Err(KeyError::Format(
+                    "expected a PEM public key (-----BEGIN PUBLIC KEY-----); private keys and certificates are not accepted".into(),
+                ));
+            }
+            if let Ok(k) = ed25519_dalek::VerifyingKey::from_public_key_pem(&pem) {
+                return Self::from_ed25519(k);
+            }
+            return match rsa::RsaPublicKey::from_public_key_pem(&pem) {
+                Ok(k) => Self::from_rsa(k),
+                Err(e) => Err(KeyError::Format(format!(
+                    "not an Ed25519 or RSA public key in PEM (SPKI) form: {e}"
+                ))),
+            };
+        }
+        let bytes = decode_base64(text).ok_or_else(|| {
+            KeyError::Format(
+                "expected a PEM public key, or base64 of the 32 raw bytes of an Ed25519 key".into(),
+            )
+        })?;
+        if let Ok(raw) = <[u8; 32]>::try_from(bytes.as_slice()) {
+            let k = ed25519_dalek::VerifyingKey::from_bytes(&raw).map_err(|_| {
+                KeyError::Format("the 32 bytes are not an Ed25519 public key".into())
+            })?;
+            return Self::from_ed25519(k);
+        }
+        Self::from_der(&bytes).map_err(|_| {
+            KeyError::Format(format!(
+                "base64 decoded to {} bytes, which is neither a raw Ed25519 key (32 bytes) nor an SPKI public key",
+                bytes.len()
+            ))
+        })
+    }
+
+    /// A key from its SPKI DER.
+    pub fn from_der(der: &[u8]) -> Result<Self, KeyError> {
+        if let Ok(k) = ed25519_dalek::VerifyingKey::from_public_key_der(der) {
+            return Self::from_ed25519(k);
+        }
+        match rsa::RsaPublicKey::from_public_key_der(der) {
+            Ok(k) => Self::from_rsa(k),
+            Err(e) => Err(KeyError::Format(format!(
+                "not an Ed25519 or RSA public key: {e}"
+            ))),
+        }
+    }
+
+    pub fn from_ed25519(k: ed25519_dalek::VerifyingKey) -> Result<Self, KeyError> {
+        if k.is_weak() {
+            return Err(KeyError::WeakEd25519);
+        }
+        let der = k
+            .to_public_key_der()
+            .map_err(|e| KeyError::Format(format!("cannot encode the key: {e}")))?
+            .as_bytes()
+            .to_vec();
+        Ok(Self {
+            verifier: Verifier::Ed25519(k),
+            der,
+        })
+    }
+
+    pub fn from_rsa(k: rsa::RsaPublicKey) -> Result<Self, KeyError> {
+        let bits = k.size() * 8;
+        if bits < MIN_RSA_BITS {
+            return Err(KeyError::RsaTooSmall(bits));
+        }
+        let der = k
+            .to_public_key_der()
+            .map_err(|e| KeyError::Format(format!("cannot encode the key: {e}")))?
+            .as_bytes()
+            .to_vec();
+        Ok(Self {
+            verifier: Verifier::Rsa(k),
+            der,
+        })
+    }
+
+    pub fn algorithm(&self) -> Algorithm {
+        match self.verifier {
+            Verifier::Ed25519(_) => Algorithm::Ed25519,
+            Verifier::Rsa(_) => Algorithm::RsaSha256,
+        }
+    }
+
+    /// SPKI DER.
+    pub fn der(&self) -> &[u8] {
+        &self.der
+    }
+
+    pub fn client_id(&self) -> String {
+        client_id(&self.der)
+    }
+
+    /// Whether `signature` (raw bytes) signs `message` under this key.
+    pub fn verify(&self, message: &[u8], signature: &[u8]) -> bool {
+        match &self.verifier {
+            Verifier::Ed25519(k) => ed25519_dalek::Signature::from_slice(signature)
+                .is_ok_and(|sig| k.verify_strict(message, &sig).is_ok()),
+            Verifier::Rsa(k) => {
+                let Ok(sig) = rsa::pkcs1v15::Signature::try_from(signature) else {
+                    return false;
+                };
+                let vk = rsa::pkcs1v15::VerifyingKey::<Sha256>::new(k.clone());
+                rsa::signature::Verifier::verify(&vk, message, &sig).is_ok()
+            }
+        }
+    }
+}
+
+/// A registered client as listed (never its key).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Client {
+    pub client_id: String,
+    pub name: String,
+    pub algorithm: Algorithm,
+    /// Milliseconds since the Unix epoch.
+    pub created_at: i64,
+    pub last_seen_at: Option<i64>,
+    pub revoked: bool,
+}
+
+/// The outcome of a registration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Registration {
+    /// A new client.
+    Created(Client),
+    /// The key was registered before; its client is unchanged.
+    Existing(Client),
+    /// The key was registered and then revoked.
+    Revoked(Client),
+}
+
+const CLIENT_COLUMNS: &str = "client_id, name, algorithm, created_at, last_seen_at, revoked_at";
+
+fn client_row(r: &Row<'_>) -> rusqlite::Result<Client> {
+    let algorithm: String = r.get(2)?;
+    let revoked_at: Option<i64> = r.get(5)?;
+    Ok(Client {
+        client_id: r.get(0)?,
+        name: r.get(1)?,
+        algorithm: Algorithm::parse(&algorithm).ok_or_else(|| {
+            rusqlite::Error::FromSqlConversionFailure(
+                2,
+                rusqlite::types::Type::Text,
+                format!("unknown key algorithm {algorithm}").into(),
+            )
+        })?,
+        created_at: r.get(3)?,
+        last_seen_at: r.get(4)?,
+        revoked: revoked_at.is_some(),
+    })
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Register a key, or find the client it already belongs to.
+pub fn register_client(
+    c: &Connection,
+    name: &str,
+    key: &ClientKey,
+) -> rusqlite::Result<Registration> {
+    let id = key.client_id();
+    if let Some(existing) = get_client(c, &id)? {
+        return Ok(if existing.revoked {
+            Registration::Revoked(existing)
+        } else {
+            Registration::Existing(existing)
+        });
+    }
+    c.execute(
+        "INSERT INTO clients (client_id, name, algorithm, public_key_der, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![id, name, key.algorithm().as_str(), key.der(), now_ms()],
+    )?;
+    let client = get_client(c, &id)?.ok_or(rusqlite::Error::QueryReturnedNoRows)?;
+    Ok(Registration::Created(client))
+}
+
+pub fn get_client(c: &Connection, client_id: &str) -> rusqlite::Result<Option<Client>> {
+    c.query_row(
+        &format!("SELECT {CLIENT_COLUMNS} FROM clients WHERE client_id = ?1"),
+        [client_id],
+        client_row,
+    )
+    .optional()
+}
+
+/// A client and its key, revoked or not (the door tells the two apart).
+pub fn client_with_key(
+    c: &Connection,
+    client_id: &str,
+) -> rusqlite::Result<Option<(Client, ClientKey)>> {
+    let row = c
+        .query_row(
+            &format!("SELECT {CLIENT_COLUMNS}, public_key_der FROM clients WHERE client_id = ?1"),
+            [client_id],
+            |r| Ok((client_row(r)?, r.get::<_, Vec<u8>>(6)?)),
+        )
+        .optional()?;
+    let Some((client, der)) = row else {
+        return Ok(None);
+    };
+    let key = ClientKey::from_der(&der).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(
+            6,
+            rusqlite::types::Type::Blob,
+            e.to_string().into(),
+        )
+    })?;
+    Ok(Some((client, key)))
+}
+
+pub fn list_clients(c: &Connection) -> rusqlite::Result<Vec<Client>> {
+    let mut stmt = c.prepare(&format!(
+        "SELECT {CLIENT_COLUMNS} FROM clients ORDER BY created_at, client_id"
+    ))?;
+    let rows = stmt.query_map([], client_row)?;
+    rows.collect()
+}
+
+/// Revoke a live client. False when no live client has this id.
+pub fn revoke_client(c: &Connection, client_id: &str) -> rusqlite::Result<bool> {
+    Ok(c.execute(
+        "UPDATE clients SET revoked_at = ?2 WHERE client_id = ?1 AND revoked_at IS NULL",
+        params![client_id, now_ms()],
+    )? > 0)
+}
+
+/// Delete a client (revoked or not), so its key could register again.
+pub fn remove_client(c: &Connection, client_id: &str) -> rusqlite::Result<bool> {
+    Ok(c.execute("DELETE FROM clients WHERE client_id = ?1", [client_id])? > 0)
+}
+
+/// Note a successful authentication.
+pub fn touch_client(c: &Connection, client_id: &str) -> rusqlite::Result<()> {
+    c.execute(
+        "UPDATE clients SET last_seen_at = ?2 WHERE client_id = ?1",
+        params![client_id, now_ms()],
+    )
+    .map(|_| ())
+}
+
+/// The same queries on the node's database, off the async threads.
+impl Store {
+    pub async fn register_client(
+        &self,
+        name: String,
+        key: ClientKey,
+    ) -> Result<Registration, StoreError> {
+        self.with(move |c| register_client(c, &name, &key)).await
+    }
+
+    pub async fn client_with_key(
+        &self,
+        client_id: String,
+    ) -> Result<Option<(Client, ClientKey)>, StoreError> {
+        self.with(move |c| client_with_key(c, &client_id)).await
+    }
+
+    pub async fn list_clients(&self) -> Result<Vec<Client>, StoreError> {
+        self.with(list_clients).await
+    }
+
+    pub async fn revoke_client(&self, client_id: String) -> Result<bool, StoreError> {
+        self.with(move |c| revoke_client(c, &client_id)).await
+    }
+
+    pub async fn remove_client(&self, client_id: String) -> Result<bool, StoreError> {
+        self.with(move |c| remove_client(c, &client_id)).await
+    }
+
+    pub async fn touch_client(&self, client_id: String) -> Result<(), StoreError> {
+        self.with(move |c| touch_client(c, &client_id)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ed25519_dalek::pkcs8::spki::der::pem::LineEnding;
+    use rand_core::RngCore as _;
+
+    fn ed_key() -> ed25519_dalek::SigningKey {
+        let mut seed = [0u8; 32];
+        rand_core::OsRng.fill_bytes(&mut seed);
+        ed25519_dalek::SigningKey::from_bytes(&seed)
+    }
+
+    fn db() -> Connection {
+        let c = Connection::open_in_memory().unwrap();
+        c.execute_batch(MIGRATION).unwrap();
+        c
+    }
+
+    #[test]
+    fn ed25519_pem_raw_and_der_forms_give_one_client_id() {
+        let sk = ed_key();
+        let vk = sk.verifying_key();
+        let pem = vk.to_public_key_pem(LineEnding::LF).unwrap();
+        let der = vk.to_public_key_der().unwrap().as_bytes().to_vec();
+        let raw = base64::engine::general_purpose::STANDARD.encode(vk.to_bytes());
+        let der_b64 = base64::engine::general_purpose::STANDARD.encode(&der);
+        let from_pem = ClientKey::parse(&pem).unwrap();
+        let from_crlf = ClientKey::parse(&pem.replace('\n', "\r\n")).unwrap();
+        let from_raw = ClientKey::parse(&raw).unwrap();
+        let from_der = ClientKey::parse(&der_b64).unwrap();
+        assert_eq!(from_pem.algorithm(), Algorithm::Ed25519);
+        let id = from_pem.client_id();
+        assert_eq!(id.len(), 20);
+        assert!(id
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+        assert_eq!(id, client_id(&der));
+        for k in [&from_crlf, &from_raw, &from_der] {
+            assert_eq!(k.client_id(), id);
+        }
+        let sig: ed25519_dalek::Signature = ed25519_dalek::Signer::sign(&sk, b"challenge");
+        assert!(from_raw.verify(b"challenge", &sig.to_bytes()));
+        assert!(!from_raw.verify(b"challengE", &sig.to_bytes()));
+        assert!(!from_raw.verify(b"challenge", &sig.to_bytes()[..63]));
+        assert!(!ClientKey::parse(&raw)
+            .unwrap()
+            .verify(b"challenge", &[0u8; 64]));
+    }
+
+    #[test]
+    fn rsa_keys_verify_pkcs1v15_sha256_in_both_pem_forms() {
+        use rsa::pkcs1::EncodeRsaPublicKey as _;
+        let private = rsa::RsaPrivateKey::new(&mut rand_core::OsRng, 2048).unwrap();
+        let public = rsa::RsaPublicKey::from(&private);
+        let spki_pem = public.to_public_key_pem(LineEnding::LF).unwrap();
+        let pkcs1_pem = public.to_pkcs1_pem(LineEnding::LF).unwrap();
+        let a = ClientKey::parse(&spki_pem).unwrap();
+        let b = ClientKey::parse(&pkcs1_pem).unwrap();
+        assert_eq!(a.algorithm(), Algorithm::RsaSha256);
+        assert_eq!(a.client_id(), b.client_id());
+        let signer = rsa::pkcs1v15::SigningKey::<Sha256>::new(private);
+        let sig: rsa::pkcs1v15::Signature = rsa::signature::Signer::sign(&signer, b"0123abcd");
+        let sig = rsa::signature::SignatureEncoding::to_vec(&sig);
+        assert!(a.verify(b"0123abcd", &sig));
+        assert!(!a.verify(b"0123abce", &sig));
+        assert!(a.algorithm().accepts("SHA256"));
+        assert!(!a.algorithm().accepts("SHA512"));
+        assert!(Algorithm::Ed25519.accepts("Ed25519"));
+    }
+
+    #[test]
+    fn bad_keys_are_refused_with_a_reason() {
+        assert_eq!(ClientKey::parse("  ").unwrap_err(), KeyError::Empty);
+        assert!(matches!(
+            ClientKey::parse("not a key!").unwrap_err(),
+            KeyError::Format(_)
+        ));
+        assert!(matches!(
+            ClientKey::parse("-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----")
+                .unwrap_err(),
+            KeyError::Format(_)
+        ));
+        assert!(matches!(
+            ClientKey::parse("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----")
+                .unwrap_err(),
+            KeyError::Format(_)
+        ));
+        // 31 bytes: neither raw Ed25519 nor DER.
+        let short = base64::engine::general_purpose::STANDARD.encode([7u8; 31]);
+        assert!(matches!(
+            ClientKey::parse(&short).unwrap_err(),
+            KeyError::Format(_)
+        ));
+        // The identity point is a small-order (weak) key.
+        let mut identity = [0u8; 32];
+        identity[0] = 1;
+        let weak = base64::engine::general_purpose::STANDARD.encode(identity);
+        assert_eq!(ClientKey::parse(&weak).unwrap_err(), KeyError::WeakEd25519);
+        assert_eq!(
+            ClientKey::parse(&"A".repeat(MAX_KEY_TEXT_BYTES + 1)).unwrap_err(),
+            KeyError::TooLong
+        );
+        let private = rsa::RsaPrivateKey::new(&mut rand_core::OsRng, 1024).unwrap();
+        let pem = rsa::RsaPublicKey::from(&private)
+            .to_public_key_pem(LineEnding::LF)
+            .unwrap();
+        assert_eq!(
+            ClientKey::parse(&pem).unwrap_err(),
+            KeyError::RsaTooSmall(1024)
+        );
+    }
+
+    #[test]
+    fn registering_twice_listing_revoking_and_removing() {
+        let c = db();
+        let key = ClientKey::from_ed25519(ed_key().verifying_key()).unwrap();
+        let Registration::Created(first) = register_client(&c, "laptop", &key).unwrap() else {
+            panic!("first registration creates");
+        };
+        assert_eq!(first.client_id, key.client_id());
+        assert_eq!(first.name, "laptop");
+        let Registration::Existing(again) = register_client(&c, "other name", &key).unwrap() else {
+            panic!("second registration finds the same client");
+        };
+        assert_eq!(again, first);
+        let (found, found_key) = client_with_key(&c, &first.client_id).unwrap().unwrap();
+        assert_eq!(found, first);
+        assert_eq!(found_key.der(), key.der());
+        assert!(client_with_key(&c, "0000000000").unwrap().is_none());
+        touch_client(&c, &first.client_id).unwrap();
+        assert!(get_client(&c, &first.client_id)
+            .unwrap()
+            .unwrap()
+            .last_seen_at
+            .is_some());
+        assert_eq!(list_clients(&c).unwrap().len(), 1);
+        assert!(revoke_client(&c, &first.client_id).unwrap());
+        assert!(
+            !revoke_client(&c, &first.client_id).unwrap(),
+            "already revoked"
+        );
+        assert!(matches!(
+            register_client(&c, "laptop", &key).unwrap(),
+            Registration::Revoked(_)
+        ));
+        assert!(list_clients(&c).unwrap()[0].revoked);
+        assert!(remove_client(&c, &first.client_id).unwrap());
+        assert!(matches!(
+            register_client(&c, "laptop", &key).unwrap(),
+            Registration::Created(_)
+        ));
+    }
+}
