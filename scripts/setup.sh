@@ -87,10 +87,10 @@ fi
 
 # --- Python test client (the official openai package) -----------------------------------------
 venv="$root/.venv"
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import openai' >/dev/null 2>&1; then
-  say "creating $venv with the openai package"
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import openai, websockets' >/dev/null 2>&1; then
+  say "creating $venv with the openai and websockets packages"
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet 'openai>=1.40,<3'
+  "$venv/bin/pip" install --quiet 'openai>=1.40,<3' 'websockets>=14,<17'
 fi
 
 # --- Web UI and browser tests (npm registry only) -------------------------------------------

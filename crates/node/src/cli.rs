@@ -63,6 +63,21 @@ pub struct ServeArgs {
     /// How long the signed-challenge door waits for `authenticate`, in ms (tests shorten it).
     #[arg(long, env = "HEARTH_AUTH_TIMEOUT_MS", hide = true)]
     auth_timeout_ms: Option<u64>,
+    /// Worker mode: serve the tasks of a hub at ws://HOST:PORT/PATH (protocols/worker-node.md).
+    #[arg(long, env = "HEARTH_JOIN", requires = "join_token")]
+    join: Option<String>,
+    /// The hub's token for --join.
+    #[arg(long, env = "HEARTH_JOIN_TOKEN", hide_env_values = true)]
+    join_token: Option<String>,
+    /// Tasks at once in worker mode [default: --parallel].
+    #[arg(long, env = "HEARTH_JOIN_CONCURRENCY")]
+    join_concurrency: Option<usize>,
+    /// Hub mode: accept workers on WebSocket /node that present this token.
+    #[arg(long, env = "HEARTH_HUB_TOKEN", hide_env_values = true)]
+    hub_token: Option<String>,
+    /// In hub mode, whether this node's own engine takes requests too.
+    #[arg(long, env = "HEARTH_HUB_LOCAL", default_value_t = true, action = clap::ArgAction::Set)]
+    hub_local: bool,
     /// Serve scripted tokens instead of running the model (door benchmarks only).
     #[arg(long, env = "HEARTH_SCRIPTED", hide = true)]
     scripted: bool,
@@ -93,6 +108,16 @@ impl ServeArgs {
         c.min_load_time = self.min_load_ms.map(Duration::from_millis);
         c.script = self.scripted.then(hearth_engine::Script::default);
         c.key_storage = self.key_storage;
+        c.hub = self.hub_token.map(|token| crate::hub::HubConfig {
+            token,
+            serve_locally: self.hub_local,
+        });
+        c.join = self.join.map(|url| crate::worker::JoinConfig {
+            url,
+            token: self.join_token.unwrap_or_default(),
+            name: c.name.clone(),
+            max_concurrency: self.join_concurrency,
+        });
         if let Some(ms) = self.auth_timeout_ms {
             c.auth_timeout = Duration::from_millis(ms);
         }

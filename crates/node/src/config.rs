@@ -41,6 +41,10 @@ pub struct NodeConfig {
     pub auth_timeout: Duration,
     /// Where the node's Ed25519 key is kept.
     pub key_storage: crate::identity::KeyStorage,
+    /// Hub mode (`--hub-token`): workers join on `/node`.
+    pub hub: Option<crate::hub::HubConfig>,
+    /// Worker mode (`--join`): serve a hub's tasks.
+    pub join: Option<crate::worker::JoinConfig>,
 }
 
 impl NodeConfig {
@@ -66,6 +70,8 @@ impl NodeConfig {
             batch_defaults: Default::default(),
             auth_timeout: crate::server::auth::DEFAULT_AUTH_TIMEOUT,
             key_storage: crate::identity::KeyStorage::Auto,
+            hub: None,
+            join: None,
         }
     }
 

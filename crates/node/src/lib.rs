@@ -12,6 +12,9 @@
 //!   OpenAI-format errors (`error`), `/api/status` (`status`).
 //! - [`host`]: [`host::ModelHost`], the swappable engine every door submits through.
 //! - [`identity`]: this node's Ed25519 identity (OS keyring, else a 0600 file).
+//! - [`dispatch`]: the one call doors make to start a generation: the local engine, or in hub
+//!   mode a worker ([`hub`] keeps the workers; `server::hub_door` is their door).
+//! - [`worker`]: worker mode, `--join`: serve a hub's tasks with the local engine.
 //! - [`clients`]: client public keys of the signed-challenge door, and their verification.
 //! - [`store`]: `hearth.db` (WAL) and its migrations: feedback, conversations, messages.
 //! - [`telemetry`]: the one sampler of CPU, memory, thermal level and engine load.
@@ -24,11 +27,14 @@
 pub mod cli;
 pub mod clients;
 pub mod config;
+pub mod dispatch;
 pub mod host;
+pub mod hub;
 pub mod identity;
 pub mod server;
 pub mod store;
 pub mod telemetry;
+pub mod worker;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -55,6 +61,8 @@ pub enum NodeError {
     Store(#[from] store::StoreError),
     #[error(transparent)]
     Identity(#[from] identity::IdentityError),
+    #[error(transparent)]
+    Join(#[from] worker::JoinError),
     #[error("loading the node's identity: {0}")]
     IdentityTask(String),
     #[error("cannot listen on {addr}: {source}")]
@@ -81,6 +89,8 @@ struct Inner {
     listening: tokio::sync::Mutex<Listening>,
     addr: std::sync::Mutex<SocketAddr>,
     grace: Duration,
+    /// Worker mode's connection to its hub (`--join`).
+    worker: std::sync::Mutex<Option<JoinHandle<()>>>,
 }
 
 #[derive(Debug)]
@@ -90,6 +100,9 @@ struct Listening {
     /// Serving tasks: the current one, and earlier ones still finishing their connections.
     tasks: Vec<JoinHandle<()>>,
 }
+
+/// How long shutdown waits for worker mode to tell its hub goodbye.
+const WORKER_STOP_WAIT: Duration = Duration::from_secs(2);
 
 /// How long a rebind waits for the previous listener's port to be free.
 const REBIND_WAIT: Duration = Duration::from_secs(2);
@@ -119,6 +132,9 @@ impl Node {
     /// the model may still be loading (doors report that).
     pub async fn start(config: NodeConfig) -> Result<Self, NodeError> {
         let model_path = config::resolve_model(&config.models_dir, config.model.as_deref())?;
+        if let Some(j) = &config.join {
+            j.validate()?;
+        }
         let store = Store::open(&config.data_dir)?;
         let (data_dir, key_storage) = (config.data_dir.clone(), config.key_storage);
         let identity = tokio::task::spawn_blocking(move || {
@@ -163,17 +179,29 @@ impl Node {
         allowed_hosts.push(config.name.clone());
         allowed_hosts.push(format!("{}.local", config.name));
         let state = Arc::new(AppState {
-            host,
             store,
             node_name: config.name.clone(),
             models_dir: config.models_dir.clone(),
-            shutdown,
             chats: server::chat::Chats::default(),
             telemetry,
             exposure: server::security::Exposure::new(exposed, allowed_hosts),
             batch: server::batch::BatchDoor::new(config.batch_defaults.clone()),
             auth: server::auth::AuthState::new(config.auth_timeout),
             identity: Arc::new(identity),
+            dispatcher: dispatch::Dispatcher::new(
+                host.clone(),
+                config.hub.clone().map(hub::Hub::new),
+                shutdown.clone(),
+            ),
+            host,
+            shutdown,
+        });
+        let worker = config.join.clone().map(|j| {
+            tokio::spawn(worker::run(
+                j,
+                state.host.clone(),
+                state.shutdown.child_token(),
+            ))
         });
         let app = server::router(state.clone());
         let stop = state.shutdown.child_token();
@@ -194,6 +222,7 @@ impl Node {
                 }),
                 addr: std::sync::Mutex::new(addr),
                 grace: config.shutdown_grace,
+                worker: std::sync::Mutex::new(worker),
             }),
         })
     }
@@ -279,6 +308,15 @@ impl Node {
             if tokio::time::timeout_at(deadline, &mut task).await.is_err() {
                 tracing::warn!("connections still open after the grace period; closing them");
                 task.abort();
+            }
+        }
+        let worker = self.inner.worker.lock().expect("worker lock").take();
+        if let Some(mut w) = worker {
+            if tokio::time::timeout(WORKER_STOP_WAIT, &mut w)
+                .await
+                .is_err()
+            {
+                w.abort();
             }
         }
         if tokio::time::timeout(ENGINE_STOP_WAIT, self.inner.state.host.shutdown())

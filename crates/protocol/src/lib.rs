@@ -11,6 +11,7 @@
 //!   validation (every door validates through here so the rules are the same everywhere).
 //! - [`openai`]: the OpenAI HTTP API (chat completions, completions, models, errors, SSE chunks).
 //! - [`streaming`]: the `/generate` streaming WebSocket protocol (`protocols/streaming-ws.md`).
+//! - [`worker`]: the worker protocol's task frames and binary result frames (`protocols/worker-node.md`).
 //! - [`batch`]: the batch WebSocket protocol on `/ws` and `/api/ws` (`protocols/batch-ws.md`).
 //!
 //! ## Invariants
@@ -23,6 +24,7 @@ pub mod ids;
 pub mod limits;
 pub mod openai;
 pub mod streaming;
+pub mod worker;
 
 pub use generation::{ChatMessage, FinishReason, ParamError, SamplingParams, SamplingPatch, Usage};
 pub use ids::{ModelId, RequestId};

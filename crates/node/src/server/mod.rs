@@ -10,6 +10,8 @@ pub(crate) mod chat;
 pub(crate) mod error;
 pub(crate) mod events;
 pub(crate) mod generate;
+pub(crate) mod hub_door;
+pub(crate) mod metrics;
 pub(crate) mod openai;
 pub mod security;
 pub(crate) mod status;
@@ -50,6 +52,8 @@ pub struct AppState {
     pub auth: auth::AuthState,
     /// This node's Ed25519 identity.
     pub identity: Arc<crate::identity::Identity>,
+    /// Where each request runs: the local engine or, in hub mode, a worker.
+    pub dispatcher: crate::dispatch::Dispatcher,
 }
 
 /// Unknown API paths answer in the OpenAI error format; everything else is the web UI.
@@ -71,6 +75,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/", get(auth::root))
         .route("/api/auth/register", post(auth::register))
         .route("/generate", get(generate::upgrade))
+        .route("/node", get(hub_door::upgrade))
+        .route("/metrics", get(metrics::metrics))
         .route("/ws", get(batch::upgrade))
         .route("/api/ws", get(batch::upgrade))
         .route("/api/status", get(status::status))

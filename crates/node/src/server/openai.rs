@@ -16,7 +16,10 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::stream;
-use hearth_engine::{Done, Event, Generation, ModelInfo, Prompt, Request, TokenEvent};
+use hearth_engine::{Done, Event, Prompt, Request, TokenEvent};
+use hearth_protocol::ModelId;
+
+use crate::dispatch::Generation;
 use hearth_protocol::openai::{
     self as oa, parse_body, ChatCompletionBody, CompletionBody, ErrorBody, RequestError,
 };
@@ -48,11 +51,22 @@ fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
     })
 }
 
-/// Wait for the model (bounded), and check the client's model name against it.
-async fn served_model(
-    state: &AppState,
-    requested: Option<&str>,
-) -> Result<Arc<ModelInfo>, ApiError> {
+/// The model a request will run on: this node's, or in hub mode one only workers serve
+/// (then the context is the worker's and unknown here).
+struct Served {
+    id: ModelId,
+    ctx: Option<u32>,
+}
+
+/// Wait for the model (bounded), and check the client's model name against it; in hub mode a
+/// name that only workers serve is accepted too.
+async fn served_model(state: &AppState, requested: Option<&str>) -> Result<Served, ApiError> {
+    if let Some(id) = requested
+        .filter(|m| !m.is_empty())
+        .and_then(|m| state.dispatcher.remote_model(m))
+    {
+        return Ok(Served { id, ctx: None });
+    }
     let info = tokio::select! {
         r = tokio::time::timeout(MODEL_WAIT, state.host.ready()) => match r {
             Ok(r) => r?,
@@ -67,7 +81,10 @@ async fn served_model(
         Some(m) if !m.is_empty() && !info.id.matches(m) => {
             Err(ApiError::model_not_found(m, info.id.as_str()))
         }
-        _ => Ok(info),
+        _ => Ok(Served {
+            id: info.id.clone(),
+            ctx: Some(info.ctx_per_slot),
+        }),
     }
 }
 
@@ -75,15 +92,15 @@ pub(crate) async fn models(State(state): State<Arc<AppState>>) -> Json<oa::Model
     Json(oa::ModelList {
         object: "list",
         data: state
-            .host
-            .model_id()
+            .dispatcher
+            .models()
+            .into_iter()
             .map(|id| oa::ModelEntry {
                 id: id.to_string(),
                 object: "model",
                 created: now_secs(),
                 owned_by: "hearth",
             })
-            .into_iter()
             .collect(),
     })
 }
@@ -198,13 +215,14 @@ pub(crate) async fn chat_completions(
     let body = body_bytes(body)?;
     let wire: ChatCompletionBody = parse_body(&body).map_err(ApiError::bad_request)?;
     let info = served_model(&state, wire.model.as_deref()).await?;
-    let req = wire
-        .validate(Some(info.ctx_per_slot))
-        .map_err(ApiError::bad_request)?;
-    let mut gen = state.host.submit(Request {
-        prompt: Prompt::Chat(req.messages),
-        params: req.params,
-    })?;
+    let req = wire.validate(info.ctx).map_err(ApiError::bad_request)?;
+    let mut gen = state.dispatcher.submit(
+        Some(info.id.as_str()),
+        Request {
+            prompt: Prompt::Chat(req.messages),
+            params: req.params,
+        },
+    )?;
     let id = format!("chatcmpl-{}", gen.id);
     let model = info.id.to_string();
     let created = now_secs();
@@ -325,9 +343,7 @@ pub(crate) async fn completions(
     let body = body_bytes(body)?;
     let wire: CompletionBody = parse_body(&body).map_err(ApiError::bad_request)?;
     let info = served_model(&state, wire.model.as_deref()).await?;
-    let req = wire
-        .validate(Some(info.ctx_per_slot))
-        .map_err(ApiError::bad_request)?;
+    let req = wire.validate(info.ctx).map_err(ApiError::bad_request)?;
     if req.echo && req.logprobs {
         return Err(ApiError::bad_request(RequestError {
             message: "echo together with logprobs is not supported".into(),
@@ -335,10 +351,13 @@ pub(crate) async fn completions(
         }));
     }
     let echo = req.echo.then(|| req.prompt.clone());
-    let mut gen = state.host.submit(Request {
-        prompt: Prompt::Text(req.prompt),
-        params: req.params,
-    })?;
+    let mut gen = state.dispatcher.submit(
+        Some(info.id.as_str()),
+        Request {
+            prompt: Prompt::Text(req.prompt),
+            params: req.params,
+        },
+    )?;
     let id = format!("cmpl-{}", gen.id);
     let model = info.id.to_string();
     let created = now_secs();

@@ -139,12 +139,14 @@ fn presented_key(req: &Request) -> Option<String> {
 /// `/`, whose signed-challenge protocol authenticates clients itself.
 fn is_public(method: &Method, path: &str, upgrade: bool) -> bool {
     if upgrade {
-        return path == "/";
+        // The signed-challenge door has its own challenge; workers present the hub token.
+        return path == "/" || path == "/node";
     }
     method == Method::GET
         && !path.starts_with("/api/")
         && !path.starts_with("/v1/")
         && path != "/generate"
+        && path != "/metrics"
 }
 
 fn error(status: StatusCode, path: &str, code: &'static str, message: &str) -> Response {

@@ -24,6 +24,9 @@ pub(crate) struct Status {
     paused: bool,
     /// Whether the node is shared on the LAN.
     exposed: bool,
+    /// Hub mode: the workers and what they are doing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hub: Option<crate::hub::HubSnapshot>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -85,5 +88,6 @@ pub(crate) async fn status(State(state): State<Arc<AppState>>) -> Json<Status> {
         throttle: state.host.throttle(),
         paused: state.host.is_paused(),
         exposed: state.exposure.is_exposed(),
+        hub: state.dispatcher.hub().map(|h| h.snapshot()),
     })
 }

@@ -1,0 +1,808 @@
+//! Hub mode, the registry half (`serve --hub-token T`): which workers are connected on the
+//! WebSocket `/node` (`server::hub_door`), what model and how many slots each offers, and which
+//! tasks each is running. The [`crate::dispatch::Dispatcher`] places requests here; the door
+//! feeds the workers' frames back to the tasks' supervisors.
+//!
+//! ## Invariants
+//! - A worker's in-flight count is the number of routes it holds: a route is added when a task
+//!   is placed on it and removed when its end frame arrives, when the hub stops the task, or
+//!   when the worker leaves. So a worker never gets more than `max_concurrency` tasks at once.
+//! - A worker that leaves (closed, failed, silent, superseded) has its routes dropped; each
+//!   task's supervisor sees its channel close and re-dispatches (see `dispatch`).
+//! - At most one worker per (model, name): a new connection supersedes the old one, which is
+//!   closed with 4003.
+//! - The registry lock is a `std` mutex held only for bookkeeping, never across an `.await`.
+//!
+//! ## Placement (`pick`, pure)
+//! The local engine first when it serves the model and has a free slot (no network hop); else
+//! the worker with the most free slots (ties: fewer tasks in flight, then the one that joined
+//! first); else the local engine's queue when it serves the model; else wait for a slot when
+//! some worker serves the model; else nobody.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fmt::{self, Write as _};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use hearth_protocol::worker::{TaskDone, TaskFailure, TaskId, MAX_HUB_TASK_ID};
+use hearth_protocol::ModelId;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use tokio::sync::futures::Notified;
+use tokio::sync::{mpsc, Notify};
+use tokio_util::sync::CancellationToken;
+
+/// Frames from a worker buffered per task before the worker's connection waits for that
+/// task's supervisor (a slow reader holds back its worker's connection, not memory).
+pub(crate) const TASK_EVENT_CAPACITY: usize = 128;
+/// Text frames (tasks, stops) waiting to be written to one worker.
+pub(crate) const WORKER_OUTBOX_CAPACITY: usize = 64;
+/// Requests that may wait for a worker's slot; beyond this, submissions are refused.
+pub(crate) const QUEUE_CAPACITY: usize = 64;
+/// Ids of tasks the hub stopped, remembered per worker so that frames still on their way are
+/// dropped quietly instead of being reported as unknown.
+const RETIRED_MEMORY: usize = 256;
+/// A worker may not claim more slots than this (a bad value must not attract every request).
+pub(crate) const MAX_WORKER_CONCURRENCY: usize = 256;
+
+/// `--hub-token` and how the hub uses its own engine.
+#[derive(Clone)]
+pub struct HubConfig {
+    /// Workers must present it as `?token=`. Never logged.
+    pub token: String,
+    /// Whether this node's own engine takes requests too (`--hub-local`, default true); when
+    /// false the hub only routes to workers.
+    pub serve_locally: bool,
+}
+
+impl fmt::Debug for HubConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HubConfig")
+            .field("token", &"<redacted>")
+            .field("serve_locally", &self.serve_locally)
+            .finish()
+    }
+}
+
+/// One worker connection, unique for the hub's lifetime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WorkerId(pub u64);
+
+impl fmt::Display for WorkerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "w{}", self.0)
+    }
+}
+
+/// What a worker said about itself when it joined.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct WorkerJoin {
+    pub(crate) model: String,
+    pub(crate) name: String,
+    pub(crate) max_concurrency: usize,
+    /// It sent `hearth=1`: it understands Hearth's task extension.
+    pub(crate) hearth: bool,
+    pub(crate) addr: SocketAddr,
+}
+
+/// What a worker's connection hands to the supervisor of one task.
+#[derive(Debug)]
+pub(crate) enum TaskEvent {
+    Text(String),
+    Done(TaskDone),
+    Failed(TaskFailure),
+    /// The end frame.
+    End,
+}
+
+/// Where a worker's frame for a task goes.
+#[derive(Debug)]
+pub(crate) enum Route {
+    Live(mpsc::Sender<TaskEvent>),
+    /// The hub stopped it; late frames are expected.
+    Retired,
+    Unknown,
+}
+
+/// A task placed on a worker: its id there, the channel its frames arrive on, and the
+/// worker's outbox for the task frame and a possible stop.
+#[derive(Debug)]
+pub(crate) struct Reservation {
+    pub(crate) worker: WorkerId,
+    pub(crate) worker_name: String,
+    pub(crate) task: TaskId,
+    pub(crate) hearth: bool,
+    pub(crate) outbox: mpsc::Sender<String>,
+    pub(crate) events: mpsc::Receiver<TaskEvent>,
+}
+
+/// Where a request goes now.
+#[derive(Debug)]
+pub(crate) enum Placement {
+    Local,
+    Worker(Reservation),
+    /// Workers serve the model but none has a free slot.
+    Wait,
+    Nobody,
+}
+
+#[derive(Debug)]
+struct Worker {
+    join: WorkerJoin,
+    /// Seconds since the Unix epoch.
+    connected_at: u64,
+    outbox: mpsc::Sender<String>,
+    /// Cancelled to close the connection (superseded).
+    kick: CancellationToken,
+    tasks: HashMap<TaskId, mpsc::Sender<TaskEvent>>,
+    retired: VecDeque<TaskId>,
+    completed: u64,
+}
+
+#[derive(Debug, Default)]
+struct Registry {
+    workers: BTreeMap<WorkerId, Worker>,
+    next_worker: u64,
+}
+
+/// The hub: cheap to clone, shared by the `/node` door and the dispatcher.
+#[derive(Debug, Clone)]
+pub struct Hub {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    token_digest: [u8; 32],
+    serve_locally: bool,
+    registry: Mutex<Registry>,
+    /// Woken whenever a slot may have become free or the set of workers changed.
+    capacity: Notify,
+    next_task: AtomicU32,
+    waiting: AtomicUsize,
+    redispatched: AtomicU64,
+    unserved: AtomicU64,
+}
+
+fn digest(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// Whether two names refer to the same model (with or without `.gguf`).
+pub(crate) fn same_model(a: &str, b: &str) -> bool {
+    let strip = |s: &str| s.strip_suffix(".gguf").unwrap_or(s).to_owned();
+    strip(a) == strip(b)
+}
+
+impl Hub {
+    pub fn new(config: HubConfig) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                token_digest: digest(&config.token),
+                serve_locally: config.serve_locally,
+                registry: Mutex::new(Registry::default()),
+                capacity: Notify::new(),
+                next_task: AtomicU32::new(0),
+                waiting: AtomicUsize::new(0),
+                redispatched: AtomicU64::new(0),
+                unserved: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    pub fn serves_locally(&self) -> bool {
+        self.inner.serve_locally
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Registry> {
+        // The registry stays consistent between statements, so a panic elsewhere cannot leave
+        // it half-updated: keep serving.
+        self.inner
+            .registry
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Compares digests, so the comparison's timing says nothing about the token.
+    pub(crate) fn token_matches(&self, token: &str) -> bool {
+        digest(token) == self.inner.token_digest
+    }
+
+    /// Add a worker. One with the same model and name is superseded: removed at once (its
+    /// tasks re-dispatch) and its connection told to close with 4003.
+    pub(crate) fn register(
+        &self,
+        join: WorkerJoin,
+        outbox: mpsc::Sender<String>,
+        kick: CancellationToken,
+    ) -> WorkerId {
+        let mut reg = self.lock();
+        let old: Vec<WorkerId> = reg
+            .workers
+            .iter()
+            .filter(|(_, w)| w.join.name == join.name && same_model(&w.join.model, &join.model))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in old {
+            if let Some(w) = reg.workers.remove(&id) {
+                tracing::info!(worker = %w.join.name, model = %w.join.model, "a new connection supersedes this worker");
+                w.kick.cancel();
+            }
+        }
+        reg.next_worker += 1;
+        let id = WorkerId(reg.next_worker);
+        reg.workers.insert(
+            id,
+            Worker {
+                join,
+                connected_at: now_secs(),
+                outbox,
+                kick,
+                tasks: HashMap::new(),
+                retired: VecDeque::new(),
+                completed: 0,
+            },
+        );
+        drop(reg);
+        self.inner.capacity.notify_waiters();
+        id
+    }
+
+    /// Remove a worker (its connection ended). Dropping its routes tells each of its tasks'
+    /// supervisors that the worker is gone. Does nothing if it was already superseded.
+    pub(crate) fn unregister(&self, id: WorkerId) {
+        let removed = self.lock().workers.remove(&id);
+        if let Some(w) = removed {
+            if !w.tasks.is_empty() {
+                tracing::warn!(worker = %w.join.name, tasks = w.tasks.len(), "a worker left with tasks in flight; re-dispatching them");
+            }
+        }
+        self.inner.capacity.notify_waiters();
+    }
+
+    /// Where a data frame for `task` from `worker` goes.
+    pub(crate) fn route(&self, worker: WorkerId, task: TaskId) -> Route {
+        let reg = self.lock();
+        let Some(w) = reg.workers.get(&worker) else {
+            return Route::Unknown;
+        };
+        match w.tasks.get(&task) {
+            Some(tx) => Route::Live(tx.clone()),
+            None if w.retired.contains(&task) => Route::Retired,
+            None => Route::Unknown,
+        }
+    }
+
+    /// The end frame for `task` arrived: free the slot and return where to say so.
+    pub(crate) fn finish(&self, worker: WorkerId, task: TaskId) -> Route {
+        let route = {
+            let mut reg = self.lock();
+            let Some(w) = reg.workers.get_mut(&worker) else {
+                return Route::Unknown;
+            };
+            match w.tasks.remove(&task) {
+                Some(tx) => {
+                    w.completed += 1;
+                    Route::Live(tx)
+                }
+                None => match w.retired.iter().position(|t| *t == task) {
+                    Some(i) => {
+                        w.retired.remove(i);
+                        Route::Retired
+                    }
+                    None => Route::Unknown,
+                },
+            }
+        };
+        if matches!(route, Route::Live(_)) {
+            self.inner.capacity.notify_waiters();
+        }
+        route
+    }
+
+    /// The hub gave up on `task` (stopped, or its reader went away): free the slot and expect
+    /// late frames.
+    pub(crate) fn retire(&self, worker: WorkerId, task: TaskId) {
+        {
+            let mut reg = self.lock();
+            if let Some(w) = reg.workers.get_mut(&worker) {
+                if w.tasks.remove(&task).is_some() {
+                    if w.retired.len() >= RETIRED_MEMORY {
+                        w.retired.pop_front();
+                    }
+                    w.retired.push_back(task);
+                }
+            }
+        }
+        self.inner.capacity.notify_waiters();
+    }
+
+    /// A future that completes at the next capacity change. Create it (and `enable` it)
+    /// before checking, so a change in between is not missed.
+    pub(crate) fn capacity_changed(&self) -> Notified<'_> {
+        self.inner.capacity.notified()
+    }
+
+    /// Place a request for `model`. `local_free` is the local engine's free slots when it is a
+    /// candidate; `need_hearth` limits workers to Hearth ones (raw prompts, continuations).
+    pub(crate) fn place(
+        &self,
+        model: &ModelId,
+        need_hearth: bool,
+        local_free: Option<usize>,
+    ) -> Placement {
+        let mut reg = self.lock();
+        let loads: Vec<Load> = reg
+            .workers
+            .iter()
+            .filter(|(_, w)| {
+                same_model(&w.join.model, model.as_str()) && (w.join.hearth || !need_hearth)
+            })
+            .map(|(id, w)| Load {
+                id: *id,
+                free: w.join.max_concurrency.saturating_sub(w.tasks.len()),
+                in_flight: w.tasks.len(),
+            })
+            .collect();
+        match pick(local_free, &loads) {
+            Pick::Local => Placement::Local,
+            Pick::Wait => Placement::Wait,
+            Pick::Nobody => Placement::Nobody,
+            Pick::Worker(id) => {
+                let Some(w) = reg.workers.get_mut(&id) else {
+                    return Placement::Nobody;
+                };
+                let task = fresh_task_id(&self.inner.next_task, w);
+                let (tx, rx) = mpsc::channel(TASK_EVENT_CAPACITY);
+                w.tasks.insert(task, tx);
+                Placement::Worker(Reservation {
+                    worker: id,
+                    worker_name: w.join.name.clone(),
+                    task,
+                    hearth: w.join.hearth,
+                    outbox: w.outbox.clone(),
+                    events: rx,
+                })
+            }
+        }
+    }
+
+    /// Whether a worker serves `model` (a client's name for it).
+    pub fn serves(&self, requested: &str) -> Option<ModelId> {
+        self.lock()
+            .workers
+            .values()
+            .find(|w| same_model(&w.join.model, requested))
+            .map(|w| ModelId::from_file_name(&w.join.model))
+    }
+
+    /// Models the workers serve, each once.
+    pub fn models(&self) -> Vec<ModelId> {
+        let mut out: Vec<ModelId> = Vec::new();
+        for w in self.lock().workers.values() {
+            let id = ModelId::from_file_name(&w.join.model);
+            if !out.contains(&id) {
+                out.push(id);
+            }
+        }
+        out
+    }
+
+    /// A place in the queue of requests waiting for a worker's slot, if there is room.
+    pub(crate) fn enter_queue(&self) -> Option<QueueSlot> {
+        let prev = self.inner.waiting.fetch_add(1, Ordering::AcqRel);
+        if prev >= QUEUE_CAPACITY {
+            self.inner.waiting.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(QueueSlot { hub: self.clone() })
+    }
+
+    pub(crate) fn queue_has_room(&self) -> bool {
+        self.inner.waiting.load(Ordering::Acquire) < QUEUE_CAPACITY
+    }
+
+    pub(crate) fn count_redispatch(&self) {
+        self.inner.redispatched.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_unserved(&self) {
+        self.inner.unserved.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The workers and counters, for `/api/status` and `/metrics`.
+    pub fn snapshot(&self) -> HubSnapshot {
+        let workers = self
+            .lock()
+            .workers
+            .values()
+            .map(|w| WorkerSnapshot {
+                name: w.join.name.clone(),
+                model: w.join.model.clone(),
+                max_concurrency: w.join.max_concurrency,
+                in_flight: w.tasks.len(),
+                completed: w.completed,
+                hearth: w.join.hearth,
+                addr: w.join.addr.to_string(),
+                connected_at: w.connected_at,
+            })
+            .collect();
+        HubSnapshot {
+            workers,
+            serve_locally: self.inner.serve_locally,
+            waiting: self.inner.waiting.load(Ordering::Acquire),
+            redispatched: self.inner.redispatched.load(Ordering::Relaxed),
+            unserved: self.inner.unserved.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A new id for a task on `w`: 1..=2^31-1 (NOTES.md), not in use or recently retired there.
+fn fresh_task_id(next: &AtomicU32, w: &Worker) -> TaskId {
+    let mut id = TaskId(1);
+    for _ in 0..16 {
+        let n = next.fetch_add(1, Ordering::Relaxed);
+        id = TaskId(n % MAX_HUB_TASK_ID + 1);
+        if !w.tasks.contains_key(&id) && !w.retired.contains(&id) {
+            break;
+        }
+    }
+    id
+}
+
+/// A request waiting for a worker's slot; leaves the queue when dropped.
+#[derive(Debug)]
+pub(crate) struct QueueSlot {
+    hub: Hub,
+}
+
+impl Drop for QueueSlot {
+    fn drop(&mut self) {
+        self.hub.inner.waiting.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A worker's load, as placement sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Load {
+    pub(crate) id: WorkerId,
+    pub(crate) free: usize,
+    pub(crate) in_flight: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pick {
+    Local,
+    Worker(WorkerId),
+    Wait,
+    Nobody,
+}
+
+/// Where a request goes, from the local engine's free slots (when it is a candidate) and the
+/// loads of the workers that serve the model (see the module docs).
+pub(crate) fn pick(local_free: Option<usize>, workers: &[Load]) -> Pick {
+    if local_free.is_some_and(|f| f > 0) {
+        return Pick::Local;
+    }
+    let best = workers.iter().filter(|w| w.free > 0).max_by(|a, b| {
+        a.free
+            .cmp(&b.free)
+            .then(b.in_flight.cmp(&a.in_flight))
+            .then(b.id.cmp(&a.id))
+    });
+    if let Some(w) = best {
+        return Pick::Worker(w.id);
+    }
+    if local_free.is_some() {
+        Pick::Local
+    } else if workers.is_empty() {
+        Pick::Nobody
+    } else {
+        Pick::Wait
+    }
+}
+
+/// The hub as `/api/status` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct HubSnapshot {
+    pub workers: Vec<WorkerSnapshot>,
+    pub serve_locally: bool,
+    /// Requests waiting for a worker's slot.
+    pub waiting: usize,
+    /// Tasks moved to another worker (or this node) after their worker was lost.
+    pub redispatched: u64,
+    /// Requests failed because no worker could take them.
+    pub unserved: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkerSnapshot {
+    pub name: String,
+    pub model: String,
+    pub max_concurrency: usize,
+    pub in_flight: usize,
+    pub completed: u64,
+    /// A Hearth worker (understands the task extension).
+    pub hearth: bool,
+    pub addr: String,
+    /// Seconds since the Unix epoch.
+    pub connected_at: u64,
+}
+
+/// A Prometheus label value: backslash, double quote and newline escaped.
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+impl HubSnapshot {
+    /// The hub's metrics in Prometheus text format, appended to `out`.
+    pub fn write_prometheus(&self, out: &mut String) {
+        let _ = writeln!(
+            out,
+            "# HELP hearth_hub_workers Workers connected to this hub."
+        );
+        let _ = writeln!(out, "# TYPE hearth_hub_workers gauge");
+        let _ = writeln!(out, "hearth_hub_workers {}", self.workers.len());
+        for (metric, kind, help) in [
+            (
+                "hearth_hub_worker_slots",
+                "gauge",
+                "Tasks the worker accepts at once (max_concurrency).",
+            ),
+            (
+                "hearth_hub_worker_in_flight",
+                "gauge",
+                "Tasks the worker is running now.",
+            ),
+            (
+                "hearth_hub_worker_completed_total",
+                "counter",
+                "Tasks the worker finished on this connection.",
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {metric} {help}");
+            let _ = writeln!(out, "# TYPE {metric} {kind}");
+            for w in &self.workers {
+                let value = match metric {
+                    "hearth_hub_worker_slots" => w.max_concurrency as u64,
+                    "hearth_hub_worker_in_flight" => w.in_flight as u64,
+                    _ => w.completed,
+                };
+                let _ = writeln!(
+                    out,
+                    "{metric}{{name=\"{}\",model=\"{}\"}} {value}",
+                    label(&w.name),
+                    label(&w.model)
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "# HELP hearth_hub_waiting Requests waiting for a worker's slot."
+        );
+        let _ = writeln!(out, "# TYPE hearth_hub_waiting gauge");
+        let _ = writeln!(out, "hearth_hub_waiting {}", self.waiting);
+        let _ = writeln!(
+            out,
+            "# HELP hearth_hub_redispatched_total Tasks re-dispatched after their worker was lost."
+        );
+        let _ = writeln!(out, "# TYPE hearth_hub_redispatched_total counter");
+        let _ = writeln!(out, "hearth_hub_redispatched_total {}", self.redispatched);
+        let _ = writeln!(
+            out,
+            "# HELP hearth_hub_unserved_total Requests failed because no worker could take them."
+        );
+        let _ = writeln!(out, "# TYPE hearth_hub_unserved_total counter");
+        let _ = writeln!(out, "hearth_hub_unserved_total {}", self.unserved);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(id: u64, free: usize, in_flight: usize) -> Load {
+        Load {
+            id: WorkerId(id),
+            free,
+            in_flight,
+        }
+    }
+
+    #[test]
+    fn local_first_then_most_free_then_queue_then_wait() {
+        assert_eq!(pick(Some(1), &[load(1, 4, 0)]), Pick::Local);
+        assert_eq!(
+            pick(Some(0), &[load(1, 1, 1), load(2, 2, 0)]),
+            Pick::Worker(WorkerId(2))
+        );
+        assert_eq!(
+            pick(None, &[load(1, 1, 1), load(2, 1, 0)]),
+            Pick::Worker(WorkerId(2)),
+            "fewer in flight wins a tie"
+        );
+        assert_eq!(
+            pick(None, &[load(2, 1, 1), load(1, 1, 1)]),
+            Pick::Worker(WorkerId(1)),
+            "then the older worker"
+        );
+        assert_eq!(pick(Some(0), &[load(1, 0, 2)]), Pick::Local);
+        assert_eq!(pick(None, &[load(1, 0, 2)]), Pick::Wait);
+        assert_eq!(pick(None, &[]), Pick::Nobody);
+        assert_eq!(pick(Some(0), &[]), Pick::Local);
+    }
+
+    #[test]
+    fn two_workers_with_two_slots_take_two_each() {
+        let mut loads = [load(1, 2, 0), load(2, 2, 0)];
+        let mut taken = [0, 0];
+        for _ in 0..4 {
+            let Pick::Worker(WorkerId(id)) = pick(None, &loads) else {
+                panic!("a worker has room")
+            };
+            let i = usize::try_from(id - 1).unwrap();
+            loads[i].free -= 1;
+            loads[i].in_flight += 1;
+            taken[i] += 1;
+        }
+        assert_eq!(taken, [2, 2]);
+        assert_eq!(pick(None, &loads), Pick::Wait);
+    }
+
+    fn join(name: &str, slots: usize, hearth: bool) -> WorkerJoin {
+        WorkerJoin {
+            model: "SmolLM2-135M-Instruct.Q4_1".into(),
+            name: name.into(),
+            max_concurrency: slots,
+            hearth,
+            addr: "127.0.0.1:9".parse().unwrap(),
+        }
+    }
+
+    fn hub() -> Hub {
+        Hub::new(HubConfig {
+            token: "t".into(),
+            serve_locally: false,
+        })
+    }
+
+    #[tokio::test]
+    async fn placement_reserves_slots_and_routes_frames() {
+        let hub = hub();
+        assert!(hub.token_matches("t"));
+        assert!(!hub.token_matches("T"));
+        let (out, mut out_rx) = mpsc::channel(8);
+        let w = hub.register(join("a", 1, true), out, CancellationToken::new());
+        let model = ModelId("SmolLM2-135M-Instruct.Q4_1".into());
+        assert_eq!(
+            hub.serves("SmolLM2-135M-Instruct.Q4_1.gguf"),
+            Some(model.clone())
+        );
+        assert_eq!(hub.serves("other"), None);
+        let Placement::Worker(r) = hub.place(&model, false, None) else {
+            panic!("placed")
+        };
+        assert_eq!(r.worker, w);
+        assert!(r.task.0 >= 1 && r.task.0 <= MAX_HUB_TASK_ID);
+        assert!(matches!(hub.place(&model, false, None), Placement::Wait));
+        assert_eq!(hub.snapshot().workers[0].in_flight, 1);
+        let Route::Live(tx) = hub.route(w, r.task) else {
+            panic!("live")
+        };
+        tx.send(TaskEvent::Text("hi".into())).await.unwrap();
+        drop(tx);
+        assert!(matches!(hub.finish(w, r.task), Route::Live(_)));
+        assert!(matches!(hub.route(w, r.task), Route::Unknown));
+        let mut events = r.events;
+        assert!(matches!(events.recv().await, Some(TaskEvent::Text(t)) if t == "hi"));
+        assert!(events.recv().await.is_none(), "route dropped after the end");
+        assert_eq!(hub.snapshot().workers[0].completed, 1);
+        // A stopped task's late frames are expected.
+        let Placement::Worker(r2) = hub.place(&model, false, None) else {
+            panic!("placed")
+        };
+        hub.retire(w, r2.task);
+        assert!(matches!(hub.route(w, r2.task), Route::Retired));
+        assert!(matches!(hub.finish(w, r2.task), Route::Retired));
+        assert!(
+            out_rx.try_recv().is_err(),
+            "the hub itself sends nothing here"
+        );
+    }
+
+    #[tokio::test]
+    async fn superseding_and_leaving_drop_routes() {
+        let hub = hub();
+        let (out, _keep) = mpsc::channel(8);
+        let kick = CancellationToken::new();
+        let first = hub.register(join("a", 2, false), out.clone(), kick.clone());
+        let model = ModelId("SmolLM2-135M-Instruct.Q4_1".into());
+        let Placement::Worker(r) = hub.place(&model, false, None) else {
+            panic!("placed")
+        };
+        assert!(
+            matches!(hub.place(&model, true, None), Placement::Nobody),
+            "not a Hearth worker"
+        );
+        let second = hub.register(join("a", 2, false), out.clone(), CancellationToken::new());
+        assert_ne!(first, second);
+        assert!(kick.is_cancelled(), "the old connection is told to close");
+        let mut events = r.events;
+        assert!(events.recv().await.is_none(), "its task is lost");
+        assert_eq!(hub.snapshot().workers.len(), 1);
+        hub.unregister(first); // already gone: nothing happens
+        assert_eq!(hub.snapshot().workers.len(), 1);
+        hub.unregister(second);
+        assert!(hub.snapshot().workers.is_empty());
+        assert!(matches!(hub.place(&model, false, None), Placement::Nobody));
+        assert!(matches!(
+            hub.place(&model, false, Some(0)),
+            Placement::Local
+        ));
+    }
+
+    #[test]
+    fn queue_is_bounded() {
+        let hub = hub();
+        let slots: Vec<_> = (0..QUEUE_CAPACITY)
+            .map(|_| hub.enter_queue().unwrap())
+            .collect();
+        assert!(hub.enter_queue().is_none());
+        assert!(!hub.queue_has_room());
+        drop(slots);
+        assert!(hub.queue_has_room());
+        assert_eq!(hub.snapshot().waiting, 0);
+    }
+
+    #[test]
+    fn prometheus_lists_workers_with_escaped_labels() {
+        let snap = HubSnapshot {
+            workers: vec![WorkerSnapshot {
+                name: "desk \"pc\"".into(),
+                model: "m".into(),
+                max_concurrency: 2,
+                in_flight: 1,
+                completed: 7,
+                hearth: true,
+                addr: "10.0.0.2:5000".into(),
+                connected_at: 0,
+            }],
+            serve_locally: true,
+            waiting: 0,
+            redispatched: 3,
+            unserved: 0,
+        };
+        let mut out = String::new();
+        snap.write_prometheus(&mut out);
+        assert!(out.contains("hearth_hub_workers 1\n"));
+        assert!(
+            out.contains("hearth_hub_worker_slots{name=\"desk \\\"pc\\\"\",model=\"m\"} 2\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("hearth_hub_worker_in_flight{name=\"desk \\\"pc\\\"\",model=\"m\"} 1\n")
+        );
+        assert!(out.contains(
+            "hearth_hub_worker_completed_total{name=\"desk \\\"pc\\\"\",model=\"m\"} 7\n"
+        ));
+        assert!(out.contains("hearth_hub_redispatched_total 3\n"));
+    }
+
+    #[test]
+    fn model_names_match_with_or_without_suffix() {
+        assert!(same_model("a.gguf", "a"));
+        assert!(same_model("a", "a"));
+        assert!(!same_model("a", "b"));
+    }
+}
