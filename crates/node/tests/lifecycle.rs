@@ -1,6 +1,7 @@
 //! Load, limits and lifecycle: a full queue is refused (429 + Retry-After, `rate_limited`), a
 //! client that goes away frees its slot, generation ends with `length` at the context's end,
-//! and SIGTERM gives every open stream a final message and exits within 5 seconds.
+//! SIGTERM gives every open stream a final message and exits within 5 seconds, and
+//! `/metrics` counts what the engine did.
 
 mod common;
 
@@ -250,4 +251,47 @@ async fn sigterm_gives_open_streams_a_final_message_and_exits_within_5_seconds()
         std::net::TcpStream::connect(&addr).is_err(),
         "the port is still open"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_what_the_engine_did_in_prometheus_text() {
+    let t = TestNode::start(2).await;
+    let metric = |text: &str, name: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("{name} missing from /metrics:\n{text}"))
+            .parse()
+            .unwrap()
+    };
+    let get = || async {
+        let r = common::client()
+            .get(t.url("/metrics"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let ct = r.headers()["content-type"].to_str().unwrap().to_owned();
+        assert!(ct.starts_with("text/plain; version=0.0.4"), "{ct}");
+        r.text().await.unwrap()
+    };
+    let before = get().await;
+    assert_eq!(metric(&before, "hearth_model_ready"), 1.0);
+    assert_eq!(metric(&before, "hearth_slots"), 2.0);
+    assert!(before.contains("# TYPE hearth_tokens_generated_total counter"));
+    let answer = t
+        .chat(json!({"messages": user("Hi"), "max_tokens": 5, "temperature": 0}))
+        .await;
+    let made = answer["usage"]["completion_tokens"].as_f64().unwrap();
+    let after = get().await;
+    assert_eq!(
+        metric(&after, "hearth_tokens_generated_total")
+            - metric(&before, "hearth_tokens_generated_total"),
+        made
+    );
+    assert_eq!(
+        metric(&after, "hearth_requests_finished_total")
+            - metric(&before, "hearth_requests_finished_total"),
+        1.0
+    );
+    t.stop().await;
 }
