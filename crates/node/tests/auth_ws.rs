@@ -723,3 +723,51 @@ async fn the_node_identity_is_made_once_and_kept_across_restarts() {
     );
     t.stop().await;
 }
+
+/// In hub mode with `--hub-local false` only a worker can answer: a stream through this door
+/// proves that its generations go through the dispatcher, and the worker counts the task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_hub_mode_this_door_generates_on_a_worker() {
+    let hub = TestNode::start_with(|c| {
+        c.parallel = 2;
+        c.auth_timeout = AUTH_TIMEOUT;
+        c.hub = Some(hearth_node::hub::HubConfig {
+            token: "hub-token".into(),
+            serve_locally: false,
+        });
+    })
+    .await;
+    let url = format!("{}/node", hub.ws_base);
+    let worker = TestNode::start_with(move |c| {
+        c.parallel = 2;
+        c.name = "w1".into();
+        c.join = Some(hearth_node::worker::JoinConfig {
+            url,
+            token: "hub-token".into(),
+            name: "w1".into(),
+            max_concurrency: None,
+        });
+    })
+    .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while hub.status().await["hub"]["workers"]
+        .as_array()
+        .map_or(0, Vec::len)
+        != 1
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the worker never joined"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let key = Key::ed25519();
+    let (mut ws, _) = login(&hub, &key).await;
+    let (text, end) = generate_and_stream(&mut ws, "on-worker", 8).await;
+    assert!(!text.is_empty(), "{end}");
+    let w = &hub.status().await["hub"]["workers"][0];
+    assert_eq!(w["name"], "w1");
+    assert_eq!(w["completed"], 1, "{w}");
+    worker.stop().await;
+    hub.stop().await;
+}

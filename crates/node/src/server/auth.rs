@@ -60,6 +60,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::dispatch::{Control, ControlError, Events, Generation};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
@@ -70,10 +71,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::stream::{self, BoxStream, SelectAll};
 use futures_util::{FutureExt as _, SinkExt as _, StreamExt as _};
-use hearth_engine::{
-    ControlError, Controller, Event, Events, FailureKind, Generation, ModelState, Prompt, Request,
-    SubmitError,
-};
+use hearth_engine::{Event, FailureKind, ModelState, Prompt, Request, SubmitError};
 use hearth_protocol::generation::{RawParams, StopField};
 use hearth_protocol::limits::{MAX_WS_MESSAGE_BYTES, WS_READ_LIMIT_BYTES};
 use hearth_protocol::{ChatMessage, FinishReason, SamplingParams};
@@ -461,7 +459,7 @@ fn new_challenge() -> String {
 struct Running {
     /// The id as the client sent it (string or number), echoed in every reply.
     id: Value,
-    control: Controller,
+    control: Control,
 }
 
 type EventStream = BoxStream<'static, (String, Option<Event>)>;
@@ -978,10 +976,10 @@ impl Session {
             "models" => {
                 let models: Vec<String> = self
                     .state
-                    .host
-                    .model_id()
+                    .dispatcher
+                    .models()
+                    .iter()
                     .map(|m| m.to_string())
-                    .into_iter()
                     .collect();
                 let mut reply =
                     json!({"type": "models_result", "models": models, "timestamp": now_ms()});
@@ -1150,63 +1148,77 @@ impl Session {
                 return;
             }
         };
-        let model_state = self.state.host.state().borrow().clone();
-        let info = match model_state {
-            ModelState::Ready(info) => info,
-            ModelState::Loading {
-                model, progress, ..
-            } => {
-                if requested.as_deref().is_some_and(|m| !model.matches(m)) {
-                    self.invalid_model(
-                        requested.as_deref().unwrap_or_default(),
-                        model.as_str(),
-                        &id,
-                    )
-                    .await;
-                } else {
-                    let percent = (progress * 100.0).floor().clamp(0.0, 99.0) as u8;
-                    self.error(
-                        "model_loading",
-                        format!("model {model} is still loading ({percent}%); try again shortly"),
-                        Some(&id),
-                    )
-                    .await;
+        // In hub mode a model only workers serve is accepted; its context is theirs.
+        let remote = requested
+            .as_deref()
+            .and_then(|m| self.state.dispatcher.remote_model(m));
+        let ctx = match remote {
+            Some(_) => u32::MAX,
+            None => {
+                let model_state = self.state.host.state().borrow().clone();
+                let info = match model_state {
+                    ModelState::Ready(info) => info,
+                    ModelState::Loading {
+                        model, progress, ..
+                    } => {
+                        if requested.as_deref().is_some_and(|m| !model.matches(m)) {
+                            self.invalid_model(
+                                requested.as_deref().unwrap_or_default(),
+                                model.as_str(),
+                                &id,
+                            )
+                            .await;
+                        } else {
+                            let percent = (progress * 100.0).floor().clamp(0.0, 99.0) as u8;
+                            self.error(
+                            "model_loading",
+                            format!("model {model} is still loading ({percent}%); try again shortly"),
+                            Some(&id),
+                        )
+                        .await;
+                        }
+                        return;
+                    }
+                    ModelState::Failed { model, message } => {
+                        self.error(
+                            "internal_error",
+                            format!("model {model} failed to load: {message}"),
+                            Some(&id),
+                        )
+                        .await;
+                        return;
+                    }
+                    ModelState::Unloaded | ModelState::Stopped => {
+                        self.error(
+                            "invalid_model",
+                            "no model is loaded on this node",
+                            Some(&id),
+                        )
+                        .await;
+                        return;
+                    }
+                };
+                if let Some(m) = requested.as_deref() {
+                    if !info.id.matches(m) {
+                        self.invalid_model(m, info.id.as_str(), &id).await;
+                        return;
+                    }
                 }
-                return;
-            }
-            ModelState::Failed { model, message } => {
-                self.error(
-                    "internal_error",
-                    format!("model {model} failed to load: {message}"),
-                    Some(&id),
-                )
-                .await;
-                return;
-            }
-            ModelState::Unloaded | ModelState::Stopped => {
-                self.error(
-                    "invalid_model",
-                    "no model is loaded on this node",
-                    Some(&id),
-                )
-                .await;
-                return;
+                info.ctx_per_slot
             }
         };
-        if let Some(m) = requested.as_deref() {
-            if !info.id.matches(m) {
-                self.invalid_model(m, info.id.as_str(), &id).await;
-                return;
-            }
-        }
-        let params = match parse_options(obj.get("options"), info.ctx_per_slot) {
+        let params = match parse_options(obj.get("options"), ctx) {
             Ok(p) => p,
             Err(message) => {
                 self.error("invalid_request", message, Some(&id)).await;
                 return;
             }
         };
-        let gen = match self.state.host.submit(Request { prompt, params }) {
+        let gen = match self
+            .state
+            .dispatcher
+            .submit(requested.as_deref(), Request { prompt, params })
+        {
             Ok(g) => g,
             Err(e) => {
                 self.send(submit_error(&e, &id)).await;
@@ -1221,7 +1233,7 @@ impl Session {
             ..
         } = gen;
         tracing::debug!(client_id = self.client.as_deref().unwrap_or_default(), request = %engine_id, id = %key, "generation started");
-        self.send(json!({"type": "stream_start", "id": id, "model": model.id.as_str(), "timestamp": now_ms()}))
+        self.send(json!({"type": "stream_start", "id": id, "model": model.as_str(), "timestamp": now_ms()}))
             .await;
         self.streams.push(event_stream(key.clone(), events));
         self.running.insert(key, Running { id, control });
@@ -1292,6 +1304,10 @@ impl Session {
             }
             Err(ControlError::Stopped) => {
                 self.error("internal_error", "the engine has stopped", Some(&target))
+                    .await;
+            }
+            Err(e @ ControlError::Unsupported(_)) => {
+                self.error("invalid_request", e.to_string(), Some(&target))
                     .await;
             }
         }
