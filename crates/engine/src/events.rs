@@ -74,6 +74,9 @@ pub struct Timing {
     pub first_token: Option<Duration>,
     /// From submission to the end.
     pub total: Duration,
+    /// Prompt tokens whose KV cache was kept from the previous generation in the same slot
+    /// (llama-server's `cache_n`): they were not prefilled again.
+    pub cached_tokens: u32,
 }
 
 /// Why a generation could not finish.

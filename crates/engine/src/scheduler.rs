@@ -107,6 +107,7 @@ pub(crate) fn run(
         shared: shared.clone(),
         piece: Vec::with_capacity(64),
         prefill_cursor: 0,
+        cached: vec![Vec::new(); slots],
     };
     sched.serve(&commands);
     let reason = shared.stop_reason().unwrap_or(FailureKind::ShuttingDown);
@@ -138,6 +139,8 @@ struct Slot {
     prompt: Vec<LlamaToken>,
     /// Prompt tokens already in the KV cache.
     prefilled: usize,
+    /// Prompt tokens whose KV cache a previous tenant of this sequence left (not prefilled).
+    reused: usize,
     /// Tokens of this sequence in the KV cache (the next position).
     n_past: i32,
     /// Sampled but not yet decoded.
@@ -174,6 +177,9 @@ struct Scheduler<'m> {
     shared: Arc<Shared>,
     piece: Vec<u8>,
     prefill_cursor: usize,
+    /// Per free sequence, the tokens whose KV the last tenant left there: a new prompt that
+    /// starts the same way skips prefilling that part (llama-server's `cache_prompt`).
+    cached: Vec<Vec<LlamaToken>>,
 }
 
 /// The pause after a step of `worked` that makes the engine busy `throttle`% of the time.
@@ -183,6 +189,11 @@ pub(crate) fn duty_cycle_pause(worked: Duration, throttle: u8) -> Duration {
         t if t >= 100 => Duration::ZERO,
         t => worked.mul_f64(f64::from(100 - t) / f64::from(t)),
     }
+}
+
+/// How many leading tokens two sequences share.
+fn common_prefix(a: &[LlamaToken], b: &[LlamaToken]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 fn fresh_seed() -> u32 {
@@ -433,19 +444,19 @@ impl Scheduler<'_> {
 
     fn admit(&mut self) {
         while !self.queue.is_empty() {
-            let Some(seq) = self.slots.iter().position(Option::is_none) else {
+            if self.slots.iter().all(Option::is_some) {
                 return;
-            };
+            }
             let s = self.queue.pop_front().expect("queue is not empty");
+            let (seq, reused) = self.reuse_prefix(&s.tokens);
             let now = Instant::now();
             let seed = s.params.seed.unwrap_or_else(fresh_seed);
-            // Start from a clean sequence whatever the previous tenant left.
-            let _ = self.ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
             self.slots[seq] = Some(Slot {
                 id: s.id,
                 seq: seq as i32,
-                prefilled: 0,
-                n_past: 0,
+                prefilled: reused,
+                n_past: reused as i32,
+                reused,
                 pending: None,
                 sampler: build_sampler(&s.params, seed, self.n_vocab, &self.eog),
                 fixed_seed: s.params.seed,
@@ -463,6 +474,33 @@ impl Scheduler<'_> {
                 last_token: now,
             });
             self.shared.active.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The free sequence whose cached tokens share the longest prefix with `tokens`, with that
+    /// prefix kept in its KV cache and the rest removed. At least the last prompt token is
+    /// decoded again, for fresh logits.
+    fn reuse_prefix(&mut self, tokens: &[LlamaToken]) -> (usize, usize) {
+        let (seq, common) = (0..self.slots.len())
+            .filter(|&i| self.slots[i].is_none())
+            .map(|i| (i, common_prefix(&self.cached[i], tokens)))
+            .max_by_key(|&(i, n)| (n, std::cmp::Reverse(i)))
+            .expect("a free slot exists");
+        let keep = common.min(tokens.len().saturating_sub(1));
+        let cached = std::mem::take(&mut self.cached[seq]);
+        if keep == 0 || keep > cached.len() {
+            let _ = self.ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
+            return (seq, 0);
+        }
+        match self
+            .ctx
+            .kv_cache_seq_rm(seq as i32, Some(keep as u32), None)
+        {
+            Ok(()) => (seq, keep),
+            _ => {
+                let _ = self.ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
+                (seq, 0)
+            }
         }
     }
 
@@ -673,6 +711,7 @@ impl Scheduler<'_> {
                     .map_or(Duration::ZERO, |t| t - slot.started),
                 first_token: slot.first_token.map(|t| t - slot.submitted),
                 total: now - slot.submitted,
+                cached_tokens: slot.reused as u32,
             },
         };
         slot.out.send(Event::Done(done));
@@ -688,11 +727,13 @@ impl Scheduler<'_> {
         self.release(slot);
     }
 
-    /// Give a slot back: clear its KV cache, keep its undelivered events draining.
+    /// Give a slot back: remember which tokens its KV cache holds (the next tenant may share
+    /// a prefix with them), keep its undelivered events draining.
     fn release(&mut self, slot: Slot) {
-        let _ = self
-            .ctx
-            .clear_kv_cache_seq(Some(slot.seq as u32), None, None);
+        let n_past = slot.n_past.max(0) as usize;
+        let cached = &mut self.cached[slot.seq as usize];
+        cached.clear();
+        cached.extend(slot.prompt.iter().chain(slot.generated.iter()).take(n_past));
         self.shared.active.fetch_sub(1, Ordering::Relaxed);
         self.shared.admission.release(1);
         self.retire(slot.out);

@@ -274,6 +274,7 @@ impl Scripted {
                     .map_or(Duration::ZERO, |t| t - slot.started),
                 first_token: slot.first_token.map(|t| t - slot.submitted),
                 total: now - slot.submitted,
+                cached_tokens: 0,
             },
         }));
         self.shared.active.fetch_sub(1, Ordering::Relaxed);

@@ -512,6 +512,7 @@ impl Job {
             prefill: ext.map(|d| ms(d.prefill_ms)).unwrap_or_default(),
             first_token: self.first_token,
             total: self.submitted.elapsed(),
+            cached_tokens: 0,
         }
     }
 

@@ -273,3 +273,34 @@ async fn chat_logprobs_are_reported_per_token() {
     }
     t.stop().await;
 }
+
+/// A prompt that starts like the slot's previous one reuses that KV cache (llama-server's
+/// `cache_prompt`): only the rest is prefilled, and `timings.cache_n` says how much was kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_prompt_reuses_the_slots_kv_cache() {
+    let t = TestNode::start(1).await;
+    let body = json!({
+        "messages": user("Name three colours of the rainbow."),
+        "max_tokens": 6,
+        "temperature": 0,
+    });
+    let first = t.chat(body.clone()).await;
+    assert_eq!(first["timings"]["cache_n"], 0, "{first}");
+    let second = t.chat(body).await;
+    let prompt_n = second["timings"]["prompt_n"].as_u64().unwrap();
+    // Everything but the last prompt token, which is decoded again for fresh logits.
+    assert_eq!(
+        second["timings"]["cache_n"].as_u64().unwrap(),
+        prompt_n - 1,
+        "{second}"
+    );
+    let other = t
+        .chat(json!({"messages": user("Something else entirely."), "max_tokens": 4, "temperature": 0}))
+        .await;
+    let shared = other["timings"]["cache_n"].as_u64().unwrap();
+    assert!(
+        shared < prompt_n - 1,
+        "only the shared template prefix is kept: {other}"
+    );
+    t.stop().await;
+}

@@ -415,6 +415,9 @@ pub struct Timings {
     /// Waiting for a free slot.
     pub queued_ms: f64,
     pub prompt_n: u32,
+    /// Prompt tokens kept in the KV cache from the slot's previous generation, not prefilled
+    /// again (llama-server's `cache_n`).
+    pub cache_n: u32,
     /// Prefill: from taking a slot to the first sampled token.
     pub prompt_ms: f64,
     pub predicted_n: u32,

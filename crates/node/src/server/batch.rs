@@ -8,7 +8,9 @@
 //! and are submitted as places free, and the [`ContinuationCache`]: when a batch ends with a
 //! prompt that did not reach end-of-sequence, every prompt's token ids (prompt + generated) and
 //! text are kept under the batch's ordered request ids, and a later message with the same ids
-//! re-prefills from them (`Prompt::Tokens`). The cache is the node's, shared by all sockets,
+//! submits them as `Prompt::Tokens`: the engine keeps the KV cache of a slot whose last tenant
+//! shares that prefix (so a continuation in a slot not yet reused prefills almost nothing) and
+//! prefills the rest. The cache is the node's, shared by all sockets,
 //! bounded in entries and bytes, and entries expire an hour after they were stored.
 
 use std::collections::HashMap;

@@ -153,6 +153,7 @@ fn timings(d: &Done) -> oa::Timings {
     oa::Timings {
         queued_ms: ms(d.timing.queued),
         prompt_n: d.usage.prompt_tokens,
+        cache_n: d.timing.cached_tokens,
         prompt_ms: ms(d.timing.prefill),
         predicted_n: n,
         predicted_ms: ms(predicted),
