@@ -711,3 +711,48 @@ async fn the_independent_python_hub_drives_a_hearth_worker() {
     );
     assert!(stdout.contains("worker hub OK"), "{stdout}");
 }
+
+/// The streaming door dispatches too: with `--hub-local false` only the worker can answer a
+/// `/generate` config; pause, which a remote generation cannot do, is refused in the door's
+/// own error shape and the stream still completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_generate_door_runs_on_a_worker_in_hub_mode() {
+    let hub = start_hub(1, false).await;
+    let worker = start_worker(&hub, "w1", 2).await;
+    wait_workers(&hub, 1).await;
+    let mut ws = hub.ws("/generate").await;
+    common::ws_send(
+        &mut ws,
+        json!({"type": "config", "model": MODEL_ID, "prompt": STORY,
+               "parameters": {"max_tokens": 48, "temperature": 0}}),
+    )
+    .await;
+    let init = common::ws_recv(&mut ws).await;
+    assert_eq!(init["type"], "init", "{init}");
+    assert_eq!(init["model"], MODEL_ID);
+    common::ws_send(&mut ws, json!({"type": "control", "action": "pause"})).await;
+    let (completion, seen) = common::ws_until(&mut ws, "completion").await;
+    let refusal = seen
+        .iter()
+        .find(|m| m["type"] == "error")
+        .unwrap_or_else(|| panic!("pause on a worker was not refused: {seen:?}"));
+    assert!(
+        refusal["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("worker")
+            || refusal.to_string().contains("worker"),
+        "{refusal}"
+    );
+    assert!(seen.iter().any(|m| m["type"] == "token"), "{seen:?}");
+    assert!(
+        completion["generated_text"]
+            .as_str()
+            .is_some_and(|t| !t.is_empty()),
+        "{completion}"
+    );
+    let w = &workers(&hub).await[0];
+    assert_eq!(w["completed"], 1, "{w}");
+    worker.stop().await;
+    hub.stop().await;
+}

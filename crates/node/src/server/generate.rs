@@ -9,13 +9,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::dispatch::{self, Events, Generation};
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
 use axum::response::Response;
 use futures_util::SinkExt;
 use hearth_engine::{
-    Controller, Done, Event, Events, Failure, FailureKind, Generation, ModelInfo, ModelState,
-    Prompt, Request, SubmitError, TokenEvent,
+    Done, Event, Failure, FailureKind, ModelInfo, ModelState, Prompt, Request, SubmitError,
+    TokenEvent,
 };
 use hearth_protocol::limits::{MAX_FEEDBACK_TEXT_BYTES, MAX_WS_MESSAGE_BYTES, WS_READ_LIMIT_BYTES};
 use hearth_protocol::streaming::{
@@ -50,7 +51,7 @@ pub(crate) async fn upgrade(State(state): State<Arc<AppState>>, ws: WebSocketUpg
 struct Running {
     request_id: String,
     events: Events,
-    control: Controller,
+    control: dispatch::Control,
     /// `generated_text` so far (with the prompt in front when `echo_prompt`).
     text: String,
     prefix_len: usize,
@@ -372,62 +373,74 @@ impl Session {
 
     /// Validate a config and submit it; on success send `init`.
     async fn start(&mut self, config: Config) {
-        let current = self.model_state.borrow().clone();
-        let info = match current {
-            ModelState::Ready(info) => info,
-            ModelState::Loading { .. } => {
-                // Answer once the model is ready; meanwhile `status` messages flow.
-                self.waiting = Some(Waiting { config });
-                self.last_percent = None;
-                self.report_loading().await;
-                return;
-            }
-            ModelState::Failed { model, message } => {
-                self.send(&error(
-                    ErrorKind::ModelLoadingError,
-                    format!("model {model} failed to load: {message}"),
-                    false,
-                    RecoveryAction::None,
-                    None,
-                ))
-                .await;
-                return;
-            }
-            ModelState::Stopped => {
-                self.send(&error(
-                    ErrorKind::ServerShutdown,
-                    "the server is shutting down",
-                    true,
-                    RecoveryAction::Reconnect,
-                    None,
-                ))
-                .await;
-                return;
-            }
-            ModelState::Unloaded => {
-                self.send(&submit_error(&SubmitError::NoModel)).await;
-                return;
+        // In hub mode a model that only workers serve is accepted: it runs on a worker, and
+        // what this node knows of it is its name.
+        let remote = config
+            .model
+            .as_deref()
+            .filter(|m| !m.is_empty())
+            .and_then(|m| self.state.dispatcher.remote_model(m));
+        let info = match remote {
+            Some(_) => None,
+            None => {
+                let current = self.model_state.borrow().clone();
+                let info = match current {
+                    ModelState::Ready(info) => info,
+                    ModelState::Loading { .. } => {
+                        // Answer once the model is ready; meanwhile `status` messages flow.
+                        self.waiting = Some(Waiting { config });
+                        self.last_percent = None;
+                        self.report_loading().await;
+                        return;
+                    }
+                    ModelState::Failed { model, message } => {
+                        self.send(&error(
+                            ErrorKind::ModelLoadingError,
+                            format!("model {model} failed to load: {message}"),
+                            false,
+                            RecoveryAction::None,
+                            None,
+                        ))
+                        .await;
+                        return;
+                    }
+                    ModelState::Stopped => {
+                        self.send(&error(
+                            ErrorKind::ServerShutdown,
+                            "the server is shutting down",
+                            true,
+                            RecoveryAction::Reconnect,
+                            None,
+                        ))
+                        .await;
+                        return;
+                    }
+                    ModelState::Unloaded => {
+                        self.send(&submit_error(&SubmitError::NoModel)).await;
+                        return;
+                    }
+                };
+                if let Some(m) = config.model.as_deref() {
+                    if !m.is_empty() && !info.id.matches(m) {
+                        self.send(&invalid(format!(
+                            "unknown model '{m}': this node serves '{}'",
+                            info.id
+                        )))
+                        .await;
+                        return;
+                    }
+                }
+                Some(info)
             }
         };
-        if let Some(m) = config.model.as_deref() {
-            if !m.is_empty() && !info.id.matches(m) {
-                self.send(&invalid(format!(
-                    "unknown model '{m}': this node serves '{}'",
-                    info.id
-                )))
-                .await;
-                return;
-            }
-        }
         let top_logprobs = config
             .options
             .include_logprobs
             .then(|| config.options.top_logprobs.unwrap_or(DEFAULT_TOP_LOGPROBS));
-        let mut params = match config
-            .parameters
-            .to_raw(top_logprobs)
-            .validate(&SamplingParams::default(), Some(info.ctx_per_slot))
-        {
+        let mut params = match config.parameters.to_raw(top_logprobs).validate(
+            &SamplingParams::default(),
+            info.as_ref().map(|i| i.ctx_per_slot),
+        ) {
             Ok(p) => p,
             Err(e) => {
                 self.send(&invalid(format!("parameters.{}: {}", e.param, e.message)))
@@ -444,28 +457,34 @@ impl Session {
             Prompt::Chat(vec![ChatMessage::new("user", config.prompt.clone())])
         };
         let max_tokens = params.max_tokens;
-        let gen = match self.state.host.submit(Request { prompt, params }) {
+        let requested = config.model.clone().filter(|m| !m.is_empty());
+        let gen = match self
+            .state
+            .dispatcher
+            .submit(requested.as_deref(), Request { prompt, params })
+        {
             Ok(g) => g,
             Err(e) => {
                 self.send(&submit_error(&e)).await;
                 return;
             }
         };
-        self.begin(gen, &info, config, max_tokens).await;
+        self.begin(gen, info.as_deref(), config, max_tokens).await;
     }
 
     async fn begin(
         &mut self,
         gen: Generation,
-        info: &ModelInfo,
+        info: Option<&ModelInfo>,
         config: Config,
         max_tokens: Option<u32>,
     ) {
         let request_id = format!("gen_{}", gen.id);
         self.send(&ServerMessage::Init(sw::Init {
             request_id: request_id.clone(),
-            model: info.id.to_string(),
-            model_info: Some(sw::ModelInfo {
+            model: gen.model.to_string(),
+            // A generation on a worker: this node knows its model's name only.
+            model_info: info.map(|info| sw::ModelInfo {
                 version: info
                     .gguf
                     .name
@@ -620,6 +639,10 @@ impl Session {
                 }
             }
         };
+        if let Err(e @ dispatch::ControlError::Unsupported(_)) = result {
+            self.send(&invalid(e.to_string())).await;
+            return;
+        }
         if let Err(e) = result {
             self.send(&error(
                 ErrorKind::RateLimited,
