@@ -180,10 +180,15 @@ impl Dispatcher {
             frames: 0,
             losses: 0,
         };
+        let node = match &placement {
+            Placement::Worker(r) => Some(r.worker_name.clone()),
+            _ => None,
+        };
         tokio::spawn(job.run(placement));
         Ok(Generation {
             id,
             model: target,
+            node,
             events: Events(EventsInner::Remote(events_rx)),
             control: Control(ControlInner::Remote(ops_tx)),
         })
@@ -201,6 +206,8 @@ fn local_free_slots(host: &ModelHost) -> usize {
 pub struct Generation {
     pub id: RequestId,
     pub model: ModelId,
+    /// The worker it was first placed on; `None` on this node (or while it waits for a slot).
+    pub node: Option<String>,
     pub events: Events,
     pub control: Control,
 }
@@ -210,6 +217,7 @@ impl Generation {
         Self {
             id: g.id,
             model: g.model.id.clone(),
+            node: None,
             events: Events(EventsInner::Local(g.events)),
             control: Control(ControlInner::Local(g.control)),
         }

@@ -350,10 +350,11 @@ async fn a_lost_worker_falls_back_to_the_hubs_own_engine() {
     let worker = start_worker(&hub, "w1", 1).await;
     wait_workers(&hub, 1).await;
 
-    let mut first = stream_chat(&hub, greedy(STORY, 60));
+    // Long answers, so that neither can end before the worker is stopped.
+    let mut first = stream_chat(&hub, greedy(STORY, 200));
     let mut first_text = String::new();
     read_deltas(&mut first, 1, &mut first_text).await;
-    let mut second = stream_chat(&hub, greedy("Describe the sea in detail.", 80));
+    let mut second = stream_chat(&hub, greedy("Describe the sea in detail.", 200));
     let mut content = String::new();
     read_deltas(&mut second, 3, &mut content).await;
     assert_eq!(busy_worker(&hub).await, "w1");
@@ -753,6 +754,47 @@ async fn the_generate_door_runs_on_a_worker_in_hub_mode() {
     );
     let w = &workers(&hub).await[0];
     assert_eq!(w["completed"], 1, "{w}");
+    worker.stop().await;
+    hub.stop().await;
+}
+
+/// The UI's chat dispatches too: in hub mode with `--hub-local false` the answer comes from
+/// the worker, is saved as it streams, and names the worker as the node that answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_uis_chat_is_answered_by_a_worker_and_says_which() {
+    let hub = start_hub(1, false).await;
+    let worker = start_worker(&hub, "w1", 2).await;
+    wait_workers(&hub, 1).await;
+    let r = hub
+        .post("/api/conversations", &json!({"title": "via a worker"}))
+        .await;
+    assert_eq!(r.status(), 201);
+    let conv = r.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = hub
+        .post(
+            &format!("/api/conversations/{conv}/chat"),
+            &json!({"content": "Name three fruits."}),
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    let sse = r.text().await.unwrap();
+    assert!(sse.contains("\"type\":\"done\""), "{sse}");
+    let c: Value = client()
+        .get(hub.url(&format!("/api/conversations/{conv}")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let answer = &c["messages"][1];
+    assert_eq!(answer["status"], "complete", "{answer}");
+    assert!(!answer["content"].as_str().unwrap().is_empty(), "{answer}");
+    assert_eq!(answer["node"], "w1", "{answer}");
+    assert_eq!(workers(&hub).await[0]["completed"], 1);
     worker.stop().await;
     hub.stop().await;
 }

@@ -15,7 +15,9 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::stream;
-use hearth_engine::{Controller, Event, Generation, Prompt, Request, SubmitError};
+use hearth_engine::{Event, Prompt, Request, SubmitError};
+
+use crate::dispatch::{Control, Generation};
 use hearth_protocol::generation::RawParams;
 use hearth_protocol::{ChatMessage, FinishReason, SamplingParams};
 use serde::Deserialize;
@@ -40,7 +42,7 @@ pub struct Chats {
 #[derive(Debug, Clone)]
 struct RunningChat {
     message_id: String,
-    control: Controller,
+    control: Control,
     stop_requested: Arc<std::sync::atomic::AtomicBool>,
 }
 
@@ -186,12 +188,20 @@ pub(crate) async fn chat(
     .validate(&SamplingParams::default(), Some(info.ctx_per_slot))
     .map_err(|e| ApiFailure::bad_request(format!("settings.{}: {}", e.param, e.message)))?;
     let generation = state
-        .host
-        .submit(Request {
-            prompt: Prompt::Chat(prompt),
-            params,
-        })
+        .dispatcher
+        .submit(
+            Some(info.id.as_str()),
+            Request {
+                prompt: Prompt::Chat(prompt),
+                params,
+            },
+        )
         .map_err(submit_failure)?;
+    // Which node answers: a worker in hub mode, else this one.
+    let node = generation
+        .node
+        .clone()
+        .unwrap_or_else(|| state.node_name.clone());
     let assistant = state
         .store
         .add_message(NewMessage {
@@ -200,7 +210,7 @@ pub(crate) async fn chat(
             content: "",
             status: MessageStatus::Streaming,
             model: Some(info.id.as_str()),
-            node: Some(&state.node_name),
+            node: Some(&node),
         })
         .await?;
     let running = RunningChat {
