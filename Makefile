@@ -34,6 +34,7 @@ test: setup lint
 	HEARTH_DESKTOP_BIN="$(TARGET_DIR)/debug/hearth-desktop" \
 	HEARTH_TEST_MODEL="$$(./scripts/setup.sh --model-path)" \
 	tests/desktop/run.sh
+	HEARTH_NODE_BIN="$(TARGET_DIR)/debug/hearth-node" tests/keyring/run.sh
 
 ## clippy runs with the test profile so that it shares the build of llama.cpp (and every other
 ## build script) with `cargo test`: under its own profile llama.cpp would be built twice.

@@ -26,10 +26,11 @@ say() { printf '[setup] %s\n' "$*"; }
 # webkit2gtk, gtk, appindicator: the Tauri desktop app (libappindicator3-dev does not exist on
 # bookworm). xvfb, xauth, xdotool, imagemagick, dbus-x11, webkit2gtk-driver: its test under a
 # virtual X server. iproute2: the LAN test's network namespace.
+# gnome-keyring, libsecret-tools: the identity test that uses a real Secret Service keyring.
 apt_packages=(cmake libclang1-14 libclang-common-14-dev build-essential libgomp1 pkg-config
   python3 python3-venv ca-certificates unzip curl chromium
   libdbus-1-dev libwebkit2gtk-4.1-dev libgtk-3-dev libayatana-appindicator3-dev librsvg2-dev file
-  xvfb xauth xdotool imagemagick dbus-x11 webkit2gtk-driver iproute2)
+  xvfb xauth xdotool imagemagick dbus-x11 webkit2gtk-driver iproute2 gnome-keyring libsecret-tools)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
