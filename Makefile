@@ -52,4 +52,7 @@ bench: setup
 package: setup
 	$(CARGO) build --release --locked --workspace --bins
 	$(CARGO) build --release --locked --manifest-path tools/package/Cargo.toml
-	"$(TARGET_DIR)/release/hearth-package" "$(CURDIR)" "$(TARGET_DIR)/release"
+	@# Ship the binary without its line tables (the release profile keeps them for profiling).
+	mkdir -p "$(TARGET_DIR)/package"
+	strip --strip-debug -o "$(TARGET_DIR)/package/hearth-desktop" "$(TARGET_DIR)/release/hearth-desktop"
+	"$(TARGET_DIR)/release/hearth-package" "$(CURDIR)" "$(TARGET_DIR)/package"
