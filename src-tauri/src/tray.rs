@@ -109,9 +109,13 @@ pub(crate) fn install(app: &AppHandle, node: Node) -> Result<bool, Box<dyn std::
         None::<&str>,
     )?;
     let quit = MenuItem::with_id(app, "quit", "Quit", true, None::<&str>)?;
+    // The status line, greyed out: Linux trays show no tooltip, so the menu carries it too.
+    let status = MenuItem::with_id(app, "status", "Hearth · starting", false, None::<&str>)?;
     let menu = Menu::with_items(
         app,
         &[
+            &status,
+            &PredefinedMenuItem::separator(app)?,
             &open,
             &PredefinedMenuItem::separator(app)?,
             &lan,
@@ -165,7 +169,7 @@ pub(crate) fn install(app: &AppHandle, node: Node) -> Result<bool, Box<dyn std::
             )
         }
     };
-    follow(tray, node);
+    follow(tray, status, node);
     Ok(tray_host_present())
 }
 
@@ -185,8 +189,8 @@ fn tray_host_present() -> bool {
     probe().unwrap_or(false)
 }
 
-/// Keep the icon and tooltip in step with the node.
-fn follow(tray: TrayIcon, node: Node) {
+/// Keep the icon, the tooltip and the menu's status line in step with the node.
+fn follow(tray: TrayIcon, status: MenuItem<tauri::Wry>, node: Node) {
     tauri::async_runtime::spawn(async move {
         let mut telemetry = node.telemetry();
         let mut model = node.host().state();
@@ -210,6 +214,7 @@ fn follow(tray: TrayIcon, node: Node) {
             let tip = tooltip(&t, &m, node.is_exposed());
             if tip != shown_tip {
                 let _ = tray.set_tooltip(Some(&tip));
+                let _ = status.set_text(&tip);
                 shown_tip = tip;
             }
             tokio::select! {

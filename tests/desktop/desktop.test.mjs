@@ -189,6 +189,11 @@ test('the desktop app: window, chat through the window, quit from the tray', { t
   for (const label of ['Open Hearth', 'Expose to LAN', 'Pause serving', 'Quit']) {
     assert.ok(items[label], `tray menu lacks ${label}: ${JSON.stringify(items)}`);
   }
+  // The status line (Linux trays show no tooltip): model, thermal level and speed.
+  const statusLine = await until('the status line in the tray menu', 10_000, () =>
+    Object.keys(trayItems(bus)).find((l) => l.startsWith('Hearth · SmolLM2') && l.includes('tok/s')),
+  );
+  assert.match(statusLine, /thermal (nominal|fair|serious|critical)/);
   const status = async () => (await fetch(`http://127.0.0.1:${port}/api/status`)).json();
   clickTray(bus, items['Pause serving'].id);
   await until('serving paused', 10_000, async () => (await status()).paused === true && (await status()).throttle === 0);
