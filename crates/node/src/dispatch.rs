@@ -38,7 +38,9 @@ use hearth_engine::{
     Controller, Done, Event, Failure, FailureKind, Prompt, Request, SubmitError, Timing, TokenEvent,
 };
 use hearth_protocol::worker::{self as wp, HearthTask, Task, TaskDone, TaskFailure, STATE_PENDING};
-use hearth_protocol::{ChatMessage, FinishReason, ModelId, RequestId, SamplingPatch, Usage};
+use hearth_protocol::{
+    ChatMessage, FinishReason, ModelId, RequestId, SamplingParams, SamplingPatch, Usage,
+};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -118,10 +120,10 @@ impl Dispatcher {
         let Some(hub) = &self.hub else {
             return self.host.submit(request).map(Generation::local);
         };
-        if matches!(request.prompt, Prompt::Tokens(_)) {
+        let Some(prompt) = RemotePrompt::of(&request.prompt) else {
             // Token ids mean this node's tokenizer: such requests (continuations) stay here.
             return self.host.submit(request).map(Generation::local);
-        }
+        };
         let requested = model.filter(|m| !m.is_empty());
         let local = self.host.model();
         let local_match = match (&local, requested) {
@@ -140,7 +142,7 @@ impl Dispatcher {
             return self.host.submit(request).map(Generation::local);
         };
         let serve_local = local_match && hub.serves_locally();
-        let need_hearth = matches!(request.prompt, Prompt::Text(_));
+        let need_hearth = matches!(prompt, RemotePrompt::Text(_));
         let local_free = serve_local.then(|| local_free_slots(&self.host));
         let placement = hub.place(&target, need_hearth, local_free);
         match placement {
@@ -167,7 +169,8 @@ impl Dispatcher {
             hub: hub.clone(),
             host: self.host.clone(),
             model: target.clone(),
-            request,
+            prompt,
+            params: request.params,
             serve_local,
             events: events_tx,
             ops: ops_rx,
@@ -347,12 +350,38 @@ enum Outcome {
 }
 
 /// The supervisor of one remote generation (see the module docs).
+/// A prompt a worker can take. Token ids are this node's tokenizer's, so such prompts never
+/// leave it and have no remote form.
+#[derive(Debug, Clone)]
+enum RemotePrompt {
+    Chat(Vec<ChatMessage>),
+    Text(String),
+}
+
+impl RemotePrompt {
+    fn of(prompt: &Prompt) -> Option<Self> {
+        match prompt {
+            Prompt::Chat(m) => Some(Self::Chat(m.clone())),
+            Prompt::Text(t) => Some(Self::Text(t.clone())),
+            Prompt::Tokens(_) => None,
+        }
+    }
+
+    fn to_prompt(&self) -> Prompt {
+        match self {
+            Self::Chat(m) => Prompt::Chat(m.clone()),
+            Self::Text(t) => Prompt::Text(t.clone()),
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Job {
     hub: Hub,
     host: Arc<ModelHost>,
     model: ModelId,
-    request: Request,
+    prompt: RemotePrompt,
+    params: SamplingParams,
     serve_local: bool,
     events: mpsc::Sender<Event>,
     ops: mpsc::Receiver<RemoteOp>,
@@ -437,8 +466,8 @@ impl Job {
     /// Raw prompts, and sampled answers with text already delivered, need a place that
     /// understands Hearth's extension (or this node).
     fn need_hearth(&self) -> bool {
-        matches!(self.request.prompt, Prompt::Text(_))
-            || (!self.delivered.is_empty() && !self.request.params.is_greedy())
+        matches!(self.prompt, RemotePrompt::Text(_))
+            || (!self.delivered.is_empty() && !self.params.is_greedy())
     }
 
     fn local_candidate(&self) -> bool {
@@ -505,10 +534,9 @@ impl Job {
     /// The prompt's tokens by this node's tokenizer, when it holds the same model.
     fn local_prompt_tokens(&self) -> Option<u32> {
         let info = self.host.model().filter(|i| i.id == self.model)?;
-        let text = match &self.request.prompt {
-            Prompt::Chat(m) => info.render_chat(m).ok()?,
-            Prompt::Text(t) => t.clone(),
-            Prompt::Tokens(ids) => return u32::try_from(ids.len()).ok(),
+        let text = match &self.prompt {
+            RemotePrompt::Chat(m) => info.render_chat(m).ok()?,
+            RemotePrompt::Text(t) => t.clone(),
         };
         u32::try_from(info.count_tokens(&text)).ok()
     }
@@ -542,7 +570,6 @@ impl Job {
         let reason = match &ext {
             Some(d) => d.finish_reason,
             None if self
-                .request
                 .params
                 .max_tokens
                 .is_some_and(|m| usage.completion_tokens >= m) =>
@@ -561,27 +588,17 @@ impl Job {
     /// The task frame for a placement, and the text to skip from its output (a greedy restart
     /// on a worker that cannot continue).
     fn task_for(&self, r: &Reservation, continuing: bool, prior: u32) -> (Task, String) {
-        let params = &self.request.params;
-        let (system, messages, raw) = match &self.request.prompt {
-            Prompt::Chat(m) => {
+        let params = &self.params;
+        let (system, messages, raw) = match &self.prompt {
+            RemotePrompt::Chat(m) => {
                 let (system, rest) = split_system(m);
                 (system, rest, None)
             }
-            Prompt::Text(t) => (
+            RemotePrompt::Text(t) => (
                 None,
                 vec![ChatMessage::new("user", t.clone())],
                 Some(t.clone()),
             ),
-            Prompt::Tokens(ids) => {
-                // Never placed remotely (see `submit`); the text is the best a worker can get.
-                let ids: Vec<i32> = ids.iter().map(|&i| i as i32).collect();
-                let t = self
-                    .host
-                    .model()
-                    .map(|i| i.detokenize(&ids))
-                    .unwrap_or_default();
-                (None, vec![ChatMessage::new("user", t.clone())], Some(t))
-            }
         };
         let max_new_tokens = match params.max_tokens {
             Some(m) if continuing && r.hearth => Some(i64::from(m.saturating_sub(prior).max(1))),
@@ -816,26 +833,24 @@ impl Job {
     /// The request for this node's engine; a continuation renders the prompt and appends the
     /// text already delivered.
     fn local_request(&self, continuing: bool, prior: u32) -> Result<Request, String> {
+        let mut params = self.params.clone();
         if !continuing {
-            return Ok(self.request.clone());
+            return Ok(Request {
+                prompt: self.prompt.to_prompt(),
+                params,
+            });
         }
-        let mut params = self.request.params.clone();
         params.max_tokens = params.max_tokens.map(|m| m.saturating_sub(prior).max(1));
         let info = self
             .host
             .model()
             .ok_or_else(|| "this node's model is not loaded".to_owned())?;
-        let prompt = match &self.request.prompt {
-            Prompt::Chat(m) => {
+        let prompt = match &self.prompt {
+            RemotePrompt::Chat(m) => {
                 let rendered = info.render_chat(m).map_err(|e| e.to_string())?;
                 Prompt::Text(rendered + &self.delivered)
             }
-            Prompt::Text(t) => Prompt::Text(format!("{t}{}", self.delivered)),
-            Prompt::Tokens(ids) => {
-                let mut ids = ids.clone();
-                ids.extend(info.tokenize(&self.delivered).into_iter().skip(1));
-                Prompt::Tokens(ids)
-            }
+            RemotePrompt::Text(t) => Prompt::Text(format!("{t}{}", self.delivered)),
         };
         Ok(Request { prompt, params })
     }

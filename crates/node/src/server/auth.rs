@@ -78,6 +78,7 @@ use hearth_protocol::{ChatMessage, FinishReason, SamplingParams};
 use rand_core::RngCore as _;
 use serde_json::{json, Map, Value};
 
+use super::ws::{classify, Incoming};
 use super::AppState;
 use crate::clients::{self, ClientKey, Registration};
 
@@ -793,30 +794,17 @@ impl Session {
             let authenticated = self.client.is_some();
             let streaming = !self.streams.is_empty();
             tokio::select! {
-                msg = self.socket.recv() => match msg {
-                    Some(Ok(Message::Text(text))) if text.len() > MAX_WS_MESSAGE_BYTES => {
-                        self.too_big().await;
-                        break;
-                    }
-                    Some(Ok(Message::Text(text))) => self.on_text(text.as_str()).await,
-                    Some(Ok(Message::Binary(b))) if b.len() > MAX_WS_MESSAGE_BYTES => {
-                        self.too_big().await;
-                        break;
-                    }
-                    Some(Ok(Message::Binary(_))) => {
+                msg = self.socket.recv() => match classify(msg) {
+                    Incoming::Text(text) => self.on_text(text.as_str()).await,
+                    Incoming::Binary => {
                         self.error("invalid_request", "binary messages are not supported; send JSON text messages", None).await;
                     }
-                    Some(Ok(Message::Close(_))) | None => break,
-                    Some(Ok(_)) => {} // ping/pong frames are answered by the library
-                    Some(Err(e)) => {
-                        let text = e.to_string();
-                        if text.contains("too long") || text.contains("Space limit") {
-                            self.too_big().await;
-                        } else {
-                            tracing::debug!(error = %text, "websocket read failed");
-                        }
+                    Incoming::TooBig => {
+                        self.too_big().await;
                         break;
                     }
+                    Incoming::Closed => break,
+                    Incoming::Control => {}
                 },
                 item = self.streams.next(), if streaming => {
                     if let Some((key, event)) = item {

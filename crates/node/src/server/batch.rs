@@ -29,6 +29,7 @@ use hearth_protocol::{FinishReason, ModelId, SamplingParams};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
+use super::ws::{classify, Incoming};
 use super::AppState;
 
 /// Batches running at once on one socket; more get a whole-message error.
@@ -94,12 +95,8 @@ async fn connection(state: Arc<AppState>, mut socket: WebSocket) {
     loop {
         let accepting = tx.is_some();
         tokio::select! {
-            msg = socket.recv(), if accepting => match msg {
-                Some(Ok(Message::Text(text))) => {
-                    if text.len() > MAX_WS_MESSAGE_BYTES {
-                        too_big(&mut socket).await;
-                        return;
-                    }
+            msg = socket.recv(), if accepting => match classify(msg) {
+                Incoming::Text(text) => {
                     let reply = match bw::parse_message(text.as_str()) {
                         Err(e) => Some(bw::message_error(&e.0)),
                         Ok(_) if batches.len() >= MAX_BATCHES_PER_SOCKET => {
@@ -121,11 +118,7 @@ async fn connection(state: Arc<AppState>, mut socket: WebSocket) {
                         }
                     }
                 }
-                Some(Ok(Message::Binary(b))) => {
-                    if b.len() > MAX_WS_MESSAGE_BYTES {
-                        too_big(&mut socket).await;
-                        return;
-                    }
+                Incoming::Binary => {
                     let reply = bw::message_error(
                         "binary messages are not supported; send the batch as a JSON text message",
                     );
@@ -133,19 +126,12 @@ async fn connection(state: Arc<AppState>, mut socket: WebSocket) {
                         return;
                     }
                 }
-                Some(Ok(Message::Close(_))) | None => return,
-                Some(Ok(_)) => {} // ping/pong are answered by the library
-                Some(Err(e)) => {
-                    // Beyond the read limit the library gives up mid-message; tell the client
-                    // why if it still listens.
-                    let text = e.to_string();
-                    if text.contains("too long") || text.contains("Space limit") {
-                        too_big(&mut socket).await;
-                    } else {
-                        tracing::debug!(error = %text, "websocket read failed");
-                    }
+                Incoming::TooBig => {
+                    too_big(&mut socket).await;
                     return;
                 }
+                Incoming::Closed => return,
+                Incoming::Control => {}
             },
             out = outbox.recv() => match out {
                 Some(text) => {

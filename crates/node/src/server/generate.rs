@@ -26,6 +26,7 @@ use hearth_protocol::streaming::{
 use hearth_protocol::{ChatMessage, SamplingParams};
 use tokio::sync::watch;
 
+use super::ws::{classify, Incoming};
 use super::AppState;
 use crate::store::FeedbackRow;
 
@@ -195,32 +196,17 @@ impl Session {
         while self.open {
             let watching_model = self.loading() || self.waiting.is_some();
             tokio::select! {
-                msg = self.socket.recv() => match msg {
-                    Some(Ok(Message::Text(text))) if text.len() > MAX_WS_MESSAGE_BYTES => {
-                        self.too_big().await;
-                        break;
-                    }
-                    Some(Ok(Message::Text(text))) => self.on_text(text.as_str()).await,
-                    Some(Ok(Message::Binary(b))) if b.len() > MAX_WS_MESSAGE_BYTES => {
-                        self.too_big().await;
-                        break;
-                    }
-                    Some(Ok(Message::Binary(_))) => {
+                msg = self.socket.recv() => match classify(msg) {
+                    Incoming::Text(text) => self.on_text(text.as_str()).await,
+                    Incoming::Binary => {
                         self.send(&invalid("binary messages are not supported; send JSON text messages")).await;
                     }
-                    Some(Ok(Message::Close(_))) | None => break,
-                    Some(Ok(_)) => {} // ping/pong are answered by the library
-                    Some(Err(e)) => {
-                        // Beyond the read limit the library gives up mid-message; tell the
-                        // client why if it still listens.
-                        let text = e.to_string();
-                        if text.contains("too long") || text.contains("Space limit") {
-                            self.too_big().await;
-                        } else {
-                            tracing::debug!(error = %text, "websocket read failed");
-                        }
+                    Incoming::TooBig => {
+                        self.too_big().await;
                         break;
                     }
+                    Incoming::Closed => break,
+                    Incoming::Control => {}
                 },
                 event = next_event(&mut self.running) => {
                     // Write every event that is already waiting, then flush once.

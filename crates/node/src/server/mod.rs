@@ -16,6 +16,7 @@ pub(crate) mod openai;
 pub mod security;
 pub(crate) mod status;
 pub(crate) mod ui;
+pub(crate) mod ws;
 
 use std::sync::Arc;
 
