@@ -651,7 +651,6 @@ async fn bad_input_gets_the_doors_error_shape_and_the_socket_keeps_serving() {
     expect_batch_works(&mut ws2).await;
     let mut ws3 = t.ws("/api/ws").await;
     expect_batch_works(&mut ws3).await;
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    assert_eq!(t.status().await["active"], 0);
+    t.wait_idle("every slot to be freed").await;
     t.stop().await;
 }

@@ -9,23 +9,12 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{user, ws_recv, ws_send, TestNode};
+use common::{user, wait_for, ws_recv, ws_send, TestNode};
 use futures_util::StreamExt;
 use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;
 
 const PROMPT: &str = "Write a long story about a robot learning to paint.";
-
-async fn wait_for(mut cond: impl AsyncFnMut() -> bool, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if cond().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_queue_is_refused_with_retry_after_on_both_doors() {
@@ -89,18 +78,23 @@ async fn a_client_that_disconnects_cancels_its_generation() {
     let mut r = t
         .post(
             "/v1/chat/completions",
-            &json!({"messages": user(PROMPT), "max_tokens": 1000, "stream": true}),
+            &json!({"messages": user(PROMPT), "max_tokens": 1000, "temperature": 0, "stream": true}),
         )
         .await;
-    let first = r.chunk().await.unwrap().unwrap();
-    assert!(!first.is_empty());
-    assert_eq!(t.status().await["active"], 1);
+    // The role chunk goes out before the engine takes the request into a slot: wait for the
+    // chunk after it, a token, and the slot is surely busy.
+    let mut sse = String::new();
+    while sse.matches("data: ").count() < 2 {
+        let chunk = r
+            .chunk()
+            .await
+            .unwrap()
+            .expect("the stream ended before a token");
+        sse.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert_eq!(t.status().await["active"], 1, "{sse}");
     drop(r);
-    wait_for(
-        async || t.status().await["active"] == 0,
-        "the SSE client's slot to be freed",
-    )
-    .await;
+    t.wait_idle("the SSE client's slot to be freed").await;
     let generated = t.status().await["tokens_generated"].as_u64().unwrap();
     assert!(generated < 1000, "generation ran on after the client left");
 
@@ -113,11 +107,7 @@ async fn a_client_that_disconnects_cancels_its_generation() {
     assert_eq!(ws_recv(&mut ws).await["type"], "init");
     assert_eq!(ws_recv(&mut ws).await["type"], "token");
     drop(ws);
-    wait_for(
-        async || t.status().await["active"] == 0,
-        "the WebSocket client's slot to be freed",
-    )
-    .await;
+    t.wait_idle("the WebSocket client's slot to be freed").await;
     t.stop().await;
 }
 

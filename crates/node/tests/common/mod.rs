@@ -136,6 +136,11 @@ impl TestNode {
         parse_sse(&text)
     }
 
+    /// Wait (10 s at most) until no slot is busy: a slot is freed just after its last event.
+    pub async fn wait_idle(&self, what: &str) {
+        wait_for(async || self.status().await["active"] == 0, what).await;
+    }
+
     pub async fn status(&self) -> Value {
         client()
             .get(self.url("/api/status"))
@@ -257,4 +262,16 @@ pub fn similarity(a: &str, b: &str) -> f64 {
         prev = cur;
     }
     1.0 - prev[b.len()] as f64 / a.len().max(b.len()) as f64
+}
+
+/// Poll `cond` every 20 ms until it holds; panic naming `what` after 10 s.
+pub async fn wait_for(mut cond: impl AsyncFnMut() -> bool, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if cond().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting for {what}");
 }
