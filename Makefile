@@ -27,6 +27,9 @@ run: setup
 ## the UI's unit tests, and the browser tests (Debian's Chromium against a real node).
 test: setup lint
 	$(CARGO) test --workspace --locked -- --test-threads=1
+	@# `cargo test` builds a binary only for its own package's integration tests: the desktop
+	@# test needs hearth-desktop built as a program.
+	$(CARGO) build --workspace --locked --bins
 	cd ui && npm test --silent
 	HEARTH_NODE_BIN="$(TARGET_DIR)/debug/hearth-node" \
 	HEARTH_TEST_MODEL="$$(./scripts/setup.sh --model-path)" \
