@@ -48,7 +48,7 @@ lint:
 ## Benchmarks (not part of `make test`): ratios against the llama.cpp floor, one table,
 ## bench/results.json and bench/throughput.svg; UPDATE_DOCS=1 rewrites docs/PERFORMANCE.md.
 bench: setup
-	$(CARGO) build --release --locked --workspace --bins
+	$(CARGO) build --release --locked -p hearth-node -p hearth-bench
 	"$(TARGET_DIR)/release/hearth-bench" --threads 2 $(if $(UPDATE_DOCS),--update-docs docs/PERFORMANCE.md,)
 
 ## An installable .deb of the desktop app, built with Tauri's bundler (tools/package).
