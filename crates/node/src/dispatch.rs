@@ -27,7 +27,8 @@
 //! - text delivered to a sampled request and no place that can continue it, or no place at
 //!   all: the stream ends with a clear error.
 //!
-//! At most [`MAX_REDISPATCHES`] losses per request.
+//! At most [`MAX_REDISPATCHES`] losses per request. The generation's [`Answerer`] follows the
+//! answer to its new place, so a door can name the node that finished it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -41,7 +42,7 @@ use hearth_protocol::worker::{self as wp, HearthTask, Task, TaskDone, TaskFailur
 use hearth_protocol::{
     ChatMessage, FinishReason, ModelId, RequestId, SamplingParams, SamplingPatch, Usage,
 };
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::host::ModelHost;
@@ -164,6 +165,11 @@ impl Dispatcher {
         let id = RequestId(self.next_id.fetch_add(1, Ordering::Relaxed));
         let (events_tx, events_rx) = mpsc::channel(EVENT_CAPACITY);
         let (ops_tx, ops_rx) = mpsc::channel(CONTROL_CAPACITY);
+        let first_worker = match &placement {
+            Placement::Worker(r) => Some(r.worker_name.clone()),
+            _ => None,
+        };
+        let (answerer_tx, answerer_rx) = watch::channel(first_worker);
         let now = Instant::now();
         let job = Job {
             hub: hub.clone(),
@@ -173,6 +179,7 @@ impl Dispatcher {
             params: request.params,
             serve_local,
             events: events_tx,
+            answerer: answerer_tx,
             ops: ops_rx,
             ops_open: true,
             shutdown: self.shutdown.clone(),
@@ -183,15 +190,11 @@ impl Dispatcher {
             frames: 0,
             losses: 0,
         };
-        let node = match &placement {
-            Placement::Worker(r) => Some(r.worker_name.clone()),
-            _ => None,
-        };
         tokio::spawn(job.run(placement));
         Ok(Generation {
             id,
             model: target,
-            node,
+            node: Answerer(answerer_rx),
             events: Events(EventsInner::Remote(events_rx)),
             control: Control(ControlInner::Remote(ops_tx)),
         })
@@ -209,8 +212,8 @@ fn local_free_slots(host: &ModelHost) -> usize {
 pub struct Generation {
     pub id: RequestId,
     pub model: ModelId,
-    /// The worker it was first placed on; `None` on this node (or while it waits for a slot).
-    pub node: Option<String>,
+    /// Which node is answering; a re-dispatched answer moves, so read it again at the end.
+    pub node: Answerer,
     pub events: Events,
     pub control: Control,
 }
@@ -220,10 +223,26 @@ impl Generation {
         Self {
             id: g.id,
             model: g.model.id.clone(),
-            node: None,
+            node: Answerer::this_node(),
             events: Events(EventsInner::Local(g.events)),
             control: Control(ControlInner::Local(g.control)),
         }
+    }
+}
+
+/// Which node a generation is running on: a worker's name, or `None` for this node (also
+/// while it waits for a slot). Its job updates it when the answer is placed again.
+#[derive(Debug, Clone)]
+pub struct Answerer(watch::Receiver<Option<String>>);
+
+impl Answerer {
+    fn this_node() -> Self {
+        Self(watch::channel(None).1)
+    }
+
+    /// The worker answering now, `None` when it is this node.
+    pub fn current(&self) -> Option<String> {
+        self.0.borrow().clone()
     }
 }
 
@@ -384,6 +403,8 @@ struct Job {
     params: SamplingParams,
     serve_local: bool,
     events: mpsc::Sender<Event>,
+    /// Who is answering now, for the door (the UI names it under the answer).
+    answerer: watch::Sender<Option<String>>,
     ops: mpsc::Receiver<RemoteOp>,
     /// False once every `Control` is dropped (the reader may still be reading events).
     ops_open: bool,
@@ -662,6 +683,7 @@ impl Job {
     }
 
     async fn on_worker(&mut self, mut r: Reservation) -> Outcome {
+        self.answerer.send_replace(Some(r.worker_name.clone()));
         let continuing = !self.delivered.is_empty();
         let prior = if continuing {
             self.count_tokens(&self.delivered)
@@ -751,6 +773,7 @@ impl Job {
 
     /// Run (or continue) the job on this node's engine and forward its events.
     async fn on_local(&mut self) -> Outcome {
+        self.answerer.send_replace(None);
         let continuing = !self.delivered.is_empty();
         let prior = if continuing {
             self.count_tokens(&self.delivered)

@@ -501,18 +501,19 @@ impl Store {
         .await
     }
 
-    /// Record how an answer ended.
+    /// Record how an answer ended, and which node ended it (a re-dispatched answer moves).
     pub async fn finish_message(
         &self,
         id: String,
         content: String,
         status: MessageStatus,
         stats: Option<Stats>,
+        node: String,
         error: Option<String>,
     ) -> Result<Option<Message>, StoreError> {
         self.with(move |c| {
             c.execute(
-                "UPDATE messages SET content = ?2, status = ?3, tokens = ?4, tokens_per_s = ?5, ttft_ms = ?6, error = ?7 WHERE id = ?1",
+                "UPDATE messages SET content = ?2, status = ?3, tokens = ?4, tokens_per_s = ?5, ttft_ms = ?6, error = ?7, node = ?8 WHERE id = ?1",
                 params![
                     id,
                     content,
@@ -520,7 +521,8 @@ impl Store {
                     stats.map(|s| s.tokens),
                     stats.map(|s| s.tokens_per_s),
                     stats.map(|s| s.ttft_ms),
-                    error
+                    error,
+                    node
                 ],
             )?;
             get_message(c, &id)

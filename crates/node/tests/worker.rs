@@ -94,7 +94,11 @@ fn greedy(prompt: &str, max_tokens: u32) -> Value {
 /// A streaming chat completion whose SSE `data:` payloads arrive on a channel as they come.
 fn stream_chat(node: &TestNode, mut body: Value) -> mpsc::Receiver<String> {
     body["stream"] = json!(true);
-    let url = node.url("/v1/chat/completions");
+    stream_sse(node.url("/v1/chat/completions"), body)
+}
+
+/// POST `body` to `url` and pass on the `data:` payloads of the SSE answer as they come.
+fn stream_sse(url: String, body: Value) -> mpsc::Receiver<String> {
     let (tx, rx) = mpsc::channel(4096);
     tokio::spawn(async move {
         let resp = client().post(url).json(&body).send().await.expect("sent");
@@ -796,5 +800,77 @@ async fn the_uis_chat_is_answered_by_a_worker_and_says_which() {
     assert_eq!(answer["node"], "w1", "{answer}");
     assert_eq!(workers(&hub).await[0]["completed"], 1);
     worker.stop().await;
+    hub.stop().await;
+}
+
+/// A UI answer that moves from a lost worker to the hub's own engine names the hub under it
+/// (the node that finished it), not the worker it started on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ui_answer_re_dispatched_from_a_lost_worker_names_the_node_that_finished_it() {
+    let hub = start_hub(1, true).await;
+    let worker = start_worker(&hub, "w1", 1).await;
+    wait_workers(&hub, 1).await;
+    let hub_name = hub.status().await["node"].as_str().unwrap().to_owned();
+    assert_ne!(hub_name, "w1");
+
+    // Fill the hub's own slot, so the UI's answer goes to the worker.
+    let mut first = stream_chat(&hub, greedy(STORY, 200));
+    let mut first_text = String::new();
+    read_deltas(&mut first, 1, &mut first_text).await;
+
+    let r = hub
+        .post("/api/conversations", &json!({"title": "moves"}))
+        .await;
+    let conv = r.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = client()
+        .patch(hub.url(&format!("/api/conversations/{conv}")))
+        .json(&json!({"settings": {"temperature": 0, "max_tokens": 200}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let mut ui = stream_sse(
+        hub.url(&format!("/api/conversations/{conv}/chat")),
+        json!({"content": STORY}),
+    );
+    let mut started_on = None;
+    let mut tokens = 0;
+    while tokens < 3 {
+        let v: Value = serde_json::from_str(&next_data(&mut ui).await).unwrap();
+        match v["type"].as_str() {
+            Some("start") => started_on = v["message"]["node"].as_str().map(str::to_owned),
+            Some("token") => tokens += 1,
+            Some("user") => {}
+            _ => panic!("the answer ended before the worker could be stopped: {v}"),
+        }
+    }
+    assert_eq!(started_on.as_deref(), Some("w1"));
+    assert_eq!(busy_worker(&hub).await, "w1");
+    worker.stop().await;
+
+    let done = loop {
+        let v: Value = serde_json::from_str(&next_data(&mut ui).await).unwrap();
+        match v["type"].as_str() {
+            Some("done") => break v,
+            Some("error") => panic!("the answer did not survive the lost worker: {v}"),
+            _ => {}
+        }
+    };
+    assert_eq!(done["message"]["node"], hub_name.as_str(), "{done}");
+    assert_eq!(done["message"]["status"], "complete", "{done}");
+    let c: Value = client()
+        .get(hub.url(&format!("/api/conversations/{conv}")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(c["messages"][1]["node"], hub_name.as_str(), "{c}");
+    let (_, error) = finish_stream(&mut first, &mut first_text).await;
+    assert!(error.is_none(), "{error:?}");
     hub.stop().await;
 }

@@ -200,7 +200,7 @@ pub(crate) async fn chat(
     // Which node answers: a worker in hub mode, else this one.
     let node = generation
         .node
-        .clone()
+        .current()
         .unwrap_or_else(|| state.node_name.clone());
     let assistant = state
         .store
@@ -342,9 +342,14 @@ async fn drive(
         }
         Err(message) => (MessageStatus::Error, None, Some(message.clone())),
     };
+    // A re-dispatched answer was finished elsewhere: name the node that ended it.
+    let node = generation
+        .node
+        .current()
+        .unwrap_or_else(|| state.node_name.clone());
     let stored = state
         .store
-        .finish_message(message.id.clone(), text, status, stats, error.clone())
+        .finish_message(message.id.clone(), text, status, stats, node, error.clone())
         .await;
     state.chats.end(&conversation_id);
     let stored = match stored {
