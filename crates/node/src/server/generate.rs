@@ -23,7 +23,7 @@ use hearth_protocol::streaming::{
     self as sw, parse_client_message, ClientMessage, Config, Control, ErrorKind, RecoveryAction,
     ServerMessage,
 };
-use hearth_protocol::{ChatMessage, SamplingParams};
+use hearth_protocol::{ChatMessage, ModelId, SamplingParams};
 use tokio::sync::watch;
 
 use super::ws::{classify, Incoming};
@@ -109,6 +109,17 @@ fn error(
         recovery_action: action,
         request_id,
     })
+}
+
+/// The model this socket waits for (or asked for) failed to load: not retryable as is.
+fn load_failed(model: &ModelId, message: &str) -> ServerMessage {
+    error(
+        ErrorKind::ModelLoadingError,
+        format!("model {model} failed to load: {message}"),
+        false,
+        RecoveryAction::None,
+        None,
+    )
 }
 
 fn invalid(message: impl Into<String>) -> ServerMessage {
@@ -303,14 +314,7 @@ impl Session {
             ModelState::Failed { model, message } => {
                 if self.waiting.take().is_some() || self.last_percent.is_some() {
                     self.last_percent = None;
-                    self.send(&error(
-                        ErrorKind::ModelLoadingError,
-                        format!("model {model} failed to load: {message}"),
-                        false,
-                        RecoveryAction::None,
-                        None,
-                    ))
-                    .await;
+                    self.send(&load_failed(&model, &message)).await;
                 }
             }
             ModelState::Stopped | ModelState::Unloaded => {
@@ -380,14 +384,7 @@ impl Session {
                         return;
                     }
                     ModelState::Failed { model, message } => {
-                        self.send(&error(
-                            ErrorKind::ModelLoadingError,
-                            format!("model {model} failed to load: {message}"),
-                            false,
-                            RecoveryAction::None,
-                            None,
-                        ))
-                        .await;
+                        self.send(&load_failed(&model, &message)).await;
                         return;
                     }
                     ModelState::Stopped => {
