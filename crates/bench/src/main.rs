@@ -308,11 +308,12 @@ async fn run(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<Figure>> 
                 let t = client::ws_generate(&node.addr, PROMPT, args.tokens).await?;
                 ws_single.push(Window::single(&t)?.rate(&node_cpu));
                 let f2 = fl.decode(&prompt, 1, args.tokens)?;
-                sse_floor.push(f0.mean(f1));
+                let around_sse = f0.mean(f1);
+                sse_floor.push(around_sse);
                 ws_floor.push(f1.mean(f2));
                 // The SSE stream is also the aggregate with one stream.
                 node_rates[i].push(*sse_single.last().expect("just pushed"));
-                floor_rates[i].push(f0.mean(f1));
+                floor_rates[i].push(around_sse);
                 floor_drift[i].push(f1.wall / f0.wall);
                 continue;
             }

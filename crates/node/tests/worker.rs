@@ -769,14 +769,7 @@ async fn the_uis_chat_is_answered_by_a_worker_and_says_which() {
     let hub = start_hub(1, false).await;
     let worker = start_worker(&hub, "w1", 2).await;
     wait_workers(&hub, 1).await;
-    let r = hub
-        .post("/api/conversations", &json!({"title": "via a worker"}))
-        .await;
-    assert_eq!(r.status(), 201);
-    let conv = r.json::<Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let conv = hub.new_conversation("via a worker").await;
     let r = hub
         .post(
             &format!("/api/conversations/{conv}/chat"),
@@ -786,14 +779,7 @@ async fn the_uis_chat_is_answered_by_a_worker_and_says_which() {
     assert_eq!(r.status(), 200);
     let sse = r.text().await.unwrap();
     assert!(sse.contains("\"type\":\"done\""), "{sse}");
-    let c: Value = client()
-        .get(hub.url(&format!("/api/conversations/{conv}")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let c = hub.get_json(&format!("/api/conversations/{conv}")).await;
     let answer = &c["messages"][1];
     assert_eq!(answer["status"], "complete", "{answer}");
     assert!(!answer["content"].as_str().unwrap().is_empty(), "{answer}");
@@ -818,13 +804,7 @@ async fn a_ui_answer_re_dispatched_from_a_lost_worker_names_the_node_that_finish
     let mut first_text = String::new();
     read_deltas(&mut first, 1, &mut first_text).await;
 
-    let r = hub
-        .post("/api/conversations", &json!({"title": "moves"}))
-        .await;
-    let conv = r.json::<Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let conv = hub.new_conversation("moves").await;
     let r = client()
         .patch(hub.url(&format!("/api/conversations/{conv}")))
         .json(&json!({"settings": {"temperature": 0, "max_tokens": 200}}))
@@ -861,14 +841,7 @@ async fn a_ui_answer_re_dispatched_from_a_lost_worker_names_the_node_that_finish
     };
     assert_eq!(done["message"]["node"], hub_name.as_str(), "{done}");
     assert_eq!(done["message"]["status"], "complete", "{done}");
-    let c: Value = client()
-        .get(hub.url(&format!("/api/conversations/{conv}")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let c = hub.get_json(&format!("/api/conversations/{conv}")).await;
     assert_eq!(c["messages"][1]["node"], hub_name.as_str(), "{c}");
     let (_, error) = finish_stream(&mut first, &mut first_text).await;
     assert!(error.is_none(), "{error:?}");

@@ -197,11 +197,7 @@ pub(crate) async fn chat(
             },
         )
         .map_err(submit_failure)?;
-    // Which node answers: a worker in hub mode, else this one.
-    let node = generation
-        .node
-        .current()
-        .unwrap_or_else(|| state.node_name.clone());
+    let node = answering_node(&state, &generation);
     let assistant = state
         .store
         .add_message(NewMessage {
@@ -247,6 +243,14 @@ pub(crate) async fn chat(
         .header(header::CACHE_CONTROL, "no-cache")
         .body(Body::from_stream(body))
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response()))
+}
+
+/// The node answering now: a worker in hub mode, else this one.
+fn answering_node(state: &AppState, generation: &Generation) -> String {
+    generation
+        .node
+        .current()
+        .unwrap_or_else(|| state.node_name.clone())
 }
 
 /// Runs one answer to its end, independent of the browser: tokens go to the client while it
@@ -343,10 +347,7 @@ async fn drive(
         Err(message) => (MessageStatus::Error, None, Some(message.clone())),
     };
     // A re-dispatched answer was finished elsewhere: name the node that ended it.
-    let node = generation
-        .node
-        .current()
-        .unwrap_or_else(|| state.node_name.clone());
+    let node = answering_node(&state, &generation);
     let stored = state
         .store
         .finish_message(message.id.clone(), text, status, stats, node, error.clone())

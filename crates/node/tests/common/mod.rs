@@ -136,6 +136,30 @@ impl TestNode {
         parse_sse(&text)
     }
 
+    /// GET `path` and parse the JSON answer.
+    pub async fn get_json(&self, path: &str) -> Value {
+        client()
+            .get(self.url(path))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    /// Create a conversation through `/api` and return its id.
+    pub async fn new_conversation(&self, title: &str) -> String {
+        let r = self
+            .post("/api/conversations", &json!({ "title": title }))
+            .await;
+        assert_eq!(r.status(), 201);
+        r.json::<Value>().await.unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
     /// Wait (10 s at most) until no slot is busy: a slot is freed just after its last event.
     pub async fn wait_idle(&self, what: &str) {
         wait_for(async || self.status().await["active"] == 0, what).await;
