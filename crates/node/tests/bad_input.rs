@@ -35,7 +35,7 @@ async fn expect_openai_error(
 
 async fn expect_chat_works(t: &TestNode) {
     let v = t
-        .chat(json!({"messages": user("Hello"), "max_tokens": 3}))
+        .chat(json!({"messages": user("Hello"), "max_tokens": 3, "ignore_eos": true}))
         .await;
     assert_eq!(v["usage"]["completion_tokens"], 3);
 }
@@ -167,7 +167,7 @@ async fn expect_ws_error(ws: &mut common::Ws, needle: &str) -> Value {
 async fn expect_ws_generation_works(ws: &mut common::Ws) {
     ws_send(
         ws,
-        json!({"type": "config", "prompt": "Hello", "parameters": {"max_tokens": 3}}),
+        json!({"type": "config", "prompt": "Hello", "parameters": {"max_tokens": 3, "ignore_eos": true}}),
     )
     .await;
     let (done, before) = ws_until(ws, "completion").await;

@@ -324,7 +324,7 @@ async fn status_messages_flow_while_the_model_loads() {
     let mut ws = t.ws("/generate").await;
     ws_send(
         &mut ws,
-        json!({"type": "config", "prompt": "Hi", "parameters": {"max_tokens": 3}}),
+        json!({"type": "config", "prompt": "Hi", "parameters": {"max_tokens": 3, "ignore_eos": true}}),
     )
     .await;
     let mut statuses = Vec::new();

@@ -235,7 +235,7 @@ async fn the_lan_toggle_needs_a_key_there_and_closes_the_door_when_off() {
         "-H",
         "content-type: application/json",
         "-d",
-        &json!({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3}).to_string(),
+        &json!({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3, "ignore_eos": true}).to_string(),
         &lan_url("/v1/chat/completions"),
     ]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON answer");
