@@ -714,10 +714,11 @@ impl Scheduler<'_> {
                 cached_tokens: slot.reused as u32,
             },
         };
-        slot.out.send(Event::Done(done));
+        // Counted before the event goes out: whoever sees `Done` sees it counted.
         self.shared
             .requests_finished
             .fetch_add(1, Ordering::Relaxed);
+        slot.out.send(Event::Done(done));
         self.release(slot);
     }
 

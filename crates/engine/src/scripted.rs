@@ -264,6 +264,10 @@ impl Scripted {
             return;
         };
         let now = Instant::now();
+        // Counted before the event goes out: whoever sees `Done` sees it counted.
+        self.shared
+            .requests_finished
+            .fetch_add(1, Ordering::Relaxed);
         slot.out.send(Event::Done(Done {
             reason,
             usage: Usage::new(slot.prompt_tokens, slot.generated),
@@ -279,9 +283,6 @@ impl Scripted {
         }));
         self.shared.active.fetch_sub(1, Ordering::Relaxed);
         self.shared.admission.release(1);
-        self.shared
-            .requests_finished
-            .fetch_add(1, Ordering::Relaxed);
         if !slot.out.flush() {
             self.draining.push(slot.out);
         }
