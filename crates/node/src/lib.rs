@@ -298,33 +298,44 @@ impl Node {
     }
 
     /// Graceful shutdown: open streams get a final message, the port closes, the engine
-    /// stops. Bounded by the configured grace period plus the engine's current step.
+    /// stops. The three run at once, bounded by the configured grace period (the engine gets
+    /// at least [`ENGINE_STOP_WAIT`]): a decode step in progress, such as a long prefill on a
+    /// loaded machine, overlaps the connections' drain instead of following it.
     pub async fn shutdown(&self) {
         tracing::info!("shutting down");
         self.inner.state.shutdown.cancel();
+        let now = tokio::time::Instant::now();
+        let deadline = now + self.inner.grace;
         let tasks = std::mem::take(&mut self.inner.listening.lock().await.tasks);
-        let deadline = tokio::time::Instant::now() + self.inner.grace;
-        for mut task in tasks {
-            if tokio::time::timeout_at(deadline, &mut task).await.is_err() {
-                tracing::warn!("connections still open after the grace period; closing them");
-                task.abort();
+        let connections = async {
+            for mut task in tasks {
+                if tokio::time::timeout_at(deadline, &mut task).await.is_err() {
+                    tracing::warn!("connections still open after the grace period; closing them");
+                    task.abort();
+                }
             }
-        }
+        };
         let worker = self.inner.worker.lock().expect("worker lock").take();
-        if let Some(mut w) = worker {
-            if tokio::time::timeout(WORKER_STOP_WAIT, &mut w)
+        let worker = async {
+            if let Some(mut w) = worker {
+                if tokio::time::timeout(WORKER_STOP_WAIT, &mut w)
+                    .await
+                    .is_err()
+                {
+                    w.abort();
+                }
+            }
+        };
+        let engine = async {
+            let until = deadline.max(now + ENGINE_STOP_WAIT);
+            if tokio::time::timeout_at(until, self.inner.state.host.shutdown())
                 .await
                 .is_err()
             {
-                w.abort();
+                tracing::warn!("the engine did not stop in time");
             }
-        }
-        if tokio::time::timeout(ENGINE_STOP_WAIT, self.inner.state.host.shutdown())
-            .await
-            .is_err()
-        {
-            tracing::warn!("the engine did not stop in time");
-        }
+        };
+        tokio::join!(connections, worker, engine);
     }
 }
 
