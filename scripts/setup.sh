@@ -20,14 +20,15 @@ say() { printf '[setup] %s\n' "$*"; }
 
 # --- Debian packages -------------------------------------------------------------------------
 # cmake + libclang: llama-cpp-sys-2 builds the vendored llama.cpp with CMake and runs bindgen.
-# libgomp1: OpenMP at run time. python3-venv: the virtualenv for the Python test client.
+# libsqlite3-dev: the system SQLite for hearth.db. libgomp1: OpenMP at run time.
+# python3-venv: the virtualenv for the Python test client.
 # chromium: the browser tests drive Debian's Chromium with playwright-core (never a downloaded one).
 # libdbus-1-dev: the OS keyring (Secret Service) for Ed25519 identities.
 # webkit2gtk, gtk, appindicator: the Tauri desktop app (libappindicator3-dev does not exist on
 # bookworm). xvfb, xauth, xdotool, imagemagick, dbus-x11, webkit2gtk-driver: its test under a
 # virtual X server. iproute2: the LAN test's network namespace.
 # gnome-keyring, libsecret-tools: the identity test that uses a real Secret Service keyring.
-apt_packages=(cmake libclang1-14 libclang-common-14-dev build-essential libgomp1 pkg-config
+apt_packages=(cmake libclang1-14 libclang-common-14-dev build-essential libgomp1 pkg-config libsqlite3-dev
   python3 python3-venv ca-certificates unzip curl chromium
   libdbus-1-dev libwebkit2gtk-4.1-dev libgtk-3-dev libayatana-appindicator3-dev librsvg2-dev file
   xvfb xauth xdotool imagemagick dbus-x11 webkit2gtk-driver iproute2 gnome-keyring libsecret-tools)
