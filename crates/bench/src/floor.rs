@@ -25,16 +25,6 @@ pub(crate) struct Rate {
     pub(crate) cpu: f64,
 }
 
-impl Rate {
-    /// The mean of two measurements (the floor right before and right after a node figure).
-    pub(crate) fn mean(self, other: Rate) -> Rate {
-        Rate {
-            wall: (self.wall + other.wall) / 2.0,
-            cpu: (self.cpu + other.cpu) / 2.0,
-        }
-    }
-}
-
 pub(crate) struct Floor {
     backend: LlamaBackend,
     model: LlamaModel,

@@ -27,10 +27,9 @@ use report::{percentile, Figure};
 
 const PROMPT: &str = "Write a short story about a robot learning to paint.";
 const CONCURRENCY: [usize; 4] = [1, 2, 4, 8];
-/// Concurrencies with a target: their floor is measured before and after the node (one
-/// stream always is, around each door).
-const TARGETED: [usize; 2] = [4, 8];
 const DOOR_CLIENTS: usize = 32;
+/// Repetitions of each door-capacity figure (far from its target; more would only add time).
+const DOOR_RUNS: usize = 3;
 /// Tokens per request in the door-capacity runs: `/generate` repeats the cumulative text in
 /// every token message, so long requests would measure JSON size rather than the door.
 const DOOR_REQUEST_TOKENS: usize = 256;
@@ -46,17 +45,17 @@ struct Args {
     node_bin: Option<PathBuf>,
     #[arg(long, default_value_t = 2)]
     threads: i32,
-    /// Repetitions of every throughput figure (median and spread are reported).
-    #[arg(long, default_value_t = 3)]
+    /// Rounds: repetitions of every throughput figure (best, median and spread are reported).
+    #[arg(long, default_value_t = 5)]
     runs: usize,
     /// Tokens generated per stream in decode measurements.
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = 64)]
     tokens: usize,
     /// Requests for the time-to-first-token percentiles.
     #[arg(long, default_value_t = 24)]
     ttft_requests: usize,
     /// Seconds per door-capacity measurement.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 0.5)]
     door_seconds: f64,
     #[arg(long, default_value = "bench/results.json")]
     out: PathBuf,
@@ -245,7 +244,7 @@ async fn run(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<Figure>> 
     let rendered =
         ChatTemplate::new(&src, &bos, &eos)?.render(&[ChatMessage::new("user", PROMPT)], true)?;
     let prompt = floor.tokenize(&rendered);
-    let long_prompt = floor.tokenize(&"The quick brown fox jumps over the lazy dog. ".repeat(60));
+    let long_prompt = floor.tokenize(&"The quick brown fox jumps over the lazy dog. ".repeat(25));
     if prompt.len() + args.tokens > ctx_per_slot as usize {
         bail!(
             "--tokens {} does not fit the {ctx_per_slot}-token slots",
@@ -279,45 +278,42 @@ async fn run(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<Figure>> 
     client::sse_chat(&http, &base, PROMPT, 4).await?;
     client::ws_generate(&node.addr, PROMPT, 4).await?;
 
-    // Each round measures the floor right before and (for the targeted figures) right after
-    // the node figure it is compared with, so drift on a shared machine hits both sides of a
-    // ratio alike; the floor's after/before ratio shows how large that drift was.
+    // Each round measures every node figure right after the floor figure it is compared with,
+    // so both sides of a ratio see the machine as it was at that moment. One stream through
+    // each door has a floor run of its own right before it.
     let node_cpu = CpuSampler::start(node.pid(), Duration::from_millis(20));
     let mut floor_prefill = Vec::new();
     let n = CONCURRENCY.len();
     let mut floor_rates: Vec<Vec<Rate>> = vec![Vec::new(); n];
-    let mut floor_drift: Vec<Vec<f64>> = vec![Vec::new(); n];
     let mut node_rates: Vec<Vec<Rate>> = vec![Vec::new(); n];
     let mut sse_single = Vec::new();
     let mut ws_single = Vec::new();
     let mut sse_floor = Vec::new();
     let mut ws_floor = Vec::new();
+    let mut floor_drift = Vec::new();
     for r in 0..args.runs {
         eprintln!("round {}/{}", r + 1, args.runs);
         let mut fl = floor.session()?;
         floor_prefill.push(fl.prefill(&long_prompt)?);
         for (i, c) in CONCURRENCY.iter().enumerate() {
             if *c == 1 {
-                // One stream through each door, each between two floor runs, so that a door's
-                // ratio is against the floor right around it (drift within a round is several
-                // percent here, as large as the targets' margins).
                 let f0 = fl.decode(&prompt, 1, args.tokens)?;
                 let t = client::sse_chat(&http, &base, PROMPT, args.tokens).await?;
                 sse_single.push(Window::single(&t)?.rate(&node_cpu));
                 let f1 = fl.decode(&prompt, 1, args.tokens)?;
                 let t = client::ws_generate(&node.addr, PROMPT, args.tokens).await?;
                 ws_single.push(Window::single(&t)?.rate(&node_cpu));
-                let f2 = fl.decode(&prompt, 1, args.tokens)?;
-                let around_sse = f0.mean(f1);
-                sse_floor.push(around_sse);
-                ws_floor.push(f1.mean(f2));
+                sse_floor.push(f0);
+                ws_floor.push(f1);
+                // How much the machine itself moved between two floor runs a few seconds
+                // apart: the noise band the ratios live in.
+                floor_drift.push(f1.wall / f0.wall);
                 // The SSE stream is also the aggregate with one stream.
                 node_rates[i].push(*sse_single.last().expect("just pushed"));
-                floor_rates[i].push(around_sse);
-                floor_drift[i].push(f1.wall / f0.wall);
+                floor_rates[i].push(f0);
                 continue;
             }
-            let before = fl.decode(&prompt, *c, args.tokens)?;
+            floor_rates[i].push(fl.decode(&prompt, *c, args.tokens)?);
             let tasks: Vec<_> = (0..*c)
                 .map(|_| {
                     let http = http.clone();
@@ -333,14 +329,6 @@ async fn run(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<Figure>> 
                 traces.push(t.await??);
             }
             node_rates[i].push(Window::overlap(&traces)?.rate(&node_cpu));
-            let floor_rate = if TARGETED.contains(c) {
-                let after = fl.decode(&prompt, *c, args.tokens)?;
-                floor_drift[i].push(after.wall / before.wall);
-                before.mean(after)
-            } else {
-                before
-            };
-            floor_rates[i].push(floor_rate);
         }
     }
     drop(node_cpu);
@@ -398,7 +386,7 @@ async fn run(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<Figure>> 
         ("/generate", DOOR_CLIENTS),
     ] {
         let mut samples = Vec::new();
-        for _ in 0..args.runs {
+        for _ in 0..args.runs.min(DOOR_RUNS) {
             let start = Instant::now();
             let tasks: Vec<_> = (0..clients)
                 .map(|_| {
@@ -454,12 +442,12 @@ async fn run(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<Figure>> 
         ("/generate", &ws_single, &ws_floor),
     ] {
         let floor_wall = Figure::new(
-            format!("floor decode, 1 sequence (around {door})"),
+            format!("floor decode, 1 sequence (before {door})"),
             "tok/s",
             wall(floor),
         );
         let floor_cpu = Figure::new(
-            format!("floor decode per CPU-s, 1 sequence (around {door})"),
+            format!("floor decode per CPU-s, 1 sequence (before {door})"),
             "tok/CPU-s",
             cpu(floor),
         );
@@ -501,15 +489,11 @@ async fn run(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<Figure>> 
             .against(&floor_cpu[i], target),
         );
     }
-    for (i, c) in CONCURRENCY.iter().enumerate() {
-        if !floor_drift[i].is_empty() {
-            figures.push(Figure::new(
-                format!("floor drift within a round x {c} (after / before)"),
-                "ratio",
-                floor_drift[i].clone(),
-            ));
-        }
-    }
+    figures.push(Figure::new(
+        "floor drift between two single-sequence runs (second / first)",
+        "ratio",
+        floor_drift,
+    ));
     figures.extend(single_floors);
     figures.extend(floor_wall);
     figures.extend(floor_cpu);
