@@ -82,67 +82,66 @@ impl Floor {
         Some((src, piece(vocab.bos()), piece(vocab.eos())))
     }
 
-    /// A fresh context for one round of measurements.
-    pub(crate) fn session(&self) -> Result<Session<'_>> {
+    /// Prefill tokens/s: one decode of `tokens` (capped at one batch) into a fresh context.
+    pub(crate) fn prefill(&self, tokens: &[LlamaToken]) -> Result<f64> {
+        let mut ctx = self.context()?;
+        let mut batch = LlamaBatch::new(self.n_batch as usize, 1);
+        let n = tokens.len().min(self.n_batch as usize);
+        for (i, t) in tokens[..n].iter().enumerate() {
+            batch.add(*t, i as i32, &[0], i + 1 == n)?;
+        }
+        let t0 = Instant::now();
+        ctx.decode(&mut batch)?;
+        Ok(n as f64 / t0.elapsed().as_secs_f64())
+    }
+
+    /// A context with `prompt` prefilled into every sequence, ready for decode measurements.
+    pub(crate) fn session(&self, prompt: &[LlamaToken]) -> Result<Session<'_>> {
+        let mut ctx = self.context()?;
+        let mut batch = LlamaBatch::new(self.n_batch as usize, 1);
+        let mut first = Vec::with_capacity(self.slots as usize);
+        for seq in 0..self.slots as i32 {
+            batch.clear();
+            for (i, t) in prompt.iter().enumerate() {
+                batch.add(*t, i as i32, &[seq], i + 1 == prompt.len())?;
+            }
+            ctx.decode(&mut batch)?;
+            first.push(LlamaSampler::greedy().sample(&ctx, batch.n_tokens() - 1));
+        }
         Ok(Session {
-            ctx: self.context()?,
-            batch: LlamaBatch::new(self.n_batch as usize, 1),
+            ctx,
+            batch,
+            prompt_len: prompt.len(),
+            first,
         })
     }
 }
 
-/// One context and batch, reused by consecutive measurements (the KV cache is cleared
-/// between them).
+/// One context with the prompt in every sequence's KV cache. Each measurement decodes from
+/// the end of the prompt and then drops what it generated, so measurements need no prefill
+/// and can be short (a short pair of floor and node runs sees the machine in one state).
 pub(crate) struct Session<'a> {
     ctx: LlamaContext<'a>,
     batch: LlamaBatch<'static>,
+    prompt_len: usize,
+    /// Each sequence's first token, sampled from the prompt's logits (as the node's first
+    /// token comes from its prefill).
+    first: Vec<LlamaToken>,
 }
 
 impl Session<'_> {
-    /// Prefill tokens/s: one decode of the whole prompt (capped at one batch) into sequence 0.
-    pub(crate) fn prefill(&mut self, tokens: &[LlamaToken]) -> Result<f64> {
-        self.ctx.clear_kv_cache();
-        self.batch.clear();
-        let n = tokens.len().min(self.batch_capacity());
-        for (i, t) in tokens[..n].iter().enumerate() {
-            self.batch.add(*t, i as i32, &[0], i + 1 == n)?;
-        }
-        let t0 = Instant::now();
-        self.ctx.decode(&mut self.batch)?;
-        Ok(n as f64 / t0.elapsed().as_secs_f64())
-    }
-
-    fn batch_capacity(&self) -> usize {
-        self.ctx.n_batch() as usize
-    }
-
-    /// Prefill `prompt` into `n` sequences, then time `steps - 1` decode steps of one token per
-    /// sequence (the first token comes from prefill, as in the node). Aggregate tokens per
-    /// wall-clock second and per CPU-second of this process.
-    pub(crate) fn decode(&mut self, prompt: &[LlamaToken], n: usize, steps: usize) -> Result<Rate> {
-        self.ctx.clear_kv_cache();
+    /// Time `steps - 1` decode steps of one token for each of `n` sequences together in one
+    /// batch. Aggregate tokens per wall-clock second and per CPU-second of this process.
+    pub(crate) fn decode(&mut self, n: usize, steps: usize) -> Result<Rate> {
+        let n = n.min(self.first.len());
         let (ctx, batch) = (&mut self.ctx, &mut self.batch);
-        batch.clear();
-        let mut logit_idx = Vec::with_capacity(n);
-        for seq in 0..n {
-            for (i, t) in prompt.iter().enumerate() {
-                let last = i + 1 == prompt.len();
-                batch.add(*t, i as i32, &[seq as i32], last)?;
-                if last {
-                    logit_idx.push(batch.n_tokens() - 1);
-                }
-            }
-        }
-        ctx.decode(batch)?;
         let mut samplers: Vec<LlamaSampler> = (0..n).map(|_| LlamaSampler::greedy()).collect();
-        let mut next: Vec<LlamaToken> = (0..n)
-            .map(|s| samplers[s].sample(ctx, logit_idx[s]))
-            .collect();
+        let mut next = self.first[..n].to_vec();
         let start = Instant::now();
         let cpu_start = process_cpu_seconds(std::process::id())?;
         for step in 0..steps.saturating_sub(1) {
             batch.clear();
-            let pos = (prompt.len() + step) as i32;
+            let pos = (self.prompt_len + step) as i32;
             for (seq, t) in next.iter().enumerate() {
                 batch.add(*t, pos, &[seq as i32], true)?;
             }
@@ -152,9 +151,13 @@ impl Session<'_> {
             }
         }
         let tokens = (n * steps.saturating_sub(1)) as f64;
+        let wall = start.elapsed().as_secs_f64();
         let cpu = process_cpu_seconds(std::process::id())? - cpu_start;
+        for seq in 0..n as u32 {
+            ctx.clear_kv_cache_seq(Some(seq), Some(self.prompt_len as u32), None)?;
+        }
         Ok(Rate {
-            wall: tokens / start.elapsed().as_secs_f64(),
+            wall: tokens / wall,
             cpu: tokens / cpu.max(0.01),
         })
     }

@@ -45,11 +45,13 @@ struct Args {
     node_bin: Option<PathBuf>,
     #[arg(long, default_value_t = 2)]
     threads: i32,
-    /// Rounds: repetitions of every throughput figure (best, median and spread are reported).
-    #[arg(long, default_value_t = 5)]
-    runs: usize,
-    /// Tokens generated per stream in decode measurements.
-    #[arg(long, default_value_t = 64)]
+    /// Node runs per decode figure, each between two floor runs (the median of the per-pair
+    /// ratios and their spread are reported).
+    #[arg(long, default_value_t = 12)]
+    pairs: usize,
+    /// Tokens generated per stream in each decode measurement: short, so that a node run and
+    /// the floor runs around it see the machine in one state.
+    #[arg(long, default_value_t = 32)]
     tokens: usize,
     /// Requests for the time-to-first-token percentiles.
     #[arg(long, default_value_t = 24)]
@@ -64,7 +66,7 @@ struct Args {
     /// Rewrite the table between the bench markers of this file (docs/PERFORMANCE.md).
     #[arg(long)]
     update_docs: Option<PathBuf>,
-    /// A smoke run: a few tokens, one run, short door runs.
+    /// A smoke run: a few tokens, two pairs, short door runs.
     #[arg(long)]
     quick: bool,
 }
@@ -81,7 +83,7 @@ fn default_model() -> PathBuf {
 fn main() -> Result<()> {
     let mut args = Args::parse();
     if args.quick {
-        args.runs = 1;
+        args.pairs = 2;
         args.tokens = 8;
         args.ttft_requests = 3;
         args.door_seconds = 0.3;
@@ -113,8 +115,8 @@ fn main() -> Result<()> {
     println!("\n{table}");
     let machine = machine();
     println!(
-        "{machine}; {} runs, {} tokens per stream, {:.0} s",
-        args.runs,
+        "{machine}; {} pairs of {} tokens per stream, {:.0} s",
+        args.pairs,
         args.tokens,
         started.elapsed().as_secs_f64()
     );
@@ -126,7 +128,7 @@ fn main() -> Result<()> {
         serde_json::to_string_pretty(&json!({
             "machine": machine,
             "threads": args.threads,
-            "runs": args.runs,
+            "pairs": args.pairs,
             "tokens": args.tokens,
             "figures": figures,
         }))?,
@@ -153,8 +155,8 @@ fn main() -> Result<()> {
     println!("wrote {} and {}", args.out.display(), args.svg.display());
     if let Some(doc) = &args.update_docs {
         let block = format!(
-            "Measured on {machine}, `--threads {}`, {} runs of {} tokens per stream.\n\n{table}",
-            args.threads, args.runs, args.tokens
+            "Measured on {machine}, `--threads {}`, {} pairs of {} tokens per stream.\n\n{table}",
+            args.threads, args.pairs, args.tokens
         );
         report::update_doc(doc, &block)?;
         println!("updated {}", doc.display());
@@ -183,6 +185,50 @@ fn machine() -> String {
     format!("{cpu}, {cores} cores, {mem_gib:.0} GiB")
 }
 
+/// What the node is asked to do in one measurement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// One stream through the OpenAI door (SSE).
+    Sse,
+    /// One stream through `/generate`.
+    Generate,
+    /// This many concurrent SSE streams.
+    Streams(usize),
+}
+
+impl Kind {
+    fn concurrency(self) -> usize {
+        match self {
+            Kind::Sse | Kind::Generate => 1,
+            Kind::Streams(c) => c,
+        }
+    }
+
+    fn name(self) -> String {
+        match self {
+            Kind::Sse => "one SSE stream".into(),
+            Kind::Generate => "one /generate stream".into(),
+            Kind::Streams(c) => format!("{c} SSE streams"),
+        }
+    }
+}
+
+/// A node figure's runs and the floor runs around them (one more floor run than node runs).
+struct Series {
+    kind: Kind,
+    floor: Vec<Rate>,
+    node: Vec<Rate>,
+}
+
+/// "node decode, 1 stream (x)" -> "node decode per CPU-s, 1 stream (x)"; "... decode x 4" ->
+/// "... decode per CPU-s x 4".
+fn per_cpu(name: &str, per: &str) -> String {
+    match name.find(", ").or_else(|| name.find(" x ")) {
+        Some(i) if !per.is_empty() => format!("{}{per}{}", &name[..i], &name[i..]),
+        _ => name.to_owned(),
+    }
+}
+
 /// Tokens received in a span of time.
 #[derive(Debug, Clone, Copy)]
 struct Window {
@@ -192,19 +238,8 @@ struct Window {
 }
 
 impl Window {
-    /// One stream: the tokens after the first, over the time they took.
-    fn single(t: &Trace) -> Result<Self> {
-        let (Some(from), Some(to)) = (t.tokens.first(), t.tokens.last()) else {
-            bail!("the stream got no tokens");
-        };
-        Ok(Self {
-            tokens: t.tokens.len() - 1,
-            from: *from,
-            to: *to,
-        })
-    }
-
-    /// Several streams: the tokens all of them received while every one was decoding.
+    /// Streams: the tokens all of them received while every one was decoding (for one
+    /// stream, the tokens after the first over the time they took).
     fn overlap(traces: &[Trace]) -> Result<Self> {
         let from = *traces
             .iter()
@@ -278,58 +313,60 @@ async fn run(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<Figure>> 
     client::sse_chat(&http, &base, PROMPT, 4).await?;
     client::ws_generate(&node.addr, PROMPT, 4).await?;
 
-    // Each round measures every node figure right after the floor figure it is compared with,
-    // so both sides of a ratio see the machine as it was at that moment. One stream through
-    // each door has a floor run of its own right before it.
+    // Every node figure is measured in pairs: floor, node, floor, node, ..., floor. Each node
+    // run is compared with the mean of the floor runs right before and right after it, a
+    // fraction of a second away, so both sides of a ratio see the machine in the same state.
     let node_cpu = CpuSampler::start(node.pid(), Duration::from_millis(20));
-    let mut floor_prefill = Vec::new();
-    let n = CONCURRENCY.len();
-    let mut floor_rates: Vec<Vec<Rate>> = vec![Vec::new(); n];
-    let mut node_rates: Vec<Vec<Rate>> = vec![Vec::new(); n];
-    let mut sse_single = Vec::new();
-    let mut ws_single = Vec::new();
-    let mut sse_floor = Vec::new();
-    let mut ws_floor = Vec::new();
-    let mut floor_drift = Vec::new();
-    for r in 0..args.runs {
-        eprintln!("round {}/{}", r + 1, args.runs);
-        let mut fl = floor.session()?;
-        floor_prefill.push(fl.prefill(&long_prompt)?);
-        for (i, c) in CONCURRENCY.iter().enumerate() {
-            if *c == 1 {
-                let f0 = fl.decode(&prompt, 1, args.tokens)?;
-                let t = client::sse_chat(&http, &base, PROMPT, args.tokens).await?;
-                sse_single.push(Window::single(&t)?.rate(&node_cpu));
-                let f1 = fl.decode(&prompt, 1, args.tokens)?;
-                let t = client::ws_generate(&node.addr, PROMPT, args.tokens).await?;
-                ws_single.push(Window::single(&t)?.rate(&node_cpu));
-                sse_floor.push(f0);
-                ws_floor.push(f1);
-                // How much the machine itself moved between two floor runs a few seconds
-                // apart: the noise band the ratios live in.
-                floor_drift.push(f1.wall / f0.wall);
-                // The SSE stream is also the aggregate with one stream.
-                node_rates[i].push(*sse_single.last().expect("just pushed"));
-                floor_rates[i].push(f0);
-                continue;
-            }
-            floor_rates[i].push(fl.decode(&prompt, *c, args.tokens)?);
-            let tasks: Vec<_> = (0..*c)
-                .map(|_| {
-                    let http = http.clone();
-                    let base = base.clone();
-                    let tokens = args.tokens;
-                    tokio::spawn(
-                        async move { client::sse_chat(&http, &base, PROMPT, tokens).await },
-                    )
-                })
-                .collect();
-            let mut traces = Vec::new();
-            for t in tasks {
-                traces.push(t.await??);
-            }
-            node_rates[i].push(Window::overlap(&traces)?.rate(&node_cpu));
+    let floor_prefill = (0..3)
+        .map(|_| floor.prefill(&long_prompt))
+        .collect::<Result<Vec<_>>>()?;
+    let mut chat_floor = floor.session(&prompt)?;
+    // `/generate` takes the prompt as it is, with no chat template: its floor does too.
+    let mut raw_floor = floor.session(&floor.tokenize(PROMPT))?;
+    let mut series = Vec::new();
+    for kind in [
+        Kind::Sse,
+        Kind::Generate,
+        Kind::Streams(2),
+        Kind::Streams(4),
+        Kind::Streams(8),
+    ] {
+        eprintln!("{}: {} pairs", kind.name(), args.pairs);
+        let fl = if kind == Kind::Generate {
+            &mut raw_floor
+        } else {
+            &mut chat_floor
+        };
+        let c = kind.concurrency();
+        let mut s = Series {
+            kind,
+            floor: vec![fl.decode(c, args.tokens)?],
+            node: Vec::new(),
+        };
+        for _ in 0..args.pairs {
+            let traces = match kind {
+                Kind::Sse => vec![client::sse_chat(&http, &base, PROMPT, args.tokens).await?],
+                Kind::Generate => vec![client::ws_generate(&node.addr, PROMPT, args.tokens).await?],
+                Kind::Streams(c) => {
+                    let tasks: Vec<_> = (0..c)
+                        .map(|_| {
+                            let (http, base, tokens) = (http.clone(), base.clone(), args.tokens);
+                            tokio::spawn(async move {
+                                client::sse_chat(&http, &base, PROMPT, tokens).await
+                            })
+                        })
+                        .collect();
+                    let mut traces = Vec::new();
+                    for t in tasks {
+                        traces.push(t.await??);
+                    }
+                    traces
+                }
+            };
+            s.node.push(Window::overlap(&traces)?.rate(&node_cpu));
+            s.floor.push(fl.decode(c, args.tokens)?);
         }
+        series.push(s);
     }
     drop(node_cpu);
 
@@ -386,7 +423,7 @@ async fn run(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<Figure>> 
         ("/generate", DOOR_CLIENTS),
     ] {
         let mut samples = Vec::new();
-        for _ in 0..args.runs.min(DOOR_RUNS) {
+        for _ in 0..DOOR_RUNS {
             let start = Instant::now();
             let tasks: Vec<_> = (0..clients)
                 .map(|_| {
@@ -418,85 +455,67 @@ async fn run(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<Figure>> 
 
     let mut figures = Vec::new();
     figures.push(Figure::new("floor prefill", "tok/s", floor_prefill));
-    let wall = |v: &[Rate]| v.iter().map(|r| r.wall).collect::<Vec<_>>();
-    let cpu = |v: &[Rate]| v.iter().map(|r| r.cpu).collect::<Vec<_>>();
-    let floor_wall: Vec<Figure> = CONCURRENCY
-        .iter()
-        .zip(&floor_rates)
-        .map(|(c, s)| Figure::new(format!("floor aggregate decode x {c}"), "tok/s", wall(s)))
-        .collect();
-    let floor_cpu: Vec<Figure> = CONCURRENCY
-        .iter()
-        .zip(&floor_rates)
-        .map(|(c, s)| {
-            Figure::new(
-                format!("floor aggregate decode per CPU-s x {c}"),
-                "tok/CPU-s",
-                cpu(s),
-            )
-        })
-        .collect();
-    let mut single_floors = Vec::new();
-    for (door, samples, floor) in [
-        ("OpenAI SSE", &sse_single, &sse_floor),
-        ("/generate", &ws_single, &ws_floor),
-    ] {
-        let floor_wall = Figure::new(
-            format!("floor decode, 1 sequence (before {door})"),
-            "tok/s",
-            wall(floor),
-        );
-        let floor_cpu = Figure::new(
-            format!("floor decode per CPU-s, 1 sequence (before {door})"),
-            "tok/CPU-s",
-            cpu(floor),
-        );
-        figures.push(
-            Figure::new(
-                format!("node decode, 1 stream ({door})"),
-                "tok/s",
-                wall(samples),
-            )
-            .against(&floor_wall, Some(0.97)),
-        );
-        figures.push(
-            Figure::new(
-                format!("node decode per CPU-s, 1 stream ({door})"),
-                "tok/CPU-s",
-                cpu(samples),
-            )
-            .against(&floor_cpu, Some(0.97)),
-        );
-        single_floors.push(floor_wall);
-        single_floors.push(floor_cpu);
-    }
-    for (i, c) in CONCURRENCY.iter().enumerate() {
-        let target = (*c >= 4).then_some(0.95);
-        figures.push(
-            Figure::new(
+    let mut floor_figures = Vec::new();
+    let mut drift = Vec::new();
+    for s in &series {
+        drift.extend(s.floor.windows(2).map(|w| w[1].wall / w[0].wall));
+        // The single SSE stream is also the aggregate with one stream.
+        let names: &[(String, String)] = &match s.kind {
+            Kind::Sse => vec![
+                (
+                    "node decode, 1 stream (OpenAI SSE)".into(),
+                    "floor decode, 1 sequence (around OpenAI SSE)".into(),
+                ),
+                (
+                    "node aggregate decode x 1".into(),
+                    "floor aggregate decode x 1".into(),
+                ),
+            ],
+            Kind::Generate => vec![(
+                "node decode, 1 stream (/generate)".into(),
+                "floor decode, 1 sequence (around /generate)".into(),
+            )],
+            Kind::Streams(c) => vec![(
                 format!("node aggregate decode x {c}"),
-                "tok/s",
-                wall(&node_rates[i]),
-            )
-            .against(&floor_wall[i], target),
-        );
-        figures.push(
-            Figure::new(
-                format!("node aggregate decode per CPU-s x {c}"),
-                "tok/CPU-s",
-                cpu(&node_rates[i]),
-            )
-            .against(&floor_cpu[i], target),
-        );
+                format!("floor aggregate decode x {c}"),
+            )],
+        };
+        let target = match s.kind {
+            Kind::Sse | Kind::Generate => Some(0.97),
+            Kind::Streams(c) if c >= 4 => Some(0.95),
+            Kind::Streams(_) => None,
+        };
+        for (i, (node_name, floor_name)) in names.iter().enumerate() {
+            // The one-stream aggregate repeats the SSE figure: its target is the SSE one's.
+            let target = target.filter(|_| i == 0);
+            for (per, unit, pick) in [
+                ("", "tok/s", (|r: &Rate| r.wall) as fn(&Rate) -> f64),
+                (" per CPU-s", "tok/CPU-s", |r: &Rate| r.cpu),
+            ] {
+                let node_name = per_cpu(node_name, per);
+                let floor_name = per_cpu(floor_name, per);
+                let floor: Vec<f64> = s.floor.iter().map(pick).collect();
+                let node: Vec<f64> = s.node.iter().map(pick).collect();
+                let ratios = node
+                    .iter()
+                    .enumerate()
+                    .map(|(k, n)| n / ((floor[k] + floor[k + 1]) / 2.0))
+                    .collect();
+                figures.push(Figure::new(node_name, unit, node).against(
+                    &floor_name,
+                    ratios,
+                    target,
+                ));
+                floor_figures.push(Figure::new(floor_name, unit, floor));
+            }
+        }
     }
     figures.push(Figure::new(
-        "floor drift between two single-sequence runs (second / first)",
+        "floor drift between consecutive floor runs (next / previous)",
         "ratio",
-        floor_drift,
+        drift,
     ));
-    figures.extend(single_floors);
-    figures.extend(floor_wall);
-    figures.extend(floor_cpu);
+    figures.extend(floor_figures);
     figures.push(Figure::new(
         "time to first token, p50",
         "ms",

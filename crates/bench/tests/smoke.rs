@@ -52,8 +52,8 @@ fn a_quick_benchmark_run_reports_every_figure() {
         "node decode per CPU-s, 1 stream (/generate)",
         "node aggregate decode per CPU-s x 4",
         "floor aggregate decode x 8",
-        "floor decode, 1 sequence (before OpenAI SSE)",
-        "floor decode per CPU-s, 1 sequence (before /generate)",
+        "floor decode, 1 sequence (around OpenAI SSE)",
+        "floor decode per CPU-s, 1 sequence (around /generate)",
         "node decode, 1 stream (OpenAI SSE)",
         "node decode, 1 stream (/generate)",
         "node aggregate decode x 1",
@@ -71,15 +71,14 @@ fn a_quick_benchmark_run_reports_every_figure() {
             "{name}: {f}"
         );
     }
-    // Each door's single stream is compared with the floor run right before it.
+    // Each door's single stream is compared with the floor runs around it.
     for door in ["OpenAI SSE", "/generate"] {
         let f = get(&format!("node decode, 1 stream ({door})"));
         assert_eq!(
             f["floor"],
-            format!("floor decode, 1 sequence (before {door})")
+            format!("floor decode, 1 sequence (around {door})")
         );
         assert!(f["ratio"].as_f64().unwrap() > 0.0, "{f}");
-        assert!(f["best_ratio"].as_f64().unwrap() > 0.0, "{f}");
         assert!(f["pass"].is_boolean(), "{f}");
     }
     let agg = get("node aggregate decode x 8");
