@@ -154,7 +154,11 @@ impl Session<'_> {
         let wall = start.elapsed().as_secs_f64();
         let cpu = process_cpu_seconds(std::process::id())? - cpu_start;
         for seq in 0..n as u32 {
-            ctx.clear_kv_cache_seq(Some(seq), Some(self.prompt_len as u32), None)?;
+            let removed = ctx.clear_kv_cache_seq(Some(seq), Some(self.prompt_len as u32), None)?;
+            anyhow::ensure!(
+                removed,
+                "llama.cpp could not drop the generated tokens of sequence {seq}"
+            );
         }
         Ok(Rate {
             wall: tokens / wall,

@@ -268,11 +268,16 @@ impl Window {
                 .copied()
                 .filter(|x| *x >= from && *x <= to)
                 .collect();
-            let span = match (inside.first(), inside.last()) {
-                (Some(a), Some(b)) if inside.len() >= 2 && b > a => (*b - *a).as_secs_f64(),
-                _ => bail!("a stream got fewer than two tokens while every stream was decoding: use more --tokens"),
+            // Tokens that came in one network chunk share its arrival time: the rate counts
+            // the tokens that arrived after the stream's first arrival in the window.
+            let (Some(a), Some(b)) = (inside.first(), inside.last()) else {
+                bail!("a stream got no tokens while every stream was decoding: use more --tokens");
             };
-            rate += (inside.len() - 1) as f64 / span;
+            if b <= a {
+                bail!("a stream's tokens in the window all came in one chunk: use more --tokens");
+            }
+            let after = inside.iter().filter(|x| *x > a).count();
+            rate += after as f64 / (*b - *a).as_secs_f64();
         }
         Ok(Self {
             tokens: rate * (to - from).as_secs_f64(),
@@ -343,13 +348,13 @@ async fn run(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<Figure>> 
     // `/generate` takes the prompt as it is, with no chat template: its floor does too.
     let mut raw_floor = floor.session(&floor.tokenize(PROMPT))?;
     let mut series = Vec::new();
-    for kind in [
-        Kind::Sse,
-        Kind::Generate,
-        Kind::Streams(2),
-        Kind::Streams(4),
-        Kind::Streams(8),
-    ] {
+    let kinds = [Kind::Sse, Kind::Generate].into_iter().chain(
+        CONCURRENCY
+            .iter()
+            .filter(|c| **c > 1)
+            .map(|c| Kind::Streams(*c)),
+    );
+    for kind in kinds {
         eprintln!("{}: {} pairs", kind.name(), args.pairs);
         let fl = if kind == Kind::Generate {
             &mut raw_floor
@@ -618,6 +623,11 @@ mod tests {
         // One stream: 30 tokens after the first over 300 ms.
         let w = Window::overlap(&traces[..1]).unwrap();
         assert!((w.tokens / (w.to - w.from).as_secs_f64() - 100.0).abs() < 1e-6);
+        // Two tokens in one chunk at the window's start: one gap, not two, over 10 ms.
+        let mut burst = trace(t0, 0, 0..3);
+        burst.tokens[1] = burst.tokens[0];
+        let w = Window::overlap(&[burst]).unwrap();
+        assert!((w.tokens / (w.to - w.from).as_secs_f64() - 50.0).abs() < 1e-6);
         // Streams that never decoded together are an error, not a rate.
         assert!(Window::overlap(&[trace(t0, 0, 0..5), trace(t0, 0, 6..9)]).is_err());
     }

@@ -50,7 +50,8 @@ use host::{EngineSettings, ModelHost};
 use server::AppState;
 use store::Store;
 
-/// How long shutdown waits for the engine thread to finish its current step.
+/// The least time shutdown gives the engine thread to finish its current step (it gets the
+/// whole grace period when that is longer).
 const ENGINE_STOP_WAIT: Duration = Duration::from_secs(2);
 
 #[derive(Debug, thiserror::Error)]
@@ -298,9 +299,10 @@ impl Node {
     }
 
     /// Graceful shutdown: open streams get a final message, the port closes, the engine
-    /// stops. The three run at once, bounded by the configured grace period (the engine gets
-    /// at least [`ENGINE_STOP_WAIT`]): a decode step in progress, such as a long prefill on a
-    /// loaded machine, overlaps the connections' drain instead of following it.
+    /// stops. The connections drain while worker mode says goodbye and the engine then stops,
+    /// all bounded by the configured grace period (the engine gets at least
+    /// [`ENGINE_STOP_WAIT`]): a decode step in progress, such as a long prefill on a loaded
+    /// machine, overlaps the drain instead of following it.
     pub async fn shutdown(&self) {
         tracing::info!("shutting down");
         self.inner.state.shutdown.cancel();
@@ -316,7 +318,9 @@ impl Node {
             }
         };
         let worker = self.inner.worker.lock().expect("worker lock").take();
-        let worker = async {
+        // Worker mode says goodbye to its hub before the engine stops, so that the hub
+        // re-sends the worker's tasks elsewhere instead of receiving their shutdown errors.
+        let worker_then_engine = async {
             if let Some(mut w) = worker {
                 if tokio::time::timeout(WORKER_STOP_WAIT, &mut w)
                     .await
@@ -325,8 +329,6 @@ impl Node {
                     w.abort();
                 }
             }
-        };
-        let engine = async {
             let until = deadline.max(now + ENGINE_STOP_WAIT);
             if tokio::time::timeout_at(until, self.inner.state.host.shutdown())
                 .await
@@ -335,7 +337,7 @@ impl Node {
                 tracing::warn!("the engine did not stop in time");
             }
         };
-        tokio::join!(connections, worker, engine);
+        tokio::join!(connections, worker_then_engine);
     }
 }
 
