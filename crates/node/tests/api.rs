@@ -16,14 +16,7 @@ async fn post(t: &TestNode, path: &str, body: Value) -> reqwest::Response {
 }
 
 async fn get(t: &TestNode, path: &str) -> Value {
-    client()
-        .get(t.url(path))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    t.get_json(path).await
 }
 
 /// Send a chat turn and read the whole SSE answer: the events in order.
@@ -367,14 +360,7 @@ async fn a_killed_node_leaves_the_partial_answer_marked_interrupted() {
     }
     // Wait until a save of the running answer is in the database, then kill without warning.
     let saved_so_far = async || {
-        let stored: Value = client()
-            .get(format!("{url}/api/conversations/{conv}"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let stored = common::get_json_at(format!("{url}/api/conversations/{conv}")).await;
         stored["messages"][1]["content"]
             .as_str()
             .is_some_and(|c| !c.is_empty())
@@ -384,14 +370,7 @@ async fn a_killed_node_leaves_the_partial_answer_marked_interrupted() {
     child.wait().unwrap();
     drop(r);
     let (mut child2, url2) = spawn();
-    let stored: Value = client()
-        .get(format!("{url2}/api/conversations/{conv}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let stored = common::get_json_at(format!("{url2}/api/conversations/{conv}")).await;
     let answer = &stored["messages"][1];
     assert_eq!(answer["status"], "interrupted", "{answer}");
     let saved = answer["content"].as_str().unwrap();

@@ -198,14 +198,7 @@ async fn eight_concurrent_streams_of_two_prompts_stay_in_their_own_slots() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn models_list_and_text_completions() {
     let t = TestNode::start(2).await;
-    let models: serde_json::Value = common::client()
-        .get(t.url("/v1/models"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let models = t.get_json("/v1/models").await;
     assert_eq!(models["object"], "list");
     assert_eq!(models["data"][0]["id"], MODEL_ID);
     assert_eq!(models["data"][0]["object"], "model");

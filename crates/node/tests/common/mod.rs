@@ -138,14 +138,7 @@ impl TestNode {
 
     /// GET `path` and parse the JSON answer.
     pub async fn get_json(&self, path: &str) -> Value {
-        client()
-            .get(self.url(path))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
+        get_json_at(self.url(path)).await
     }
 
     /// Create a conversation through `/api` and return its id.
@@ -166,14 +159,7 @@ impl TestNode {
     }
 
     pub async fn status(&self) -> Value {
-        client()
-            .get(self.url("/api/status"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
+        self.get_json("/api/status").await
     }
 
     pub async fn ws(&self, path: &str) -> Ws {
@@ -289,6 +275,18 @@ pub fn similarity(a: &str, b: &str) -> f64 {
 }
 
 /// Poll `cond` every 20 ms until it holds; panic naming `what` after 10 s.
+/// GET a full URL (a node this test started as a process) and parse the JSON answer.
+pub async fn get_json_at(url: String) -> Value {
+    client()
+        .get(url)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 pub async fn wait_for(mut cond: impl AsyncFnMut() -> bool, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
