@@ -156,9 +156,11 @@ impl Events {
         event
     }
 
-    /// If the engine held this generation back because we were slow, tell it there is room.
+    /// If the engine held this generation back because we were slow, tell it there is room
+    /// once half the buffer is free: one wake-up per half buffer, not one per event, when the
+    /// engine is faster than the reader.
     fn took_one(&self) {
-        if self.stalled.swap(false, Ordering::AcqRel) {
+        if self.rx.len() <= EVENT_CAPACITY / 2 && self.stalled.swap(false, Ordering::SeqCst) {
             let _ = self.commands.try_send(Command::Wake);
         }
     }
@@ -434,5 +436,61 @@ fn settled(state: &ModelState) -> Option<Result<Arc<ModelInfo>, SubmitError>> {
         ModelState::Stopped => Some(Err(SubmitError::ShuttingDown)),
         ModelState::Unloaded => Some(Err(SubmitError::NoModel)),
         ModelState::Loading { .. } => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc::sync_channel;
+
+    use super::*;
+    use crate::events::{Done, Timing};
+    use hearth_protocol::{FinishReason, Usage};
+
+    fn done() -> Event {
+        Event::Done(Done {
+            reason: FinishReason::Length,
+            usage: Usage::new(1, 1),
+            timing: Timing::default(),
+        })
+    }
+
+    #[tokio::test]
+    async fn a_reader_wakes_a_stalled_engine_once_half_its_buffer_is_free() {
+        let (tx, rx) = mpsc::channel(EVENT_CAPACITY);
+        let (commands, woken) = sync_channel(16);
+        let stalled = Arc::new(AtomicBool::new(false));
+        let mut events = Events {
+            rx,
+            stalled: stalled.clone(),
+            commands,
+        };
+        for _ in 0..EVENT_CAPACITY {
+            tx.try_send(done()).expect("room");
+        }
+        // The engine found the buffer full.
+        stalled.store(true, Ordering::SeqCst);
+        let mut wakes = Vec::new();
+        for taken in 1..=EVENT_CAPACITY {
+            let event = if taken % 2 == 0 {
+                events.recv().await
+            } else {
+                events.try_recv()
+            };
+            assert!(event.is_some());
+            if woken.try_recv().is_ok() {
+                wakes.push(taken);
+            }
+        }
+        assert_eq!(
+            wakes,
+            [EVENT_CAPACITY / 2],
+            "one wake-up, when half the buffer is free"
+        );
+        assert!(!stalled.load(Ordering::SeqCst));
+        // Not stalled: taking events wakes nobody.
+        tx.try_send(done()).expect("room");
+        assert!(events.recv().await.is_some());
+        assert!(woken.try_recv().is_err());
     }
 }
