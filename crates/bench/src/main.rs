@@ -28,8 +28,8 @@ use report::{percentile, Figure};
 const PROMPT: &str = "Write a short story about a robot learning to paint.";
 const CONCURRENCY: [usize; 4] = [1, 2, 4, 8];
 const DOOR_CLIENTS: usize = 32;
-/// Repetitions of each door-capacity figure (far from its target; more would only add time).
-const DOOR_RUNS: usize = 3;
+/// Rounds of door-capacity runs (each round measures every door once).
+const DOOR_RUNS: usize = 5;
 /// Tokens per request in the door-capacity runs: `/generate` repeats the cumulative text in
 /// every token message, so long requests would measure JSON size rather than the door.
 const DOOR_REQUEST_TOKENS: usize = 256;
@@ -69,6 +69,18 @@ struct Args {
     /// A smoke run: a few tokens, two pairs, short door runs.
     #[arg(long)]
     quick: bool,
+    /// Measure one part only (to look again at its figures); the docs table needs both.
+    #[arg(long, value_enum, conflicts_with = "update_docs")]
+    only: Option<Part>,
+}
+
+/// The two halves of a run, measured with different engines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Part {
+    /// The llama.cpp floor and the node on the real model.
+    Decode,
+    /// The doors with the scripted engine.
+    Doors,
 }
 
 fn default_model() -> PathBuf {
@@ -130,29 +142,34 @@ fn main() -> Result<()> {
             "threads": args.threads,
             "pairs": args.pairs,
             "tokens": args.tokens,
+            "only": args.only.map(|p| format!("{p:?}").to_lowercase()),
             "figures": figures,
         }))?,
     )?;
-    let series = |prefix: &str| -> Vec<(usize, f64)> {
-        CONCURRENCY
-            .iter()
-            .filter_map(|c| {
-                figures
-                    .iter()
-                    .find(|f| f.name == format!("{prefix} {c}"))
-                    .map(|f| (*c, f.median))
-            })
-            .collect()
-    };
-    let svg = report::throughput_svg(
-        &series("floor aggregate decode x"),
-        &series("node aggregate decode x"),
-    );
-    if let Some(dir) = args.svg.parent() {
-        std::fs::create_dir_all(dir)?;
+    if args.only == Some(Part::Doors) {
+        println!("wrote {}", args.out.display());
+    } else {
+        let series = |prefix: &str| -> Vec<(usize, f64)> {
+            CONCURRENCY
+                .iter()
+                .filter_map(|c| {
+                    figures
+                        .iter()
+                        .find(|f| f.name == format!("{prefix} {c}"))
+                        .map(|f| (*c, f.median))
+                })
+                .collect()
+        };
+        let svg = report::throughput_svg(
+            &series("floor aggregate decode x"),
+            &series("node aggregate decode x"),
+        );
+        if let Some(dir) = args.svg.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(&args.svg, svg)?;
+        println!("wrote {} and {}", args.out.display(), args.svg.display());
     }
-    std::fs::write(&args.svg, svg)?;
-    println!("wrote {} and {}", args.out.display(), args.svg.display());
     if let Some(doc) = &args.update_docs {
         let block = format!(
             "Measured on {machine}, `--threads {}`, {} pairs of {} tokens per stream.\n\n{table}",
@@ -295,6 +312,18 @@ impl Window {
 }
 
 async fn run(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<Figure>> {
+    let mut figures = Vec::new();
+    if args.only != Some(Part::Doors) {
+        figures.extend(node_figures(args, model, node_bin).await?);
+    }
+    if args.only != Some(Part::Decode) {
+        figures.extend(door_figures(args, model, node_bin).await?);
+    }
+    Ok(figures)
+}
+
+/// The node against the floor: decode pairs, time to first token, resident memory.
+async fn node_figures(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<Figure>> {
     let threads = args.threads.to_string();
     let slots = *CONCURRENCY.iter().max().unwrap_or(&8);
     let ctx_per_slot: u32 = 512;
@@ -426,57 +455,6 @@ async fn run(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<Figure>> 
     let rss_one = one.rss_bytes()? as f64;
     drop(one);
 
-    eprintln!("door capacity with the scripted engine");
-    let scripted = NodeProc::start(
-        node_bin,
-        model,
-        &[
-            "--scripted".into(),
-            "--parallel".into(),
-            DOOR_CLIENTS.to_string(),
-            "--queue".into(),
-            DOOR_CLIENTS.to_string(),
-        ],
-    )?;
-    let door = Duration::from_secs_f64(args.door_seconds);
-    let mut doors: Vec<(String, Vec<f64>)> = Vec::new();
-    for (name, clients) in [
-        ("SSE", 1),
-        ("SSE", DOOR_CLIENTS),
-        ("/generate", 1),
-        ("/generate", DOOR_CLIENTS),
-    ] {
-        let mut samples = Vec::new();
-        for _ in 0..DOOR_RUNS {
-            let start = Instant::now();
-            let tasks: Vec<_> = (0..clients)
-                .map(|_| {
-                    let http = http.clone();
-                    let base = scripted.base();
-                    let addr = scripted.addr.clone();
-                    let is_sse = name == "SSE";
-                    tokio::spawn(async move {
-                        if is_sse {
-                            client::count_sse(http, base, DOOR_REQUEST_TOKENS, door).await
-                        } else {
-                            client::count_ws(addr, DOOR_REQUEST_TOKENS, door).await
-                        }
-                    })
-                })
-                .collect();
-            let mut total = 0;
-            for t in tasks {
-                total += t.await??;
-            }
-            samples.push(total as f64 / start.elapsed().as_secs_f64());
-        }
-        doors.push((
-            format!("{name} token messages, {clients} client(s)"),
-            samples,
-        ));
-    }
-    drop(scripted);
-
     let mut figures = Vec::new();
     figures.push(Figure::new("floor prefill", "tok/s", floor_prefill));
     let mut floor_figures = Vec::new();
@@ -584,12 +562,84 @@ async fn run(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<Figure>> 
         "MiB",
         vec![(rss_loaded - rss_one) / (slots as f64 - 1.0) / mib],
     ));
-    for (name, samples) in doors {
-        let one_client = name.ends_with(" 1 client(s)");
-        let f = Figure::new(name, "msg/s", samples);
-        figures.push(if one_client { f.at_least(50_000.0) } else { f });
-    }
     Ok(figures)
+}
+
+/// Door capacity: token messages per second each door sustains with the scripted engine
+/// (no model work), to one client and to many.
+async fn door_figures(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<Figure>> {
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(64)
+        .timeout(Duration::from_secs(300))
+        .build()?;
+    eprintln!("door capacity with the scripted engine");
+    let scripted = NodeProc::start(
+        node_bin,
+        model,
+        &[
+            "--scripted".into(),
+            "--parallel".into(),
+            DOOR_CLIENTS.to_string(),
+            "--queue".into(),
+            DOOR_CLIENTS.to_string(),
+        ],
+    )?;
+    let door = Duration::from_secs_f64(args.door_seconds);
+    let setups = [
+        ("SSE", 1),
+        ("SSE", DOOR_CLIENTS),
+        ("/generate", 1),
+        ("/generate", DOOR_CLIENTS),
+    ];
+    let mut samples = vec![Vec::new(); setups.len()];
+    // Round after round of every setup, so that a burst of load on the host lowers one sample
+    // of several figures rather than every sample of one.
+    for _ in 0..DOOR_RUNS {
+        for ((name, clients), samples) in setups.iter().zip(&mut samples) {
+            let start = Instant::now();
+            let tasks: Vec<_> = (0..*clients)
+                .map(|_| {
+                    let http = http.clone();
+                    let base = scripted.base();
+                    let addr = scripted.addr.clone();
+                    let is_sse = *name == "SSE";
+                    tokio::spawn(async move {
+                        if is_sse {
+                            client::count_sse(http, base, DOOR_REQUEST_TOKENS, door).await
+                        } else {
+                            client::count_ws(addr, DOOR_REQUEST_TOKENS, door).await
+                        }
+                    })
+                })
+                .collect();
+            let mut total = 0;
+            for t in tasks {
+                total += t.await??;
+            }
+            samples.push(total as f64 / start.elapsed().as_secs_f64());
+        }
+    }
+    let doors = setups
+        .iter()
+        .zip(samples)
+        .map(|((name, clients), samples)| {
+            (
+                format!("{name} token messages, {clients} client(s)"),
+                samples,
+            )
+        });
+    drop(scripted);
+    Ok(doors
+        .map(|(name, samples)| {
+            let one_client = name.ends_with(" 1 client(s)");
+            let f = Figure::new(name, "msg/s", samples);
+            if one_client {
+                f.at_least(50_000.0)
+            } else {
+                f
+            }
+        })
+        .collect())
 }
 
 #[cfg(test)]

@@ -92,3 +92,51 @@ fn a_quick_benchmark_run_reports_every_figure() {
         "{doc}"
     );
 }
+
+#[test]
+fn one_part_can_be_measured_on_its_own_but_never_into_the_docs() {
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_hearth-bench"));
+    let node = exe.parent().unwrap().join("hearth-node");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("results.json");
+    let svg = dir.path().join("throughput.svg");
+    let run = |extra: &[&str]| {
+        Command::new(&exe)
+            .args(["--quick", "--only", "doors", "--node-bin"])
+            .arg(&node)
+            .arg("--out")
+            .arg(&out)
+            .arg("--svg")
+            .arg(&svg)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let refused = run(&["--update-docs", "PERFORMANCE.md"]);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("cannot be used with"),
+        "{refused:?}"
+    );
+    let done = run(&[]);
+    assert!(done.status.success(), "{done:?}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(v["only"], "doors");
+    let names: Vec<&str> = v["figures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "SSE token messages, 1 client(s)",
+            "SSE token messages, 32 client(s)",
+            "/generate token messages, 1 client(s)",
+            "/generate token messages, 32 client(s)"
+        ]
+    );
+    assert!(!svg.exists(), "no chart without the decode figures");
+}
