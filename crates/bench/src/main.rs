@@ -45,10 +45,14 @@ struct Args {
     node_bin: Option<PathBuf>,
     #[arg(long, default_value_t = 2)]
     threads: i32,
-    /// Node runs per decode figure, each between two floor runs (the median of the per-pair
-    /// ratios and their spread are reported).
-    #[arg(long, default_value_t = 12)]
+    /// Node runs per one-stream decode figure, each between two floor runs (the median of the
+    /// per-pair ratios and their spread are reported); the figures of several streams take
+    /// fewer (see `Kind::pairs`).
+    #[arg(long, default_value_t = 24)]
     pairs: usize,
+    /// Rounds over every decode figure, each taking its share of the pairs.
+    #[arg(long, default_value_t = 4)]
+    rounds: usize,
     /// Tokens generated per stream in each decode measurement: short, so that a node run and
     /// the floor runs around it see the machine in one state.
     #[arg(long, default_value_t = 32)]
@@ -66,7 +70,7 @@ struct Args {
     /// Rewrite the table between the bench markers of this file (docs/PERFORMANCE.md).
     #[arg(long)]
     update_docs: Option<PathBuf>,
-    /// A smoke run: a few tokens, two pairs, short door runs.
+    /// A smoke run: a few tokens, two pairs in two rounds, short door runs.
     #[arg(long)]
     quick: bool,
     /// Measure one part only (to look again at its figures); the docs table needs both.
@@ -96,6 +100,7 @@ fn main() -> Result<()> {
     let mut args = Args::parse();
     if args.quick {
         args.pairs = 2;
+        args.rounds = 2;
         args.tokens = 8;
         args.ttft_requests = 3;
         args.door_seconds = 0.3;
@@ -127,8 +132,8 @@ fn main() -> Result<()> {
     println!("\n{table}");
     let machine = machine();
     println!(
-        "{machine}; {} pairs of {} tokens per stream, {:.0} s",
-        args.pairs,
+        "{machine}; {} of {} tokens per stream, {:.0} s",
+        pairs_text(&args),
         args.tokens,
         started.elapsed().as_secs_f64()
     );
@@ -172,13 +177,27 @@ fn main() -> Result<()> {
     }
     if let Some(doc) = &args.update_docs {
         let block = format!(
-            "Measured on {machine}, `--threads {}`, {} pairs of {} tokens per stream.\n\n{table}",
-            args.threads, args.pairs, args.tokens
+            "Measured on {machine}, `--threads {}`, {} of {} tokens per stream.\n\n{table}",
+            args.threads,
+            pairs_text(&args),
+            args.tokens
         );
         report::update_doc(doc, &block)?;
         println!("updated {}", doc.display());
     }
     Ok(())
+}
+
+/// "24 pairs (16 for 4 and 8 streams, 8 for 2) in 4 rounds".
+fn pairs_text(args: &Args) -> String {
+    let total = |k: Kind| k.pairs_per_round(args.pairs, args.rounds) * args.rounds;
+    format!(
+        "{} pairs ({} for 4 and 8 streams, {} for 2) in {} rounds",
+        total(Kind::Sse),
+        total(Kind::Streams(4)),
+        total(Kind::Streams(2)),
+        args.rounds
+    )
 }
 
 fn machine() -> String {
@@ -221,6 +240,20 @@ impl Kind {
         }
     }
 
+    /// Pairs for this figure in each of `rounds` rounds, out of `pairs` for one stream in
+    /// all. One-stream pairs are the cheapest and their target the tightest (3%), so they get
+    /// all of them; 4 and 8 streams (5%, a pair two to four times as long) two thirds; 2
+    /// streams, which has no target and only draws the chart, a quarter. A pair's ratio varies
+    /// by ~5% on this host: 12 pairs missed a target in about one run in five.
+    fn pairs_per_round(self, pairs: usize, rounds: usize) -> usize {
+        let total = match self {
+            Kind::Sse | Kind::Generate => pairs,
+            Kind::Streams(c) if c >= 4 => pairs * 2 / 3,
+            Kind::Streams(_) => pairs / 4,
+        };
+        total.div_ceil(rounds).max(1)
+    }
+
     fn name(self) -> String {
         match self {
             Kind::Sse => "one SSE stream".into(),
@@ -230,11 +263,52 @@ impl Kind {
     }
 }
 
-/// A node figure's runs and the floor runs around them (one more floor run than node runs).
+/// A node figure's runs, each with the floor runs right before and after it.
 struct Series {
     kind: Kind,
+    /// Every floor run (within a round, the run after one node run is the run before the next).
     floor: Vec<Rate>,
-    node: Vec<Rate>,
+    /// (floor before, node, floor after).
+    node: Vec<(Rate, Rate, Rate)>,
+}
+
+impl Series {
+    fn new(kind: Kind) -> Self {
+        Self {
+            kind,
+            floor: Vec::new(),
+            node: Vec::new(),
+        }
+    }
+}
+
+/// One node run of `kind`, as the clients saw it.
+async fn node_run(
+    kind: Kind,
+    http: &reqwest::Client,
+    base: &str,
+    addr: &str,
+    tokens: usize,
+) -> Result<Vec<Trace>> {
+    Ok(match kind {
+        Kind::Sse => vec![client::sse_chat(http, base, PROMPT, tokens).await?],
+        Kind::Generate => vec![client::ws_generate(addr, PROMPT, tokens).await?],
+        Kind::Streams(c) => {
+            let tasks: Vec<_> = (0..c)
+                .map(|_| {
+                    let (http, base) = (http.clone(), base.to_owned());
+                    tokio::spawn(
+                        async move { client::sse_chat(&http, &base, PROMPT, tokens).await },
+                    )
+                })
+                .collect();
+            let mut traces = Vec::new();
+            for t in tasks {
+                traces.push(t.await??);
+            }
+            traces
+        }
+    })
 }
 
 /// "node decode, 1 stream (x)" -> "node decode per CPU-s, 1 stream (x)"; "... decode x 4" ->
@@ -376,50 +450,43 @@ async fn node_figures(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<
     let mut chat_floor = floor.session(&prompt)?;
     // `/generate` takes the prompt as it is, with no chat template: its floor does too.
     let mut raw_floor = floor.session(&floor.tokenize(PROMPT))?;
-    let mut series = Vec::new();
-    let kinds = [Kind::Sse, Kind::Generate].into_iter().chain(
-        CONCURRENCY
-            .iter()
-            .filter(|c| **c > 1)
-            .map(|c| Kind::Streams(*c)),
-    );
-    for kind in kinds {
-        eprintln!("{}: {} pairs", kind.name(), args.pairs);
-        let fl = if kind == Kind::Generate {
-            &mut raw_floor
-        } else {
-            &mut chat_floor
-        };
-        let c = kind.concurrency();
-        let mut s = Series {
-            kind,
-            floor: vec![fl.decode(c, args.tokens)?],
-            node: Vec::new(),
-        };
-        for _ in 0..args.pairs {
-            let traces = match kind {
-                Kind::Sse => vec![client::sse_chat(&http, &base, PROMPT, args.tokens).await?],
-                Kind::Generate => vec![client::ws_generate(&node.addr, PROMPT, args.tokens).await?],
-                Kind::Streams(c) => {
-                    let tasks: Vec<_> = (0..c)
-                        .map(|_| {
-                            let (http, base, tokens) = (http.clone(), base.clone(), args.tokens);
-                            tokio::spawn(async move {
-                                client::sse_chat(&http, &base, PROMPT, tokens).await
-                            })
-                        })
-                        .collect();
-                    let mut traces = Vec::new();
-                    for t in tasks {
-                        traces.push(t.await??);
-                    }
-                    traces
-                }
+    let mut series: Vec<Series> = [Kind::Sse, Kind::Generate]
+        .into_iter()
+        .chain(
+            CONCURRENCY
+                .iter()
+                .filter(|c| **c > 1)
+                .map(|c| Kind::Streams(*c)),
+        )
+        .map(Series::new)
+        .collect();
+    // Round after round of every figure: a figure's pairs are spread over the whole run, so a
+    // stretch of the host running slow or fast lands on every figure alike.
+    for round in 1..=args.rounds {
+        for s in &mut series {
+            let pairs = s.kind.pairs_per_round(args.pairs, args.rounds);
+            eprintln!(
+                "round {round}/{}: {}, {pairs} pairs",
+                args.rounds,
+                s.kind.name()
+            );
+            let fl = if s.kind == Kind::Generate {
+                &mut raw_floor
+            } else {
+                &mut chat_floor
             };
-            s.node.push(Window::overlap(&traces)?.rate(&node_cpu));
-            s.floor.push(fl.decode(c, args.tokens)?);
+            let c = s.kind.concurrency();
+            let mut before = fl.decode(c, args.tokens)?;
+            s.floor.push(before);
+            for _ in 0..pairs {
+                let traces = node_run(s.kind, &http, &base, &node.addr, args.tokens).await?;
+                let rate = Window::overlap(&traces)?.rate(&node_cpu);
+                let after = fl.decode(c, args.tokens)?;
+                s.floor.push(after);
+                s.node.push((before, rate, after));
+                before = after;
+            }
         }
-        series.push(s);
     }
     drop(node_cpu);
 
@@ -460,7 +527,11 @@ async fn node_figures(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<
     let mut floor_figures = Vec::new();
     let mut drift = Vec::new();
     for s in &series {
-        drift.extend(s.floor.windows(2).map(|w| w[1].wall / w[0].wall));
+        drift.extend(
+            s.node
+                .iter()
+                .map(|(before, _, after)| after.wall / before.wall),
+        );
         // The single SSE stream is also the aggregate with one stream.
         let names: &[(String, String)] = &match s.kind {
             Kind::Sse => vec![
@@ -497,11 +568,11 @@ async fn node_figures(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<
                 let node_name = per_cpu(node_name, per);
                 let floor_name = per_cpu(floor_name, per);
                 let floor: Vec<f64> = s.floor.iter().map(pick).collect();
-                let node: Vec<f64> = s.node.iter().map(pick).collect();
-                let ratios = node
+                let node: Vec<f64> = s.node.iter().map(|(_, n, _)| pick(n)).collect();
+                let ratios = s
+                    .node
                     .iter()
-                    .enumerate()
-                    .map(|(k, n)| n / ((floor[k] + floor[k + 1]) / 2.0))
+                    .map(|(before, n, after)| pick(n) / ((pick(before) + pick(after)) / 2.0))
                     .collect();
                 figures.push(Figure::new(node_name, unit, node).against(
                     &floor_name,

@@ -81,6 +81,21 @@ fn a_quick_benchmark_run_reports_every_figure() {
         assert!(f["ratio"].as_f64().unwrap() > 0.0, "{f}");
         assert!(f["pass"].is_boolean(), "{f}");
     }
+    // Two rounds of one pair each: every node run has a floor run before and after it.
+    for (node, floor) in [
+        (
+            "node decode, 1 stream (OpenAI SSE)",
+            "floor decode, 1 sequence (around OpenAI SSE)",
+        ),
+        ("node aggregate decode x 8", "floor aggregate decode x 8"),
+    ] {
+        assert_eq!(get(node)["samples"].as_array().unwrap().len(), 2, "{node}");
+        assert_eq!(
+            get(floor)["samples"].as_array().unwrap().len(),
+            4,
+            "{floor}"
+        );
+    }
     let agg = get("node aggregate decode x 8");
     assert!(agg["ratio"].as_f64().unwrap() > 0.0);
     assert_eq!(agg["floor"], "floor aggregate decode x 8");
@@ -88,7 +103,9 @@ fn a_quick_benchmark_run_reports_every_figure() {
     assert_eq!(chart.matches("<polyline").count(), 2);
     let doc = std::fs::read_to_string(&doc).unwrap();
     assert!(
-        doc.contains("node aggregate decode x 8") && doc.ends_with("<!-- bench:end -->\ntail\n"),
+        doc.contains("node aggregate decode x 8")
+            && doc.contains("2 pairs (2 for 4 and 8 streams, 2 for 2) in 2 rounds")
+            && doc.ends_with("<!-- bench:end -->\ntail\n"),
         "{doc}"
     );
 }
