@@ -188,7 +188,7 @@ fn main() -> Result<()> {
     Ok(())
 }
 
-/// "24 pairs (16 for 4 and 8 streams, 8 for 2) in 4 rounds".
+/// "24 pairs (16 for 4 and 8 streams, 4 for 2) in 4 rounds".
 fn pairs_text(args: &Args) -> String {
     let total = |k: Kind| k.pairs_per_round(args.pairs, args.rounds) * args.rounds;
     format!(
@@ -243,15 +243,15 @@ impl Kind {
     /// Pairs for this figure in each of `rounds` rounds, out of `pairs` for one stream in
     /// all. One-stream pairs are the cheapest and their target the tightest (3%), so they get
     /// all of them; 4 and 8 streams (5%, a pair two to four times as long) two thirds; 2
-    /// streams, which has no target and only draws the chart, a quarter. A pair's ratio varies
-    /// by ~5% on this host: 12 pairs missed a target in about one run in five.
+    /// streams, which has no target and only draws the chart, one pair per round. A pair's
+    /// ratio varies by ~5% on this host: 12 pairs missed a target in about one run in five.
     fn pairs_per_round(self, pairs: usize, rounds: usize) -> usize {
-        let total = match self {
-            Kind::Sse | Kind::Generate => pairs,
-            Kind::Streams(c) if c >= 4 => pairs * 2 / 3,
-            Kind::Streams(_) => pairs / 4,
-        };
-        total.div_ceil(rounds).max(1)
+        match self {
+            Kind::Sse | Kind::Generate => pairs.div_ceil(rounds),
+            Kind::Streams(c) if c >= 4 => (pairs * 2 / 3).div_ceil(rounds),
+            Kind::Streams(_) => 1,
+        }
+        .max(1)
     }
 
     fn name(self) -> String {
