@@ -17,6 +17,8 @@ pub(crate) struct Trace {
     pub(crate) tokens: Vec<Instant>,
     /// The engine's own prefill time, as the node reported it (SSE only).
     pub(crate) prefill_ms: f64,
+    /// Prompt tokens, as the node reported them in its usage.
+    pub(crate) prompt_tokens: usize,
 }
 
 impl Trace {
@@ -57,6 +59,7 @@ pub(crate) async fn sse_chat(
     let mut buf = Vec::<u8>::new();
     let mut tokens = Vec::with_capacity(max_tokens);
     let mut prefill_ms = 0.0;
+    let mut prompt_tokens = 0;
     while let Some(chunk) = stream.next().await {
         let chunk = chunk?;
         let now = Instant::now();
@@ -72,6 +75,7 @@ pub(crate) async fn sse_chat(
                     sent,
                     tokens,
                     prefill_ms,
+                    prompt_tokens,
                 });
             }
             let v: Value = serde_json::from_slice(data)?;
@@ -86,6 +90,9 @@ pub(crate) async fn sse_chat(
             }
             if let Some(ms) = v["timings"]["prompt_ms"].as_f64() {
                 prefill_ms = ms;
+            }
+            if let Some(n) = v["usage"]["prompt_tokens"].as_u64() {
+                prompt_tokens = n as usize;
             }
         }
     }
@@ -117,6 +124,7 @@ pub(crate) async fn ws_generate(addr: &str, prompt: &str, max_tokens: usize) -> 
                     sent,
                     tokens,
                     prefill_ms: f64::NAN,
+                    prompt_tokens: v["usage"]["prompt_tokens"].as_u64().unwrap_or(0) as usize,
                 });
             }
             Some("error") => bail!("generate error: {v}"),

@@ -447,9 +447,10 @@ async fn node_figures(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<
     let floor_prefill = (0..3)
         .map(|_| floor.prefill(&long_prompt))
         .collect::<Result<Vec<_>>>()?;
-    let mut chat_floor = floor.session(&prompt)?;
-    // `/generate` takes the prompt as it is, with no chat template: its floor does too.
-    let mut raw_floor = floor.session(&floor.tokenize(PROMPT))?;
+    // Both doors render the prompt with the chat template (`/generate` unless `options.raw`),
+    // so every floor run decodes from the same templated prompt; each node run checks that the
+    // node's prompt had as many tokens.
+    let mut session = floor.session(&prompt)?;
     let mut series: Vec<Series> = [Kind::Sse, Kind::Generate]
         .into_iter()
         .chain(
@@ -470,18 +471,21 @@ async fn node_figures(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<
                 args.rounds,
                 s.kind.name()
             );
-            let fl = if s.kind == Kind::Generate {
-                &mut raw_floor
-            } else {
-                &mut chat_floor
-            };
             let c = s.kind.concurrency();
-            let mut before = fl.decode(c, args.tokens)?;
+            let mut before = session.decode(c, args.tokens)?;
             s.floor.push(before);
             for _ in 0..pairs {
                 let traces = node_run(s.kind, &http, &base, &node.addr, args.tokens).await?;
+                if let Some(t) = traces.iter().find(|t| t.prompt_tokens != prompt.len()) {
+                    bail!(
+                        "{}: the node's prompt had {} tokens, the floor's {}",
+                        s.kind.name(),
+                        t.prompt_tokens,
+                        prompt.len()
+                    );
+                }
                 let rate = Window::overlap(&traces)?.rate(&node_cpu);
-                let after = fl.decode(c, args.tokens)?;
+                let after = session.decode(c, args.tokens)?;
                 s.floor.push(after);
                 s.node.push((before, rate, after));
                 before = after;
@@ -724,6 +728,7 @@ mod tests {
                 .map(|s| start + Duration::from_millis(s * 10 + offset_ms))
                 .collect(),
             prefill_ms: 0.0,
+            prompt_tokens: 0,
         }
     }
 
