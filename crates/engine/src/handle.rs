@@ -160,7 +160,11 @@ impl Events {
     /// once half the buffer is free: one wake-up per half buffer, not one per event, when the
     /// engine is faster than the reader.
     fn took_one(&self) {
-        if self.rx.len() <= EVENT_CAPACITY / 2 && self.stalled.swap(false, Ordering::SeqCst) {
+        // The flag first: it is almost always clear, and this runs for every token taken.
+        if self.stalled.load(Ordering::Relaxed)
+            && self.rx.len() <= EVENT_CAPACITY / 2
+            && self.stalled.swap(false, Ordering::SeqCst)
+        {
             let _ = self.commands.try_send(Command::Wake);
         }
     }
