@@ -1,8 +1,11 @@
 //! What travels between the engine handle and an engine thread: commands (submit, control,
-//! wake), the queued submission, and the per-generation outbox that holds events a slow reader
-//! has not taken yet. Shared by the llama.cpp scheduler and the scripted engine.
+//! wake), the queued submission, the per-generation outbox that holds events a slow reader
+//! has not taken yet, and the courier that hands a step's events over at once. Shared by the
+//! llama.cpp scheduler and the scripted engine.
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -46,19 +49,103 @@ pub(crate) struct Submission {
     pub(crate) paused: bool,
 }
 
+/// An event with its room in the reader's channel already taken.
+type Parcel = (mpsc::OwnedPermit<Event>, Event);
+
+/// Collects the events of one engine step and hands them over together. Waking a reader's
+/// task from the engine thread wakes a runtime worker, which preempts a decoding thread; one
+/// wake per stream per step cost the engine a context switch per token. The courier instead
+/// gives each step's events to one task on the runtime that started the engine (one
+/// cross-thread wake per step), and that task wakes the readers from inside the runtime.
+/// Without a runtime (or once it is gone) it hands the events over itself.
+#[derive(Clone)]
+pub(crate) struct Courier(Rc<RefCell<Post>>);
+
+struct Post {
+    pump: Option<mpsc::UnboundedSender<Vec<Parcel>>>,
+    parcels: Vec<Parcel>,
+}
+
+impl Courier {
+    pub(crate) fn new(runtime: Option<&tokio::runtime::Handle>) -> Self {
+        let pump = runtime.map(|rt| {
+            let (tx, mut rx) = mpsc::unbounded_channel::<Vec<Parcel>>();
+            rt.spawn(async move {
+                while let Some(parcels) = rx.recv().await {
+                    hand_over(parcels);
+                }
+            });
+            tx
+        });
+        Self(Rc::new(RefCell::new(Post {
+            pump,
+            parcels: Vec::new(),
+        })))
+    }
+
+    fn post(&self, parcel: Parcel) {
+        self.0.borrow_mut().parcels.push(parcel);
+    }
+
+    /// Hand over everything posted since the last delivery. The engine calls this after each
+    /// step and before it waits for commands.
+    pub(crate) fn deliver(&self) {
+        self.0.borrow_mut().deliver();
+    }
+}
+
+impl Post {
+    fn deliver(&mut self) {
+        if self.parcels.is_empty() {
+            return;
+        }
+        let parcels = std::mem::take(&mut self.parcels);
+        let parcels = match &self.pump {
+            Some(pump) => match pump.send(parcels) {
+                Ok(()) => return,
+                Err(mpsc::error::SendError(parcels)) => {
+                    self.pump = None;
+                    parcels
+                }
+            },
+            None => parcels,
+        };
+        hand_over(parcels);
+    }
+}
+
+impl Drop for Post {
+    /// Nothing posted is lost when the engine stops.
+    fn drop(&mut self) {
+        self.deliver();
+    }
+}
+
+fn hand_over(parcels: Vec<Parcel>) {
+    for (permit, event) in parcels {
+        permit.send(event);
+    }
+}
+
 /// Events not yet accepted by a slow reader.
 pub(crate) struct Outbox {
     tx: mpsc::Sender<Event>,
     pub(crate) pending: VecDeque<Event>,
     stalled: Arc<AtomicBool>,
+    courier: Courier,
 }
 
 impl Outbox {
-    pub(crate) fn new(tx: mpsc::Sender<Event>, stalled: Arc<AtomicBool>) -> Self {
+    pub(crate) fn new(
+        tx: mpsc::Sender<Event>,
+        stalled: Arc<AtomicBool>,
+        courier: &Courier,
+    ) -> Self {
         Self {
             tx,
             pending: VecDeque::new(),
             stalled,
+            courier: courier.clone(),
         }
     }
 
@@ -69,22 +156,22 @@ impl Outbox {
         }
     }
 
-    /// Push what the reader has room for; true when nothing is left.
+    /// Post what the reader has room for to the courier; true when nothing is left.
     pub(crate) fn flush(&mut self) -> bool {
         while let Some(e) = self.pending.pop_front() {
-            let sent = match self.tx.try_send(e) {
+            let room = match self.tx.clone().try_reserve_owned() {
                 // Ask the reader for a wake-up, then try once more: a reader that emptied the
                 // channel before it could see the flag would otherwise leave this generation
                 // waiting for the engine's stall poll.
-                Err(mpsc::error::TrySendError::Full(e)) => {
+                Err(mpsc::error::TrySendError::Full(tx)) => {
                     self.stalled.store(true, Ordering::SeqCst);
-                    self.tx.try_send(e)
+                    tx.try_reserve_owned()
                 }
                 other => other,
             };
-            match sent {
-                Ok(()) => {}
-                Err(mpsc::error::TrySendError::Full(e)) => {
+            match room {
+                Ok(permit) => self.courier.post((permit, e)),
+                Err(mpsc::error::TrySendError::Full(_)) => {
                     self.pending.push_front(e);
                     return false;
                 }
@@ -132,7 +219,8 @@ mod tests {
     fn an_outbox_keeps_what_a_full_reader_cannot_take_in_order_and_asks_for_a_wake_up() {
         let (tx, mut rx) = mpsc::channel(2);
         let stalled = Arc::new(AtomicBool::new(false));
-        let mut out = Outbox::new(tx, stalled.clone());
+        let courier = Courier::new(None);
+        let mut out = Outbox::new(tx, stalled.clone(), &courier);
         out.send(token(0));
         out.send(token(1));
         assert!(!stalled.load(Ordering::SeqCst), "room for both");
@@ -144,24 +232,70 @@ mod tests {
             "a full channel asks for a wake-up"
         );
         assert_eq!(out.pending.len(), 3);
+        assert!(texts(&mut rx).is_empty(), "nothing before the delivery");
+        courier.deliver();
         assert_eq!(texts(&mut rx), ["0", "1"]);
         assert!(!out.flush(), "two of three fit");
+        courier.deliver();
         assert_eq!(texts(&mut rx), ["2", "3"]);
         assert!(out.flush());
         assert!(out.pending.is_empty());
+        courier.deliver();
         assert_eq!(texts(&mut rx), ["4"]);
         out.send(token(5));
-        assert_eq!(
-            texts(&mut rx),
-            ["5"],
-            "an empty outbox sends straight through"
-        );
+        courier.deliver();
+        assert_eq!(texts(&mut rx), ["5"], "an empty outbox posts straight away");
+    }
+
+    #[test]
+    fn a_courier_hands_a_steps_events_to_every_reader_through_one_task_on_the_runtime() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let courier = Courier::new(Some(rt.handle()));
+        let mut readers = Vec::new();
+        let mut outboxes = Vec::new();
+        for _ in 0..3 {
+            let (tx, rx) = mpsc::channel(8);
+            readers.push(rx);
+            outboxes.push(Outbox::new(tx, Arc::new(AtomicBool::new(false)), &courier));
+        }
+        for step in 0..2 {
+            for out in &mut outboxes {
+                out.send(token(step));
+            }
+            courier.deliver();
+        }
+        // The runtime has not run yet: the events wait in its task's queue, in order.
+        for rx in &mut readers {
+            assert!(texts(rx).is_empty(), "delivered by the runtime's task only");
+        }
+        let got = rt.block_on(async {
+            let mut got = Vec::new();
+            for rx in &mut readers {
+                let mut one = Vec::new();
+                for _ in 0..2 {
+                    match rx.recv().await {
+                        Some(Event::Token(t)) => one.push(t.text),
+                        other => panic!("unexpected {other:?}"),
+                    }
+                }
+                got.push(one);
+            }
+            got
+        });
+        assert_eq!(got, vec![vec!["0", "1"]; 3]);
+        // Once the runtime is gone, the courier hands events over itself: nothing is lost.
+        drop(rt);
+        outboxes[0].send(token(2));
+        courier.deliver();
+        assert_eq!(texts(&mut readers[0]), ["2"]);
     }
 
     #[test]
     fn an_outbox_drops_what_it_holds_once_the_reader_is_gone() {
         let (tx, rx) = mpsc::channel(1);
-        let mut out = Outbox::new(tx, Arc::new(AtomicBool::new(false)));
+        let mut out = Outbox::new(tx, Arc::new(AtomicBool::new(false)), &Courier::new(None));
         out.send(token(0));
         out.send(token(1));
         assert!(!out.flush());

@@ -242,11 +242,13 @@ impl Engine {
             throttle: AtomicU8::new(100),
         });
         let thread_shared = shared.clone();
+        // Events are handed to readers through a task on the caller's runtime, if it has one.
+        let runtime = tokio::runtime::Handle::try_current().ok();
         let thread = std::thread::Builder::new()
             .name("hearth-engine".into())
             .spawn(move || match config.script.clone() {
-                Some(script) => scripted::run(config, script, rx, state_tx, thread_shared),
-                None => scheduler::run(config, rx, state_tx, thread_shared),
+                Some(script) => scripted::run(config, script, rx, state_tx, thread_shared, runtime),
+                None => scheduler::run(config, rx, state_tx, thread_shared, runtime),
             })
             .expect("spawning the engine thread");
         let base = SystemTime::now()

@@ -20,7 +20,7 @@ use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 use tokio::sync::watch;
 
-use crate::commands::{Command, ControlOp, Outbox, Submission};
+use crate::commands::{Command, ControlOp, Courier, Outbox, Submission};
 use crate::config::{EngineConfig, DEFAULT_CTX_PER_SLOT};
 use crate::events::{
     Candidate, Done, Event, Failure, FailureKind, Timing, TokenEvent, TokenLogprobs,
@@ -41,6 +41,7 @@ pub(crate) fn run(
     commands: Receiver<Command>,
     state: watch::Sender<ModelState>,
     shared: Arc<Shared>,
+    runtime: Option<tokio::runtime::Handle>,
 ) {
     let Some(loaded) = loader::load(&config, &state, false) else {
         return;
@@ -108,10 +109,12 @@ pub(crate) fn run(
         piece: Vec::with_capacity(64),
         prefill_cursor: 0,
         cached: vec![Vec::new(); slots],
+        courier: Courier::new(runtime.as_ref()),
     };
     sched.serve(&commands);
     let reason = shared.stop_reason().unwrap_or(FailureKind::ShuttingDown);
     sched.shutdown(reason);
+    sched.courier.deliver();
     state.send_replace(final_state(reason));
     tracing::info!(model = %model_id, "engine stopped");
 }
@@ -180,6 +183,8 @@ struct Scheduler<'m> {
     /// Per free sequence, the tokens whose KV the last tenant left there: a new prompt that
     /// starts the same way skips prefilling that part (llama-server's `cache_prompt`).
     cached: Vec<Vec<LlamaToken>>,
+    /// Hands each step's events to their readers at once.
+    courier: Courier,
 }
 
 /// The pause after a step of `worked` that makes the engine busy `throttle`% of the time.
@@ -207,6 +212,7 @@ fn fresh_seed() -> u32 {
 impl Scheduler<'_> {
     fn serve(&mut self, commands: &Receiver<Command>) {
         loop {
+            self.courier.deliver();
             if self.shared.stop_reason().is_some() {
                 return;
             }
@@ -341,7 +347,7 @@ impl Scheduler<'_> {
                 ControlOp::Stop => {
                     let s = self.queue.remove(q).expect("queued request just found");
                     let now = Instant::now();
-                    let mut out = Outbox::new(s.events, s.stalled);
+                    let mut out = Outbox::new(s.events, s.stalled, &self.courier);
                     out.send(Event::Done(Done {
                         reason: FinishReason::Cancelled,
                         usage: Usage::new(s.tokens.len() as u32, 0),
@@ -422,6 +428,7 @@ impl Scheduler<'_> {
             });
             self.on_token(i, token, lp);
         }
+        self.courier.deliver();
         true
     }
 
@@ -465,7 +472,7 @@ impl Scheduler<'_> {
                 prompt: s.tokens,
                 generated: Vec::new(),
                 utf8: Utf8Assembler::default(),
-                out: Outbox::new(s.events, s.stalled),
+                out: Outbox::new(s.events, s.stalled, &self.courier),
                 paused: s.paused,
                 batch_idx: None,
                 submitted: s.submitted,

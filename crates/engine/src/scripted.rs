@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use hearth_protocol::{FinishReason, RequestId, Usage};
 use tokio::sync::watch;
 
-use crate::commands::{Command, ControlOp, Outbox, Submission};
+use crate::commands::{Command, ControlOp, Courier, Outbox, Submission};
 use crate::config::{EngineConfig, Script, DEFAULT_CTX_PER_SLOT};
 use crate::events::{Done, Event, Failure, FailureKind, Timing, TokenEvent};
 use crate::handle::Shared;
@@ -47,6 +47,7 @@ pub(crate) fn run(
     commands: Receiver<Command>,
     state: watch::Sender<ModelState>,
     shared: Arc<Shared>,
+    runtime: Option<tokio::runtime::Handle>,
 ) {
     let Some(loaded) = loader::load(&config, &state, true) else {
         return;
@@ -70,6 +71,7 @@ pub(crate) fn run(
         queue: VecDeque::new(),
         draining: Vec::new(),
         shared,
+        courier: Courier::new(runtime.as_ref()),
     };
     engine.serve(&commands);
     let reason = engine
@@ -77,6 +79,7 @@ pub(crate) fn run(
         .stop_reason()
         .unwrap_or(FailureKind::ShuttingDown);
     engine.shutdown(reason);
+    engine.courier.deliver();
     state.send_replace(crate::scheduler::final_state(reason));
 }
 
@@ -87,11 +90,13 @@ struct Scripted {
     queue: VecDeque<Box<Submission>>,
     draining: Vec<Outbox>,
     shared: Arc<Shared>,
+    courier: Courier,
 }
 
 impl Scripted {
     fn serve(&mut self, commands: &Receiver<Command>) {
         loop {
+            self.courier.deliver();
             if self.shared.stop_reason().is_some() {
                 return;
             }
@@ -139,6 +144,7 @@ impl Scripted {
             }
             let started = Instant::now();
             self.step();
+            self.courier.deliver();
             if throttle < 100 {
                 std::thread::sleep(crate::scheduler::duty_cycle_pause(
                     started.elapsed(),
@@ -222,7 +228,7 @@ impl Scripted {
                 generated: 0,
                 max_tokens: s.params.max_tokens.unwrap_or(room).min(room),
                 paused: s.paused,
-                out: Outbox::new(s.events, s.stalled),
+                out: Outbox::new(s.events, s.stalled, &self.courier),
                 submitted: s.submitted,
                 started: now,
                 first_token: None,
