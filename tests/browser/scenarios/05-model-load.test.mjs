@@ -32,7 +32,7 @@ test('unload and load a model with a progress bar', { timeout: 180_000 }, async 
   await page.evaluate(() => {
     const seen = { progress: [], header: [] };
     window.__loading = seen;
-    const timer = setInterval(() => {
+    const sample = () => {
       const bar = document.querySelector('[data-testid="model-progress"]');
       if (bar) {
         const p = Number(bar.getAttribute('data-progress'));
@@ -40,8 +40,13 @@ test('unload and load a model with a progress bar', { timeout: 180_000 }, async 
       }
       const state = document.querySelector('[data-testid="header-model"]')?.getAttribute('data-state');
       if (seen.header.at(-1) !== state) seen.header.push(state);
-    }, 25);
-    window.__stopLoading = () => clearInterval(timer);
+    };
+    const timer = setInterval(sample, 25);
+    // A last sample when stopping: the header may have turned ready less than 25 ms ago.
+    window.__stopLoading = () => {
+      clearInterval(timer);
+      sample();
+    };
   });
 
   await row.locator(sel('model-load')).click();
