@@ -218,6 +218,10 @@ impl Controller {
 impl Engine {
     /// Start an engine thread and begin loading the model; returns at once. Watch
     /// [`Engine::model_state`] or await [`Engine::ready`] for the outcome.
+    ///
+    /// Called inside a tokio runtime, the engine hands events to their readers through a task
+    /// on that runtime (one wake-up per step), so the runtime must keep running while the
+    /// engine does; called outside one, the engine thread hands them over itself.
     pub fn start(config: EngineConfig) -> Self {
         let admission = Admission::new(config.slots, config.queue_capacity);
         let (commands, rx) = sync_channel(config.slots + config.queue_capacity + CONTROL_CAPACITY);
