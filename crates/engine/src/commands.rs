@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use hearth_protocol::{RequestId, SamplingParams, SamplingPatch};
 use llama_cpp_2::token::LlamaToken;
@@ -62,20 +62,31 @@ type Parcel = (mpsc::OwnedPermit<Event>, Event);
 pub(crate) struct Courier(Rc<RefCell<Post>>);
 
 struct Post {
-    pump: Option<mpsc::UnboundedSender<Vec<Parcel>>>,
+    pump: Option<Pump>,
     parcels: Vec<Parcel>,
 }
+
+/// The runtime task's queue, and a line that goes dead when the task has ended.
+struct Pump {
+    tx: mpsc::UnboundedSender<Vec<Parcel>>,
+    ended: std::sync::mpsc::Receiver<()>,
+}
+
+/// How long [`Courier::close`] waits for the runtime's task to hand over what it holds.
+const CLOSE_WAIT: Duration = Duration::from_millis(500);
 
 impl Courier {
     pub(crate) fn new(runtime: Option<&tokio::runtime::Handle>) -> Self {
         let pump = runtime.map(|rt| {
             let (tx, mut rx) = mpsc::unbounded_channel::<Vec<Parcel>>();
+            let (alive, ended) = std::sync::mpsc::channel::<()>();
             rt.spawn(async move {
+                let _alive = alive;
                 while let Some(parcels) = rx.recv().await {
                     hand_over(parcels);
                 }
             });
-            tx
+            Pump { tx, ended }
         });
         Self(Rc::new(RefCell::new(Post {
             pump,
@@ -88,9 +99,23 @@ impl Courier {
     }
 
     /// Hand over everything posted since the last delivery. The engine calls this after each
-    /// step and before it waits for commands.
+    /// step's sampling, before a decode when commands or readers produced events, and before
+    /// it waits for commands.
     pub(crate) fn deliver(&self) {
         self.0.borrow_mut().deliver();
+    }
+
+    /// Deliver what is left and wait (at most [`CLOSE_WAIT`]) until the runtime's task has
+    /// handed everything over, so that every event is in its channel when the engine reports
+    /// its final state. Later posts are handed over directly.
+    pub(crate) fn close(&self) {
+        let mut post = self.0.borrow_mut();
+        post.deliver();
+        if let Some(Pump { tx, ended }) = post.pump.take() {
+            drop(tx);
+            // Disconnected once the task has ended; a timeout if the runtime is stuck.
+            let _ = ended.recv_timeout(CLOSE_WAIT);
+        }
     }
 }
 
@@ -101,7 +126,7 @@ impl Post {
         }
         let parcels = std::mem::take(&mut self.parcels);
         let parcels = match &self.pump {
-            Some(pump) => match pump.send(parcels) {
+            Some(pump) => match pump.tx.send(parcels) {
                 Ok(()) => return,
                 Err(mpsc::error::SendError(parcels)) => {
                     self.pump = None;
@@ -115,7 +140,9 @@ impl Post {
 }
 
 impl Drop for Post {
-    /// Nothing posted is lost when the engine stops.
+    /// What is posted after the last delivery still goes out when the engine stops. (A runtime
+    /// that shuts down drops what its task had not handed over, together with the readers
+    /// that ran on it.)
     fn drop(&mut self) {
         self.deliver();
     }
@@ -285,11 +312,34 @@ mod tests {
             got
         });
         assert_eq!(got, vec![vec!["0", "1"]; 3]);
-        // Once the runtime is gone, the courier hands events over itself: nothing is lost.
+        // Once the runtime is gone, the courier hands events over itself.
         drop(rt);
         outboxes[0].send(token(2));
         courier.deliver();
         assert_eq!(texts(&mut readers[0]), ["2"]);
+    }
+
+    #[test]
+    fn closing_a_courier_waits_until_the_runtime_has_handed_everything_over() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build()
+            .expect("runtime");
+        // The runtime's only worker is busy for a moment: the hand-over has to wait for it.
+        rt.spawn(async { std::thread::sleep(Duration::from_millis(200)) });
+        let courier = Courier::new(Some(rt.handle()));
+        let (tx, mut rx) = mpsc::channel(8);
+        let mut out = Outbox::new(tx, Arc::new(AtomicBool::new(false)), &courier);
+        for i in 0..3 {
+            out.send(token(i));
+            courier.deliver();
+        }
+        courier.close();
+        assert_eq!(texts(&mut rx), ["0", "1", "2"], "all in the channel");
+        // Once closed, the courier hands events over itself.
+        out.send(token(3));
+        courier.deliver();
+        assert_eq!(texts(&mut rx), ["3"]);
     }
 
     #[test]

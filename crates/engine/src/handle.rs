@@ -158,11 +158,12 @@ impl Events {
 
     /// If the engine held this generation back because we were slow, tell it there is room
     /// once half the buffer is free: one wake-up per half buffer, not one per event, when the
-    /// engine is faster than the reader.
+    /// engine is faster than the reader. Free means neither queued nor taken by an event the
+    /// engine has posted but not yet handed over (see `Courier`).
     fn took_one(&self) {
         // The flag first: it is almost always clear, and this runs for every token taken.
         if self.stalled.load(Ordering::Relaxed)
-            && self.rx.len() <= EVENT_CAPACITY / 2
+            && self.rx.capacity() >= EVENT_CAPACITY / 2
             && self.stalled.swap(false, Ordering::SeqCst)
         {
             let _ = self.commands.try_send(Command::Wake);
@@ -502,5 +503,25 @@ mod tests {
         tx.try_send(done()).expect("room");
         assert!(events.recv().await.is_some());
         assert!(woken.try_recv().is_err());
+
+        // Places the engine has taken for events still on their way count as used: with the
+        // buffer full of queued and reserved events, half of it must be taken before a wake.
+        let reserved: Vec<_> = (0..EVENT_CAPACITY / 2)
+            .map(|_| tx.clone().try_reserve_owned().expect("room"))
+            .collect();
+        for _ in 0..EVENT_CAPACITY / 2 {
+            tx.try_send(done()).expect("room");
+        }
+        stalled.store(true, Ordering::SeqCst);
+        for taken in 1..=EVENT_CAPACITY / 2 {
+            assert!(events.try_recv().is_some());
+            assert_eq!(
+                woken.try_recv().is_ok(),
+                taken == EVENT_CAPACITY / 2,
+                "woken after {taken} of {} taken",
+                EVENT_CAPACITY / 2
+            );
+        }
+        drop(reserved);
     }
 }

@@ -114,7 +114,8 @@ pub(crate) fn run(
     sched.serve(&commands);
     let reason = shared.stop_reason().unwrap_or(FailureKind::ShuttingDown);
     sched.shutdown(reason);
-    sched.courier.deliver();
+    // Every event is in its channel before anyone sees the final state.
+    sched.courier.close();
     state.send_replace(final_state(reason));
     tracing::info!(model = %model_id, "engine stopped");
 }
@@ -382,7 +383,6 @@ impl Scheduler<'_> {
         }
     }
 
-    /// One scheduling step: admit, build one batch, decode it, sample.
     /// Free abandoned work and hand waiting events to their readers.
     fn housekeeping(&mut self) {
         self.drop_abandoned();
@@ -400,6 +400,9 @@ impl Scheduler<'_> {
         if !self.fill_batch() {
             return false;
         }
+        // Events of the commands just handled and of readers that caught up go out now, not
+        // after a decode that may be a long prefill chunk.
+        self.courier.deliver();
         if let Err(e) = self.ctx.decode(&mut self.batch) {
             let message = format!("llama.cpp decode failed: {e}");
             tracing::error!(%message);
@@ -411,6 +414,7 @@ impl Scheduler<'_> {
                     self.fail(i, FailureKind::Decode, message.clone());
                 }
             }
+            self.courier.deliver();
             return true;
         }
         for i in 0..self.slots.len() {

@@ -79,7 +79,7 @@ pub(crate) fn run(
         .stop_reason()
         .unwrap_or(FailureKind::ShuttingDown);
     engine.shutdown(reason);
-    engine.courier.deliver();
+    engine.courier.close();
     state.send_replace(crate::scheduler::final_state(reason));
 }
 
@@ -236,6 +236,7 @@ impl Scripted {
             });
             self.shared.active.fetch_add(1, Ordering::Relaxed);
         }
+        self.courier.deliver();
         if !self.script.token_delay.is_zero() {
             std::thread::sleep(self.script.token_delay);
         }
