@@ -90,6 +90,9 @@ pub(crate) struct Shared {
     pub(crate) stopping: AtomicU8,
     /// 0..=100: 0 pauses decoding, below 100 the engine runs a duty cycle (DESIGN.md §4).
     pub(crate) throttle: AtomicU8,
+    /// llama.cpp threads the last decode ran with (fewer than configured while other
+    /// programs keep cores busy; `cpu_share`).
+    pub(crate) threads: AtomicUsize,
 }
 
 const STOP_SHUTDOWN: u8 = 1;
@@ -114,6 +117,9 @@ pub struct EngineStats {
     pub queued: usize,
     pub tokens_generated: u64,
     pub requests_finished: u64,
+    /// llama.cpp threads in use: the configured count, or fewer while other programs keep
+    /// cores busy.
+    pub threads: usize,
 }
 
 /// A cheap, cloneable handle to one engine thread.
@@ -245,6 +251,7 @@ impl Engine {
             requests_finished: AtomicU64::new(0),
             stopping: AtomicU8::new(0),
             throttle: AtomicU8::new(100),
+            threads: AtomicUsize::new(config.threads.max(1)),
         });
         let thread_shared = shared.clone();
         // Events are handed to readers through a task on the caller's runtime, if it has one.
@@ -307,6 +314,7 @@ impl Engine {
             queued: in_flight.saturating_sub(active),
             tokens_generated: s.tokens_generated.load(Ordering::Relaxed),
             requests_finished: s.requests_finished.load(Ordering::Relaxed),
+            threads: s.threads.load(Ordering::Relaxed),
         }
     }
 

@@ -18,6 +18,8 @@
 //! - [`gguf`]: GGUF header metadata, read without loading a model.
 //! - `text`: UTF-8 assembly and stop-string hold-back; `sampling`: sampler chains, logprobs.
 //! - [`config`]: [`EngineConfig`] and physical-core detection.
+//! - `cpu_share`: fewer llama.cpp threads while other programs keep cores busy; `omp`: the
+//!   OpenMP thread limit it applies to a decode (the crate's only `unsafe`, with its C shim).
 //!
 //! ## Invariants
 //! - Every generation's stream ends with exactly one `Done` or `Error`.
@@ -31,11 +33,13 @@ mod admission;
 mod backend;
 mod commands;
 pub mod config;
+mod cpu_share;
 pub mod events;
 pub mod gguf;
 pub mod handle;
 mod loader;
 pub mod model;
+mod omp;
 mod sampling;
 mod scheduler;
 mod scripted;

@@ -22,12 +22,14 @@ use tokio::sync::watch;
 
 use crate::commands::{Command, ControlOp, Courier, Outbox, Submission};
 use crate::config::{EngineConfig, DEFAULT_CTX_PER_SLOT};
+use crate::cpu_share::Governor;
 use crate::events::{
     Candidate, Done, Event, Failure, FailureKind, Timing, TokenEvent, TokenLogprobs,
 };
 use crate::handle::Shared;
 use crate::loader;
 use crate::model::ModelState;
+use crate::omp;
 use crate::sampling::{build_sampler, logprobs};
 use crate::text::{StopMatcher, StopScan, Utf8Assembler};
 
@@ -110,6 +112,7 @@ pub(crate) fn run(
         prefill_cursor: 0,
         cached: vec![Vec::new(); slots],
         courier: Courier::new(runtime.as_ref()),
+        governor: Governor::new(threads as usize),
     };
     sched.serve(&commands);
     let reason = shared.stop_reason().unwrap_or(FailureKind::ShuttingDown);
@@ -186,6 +189,9 @@ struct Scheduler<'m> {
     cached: Vec<Vec<LlamaToken>>,
     /// Hands each step's events to their readers at once.
     courier: Courier,
+    /// How many of the context's threads a decode may use (fewer while other programs keep
+    /// cores busy).
+    governor: Governor,
 }
 
 /// The pause after a step of `worked` that makes the engine busy `throttle`% of the time.
@@ -403,7 +409,14 @@ impl Scheduler<'_> {
         // Events of the commands just handled and of readers that caught up go out now, not
         // after a decode that may be a long prefill chunk.
         self.courier.deliver();
-        if let Err(e) = self.ctx.decode(&mut self.batch) {
+        let threads = self.governor.limit(Instant::now());
+        self.shared.threads.store(threads, Ordering::Relaxed);
+        let decoded = if threads < self.governor.configured() {
+            omp::with_thread_limit(threads, || self.ctx.decode(&mut self.batch))
+        } else {
+            self.ctx.decode(&mut self.batch)
+        };
+        if let Err(e) = decoded {
             let message = format!("llama.cpp decode failed: {e}");
             tracing::error!(%message);
             for i in 0..self.slots.len() {

@@ -137,6 +137,7 @@ impl ModelHost {
                 queued: 0,
                 tokens_generated: 0,
                 requests_finished: 0,
+                threads: self.settings.threads.max(1),
             },
             |e| e.stats(),
         )

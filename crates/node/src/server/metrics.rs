@@ -64,6 +64,12 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResp
             stats.requests_finished as f64,
         ),
         (
+            "hearth_engine_threads",
+            "gauge",
+            "llama.cpp threads in use (fewer than configured while other programs keep cores busy).",
+            stats.threads as f64,
+        ),
+        (
             "hearth_tokens_per_second",
             "gauge",
             "Generation rate over the last sample.",

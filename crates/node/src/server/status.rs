@@ -19,6 +19,8 @@ pub(crate) struct Status {
     queued: usize,
     tokens_generated: u64,
     requests_finished: u64,
+    /// llama.cpp threads in use: `--threads`, or fewer while other programs keep cores busy.
+    threads: usize,
     /// The throttle in force (0..=100) and whether serving is paused by the user.
     throttle: u8,
     paused: bool,
@@ -85,6 +87,7 @@ pub(crate) async fn status(State(state): State<Arc<AppState>>) -> Json<Status> {
         queued: stats.queued,
         tokens_generated: stats.tokens_generated,
         requests_finished: stats.requests_finished,
+        threads: stats.threads,
         throttle: state.host.throttle(),
         paused: state.host.is_paused(),
         exposed: state.exposure.is_exposed(),

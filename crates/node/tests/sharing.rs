@@ -1,0 +1,120 @@
+//! Sharing the machine: while another program keeps a core busy, the engine decodes with one
+//! thread fewer (llama.cpp's threads would otherwise wait at every barrier for the core the
+//! other program holds), and it takes the core back once the program stops. The figure that
+//! shows it is `threads` in `/api/status` and `hearth_engine_threads` in `/metrics`; the speed
+//! itself is measured by `make bench` ("sharing the machine"), not here.
+
+mod common;
+
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::TestNode;
+use serde_json::json;
+
+/// A shell loop that keeps one core busy until dropped.
+struct BusyCore(Child);
+
+impl BusyCore {
+    fn start() -> Self {
+        Self(
+            Command::new("sh")
+                .args(["-c", "while :; do :; done"])
+                .spawn()
+                .expect("starting sh"),
+        )
+    }
+}
+
+impl Drop for BusyCore {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Poll `/api/status` until its `threads` is `want` (None after 15 s), with the last value.
+async fn wait_for_threads(t: &TestNode, want: u64) -> Result<(), u64> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let threads = t.get_json("/api/status").await["threads"]
+            .as_u64()
+            .unwrap_or(0);
+        if threads == want {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(threads);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_engine_gives_a_core_to_a_busy_program_and_takes_it_back() {
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    assert!(cpus >= 2, "this test needs at least 2 CPUs, found {cpus}");
+    // As many threads as CPUs, so one busy program leaves exactly one core short.
+    let t = TestNode::start_with(|c| {
+        c.parallel = 1;
+        c.threads = cpus;
+    })
+    .await;
+    assert_eq!(
+        t.get_json("/api/status").await["threads"],
+        cpus,
+        "a quiet machine: every thread"
+    );
+
+    // Keep the engine decoding for the whole test.
+    let done = Arc::new(AtomicBool::new(false));
+    let worker = {
+        let done = done.clone();
+        let base = t.base.clone();
+        tokio::spawn(async move {
+            while !done.load(Ordering::Relaxed) {
+                let r = common::client()
+                    .post(format!("{base}/v1/chat/completions"))
+                    .json(
+                        &json!({"messages": [{"role": "user", "content": "Tell a story."}],
+                                  "max_tokens": 200, "ignore_eos": true}),
+                    )
+                    .send()
+                    .await
+                    .expect("request sent");
+                assert_eq!(r.status(), 200);
+                r.bytes().await.expect("answer");
+            }
+        })
+    };
+
+    let busy = BusyCore::start();
+    let gave_up = wait_for_threads(&t, cpus as u64 - 1).await;
+    let metrics = common::client()
+        .get(t.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    drop(busy);
+    let took_back = wait_for_threads(&t, cpus as u64).await;
+    done.store(true, Ordering::Relaxed);
+    worker.await.expect("the requests all succeeded");
+
+    assert_eq!(
+        gave_up,
+        Ok(()),
+        "with a busy program beside it the engine uses {} threads, not {cpus}",
+        cpus - 1
+    );
+    assert!(
+        metrics.contains(&format!("\nhearth_engine_threads {}\n", cpus - 1)),
+        "{metrics}"
+    );
+    assert_eq!(took_back, Ok(()), "the core is taken back once it is free");
+    t.stop().await;
+}
