@@ -9,6 +9,7 @@ mod cpu;
 mod floor;
 mod node;
 mod report;
+mod sharing;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -508,6 +509,8 @@ async fn node_figures(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<
         prefill.push(t.prefill_ms);
         added.push(ms - t.prefill_ms);
     }
+    // Twice the decode runs' tokens: the floor beside a busy core decodes a few tokens/s.
+    let sharing = sharing::figures(&mut session, &http, &base, args.tokens * 2).await?;
     drop(node);
 
     eprintln!("memory with one slot");
@@ -587,6 +590,7 @@ async fn node_figures(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<
             }
         }
     }
+    figures.extend(sharing);
     figures.push(Figure::new(
         "floor drift between consecutive floor runs (next / previous)",
         "ratio",
