@@ -117,6 +117,35 @@ impl Netns {
         (code != 0).then_some(code)
     }
 
+    /// `curl` from inside the namespace: the status and the JSON answer (Null if not JSON).
+    fn curl(&self, url: &str, key: Option<&str>, post: Option<&str>) -> (u16, serde_json::Value) {
+        let mut args = vec!["curl", "-s", "-m", "10", "-w", "\n%{http_code}"];
+        let header;
+        if let Some(k) = key {
+            header = format!("Authorization: Bearer {k}");
+            args.extend_from_slice(&["-H", &header]);
+        }
+        if let Some(body) = post {
+            args.extend_from_slice(&["-H", "content-type: application/json", "-d", body]);
+        }
+        args.push(url);
+        let out = self.exec(&args);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
+        (
+            code.trim().parse().unwrap_or(0),
+            serde_json::from_str(body).unwrap_or(serde_json::Value::Null),
+        )
+    }
+
+    fn get(&self, url: &str, key: Option<&str>) -> (u16, serde_json::Value) {
+        self.curl(url, key, None)
+    }
+
+    fn post(&self, url: &str, key: Option<&str>, body: &str) -> (u16, serde_json::Value) {
+        self.curl(url, key, Some(body))
+    }
+
     /// Open a WebSocket from inside the namespace; the close code the server sends first.
     fn websocket_close_code(&self, port: u16, path: &str) -> String {
         let script = format!(
@@ -200,9 +229,40 @@ async fn the_lan_toggle_needs_a_key_there_and_closes_the_door_when_off() {
     assert_eq!(ns.http_status(&lan_url("/v1/models"), None), Some(401));
     // The web UI's own files stay reachable, so a browser there can be given a key.
     assert_eq!(ns.http_status(&lan_url("/"), None), Some(200));
-    // WebSockets without a key are closed with 1008.
+    // WebSockets without a key are closed with 1008, the signed-challenge socket on `/` too
+    // (its challenge proves the client's key on top of the API key).
     assert_eq!(ns.websocket_close_code(port, "/generate"), "close 1008");
     assert_eq!(ns.websocket_close_code(port, "/api/events"), "close 1008");
+    assert_eq!(ns.websocket_close_code(port, "/"), "close 1008");
+    assert_eq!(
+        ns.websocket_close_code(port, "/?token=hearth_not_a_key"),
+        "close 1008"
+    );
+    assert_eq!(
+        ns.websocket_close_code(port, &format!("/?token={secret}")),
+        "opcode 1",
+        "with the key the challenge comes"
+    );
+    // A wrong key is called that, not a missing one.
+    let (status, body) = ns.get(&lan_url("/v1/models"), Some("hearth_not_a_key"));
+    assert_eq!(status, 401, "{body}");
+    assert_eq!(body["error"]["message"], "invalid API key", "{body}");
+    // Registering a client key from the LAN needs an API key too, answered in the
+    // registration's own shape.
+    // The base64 of an Ed25519 public key's 32 raw bytes (RFC 8032's first test vector).
+    let register =
+        json!({"name": "laptop", "publicKey": "11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="})
+            .to_string();
+    let (status, body) = ns.post(&lan_url("/api/auth/register"), None, &register);
+    assert_eq!(status, 401, "{body}");
+    assert_eq!(
+        (&body["success"], &body["code"]),
+        (&json!(false), &json!("unauthorized")),
+        "{body}"
+    );
+    let (status, body) = ns.post(&lan_url("/api/auth/register"), Some(&secret), &register);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["success"], true, "{body}");
     let r = common::client()
         .get(t.url("/api/status"))
         .send()

@@ -52,8 +52,10 @@
 //! `{"success":true,"clientId","message"}` (also for a key registered before, with the same
 //! id) or 400 `{"success":false,"error","code":"invalid_key"}`; other refusals use the same
 //! shape with `invalid_request`, `client_revoked` (403) or `internal_error` (500). Keys and ids:
-//! [`crate::clients`]. When the node is exposed to the LAN, registration from another machine
-//! needs an API key like the rest of `/api` (the socket itself is public: it authenticates).
+//! [`crate::clients`]. When the node is exposed to the LAN, registration and the socket from
+//! another machine need an API key like every other door (`server/security.rs`): a client
+//! key planted by a web page or a stranger on the LAN must not be enough to generate; the
+//! challenge then proves the client's key on top of the API key.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};

@@ -3,9 +3,17 @@
 //!   configured name, so a hostile web page cannot reach the node through DNS rebinding;
 //! - WebSocket upgrades must come with no `Origin`, the node's own origin, a loopback origin or
 //!   the desktop app's (`tauri://localhost`); the desktop origin also gets CORS on HTTP;
+//! - a request that changes state or generates (any method but GET, HEAD and OPTIONS) from a
+//!   page must come from one of those origins: browsers send "simple" cross-site POSTs
+//!   (`text/plain`, forms) without a preflight, so CORS alone would let any web page the user
+//!   opens unload the model or create an API key. A request without `Origin` is a program, not
+//!   a page (browsers send `Origin` on every cross-site POST), and passes;
 //! - while the node is exposed to the LAN, a request from a non-loopback address needs an API
 //!   key (`Authorization: Bearer …` or `?token=…`): 401 on HTTP, a close with 1008 on WebSockets.
-//!   The web UI's static files stay public; everything they call does not.
+//!   The signed-challenge socket on `/` too: its challenge proves the client's key on top of
+//!   the API key. The web UI's static files stay public; everything they call does not;
+//! - no page of the node may be framed by another site (`X-Frame-Options`, CSP
+//!   `frame-ancestors`).
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -139,8 +147,8 @@ fn presented_key(req: &Request) -> Option<String> {
 /// `/`, whose signed-challenge protocol authenticates clients itself.
 fn is_public(method: &Method, path: &str, upgrade: bool) -> bool {
     if upgrade {
-        // The signed-challenge door has its own challenge; workers present the hub token.
-        return path == "/" || path == "/node";
+        // Workers present the hub token, which the hub door checks itself.
+        return path == "/node";
     }
     method == Method::GET
         && !path.starts_with("/api/")
@@ -153,10 +161,44 @@ fn error(status: StatusCode, path: &str, code: &'static str, message: &str) -> R
     // Each door keeps its own error shape.
     let body = if path.starts_with("/v1/") {
         json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": code}})
+    } else if path == "/api/auth/register" {
+        json!({"success": false, "error": message, "code": code})
     } else {
         json!({"error": {"message": message, "code": code}})
     };
     (status, Json(body)).into_response()
+}
+
+/// Methods that only read: everything else changes state or generates.
+fn is_safe_method(method: &Method) -> bool {
+    matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+/// What a LAN request's key turned out to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KeyCheck {
+    Valid,
+    Missing,
+    Invalid,
+}
+
+impl KeyCheck {
+    fn message(self) -> &'static str {
+        match self {
+            KeyCheck::Missing => "this node is shared on the LAN: send an API key (Authorization: Bearer <key>, or ?token=<key>)",
+            _ => "invalid API key",
+        }
+    }
+}
+
+/// Headers on every answer: no other site may frame the node's pages.
+fn add_frame_guard(resp: &mut Response) {
+    let h = resp.headers_mut();
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("frame-ancestors 'self'"),
+    );
 }
 
 fn add_cors(resp: &mut Response, origin: &HeaderValue) {
@@ -202,6 +244,16 @@ pub(crate) async fn guard(
             "WebSocket connections from this origin are not allowed",
         );
     }
+    // Cross-site request forgery: a foreign page's POST (whatever its content type).
+    if !is_safe_method(req.method()) && origin_ok == Some(false) {
+        tracing::info!(%peer, %path, origin = ?origin, "refused a request from a foreign origin");
+        return error(
+            StatusCode::FORBIDDEN,
+            &path,
+            "forbidden_origin",
+            "requests from this origin are not allowed: only the node's own pages, pages on this machine and the desktop app may use it",
+        );
+    }
     // CORS preflight from the desktop app (or another allowed local origin).
     if req.method() == Method::OPTIONS {
         if let (Some(o), Some(true)) = (&origin, origin_ok) {
@@ -227,26 +279,27 @@ pub(crate) async fn guard(
         && !peer.ip().to_canonical().is_loopback()
         && !is_public(req.method(), &path, upgrade);
     if needs_key {
-        let valid = match presented_key(&req) {
+        let check = match presented_key(&req) {
             Some(k) => match state.store.verify_key(k).await {
-                Ok(found) => found.is_some(),
+                Ok(Some(_)) => KeyCheck::Valid,
+                Ok(None) => KeyCheck::Invalid,
                 Err(e) => {
                     tracing::error!(error = %e, "checking an API key failed");
-                    false
+                    KeyCheck::Invalid
                 }
             },
-            None => false,
+            None => KeyCheck::Missing,
         };
-        if !valid {
-            tracing::info!(%peer, %path, "refused a LAN request without a valid API key");
+        if check != KeyCheck::Valid {
+            tracing::info!(%peer, %path, ?check, "refused a LAN request without a valid API key");
             if upgrade {
-                return refuse_websocket(req).await;
+                return refuse_websocket(req, check).await;
             }
             let mut resp = error(
                 StatusCode::UNAUTHORIZED,
                 &path,
                 "unauthorized",
-                "this node is shared on the LAN: send an API key (Authorization: Bearer <key>, or ?token=<key>)",
+                check.message(),
             );
             resp.headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
@@ -257,19 +310,24 @@ pub(crate) async fn guard(
     if let (Some(o), Some(true)) = (&origin, origin_ok) {
         add_cors(&mut resp, o);
     }
+    add_frame_guard(&mut resp);
     resp
 }
 
 /// Complete the WebSocket handshake only to close it with 1008 (policy violation), as
 /// WebSocket clients expect to learn why.
-async fn refuse_websocket(req: Request) -> Response {
+async fn refuse_websocket(req: Request, check: KeyCheck) -> Response {
     let (mut parts, _) = req.into_parts();
+    let reason = match check {
+        KeyCheck::Missing => "an API key is required (?token=<key>)",
+        _ => "invalid API key",
+    };
     match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
-        Ok(ws) => ws.on_upgrade(|mut socket| async move {
+        Ok(ws) => ws.on_upgrade(move |mut socket| async move {
             let _ = socket
                 .send(Message::Close(Some(CloseFrame {
                     code: close_code::POLICY,
-                    reason: "an API key is required (?token=<key>)".into(),
+                    reason: reason.into(),
                 })))
                 .await;
         }),
@@ -342,7 +400,13 @@ mod tests {
         assert!(!is_public(&Method::GET, "/api/events", true));
         assert!(
             !is_public(&Method::GET, "/anything", true),
-            "only / is a public WebSocket"
+            "only /node is a public WebSocket"
         );
+        assert!(
+            !is_public(&Method::GET, "/", true),
+            "the signed-challenge socket needs a key from the LAN"
+        );
+        assert!(is_public(&Method::GET, "/node", true));
+        assert!(!is_public(&Method::POST, "/api/auth/register", false));
     }
 }
