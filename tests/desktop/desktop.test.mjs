@@ -2,13 +2,15 @@
 // server and D-Bus session that run.sh made, wait for its window, take a screenshot, type a
 // chat message into the real window through WebKitWebDriver, confirm through the node's API
 // that the message and a streamed answer were stored, then click Quit in the tray menu over
-// D-Bus and confirm the port is closed and no process is left.
+// D-Bus and confirm the port is closed and no process is left. And a new machine: the app on
+// an empty models folder opens (it panicked once) on the Models page, and loads a model added
+// while it runs.
 
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { join, dirname } from 'node:path';
+import { basename, join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 
@@ -21,7 +23,7 @@ const ELEMENT = 'element-6066-11e4-a52e-4f735466cecf';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-async function until(what, timeoutMs, fn) {
+async function until(what, timeoutMs, fn, { fatal } = {}) {
   const deadline = Date.now() + timeoutMs;
   let last;
   while (Date.now() < deadline) {
@@ -29,6 +31,7 @@ async function until(what, timeoutMs, fn) {
       const v = await fn();
       if (v) return v;
     } catch (e) {
+      if (fatal?.test(e.message)) throw new Error(`waiting for ${what}: ${e.message}`);
       last = e;
     }
     await sleep(200);
@@ -116,7 +119,11 @@ class WebDriver {
   }
 }
 
-test('the desktop app: window, chat through the window, quit from the tray', { timeout: 240_000 }, async (t) => {
+/**
+ * Launch the app through WebKitWebDriver with `env` on top of the test's; its port, the
+ * driver and the app's pid. The app and the driver are killed when the test ends.
+ */
+async function launch(t, extraEnv) {
   for (const [what, v] of [['HEARTH_DESKTOP_BIN', APP], ['HEARTH_TEST_MODEL', MODEL], ['HEARTH_DESKTOP_SCRATCH (run via tests/desktop/run.sh)', SCRATCH]]) {
     assert.ok(v, `${what} is not set`);
   }
@@ -130,12 +137,11 @@ test('the desktop app: window, chat through the window, quit from the tray', { t
     ...process.env,
     TAURI_WEBVIEW_AUTOMATION: 'true',
     HEARTH_PORT: String(port),
-    HEARTH_DATA_DIR: join(SCRATCH, 'hearth'),
-    HEARTH_MODEL: MODEL,
     HEARTH_PARALLEL: '2',
     HEARTH_CTX: '2048',
     HEARTH_KEY_STORAGE: 'file',
     RUST_LOG: 'info',
+    ...extraEnv,
   };
   const driver = spawn('WebKitWebDriver', [`--port=${wdPort}`], { env, stdio: ['ignore', 'inherit', 'inherit'] });
   t.after(() => driver.kill('SIGKILL'));
@@ -151,9 +157,46 @@ test('the desktop app: window, chat through the window, quit from the tray', { t
       // already gone, as it should be
     }
   });
+  return { port, wd, appPid };
+}
+
+/** Wait for the app's window; fails at once if the app exits first (a panic at start). */
+async function appWindow(appPid) {
+  return until('the Hearth window', 60_000, () => {
+    try {
+      process.kill(appPid, 0);
+    } catch {
+      throw new Error('the app exited before its window appeared');
+    }
+    return sh('xdotool', ['search', '--name', '^Hearth$']).trim();
+  }, { fatal: /exited before/ });
+}
+
+/** Wait until the app process has exited and none is left. */
+async function assertGone(appPid) {
+  await until('the app process to exit', 15_000, () => {
+    try {
+      process.kill(appPid, 0);
+      return false;
+    } catch {
+      return true;
+    }
+  });
+  const left = (() => {
+    try {
+      return sh('pgrep', ['-f', APP]).trim();
+    } catch {
+      return '';
+    }
+  })();
+  assert.equal(left, '', 'a hearth-desktop process is left');
+}
+
+test('the desktop app: window, chat through the window, quit from the tray', { timeout: 240_000 }, async (t) => {
+  const { port, wd, appPid } = await launch(t, { HEARTH_DATA_DIR: join(SCRATCH, 'hearth'), HEARTH_MODEL: MODEL });
 
   // The window appears; the node inside answers.
-  await until('the Hearth window', 60_000, () => sh('xdotool', ['search', '--name', '^Hearth$']).trim());
+  await appWindow(appPid);
   await until('the node', 60_000, async () => {
     const s = await (await fetch(`http://127.0.0.1:${port}/api/status`)).json();
     return s.model.state === 'ready';
@@ -202,20 +245,39 @@ test('the desktop app: window, chat through the window, quit from the tray', { t
   clickTray(bus, items.Quit.id);
 
   await until('the port to close', 15_000, async () => !(await portOpen(port)));
-  await until('the app process to exit', 15_000, () => {
-    try {
-      process.kill(appPid, 0);
-      return false;
-    } catch {
-      return true;
-    }
+  await assertGone(appPid);
+});
+
+test('a new machine: the app opens on an empty models folder and serves once a model is added', { timeout: 240_000 }, async (t) => {
+  const models = join(SCRATCH, 'empty-models');
+  mkdirSync(models, { recursive: true });
+  const { port, wd, appPid } = await launch(t, { HEARTH_DATA_DIR: join(SCRATCH, 'new-machine'), HEARTH_MODELS_DIR: models });
+  const status = async () => (await fetch(`http://127.0.0.1:${port}/api/status`)).json();
+
+  await appWindow(appPid);
+  assert.equal((await status()).model.state, 'empty');
+  // The window opens on the Models page, which says where models go.
+  await until('the Models page', 30_000, async () => (await wd.script('return location.hash')) === '#/models');
+  const where = await until('the no-model card', 30_000, () =>
+    wd.script('return document.querySelector(\'[data-testid="models-dir"]\')?.textContent'),
+  );
+  assert.equal(where, models);
+  await sleep(1500); // WebKit under Xvfb paints late
+  sh('import', ['-window', 'root', join(ARTIFACTS, 'desktop-no-model.png')]);
+
+  // A model copied into the folder shows up; Load in the window; it answers.
+  copyFileSync(MODEL, join(models, basename(MODEL)));
+  const load = await until('the model row', 30_000, () => wd.find('[data-testid="model-load"]'));
+  await wd.call('POST', `/session/${wd.session}/element/${load}/click`, {});
+  await until('the model ready', 60_000, async () => (await status()).model.state === 'ready');
+  const r = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
+    method: 'POST',
+    body: JSON.stringify({ messages: [{ role: 'user', content: 'Hi' }], max_tokens: 4 }),
   });
-  const left = (() => {
-    try {
-      return sh('pgrep', ['-f', APP]).trim();
-    } catch {
-      return '';
-    }
-  })();
-  assert.equal(left, '', 'a hearth-desktop process is left');
+  assert.equal(r.status, 200);
+  assert.equal((await r.json()).usage.completion_tokens > 0, true);
+
+  process.kill(appPid, 'SIGTERM');
+  await until('the port to close', 15_000, async () => !(await portOpen(port)));
+  await assertGone(appPid);
 });

@@ -18,7 +18,7 @@ import { SettingsPage } from './components/SettingsPage';
 import { Sidebar } from './components/Sidebar';
 import { StatusPage } from './components/StatusPage';
 import { navigate, useAuth, useConversationList, useLive, useRoute } from './hooks';
-import { formatRoute } from './route';
+import { formatRoute, startRoute } from './route';
 
 export function App() {
   const auth = useAuth();
@@ -45,6 +45,20 @@ function Shell() {
   const store = useMemo(() => new ChatStore({ onActivity: () => void refreshList.current() }), []);
   const [sidebarOpen, setSidebarOpen] = useState(true);
   const [lastConversationId, setLastConversationId] = useState<string | null>(null);
+
+  // A new machine has no model yet: open on the Models page (once, at start).
+  const startChecked = useRef(false);
+  useEffect(() => {
+    if (startChecked.current) return;
+    startChecked.current = true;
+    void api
+      .status()
+      .then((status) => {
+        const next = startRoute(route, status.model.state);
+        if (next) navigate(formatRoute(next));
+      })
+      .catch(() => undefined);
+  }, [route]);
 
   const selectedId = route.page === 'chat' ? route.conversationId : null;
   useEffect(() => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatRoute, parseHash, type Route } from './route';
+import { formatRoute, parseHash, startRoute, type Route } from './route';
 
 describe('hash routes', () => {
   it('parses every page', () => {
@@ -24,5 +24,15 @@ describe('hash routes', () => {
     ];
     for (const r of routes) expect(parseHash(formatRoute(r))).toEqual(r);
     expect(formatRoute({ page: 'chat', conversationId: 'c_1' })).toBe('#/c/c_1');
+  });
+});
+
+describe('the first page', () => {
+  it('opens the Models page when no model is loaded and nothing else was asked for', () => {
+    expect(startRoute({ page: 'chat', conversationId: null }, 'empty')).toEqual({ page: 'models' });
+    expect(startRoute({ page: 'chat', conversationId: null }, 'ready')).toBeNull();
+    expect(startRoute({ page: 'chat', conversationId: null }, 'loading')).toBeNull();
+    expect(startRoute({ page: 'chat', conversationId: 'c_1' }, 'empty')).toBeNull();
+    expect(startRoute({ page: 'settings' }, 'empty')).toBeNull();
   });
 });

@@ -38,3 +38,12 @@ export function formatRoute(route: Route): string {
       return route.conversationId ? `#/c/${encodeURIComponent(route.conversationId)}` : '#/';
   }
 }
+
+/**
+ * Where the app should go when it first learns the model state: a node with no model yet
+ * opens on the Models page, unless the user asked for a page or a conversation themselves.
+ */
+export function startRoute(route: Route, modelState: string): Route | null {
+  const landing = route.page === 'chat' && route.conversationId === null;
+  return landing && modelState === 'empty' ? { page: 'models' } : null;
+}

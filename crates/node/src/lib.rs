@@ -132,7 +132,19 @@ impl Node {
     /// Open the database, start loading the model and listen. Returns once the port is bound;
     /// the model may still be loading (doors report that).
     pub async fn start(config: NodeConfig) -> Result<Self, NodeError> {
-        let model_path = config::resolve_model(&config.models_dir, config.model.as_deref())?;
+        // A new machine has no model yet: the node starts without one (every door answers "no
+        // model loaded" until the UI or the API loads one). A model asked for by name must exist.
+        let model_path = match config::resolve_model(&config.models_dir, config.model.as_deref()) {
+            Ok(path) => Some(path),
+            Err(config::ModelPathError::NoModels(dir)) if config.model.is_none() => {
+                tracing::warn!(
+                    models_dir = %dir.display(),
+                    "no model yet: starting without one; load one from the web UI (Models) or put a .gguf file in the models folder"
+                );
+                None
+            }
+            Err(e) => return Err(e.into()),
+        };
         if let Some(j) = &config.join {
             j.validate()?;
         }
@@ -173,7 +185,9 @@ impl Node {
             min_load_time: config.min_load_time,
             script: config.script.clone(),
         });
-        host.load(model_path).await;
+        if let Some(path) = model_path {
+            host.load(path).await;
+        }
         let shutdown = CancellationToken::new();
         let telemetry = telemetry::spawn(host.clone(), shutdown.child_token());
         let mut allowed_hosts = config.allowed_hosts.clone();

@@ -127,6 +127,7 @@ async fn serve(config: NodeConfig) -> anyhow::Result<()> {
     tokio::select! {
         r = node.host().ready() => match r {
             Ok(info) => println!("Model {} is ready ({} slots, {} tokens of context each)", info.id, info.slots, info.ctx_per_slot),
+            Err(hearth_engine::SubmitError::NoModel) => println!("No model yet: open {url} to load one (Models), or put a .gguf file in the models folder"),
             Err(e) => eprintln!("The model could not be loaded: {e}"),
         },
         () = shutdown_signal() => {

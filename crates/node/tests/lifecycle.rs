@@ -1,7 +1,8 @@
 //! Load, limits and lifecycle: a full queue is refused (429 + Retry-After, `rate_limited`), a
 //! client that goes away frees its slot, generation ends with `length` at the context's end,
 //! SIGTERM gives every open stream a final message and exits within 5 seconds, and
-//! `/metrics` counts what the engine did.
+//! `/metrics` counts what the engine did; a node on an empty models folder starts, every door
+//! says "no model is loaded" in its own shape, and it serves once a model is loaded.
 
 mod common;
 
@@ -284,4 +285,73 @@ async fn metrics_count_what_the_engine_did_in_prometheus_text() {
         1.0
     );
     t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_with_no_model_starts_and_every_door_says_so() {
+    let empty = tempfile::tempdir().unwrap();
+    let t = TestNode::start_with(|c| {
+        c.models_dir = empty.path().to_path_buf();
+        c.model = None;
+    })
+    .await;
+    assert_eq!(t.status().await["model"]["state"], "empty");
+    assert_eq!(t.get_json("/v1/models").await["data"], json!([]));
+    let r = t
+        .post("/v1/chat/completions", &json!({"messages": user("hi")}))
+        .await;
+    assert_eq!(r.status(), 503);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["message"], "no model is loaded", "{v}");
+    assert_eq!(v["error"]["type"], "server_error", "{v}");
+
+    let mut ws = t.ws("/generate").await;
+    ws_send(&mut ws, json!({"type": "config", "prompt": "hi"})).await;
+    let e = ws_recv(&mut ws).await;
+    assert_eq!(
+        (&e["type"], &e["message"]),
+        (&json!("error"), &json!("no model is loaded")),
+        "{e}"
+    );
+
+    let mut ws = t.ws("/ws").await;
+    ws_send(
+        &mut ws,
+        json!({"prompts": [{"request_id": "a", "prompt": "hi"}]}),
+    )
+    .await;
+    let Some(Ok(Message::Text(text))) = ws.next().await else {
+        panic!("no batch answer");
+    };
+    let v: serde_json::Value = serde_json::from_str(text.as_str()).unwrap();
+    assert_eq!(v[0]["type"], "ERROR", "{v}");
+    assert_eq!(v[0]["error"], "no model is loaded", "{v}");
+
+    // A model put in the folder and loaded through the API serves without a restart.
+    let model = common::model_path();
+    std::fs::copy(&model, empty.path().join(model.file_name().unwrap())).unwrap();
+    let r = t
+        .post("/api/models/load", &json!({"id": common::MODEL_ID}))
+        .await;
+    assert_eq!(r.status(), 202);
+    t.node().host().ready().await.expect("the model loads");
+    let v = t
+        .chat(json!({"messages": user("hi"), "max_tokens": 3, "ignore_eos": true}))
+        .await;
+    assert_eq!(v["usage"]["completion_tokens"], 3);
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_asked_for_by_name_must_exist() {
+    let empty = tempfile::tempdir().unwrap();
+    let mut config = hearth_node::NodeConfig::new(empty.path().join("data"));
+    config.models_dir = empty.path().to_path_buf();
+    config.model = Some("nowhere".into());
+    config.port = 0;
+    config.key_storage = hearth_node::identity::KeyStorage::File;
+    let e = hearth_node::Node::start(config)
+        .await
+        .expect_err("no such model");
+    assert!(e.to_string().contains("model nowhere not found"), "{e}");
 }

@@ -20,6 +20,7 @@ const LOG_LINES = 200;
 
 const LISTENING = /^Hearth is listening on (http:\/\/\S+)/;
 const READY = /^Model .* is ready/;
+const NO_MODEL = /^No model yet/;
 const LOAD_FAILED = /could not be loaded/;
 
 const running = new Set();
@@ -64,9 +65,11 @@ export async function tempDataDir(t) {
 /**
  * Starts a node and waits until its model is ready.
  * `t` is the node:test context (the node is stopped after the test); `dataDir` is reused
- * for a restart; `env` adds environment variables (e.g. HEARTH_MIN_LOAD_MS).
+ * for a restart; `env` adds environment variables (e.g. HEARTH_MIN_LOAD_MS). With
+ * `modelsDir` the node starts on that folder without naming a model, and is returned once it
+ * says it has none (`withModel: false`) or once the one it found is ready.
  */
-export async function startNode(t, { dataDir, env = {} } = {}) {
+export async function startNode(t, { dataDir, env = {}, modelsDir, withModel = true } = {}) {
   const { bin, model, modelId } = testEnvironment();
   const dir = dataDir ?? (await tempDataDir(t));
   const args = [
@@ -74,8 +77,7 @@ export async function startNode(t, { dataDir, env = {} } = {}) {
     '--port', '0',
     '--data-dir', dir,
     // The model's own folder, so that /api/models lists it (the data dir has no models/).
-    '--models-dir', dirname(model),
-    '--model', model,
+    ...(modelsDir ? ['--models-dir', modelsDir] : ['--models-dir', dirname(model), '--model', model]),
     '--parallel', '2',
     '--ctx', '2048',
     // The node's key in a file in the temp data dir, never the user's keyring.
@@ -142,6 +144,10 @@ export async function startNode(t, { dataDir, env = {} } = {}) {
     for (;;) {
       const line = await Promise.race([lines.next(), failEarly, timeout(READY_TIMEOUT_MS, '"Model ... is ready"')]);
       if (READY.test(line)) break;
+      if (NO_MODEL.test(line)) {
+        if (withModel) throw new Error(`the node found no model: ${line}`);
+        break;
+      }
     }
   } catch (e) {
     await node.stop();

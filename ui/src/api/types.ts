@@ -135,6 +135,8 @@ export interface ModelsResponse {
   models: ModelInfo[];
   loaded: string | null;
   state: ModelState;
+  /** Where the node looks for GGUF files (absent from older nodes). */
+  models_dir?: string;
 }
 
 /** An API key for other machines (`GET /api/keys`); the secret itself is never listed. */

@@ -14,6 +14,9 @@ export interface ModelsPageProps {
   dispatch: Dispatch<LiveAction>;
 }
 
+/** How often an empty models folder is read again. */
+const EMPTY_FOLDER_POLL_MS = 3000;
+
 export function ModelsPage({ live, dispatch }: ModelsPageProps) {
   const [data, setData] = useState<ModelsResponse | null>(null);
   const [error, setError] = useState<string | null>(null);
@@ -32,6 +35,14 @@ export function ModelsPage({ live, dispatch }: ModelsPageProps) {
   useEffect(() => {
     void refresh();
   }, [refresh, model.id, model.state]);
+
+  // An empty folder: look again every few seconds, so a file copied in shows without a reload.
+  const noFiles = data !== null && data.models.length === 0;
+  useEffect(() => {
+    if (!noFiles) return undefined;
+    const timer = setInterval(() => void refresh(), EMPTY_FOLDER_POLL_MS);
+    return () => clearInterval(timer);
+  }, [noFiles, refresh]);
 
   const load = async (id: string) => {
     setPending(true);
@@ -90,6 +101,22 @@ export function ModelsPage({ live, dispatch }: ModelsPageProps) {
           >
             <div className="progress-bar" style={{ width: `${pct}%` }} />
           </div>
+        </div>
+      )}
+      {model.state === 'empty' && live.node !== null && (
+        <div className="card no-model-card" data-testid="no-model">
+          <h2>No model loaded yet</h2>
+          <p>
+            Hearth runs GGUF models with llama.cpp. Copy a <code>.gguf</code> file into the models folder
+            {data?.models_dir ? (
+              <>
+                {' '}
+                <code data-testid="models-dir">{data.models_dir}</code>
+              </>
+            ) : null}{' '}
+            and it shows below; then press Load. Until a model is loaded, every client of this node is told
+            that no model is loaded.
+          </p>
         </div>
       )}
       {model.state === 'failed' && (

@@ -278,7 +278,13 @@ pub(crate) async fn list_models(
                 e.to_string(),
             )
         })?;
-    Ok(Json(json!({"models": models, "loaded": status.id, "state": status.state})).into_response())
+    Ok(Json(json!({
+        "models": models,
+        "loaded": status.id,
+        "state": status.state,
+        "models_dir": state.models_dir.display().to_string(),
+    }))
+    .into_response())
 }
 
 #[derive(Debug, Deserialize)]
