@@ -78,6 +78,13 @@ pub struct ServeArgs {
     /// In hub mode, whether this node's own engine takes requests too.
     #[arg(long, env = "HEARTH_HUB_LOCAL", default_value_t = true, action = clap::ArgAction::Set)]
     hub_local: bool,
+    /// Seconds a client has to send a request's headers; also how long an idle keep-alive
+    /// connection stays open (and how long a request body may stall).
+    #[arg(long, env = "HEARTH_HEADER_TIMEOUT", default_value_t = crate::server::listen::DEFAULT_HEADER_TIMEOUT.as_secs_f64())]
+    header_timeout: f64,
+    /// Open connections one machine on the LAN may hold (loopback is never limited).
+    #[arg(long, env = "HEARTH_CONNECTIONS_PER_ADDRESS", default_value_t = crate::server::listen::DEFAULT_PER_ADDRESS)]
+    connections_per_address: usize,
     /// Serve scripted tokens instead of running the model (door benchmarks only).
     #[arg(long, env = "HEARTH_SCRIPTED", hide = true)]
     scripted: bool,
@@ -124,6 +131,10 @@ impl ServeArgs {
         if let Some(d) = self.batch_defaults {
             c.batch_defaults = d;
         }
+        c.limits = crate::server::listen::Limits {
+            header_timeout: Duration::from_secs_f64(self.header_timeout.clamp(0.1, 3600.0)),
+            per_address: self.connections_per_address.max(1),
+        };
         c
     }
 }

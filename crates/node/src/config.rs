@@ -45,6 +45,8 @@ pub struct NodeConfig {
     pub hub: Option<crate::hub::HubConfig>,
     /// Worker mode (`--join`): serve a hub's tasks.
     pub join: Option<crate::worker::JoinConfig>,
+    /// Header and idle timeouts, connections per address (`server::listen`).
+    pub limits: crate::server::listen::Limits,
 }
 
 impl NodeConfig {
@@ -72,6 +74,7 @@ impl NodeConfig {
             key_storage: crate::identity::KeyStorage::Auto,
             hub: None,
             join: None,
+            limits: crate::server::listen::Limits::default(),
         }
     }
 

@@ -40,7 +40,6 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -108,26 +107,6 @@ const WORKER_STOP_WAIT: Duration = Duration::from_secs(2);
 /// How long a rebind waits for the previous listener's port to be free.
 const REBIND_WAIT: Duration = Duration::from_secs(2);
 
-fn serve(listener: TcpListener, app: axum::Router, stop: CancellationToken) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        // Token messages are small and latency matters more than packet count.
-        let listener = listener.tap_io(|tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!(error = %e, "TCP_NODELAY not set");
-            }
-        });
-        let result = axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(async move { stop.cancelled().await })
-        .await;
-        if let Err(e) = result {
-            tracing::error!(error = %e, "server stopped with an error");
-        }
-    })
-}
-
 impl Node {
     /// Open the database, start loading the model and listen. Returns once the port is bound;
     /// the model may still be loading (doors report that).
@@ -147,6 +126,12 @@ impl Node {
         };
         if let Some(j) = &config.join {
             j.validate()?;
+        }
+        // Every connection is a file descriptor: take what the system allows, not the default
+        // soft limit (1,024 on most Linux systems).
+        match rlimit::increase_nofile_limit(u64::MAX) {
+            Ok(n) => tracing::debug!(open_files = n, "open-files limit"),
+            Err(e) => tracing::debug!(error = %e, "the open-files limit could not be raised"),
         }
         let store = Store::open(&config.data_dir)?;
         let (data_dir, key_storage) = (config.data_dir.clone(), config.key_storage);
@@ -203,6 +188,7 @@ impl Node {
             batch: server::batch::BatchDoor::new(config.batch_defaults.clone()),
             auth: server::auth::AuthState::new(config.auth_timeout),
             identity: Arc::new(identity),
+            limits: config.limits,
             dispatcher: dispatch::Dispatcher::new(
                 host.clone(),
                 config.hub.clone().map(hub::Hub::new),
@@ -218,9 +204,10 @@ impl Node {
                 state.shutdown.child_token(),
             ))
         });
+        let limits = state.limits;
         let app = server::router(state.clone());
         let stop = state.shutdown.child_token();
-        let task = serve(listener, app.clone(), stop.clone());
+        let task = server::listen::serve(listener, app.clone(), stop.clone(), limits);
         tracing::info!(%addr, name = %config.name, exposed, "listening");
         if exposed {
             tracing::info!("exposed to the LAN: requests from other machines need an API key (hearth-node keys create)");
@@ -283,14 +270,24 @@ impl Node {
                         source,
                     })?;
                 listening.stop = self.inner.state.shutdown.child_token();
-                let task = serve(old, self.inner.app.clone(), listening.stop.clone());
+                let task = server::listen::serve(
+                    old,
+                    self.inner.app.clone(),
+                    listening.stop.clone(),
+                    self.inner.state.limits,
+                );
                 listening.tasks.push(task);
                 return Err(NodeError::Bind { addr, source });
             }
         };
         self.inner.state.exposure.set_exposed(exposed);
         listening.stop = self.inner.state.shutdown.child_token();
-        let task = serve(listener, self.inner.app.clone(), listening.stop.clone());
+        let task = server::listen::serve(
+            listener,
+            self.inner.app.clone(),
+            listening.stop.clone(),
+            self.inner.state.limits,
+        );
         listening.tasks.retain(|t| !t.is_finished());
         listening.tasks.push(task);
         *self.inner.addr.lock().expect("addr lock") = addr;

@@ -38,8 +38,11 @@ fn must(args: &[&str]) {
 
 impl Netns {
     fn create() -> Self {
-        let id = std::process::id() % 200 + 20;
-        let name = format!("hearth-lan-{}", std::process::id());
+        // Unique per test too: tests of this file may run at once.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = (std::process::id() % 100 + n * 100) % 230 + 20;
+        let name = format!("hearth-lan-{}-{n}", std::process::id());
         let host_if = format!("hth{id}");
         let ns_if = format!("hns{id}");
         let host_ip = format!("10.231.{id}.1");
@@ -368,5 +371,61 @@ async fn host_and_origin_checks_apply_even_on_loopback() {
         .await
         .unwrap();
     assert!(r.headers().get("access-control-allow-origin").is_none());
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lan_machine_may_hold_only_so_many_connections_and_loopback_any_number() {
+    let ns = Netns::create();
+    let t = TestNode::start_with(|c| {
+        c.parallel = 1;
+        c.lan = true;
+        c.limits.per_address = 3;
+    })
+    .await;
+    let port = t.node().addr().port();
+    // Five connections from the other machine, nothing sent: which are closed at once?
+    let script = format!(
+        r#"
+import socket, time
+socks = [socket.create_connection(("{ip}", {port}), timeout=5) for _ in range(5)]
+time.sleep(0.5)
+state = []
+for s in socks:
+    s.setblocking(False)
+    try:
+        state.append("closed" if s.recv(1) == b"" else "data")
+    except BlockingIOError:
+        state.append("open")
+    except ConnectionResetError:
+        state.append("closed")
+print(" ".join(state))
+"#,
+        ip = ns.host_ip,
+    );
+    let out = ns.exec(&["python3", "-c", &script]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "open open open closed closed",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Loopback is never limited.
+    let mut local = Vec::new();
+    for _ in 0..10 {
+        local.push(
+            tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .unwrap(),
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for s in &local {
+        let mut buf = [0u8; 1];
+        assert!(
+            matches!(s.try_read(&mut buf), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+            "a loopback connection was closed"
+        );
+    }
     t.stop().await;
 }

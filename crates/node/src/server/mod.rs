@@ -11,6 +11,7 @@ pub(crate) mod error;
 pub(crate) mod events;
 pub(crate) mod generate;
 pub(crate) mod hub_door;
+pub mod listen;
 pub(crate) mod metrics;
 pub(crate) mod openai;
 pub mod security;
@@ -55,6 +56,9 @@ pub struct AppState {
     pub identity: Arc<crate::identity::Identity>,
     /// Where each request runs: the local engine or, in hub mode, a worker.
     pub dispatcher: crate::dispatch::Dispatcher,
+    /// Timeouts and connection caps (`listen`); a stalled request body fails after the
+    /// header timeout too.
+    pub limits: listen::Limits,
 }
 
 /// Unknown API paths answer in the OpenAI error format; everything else is the web UI.
@@ -103,6 +107,9 @@ pub fn router(state: Arc<AppState>) -> Router {
         .method_not_allowed_fallback(error::method_not_allowed)
         // Our own limit sits above axum's default so the OpenAI door reports it in its format.
         .layer(DefaultBodyLimit::max(MAX_HTTP_BODY_BYTES))
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
+            state.limits.header_timeout,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             security::guard,

@@ -2,6 +2,8 @@
 //! data dir and the real default model, talk to it over HTTP, SSE and WebSocket, and stop it.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod process;
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 

@@ -1,0 +1,160 @@
+//! Slow and silent clients cannot hold the node: request headers and idle keep-alive
+//! connections time out (`--header-timeout`), a stalled request body fails, and a node out of
+//! file descriptors goes on accepting once some are free; streams and WebSockets that outlast
+//! the timeout are not cut. (The per-address cap is tested from a network namespace in
+//! `lan.rs`.)
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::process::NodeProcess;
+use common::{user, ws_recv, ws_send, TestNode};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Seconds until the server closes `s` (reading and dropping whatever it sends), or None
+/// if it is still open after `within`.
+async fn closed_within(s: &mut TcpStream, within: Duration) -> Option<Duration> {
+    let start = Instant::now();
+    let mut buf = [0u8; 4096];
+    loop {
+        let left = within.checked_sub(start.elapsed())?;
+        match tokio::time::timeout(left, s.read(&mut buf)).await {
+            Err(_) => return None,
+            Ok(Ok(0) | Err(_)) => return Some(start.elapsed()),
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_half_sent_and_idle_connections_are_closed_but_streams_are_not() {
+    let t = TestNode::start_with(|c| {
+        c.parallel = 2;
+        c.limits.header_timeout = TIMEOUT;
+    })
+    .await;
+    let addr = t.node().addr();
+
+    // Connected, nothing sent.
+    let mut silent = TcpStream::connect(addr).await.unwrap();
+    // Half the headers.
+    let mut half = TcpStream::connect(addr).await.unwrap();
+    half.write_all(b"GET /api/status HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .await
+        .unwrap();
+    // A complete request, then idle on keep-alive.
+    let mut idle = TcpStream::connect(addr).await.unwrap();
+    idle.write_all(b"GET /api/status HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .await
+        .unwrap();
+    // A body that stops after 10 of 100 bytes.
+    let mut stalled = TcpStream::connect(addr).await.unwrap();
+    stalled
+        .write_all(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"messages")
+        .await
+        .unwrap();
+
+    // Meanwhile a stream that lasts longer than the timeout, and a WebSocket quiet for longer.
+    let long = {
+        let base = t.base.clone();
+        tokio::spawn(async move {
+            let r = common::client()
+                .post(format!("{base}/v1/chat/completions"))
+                .json(
+                    &json!({"messages": user("Tell a long story."), "max_tokens": 300,
+                              "ignore_eos": true, "stream": true}),
+                )
+                .send()
+                .await
+                .unwrap();
+            let started = Instant::now();
+            let body = r.text().await.unwrap();
+            (started.elapsed(), body)
+        })
+    };
+    let mut ws = t.ws("/generate").await;
+
+    let limit = TIMEOUT * 4;
+    for (name, s) in [
+        ("silent", &mut silent),
+        ("half-sent headers", &mut half),
+        ("idle keep-alive", &mut idle),
+        ("stalled body", &mut stalled),
+    ] {
+        let closed = closed_within(s, limit).await;
+        assert!(
+            closed.is_some(),
+            "the {name} connection is still open after {limit:?}"
+        );
+    }
+
+    tokio::time::sleep(TIMEOUT).await;
+    ws_send(
+        &mut ws,
+        json!({"type": "config", "prompt": "Hi", "parameters": {"max_tokens": 3}}),
+    )
+    .await;
+    assert_eq!(
+        ws_recv(&mut ws).await["type"],
+        "init",
+        "the quiet WebSocket still works"
+    );
+    let (took, body) = long.await.unwrap();
+    assert!(
+        took > TIMEOUT * 2,
+        "the stream was too short to tell: {took:?}"
+    );
+    let (_, chunks) = common::parse_sse(&body);
+    let usage = chunks.iter().rev().find_map(|c| c.get("usage")).cloned();
+    assert!(
+        body.contains("\"finish_reason\":\"length\""),
+        "the stream ran to its end ({took:?}): {usage:?}"
+    );
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_out_of_file_descriptors_serves_again_once_slow_clients_time_out() {
+    let dir = tempfile::tempdir().unwrap();
+    // 128 descriptors (the model, the database and the runtime take some), 2 s to send headers.
+    let node = NodeProcess::start(
+        &dir.path().join("data"),
+        &["--parallel", "1", "--ctx", "512", "--header-timeout", "2"],
+        Some(128),
+    );
+    let addr = node.addr.clone();
+    // Many more half-sent requests than the node has descriptors.
+    let mut slow = Vec::new();
+    for _ in 0..200 {
+        let mut s = TcpStream::connect(&addr).await.unwrap();
+        s.write_all(b"GET /api/status HTTP/1.1\r\n").await.unwrap();
+        slow.push(s);
+    }
+    // A normal client is served within a few header timeouts, while the slow ones stay.
+    let started = Instant::now();
+    let r = common::client()
+        .get(format!("{}/api/status", node.url))
+        .timeout(Duration::from_secs(15))
+        .send()
+        .await
+        .expect("a normal client is served");
+    assert_eq!(r.status(), 200);
+    assert!(started.elapsed() < Duration::from_secs(15));
+    let v = common::client()
+        .post(format!("{}/v1/chat/completions", node.url))
+        .json(&json!({"messages": user("Hi"), "max_tokens": 2, "ignore_eos": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(v.status(), 200);
+    drop(slow);
+    // Said once per episode, not once per refused accept.
+    let log = node.stderr();
+    let said = log.matches("cannot accept connections for now").count();
+    assert!((1..=3).contains(&said), "logged {said} times:\n{log}");
+}
