@@ -8,6 +8,7 @@
 //! ## Layout
 //! - [`cli`]: the `serve` flags and their `HEARTH_*` variables (shared with the desktop app).
 //! - [`config`]: [`NodeConfig`], default paths, `--model` resolution.
+//! - [`data_dir`]: the data dir's exclusive lock (one node per data dir).
 //! - [`server`]: the axum router (`server::router`), one file per door (`openai`, `generate`),
 //!   OpenAI-format errors (`error`), `/api/status` (`status`).
 //! - [`host`]: [`host::ModelHost`], the swappable engine every door submits through.
@@ -27,6 +28,7 @@
 pub mod cli;
 pub mod clients;
 pub mod config;
+pub mod data_dir;
 pub mod dispatch;
 pub mod host;
 pub mod hub;
@@ -57,6 +59,8 @@ const ENGINE_STOP_WAIT: Duration = Duration::from_secs(2);
 pub enum NodeError {
     #[error(transparent)]
     Model(#[from] config::ModelPathError),
+    #[error(transparent)]
+    DataDir(#[from] data_dir::LockError),
     #[error(transparent)]
     Store(#[from] store::StoreError),
     #[error(transparent)]
@@ -91,6 +95,8 @@ struct Inner {
     grace: Duration,
     /// Worker mode's connection to its hub (`--join`).
     worker: std::sync::Mutex<Option<JoinHandle<()>>>,
+    /// This node's hold on its data dir, released when the last handle is dropped.
+    _lock: data_dir::DataDirLock,
 }
 
 #[derive(Debug)]
@@ -133,6 +139,8 @@ impl Node {
             Ok(n) => tracing::debug!(open_files = n, "open-files limit"),
             Err(e) => tracing::debug!(error = %e, "the open-files limit could not be raised"),
         }
+        // Before anything in the data dir is touched: a second node must not open its database.
+        let mut lock = data_dir::DataDirLock::acquire(&config.data_dir)?;
         let store = Store::open(&config.data_dir)?;
         let (data_dir, key_storage) = (config.data_dir.clone(), config.key_storage);
         let identity = tokio::task::spawn_blocking(move || {
@@ -162,6 +170,9 @@ impl Node {
         let addr = listener
             .local_addr()
             .map_err(|source| NodeError::Bind { addr: bind, source })?;
+        if let Err(e) = lock.record(Some(addr.port())) {
+            tracing::warn!(error = %e, "could not write the port into the data dir's lock file");
+        }
         let host = ModelHost::new(EngineSettings {
             slots: config.parallel.max(1),
             threads: config.threads.max(1),
@@ -225,6 +236,7 @@ impl Node {
                 addr: std::sync::Mutex::new(addr),
                 grace: config.shutdown_grace,
                 worker: std::sync::Mutex::new(worker),
+                _lock: lock,
             }),
         })
     }

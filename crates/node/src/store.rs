@@ -18,6 +18,38 @@ pub enum StoreError {
     Dir(String, std::io::Error),
     #[error("database task failed: {0}")]
     Task(String),
+    #[error("the database {path} is damaged ({detail}). Hearth does not start on it, so nothing in it is lost: stop Hearth and keep a copy of the file; then recover it (sqlite3 {path} .recover | sqlite3 recovered.db, and put recovered.db in its place) or move it aside to start with an empty database")]
+    Damaged { path: String, detail: String },
+}
+
+/// SQLite's own verdict on a database file: `Ok` or what `PRAGMA quick_check` found (pages
+/// corrupted in the middle of the file go unnoticed until read otherwise).
+fn quick_check(conn: &Connection) -> Result<(), String> {
+    let mut stmt = conn
+        .prepare("PRAGMA quick_check")
+        .map_err(|e| e.to_string())?;
+    let found: Vec<String> = stmt
+        .query_map([], |row| row.get::<_, String>(0))
+        .and_then(Iterator::collect)
+        .map_err(|e| e.to_string())?;
+    match found.as_slice() {
+        [ok] if ok == "ok" => Ok(()),
+        [] => Err("quick_check gave no answer".into()),
+        problems => Err(problems
+            .iter()
+            .take(3)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("; ")),
+    }
+}
+
+/// Whether an error means the file is not a sound database.
+fn is_damage(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+    )
 }
 
 /// Migrations in order; entry `i` takes the schema from version `i` to `i + 1`.
@@ -221,12 +253,27 @@ impl Store {
     pub fn open(data_dir: &Path) -> Result<Self, StoreError> {
         std::fs::create_dir_all(data_dir)
             .map_err(|e| StoreError::Dir(data_dir.display().to_string(), e))?;
-        let conn = Connection::open(data_dir.join("hearth.db"))?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
-        conn.pragma_update(None, "foreign_keys", "ON")?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
-        migrate(&conn)?;
+        let path = data_dir.join("hearth.db");
+        let damaged = |detail: String| StoreError::Damaged {
+            path: path.display().to_string(),
+            detail,
+        };
+        let conn = Connection::open(&path)?;
+        let setup = |conn: &Connection| -> Result<(), rusqlite::Error> {
+            conn.pragma_update(None, "journal_mode", "WAL")?;
+            conn.pragma_update(None, "synchronous", "NORMAL")?;
+            conn.pragma_update(None, "foreign_keys", "ON")?;
+            conn.busy_timeout(std::time::Duration::from_secs(5))
+        };
+        match setup(&conn) {
+            Err(e) if is_damage(&e) => return Err(damaged(e.to_string())),
+            r => r?,
+        }
+        quick_check(&conn).map_err(damaged)?;
+        match migrate(&conn) {
+            Err(e) if is_damage(&e) => return Err(damaged(e.to_string())),
+            r => r?,
+        }
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
         })
