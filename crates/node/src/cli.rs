@@ -140,8 +140,12 @@ impl ServeArgs {
 }
 
 fn parse_batch_defaults(s: &str) -> Result<hearth_protocol::batch::BatchDefaults, String> {
-    serde_json::from_str(s)
-        .map_err(|e| format!("not a JSON object of generation_config defaults: {e}"))
+    let defaults: hearth_protocol::batch::BatchDefaults = serde_json::from_str(s)
+        .map_err(|e| format!("not a JSON object of generation_config defaults: {e}"))?;
+    defaults
+        .validate()
+        .map_err(|e| format!("{}: {}", e.param, e.message))?;
+    Ok(defaults)
 }
 
 /// Only the environment, for programs without these flags on their command line (the

@@ -92,6 +92,24 @@ pub enum KeyError {
     RsaTooSmall(usize),
     #[error("this Ed25519 key is a weak (small-order) point and cannot be used")]
     WeakEd25519,
+    #[error("{0} keys are not supported: register an Ed25519 key, or an RSA key (2048 bits or more) that signs with SHA-256 as the reference client's keys do")]
+    Unsupported(String),
+}
+
+/// SPKI algorithms Hearth takes (Ed25519, RSA): a failure with these is a damaged key.
+const KNOWN_OIDS: [&str; 2] = ["1.3.101.112", "1.2.840.113549.1.1.1"];
+
+/// The key types Hearth is asked for that it does not take, by SPKI algorithm OID.
+fn algorithm_name(oid: &str) -> String {
+    match oid {
+        "1.2.840.10045.2.1" => "EC (ECDSA)".into(),
+        "1.3.101.110" => "X25519".into(),
+        "1.3.101.111" => "X448".into(),
+        "1.3.101.113" => "Ed448".into(),
+        "1.2.840.10040.4.1" => "DSA".into(),
+        "1.2.840.113549.1.1.10" => "RSA-PSS".into(),
+        other => format!("algorithm {other}"),
+    }
 }
 
 /// What kind of key a client has.
@@ -194,15 +212,9 @@ impl ClientKey {
                     "expected a PEM public key (-----BEGIN PUBLIC KEY-----); private keys and certificates are not accepted".into(),
                 ));
             }
-            if let Ok(k) = ed25519_dalek::VerifyingKey::from_public_key_pem(&pem) {
-                return Self::from_ed25519(k);
-            }
-            return match rsa::RsaPublicKey::from_public_key_pem(&pem) {
-                Ok(k) => Self::from_rsa(k),
-                Err(e) => Err(KeyError::Format(format!(
-                    "not an Ed25519 or RSA public key in PEM (SPKI) form: {e}"
-                ))),
-            };
+            let (_, der) = pem_rfc7468::decode_vec(pem.as_bytes())
+                .map_err(|e| KeyError::Format(format!("not a readable PEM public key: {e}")))?;
+            return Self::from_der(&der);
         }
         let bytes = decode_base64(text).ok_or_else(|| {
             KeyError::Format(
@@ -228,11 +240,17 @@ impl ClientKey {
         if let Ok(k) = ed25519_dalek::VerifyingKey::from_public_key_der(der) {
             return Self::from_ed25519(k);
         }
-        match rsa::RsaPublicKey::from_public_key_der(der) {
-            Ok(k) => Self::from_rsa(k),
-            Err(e) => Err(KeyError::Format(format!(
-                "not an Ed25519 or RSA public key: {e}"
-            ))),
+        if let Ok(k) = rsa::RsaPublicKey::from_public_key_der(der) {
+            return Self::from_rsa(k);
+        }
+        // Say which key it is when it is a well-formed key of another type.
+        match spki::SubjectPublicKeyInfoRef::try_from(der) {
+            Ok(info) if !KNOWN_OIDS.contains(&info.algorithm.oid.to_string().as_str()) => Err(
+                KeyError::Unsupported(algorithm_name(&info.algorithm.oid.to_string())),
+            ),
+            _ => Err(KeyError::Format(
+                "not a valid Ed25519 or RSA public key (SPKI)".into(),
+            )),
         }
     }
 

@@ -29,7 +29,7 @@
 //!   and COMPLETE `text` start with the original prompt plus everything generated before.
 //!   `new_tokens_count` and `execution_time` count this message's work only.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -44,7 +44,7 @@ pub const MAX_BATCH_PROMPTS: usize = 256;
 /// `generation_config` values used when a message leaves a key out (NOTES.md), overridable
 /// in the node's config.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct BatchDefaults {
     pub num_beams: i64,
     pub do_sample: bool,
@@ -69,6 +69,14 @@ impl Default for BatchDefaults {
             repetition_penalty: 1.0,
             length_penalty: 1.0,
         }
+    }
+}
+
+impl BatchDefaults {
+    /// Whether a message that leaves every key out could run: checked when the defaults are
+    /// set, so a bad default fails the node's start, not every later batch.
+    pub fn validate(&self) -> Result<(), ParamError> {
+        GenerationConfig::default().validate(self, None).map(|_| ())
     }
 }
 
@@ -303,13 +311,52 @@ pub fn parse_message(text: &str) -> Result<BatchRequest, MessageError> {
         )));
     }
     let options = parse_options(&map);
-    let mut seen = HashSet::new();
     let entries = prompts
         .iter()
         .enumerate()
-        .map(|(i, v)| parse_entry(i, v, &mut seen))
+        .map(|(i, v)| parse_entry(i, v))
         .collect();
-    Ok(BatchRequest { entries, options })
+    Ok(BatchRequest {
+        entries: without_duplicates(entries),
+        options,
+    })
+}
+
+/// A `request_id` given to several prompts names none of them: its first entry becomes one
+/// ERROR and the others are dropped, so nothing else is ever sent for that id.
+fn without_duplicates(
+    entries: Vec<Result<PromptEntry, EntryError>>,
+) -> Vec<Result<PromptEntry, EntryError>> {
+    let id = |e: &Result<PromptEntry, EntryError>| match e {
+        Ok(p) => Some(p.request_id.clone()),
+        Err(e) => e.request_id.clone(),
+    };
+    let mut positions: HashMap<String, Vec<usize>> = HashMap::new();
+    for (i, e) in entries.iter().enumerate() {
+        if let Some(id) = id(e) {
+            positions.entry(id).or_default().push(i);
+        }
+    }
+    let mut out = Vec::with_capacity(entries.len());
+    for (i, e) in entries.into_iter().enumerate() {
+        let Some(at) = id(&e).and_then(|id| positions.get(&id).filter(|p| p.len() > 1)) else {
+            out.push(e);
+            continue;
+        };
+        if at[0] == i {
+            let request_id = id(&e);
+            let places: Vec<String> = at.iter().map(|p| format!("prompts[{p}]")).collect();
+            out.push(Err(EntryError {
+                message: format!(
+                    "request_id '{}' is used by {}: request ids must be unique in a message, so none of them runs",
+                    request_id.as_deref().unwrap_or_default(),
+                    places.join(", ")
+                ),
+                request_id,
+            }));
+        }
+    }
+    out
 }
 
 fn parse_options(map: &Map<String, Value>) -> Result<Options, String> {
@@ -323,11 +370,7 @@ fn parse_options(map: &Map<String, Value>) -> Result<Options, String> {
     })
 }
 
-fn parse_entry(
-    index: usize,
-    value: &Value,
-    seen: &mut HashSet<String>,
-) -> Result<PromptEntry, EntryError> {
+fn parse_entry(index: usize, value: &Value) -> Result<PromptEntry, EntryError> {
     let Value::Object(map) = value else {
         return Err(EntryError {
             request_id: None,
@@ -368,14 +411,6 @@ fn parse_entry(
             })
         }
     };
-    if !seen.insert(request_id.clone()) {
-        return Err(EntryError {
-            message: format!(
-                "prompts[{index}]: request_id '{request_id}' appears more than once in this message"
-            ),
-            request_id: Some(request_id),
-        });
-    }
     Ok(PromptEntry { request_id, prompt })
 }
 
@@ -578,8 +613,14 @@ mod tests {
             {"request_id": "a", "prompt": "duplicate"},
             {"request_id": "c"}
         ]}));
-        assert_eq!(r.entries.len(), 7);
-        assert!(r.entries[0].is_ok());
+        // The second "a" is dropped: its id is one ERROR, at the first "a".
+        assert_eq!(r.entries.len(), 6);
+        let e = r.entries[0].as_ref().unwrap_err();
+        assert_eq!(e.request_id.as_deref(), Some("a"));
+        assert!(
+            e.message.contains("prompts[0], prompts[5]") && e.message.contains("none of them runs"),
+            "{e:?}"
+        );
         let e = r.entries[1].as_ref().unwrap_err();
         assert_eq!(e.request_id.as_deref(), Some("b"));
         assert!(
@@ -593,11 +634,8 @@ mod tests {
         assert!(e.message.contains("must be a string"), "{e:?}");
         let e = r.entries[4].as_ref().unwrap_err();
         assert!(e.message.contains("must be an object"), "{e:?}");
-        let e = r.entries[5].as_ref().unwrap_err();
-        assert_eq!(e.request_id.as_deref(), Some("a"));
-        assert!(e.message.contains("more than once"), "{e:?}");
         // A missing prompt is a parse success: it may be a continuation.
-        let c = r.entries[6].as_ref().unwrap();
+        let c = r.entries[5].as_ref().unwrap();
         assert_eq!(c.prompt, None);
         // Entries without a usable id make the message uncacheable.
         assert_eq!(r.cache_key(), None);

@@ -6,6 +6,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::limits::{MAX_STOP_STRINGS, MAX_STOP_STRING_BYTES, MAX_TOP_LOGPROBS};
 
+/// The highest temperature any door accepts (OpenAI's bound).
+pub const MAX_TEMPERATURE: f64 = 2.0;
+
 /// Sampling parameters after validation. Temperature 0 means greedy.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SamplingParams {
@@ -239,16 +242,18 @@ impl RawParams {
     }
 
     /// Validate only the fields a running generation may change (`modify`).
+    ///
+    /// Temperature is bounded as OpenAI bounds it: above 2 sampling is noise.
     pub fn validate_patch(&self, max_context: Option<u32>) -> Result<SamplingPatch, ParamError> {
         let temperature = self
             .temperature
             .map(|t| {
-                if t.is_finite() && t >= 0.0 {
+                if t.is_finite() && (0.0..=MAX_TEMPERATURE).contains(&t) {
                     Ok(t as f32)
                 } else {
                     Err(ParamError::new(
                         "temperature",
-                        format!("temperature must be a finite number >= 0, got {t}"),
+                        format!("temperature must be between 0 and {MAX_TEMPERATURE}, got {t}"),
                     ))
                 }
             })
@@ -423,6 +428,13 @@ mod tests {
             ),
             (
                 RawParams {
+                    temperature: Some(2.01),
+                    ..raw()
+                },
+                "temperature",
+            ),
+            (
+                RawParams {
                     top_p: Some(0.0),
                     ..raw()
                 },
@@ -517,6 +529,11 @@ mod tests {
 
     #[test]
     fn boundary_values_are_accepted() {
+        let hot = RawParams {
+            temperature: Some(MAX_TEMPERATURE),
+            ..raw()
+        };
+        assert!(hot.validate(&SamplingParams::default(), Some(512)).is_ok());
         let p = RawParams {
             temperature: Some(0.0),
             top_p: Some(1.0),

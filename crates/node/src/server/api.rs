@@ -160,23 +160,16 @@ pub(crate) async fn update_conversation(
     let body: ConversationPatch = json_body(body)?;
     let title = body.title.as_deref().map(clean_title).transpose()?;
     if let Some(s) = &body.settings {
-        if let Some(t) = s.temperature {
-            if !(t.is_finite() && t >= 0.0) {
-                return Err(ApiFailure::bad_request("temperature must be a number >= 0"));
-            }
+        // The rules every door applies, checked now: a bad value must not wait for the
+        // conversation's next message to fail.
+        hearth_protocol::generation::RawParams {
+            temperature: s.temperature,
+            top_p: s.top_p,
+            max_tokens: s.max_tokens.flatten(),
+            ..Default::default()
         }
-        if let Some(p) = s.top_p {
-            if !(p > 0.0 && p <= 1.0) {
-                return Err(ApiFailure::bad_request("top_p must be in (0, 1]"));
-            }
-        }
-        if let Some(Some(m)) = s.max_tokens {
-            if m < 1 {
-                return Err(ApiFailure::bad_request(
-                    "max_tokens must be at least 1, or null",
-                ));
-            }
-        }
+        .validate_patch(None)
+        .map_err(|e| ApiFailure::bad_request(format!("settings.{}: {}", e.param, e.message)))?;
     }
     let conv = state
         .store

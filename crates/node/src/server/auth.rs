@@ -80,7 +80,7 @@ use hearth_protocol::{ChatMessage, FinishReason, SamplingParams};
 use rand_core::RngCore as _;
 use serde_json::{json, Map, Value};
 
-use super::ws::{classify, Incoming};
+use super::ws::{classify, Incoming, BAD_UTF8_REASON, CLOSE_BAD_UTF8};
 use super::AppState;
 use crate::clients::{self, ClientKey, Registration};
 
@@ -363,6 +363,9 @@ pub(crate) async fn register(
     };
     let key = match ClientKey::parse(public_key) {
         Ok(k) => k,
+        Err(e @ clients::KeyError::Unsupported(_)) => {
+            return register_error(StatusCode::BAD_REQUEST, "invalid_key", e.to_string())
+        }
         Err(e) => {
             return register_error(
                 StatusCode::BAD_REQUEST,
@@ -803,6 +806,10 @@ impl Session {
                     }
                     Incoming::TooBig => {
                         self.too_big().await;
+                        break;
+                    }
+                    Incoming::BadUtf8 => {
+                        self.close(CLOSE_BAD_UTF8, BAD_UTF8_REASON).await;
                         break;
                     }
                     Incoming::Closed => break,

@@ -29,7 +29,7 @@ use hearth_protocol::{FinishReason, ModelId, SamplingParams};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::ws::{classify, Incoming};
+use super::ws::{classify, Incoming, BAD_UTF8_REASON, CLOSE_BAD_UTF8};
 use super::AppState;
 
 /// Batches running at once on one socket; more get a whole-message error.
@@ -128,6 +128,10 @@ async fn connection(state: Arc<AppState>, mut socket: WebSocket) {
                 }
                 Incoming::TooBig => {
                     too_big(&mut socket).await;
+                    return;
+                }
+                Incoming::BadUtf8 => {
+                    close(&mut socket, CLOSE_BAD_UTF8, BAD_UTF8_REASON).await;
                     return;
                 }
                 Incoming::Closed => return,

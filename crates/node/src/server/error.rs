@@ -60,6 +60,14 @@ impl ApiError {
         )
     }
 
+    /// For `/v1/completions`, whose prompt is `prompt`: the chat door's `messages` renamed.
+    pub(crate) fn naming_prompt(mut self) -> Self {
+        if self.body.error.param.as_deref() == Some("messages") {
+            self.body.error.param = Some("prompt".into());
+        }
+        self
+    }
+
     pub(crate) fn from_failure(f: &Failure) -> Self {
         match f.kind {
             FailureKind::ShuttingDown => Self::shutting_down(),

@@ -26,7 +26,7 @@ use hearth_protocol::streaming::{
 use hearth_protocol::{ChatMessage, ModelId, SamplingParams};
 use tokio::sync::watch;
 
-use super::ws::{classify, Incoming};
+use super::ws::{classify, Incoming, BAD_UTF8_REASON, CLOSE_BAD_UTF8};
 use super::AppState;
 use crate::store::FeedbackRow;
 
@@ -214,6 +214,10 @@ impl Session {
                     }
                     Incoming::TooBig => {
                         self.too_big().await;
+                        break;
+                    }
+                    Incoming::BadUtf8 => {
+                        self.close(CLOSE_BAD_UTF8, BAD_UTF8_REASON).await;
                         break;
                     }
                     Incoming::Closed => break,

@@ -352,13 +352,16 @@ pub(crate) async fn completions(
         }));
     }
     let echo = req.echo.then(|| req.prompt.clone());
-    let mut gen = state.dispatcher.submit(
-        Some(info.id.as_str()),
-        Request {
-            prompt: Prompt::Text(req.prompt),
-            params: req.params,
-        },
-    )?;
+    let mut gen = state
+        .dispatcher
+        .submit(
+            Some(info.id.as_str()),
+            Request {
+                prompt: Prompt::Text(req.prompt),
+                params: req.params,
+            },
+        )
+        .map_err(|e| ApiError::from(e).naming_prompt())?;
     let id = format!("cmpl-{}", gen.id);
     let model = info.id.to_string();
     let created = now_secs();

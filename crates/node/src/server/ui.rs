@@ -1,6 +1,8 @@
 //! The web UI's files: `ui/dist`, built by the setup. Release builds embed them in the
 //! binary; debug builds read them from disk, so a rebuilt UI shows without recompiling.
 //! Unknown paths without a file extension get `index.html` (the UI routes in the browser).
+//! Without a built UI every page is the "UI not built" page; `build.rs` has release builds
+//! rebuilt when `ui/dist` changes, so a binary built before the UI picks it up next build.
 
 use axum::http::{header, StatusCode, Uri};
 use axum::response::{Html, IntoResponse, Response};
@@ -17,14 +19,19 @@ const NOT_BUILT: &str = "<!doctype html><title>Hearth</title><h1>Hearth</h1>\
 which builds it into <code>ui/dist</code>. The API is up: try <code>/api/status</code>.</p>";
 
 pub(crate) async fn serve(uri: Uri) -> Response {
-    let path = uri.path().trim_start_matches('/');
+    respond(uri.path(), Assets::get)
+}
+
+/// The answer for `path`, with the UI's files looked up by `get`.
+fn respond(path: &str, get: impl Fn(&str) -> Option<rust_embed::EmbeddedFile>) -> Response {
+    let path = path.trim_start_matches('/');
     let path = if path.is_empty() { "index.html" } else { path };
-    if let Some(file) = Assets::get(path) {
+    if let Some(file) = get(path) {
         return file_response(path, file);
     }
-    // A client-side route: the app handles it.
-    if !path.rsplit('/').next().unwrap_or("").contains('.') {
-        if let Some(index) = Assets::get("index.html") {
+    // A page (the root, or a client-side route the app handles).
+    if path == "index.html" || !path.rsplit('/').next().unwrap_or("").contains('.') {
+        if let Some(index) = get("index.html") {
             return file_response("index.html", index);
         }
         return (StatusCode::OK, Html(NOT_BUILT)).into_response();
@@ -48,4 +55,26 @@ fn file_response(path: &str, file: rust_embed::EmbeddedFile) -> Response {
         file.data.into_owned(),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn without_a_built_ui_every_page_says_so() {
+        for path in ["/", "/index.html", "/models"] {
+            let r = respond(path, |_| None);
+            assert_eq!(r.status(), StatusCode::OK, "{path}");
+            let body = axum::body::to_bytes(r.into_body(), 1 << 20).await.unwrap();
+            assert!(
+                String::from_utf8_lossy(&body).contains("The web UI is not built"),
+                "{path}"
+            );
+        }
+        assert_eq!(
+            respond("/assets/app.js", |_| None).status(),
+            StatusCode::NOT_FOUND
+        );
+    }
 }
