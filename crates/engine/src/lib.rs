@@ -15,7 +15,8 @@
 //! - [`events`]: what a generation streams back: tokens, `Done` with real usage and timing.
 //! - [`model`]: [`ModelInfo`], [`ModelState`], prompt preparation (template + tokenizer).
 //! - [`template`]: the GGUF's Jinja chat template rendered with minijinja.
-//! - [`gguf`]: GGUF header metadata, read without loading a model.
+//! - [`gguf`]: a GGUF file's header metadata, read without loading a model (the parser is
+//!   `hearth_protocol::gguf`).
 //! - `text`: UTF-8 assembly and stop-string hold-back; `sampling`: sampler chains, logprobs.
 //! - [`config`]: [`EngineConfig`] and physical-core detection.
 //! - `cpu_share`: fewer llama.cpp threads while other programs keep cores busy; `omp`: the

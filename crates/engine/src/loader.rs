@@ -57,7 +57,7 @@ pub(crate) fn load(
             return None;
         }
     };
-    let gguf = match GgufInfo::read(&config.model_path) {
+    let gguf = match crate::gguf::read(&config.model_path) {
         Ok(g) => g,
         Err(e) => {
             fail(state, &id, e.to_string());

@@ -13,6 +13,7 @@
 //! - [`streaming`]: the `/generate` streaming WebSocket protocol (`protocols/streaming-ws.md`).
 //! - [`worker`]: the worker protocol's task frames and binary result frames (`protocols/worker-node.md`).
 //! - [`batch`]: the batch WebSocket protocol on `/ws` and `/api/ws` (`protocols/batch-ws.md`).
+//! - [`gguf`]: the header of a GGUF model file (metadata without loading the model).
 //!
 //! ## Invariants
 //! - Field names and casing follow each protocol document exactly, even where documents differ.
@@ -20,6 +21,7 @@
 
 pub mod batch;
 pub mod generation;
+pub mod gguf;
 pub mod ids;
 pub mod limits;
 pub mod openai;

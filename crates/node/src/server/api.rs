@@ -10,7 +10,6 @@ use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use hearth_engine::gguf::GgufInfo;
 use hearth_engine::ModelState;
 use hearth_protocol::ModelId;
 use serde::{Deserialize, Serialize};
@@ -237,7 +236,7 @@ fn model_files(dir: &std::path::Path, loaded: Option<&ModelId>) -> Vec<ModelFile
             parameters: None,
             error: None,
         };
-        match GgufInfo::read(&path) {
+        match hearth_engine::gguf::read(&path) {
             Ok(info) => {
                 m.architecture = Some(info.architecture);
                 m.quantization = info.quantization;
