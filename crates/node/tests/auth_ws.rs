@@ -15,13 +15,11 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
+use common::signed::{authenticate, connect, login, register, Key};
 use common::{ws_recv, ws_recv_timeout, ws_send, ws_send_text, ws_until, TestNode, Ws, MODEL_ID};
-use ed25519_dalek::pkcs8::spki::der::pem::LineEnding;
-use ed25519_dalek::pkcs8::EncodePublicKey as _;
 use futures_util::{SinkExt, StreamExt};
 use hearth_node::identity::KeyStorage;
 use hearth_node::NodeConfig;
-use rand_core::RngCore as _;
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 
@@ -35,118 +33,6 @@ async fn start() -> TestNode {
         c.key_storage = KeyStorage::File;
     })
     .await
-}
-
-/// A client key of either kind, with the signing the reference clients do.
-enum Key {
-    Ed25519(ed25519_dalek::SigningKey),
-    Rsa {
-        signer: rsa::pkcs1v15::SigningKey<sha2::Sha256>,
-        pem: String,
-    },
-}
-
-impl Key {
-    fn ed25519() -> Self {
-        let mut seed = [0u8; 32];
-        rand_core::OsRng.fill_bytes(&mut seed);
-        Self::Ed25519(ed25519_dalek::SigningKey::from_bytes(&seed))
-    }
-
-    fn rsa2048() -> Self {
-        let private = rsa::RsaPrivateKey::new(&mut rand_core::OsRng, 2048).expect("RSA key");
-        let pem = rsa::RsaPublicKey::from(&private)
-            .to_public_key_pem(LineEnding::LF)
-            .unwrap();
-        Self::Rsa {
-            signer: rsa::pkcs1v15::SigningKey::<sha2::Sha256>::new(private),
-            pem,
-        }
-    }
-
-    fn public_pem(&self) -> String {
-        match self {
-            Self::Ed25519(k) => k.verifying_key().to_public_key_pem(LineEnding::LF).unwrap(),
-            Self::Rsa { pem, .. } => pem.clone(),
-        }
-    }
-
-    fn algorithm(&self) -> &'static str {
-        match self {
-            Self::Ed25519(_) => "Ed25519",
-            Self::Rsa { .. } => "SHA256",
-        }
-    }
-
-    /// Base64 of a signature over `message` (the challenge's UTF-8 bytes).
-    fn sign(&self, message: &[u8]) -> String {
-        let bytes = match self {
-            Self::Ed25519(k) => {
-                let sig: ed25519_dalek::Signature = ed25519_dalek::Signer::sign(k, message);
-                sig.to_bytes().to_vec()
-            }
-            Self::Rsa { signer, .. } => {
-                let sig: rsa::pkcs1v15::Signature = rsa::signature::Signer::sign(signer, message);
-                rsa::signature::SignatureEncoding::to_vec(&sig)
-            }
-        };
-        base64::engine::general_purpose::STANDARD.encode(bytes)
-    }
-}
-
-async fn register(t: &TestNode, key: &Key) -> String {
-    let r = t
-        .post(
-            "/api/auth/register",
-            &json!({"name": "test client", "publicKey": key.public_pem(), "signatureAlgorithm": key.algorithm()}),
-        )
-        .await;
-    assert_eq!(r.status(), 200);
-    let v: Value = r.json().await.unwrap();
-    assert_eq!(v["success"], true, "{v}");
-    assert!(v["message"].is_string(), "{v}");
-    let id = v["clientId"].as_str().unwrap().to_owned();
-    assert_eq!(id.len(), 20);
-    assert!(id.chars().all(|c| c.is_ascii_hexdigit()), "{id}");
-    id
-}
-
-/// A new connection and its challenge.
-async fn connect(t: &TestNode) -> (Ws, String) {
-    let mut ws = t.ws("/").await;
-    let c = ws_recv(&mut ws).await;
-    assert_eq!(c["type"], "challenge", "the challenge comes first: {c}");
-    let challenge = c["challenge"].as_str().unwrap().to_owned();
-    assert_eq!(challenge.len(), 64, "{challenge}");
-    assert!(challenge
-        .chars()
-        .all(|ch| ch.is_ascii_digit() || ('a'..='f').contains(&ch)));
-    assert!(
-        c["timestamp"].as_u64().unwrap() > 1_600_000_000_000,
-        "ms: {c}"
-    );
-    (ws, challenge)
-}
-
-async fn authenticate(ws: &mut Ws, client_id: &str, signature: &str) -> Value {
-    ws_send(
-        ws,
-        json!({"type": "authenticate", "clientId": client_id, "signature": signature}),
-    )
-    .await;
-    let r = ws_recv(ws).await;
-    assert_eq!(r["type"], "auth_result", "{r}");
-    assert!(r["timestamp"].is_u64(), "{r}");
-    r
-}
-
-/// Register (if needed), connect and authenticate.
-async fn login(t: &TestNode, key: &Key) -> (Ws, String) {
-    let id = register(t, key).await;
-    let (mut ws, challenge) = connect(t).await;
-    let r = authenticate(&mut ws, &id, &key.sign(challenge.as_bytes())).await;
-    assert_eq!(r["success"], true, "{r}");
-    (ws, id)
 }
 
 /// Generate and read the whole stream: the text and the `stream_end`.
@@ -243,7 +129,32 @@ async fn ed25519_client_registers_authenticates_and_streams() {
     let m = ws_recv(&mut ws).await;
     assert_eq!(m["type"], "models_result");
     assert_eq!(m["id"], "m1");
-    assert_eq!(m["models"], json!([MODEL_ID]));
+    // Ollama's entries, as the reference client library reads them (`m.name`).
+    let entry = &m["models"][0];
+    assert_eq!(m["models"].as_array().map(Vec::len), Some(1), "{m}");
+    assert_eq!(
+        (&entry["name"], &entry["model"]),
+        (&json!(MODEL_ID), &json!(MODEL_ID))
+    );
+    assert!(entry["size"].as_u64().unwrap() > 1_000_000, "{entry}");
+    assert!(
+        entry["modified_at"].as_str().unwrap().ends_with('Z'),
+        "{entry}"
+    );
+    assert_eq!(entry["details"]["format"], "gguf");
+    assert_eq!(entry["details"]["quantization_level"], "Q4_1");
+    // The client library's spelling of the token limit.
+    ws_send(
+        &mut ws,
+        json!({"type": "generate", "id": "mt", "prompt": "Count", "options": {"maxTokens": 3, "temperature": 0}}),
+    )
+    .await;
+    let (end, _) = ws_until(&mut ws, "stream_end").await;
+    assert_eq!(
+        (&end["id"], &end["totalTokens"]),
+        (&json!("mt"), &json!(3)),
+        "{end}"
+    );
     ws_send(&mut ws, json!({"type": "ping", "id": 42})).await;
     let p = ws_recv(&mut ws).await;
     assert_eq!(

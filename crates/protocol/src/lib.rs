@@ -12,6 +12,7 @@
 //! - [`openai`]: the OpenAI HTTP API (chat completions, completions, models, errors, SSE chunks).
 //! - [`streaming`]: the `/generate` streaming WebSocket protocol (`protocols/streaming-ws.md`).
 //! - [`worker`]: the worker protocol's task frames and binary result frames (`protocols/worker-node.md`).
+//! - [`auth_ws`]: the signed-challenge protocol's client messages (`protocols/auth-ws.md`).
 //! - [`batch`]: the batch WebSocket protocol on `/ws` and `/api/ws` (`protocols/batch-ws.md`).
 //! - [`gguf`]: the header of a GGUF model file (metadata without loading the model).
 //!
@@ -19,6 +20,7 @@
 //! - Field names and casing follow each protocol document exactly, even where documents differ.
 //! - Parsing is tolerant of unknown fields; validation is strict about values.
 
+pub mod auth_ws;
 pub mod batch;
 pub mod generation;
 pub mod gguf;

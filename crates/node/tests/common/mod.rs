@@ -3,6 +3,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod process;
+pub mod signed;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -1,0 +1,165 @@
+//! What the signed-challenge door answers with: its `error` messages, echoed ids, the
+//! sampling parameters a `generate` asks for (the door's defaults under the client's
+//! options), `models_result` entries in Ollama's shape, and submit refusals.
+
+use hearth_engine::SubmitError;
+use hearth_protocol::auth_ws::{GenerateOptions, WireId};
+use hearth_protocol::SamplingParams;
+use serde_json::{json, Value};
+
+use super::limiter::retry_after_secs;
+use super::session::now_ms;
+
+/// `max_tokens` when the client sends none (the document's default; capped at the context).
+pub(super) const DEFAULT_MAX_TOKENS: u32 = 2048;
+
+pub(super) fn error_message(code: &str, message: impl Into<String>, id: Option<&WireId>) -> Value {
+    let mut v =
+        json!({"type": "error", "error": message.into(), "code": code, "timestamp": now_ms()});
+    if let Some(id) = id {
+        v["id"] = id.to_json();
+    }
+    v
+}
+
+/// A reply that echoes the message's `id` when it had one.
+pub(super) fn with_id(mut v: Value, id: Option<&WireId>) -> Value {
+    if let Some(id) = id {
+        v["id"] = id.to_json();
+    }
+    v
+}
+
+/// The sampling parameters of a `generate` message's options, on top of the door's defaults
+/// (temperature 0.8, top_p 0.9, top_k 40, 2048 tokens capped at the context `ctx`).
+pub(super) fn params_for(options: &GenerateOptions, ctx: u32) -> Result<SamplingParams, String> {
+    let defaults = SamplingParams {
+        temperature: 0.8,
+        top_p: 0.9,
+        top_k: 40,
+        max_tokens: Some(DEFAULT_MAX_TOKENS.min(ctx.max(1))),
+        ..SamplingParams::default()
+    };
+    let mut params = options
+        .raw
+        .validate(&defaults, Some(ctx))
+        .map_err(|e| format!("options.{}: {}", e.param, e.message))?;
+    if options.unlimited {
+        params.max_tokens = None;
+    }
+    Ok(params)
+}
+
+/// One entry of `models_result`: Ollama's shape, as the reference server passes on
+/// `/api/tags` and its client library reads `m.name` (NOTES.md).
+pub(super) fn model_entry(name: &str, local: Option<&hearth_engine::ModelInfo>) -> Value {
+    let mut entry = json!({"name": name, "model": name});
+    if let Some(info) = local {
+        let modified = std::fs::metadata(&info.path)
+            .and_then(|m| m.modified())
+            .ok()
+            .map(|t| humantime::format_rfc3339_seconds(t).to_string());
+        entry["size"] = json!(info.size_bytes);
+        if let Some(m) = modified {
+            entry["modified_at"] = json!(m);
+        }
+        entry["details"] = json!({
+            "format": "gguf",
+            "family": info.gguf.architecture,
+            "parameter_size": info.gguf.size_label,
+            "quantization_level": info.gguf.quantization,
+        });
+    }
+    entry
+}
+
+/// The door's error for a request the engine did not accept.
+pub(super) fn submit_error(e: &SubmitError, id: &WireId) -> Value {
+    let message = e.to_string();
+    let mut v = match e {
+        SubmitError::ModelLoading { .. } => error_message("model_loading", message, Some(id)),
+        SubmitError::LoadFailed { .. } => error_message("internal_error", message, Some(id)),
+        SubmitError::NoModel => error_message("invalid_model", message, Some(id)),
+        SubmitError::ContextLengthExceeded { .. } | SubmitError::Prompt(_) => {
+            error_message("invalid_request", message, Some(id))
+        }
+        SubmitError::QueueFull { .. } => error_message("rate_limited", message, Some(id)),
+        SubmitError::ShuttingDown => error_message("internal_error", message, Some(id)),
+    };
+    if let SubmitError::QueueFull { retry_after, .. } = e {
+        v["retryAfter"] = json!(retry_after_secs(*retry_after));
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hearth_protocol::auth_ws::{self, ClientMessage, Frame};
+
+    fn options(v: Value) -> GenerateOptions {
+        let text = json!({"type": "generate", "prompt": "x", "options": v}).to_string();
+        match auth_ws::parse_text(&text) {
+            Ok(Frame::One(ClientMessage::Generate(g))) => g.options,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// The door's verdict on options: parse errors and validation errors alike.
+    fn options_result(v: &Value) -> Result<SamplingParams, String> {
+        let text = json!({"type": "generate", "prompt": "x", "options": v}).to_string();
+        match auth_ws::parse_text(&text) {
+            Ok(Frame::One(ClientMessage::Generate(g))) => params_for(&g.options, 1024),
+            Err(e) => Err(e.message),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn options_defaults_aliases_and_errors() {
+        let p = params_for(&GenerateOptions::default(), 1024).unwrap();
+        assert_eq!((p.temperature, p.top_p, p.top_k), (0.8, 0.9, 40));
+        assert_eq!(
+            p.max_tokens,
+            Some(1024),
+            "the default 2048 is capped at the context"
+        );
+        let p = params_for(&options(json!({"temperature": 0, "top_p": 0.5, "top_k": 3, "max_tokens": 7, "seed": 42, "stop": ["\n"]})), 1024)
+        .unwrap();
+        assert_eq!(p.temperature, 0.0);
+        assert_eq!(p.max_tokens, Some(7));
+        assert_eq!(p.seed, Some(42));
+        assert_eq!(p.stop, vec!["\n".to_owned()]);
+        let p = params_for(
+            &options(json!({"num_predict": 5, "repeat_penalty": 1.1, "stop": "END"})),
+            1024,
+        )
+        .unwrap();
+        assert_eq!(p.max_tokens, Some(5));
+        assert!((p.repetition_penalty - 1.1).abs() < 1e-6);
+        assert_eq!(
+            params_for(&options(json!({"num_predict": -1})), 1024)
+                .unwrap()
+                .max_tokens,
+            None
+        );
+        assert_eq!(
+            params_for(&options(json!({"max_tokens": 3.0})), 1024)
+                .unwrap()
+                .max_tokens,
+            Some(3)
+        );
+        for (bad, needle) in [
+            (json!({"temperature": "hot"}), "temperature"),
+            (json!({"temperature": -1}), "temperature"),
+            (json!({"top_k": 1.5}), "top_k"),
+            (json!({"max_tokens": 0}), "max_tokens"),
+            (json!({"max_tokens": 5000}), "max_tokens"),
+            (json!({"stop": [1]}), "stop"),
+            (json!([1, 2]), "options"),
+        ] {
+            let e = options_result(&bad).unwrap_err();
+            assert!(e.contains(needle), "{bad}: {e}");
+        }
+    }
+}

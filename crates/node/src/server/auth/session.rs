@@ -1,0 +1,666 @@
+//! The signed-challenge socket on `/`: one [`Session`] per connection sends the challenge,
+//! takes the one authentication attempt (counted by the rate limiter), then serves
+//! `generate`, `stop`, `models` and `ping` through the dispatcher. Messages arrive typed from
+//! `hearth_protocol::auth_ws`; what needs the node (authentication, the model's state and
+//! context, running generations) is decided here.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
+use futures_util::stream::{self, BoxStream, SelectAll};
+use futures_util::{FutureExt as _, SinkExt as _, StreamExt as _};
+use hearth_engine::{Event, FailureKind, ModelState, Prompt, Request};
+use hearth_protocol::auth_ws::{
+    self, ClientMessage, Credentials, Frame, Generate, GeneratePrompt, MessageError, WireId,
+};
+use hearth_protocol::limits::MAX_WS_MESSAGE_BYTES;
+use hearth_protocol::FinishReason;
+use rand_core::RngCore as _;
+use serde_json::{json, Value};
+
+use super::limiter::{retry_after_secs, FailureOutcome};
+use super::replies::{error_message, model_entry, params_for, submit_error, with_id};
+use crate::clients;
+use crate::dispatch::{Control, ControlError, Events, Generation};
+use crate::server::ws::{classify, Incoming, BAD_UTF8_REASON, CLOSE_BAD_UTF8};
+use crate::server::AppState;
+
+/// Generations one socket may run at once.
+pub(super) const MAX_RUNNING_PER_SOCKET: usize = 16;
+/// Most events written before one flush.
+const MAX_BURST: usize = 64;
+/// WebSocket close codes (RFC 6455).
+const CLOSE_GOING_AWAY: u16 = 1001;
+const CLOSE_POLICY: u16 = 1008;
+const CLOSE_TOO_BIG: u16 = 1009;
+
+pub(super) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// A fresh challenge: 32 random bytes as 64 lowercase hex digits.
+fn new_challenge() -> String {
+    let mut bytes = [0u8; 32];
+    rand_core::OsRng.fill_bytes(&mut bytes);
+    clients::hex(&bytes)
+}
+
+/// A generation running on a socket.
+struct Running {
+    /// The id as the client sent it (string or number), echoed in every reply.
+    id: WireId,
+    control: Control,
+}
+
+type EventStream = BoxStream<'static, (String, Option<Event>)>;
+
+/// A generation's events, tagged with its key, ending after the final event; `None` once if
+/// the engine dropped the stream without one.
+fn event_stream(key: String, events: Events) -> EventStream {
+    stream::unfold(Some(events), move |state| {
+        let key = key.clone();
+        async move {
+            let mut events = state?;
+            match events.recv().await {
+                Some(e) => {
+                    let last = matches!(e, Event::Done(_) | Event::Error(_));
+                    let next = if last { None } else { Some(events) };
+                    Some(((key, Some(e)), next))
+                }
+                None => Some(((key, None), None)),
+            }
+        }
+    })
+    .boxed()
+}
+
+pub(super) struct Session {
+    state: Arc<AppState>,
+    socket: WebSocket,
+    peer: IpAddr,
+    /// The challenge until the one authentication attempt takes it.
+    challenge: Option<String>,
+    /// The client id, once authenticated.
+    client: Option<String>,
+    running: HashMap<String, Running>,
+    streams: SelectAll<EventStream>,
+    open: bool,
+    /// While true, messages are queued without flushing.
+    batching: bool,
+}
+
+/// Why an authentication attempt failed.
+enum Denied {
+    /// Counts against the rate limit.
+    Credentials(String),
+    /// The node's fault: does not count.
+    Internal(String),
+}
+
+/// Check a signature of the challenge against the client's registered key. A free function
+/// over the shared state (not `&Session`, which is not `Sync`), so the socket's future stays `Send`.
+async fn check_signature(
+    state: &AppState,
+    client_id: &str,
+    signature: &str,
+    challenge: &str,
+) -> Result<(), Denied> {
+    let record = state
+        .store
+        .client_with_key(client_id.to_owned())
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "looking up a client failed");
+            Denied::Internal("the client could not be looked up; try again".into())
+        })?;
+    let Some((client, key)) = record else {
+        return Err(Denied::Credentials(
+            "Unknown clientId: register the public key first (POST /api/auth/register)".into(),
+        ));
+    };
+    let Some(sig) = clients::decode_base64(signature) else {
+        return Err(Denied::Credentials("Invalid signature: not base64".into()));
+    };
+    if !key.verify(challenge.as_bytes(), &sig) {
+        return Err(Denied::Credentials("Invalid signature".into()));
+    }
+    if client.revoked {
+        return Err(Denied::Credentials(
+            "Client not found or has been revoked".into(),
+        ));
+    }
+    Ok(())
+}
+
+impl Session {
+    pub(super) fn new(state: Arc<AppState>, socket: WebSocket, peer: IpAddr) -> Self {
+        Self {
+            state,
+            socket,
+            peer,
+            challenge: None,
+            client: None,
+            running: HashMap::new(),
+            streams: SelectAll::new(),
+            open: true,
+            batching: false,
+        }
+    }
+
+    async fn send(&mut self, v: Value) {
+        if !self.open {
+            return;
+        }
+        let msg = Message::Text(Utf8Bytes::from(v.to_string()));
+        let sent = if self.batching {
+            self.socket.feed(msg).await
+        } else {
+            self.socket.send(msg).await
+        };
+        if sent.is_err() {
+            self.open = false;
+        }
+    }
+
+    async fn error(&mut self, code: &str, message: impl Into<String>, id: Option<&WireId>) {
+        self.send(error_message(code, message, id)).await;
+    }
+
+    async fn close(&mut self, code: u16, reason: &str) {
+        if self.open {
+            let _ = self
+                .socket
+                .send(Message::Close(Some(CloseFrame {
+                    code,
+                    reason: Utf8Bytes::from(reason.to_owned()),
+                })))
+                .await;
+            self.open = false;
+        }
+    }
+
+    pub(super) async fn run(&mut self) {
+        let challenge = new_challenge();
+        self.send(json!({"type": "challenge", "challenge": challenge, "timestamp": now_ms()}))
+            .await;
+        self.challenge = Some(challenge);
+        let shutdown = self.state.shutdown.clone();
+        let auth_deadline = tokio::time::Instant::now() + self.state.auth.timeout();
+        while self.open {
+            let authenticated = self.client.is_some();
+            let streaming = !self.streams.is_empty();
+            tokio::select! {
+                msg = self.socket.recv() => match classify(msg) {
+                    Incoming::Text(text) => self.on_text(text.as_str()).await,
+                    Incoming::Binary => {
+                        self.error("invalid_request", "binary messages are not supported; send JSON text messages", None).await;
+                    }
+                    Incoming::TooBig => {
+                        self.too_big().await;
+                        break;
+                    }
+                    Incoming::BadUtf8 => {
+                        self.close(CLOSE_BAD_UTF8, BAD_UTF8_REASON).await;
+                        break;
+                    }
+                    Incoming::Closed => break,
+                    Incoming::Control => {}
+                },
+                item = self.streams.next(), if streaming => {
+                    if let Some((key, event)) = item {
+                        // Write every event that is already waiting, then flush once.
+                        self.batching = true;
+                        self.on_event(key, event).await;
+                        for _ in 0..MAX_BURST {
+                            match self.streams.next().now_or_never() {
+                                Some(Some((key, event))) => self.on_event(key, event).await,
+                                _ => break,
+                            }
+                        }
+                        self.batching = false;
+                        if self.open && self.socket.flush().await.is_err() {
+                            self.open = false;
+                        }
+                    }
+                }
+                () = tokio::time::sleep_until(auth_deadline), if !authenticated => {
+                    let secs = self.state.auth.timeout().as_secs_f64();
+                    self.error(
+                        "auth_timeout",
+                        format!("authentication timed out: no valid authenticate within {secs} s of the challenge"),
+                        None,
+                    ).await;
+                    self.close(CLOSE_POLICY, "authentication timed out").await;
+                    break;
+                }
+                () = shutdown.cancelled() => {
+                    // Each cut generation gets its error, then a stream_end marked cancelled
+                    // so that the reference client library's request ends (NOTES.md).
+                    let ids: Vec<WireId> = self.running.values().map(|r| r.id.clone()).collect();
+                    for id in ids {
+                        self.error("internal_error", "the server is shutting down", Some(&id)).await;
+                        self.send(json!({"type": "stream_end", "id": id.to_json(), "isCancelled": true,
+                            "finishReason": "cancelled", "timestamp": now_ms()})).await;
+                    }
+                    self.close(CLOSE_GOING_AWAY, "server shutting down").await;
+                    break;
+                }
+            }
+        }
+        // Dropping the streams drops every generation's receiver, which cancels them.
+    }
+
+    async fn too_big(&mut self) {
+        self.error(
+            "invalid_request",
+            format!(
+                "message larger than the {} MiB limit",
+                MAX_WS_MESSAGE_BYTES >> 20
+            ),
+            None,
+        )
+        .await;
+        self.close(CLOSE_TOO_BIG, "message too big").await;
+    }
+
+    async fn on_text(&mut self, text: &str) {
+        match auth_ws::parse_text(text) {
+            Err(e) => {
+                self.error("invalid_request", e.message, e.id.as_ref())
+                    .await
+            }
+            Ok(Frame::One(m)) => self.dispatch(Ok(m)).await,
+            Ok(Frame::Batch(_)) if self.client.is_none() => {
+                self.error(
+                    "auth_failed",
+                    "not authenticated: sign the challenge and send authenticate first",
+                    None,
+                )
+                .await;
+            }
+            Ok(Frame::Batch(Err(e))) => {
+                self.error("invalid_request", e.message, e.id.as_ref())
+                    .await;
+            }
+            Ok(Frame::Batch(Ok(messages))) => {
+                for m in messages {
+                    if !self.open {
+                        break;
+                    }
+                    self.dispatch(m).await;
+                }
+            }
+        }
+    }
+
+    /// Handle one message of a frame.
+    async fn dispatch(&mut self, message: Result<ClientMessage, MessageError>) {
+        let m = match message {
+            Ok(m) => m,
+            Err(e) => {
+                self.error("invalid_request", e.message, e.id.as_ref())
+                    .await;
+                return;
+            }
+        };
+        let needs_auth = !matches!(
+            m,
+            ClientMessage::Authenticate(_) | ClientMessage::Ping { .. }
+        );
+        if needs_auth && self.client.is_none() {
+            self.error(
+                "auth_failed",
+                format!(
+                    "not authenticated: '{}' needs a successful authenticate first",
+                    m.kind()
+                ),
+                m.id(),
+            )
+            .await;
+            return;
+        }
+        match m {
+            ClientMessage::Authenticate(credentials) => self.authenticate(credentials).await,
+            ClientMessage::Ping { id } => {
+                let pong = json!({"type": "pong", "timestamp": now_ms()});
+                self.send(with_id(pong, id.as_ref())).await;
+            }
+            ClientMessage::Models { id } => {
+                let local = self.state.host.model();
+                let models: Vec<Value> = self
+                    .state
+                    .dispatcher
+                    .models()
+                    .iter()
+                    .map(|m| {
+                        let here = local.as_deref().filter(|i| i.id == *m);
+                        model_entry(m.as_str(), here)
+                    })
+                    .collect();
+                let reply =
+                    json!({"type": "models_result", "models": models, "timestamp": now_ms()});
+                self.send(with_id(reply, id.as_ref())).await;
+            }
+            ClientMessage::Generate(g) => self.generate(*g).await,
+            ClientMessage::Stop { target, id } => self.stop(target, id).await,
+        }
+    }
+
+    async fn auth_failure(&mut self, reason: String, remaining: Option<u32>) {
+        let mut result = json!({"type": "auth_result", "success": false, "error": reason, "timestamp": now_ms()});
+        if let Some(n) = remaining {
+            result["remainingAttempts"] = json!(n);
+        }
+        self.send(result).await;
+        self.error("auth_failed", reason, None).await;
+    }
+
+    async fn rate_limited(&mut self, wait: Duration) {
+        let secs = retry_after_secs(wait);
+        let message =
+            format!("Too many failed authentication attempts. Try again in {secs} seconds.");
+        self.send(json!({"type": "auth_result", "success": false, "error": message, "retryAfter": secs, "timestamp": now_ms()}))
+            .await;
+        let mut e = error_message("rate_limited", message, None);
+        e["retryAfter"] = json!(secs);
+        self.send(e).await;
+    }
+
+    async fn authenticate(&mut self, credentials: Result<Credentials, String>) {
+        if self.client.is_some() {
+            self.error(
+                "invalid_request",
+                "this connection is already authenticated",
+                None,
+            )
+            .await;
+            return;
+        }
+        let Some(challenge) = self.challenge.take() else {
+            self.auth_failure(
+                "this connection's challenge was already used (one attempt per connection); open a new connection for a new challenge".into(),
+                None,
+            )
+            .await;
+            return;
+        };
+        let Credentials {
+            client_id,
+            signature,
+        } = match credentials {
+            Ok(c) => c,
+            Err(reason) => {
+                self.auth_failure(reason, None).await;
+                return;
+            }
+        };
+        let client_id = client_id.as_str();
+        let now = Instant::now();
+        let blocked = self.state.auth.limiter().blocked(self.peer, client_id, now);
+        if let Some(wait) = blocked {
+            tracing::info!(peer = %self.peer, %client_id, "authentication refused: rate limited");
+            self.rate_limited(wait).await;
+            return;
+        }
+        let state = self.state.clone();
+        match check_signature(&state, client_id, &signature, &challenge).await {
+            Ok(()) => {
+                self.state.auth.limiter().success(self.peer, client_id);
+                self.client = Some(client_id.to_owned());
+                if let Err(e) = self.state.store.touch_client(client_id.to_owned()).await {
+                    tracing::warn!(error = %e, "noting a client's last use failed");
+                }
+                tracing::info!(peer = %self.peer, %client_id, "client authenticated");
+                self.send(json!({"type": "auth_result", "success": true, "clientId": client_id, "timestamp": now_ms()}))
+                    .await;
+            }
+            Err(Denied::Internal(message)) => {
+                self.send(json!({"type": "auth_result", "success": false, "error": message, "timestamp": now_ms()}))
+                    .await;
+                self.error("internal_error", message, None).await;
+            }
+            Err(Denied::Credentials(reason)) => {
+                tracing::info!(peer = %self.peer, %client_id, %reason, "authentication failed");
+                let outcome = self.state.auth.limiter().failure(self.peer, client_id, now);
+                match outcome {
+                    FailureOutcome::Blocked(wait) => self.rate_limited(wait).await,
+                    FailureOutcome::Remaining(n) => self.auth_failure(reason, Some(n)).await,
+                }
+            }
+        }
+    }
+
+    async fn generate(&mut self, g: Generate) {
+        let id =
+            g.id.unwrap_or_else(|| WireId::Text(format!("req-{}", uuid::Uuid::new_v4().simple())));
+        let key = id.key();
+        if self.running.contains_key(&key) {
+            self.error(
+                "invalid_request",
+                format!("a generation with id {key} is already running on this connection"),
+                Some(&id),
+            )
+            .await;
+            return;
+        }
+        if self.running.len() >= MAX_RUNNING_PER_SOCKET {
+            self.error(
+                "rate_limited",
+                format!("at most {MAX_RUNNING_PER_SOCKET} generations may run at once on one connection"),
+                Some(&id),
+            )
+            .await;
+            return;
+        }
+        let prompt = match g.prompt {
+            GeneratePrompt::Chat(messages) => Prompt::Chat(messages),
+            GeneratePrompt::Raw(text) => Prompt::Text(text),
+        };
+        let requested = g.model;
+        // In hub mode a model only workers serve is accepted; its context is theirs.
+        let remote = requested
+            .as_deref()
+            .and_then(|m| self.state.dispatcher.remote_model(m));
+        let ctx = match remote {
+            Some(_) => u32::MAX,
+            None => match self.local_context(requested.as_deref(), &id).await {
+                Some(ctx) => ctx,
+                None => return,
+            },
+        };
+        let params = match params_for(&g.options, ctx) {
+            Ok(p) => p,
+            Err(message) => {
+                self.error("invalid_request", message, Some(&id)).await;
+                return;
+            }
+        };
+        let gen = match self
+            .state
+            .dispatcher
+            .submit(requested.as_deref(), Request { prompt, params })
+        {
+            Ok(g) => g,
+            Err(e) => {
+                self.send(submit_error(&e, &id)).await;
+                return;
+            }
+        };
+        let Generation {
+            events,
+            control,
+            model,
+            id: engine_id,
+            ..
+        } = gen;
+        tracing::debug!(client_id = self.client.as_deref().unwrap_or_default(), request = %engine_id, id = %key, "generation started");
+        self.send(json!({"type": "stream_start", "id": id.to_json(), "model": model.as_str(), "timestamp": now_ms()}))
+            .await;
+        self.streams.push(event_stream(key.clone(), events));
+        self.running.insert(key, Running { id, control });
+    }
+
+    /// The local model's context per request, or None after telling the client why the
+    /// local model cannot take `requested` now.
+    async fn local_context(&mut self, requested: Option<&str>, id: &WireId) -> Option<u32> {
+        let model_state = self.state.host.state().borrow().clone();
+        let info = match model_state {
+            ModelState::Ready(info) => info,
+            ModelState::Loading {
+                model, progress, ..
+            } => {
+                if requested.is_some_and(|m| !model.matches(m)) {
+                    self.invalid_model(requested.unwrap_or_default(), model.as_str(), id)
+                        .await;
+                } else {
+                    let percent = (progress * 100.0).floor().clamp(0.0, 99.0) as u8;
+                    self.error(
+                        "model_loading",
+                        format!("model {model} is still loading ({percent}%); try again shortly"),
+                        Some(id),
+                    )
+                    .await;
+                }
+                return None;
+            }
+            ModelState::Failed { model, message } => {
+                self.error(
+                    "internal_error",
+                    format!("model {model} failed to load: {message}"),
+                    Some(id),
+                )
+                .await;
+                return None;
+            }
+            ModelState::Unloaded | ModelState::Stopped => {
+                self.error("invalid_model", "no model is loaded on this node", Some(id))
+                    .await;
+                return None;
+            }
+        };
+        if let Some(m) = requested {
+            if !info.id.matches(m) {
+                self.invalid_model(m, info.id.as_str(), id).await;
+                return None;
+            }
+        }
+        Some(info.ctx_per_slot)
+    }
+
+    async fn stop(&mut self, target: WireId, own_id: Option<WireId>) {
+        let key = target.key();
+        let Some(running) = self.running.get(&key) else {
+            self.error(
+                "invalid_request",
+                format!("no generation with id {key} is running on this connection"),
+                Some(&target),
+            )
+            .await;
+            return;
+        };
+        let result = running.control.stop();
+        match result {
+            Ok(()) => {
+                let ack = json!({"type": "ack", "action": "stop", "requestId": target.to_json(), "timestamp": now_ms()});
+                self.send(with_id(ack, own_id.as_ref())).await;
+            }
+            Err(ControlError::Busy) => {
+                self.error(
+                    "rate_limited",
+                    "the engine is busy; send stop again",
+                    Some(&target),
+                )
+                .await;
+            }
+            Err(ControlError::Stopped) => {
+                self.error("internal_error", "the engine has stopped", Some(&target))
+                    .await;
+            }
+            Err(e @ ControlError::Unsupported(_)) => {
+                self.error("invalid_request", e.to_string(), Some(&target))
+                    .await;
+            }
+        }
+    }
+
+    async fn invalid_model(&mut self, requested: &str, served: &str, id: &WireId) {
+        let shown: String = requested.chars().take(200).collect();
+        self.error(
+            "invalid_model",
+            format!("model '{shown}' is not available on this node; it serves '{served}'"),
+            Some(id),
+        )
+        .await;
+    }
+
+    async fn on_event(&mut self, key: String, event: Option<Event>) {
+        let Some(running) = self.running.get(&key) else {
+            return;
+        };
+        let id = running.id.clone();
+        let wire = id.to_json();
+        match event {
+            Some(Event::Token(t)) => {
+                if !t.text.is_empty() {
+                    self.send(json!({"type": "stream_token", "id": wire, "token": t.text, "timestamp": now_ms()}))
+                        .await;
+                }
+            }
+            Some(Event::Restarted | Event::Paused | Event::Resumed | Event::Modified) => {}
+            Some(Event::Done(done)) => {
+                self.running.remove(&key);
+                let mut end = json!({
+                    "type": "stream_end",
+                    "id": wire,
+                    "totalTokens": done.usage.completion_tokens,
+                    "promptTokens": done.usage.prompt_tokens,
+                    "elapsedTime": done.timing.total.as_millis() as u64,
+                    "finishReason": done.reason.as_str(),
+                    "timestamp": now_ms(),
+                });
+                if done.reason == FinishReason::Cancelled {
+                    end["isCancelled"] = json!(true);
+                }
+                self.send(end).await;
+            }
+            Some(Event::Error(f)) => {
+                self.running.remove(&key);
+                let code = match f.kind {
+                    FailureKind::Decode | FailureKind::Unloaded => "generation_failed",
+                    FailureKind::ShuttingDown => "internal_error",
+                };
+                self.error(code, format!("generation failed: {}", f.message), Some(&id))
+                    .await;
+            }
+            None => {
+                self.running.remove(&key);
+                self.error(
+                    "generation_failed",
+                    "the engine stopped unexpectedly",
+                    Some(&id),
+                )
+                .await;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn challenges_are_64_fresh_hex_digits() {
+        let a = new_challenge();
+        let b = new_challenge();
+        assert_eq!(a.len(), 64);
+        assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
+    }
+}
