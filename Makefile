@@ -6,7 +6,7 @@ CARGO ?= cargo
 HEARTH_ARGS ?=
 TARGET_DIR := $(if $(CARGO_TARGET_DIR),$(CARGO_TARGET_DIR),$(CURDIR)/target)
 
-.PHONY: setup run test lint bench package
+.PHONY: setup run test lint bench package fuzz
 
 setup:
 	@./scripts/setup.sh
@@ -50,6 +50,12 @@ lint:
 bench: setup
 	$(CARGO) build --release --locked -p hearth-node -p hearth-bench
 	"$(TARGET_DIR)/release/hearth-bench" --threads 2 $(if $(UPDATE_DOCS),--update-docs docs/PERFORMANCE.md,)
+
+## Fuzz every decoder of untrusted input (fuzz/, cargo fuzz) for FUZZ_SECONDS each; new inputs
+## land in fuzz/corpus, which `make test` replays on stable Rust. Not part of `make test`.
+FUZZ_SECONDS ?= 600
+fuzz: setup
+	./scripts/fuzz.sh $(FUZZ_SECONDS)
 
 ## An installable .deb of the desktop app, built with Tauri's bundler (tools/package).
 package: setup

@@ -15,6 +15,7 @@
 //! - [`auth_ws`]: the signed-challenge protocol's client messages (`protocols/auth-ws.md`).
 //! - [`batch`]: the batch WebSocket protocol on `/ws` and `/api/ws` (`protocols/batch-ws.md`).
 //! - [`gguf`]: the header of a GGUF model file (metadata without loading the model).
+//! - [`fuzzing`]: every decoder of untrusted input as one function per fuzz target.
 //!
 //! ## Invariants
 //! - Field names and casing follow each protocol document exactly, even where documents differ.
@@ -22,6 +23,7 @@
 
 pub mod auth_ws;
 pub mod batch;
+pub mod fuzzing;
 pub mod generation;
 pub mod gguf;
 pub mod ids;

@@ -1,0 +1,154 @@
+//! The decoders of untrusted input, as fuzzing drives them: one function per target, taking
+//! any bytes, that must return (never panic, never allocate from a claimed length) and checks
+//! what every answer must satisfy. `fuzz/` (cargo fuzz) and the corpus replay test in
+//! `tests/fuzz_corpus.rs` both call [`run`], so a crash the fuzzer found is replayed by
+//! `make test` on stable Rust once its input is in the corpus.
+
+use crate::{auth_ws, batch, gguf, openai, streaming, worker};
+
+/// Every target, by the name of its corpus folder (`fuzz/corpus/<name>`).
+pub const TARGETS: &[&str] = &[
+    "worker_frames",
+    "batch_message",
+    "streaming_message",
+    "auth_ws_message",
+    "openai_chat",
+    "openai_completion",
+    "gguf_header",
+];
+
+/// Run `target` on `data`. Unknown names are a programming error (they panic).
+pub fn run(target: &str, data: &[u8]) {
+    match target {
+        "worker_frames" => worker_frames(data),
+        "batch_message" => batch_message(data),
+        "streaming_message" => streaming_message(data),
+        "auth_ws_message" => auth_ws_message(data),
+        "openai_chat" => openai_chat(data),
+        "openai_completion" => openai_completion(data),
+        "gguf_header" => gguf_header(data),
+        other => panic!("no fuzz target {other}"),
+    }
+}
+
+/// Binary frames both ways, and text frames from either side.
+pub fn worker_frames(data: &[u8]) {
+    if let Ok(frame) = worker::decode_binary(data) {
+        assert_eq!(frame.payload.len() + 4, data.len());
+        // A data frame made from what was decoded decodes to the same thing.
+        if let Ok(text) = std::str::from_utf8(frame.payload) {
+            let again = worker::encode_data(frame.id, text);
+            if !text.is_empty() {
+                assert_eq!(again, data);
+            }
+        }
+    }
+    if let Ok(text) = std::str::from_utf8(data) {
+        let _ = worker::parse_hub_text(text);
+        let _ = worker::parse_worker_text(text);
+    }
+}
+
+pub fn batch_message(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Ok(request) = batch::parse_message(text) {
+        assert!(!request.entries.is_empty());
+        assert!(request.entries.len() <= batch::MAX_BATCH_PROMPTS);
+        // A request id names at most one entry.
+        let mut ids = std::collections::HashSet::new();
+        for entry in &request.entries {
+            let id = match entry {
+                Ok(p) => Some(&p.request_id),
+                Err(e) => e.request_id.as_ref(),
+            };
+            if let Some(id) = id {
+                assert!(ids.insert(id.clone()), "request id {id} twice");
+            }
+        }
+        if let Ok(options) = &request.options {
+            let _ = options
+                .generation_config()
+                .validate(&batch::BatchDefaults::default(), Some(512));
+        }
+    }
+}
+
+pub fn streaming_message(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Ok(streaming::ClientMessage::Config(c)) = streaming::parse_client_message(text) {
+        let _ = c.parameters.to_raw(None).validate(&Default::default(), Some(512));
+    }
+}
+
+pub fn auth_ws_message(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let check = |m: &auth_ws::ClientMessage| {
+        if let auth_ws::ClientMessage::Generate(g) = m {
+            let _ = g.options.raw.validate(&Default::default(), Some(512));
+        }
+        if let Some(id) = m.id() {
+            assert!(id.key().len() <= auth_ws::MAX_ID_BYTES || matches!(id, auth_ws::WireId::Number(_)));
+        }
+    };
+    match auth_ws::parse_text(text) {
+        Ok(auth_ws::Frame::One(m)) => check(&m),
+        Ok(auth_ws::Frame::Batch(Ok(items))) => {
+            assert!(items.len() <= auth_ws::MAX_BATCH_MESSAGES);
+            items.iter().flatten().for_each(check);
+        }
+        _ => {}
+    }
+}
+
+pub fn openai_chat(data: &[u8]) {
+    if let Ok(body) = openai::parse_body::<openai::ChatCompletionBody>(data) {
+        if let Ok(req) = body.validate(Some(512)) {
+            assert!(req.params.max_tokens.is_none_or(|m| (1..=512).contains(&m)));
+            assert!((0.0..=2.0).contains(&req.params.temperature));
+        }
+    }
+}
+
+pub fn openai_completion(data: &[u8]) {
+    if let Ok(body) = openai::parse_body::<openai::CompletionBody>(data) {
+        let _ = body.validate(Some(512));
+    }
+}
+
+pub fn gguf_header(data: &[u8]) {
+    if let Ok(info) = gguf::GgufInfo::parse(data) {
+        // Nothing read can be longer than the input.
+        assert!(info.architecture.len() <= data.len());
+        assert!(info.chat_template.as_ref().is_none_or(|t| t.len() <= data.len()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_target_takes_empty_and_random_input() {
+        let mut x: u32 = 0x9E37_79B9;
+        for target in TARGETS {
+            run(target, b"");
+            for len in [1, 3, 4, 7, 64, 300] {
+                let bytes: Vec<u8> = (0..len)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 17;
+                        x ^= x << 5;
+                        x as u8
+                    })
+                    .collect();
+                run(target, &bytes);
+            }
+        }
+    }
+}
