@@ -80,7 +80,10 @@ pub fn streaming_message(data: &[u8]) {
         return;
     };
     if let Ok(streaming::ClientMessage::Config(c)) = streaming::parse_client_message(text) {
-        let _ = c.parameters.to_raw(None).validate(&Default::default(), Some(512));
+        let _ = c
+            .parameters
+            .to_raw(None)
+            .validate(&Default::default(), Some(512));
     }
 }
 
@@ -93,7 +96,9 @@ pub fn auth_ws_message(data: &[u8]) {
             let _ = g.options.raw.validate(&Default::default(), Some(512));
         }
         if let Some(id) = m.id() {
-            assert!(id.key().len() <= auth_ws::MAX_ID_BYTES || matches!(id, auth_ws::WireId::Number(_)));
+            assert!(
+                id.key().len() <= auth_ws::MAX_ID_BYTES || matches!(id, auth_ws::WireId::Number(_))
+            );
         }
     };
     match auth_ws::parse_text(text) {
@@ -125,7 +130,10 @@ pub fn gguf_header(data: &[u8]) {
     if let Ok(info) = gguf::GgufInfo::parse(data) {
         // Nothing read can be longer than the input.
         assert!(info.architecture.len() <= data.len());
-        assert!(info.chat_template.as_ref().is_none_or(|t| t.len() <= data.len()));
+        assert!(info
+            .chat_template
+            .as_ref()
+            .is_none_or(|t| t.len() <= data.len()));
     }
 }
 
