@@ -2,14 +2,26 @@
 //! llama.cpp's threads meet at a barrier after every graph node: when one of them waits for a
 //! core that another program holds, the others spin, and decoding collapses (one busy process
 //! on a 2-core machine took a 2-thread decode from ~100 to ~15 tokens/s; one thread kept ~57).
-//! The [`Governor`] reads what other processes used of the CPUs (`/proc/stat` minus this
-//! process's own time) over each quarter-second of work and lowers the thread limit by the cores
-//! they take; [`threads_for`] is the pure rule.
+//! The [`Governor`] gives a core up after two [`FAST_WINDOW`]s of work in which the kernel reports
+//! tasks waiting for a CPU (`/proc/pressure/cpu`, microsecond totals), and sizes and restores
+//! the limit from what other processes used of the CPUs (`/proc/stat` minus this process) over
+//! each [`WINDOW`]; [`threads_for`] is the pure rule. A request after an idle spell starts with
+//! every thread: what ran while the engine was idle says nothing about now.
 
 use std::time::{Duration, Instant};
 
-/// How long each measurement of the other programs' CPU use lasts.
+/// How long each measurement of the other programs' CPU use lasts (`/proc/stat` counts in
+/// 10 ms ticks: shorter windows would be noise).
 pub(crate) const WINDOW: Duration = Duration::from_millis(250);
+/// How long each look at CPU pressure lasts while decoding with more than one thread.
+pub(crate) const FAST_WINDOW: Duration = Duration::from_millis(50);
+/// A pause between two decodes longer than this means the engine was idle.
+const IDLE_GAP: Duration = Duration::from_millis(100);
+/// Cores' worth of tasks waiting for a CPU through a fast window that means another program
+/// competes with the engine's threads. The kernel's `some` share is averaged over the CPUs
+/// (one task always waiting on a 2-CPU machine reads 0.5), so it is scaled by their number;
+/// alone, the engine's own wake-ups read 0.02-0.1 here, one busy program beside it ~1.0.
+const CONTENDED_AT: f64 = 0.4;
 
 /// The share of a core that other programs must take beyond the free cores before the
 /// engine gives that core up. Under a full llama.cpp team, a program that would keep one core
@@ -104,37 +116,55 @@ fn read() -> Option<(Sample, usize)> {
     Some((Sample { total, busy, own }, cpus))
 }
 
-/// The engine thread's thread limit: measured at most once per [`WINDOW`], lowered at once
-/// when other programs take cores, raised only after two windows agree (a short burst of
-/// another program should not make the limit flap). A window in which the engine itself
-/// hardly ran (it was idle, or its readers were slow) says nothing about now: the next
-/// request starts with every thread, and the first window of work lowers it if it must.
+/// `some ... total=` of `/proc/pressure/cpu`: microseconds in which at least one task waited
+/// for a CPU.
+pub(crate) fn parse_pressure_total(text: &str) -> Option<u64> {
+    text.lines()
+        .find(|l| l.starts_with("some "))?
+        .split_whitespace()
+        .find_map(|f| f.strip_prefix("total="))?
+        .parse()
+        .ok()
+}
+
+fn read_pressure() -> Option<u64> {
+    parse_pressure_total(&std::fs::read_to_string("/proc/pressure/cpu").ok()?)
+}
+
+/// The engine thread's thread limit (see the module docs): lowered one core at once when a
+/// fast window is contended, sized by the slow windows, raised only after two slow windows
+/// agree, and back to every thread after an idle spell.
 #[derive(Debug)]
 pub(crate) struct Governor {
     configured: usize,
     current: usize,
-    /// A higher limit seen in the last window, applied if the next window agrees.
+    /// A higher limit seen in the last slow window, applied if the next one agrees.
     rising: Option<usize>,
-    last: Option<(Instant, Sample)>,
+    /// The last fast window was contended.
+    contended: bool,
+    /// Whether the counters can be read here (Linux, more than one thread, the OpenMP shim).
+    enabled: bool,
+    /// Logical CPUs, as `/proc/stat` counts them.
+    cpus: usize,
+    /// When the last decode ended.
+    last_end: Option<Instant>,
+    slow: Option<(Instant, Sample)>,
+    fast: Option<(Instant, u64)>,
 }
-
-/// Below this many cores of its own use in a window, the engine counts as idle in it.
-const IDLE_BELOW: f64 = 0.25;
 
 impl Governor {
     pub(crate) fn new(configured: usize) -> Self {
         let configured = configured.max(1);
-        // With one thread there is nothing to give up; without the shim nothing to change.
-        let last = if configured > 1 && crate::omp::SUPPORTED {
-            read().map(|(s, _)| (Instant::now(), s))
-        } else {
-            None
-        };
         Self {
             configured,
             current: configured,
             rising: None,
-            last,
+            contended: false,
+            enabled: configured > 1 && crate::omp::SUPPORTED && read().is_some(),
+            cpus: read().map_or(1, |(_, cpus)| cpus),
+            last_end: None,
+            slow: None,
+            fast: None,
         }
     }
 
@@ -143,30 +173,102 @@ impl Governor {
         self.configured
     }
 
-    /// The limit for the next decode.
+    /// The limit for the decode about to run.
     pub(crate) fn limit(&mut self, now: Instant) -> usize {
-        let Some((at, before)) = self.last else {
-            return self.current;
-        };
-        if now.duration_since(at) < WINDOW {
+        if !self.enabled {
             return self.current;
         }
-        let Some((sample, cpus)) = read() else {
-            self.last = None;
+        // Idle is the time since the last decode ended: a decode itself can take longer than
+        // the gap when the engine shares its cores.
+        let resumed = self
+            .last_end
+            .is_none_or(|at| now.saturating_duration_since(at) > IDLE_GAP);
+        self.last_end = Some(now);
+        if resumed {
+            self.restart(now);
             return self.current;
-        };
-        self.last = Some((now, sample));
-        let own = sample.own_since(&before, cpus);
-        let others = sample.others_since(&before, cpus);
-        self.observe(cpus, own, others);
+        }
+        if self.current > 1 {
+            if let Some((at, before)) = self.fast {
+                let elapsed = now.duration_since(at);
+                if elapsed >= FAST_WINDOW {
+                    let total = read_pressure();
+                    if let Some(total) = total {
+                        let share =
+                            total.saturating_sub(before) as f64 / 1e6 / elapsed.as_secs_f64();
+                        let waiting = share * self.cpus as f64;
+                        tracing::trace!(
+                            waiting,
+                            threads = self.current,
+                            "CPU pressure while decoding"
+                        );
+                        self.observe_fast(waiting);
+                    }
+                    self.fast = total.map(|t| (now, t));
+                }
+            }
+        }
+        if let Some((at, before)) = self.slow {
+            if now.duration_since(at) >= WINDOW {
+                match read() {
+                    Some((sample, cpus)) => {
+                        self.cpus = cpus;
+                        self.observe_slow(
+                            cpus,
+                            sample.own_since(&before, cpus),
+                            sample.others_since(&before, cpus),
+                        );
+                        self.slow = Some((now, sample));
+                    }
+                    None => self.enabled = false,
+                }
+            }
+        }
         self.current
     }
 
-    /// One window: this engine's process used `own` cores and other programs `others`.
-    fn observe(&mut self, cpus: usize, own: f64, others: f64) {
-        if own < IDLE_BELOW {
+    /// The decode that [`Governor::limit`] was asked for has ended.
+    pub(crate) fn decoded(&mut self, now: Instant) {
+        self.last_end = Some(now);
+    }
+
+    /// After an idle spell: every thread, and windows that start now.
+    fn restart(&mut self, now: Instant) {
+        self.current = self.configured;
+        self.rising = None;
+        self.contended = false;
+        self.slow = read().map(|(s, _)| (now, s));
+        self.fast = read_pressure().map(|t| (now, t));
+    }
+
+    /// A fast window through which `waiting` cores' worth of tasks waited for a CPU. Two in
+    /// a row give a core up (one alone can be another program's last burst).
+    fn observe_fast(&mut self, waiting: f64) {
+        if waiting < CONTENDED_AT {
+            self.contended = false;
+            return;
+        }
+        if !std::mem::replace(&mut self.contended, true) {
+            return;
+        }
+        if self.current > 1 {
+            self.contended = false;
+            self.current -= 1;
             self.rising = None;
-            self.current = self.configured;
+            tracing::info!(
+                threads = self.current,
+                configured = self.configured,
+                waiting = format!("{waiting:.2}"),
+                "other programs keep cores busy: decoding with fewer threads"
+            );
+        }
+    }
+
+    /// A slow window: this engine's process used `own` cores and other programs `others`.
+    fn observe_slow(&mut self, cpus: usize, own: f64, others: f64) {
+        if own < IDLE_BELOW {
+            // The engine hardly ran (its readers were slow): nothing to learn.
+            self.rising = None;
             return;
         }
         let wanted = threads_for(self.configured, cpus, others);
@@ -196,6 +298,9 @@ impl Governor {
         }
     }
 }
+
+/// Below this many cores of its own use in a slow window, the engine counts as idle in it.
+const IDLE_BELOW: f64 = 0.25;
 
 #[cfg(test)]
 mod tests {
@@ -261,30 +366,77 @@ mod tests {
         assert!(cpus >= 1 && sample.total > 0);
     }
 
-    #[test]
-    fn the_limit_drops_at_once_and_rises_after_two_windows() {
-        let mut g = Governor {
-            configured: 2,
-            current: 2,
+    fn governor(configured: usize) -> Governor {
+        Governor {
+            configured,
+            current: configured,
             rising: None,
-            last: None,
-        };
-        g.observe(2, 1.3, 0.7);
-        assert_eq!(g.current, 1, "down at once");
-        g.observe(2, 1.0, 0.0);
+            contended: false,
+            enabled: false,
+            cpus: 2,
+            last_end: None,
+            slow: None,
+            fast: None,
+        }
+    }
+
+    #[test]
+    fn pressure_gives_a_core_up_at_once_and_slow_windows_size_and_restore() {
+        let mut g = governor(2);
+        g.observe_fast(0.1);
+        assert_eq!(g.current, 2, "the engine's own wake-ups are not contention");
+        g.observe_fast(0.9);
+        assert_eq!(g.current, 2, "one contended window can be a last burst");
+        g.observe_fast(0.2);
+        g.observe_fast(0.9);
+        assert_eq!(g.current, 2, "not two in a row");
+        g.observe_fast(0.9);
+        assert_eq!(g.current, 1, "down after two contended windows in a row");
+        g.observe_fast(1.0);
+        g.observe_fast(1.0);
+        assert_eq!(g.current, 1, "never below one thread");
+        g.observe_slow(2, 1.0, 0.0);
         assert_eq!(g.current, 1, "one quiet window is not enough");
-        g.observe(2, 1.0, 1.0);
-        g.observe(2, 1.0, 0.0);
+        g.observe_slow(2, 1.0, 1.0);
+        g.observe_slow(2, 1.0, 0.0);
         assert_eq!(g.current, 1, "a busy window in between starts again");
-        g.observe(2, 1.0, 0.0);
+        g.observe_slow(2, 1.0, 0.0);
         assert_eq!(g.current, 2, "two quiet windows in a row");
-        // An idle window (the engine hardly ran) restarts with every thread, whatever the
-        // other programs did while it was idle.
-        g.observe(2, 1.3, 0.7);
-        assert_eq!(g.current, 1);
-        g.observe(2, 0.1, 1.8);
-        assert_eq!(g.current, 2);
+        // The slow windows size the limit on bigger machines.
+        let mut big = governor(8);
+        big.observe_slow(8, 6.0, 2.9);
+        assert_eq!(big.current, 5);
+        // A window in which the engine hardly ran decides nothing.
+        big.observe_slow(8, 0.1, 0.0);
+        big.observe_slow(8, 0.1, 0.0);
+        assert_eq!(big.current, 5);
+    }
+
+    #[test]
+    fn an_idle_spell_restarts_with_every_thread() {
+        let mut g = governor(2);
+        g.enabled = true;
+        let t0 = Instant::now();
+        g.limit(t0);
+        g.observe_fast(0.9);
+        g.observe_fast(0.9);
+        // A decode that takes longer than the gap is not idleness.
+        g.decoded(t0 + IDLE_GAP * 3);
+        assert_eq!(g.limit(t0 + IDLE_GAP * 3), 1);
+        let end = t0 + IDLE_GAP * 6;
+        g.decoded(end);
+        assert_eq!(g.limit(end + Duration::from_millis(10)), 1);
+        g.decoded(end + Duration::from_millis(20));
+        assert_eq!(g.limit(end + Duration::from_millis(20) + IDLE_GAP * 2), 2);
         // Without counters (not Linux, or one thread) the limit never moves.
-        assert_eq!(g.limit(Instant::now() + WINDOW * 4), 2);
+        let mut off = governor(2);
+        assert_eq!(off.limit(t0 + WINDOW * 4), 2);
+    }
+
+    #[test]
+    fn pressure_totals_parse() {
+        let text = "some avg10=0.07 avg60=5.25 avg300=6.85 total=517211081\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
+        assert_eq!(parse_pressure_total(text), Some(517_211_081));
+        assert_eq!(parse_pressure_total("full total=3"), None);
     }
 }

@@ -416,6 +416,7 @@ impl Scheduler<'_> {
         } else {
             self.ctx.decode(&mut self.batch)
         };
+        self.governor.decoded(Instant::now());
         if let Err(e) = decoded {
             let message = format!("llama.cpp decode failed: {e}");
             tracing::error!(%message);
