@@ -11,7 +11,9 @@ It starts `hearth-node serve --join ws://127.0.0.1:PORT/node --join-token T` and
   so are a task that is not pending, a message that is not JSON and a stop for an unknown task;
 - the stop frame {"id":N,"stop":true} ends a running task's frames;
 - an empty text frame (keepalive) within 12 s;
-- after the hub drops the connection, the worker connects again and serves.
+- after the hub drops the connection, the worker connects again and serves;
+- SIGTERM mid-task: the running task's end frame arrives before the connection closes (the
+  reference server never ends the tasks of a closed connection).
 
 Environment: HEARTH_NODE_BIN (the hearth-node binary), HEARTH_TEST_MODEL (the .gguf file).
 Needs the `websockets` package (>= 14; scripts/setup.sh installs it into .venv).
@@ -56,6 +58,7 @@ class Conn:
         self.texts = []
         self.errors = []
         self.closed = asyncio.Event()
+        self.closed_at = None
 
     async def pump(self):
         try:
@@ -78,6 +81,7 @@ class Conn:
         except ConnectionClosed:
             pass
         finally:
+            self.closed_at = time.monotonic()
             self.closed.set()
 
     async def send(self, obj):
@@ -164,7 +168,7 @@ async def run(binary, model, workdir, log_path):
                 env=env,
             )
         try:
-            await drive(hub, log_path)
+            await drive(hub, log_path, proc)
         finally:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
@@ -175,7 +179,7 @@ async def run(binary, model, workdir, log_path):
                     await asyncio.to_thread(proc.wait)
 
 
-async def drive(hub, log_path):
+async def drive(hub, log_path, proc):
     conn = await asyncio.wait_for(hub.connections.get(), 120)
 
     # The connection: the document's query parameters.
@@ -256,6 +260,21 @@ async def drive(hub, log_path):
     text = await conn2.collect(3)
     assert text.strip(), "no text after reconnecting"
     assert not conn2.errors, conn2.errors
+
+    # SIGTERM mid-task: the task's end frame, then the close.
+    await conn2.send(task(4, ["Write a long story about a harbour."], max_new_tokens=400, temperature=0.7))
+    await asyncio.wait_for(conn2.by_id[4].get(), TASK_TIMEOUT)
+    proc.send_signal(signal.SIGTERM)
+    await asyncio.wait_for(conn2.closed.wait(), 20)
+    frames = []
+    while not conn2.by_id[4].empty():
+        frames.append(conn2.by_id[4].get_nowait())
+    ends = [at for at, payload in frames if payload == b""]
+    assert ends, f"no end frame for task 4 before the connection closed ({len(frames)} frames)"
+    assert ends[0] <= conn2.closed_at, "the end frame came after the close"
+    assert all(at <= ends[0] for at, _ in frames), "frames of task 4 after its end frame"
+    await asyncio.wait_for(asyncio.to_thread(proc.wait), 20)
+    assert proc.returncode == 0, f"the worker exited with {proc.returncode}"
 
 
 def main():

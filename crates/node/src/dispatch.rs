@@ -718,6 +718,12 @@ impl Job {
                     Some(TaskEvent::Done(d)) => done_ext = Some(d),
                     Some(TaskEvent::Failed(f)) => failure = Some(f),
                     Some(TaskEvent::End) => {
+                        if failure.as_ref().is_some_and(|f| f.code == wp::WORKER_STOPPING) {
+                            // The worker is stopping: like a lost worker, place it again.
+                            let name = r.worker_name.clone();
+                            self.hub.retire(r.worker, r.task);
+                            return Outcome::Lost(name);
+                        }
                         if let Some(f) = failure {
                             let msg = format!("worker {}: {} ({})", r.worker_name, f.message, f.code);
                             self.fail(msg).await;

@@ -393,16 +393,51 @@ impl Session {
                     match next {
                         ModelState::Ready(info) if info.id == self.model.id => self.model = info,
                         _ => {
+                            self.goodbye(ws).await;
                             close(ws, CloseCode::Normal, "the node's model changed").await;
                             return End::ModelChanged;
                         }
                     }
                 }
                 () = shutdown.cancelled() => {
+                    self.goodbye(ws).await;
                     close(ws, CloseCode::Away, "node shutting down").await;
                     return End::Shutdown;
                 }
             }
+        }
+    }
+
+    /// Before the connection closes because this node stops: every running task gets its end
+    /// frame (a Hearth hub first the `worker_stopping` error, so it places the task again). The
+    /// reference server never ends the tasks of a closed connection: without the end frames its
+    /// user's answer would stay open until its 10-minute timeout (NOTES.md).
+    async fn goodbye(&mut self, ws: &mut Socket) {
+        let running: Vec<(TaskId, Running)> = self.running.drain().collect();
+        if running.is_empty() {
+            return;
+        }
+        tracing::info!(
+            tasks = running.len(),
+            "ending the running tasks before leaving the hub"
+        );
+        let stopping = TaskFailure {
+            code: wp::WORKER_STOPPING.into(),
+            message: "the worker node is stopping".into(),
+        };
+        let send = async {
+            for (id, r) in running {
+                r.cancel.cancel();
+                if self.extensions {
+                    ws.feed(Message::text(wp::error_frame(id, &stopping)))
+                        .await?;
+                }
+                ws.feed(Message::binary(wp::encode_end(id))).await?;
+            }
+            ws.flush().await
+        };
+        if let Ok(Err(e)) = tokio::time::timeout(CLOSE_WAIT, send).await {
+            tracing::warn!(error = %e, "could not end the running tasks before leaving the hub");
         }
     }
 

@@ -432,6 +432,11 @@ pub struct TaskFailure {
     pub message: String,
 }
 
+/// Hearth's failure code for a task cut short because its worker is stopping (shutdown,
+/// quit, a model change): a Hearth hub places the task again from the text it already has,
+/// as for a worker it lost; other hubs only see the task's end frame.
+pub const WORKER_STOPPING: &str = "worker_stopping";
+
 /// A text frame from a worker.
 #[derive(Debug, Clone, PartialEq)]
 pub enum WorkerText {
