@@ -23,8 +23,8 @@ use futures_util::{SinkExt as _, StreamExt as _};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 
+use hearth_node::auth::identity::{self, Identity, KeySlot, KeyStorage, StoredKey, CLIENT_SERVICE};
 use hearth_node::config;
-use hearth_node::identity::{self, Identity, KeySlot, KeyStorage, StoredKey, CLIENT_SERVICE};
 use hearth_node::store::Store;
 
 /// How long `chat` waits for the node's challenge and for its `auth_result`.

@@ -40,7 +40,7 @@ pub struct NodeConfig {
     /// How long the signed-challenge door waits for `authenticate` (30 s by the document).
     pub auth_timeout: Duration,
     /// Where the node's Ed25519 key is kept.
-    pub key_storage: crate::identity::KeyStorage,
+    pub key_storage: crate::auth::identity::KeyStorage,
     /// Hub mode (`--hub-token`): workers join on `/node`.
     pub hub: Option<crate::hub::HubConfig>,
     /// Worker mode (`--join`): serve a hub's tasks.
@@ -71,7 +71,7 @@ impl NodeConfig {
             shutdown_grace: Duration::from_secs(3),
             batch_defaults: Default::default(),
             auth_timeout: crate::server::auth::DEFAULT_AUTH_TIMEOUT,
-            key_storage: crate::identity::KeyStorage::Auto,
+            key_storage: crate::auth::identity::KeyStorage::Auto,
             hub: None,
             join: None,
             limits: crate::server::listen::Limits::default(),

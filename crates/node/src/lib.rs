@@ -25,14 +25,13 @@
 //! - Doors only translate between their protocol and the engine's request/event stream.
 //! - On shutdown every open stream gets a final message before the port closes.
 
+pub mod auth;
 pub mod cli;
-pub mod clients;
 pub mod config;
 pub mod data_dir;
 pub mod dispatch;
 pub mod host;
 pub mod hub;
-pub mod identity;
 pub mod server;
 pub mod store;
 pub mod telemetry;
@@ -64,7 +63,7 @@ pub enum NodeError {
     #[error(transparent)]
     Store(#[from] store::StoreError),
     #[error(transparent)]
-    Identity(#[from] identity::IdentityError),
+    Identity(#[from] auth::identity::IdentityError),
     #[error(transparent)]
     Join(#[from] worker::JoinError),
     #[error("loading the node's identity: {0}")]
@@ -144,7 +143,7 @@ impl Node {
         let store = Store::open(&config.data_dir)?;
         let (data_dir, key_storage) = (config.data_dir.clone(), config.key_storage);
         let identity = tokio::task::spawn_blocking(move || {
-            identity::Identity::load_or_create(&data_dir, key_storage)
+            auth::identity::Identity::load_or_create(&data_dir, key_storage)
         })
         .await
         .map_err(|e| NodeError::IdentityTask(e.to_string()))??;

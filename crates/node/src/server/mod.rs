@@ -53,7 +53,7 @@ pub struct AppState {
     /// The signed-challenge door's timeout and failure counters.
     pub auth: auth::AuthState,
     /// This node's Ed25519 identity.
-    pub identity: Arc<crate::identity::Identity>,
+    pub identity: Arc<crate::auth::identity::Identity>,
     /// Where each request runs: the local engine or, in hub mode, a worker.
     pub dispatcher: crate::dispatch::Dispatcher,
     /// Timeouts and connection caps (`listen`); a stalled request body fails after the

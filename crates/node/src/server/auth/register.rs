@@ -1,5 +1,5 @@
 //! `POST /api/auth/register`: a client registers its public key and learns its `clientId`
-//! (keys, ids and verification: `crate::clients`). Answers in the document's shape:
+//! (keys, ids and verification: `crate::auth::clients`). Answers in the document's shape:
 //! 200 `{"success":true,"clientId","message"}`, else `{"success":false,"error","code"}`.
 
 use std::sync::Arc;
@@ -12,8 +12,9 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
-use crate::clients::{self, ClientKey, Registration};
+use crate::auth::clients::{self, ClientKey};
 use crate::server::AppState;
+use crate::store::clients::Registration;
 
 fn register_error(status: StatusCode, code: &'static str, message: impl Into<String>) -> Response {
     (

@@ -7,8 +7,8 @@ use hearth_protocol::auth_ws::{GenerateOptions, WireId};
 use hearth_protocol::SamplingParams;
 use serde_json::{json, Value};
 
-use super::limiter::retry_after_secs;
 use super::session::now_ms;
+use crate::auth::limiter::retry_after_secs;
 
 /// `max_tokens` when the client sends none (the document's default; capped at the context).
 pub(super) const DEFAULT_MAX_TOKENS: u32 = 2048;

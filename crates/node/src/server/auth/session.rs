@@ -21,9 +21,9 @@ use hearth_protocol::FinishReason;
 use rand_core::RngCore as _;
 use serde_json::{json, Value};
 
-use super::limiter::{retry_after_secs, FailureOutcome};
 use super::replies::{error_message, model_entry, params_for, submit_error, with_id};
-use crate::clients;
+use crate::auth::clients;
+use crate::auth::limiter::{retry_after_secs, FailureOutcome};
 use crate::dispatch::{Control, ControlError, Events, Generation};
 use crate::server::ws::{classify, Incoming, BAD_UTF8_REASON, CLOSE_BAD_UTF8};
 use crate::server::AppState;

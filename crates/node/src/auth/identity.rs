@@ -215,7 +215,7 @@ pub fn public_key_pem(key: &VerifyingKey) -> String {
 
 /// First 20 hex digits of SHA-256 of the SPKI DER (the `clientId` of this key).
 pub fn key_id(key: &VerifyingKey) -> String {
-    crate::clients::client_id(&spki_der(key))
+    crate::auth::clients::client_id(&spki_der(key))
 }
 
 /// The UUID a public key stands for (see the module docs).
@@ -361,7 +361,7 @@ pub fn node_keyring_user(data_dir: &Path) -> String {
         return "node".to_owned();
     }
     let digest = Sha256::digest(dir.to_string_lossy().as_bytes());
-    let mut h = crate::clients::hex(&digest);
+    let mut h = crate::auth::clients::hex(&digest);
     h.truncate(12);
     format!("node-{h}")
 }
@@ -483,7 +483,7 @@ mod tests {
             "the fixed prefix is RFC 8410's"
         );
         assert_eq!(
-            crate::clients::ClientKey::parse(&public_key_pem(&key))
+            crate::auth::clients::ClientKey::parse(&public_key_pem(&key))
                 .unwrap()
                 .client_id(),
             key_id(&key)

@@ -1,0 +1,161 @@
+//! API keys for clients on the LAN, in `hearth.db`: only a SHA-256 of each secret is kept,
+//! with its first characters so a user can tell keys apart; revoked keys stop working at once.
+
+use rusqlite::{params, OptionalExtension, Row};
+use serde::Serialize;
+
+use super::{new_id, now_ms, Store, StoreError};
+
+/// An API key as stored: only a SHA-256 of the secret is kept, and its first characters so a
+/// user can tell keys apart.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ApiKey {
+    pub id: String,
+    pub name: String,
+    pub prefix: String,
+    pub created_at: i64,
+    pub last_used_at: Option<i64>,
+    pub revoked: bool,
+}
+
+/// Lowercase hex SHA-256: how key secrets are stored and looked up. Keys are 256-bit random
+/// values, so a fast hash is enough (no password stretching needed).
+pub fn key_hash(secret: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(secret.as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn key_row(r: &Row<'_>) -> rusqlite::Result<ApiKey> {
+    let revoked_at: Option<i64> = r.get(5)?;
+    Ok(ApiKey {
+        id: r.get(0)?,
+        name: r.get(1)?,
+        prefix: r.get(2)?,
+        created_at: r.get(3)?,
+        last_used_at: r.get(4)?,
+        revoked: revoked_at.is_some(),
+    })
+}
+
+const KEY_COLUMNS: &str = "id, name, prefix, created_at, last_used_at, revoked_at";
+
+impl Store {
+    /// A new API key: the stored record and the secret, which is shown once and never stored.
+    pub async fn create_key(&self, name: String) -> Result<(ApiKey, String), StoreError> {
+        self.with(move |c| {
+            let secret = format!(
+                "hearth_{}{}",
+                uuid::Uuid::new_v4().simple(),
+                uuid::Uuid::new_v4().simple()
+            );
+            let id = new_id("k");
+            let prefix: String = secret.chars().take(14).collect();
+            c.execute(
+                "INSERT INTO api_keys (id, name, hash, prefix, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![id, name, key_hash(&secret), prefix, now_ms()],
+            )?;
+            let key = c.query_row(
+                &format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE id = ?1"),
+                [&id],
+                key_row,
+            )?;
+            Ok((key, secret))
+        })
+        .await
+    }
+
+    pub async fn list_keys(&self) -> Result<Vec<ApiKey>, StoreError> {
+        self.with(|c| {
+            let mut stmt = c.prepare(&format!(
+                "SELECT {KEY_COLUMNS} FROM api_keys ORDER BY created_at, id"
+            ))?;
+            let rows = stmt.query_map([], key_row)?;
+            rows.collect()
+        })
+        .await
+    }
+
+    /// Revoke by id or by the secret's visible prefix. False when no live key matched.
+    pub async fn revoke_key(&self, id_or_prefix: String) -> Result<bool, StoreError> {
+        self.with(move |c| {
+            Ok(c.execute(
+                "UPDATE api_keys SET revoked_at = ?2 WHERE (id = ?1 OR prefix = ?1) AND revoked_at IS NULL",
+                params![id_or_prefix, now_ms()],
+            )? > 0)
+        })
+        .await
+    }
+
+    /// The live key with this secret, noting its use.
+    pub async fn verify_key(&self, secret: String) -> Result<Option<ApiKey>, StoreError> {
+        self.with(move |c| {
+            let hash = key_hash(&secret);
+            let key = c
+                .query_row(
+                    &format!(
+                        "SELECT {KEY_COLUMNS} FROM api_keys WHERE hash = ?1 AND revoked_at IS NULL"
+                    ),
+                    [&hash],
+                    key_row,
+                )
+                .optional()?;
+            if key.is_some() {
+                c.execute(
+                    "UPDATE api_keys SET last_used_at = ?2 WHERE hash = ?1",
+                    params![hash, now_ms()],
+                )?;
+            }
+            Ok(key)
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn api_keys_are_stored_hashed_verified_and_revoked() {
+        let dir = std::env::temp_dir().join(format!("hearth-keys-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = Store::open(&dir).unwrap();
+        let (key, secret) = store.create_key("laptop".into()).await.unwrap();
+        assert!(secret.starts_with("hearth_") && secret.len() > 60);
+        assert!(secret.starts_with(&key.prefix));
+        let stored: String = store
+            .conn
+            .lock()
+            .unwrap()
+            .query_row("SELECT hash FROM api_keys WHERE id = ?1", [&key.id], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(stored, key_hash(&secret));
+        assert!(
+            !stored.contains(&secret[7..20]),
+            "the secret itself is not stored"
+        );
+        assert_eq!(
+            store.verify_key(secret.clone()).await.unwrap().unwrap().id,
+            key.id
+        );
+        assert!(store
+            .verify_key("hearth_wrong".into())
+            .await
+            .unwrap()
+            .is_none());
+        let listed = store.list_keys().await.unwrap();
+        assert_eq!(listed.len(), 1);
+        assert!(listed[0].last_used_at.is_some());
+        assert!(store.revoke_key(key.prefix.clone()).await.unwrap());
+        assert!(
+            !store.revoke_key(key.id.clone()).await.unwrap(),
+            "already revoked"
+        );
+        assert!(store.verify_key(secret).await.unwrap().is_none());
+        assert!(store.list_keys().await.unwrap()[0].revoked);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,257 @@
+//! The node's SQLite database (`hearth.db` in the data dir, WAL mode): opening it (a damaged
+//! file is refused, never replaced), schema migrations by `PRAGMA user_version`, and
+//! `/generate` feedback; the UI's conversations and messages ([`conversations`]), API keys
+//! ([`keys`]) and the signed-challenge door's clients ([`clients`]) each have a file. One
+//! connection behind a mutex; every call runs on tokio's blocking pool.
+
+pub mod clients;
+pub mod conversations;
+pub mod keys;
+
+pub use conversations::{
+    Conversation, Message, MessageStatus, NewMessage, Settings, SettingsPatch, Stats,
+};
+pub use keys::{key_hash, ApiKey};
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rusqlite::{params, Connection};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("cannot create {0}: {1}")]
+    Dir(String, std::io::Error),
+    #[error("database task failed: {0}")]
+    Task(String),
+    #[error("the database {path} is damaged ({detail}). Hearth does not start on it, so nothing in it is lost: stop Hearth and keep a copy of the file; then recover it (sqlite3 {path} .recover | sqlite3 recovered.db, and put recovered.db in its place) or move it aside to start with an empty database")]
+    Damaged { path: String, detail: String },
+}
+
+/// SQLite's own verdict on a database file: `Ok` or what `PRAGMA quick_check` found (pages
+/// corrupted in the middle of the file go unnoticed until read otherwise).
+fn quick_check(conn: &Connection) -> Result<(), String> {
+    let mut stmt = conn
+        .prepare("PRAGMA quick_check")
+        .map_err(|e| e.to_string())?;
+    let found: Vec<String> = stmt
+        .query_map([], |row| row.get::<_, String>(0))
+        .and_then(Iterator::collect)
+        .map_err(|e| e.to_string())?;
+    match found.as_slice() {
+        [ok] if ok == "ok" => Ok(()),
+        [] => Err("quick_check gave no answer".into()),
+        problems => Err(problems
+            .iter()
+            .take(3)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("; ")),
+    }
+}
+
+/// Whether an error means the file is not a sound database.
+fn is_damage(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+    )
+}
+
+/// Migrations in order; entry `i` takes the schema from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[
+    "CREATE TABLE feedback (
+        id          INTEGER PRIMARY KEY,
+        request_id  TEXT NOT NULL,
+        rating      REAL NOT NULL,
+        text        TEXT,
+        position    INTEGER,
+        created_at  INTEGER NOT NULL
+    );
+    CREATE INDEX feedback_request ON feedback(request_id);",
+    "CREATE TABLE conversations (
+        id            TEXT PRIMARY KEY,
+        title         TEXT NOT NULL,
+        created_at    INTEGER NOT NULL,
+        updated_at    INTEGER NOT NULL,
+        system_prompt TEXT NOT NULL DEFAULT '',
+        temperature   REAL NOT NULL DEFAULT 0.8,
+        top_p         REAL NOT NULL DEFAULT 0.95,
+        max_tokens    INTEGER
+    );
+    CREATE TABLE messages (
+        id              TEXT PRIMARY KEY,
+        conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        seq             INTEGER NOT NULL,
+        role            TEXT NOT NULL,
+        content         TEXT NOT NULL,
+        status          TEXT NOT NULL,
+        model           TEXT,
+        node            TEXT,
+        error           TEXT,
+        tokens          INTEGER,
+        tokens_per_s    REAL,
+        ttft_ms         REAL,
+        created_at      INTEGER NOT NULL
+    );
+    CREATE INDEX messages_conversation ON messages(conversation_id, seq);",
+    "CREATE TABLE api_keys (
+        id           TEXT PRIMARY KEY,
+        name         TEXT NOT NULL,
+        hash         TEXT NOT NULL UNIQUE,
+        prefix       TEXT NOT NULL,
+        created_at   INTEGER NOT NULL,
+        last_used_at INTEGER,
+        revoked_at   INTEGER
+    );",
+    clients::MIGRATION,
+];
+
+/// A feedback row as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FeedbackRow {
+    pub request_id: String,
+    pub rating: f64,
+    pub text: Option<String>,
+    pub position: Option<i64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Store {
+    conn: Arc<Mutex<Connection>>,
+}
+
+impl Store {
+    pub fn open(data_dir: &Path) -> Result<Self, StoreError> {
+        std::fs::create_dir_all(data_dir)
+            .map_err(|e| StoreError::Dir(data_dir.display().to_string(), e))?;
+        let path = data_dir.join("hearth.db");
+        let damaged = |detail: String| StoreError::Damaged {
+            path: path.display().to_string(),
+            detail,
+        };
+        let conn = Connection::open(&path)?;
+        let setup = |conn: &Connection| -> Result<(), rusqlite::Error> {
+            conn.pragma_update(None, "journal_mode", "WAL")?;
+            conn.pragma_update(None, "synchronous", "NORMAL")?;
+            conn.pragma_update(None, "foreign_keys", "ON")?;
+            conn.busy_timeout(std::time::Duration::from_secs(5))
+        };
+        match setup(&conn) {
+            Err(e) if is_damage(&e) => return Err(damaged(e.to_string())),
+            r => r?,
+        }
+        quick_check(&conn).map_err(damaged)?;
+        match migrate(&conn) {
+            Err(e) if is_damage(&e) => return Err(damaged(e.to_string())),
+            r => r?,
+        }
+        Ok(Self {
+            conn: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    pub(crate) async fn with<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, rusqlite::Error> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let conn = self.conn.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = conn
+                .lock()
+                .map_err(|_| StoreError::Task("database mutex poisoned".into()))?;
+            f(&conn).map_err(StoreError::from)
+        })
+        .await
+        .map_err(|e| StoreError::Task(e.to_string()))?
+    }
+
+    pub async fn add_feedback(&self, row: FeedbackRow) -> Result<(), StoreError> {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0);
+        self.with(move |c| {
+            c.execute(
+                "INSERT INTO feedback (request_id, rating, text, position, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![row.request_id, row.rating, row.text, row.position, now],
+            )
+            .map(|_| ())
+        })
+        .await
+    }
+
+    pub async fn feedback_for(&self, request_id: &str) -> Result<Vec<FeedbackRow>, StoreError> {
+        let request_id = request_id.to_owned();
+        self.with(move |c| {
+            let mut stmt = c.prepare(
+                "SELECT request_id, rating, text, position FROM feedback WHERE request_id = ?1 ORDER BY id",
+            )?;
+            let rows = stmt.query_map([request_id], |r| {
+                Ok(FeedbackRow {
+                    request_id: r.get(0)?,
+                    rating: r.get(1)?,
+                    text: r.get(2)?,
+                    position: r.get(3)?,
+                })
+            })?;
+            rows.collect()
+        })
+        .await
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+fn new_id(prefix: &str) -> String {
+    format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
+}
+
+fn migrate(conn: &Connection) -> Result<(), rusqlite::Error> {
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version.max(0) as usize) {
+        conn.execute_batch(&format!(
+            "BEGIN; {sql}; PRAGMA user_version = {}; COMMIT;",
+            i + 1
+        ))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn feedback_round_trips_and_survives_reopen_in_wal_mode() {
+        let dir = std::env::temp_dir().join(format!("hearth-store-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = Store::open(&dir).unwrap();
+        let row = FeedbackRow {
+            request_id: "gen_1".into(),
+            rating: -1.0,
+            text: Some("meh".into()),
+            position: Some(3),
+        };
+        store.add_feedback(row.clone()).await.unwrap();
+        drop(store);
+        let store = Store::open(&dir).unwrap();
+        assert_eq!(store.feedback_for("gen_1").await.unwrap(), vec![row]);
+        let mode: String = store
+            .conn
+            .lock()
+            .unwrap()
+            .pragma_query_value(None, "journal_mode", |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
