@@ -10,6 +10,16 @@ use std::time::Duration;
 pub const DEFAULT_MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 pub const DEFAULT_PORT: u16 = 8420;
 
+/// Where keys may be kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum KeyStorage {
+    /// The OS keyring when it answers, else a 0600 file in the data dir.
+    #[default]
+    Auto,
+    /// Only the 0600 file (tests, containers, or when the keyring must not be touched).
+    File,
+}
+
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
     pub host: IpAddr,
@@ -40,7 +50,7 @@ pub struct NodeConfig {
     /// How long the signed-challenge door waits for `authenticate` (30 s by the document).
     pub auth_timeout: Duration,
     /// Where the node's Ed25519 key is kept.
-    pub key_storage: crate::auth::identity::KeyStorage,
+    pub key_storage: KeyStorage,
     /// Hub mode (`--hub-token`): workers join on `/node`.
     pub hub: Option<crate::hub::HubConfig>,
     /// Worker mode (`--join`): serve a hub's tasks.
@@ -71,7 +81,7 @@ impl NodeConfig {
             shutdown_grace: Duration::from_secs(3),
             batch_defaults: Default::default(),
             auth_timeout: crate::server::auth::DEFAULT_AUTH_TIMEOUT,
-            key_storage: crate::auth::identity::KeyStorage::Auto,
+            key_storage: KeyStorage::Auto,
             hub: None,
             join: None,
             limits: crate::server::listen::Limits::default(),

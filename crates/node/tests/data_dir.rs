@@ -105,7 +105,7 @@ async fn a_database_damaged_in_the_middle_is_refused_and_kept() {
         c.models_dir = model.parent().unwrap().to_path_buf();
         c.model = Some(model.to_string_lossy().into_owned());
         c.port = 0;
-        c.key_storage = hearth_node::identity::KeyStorage::File;
+        c.key_storage = hearth_node::auth::identity::KeyStorage::File;
         c
     };
     // A node makes its database; many conversations fill many pages.

@@ -46,15 +46,8 @@ const ED25519_SPKI_PREFIX: [u8; 12] = [
     0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00,
 ];
 
-/// Where keys may be kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum KeyStorage {
-    /// The OS keyring when it answers, else a 0600 file in the data dir.
-    #[default]
-    Auto,
-    /// Only the 0600 file (tests, containers, or when the keyring must not be touched).
-    File,
-}
+/// Where keys may be kept (a setting: defined with the node's configuration).
+pub use crate::config::KeyStorage;
 
 /// Where one key was found or put.
 #[derive(Debug, Clone, PartialEq, Eq)]
