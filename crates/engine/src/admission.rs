@@ -2,8 +2,11 @@
 //! waiting in the queue). One atomic counter, checked before a request is sent to the engine
 //! thread, so a full engine refuses at once instead of queueing without bound.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+
+use tokio::sync::watch;
 
 /// Refused: every slot is busy and the queue is full.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,6 +20,8 @@ pub(crate) struct Admission {
     in_flight: AtomicUsize,
     slots: usize,
     capacity: usize,
+    /// Bumped whenever places are given back, for callers waiting for room.
+    released: watch::Sender<u64>,
 }
 
 impl Admission {
@@ -25,6 +30,7 @@ impl Admission {
             in_flight: AtomicUsize::new(0),
             slots: slots.max(1),
             capacity: slots.max(1) + queue_capacity,
+            released: watch::channel(0).0,
         }
     }
 
@@ -46,6 +52,19 @@ impl Admission {
     /// Give places back (a request finished, failed, or was abandoned).
     pub(crate) fn release(&self, n: usize) {
         self.in_flight.fetch_sub(n, Ordering::AcqRel);
+        if n > 0 {
+            self.released.send_modify(|c| *c = c.wrapping_add(1));
+        }
+    }
+
+    /// Completes at the next [`Admission::release`] after this call (not at one before it, so
+    /// a caller asks for this before it tries and misses nothing).
+    pub(crate) fn room(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut rx = self.released.subscribe();
+        async move {
+            // Every sender is gone with the engine: there will be no room here, so do not wait.
+            let _ = rx.changed().await;
+        }
     }
 
     pub(crate) fn in_flight(&self) -> usize {
@@ -75,6 +94,26 @@ mod tests {
         a.release(1);
         a.try_admit().unwrap();
         assert!(a.try_admit().is_err());
+    }
+
+    #[tokio::test]
+    async fn room_completes_at_the_next_release_not_an_earlier_one() {
+        let a = Admission::new(1, 0);
+        a.try_admit().unwrap();
+        a.release(1);
+        let room = a.room();
+        tokio::pin!(room);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(20), &mut room)
+                .await
+                .is_err(),
+            "a release before asking does not count"
+        );
+        a.try_admit().unwrap();
+        a.release(1);
+        tokio::time::timeout(Duration::from_secs(1), room)
+            .await
+            .expect("woken by the release");
     }
 
     #[test]

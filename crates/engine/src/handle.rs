@@ -304,6 +304,12 @@ impl Engine {
         }
     }
 
+    /// Completes when a place in this engine is next given back (a request finished, failed or
+    /// was abandoned): for callers that wait for room instead of being refused.
+    pub fn room(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        self.inner.shared.admission.room()
+    }
+
     pub fn stats(&self) -> EngineStats {
         let s = &self.inner.shared;
         let in_flight = s.admission.in_flight();

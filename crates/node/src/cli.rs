@@ -119,7 +119,7 @@ impl ServeArgs {
             token,
             serve_locally: self.hub_local,
         });
-        c.join = self.join.map(|url| crate::worker::JoinConfig {
+        c.join = self.join.map(|url| crate::hub::join::JoinConfig {
             url,
             token: self.join_token.unwrap_or_default(),
             name: c.name.clone(),

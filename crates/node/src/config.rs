@@ -54,7 +54,7 @@ pub struct NodeConfig {
     /// Hub mode (`--hub-token`): workers join on `/node`.
     pub hub: Option<crate::hub::HubConfig>,
     /// Worker mode (`--join`): serve a hub's tasks.
-    pub join: Option<crate::worker::JoinConfig>,
+    pub join: Option<crate::hub::join::JoinConfig>,
     /// Header and idle timeouts, connections per address (`server::listen`).
     pub limits: crate::server::listen::Limits,
 }

@@ -1,6 +1,7 @@
 //! The model host: which engine (and so which model) serves this node right now. Loading
 //! another model or unloading swaps the engine; the host's state channel follows whichever
-//! engine is current, so doors and the UI watch one thing. Every door submits through here.
+//! engine is current, so doors and the UI watch one thing. Doors never submit here: the
+//! route (`crate::route`) does, for requests it places on this node.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -11,6 +12,8 @@ use hearth_engine::{
 };
 use hearth_protocol::ModelId;
 use tokio::sync::watch;
+
+use crate::telemetry::ThermalLevel;
 
 /// How every engine this host starts is configured (all but the model path).
 #[derive(Debug, Clone)]
@@ -53,6 +56,9 @@ pub struct ModelHost {
     user_throttle: AtomicU8,
     /// What the machine's temperature allows (100 without sensors).
     thermal_throttle: AtomicU8,
+    /// The thermal level sensors report (nominal without sensors: an estimate from CPU
+    /// pressure is never a reason to send work elsewhere).
+    thermal: AtomicU8,
 }
 
 impl ModelHost {
@@ -67,6 +73,7 @@ impl ModelHost {
             state,
             user_throttle: AtomicU8::new(100),
             thermal_throttle: AtomicU8::new(100),
+            thermal: AtomicU8::new(ThermalLevel::Nominal as u8),
         })
     }
 
@@ -88,8 +95,21 @@ impl ModelHost {
         self.user_throttle.load(Ordering::Acquire) == 0
     }
 
-    /// What the thermal level allows; the telemetry sampler sets it.
-    pub fn set_thermal_throttle(&self, level: u8) {
+    /// The machine's thermal level from sensors, and what it allows (`None`: no sensors, so
+    /// nominal and no limit); the telemetry sampler sets it.
+    pub fn set_thermal(&self, sensed: Option<ThermalLevel>) {
+        let level = sensed.unwrap_or(ThermalLevel::Nominal);
+        self.thermal.store(level as u8, Ordering::Release);
+        self.set_thermal_throttle(level.throttle());
+    }
+
+    /// The thermal level placement sees (see [`ModelHost::set_thermal`]).
+    pub fn thermal(&self) -> ThermalLevel {
+        ThermalLevel::from_u8(self.thermal.load(Ordering::Acquire))
+    }
+
+    /// What the thermal level allows.
+    fn set_thermal_throttle(&self, level: u8) {
         if self.thermal_throttle.swap(level.min(100), Ordering::AcqRel) != level.min(100) {
             self.apply_throttle();
         }
@@ -162,6 +182,17 @@ impl ModelHost {
             }
             if rx.changed().await.is_err() {
                 return Err(SubmitError::ShuttingDown);
+            }
+        }
+    }
+
+    /// Completes when the current engine next gives a place back (at once when there is no
+    /// engine: submitting says why).
+    pub fn room(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let engine = self.engine();
+        async move {
+            if let Some(e) = engine {
+                e.room().await;
             }
         }
     }

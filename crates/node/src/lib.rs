@@ -29,13 +29,12 @@ pub mod auth;
 pub mod cli;
 pub mod config;
 pub mod data_dir;
-pub mod dispatch;
 pub mod host;
 pub mod hub;
+pub mod route;
 pub mod server;
 pub mod store;
 pub mod telemetry;
-pub mod worker;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -65,7 +64,7 @@ pub enum NodeError {
     #[error(transparent)]
     Identity(#[from] auth::identity::IdentityError),
     #[error(transparent)]
-    Join(#[from] worker::JoinError),
+    Join(#[from] hub::join::JoinError),
     #[error("loading the node's identity: {0}")]
     IdentityTask(String),
     #[error("cannot listen on {addr}: {source}")]
@@ -199,7 +198,7 @@ impl Node {
             auth: server::auth::AuthState::new(config.auth_timeout),
             identity: Arc::new(identity),
             limits: config.limits,
-            dispatcher: dispatch::Dispatcher::new(
+            router: route::Router::new(
                 host.clone(),
                 config.hub.clone().map(hub::Hub::new),
                 shutdown.clone(),
@@ -208,9 +207,9 @@ impl Node {
             shutdown,
         });
         let worker = config.join.clone().map(|j| {
-            tokio::spawn(worker::run(
+            tokio::spawn(hub::join::run(
                 j,
-                state.host.clone(),
+                state.router.clone(),
                 state.shutdown.child_token(),
             ))
         });

@@ -27,6 +27,16 @@ pub enum ThermalLevel {
 }
 
 impl ThermalLevel {
+    /// Back from `level as u8`.
+    pub fn from_u8(v: u8) -> Self {
+        match v {
+            0 => Self::Nominal,
+            1 => Self::Fair,
+            2 => Self::Serious,
+            _ => Self::Critical,
+        }
+    }
+
     /// From temperature over critical temperature (DESIGN.md §5, ENVIRONMENT.md).
     pub fn from_temperature_ratio(r: f32) -> Self {
         match r {
@@ -200,9 +210,9 @@ fn sample(
     let thermal = thermal(components, cores);
     // Only real temperatures slow the engine down: an estimate from CPU pressure rises with
     // the engine's own work, and throttling on it would only feed back on itself.
-    host.set_thermal_throttle(match thermal.source {
-        ThermalSource::Sensors => thermal.level.throttle(),
-        ThermalSource::Estimated => 100,
+    host.set_thermal(match thermal.source {
+        ThermalSource::Sensors => Some(thermal.level),
+        ThermalSource::Estimated => None,
     });
     let stats = host.stats();
     let tokens_per_s = match last {

@@ -652,7 +652,7 @@ async fn in_hub_mode_this_door_generates_on_a_worker() {
     let worker = TestNode::start_with(move |c| {
         c.parallel = 2;
         c.name = "w1".into();
-        c.join = Some(hearth_node::worker::JoinConfig {
+        c.join = Some(hearth_node::hub::join::JoinConfig {
             url,
             token: "hub-token".into(),
             name: "w1".into(),

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use common::{client, model_path, similarity, user, TestNode, MODEL_ID};
 use futures_util::{SinkExt, StreamExt};
+use hearth_node::hub::join::JoinConfig;
 use hearth_node::hub::HubConfig;
-use hearth_node::worker::JoinConfig;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};

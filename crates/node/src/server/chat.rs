@@ -17,7 +17,7 @@ use axum::Json;
 use futures_util::stream;
 use hearth_engine::{Event, Prompt, Request, SubmitError};
 
-use crate::dispatch::{Control, Generation};
+use crate::route::{Control, Generation, ResolveError};
 use hearth_protocol::generation::RawParams;
 use hearth_protocol::{ChatMessage, FinishReason, SamplingParams};
 use serde::Deserialize;
@@ -30,6 +30,8 @@ use crate::store::{Message, MessageStatus, NewMessage, Stats};
 
 /// How often a streaming answer is written to the database.
 const SAVE_EVERY: Duration = Duration::from_millis(250);
+/// How long a chat message waits for a model that is loading.
+const CHAT_MODEL_WAIT: Duration = Duration::from_secs(600);
 /// Events buffered for the browser before the driver waits for it.
 const CLIENT_BUFFER: usize = 256;
 
@@ -113,7 +115,16 @@ pub(crate) async fn chat(
             "an answer is already streaming in this conversation",
         ));
     }
-    let info = state.host.ready().await.map_err(submit_failure)?;
+    // The UI chats with this node's model; it waits while the model loads (the UI shows that).
+    let target = state
+        .router
+        .resolve(None, CHAT_MODEL_WAIT)
+        .await
+        .map_err(|e| match e {
+            ResolveError::Engine(e) => submit_failure(e),
+            unknown => ApiFailure::new(StatusCode::NOT_FOUND, "no_model", unknown.to_string()),
+        })?;
+    let ctx = target.ctx().unwrap_or(u32::MAX);
 
     // Settle the conversation's history for this turn.
     let mut first_events = Vec::new();
@@ -185,12 +196,12 @@ pub(crate) async fn chat(
         max_tokens: settings.max_tokens,
         ..RawParams::default()
     }
-    .validate(&SamplingParams::default(), Some(info.ctx_per_slot))
+    .validate(&SamplingParams::default(), Some(ctx))
     .map_err(|e| ApiFailure::bad_request(format!("settings.{}: {}", e.param, e.message)))?;
     let generation = state
-        .dispatcher
+        .router
         .submit(
-            Some(info.id.as_str()),
+            &target,
             Request {
                 prompt: Prompt::Chat(prompt),
                 params,
@@ -205,7 +216,7 @@ pub(crate) async fn chat(
             role: "assistant",
             content: "",
             status: MessageStatus::Streaming,
-            model: Some(info.id.as_str()),
+            model: Some(target.model.as_str()),
             node: Some(&node),
         })
         .await?;

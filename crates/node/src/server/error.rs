@@ -40,13 +40,21 @@ impl ApiError {
         )
     }
 
-    pub(crate) fn model_not_found(requested: &str, served: &str) -> Self {
+    pub(crate) fn model_not_found(requested: &str, served: &[hearth_protocol::ModelId]) -> Self {
+        let served = match served {
+            [] => "no model".to_owned(),
+            list => list
+                .iter()
+                .map(|m| format!("'{m}'"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        };
         Self::new(
             StatusCode::NOT_FOUND,
             "invalid_request_error",
             Some("model_not_found"),
             Some("model".into()),
-            format!("The model '{requested}' does not exist or is not loaded. This node serves '{served}'."),
+            format!("The model '{requested}' does not exist or is not loaded. This node serves {served}."),
         )
     }
 
@@ -85,6 +93,17 @@ impl ApiError {
                 None,
                 f.message.clone(),
             ),
+        }
+    }
+}
+
+impl From<crate::route::ResolveError> for ApiError {
+    fn from(e: crate::route::ResolveError) -> Self {
+        match e {
+            crate::route::ResolveError::Unknown { requested, served } => {
+                Self::model_not_found(&requested, &served)
+            }
+            crate::route::ResolveError::Engine(e) => e.into(),
         }
     }
 }

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::dispatch::{self, Events, Generation};
+use crate::route::{self, Events, Generation, ResolveError};
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
 use axum::response::Response;
@@ -52,7 +52,7 @@ pub(crate) async fn upgrade(State(state): State<Arc<AppState>>, ws: WebSocketUpg
 struct Running {
     request_id: String,
     events: Events,
-    control: dispatch::Control,
+    control: route::Control,
     /// `generated_text` so far (with the prompt in front when `echo_prompt`).
     text: String,
     prefix_len: usize,
@@ -369,57 +369,43 @@ impl Session {
     async fn start(&mut self, config: Config) {
         // In hub mode a model that only workers serve is accepted: it runs on a worker, and
         // what this node knows of it is its name.
-        let remote = config
-            .model
-            .as_deref()
-            .filter(|m| !m.is_empty())
-            .and_then(|m| self.state.dispatcher.remote_model(m));
-        let info = match remote {
-            Some(_) => None,
-            None => {
-                let current = self.model_state.borrow().clone();
-                let info = match current {
-                    ModelState::Ready(info) => info,
-                    ModelState::Loading { .. } => {
-                        // Answer once the model is ready; meanwhile `status` messages flow.
-                        self.waiting = Some(Waiting { config });
-                        self.last_percent = None;
-                        self.report_loading().await;
-                        return;
+        let target = match self
+            .state
+            .router
+            .resolve(config.model.as_deref(), Duration::ZERO)
+            .await
+        {
+            Ok(t) => t,
+            Err(ResolveError::Engine(SubmitError::ModelLoading { .. })) => {
+                // Answer once the model is ready; meanwhile `status` messages flow.
+                self.waiting = Some(Waiting { config });
+                self.last_percent = None;
+                self.report_loading().await;
+                return;
+            }
+            Err(ResolveError::Engine(SubmitError::LoadFailed { model, message })) => {
+                self.send(&load_failed(&model, &message)).await;
+                return;
+            }
+            Err(ResolveError::Engine(e)) => {
+                self.send(&submit_error(&e)).await;
+                return;
+            }
+            Err(ResolveError::Unknown { requested, served }) => {
+                let served: Vec<String> = served.iter().map(|m| format!("'{m}'")).collect();
+                self.send(&invalid(format!(
+                    "unknown model '{requested}': this node serves {}",
+                    if served.is_empty() {
+                        "no model".to_owned()
+                    } else {
+                        served.join(", ")
                     }
-                    ModelState::Failed { model, message } => {
-                        self.send(&load_failed(&model, &message)).await;
-                        return;
-                    }
-                    ModelState::Stopped => {
-                        self.send(&error(
-                            ErrorKind::ServerShutdown,
-                            "the server is shutting down",
-                            true,
-                            RecoveryAction::Reconnect,
-                            None,
-                        ))
-                        .await;
-                        return;
-                    }
-                    ModelState::Unloaded => {
-                        self.send(&submit_error(&SubmitError::NoModel)).await;
-                        return;
-                    }
-                };
-                if let Some(m) = config.model.as_deref() {
-                    if !m.is_empty() && !info.id.matches(m) {
-                        self.send(&invalid(format!(
-                            "unknown model '{m}': this node serves '{}'",
-                            info.id
-                        )))
-                        .await;
-                        return;
-                    }
-                }
-                Some(info)
+                )))
+                .await;
+                return;
             }
         };
+        let info = target.local.clone();
         let top_logprobs = config
             .options
             .include_logprobs
@@ -444,11 +430,10 @@ impl Session {
             Prompt::Chat(vec![ChatMessage::new("user", config.prompt.clone())])
         };
         let max_tokens = params.max_tokens;
-        let requested = config.model.clone().filter(|m| !m.is_empty());
         let gen = match self
             .state
-            .dispatcher
-            .submit(requested.as_deref(), Request { prompt, params })
+            .router
+            .submit(&target, Request { prompt, params })
         {
             Ok(g) => g,
             Err(e) => {
@@ -626,7 +611,7 @@ impl Session {
                 }
             }
         };
-        if let Err(e @ dispatch::ControlError::Unsupported(_)) = result {
+        if let Err(e @ route::ControlError::Unsupported(_)) = result {
             self.send(&invalid(e.to_string())).await;
             return;
         }

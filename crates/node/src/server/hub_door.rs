@@ -52,7 +52,7 @@ pub(crate) async fn upgrade(
     query: Result<Query<HashMap<String, String>>, QueryRejection>,
     ws: WebSocketUpgrade,
 ) -> Response {
-    let Some(hub) = state.dispatcher.hub().cloned() else {
+    let Some(hub) = state.router.hub().cloned() else {
         return (
             StatusCode::NOT_FOUND,
             Json(json!({"error": {

@@ -104,7 +104,7 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResp
         let _ = writeln!(out, "# TYPE {name} {kind}");
         let _ = writeln!(out, "{name} {value}");
     }
-    if let Some(hub) = state.dispatcher.hub() {
+    if let Some(hub) = state.router.hub() {
         hub.snapshot().write_prometheus(&mut out);
     }
     (

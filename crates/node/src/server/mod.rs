@@ -55,7 +55,7 @@ pub struct AppState {
     /// This node's Ed25519 identity.
     pub identity: Arc<crate::auth::identity::Identity>,
     /// Where each request runs: the local engine or, in hub mode, a worker.
-    pub dispatcher: crate::dispatch::Dispatcher,
+    pub router: crate::route::Router,
     /// Timeouts and connection caps (`listen`); a stalled request body fails after the
     /// header timeout too.
     pub limits: listen::Limits,

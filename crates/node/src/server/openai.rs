@@ -17,9 +17,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::stream;
 use hearth_engine::{Done, Event, Prompt, Request, TokenEvent};
-use hearth_protocol::ModelId;
 
-use crate::dispatch::Generation;
+use crate::route::{Generation, Target};
 use hearth_protocol::openai::{
     self as oa, parse_body, ChatCompletionBody, CompletionBody, ErrorBody, RequestError,
 };
@@ -51,48 +50,16 @@ fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
     })
 }
 
-/// The model a request will run on: this node's, or in hub mode one only workers serve
-/// (then the context is the worker's and unknown here).
-struct Served {
-    id: ModelId,
-    ctx: Option<u32>,
-}
-
-/// Wait for the model (bounded), and check the client's model name against it; in hub mode a
-/// name that only workers serve is accepted too.
-async fn served_model(state: &AppState, requested: Option<&str>) -> Result<Served, ApiError> {
-    if let Some(id) = requested
-        .filter(|m| !m.is_empty())
-        .and_then(|m| state.dispatcher.remote_model(m))
-    {
-        return Ok(Served { id, ctx: None });
-    }
-    let info = tokio::select! {
-        r = tokio::time::timeout(MODEL_WAIT, state.host.ready()) => match r {
-            Ok(r) => r?,
-            Err(_) => return Err(ApiError::from(hearth_engine::SubmitError::ModelLoading {
-                model: state.host.model_id().unwrap_or_default(),
-                percent: 0,
-            })),
-        },
-        () = state.shutdown.cancelled() => return Err(ApiError::shutting_down()),
-    };
-    match requested {
-        Some(m) if !m.is_empty() && !info.id.matches(m) => {
-            Err(ApiError::model_not_found(m, info.id.as_str()))
-        }
-        _ => Ok(Served {
-            id: info.id.clone(),
-            ctx: Some(info.ctx_per_slot),
-        }),
-    }
+/// What the request's model name means here, waiting (bounded) for a model that loads.
+async fn resolve(state: &AppState, requested: Option<&str>) -> Result<Target, ApiError> {
+    Ok(state.router.resolve(requested, MODEL_WAIT).await?)
 }
 
 pub(crate) async fn models(State(state): State<Arc<AppState>>) -> Json<oa::ModelList> {
     Json(oa::ModelList {
         object: "list",
         data: state
-            .dispatcher
+            .router
             .models()
             .into_iter()
             .map(|id| oa::ModelEntry {
@@ -215,17 +182,17 @@ pub(crate) async fn chat_completions(
 ) -> Result<Response, ApiError> {
     let body = body_bytes(body)?;
     let wire: ChatCompletionBody = parse_body(&body).map_err(ApiError::bad_request)?;
-    let info = served_model(&state, wire.model.as_deref()).await?;
-    let req = wire.validate(info.ctx).map_err(ApiError::bad_request)?;
-    let mut gen = state.dispatcher.submit(
-        Some(info.id.as_str()),
+    let target = resolve(&state, wire.model.as_deref()).await?;
+    let req = wire.validate(target.ctx()).map_err(ApiError::bad_request)?;
+    let mut gen = state.router.submit(
+        &target,
         Request {
             prompt: Prompt::Chat(req.messages),
             params: req.params,
         },
     )?;
     let id = format!("chatcmpl-{}", gen.id);
-    let model = info.id.to_string();
+    let model = target.model.to_string();
     let created = now_secs();
     if !req.stream {
         let c = collect(&mut gen, &state.shutdown, req.logprobs).await?;
@@ -273,7 +240,7 @@ pub(crate) async fn chat_completions(
     };
     let usage_chunk = {
         let chunk_id = format!("chatcmpl-{}", gen.id);
-        let model = info.id.to_string();
+        let model = target.model.to_string();
         move |usage: Usage| {
             json(&oa::ChatChunk {
                 id: chunk_id.clone(),
@@ -343,8 +310,8 @@ pub(crate) async fn completions(
 ) -> Result<Response, ApiError> {
     let body = body_bytes(body)?;
     let wire: CompletionBody = parse_body(&body).map_err(ApiError::bad_request)?;
-    let info = served_model(&state, wire.model.as_deref()).await?;
-    let req = wire.validate(info.ctx).map_err(ApiError::bad_request)?;
+    let target = resolve(&state, wire.model.as_deref()).await?;
+    let req = wire.validate(target.ctx()).map_err(ApiError::bad_request)?;
     if req.echo && req.logprobs {
         return Err(ApiError::bad_request(RequestError {
             message: "echo together with logprobs is not supported".into(),
@@ -353,9 +320,9 @@ pub(crate) async fn completions(
     }
     let echo = req.echo.then(|| req.prompt.clone());
     let mut gen = state
-        .dispatcher
+        .router
         .submit(
-            Some(info.id.as_str()),
+            &target,
             Request {
                 prompt: Prompt::Text(req.prompt),
                 params: req.params,
@@ -363,7 +330,7 @@ pub(crate) async fn completions(
         )
         .map_err(|e| ApiError::from(e).naming_prompt())?;
     let id = format!("cmpl-{}", gen.id);
-    let model = info.id.to_string();
+    let model = target.model.to_string();
     let created = now_secs();
     if !req.stream {
         let c = collect(&mut gen, &state.shutdown, req.logprobs).await?;

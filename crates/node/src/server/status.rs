@@ -91,6 +91,6 @@ pub(crate) async fn status(State(state): State<Arc<AppState>>) -> Json<Status> {
         throttle: state.host.throttle(),
         paused: state.host.is_paused(),
         exposed: state.exposure.is_exposed(),
-        hub: state.dispatcher.hub().map(|h| h.snapshot()),
+        hub: state.router.hub().map(|h| h.snapshot()),
     })
 }

@@ -3,6 +3,8 @@
 //! options), `models_result` entries in Ollama's shape, and submit refusals.
 
 use hearth_engine::SubmitError;
+
+use crate::route::ResolveError;
 use hearth_protocol::auth_ws::{GenerateOptions, WireId};
 use hearth_protocol::SamplingParams;
 use serde_json::{json, Value};
@@ -71,6 +73,34 @@ pub(super) fn model_entry(name: &str, local: Option<&hearth_engine::ModelInfo>) 
         });
     }
     entry
+}
+
+/// The door's error for a model name that cannot be served now.
+pub(super) fn resolve_error(e: &ResolveError, id: &WireId) -> Value {
+    match e {
+        ResolveError::Unknown { requested, served } => {
+            let served: Vec<String> = served.iter().map(|m| format!("'{m}'")).collect();
+            let served = if served.is_empty() {
+                "no model".to_owned()
+            } else {
+                served.join(", ")
+            };
+            error_message(
+                "invalid_model",
+                format!("model '{requested}' is not available on this node; it serves {served}"),
+                Some(id),
+            )
+        }
+        ResolveError::Engine(SubmitError::NoModel) => {
+            error_message("invalid_model", "no model is loaded on this node", Some(id))
+        }
+        ResolveError::Engine(SubmitError::LoadFailed { model, message }) => error_message(
+            "internal_error",
+            format!("model {model} failed to load: {message}"),
+            Some(id),
+        ),
+        ResolveError::Engine(e) => submit_error(e, id),
+    }
 }
 
 /// The door's error for a request the engine did not accept.

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use futures_util::stream::{self, BoxStream, SelectAll};
 use futures_util::{FutureExt as _, SinkExt as _, StreamExt as _};
-use hearth_engine::{Event, FailureKind, ModelState, Prompt, Request};
+use hearth_engine::{Event, FailureKind, Prompt, Request};
 use hearth_protocol::auth_ws::{
     self, ClientMessage, Credentials, Frame, Generate, GeneratePrompt, MessageError, WireId,
 };
@@ -21,10 +21,12 @@ use hearth_protocol::FinishReason;
 use rand_core::RngCore as _;
 use serde_json::{json, Value};
 
-use super::replies::{error_message, model_entry, params_for, submit_error, with_id};
+use super::replies::{
+    error_message, model_entry, params_for, resolve_error, submit_error, with_id,
+};
 use crate::auth::clients;
 use crate::auth::limiter::{retry_after_secs, FailureOutcome};
-use crate::dispatch::{Control, ControlError, Events, Generation};
+use crate::route::{Control, ControlError, Events, Generation};
 use crate::server::ws::{classify, Incoming, BAD_UTF8_REASON, CLOSE_BAD_UTF8};
 use crate::server::AppState;
 
@@ -335,7 +337,7 @@ impl Session {
                 let local = self.state.host.model();
                 let models: Vec<Value> = self
                     .state
-                    .dispatcher
+                    .router
                     .models()
                     .iter()
                     .map(|m| {
@@ -462,18 +464,20 @@ impl Session {
             GeneratePrompt::Chat(messages) => Prompt::Chat(messages),
             GeneratePrompt::Raw(text) => Prompt::Text(text),
         };
-        let requested = g.model;
-        // In hub mode a model only workers serve is accepted; its context is theirs.
-        let remote = requested
-            .as_deref()
-            .and_then(|m| self.state.dispatcher.remote_model(m));
-        let ctx = match remote {
-            Some(_) => u32::MAX,
-            None => match self.local_context(requested.as_deref(), &id).await {
-                Some(ctx) => ctx,
-                None => return,
-            },
+        let target = match self
+            .state
+            .router
+            .resolve(g.model.as_deref(), Duration::ZERO)
+            .await
+        {
+            Ok(t) => t,
+            Err(e) => {
+                self.send(resolve_error(&e, &id)).await;
+                return;
+            }
         };
+        // A model only remote providers serve: its context is theirs.
+        let ctx = target.ctx().unwrap_or(u32::MAX);
         let params = match params_for(&g.options, ctx) {
             Ok(p) => p,
             Err(message) => {
@@ -483,8 +487,8 @@ impl Session {
         };
         let gen = match self
             .state
-            .dispatcher
-            .submit(requested.as_deref(), Request { prompt, params })
+            .router
+            .submit(&target, Request { prompt, params })
         {
             Ok(g) => g,
             Err(e) => {
@@ -504,53 +508,6 @@ impl Session {
             .await;
         self.streams.push(event_stream(key.clone(), events));
         self.running.insert(key, Running { id, control });
-    }
-
-    /// The local model's context per request, or None after telling the client why the
-    /// local model cannot take `requested` now.
-    async fn local_context(&mut self, requested: Option<&str>, id: &WireId) -> Option<u32> {
-        let model_state = self.state.host.state().borrow().clone();
-        let info = match model_state {
-            ModelState::Ready(info) => info,
-            ModelState::Loading {
-                model, progress, ..
-            } => {
-                if requested.is_some_and(|m| !model.matches(m)) {
-                    self.invalid_model(requested.unwrap_or_default(), model.as_str(), id)
-                        .await;
-                } else {
-                    let percent = (progress * 100.0).floor().clamp(0.0, 99.0) as u8;
-                    self.error(
-                        "model_loading",
-                        format!("model {model} is still loading ({percent}%); try again shortly"),
-                        Some(id),
-                    )
-                    .await;
-                }
-                return None;
-            }
-            ModelState::Failed { model, message } => {
-                self.error(
-                    "internal_error",
-                    format!("model {model} failed to load: {message}"),
-                    Some(id),
-                )
-                .await;
-                return None;
-            }
-            ModelState::Unloaded | ModelState::Stopped => {
-                self.error("invalid_model", "no model is loaded on this node", Some(id))
-                    .await;
-                return None;
-            }
-        };
-        if let Some(m) = requested {
-            if !info.id.matches(m) {
-                self.invalid_model(m, info.id.as_str(), id).await;
-                return None;
-            }
-        }
-        Some(info.ctx_per_slot)
     }
 
     async fn stop(&mut self, target: WireId, own_id: Option<WireId>) {
@@ -587,16 +544,6 @@ impl Session {
                     .await;
             }
         }
-    }
-
-    async fn invalid_model(&mut self, requested: &str, served: &str, id: &WireId) {
-        let shown: String = requested.chars().take(200).collect();
-        self.error(
-            "invalid_model",
-            format!("model '{shown}' is not available on this node; it serves '{served}'"),
-            Some(id),
-        )
-        .await;
     }
 
     async fn on_event(&mut self, key: String, event: Option<Event>) {

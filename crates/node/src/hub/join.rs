@@ -5,12 +5,13 @@
 //! ## How it runs
 //! [`run`] waits until the node's model is ready, connects with `token`, `model` (the model's
 //! id), `max_concurrency` (the engine's slots unless configured) and `name`, and then runs one
-//! session: tasks are JSON text frames; each task gets its own runner that renders `system` +
-//! `messages` with the model's chat template (`Prompt::Chat`), submits it through the
-//! [`ModelHost`] and streams binary frames (4-byte big-endian id + UTF-8 text, whole
-//! characters only, ready tokens coalesced up to [`wp::MAX_FRAME_TEXT_BYTES`]); a 4-byte frame
-//! ends the task. All frames go through one bounded outbox to the socket, so a task's frames
-//! stay in order. An empty text frame goes out every 10 s as the keepalive.
+//! session: tasks are JSON text frames; each task gets its own runner (`hub::task`) that
+//! starts it through the route on this node's model and streams binary frames (4-byte
+//! big-endian id + UTF-8 text, whole characters only, ready tokens coalesced up to
+//! [`wp::MAX_FRAME_TEXT_BYTES`]); a 4-byte frame ends the task. All frames go through one
+//! bounded outbox to the socket, so a task's frames stay in order. An empty text frame goes
+//! out every 10 s as the keepalive. Before the connection closes because this node stops
+//! (shutdown, quit, a model change), every running task gets its end frame.
 //!
 //! ## Decisions
 //! - **Stop** (`{"id":N,"stop":true}`): the runner is cancelled, the engine frees the slot at
@@ -40,11 +41,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
-use hearth_engine::{Event, FailureKind, ModelInfo, ModelState, Prompt, Request, SubmitError};
-use hearth_protocol::generation::{RawParams, StopField};
+use hearth_engine::{ModelInfo, ModelState};
 use hearth_protocol::limits::{MAX_WS_MESSAGE_BYTES, WS_READ_LIMIT_BYTES};
-use hearth_protocol::worker::{self as wp, HubMessage, Task, TaskDone, TaskFailure, TaskId};
-use hearth_protocol::SamplingParams;
+use hearth_protocol::worker::{self as wp, HubMessage, Task, TaskFailure, TaskId};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -54,7 +53,9 @@ use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use tokio_util::sync::CancellationToken;
 
+use super::task;
 use crate::host::ModelHost;
+use crate::route::Router;
 
 type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
@@ -69,8 +70,6 @@ const STABLE_AFTER: Duration = Duration::from_secs(30);
 /// Frames from all tasks waiting for the socket. Runners wait when it is full, so a slow hub
 /// holds generation back instead of growing memory.
 const OUTBOX_CAPACITY: usize = 256;
-/// Most ready token events joined into one frame.
-const MAX_COALESCE: usize = 32;
 /// Most frames written before one flush.
 const MAX_BURST: usize = 64;
 /// How long a close frame may take to go out.
@@ -164,7 +163,8 @@ fn encode(s: &str) -> String {
 
 /// Serve a hub's tasks until `shutdown` is cancelled: connect, serve, reconnect after any
 /// error. Spawn it once per node (the node keeps the handle and awaits it on shutdown).
-pub async fn run(config: JoinConfig, host: Arc<ModelHost>, shutdown: CancellationToken) {
+pub async fn run(config: JoinConfig, router: Router, shutdown: CancellationToken) {
+    let host = router.host().clone();
     let mut backoff = Backoff::new(BACKOFF_FIRST, BACKOFF_MAX);
     let hub = without_query(&config.url).to_owned();
     loop {
@@ -194,7 +194,7 @@ pub async fn run(config: JoinConfig, host: Arc<ModelHost>, shutdown: Cancellatio
             Ok(Ok((mut ws, extensions))) => {
                 let since = Instant::now();
                 tracing::info!(%hub, model = %info.id, max_concurrency, name = %config.name, extensions, "joined the hub");
-                let mut session = Session::new(host.clone(), info, max_concurrency, extensions);
+                let mut session = Session::new(router.clone(), info, max_concurrency, extensions);
                 match session.run(&mut ws, &shutdown).await {
                     End::Shutdown => return,
                     End::ModelChanged => {
@@ -297,17 +297,18 @@ struct Running {
 
 /// A frame a runner wants sent. `last` is the task's end frame.
 #[derive(Debug)]
-struct Outgoing {
-    id: TaskId,
-    seq: u64,
-    msg: Message,
-    last: bool,
+pub(super) struct Outgoing {
+    pub(super) id: TaskId,
+    pub(super) seq: u64,
+    pub(super) msg: Message,
+    pub(super) last: bool,
 }
 
 /// One connection's worth of state.
 #[derive(Debug)]
 struct Session {
     host: Arc<ModelHost>,
+    router: Router,
     model: Arc<ModelInfo>,
     max_concurrency: usize,
     /// The hub is a Hearth hub: send `done` / `error` text frames before end frames.
@@ -322,14 +323,15 @@ struct Session {
 
 impl Session {
     fn new(
-        host: Arc<ModelHost>,
+        router: Router,
         model: Arc<ModelInfo>,
         max_concurrency: usize,
         extensions: bool,
     ) -> Self {
         let (out_tx, out_rx) = mpsc::channel(OUTBOX_CAPACITY);
         Self {
-            host,
+            host: router.host().clone(),
+            router,
             model,
             max_concurrency,
             extensions,
@@ -530,10 +532,10 @@ impl Session {
                 cancel: cancel.clone(),
             },
         );
-        let runner = Runner {
+        let runner = task::Runner {
             id,
             seq: self.seq,
-            host: self.host.clone(),
+            router: self.router.clone(),
             model: self.model.clone(),
             out: self.out_tx.clone(),
             cancel,
@@ -563,219 +565,6 @@ fn describe_close(frame: Option<&CloseFrame>) -> String {
         wp::CLOSE_SUPERSEDED => "another connection with the same model and name replaced this one (is another node using this --name?)".into(),
         code => format!("the hub closed the connection (code {code}: {})", f.reason),
     }
-}
-
-/// Runs one task: submit, stream frames, end.
-#[derive(Debug)]
-struct Runner {
-    id: TaskId,
-    seq: u64,
-    host: Arc<ModelHost>,
-    model: Arc<ModelInfo>,
-    out: mpsc::Sender<Outgoing>,
-    cancel: CancellationToken,
-    extensions: bool,
-}
-
-impl Runner {
-    async fn run(self, task: Task) {
-        let request = match prepare(&task, &self.model) {
-            Ok(r) => r,
-            Err(f) => return self.fail(f).await,
-        };
-        let mut gen = match self.host.submit(request) {
-            Ok(g) => g,
-            Err(e) => return self.fail(submit_failure(&e)).await,
-        };
-        let mut pending: Option<Event> = None;
-        loop {
-            let event = match pending.take() {
-                Some(e) => Some(e),
-                None => tokio::select! {
-                    e = gen.events.recv() => e,
-                    () = self.cancel.cancelled() => {
-                        // Dropping the events cancels too; stopping frees the slot sooner.
-                        let _ = gen.control.stop();
-                        return;
-                    }
-                },
-            };
-            match event {
-                Some(Event::Token(t)) => {
-                    let mut text = t.text;
-                    for _ in 0..MAX_COALESCE {
-                        match gen.events.try_recv() {
-                            Some(Event::Token(t)) => text.push_str(&t.text),
-                            Some(other) => {
-                                pending = Some(other);
-                                break;
-                            }
-                            None => break,
-                        }
-                    }
-                    for piece in wp::split_utf8(&text, wp::MAX_FRAME_TEXT_BYTES) {
-                        let frame = Message::binary(wp::encode_data(self.id, piece));
-                        if !self.send(frame, false).await {
-                            return;
-                        }
-                    }
-                }
-                Some(Event::Done(done)) => {
-                    if self.extensions {
-                        let d = TaskDone {
-                            finish_reason: done.reason,
-                            usage: done.usage,
-                            queued_ms: ms(done.timing.queued),
-                            prefill_ms: ms(done.timing.prefill),
-                        };
-                        if !self
-                            .send(Message::text(wp::done_frame(self.id, &d)), false)
-                            .await
-                        {
-                            return;
-                        }
-                    }
-                    self.end().await;
-                    return;
-                }
-                Some(Event::Error(f)) => {
-                    let failure = TaskFailure {
-                        code: failure_code(f.kind).into(),
-                        message: f.message,
-                    };
-                    return self.fail(failure).await;
-                }
-                // No controls but stop reach a worker's generations.
-                Some(Event::Restarted | Event::Paused | Event::Resumed | Event::Modified) => {}
-                None => {
-                    let failure = TaskFailure {
-                        code: "unavailable".into(),
-                        message: "the engine stopped".into(),
-                    };
-                    return self.fail(failure).await;
-                }
-            }
-        }
-    }
-
-    async fn send(&self, msg: Message, last: bool) -> bool {
-        self.out
-            .send(Outgoing {
-                id: self.id,
-                seq: self.seq,
-                msg,
-                last,
-            })
-            .await
-            .is_ok()
-    }
-
-    async fn end(&self) {
-        let _ = self
-            .send(Message::binary(wp::encode_end(self.id)), true)
-            .await;
-    }
-
-    /// End the task after an error: log it, tell a Hearth hub why, send the end frame.
-    async fn fail(&self, failure: TaskFailure) {
-        if self.cancel.is_cancelled() {
-            return;
-        }
-        tracing::warn!(task = %self.id, code = %failure.code, "task failed: {}", failure.message);
-        if self.extensions {
-            let frame = Message::text(wp::error_frame(self.id, &failure));
-            if !self.send(frame, false).await {
-                return;
-            }
-        }
-        self.end().await;
-    }
-}
-
-fn invalid(message: impl Into<String>) -> TaskFailure {
-    TaskFailure {
-        code: "invalid_task".into(),
-        message: message.into(),
-    }
-}
-
-/// The engine request for a task: the conversation rendered by the model's chat template, or
-/// (Hearth extension) a raw prompt, and text to continue from.
-fn prepare(task: &Task, model: &ModelInfo) -> Result<Request, TaskFailure> {
-    let ctx = model.ctx_per_slot;
-    let ext = task.hearth.clone().unwrap_or_default();
-    let max_tokens = match task.max_new_tokens {
-        None => None,
-        Some(n) if n <= 0 => {
-            return Err(invalid(format!(
-                "max_new_tokens must be at least 1, got {n}"
-            )))
-        }
-        // Hubs ask for what their own model allows; this node gives what its context holds.
-        Some(n) => Some(n.min(i64::from(ctx))),
-    };
-    let raw = RawParams {
-        temperature: task.temperature,
-        top_p: ext.top_p,
-        top_k: ext.top_k,
-        repetition_penalty: ext.repetition_penalty,
-        frequency_penalty: ext.frequency_penalty,
-        presence_penalty: ext.presence_penalty,
-        seed: ext.seed,
-        max_tokens,
-        stop: ext.stop.map(StopField::Many),
-        ignore_eos: ext.ignore_eos,
-        ..RawParams::default()
-    };
-    let params = raw
-        .validate(&SamplingParams::default(), Some(ctx))
-        .map_err(|e| invalid(format!("{}: {}", e.param, e.message)))?;
-    let continued = ext.continue_from.unwrap_or_default();
-    let prompt = match ext.prompt {
-        Some(p) => Prompt::Text(p + &continued),
-        None => {
-            let conversation = task.conversation();
-            if conversation.is_empty() {
-                return Err(invalid("the task has no system message and no messages"));
-            }
-            if continued.is_empty() {
-                Prompt::Chat(conversation)
-            } else {
-                let rendered = model
-                    .render_chat(&conversation)
-                    .map_err(|e| invalid(e.to_string()))?;
-                Prompt::Text(rendered + &continued)
-            }
-        }
-    };
-    Ok(Request { prompt, params })
-}
-
-fn submit_failure(e: &SubmitError) -> TaskFailure {
-    let code = match e {
-        SubmitError::ContextLengthExceeded { .. } => "context_length_exceeded",
-        SubmitError::QueueFull { .. } => "queue_full",
-        SubmitError::ModelLoading { .. } => "model_loading",
-        SubmitError::Prompt(_) => "invalid_task",
-        SubmitError::LoadFailed { .. } | SubmitError::NoModel | SubmitError::ShuttingDown => {
-            "unavailable"
-        }
-    };
-    TaskFailure {
-        code: code.into(),
-        message: e.to_string(),
-    }
-}
-
-fn failure_code(kind: FailureKind) -> &'static str {
-    match kind {
-        FailureKind::Decode => "internal_error",
-        FailureKind::ShuttingDown | FailureKind::Unloaded => "unavailable",
-    }
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }
 
 #[cfg(test)]
@@ -866,19 +655,5 @@ mod tests {
         assert!(describe_close(Some(&f(4001))).contains("parameter"));
         assert!(describe_close(Some(&f(1011))).contains("1011"));
         assert!(describe_close(None).contains("closed"));
-    }
-
-    #[test]
-    fn failures_have_stable_codes() {
-        assert_eq!(
-            submit_failure(&SubmitError::ContextLengthExceeded {
-                prompt_tokens: 5000,
-                context: 1024
-            })
-            .code,
-            "context_length_exceeded"
-        );
-        assert_eq!(submit_failure(&SubmitError::NoModel).code, "unavailable");
-        assert_eq!(failure_code(FailureKind::Decode), "internal_error");
     }
 }

@@ -1,6 +1,6 @@
 //! Hub mode, the registry half (`serve --hub-token T`): which workers are connected on the
 //! WebSocket `/node` (`server::hub_door`), what model and how many slots each offers, and which
-//! tasks each is running. The [`crate::dispatch::Dispatcher`] places requests here; the door
+//! tasks each is running. The [`crate::route::Dispatcher`] places requests here; the door
 //! feeds the workers' frames back to the tasks' supervisors.
 //!
 //! ## Invariants
@@ -13,14 +13,15 @@
 //!   closed with 4003.
 //! - The registry lock is a `std` mutex held only for bookkeeping, never across an `.await`.
 //!
-//! ## Placement (`pick`, pure)
-//! The local engine first when it serves the model and has a free slot (no network hop); else
-//! the worker with the most free slots (ties: fewer tasks in flight, then the one that joined
-//! first); else the local engine's queue when it serves the model; else wait for a slot when
-//! some worker serves the model; else nobody.
+
+pub mod join;
+mod snapshot;
+mod task;
+
+pub use snapshot::{HubSnapshot, WorkerSnapshot};
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::fmt::{self, Write as _};
+use std::fmt;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -28,11 +29,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use hearth_protocol::worker::{TaskDone, TaskFailure, TaskId, MAX_HUB_TASK_ID};
 use hearth_protocol::ModelId;
-use serde::Serialize;
 use sha2::{Digest, Sha256};
 use tokio::sync::futures::Notified;
 use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
+
+use crate::route::place::Candidate;
+use crate::telemetry::ThermalLevel;
 
 /// Frames from a worker buffered per task before the worker's connection waits for that
 /// task's supervisor (a slow reader holds back its worker's connection, not memory).
@@ -118,16 +121,6 @@ pub(crate) struct Reservation {
     pub(crate) events: mpsc::Receiver<TaskEvent>,
 }
 
-/// Where a request goes now.
-#[derive(Debug)]
-pub(crate) enum Placement {
-    Local,
-    Worker(Reservation),
-    /// Workers serve the model but none has a free slot.
-    Wait,
-    Nobody,
-}
-
 #[derive(Debug)]
 struct Worker {
     join: WorkerJoin,
@@ -139,6 +132,8 @@ struct Worker {
     tasks: HashMap<TaskId, mpsc::Sender<TaskEvent>>,
     retired: VecDeque<TaskId>,
     completed: u64,
+    /// Measured decode speed of one stream, tokens/s (an average over finished tasks).
+    tokens_per_s: f64,
 }
 
 #[derive(Debug, Default)]
@@ -250,6 +245,7 @@ impl Hub {
                 tasks: HashMap::new(),
                 retired: VecDeque::new(),
                 completed: 0,
+                tokens_per_s: 0.0,
             },
         );
         drop(reg);
@@ -332,47 +328,58 @@ impl Hub {
         self.inner.capacity.notified()
     }
 
-    /// Place a request for `model`. `local_free` is the local engine's free slots when it is a
-    /// candidate; `need_hearth` limits workers to Hearth ones (raw prompts, continuations).
-    pub(crate) fn place(
-        &self,
-        model: &ModelId,
-        need_hearth: bool,
-        local_free: Option<usize>,
-    ) -> Placement {
-        let mut reg = self.lock();
-        let loads: Vec<Load> = reg
+    /// The workers serving `model`, as placement candidates (the worker protocol carries no
+    /// throttle, thermal level or queue: a hub never gives a worker more than its slots).
+    pub(crate) fn candidates(&self, model: &ModelId) -> Vec<Candidate<WorkerId>> {
+        self.lock()
             .workers
             .iter()
-            .filter(|(_, w)| {
-                same_model(&w.join.model, model.as_str()) && (w.join.hearth || !need_hearth)
-            })
-            .map(|(id, w)| Load {
+            .filter(|(_, w)| same_model(&w.join.model, model.as_str()))
+            .map(|(id, w)| Candidate {
                 id: *id,
-                free: w.join.max_concurrency.saturating_sub(w.tasks.len()),
-                in_flight: w.tasks.len(),
+                models: vec![model.clone()],
+                free_slots: w.join.max_concurrency.saturating_sub(w.tasks.len()),
+                queue_depth: 0,
+                throttle: 100,
+                thermal: ThermalLevel::Nominal,
+                tokens_per_s: w.tokens_per_s,
+                local: false,
+                continues: w.join.hearth,
             })
-            .collect();
-        match pick(local_free, &loads) {
-            Pick::Local => Placement::Local,
-            Pick::Wait => Placement::Wait,
-            Pick::Nobody => Placement::Nobody,
-            Pick::Worker(id) => {
-                let Some(w) = reg.workers.get_mut(&id) else {
-                    return Placement::Nobody;
-                };
-                let task = fresh_task_id(&self.inner.next_task, w);
-                let (tx, rx) = mpsc::channel(TASK_EVENT_CAPACITY);
-                w.tasks.insert(task, tx);
-                Placement::Worker(Reservation {
-                    worker: id,
-                    worker_name: w.join.name.clone(),
-                    task,
-                    hearth: w.join.hearth,
-                    outbox: w.outbox.clone(),
-                    events: rx,
-                })
-            }
+            .collect()
+    }
+
+    /// A slot on `worker` for a new task, if it is still there and has one.
+    pub(crate) fn reserve(&self, worker: WorkerId) -> Option<Reservation> {
+        let mut reg = self.lock();
+        let w = reg.workers.get_mut(&worker)?;
+        if w.tasks.len() >= w.join.max_concurrency {
+            return None;
+        }
+        let task = fresh_task_id(&self.inner.next_task, w);
+        let (tx, rx) = mpsc::channel(TASK_EVENT_CAPACITY);
+        w.tasks.insert(task, tx);
+        Some(Reservation {
+            worker,
+            worker_name: w.join.name.clone(),
+            task,
+            hearth: w.join.hearth,
+            outbox: w.outbox.clone(),
+            events: rx,
+        })
+    }
+
+    /// A task on `worker` decoded at `tokens_per_s`: fold it into the worker's speed.
+    pub(crate) fn record_speed(&self, worker: WorkerId, tokens_per_s: f64) {
+        if !tokens_per_s.is_finite() || tokens_per_s <= 0.0 {
+            return;
+        }
+        if let Some(w) = self.lock().workers.get_mut(&worker) {
+            w.tokens_per_s = if w.tokens_per_s > 0.0 {
+                0.7 * w.tokens_per_s + 0.3 * tokens_per_s
+            } else {
+                tokens_per_s
+            };
         }
     }
 
@@ -471,194 +478,9 @@ impl Drop for QueueSlot {
     }
 }
 
-/// A worker's load, as placement sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Load {
-    pub(crate) id: WorkerId,
-    pub(crate) free: usize,
-    pub(crate) in_flight: usize,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Pick {
-    Local,
-    Worker(WorkerId),
-    Wait,
-    Nobody,
-}
-
-/// Where a request goes, from the local engine's free slots (when it is a candidate) and the
-/// loads of the workers that serve the model (see the module docs).
-pub(crate) fn pick(local_free: Option<usize>, workers: &[Load]) -> Pick {
-    if local_free.is_some_and(|f| f > 0) {
-        return Pick::Local;
-    }
-    let best = workers.iter().filter(|w| w.free > 0).max_by(|a, b| {
-        a.free
-            .cmp(&b.free)
-            .then(b.in_flight.cmp(&a.in_flight))
-            .then(b.id.cmp(&a.id))
-    });
-    if let Some(w) = best {
-        return Pick::Worker(w.id);
-    }
-    if local_free.is_some() {
-        Pick::Local
-    } else if workers.is_empty() {
-        Pick::Nobody
-    } else {
-        Pick::Wait
-    }
-}
-
-/// The hub as `/api/status` shows it.
-#[derive(Debug, Clone, Serialize)]
-pub struct HubSnapshot {
-    pub workers: Vec<WorkerSnapshot>,
-    pub serve_locally: bool,
-    /// Requests waiting for a worker's slot.
-    pub waiting: usize,
-    /// Tasks moved to another worker (or this node) after their worker was lost.
-    pub redispatched: u64,
-    /// Requests failed because no worker could take them.
-    pub unserved: u64,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct WorkerSnapshot {
-    pub name: String,
-    pub model: String,
-    pub max_concurrency: usize,
-    pub in_flight: usize,
-    pub completed: u64,
-    /// A Hearth worker (understands the task extension).
-    pub hearth: bool,
-    pub addr: String,
-    /// Seconds since the Unix epoch.
-    pub connected_at: u64,
-}
-
-/// A Prometheus label value: backslash, double quote and newline escaped.
-fn label(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
-impl HubSnapshot {
-    /// The hub's metrics in Prometheus text format, appended to `out`.
-    pub fn write_prometheus(&self, out: &mut String) {
-        let _ = writeln!(
-            out,
-            "# HELP hearth_hub_workers Workers connected to this hub."
-        );
-        let _ = writeln!(out, "# TYPE hearth_hub_workers gauge");
-        let _ = writeln!(out, "hearth_hub_workers {}", self.workers.len());
-        for (metric, kind, help) in [
-            (
-                "hearth_hub_worker_slots",
-                "gauge",
-                "Tasks the worker accepts at once (max_concurrency).",
-            ),
-            (
-                "hearth_hub_worker_in_flight",
-                "gauge",
-                "Tasks the worker is running now.",
-            ),
-            (
-                "hearth_hub_worker_completed_total",
-                "counter",
-                "Tasks the worker finished on this connection.",
-            ),
-        ] {
-            let _ = writeln!(out, "# HELP {metric} {help}");
-            let _ = writeln!(out, "# TYPE {metric} {kind}");
-            for w in &self.workers {
-                let value = match metric {
-                    "hearth_hub_worker_slots" => w.max_concurrency as u64,
-                    "hearth_hub_worker_in_flight" => w.in_flight as u64,
-                    _ => w.completed,
-                };
-                let _ = writeln!(
-                    out,
-                    "{metric}{{name=\"{}\",model=\"{}\"}} {value}",
-                    label(&w.name),
-                    label(&w.model)
-                );
-            }
-        }
-        let _ = writeln!(
-            out,
-            "# HELP hearth_hub_waiting Requests waiting for a worker's slot."
-        );
-        let _ = writeln!(out, "# TYPE hearth_hub_waiting gauge");
-        let _ = writeln!(out, "hearth_hub_waiting {}", self.waiting);
-        let _ = writeln!(
-            out,
-            "# HELP hearth_hub_redispatched_total Tasks re-dispatched after their worker was lost."
-        );
-        let _ = writeln!(out, "# TYPE hearth_hub_redispatched_total counter");
-        let _ = writeln!(out, "hearth_hub_redispatched_total {}", self.redispatched);
-        let _ = writeln!(
-            out,
-            "# HELP hearth_hub_unserved_total Requests failed because no worker could take them."
-        );
-        let _ = writeln!(out, "# TYPE hearth_hub_unserved_total counter");
-        let _ = writeln!(out, "hearth_hub_unserved_total {}", self.unserved);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn load(id: u64, free: usize, in_flight: usize) -> Load {
-        Load {
-            id: WorkerId(id),
-            free,
-            in_flight,
-        }
-    }
-
-    #[test]
-    fn local_first_then_most_free_then_queue_then_wait() {
-        assert_eq!(pick(Some(1), &[load(1, 4, 0)]), Pick::Local);
-        assert_eq!(
-            pick(Some(0), &[load(1, 1, 1), load(2, 2, 0)]),
-            Pick::Worker(WorkerId(2))
-        );
-        assert_eq!(
-            pick(None, &[load(1, 1, 1), load(2, 1, 0)]),
-            Pick::Worker(WorkerId(2)),
-            "fewer in flight wins a tie"
-        );
-        assert_eq!(
-            pick(None, &[load(2, 1, 1), load(1, 1, 1)]),
-            Pick::Worker(WorkerId(1)),
-            "then the older worker"
-        );
-        assert_eq!(pick(Some(0), &[load(1, 0, 2)]), Pick::Local);
-        assert_eq!(pick(None, &[load(1, 0, 2)]), Pick::Wait);
-        assert_eq!(pick(None, &[]), Pick::Nobody);
-        assert_eq!(pick(Some(0), &[]), Pick::Local);
-    }
-
-    #[test]
-    fn two_workers_with_two_slots_take_two_each() {
-        let mut loads = [load(1, 2, 0), load(2, 2, 0)];
-        let mut taken = [0, 0];
-        for _ in 0..4 {
-            let Pick::Worker(WorkerId(id)) = pick(None, &loads) else {
-                panic!("a worker has room")
-            };
-            let i = usize::try_from(id - 1).unwrap();
-            loads[i].free -= 1;
-            loads[i].in_flight += 1;
-            taken[i] += 1;
-        }
-        assert_eq!(taken, [2, 2]);
-        assert_eq!(pick(None, &loads), Pick::Wait);
-    }
 
     fn join(name: &str, slots: usize, hearth: bool) -> WorkerJoin {
         WorkerJoin {
@@ -690,12 +512,13 @@ mod tests {
             Some(model.clone())
         );
         assert_eq!(hub.serves("other"), None);
-        let Placement::Worker(r) = hub.place(&model, false, None) else {
-            panic!("placed")
-        };
+        let c = hub.candidates(&model);
+        assert_eq!((c.len(), c[0].free_slots, c[0].continues), (1, 1, true));
+        let r = hub.reserve(w).expect("a free slot");
         assert_eq!(r.worker, w);
         assert!(r.task.0 >= 1 && r.task.0 <= MAX_HUB_TASK_ID);
-        assert!(matches!(hub.place(&model, false, None), Placement::Wait));
+        assert!(hub.reserve(w).is_none(), "one slot only");
+        assert_eq!(hub.candidates(&model)[0].free_slots, 0);
         assert_eq!(hub.snapshot().workers[0].in_flight, 1);
         let Route::Live(tx) = hub.route(w, r.task) else {
             panic!("live")
@@ -709,9 +532,7 @@ mod tests {
         assert!(events.recv().await.is_none(), "route dropped after the end");
         assert_eq!(hub.snapshot().workers[0].completed, 1);
         // A stopped task's late frames are expected.
-        let Placement::Worker(r2) = hub.place(&model, false, None) else {
-            panic!("placed")
-        };
+        let r2 = hub.reserve(w).expect("the slot is free again");
         hub.retire(w, r2.task);
         assert!(matches!(hub.route(w, r2.task), Route::Retired));
         assert!(matches!(hub.finish(w, r2.task), Route::Retired));
@@ -728,13 +549,8 @@ mod tests {
         let kick = CancellationToken::new();
         let first = hub.register(join("a", 2, false), out.clone(), kick.clone());
         let model = ModelId("SmolLM2-135M-Instruct.Q4_1".into());
-        let Placement::Worker(r) = hub.place(&model, false, None) else {
-            panic!("placed")
-        };
-        assert!(
-            matches!(hub.place(&model, true, None), Placement::Nobody),
-            "not a Hearth worker"
-        );
+        let r = hub.reserve(first).expect("placed");
+        assert!(!hub.candidates(&model)[0].continues, "not a Hearth worker");
         let second = hub.register(join("a", 2, false), out.clone(), CancellationToken::new());
         assert_ne!(first, second);
         assert!(kick.is_cancelled(), "the old connection is told to close");
@@ -745,11 +561,7 @@ mod tests {
         assert_eq!(hub.snapshot().workers.len(), 1);
         hub.unregister(second);
         assert!(hub.snapshot().workers.is_empty());
-        assert!(matches!(hub.place(&model, false, None), Placement::Nobody));
-        assert!(matches!(
-            hub.place(&model, false, Some(0)),
-            Placement::Local
-        ));
+        assert!(hub.candidates(&model).is_empty());
     }
 
     #[test]
@@ -763,40 +575,6 @@ mod tests {
         drop(slots);
         assert!(hub.queue_has_room());
         assert_eq!(hub.snapshot().waiting, 0);
-    }
-
-    #[test]
-    fn prometheus_lists_workers_with_escaped_labels() {
-        let snap = HubSnapshot {
-            workers: vec![WorkerSnapshot {
-                name: "desk \"pc\"".into(),
-                model: "m".into(),
-                max_concurrency: 2,
-                in_flight: 1,
-                completed: 7,
-                hearth: true,
-                addr: "10.0.0.2:5000".into(),
-                connected_at: 0,
-            }],
-            serve_locally: true,
-            waiting: 0,
-            redispatched: 3,
-            unserved: 0,
-        };
-        let mut out = String::new();
-        snap.write_prometheus(&mut out);
-        assert!(out.contains("hearth_hub_workers 1\n"));
-        assert!(
-            out.contains("hearth_hub_worker_slots{name=\"desk \\\"pc\\\"\",model=\"m\"} 2\n"),
-            "{out}"
-        );
-        assert!(
-            out.contains("hearth_hub_worker_in_flight{name=\"desk \\\"pc\\\"\",model=\"m\"} 1\n")
-        );
-        assert!(out.contains(
-            "hearth_hub_worker_completed_total{name=\"desk \\\"pc\\\"\",model=\"m\"} 7\n"
-        ));
-        assert!(out.contains("hearth_hub_redispatched_total 3\n"));
     }
 
     #[test]

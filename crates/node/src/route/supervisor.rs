@@ -1,56 +1,42 @@
-//! The one call every door makes to start a generation: [`Dispatcher::submit`]. Without hub
-//! mode it is `ModelHost::submit` and nothing more. In hub mode it places the request on the
-//! local engine or on a worker (`hub::pick`) and returns the same kind of stream either way: a
-//! [`Generation`] whose [`Events`] yield `hearth_engine::Event`s ending in exactly one `Done` or
-//! `Error`, and whose [`Control`] has the engine controller's methods.
+//! The supervisor of one generation that runs elsewhere (a hub's worker now; a LAN peer
+//! next): it sends the task, turns the provider's frames into `Event::Token`s, ends the stream
+//! with `Done` (the provider's real counts, or this node's tokenizer's when it holds the model),
+//! and when the provider is lost places the request again from the text already delivered.
 //!
-//! ## Remote generations
-//! A request placed on a worker is driven by a supervisor task (`Job`): it sends the task frame,
-//! turns the worker's frames into `Event::Token`s (text only: no token ids or logprobs cross
-//! the worker protocol), and ends the stream with `Done` when the end frame arrives. A Hearth
-//! worker reports the real finish reason and token counts first; for other workers the hub
-//! counts tokens with its own tokenizer when it holds the same model, and reports zero counts
-//! and `stop` otherwise. `stop` sends the stop frame and ends the stream with
-//! `finish_reason: cancelled`; `regenerate` stops the task and places it again (the stream gets
-//! `Restarted`); `pause`, `resume` and `modify` are refused with [`ControlError::Unsupported`].
-//! A reader that drops its events stops the task.
-//!
-//! ## A worker lost mid-answer
-//! The task is placed again (another worker, or this node's engine when it serves the model):
+//! ## A provider lost mid-answer
 //! - nothing delivered yet: it simply starts over elsewhere;
 //! - text delivered, and the new place can continue (this node, or a Hearth worker): it
 //!   generates from the prompt plus the text already sent, so the client loses nothing and sees
-//!   nothing twice (DESIGN.md §5);
+//!   nothing twice (DESIGN.md §5); `usage` is the sum of the places' real counts;
 //! - text delivered to a greedy request, new place a reference worker: the task restarts and
 //!   the text already delivered is skipped; if the new worker's text differs, the stream ends
 //!   with an error rather than contradict what was sent;
 //! - text delivered to a sampled request and no place that can continue it, or no place at
 //!   all: the stream ends with a clear error.
 //!
-//! At most [`MAX_REDISPATCHES`] losses per request. The generation's [`Answerer`] follows the
-//! answer to its new place, so a door can name the node that finished it.
+//! A worker that stops (shutdown, quit) says `worker_stopping` before its task's end frame and
+//! is treated as lost. At most [`MAX_REDISPATCHES`] losses per request. `stop` sends the stop
+//! frame and ends the stream with `finish_reason: cancelled`; `regenerate` stops the task and
+//! places it again (the stream gets `Restarted`); `pause`, `resume` and `modify` are refused.
+//! A reader that drops its events stops the task.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use hearth_engine::handle::EVENT_CAPACITY;
-use hearth_engine::{
-    Controller, Done, Event, Failure, FailureKind, Prompt, Request, SubmitError, Timing, TokenEvent,
-};
+use hearth_engine::{Done, Event, Failure, FailureKind, Prompt, Request, Timing, TokenEvent};
 use hearth_protocol::worker::{self as wp, HearthTask, Task, TaskDone, TaskFailure, STATE_PENDING};
-use hearth_protocol::{
-    ChatMessage, FinishReason, ModelId, RequestId, SamplingParams, SamplingPatch, Usage,
-};
+use hearth_protocol::{ChatMessage, FinishReason, ModelId, RequestId, SamplingParams, Usage};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::generation::{Generation, RemoteOp};
+use super::Placement;
 use crate::host::ModelHost;
-use crate::hub::{Hub, Placement, Reservation, TaskEvent};
+use crate::hub::{Hub, Reservation, TaskEvent};
 
 /// How long a request waits for a worker's slot before it fails.
 pub const DISPATCH_WAIT: Duration = Duration::from_secs(60);
-/// Workers that may be lost under one request before it fails.
+/// Providers that may be lost under one request before it fails.
 pub const MAX_REDISPATCHES: u32 = 3;
 /// `max_new_tokens` sent to a non-Hearth worker when the request sets no limit (that field is
 /// always present in the reference server's tasks).
@@ -60,299 +46,55 @@ const CONTROL_CAPACITY: usize = 8;
 /// How long the supervisor waits to hand a frame to a worker's connection.
 const SEND_WAIT: Duration = Duration::from_secs(5);
 /// What a failure of a remote generation is reported as. `Decode` is the engine's "retrying
-/// can work"; a dedicated `Unavailable` kind would say it better (see the module's notes).
+/// can work"; a dedicated `Unavailable` kind would say it better.
 const UNAVAILABLE: FailureKind = FailureKind::Decode;
 
-/// Places generations on the local engine or on the hub's workers. Cheap to clone.
-#[derive(Debug, Clone)]
-pub struct Dispatcher {
-    host: Arc<ModelHost>,
-    hub: Option<Hub>,
-    shutdown: CancellationToken,
-    next_id: Arc<AtomicU64>,
-}
-
-impl Dispatcher {
-    pub fn new(host: Arc<ModelHost>, hub: Option<Hub>, shutdown: CancellationToken) -> Self {
-        let base = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
-        Self {
-            host,
-            hub,
-            shutdown,
-            // Like the engine's ids (millisecond time in the high bits), with the top bit set
-            // so a remote generation's id never equals a local one.
-            next_id: Arc::new(AtomicU64::new((1 << 63) | (base << 20))),
-        }
-    }
-
-    pub fn hub(&self) -> Option<&Hub> {
-        self.hub.as_ref()
-    }
-
-    /// Every model this node answers for: its own (when loaded), then its workers'.
-    pub fn models(&self) -> Vec<ModelId> {
-        let mut out: Vec<ModelId> = self.host.model_id().into_iter().collect();
-        if let Some(hub) = &self.hub {
-            for m in hub.models() {
-                if !out.contains(&m) {
-                    out.push(m);
-                }
-            }
-        }
-        out
-    }
-
-    /// The model a client's name refers to when only workers serve it (not this node's own
-    /// model): the doors accept such a request without a local `ModelInfo`.
-    pub fn remote_model(&self, requested: &str) -> Option<ModelId> {
-        if self.host.model().is_some_and(|i| i.id.matches(requested)) {
-            return None;
-        }
-        self.hub.as_ref()?.serves(requested)
-    }
-
-    /// Start a generation of `model` (`None`: this node's model). Fails at once like
-    /// `ModelHost::submit` for local work; a remote generation's problems arrive as an
-    /// `Event::Error` on its stream.
-    pub fn submit(&self, model: Option<&str>, request: Request) -> Result<Generation, SubmitError> {
-        let Some(hub) = &self.hub else {
-            return self.host.submit(request).map(Generation::local);
-        };
-        let Some(prompt) = RemotePrompt::of(&request.prompt) else {
-            // Token ids mean this node's tokenizer: such requests (continuations) stay here.
-            return self.host.submit(request).map(Generation::local);
-        };
-        let requested = model.filter(|m| !m.is_empty());
-        let local = self.host.model();
-        let local_match = match (&local, requested) {
-            (Some(info), Some(m)) => info.id.matches(m),
-            (Some(_), None) => true,
-            (None, _) => false,
-        };
-        let target = if local_match {
-            local.as_ref().map(|i| i.id.clone())
-        } else {
-            requested.and_then(|m| hub.serves(m))
-        };
-        let Some(target) = target else {
-            // Neither this node nor a worker has it ready: the engine says why (loading, no
-            // model); a wrong name is the door's to report.
-            return self.host.submit(request).map(Generation::local);
-        };
-        let serve_local = local_match && hub.serves_locally();
-        let need_hearth = matches!(prompt, RemotePrompt::Text(_));
-        let local_free = serve_local.then(|| local_free_slots(&self.host));
-        let placement = hub.place(&target, need_hearth, local_free);
-        match placement {
-            Placement::Local => return self.host.submit(request).map(Generation::local),
-            Placement::Wait if !hub.queue_has_room() => {
-                return Err(SubmitError::QueueFull {
-                    slots: hub
-                        .snapshot()
-                        .workers
-                        .iter()
-                        .map(|w| w.max_concurrency)
-                        .sum(),
-                    queued: crate::hub::QUEUE_CAPACITY,
-                    retry_after: Duration::from_secs(1),
-                })
-            }
-            _ => {}
-        }
-        let id = RequestId(self.next_id.fetch_add(1, Ordering::Relaxed));
-        let (events_tx, events_rx) = mpsc::channel(EVENT_CAPACITY);
-        let (ops_tx, ops_rx) = mpsc::channel(CONTROL_CAPACITY);
-        let first_worker = match &placement {
-            Placement::Worker(r) => Some(r.worker_name.clone()),
-            _ => None,
-        };
-        let (answerer_tx, answerer_rx) = watch::channel(first_worker);
-        let now = Instant::now();
-        let job = Job {
-            hub: hub.clone(),
-            host: self.host.clone(),
-            model: target.clone(),
-            prompt,
-            params: request.params,
-            serve_local,
-            events: events_tx,
-            answerer: answerer_tx,
-            ops: ops_rx,
-            ops_open: true,
-            shutdown: self.shutdown.clone(),
-            submitted: now,
-            last_token: now,
-            first_token: None,
-            delivered: String::new(),
-            frames: 0,
-            losses: 0,
-        };
-        tokio::spawn(job.run(placement));
-        Ok(Generation {
-            id,
-            model: target,
-            node: Answerer(answerer_rx),
-            events: Events(EventsInner::Remote(events_rx)),
-            control: Control(ControlInner::Remote(ops_tx)),
-        })
-    }
-}
-
-fn local_free_slots(host: &ModelHost) -> usize {
-    let s = host.stats();
-    s.slots.saturating_sub(s.active + s.queued)
-}
-
-/// A generation wherever it runs: its events and how to steer it. Dropping `events` cancels
-/// it.
+/// What a supervised generation needs to start.
 #[derive(Debug)]
-pub struct Generation {
-    pub id: RequestId,
-    pub model: ModelId,
-    /// Which node is answering; a re-dispatched answer moves, so read it again at the end.
-    pub node: Answerer,
-    pub events: Events,
-    pub control: Control,
+pub(super) struct Start {
+    pub(super) id: RequestId,
+    pub(super) hub: Hub,
+    pub(super) host: Arc<ModelHost>,
+    pub(super) model: ModelId,
+    pub(super) prompt: RemotePrompt,
+    pub(super) params: SamplingParams,
+    /// Whether this node's engine may take the request when it is lost elsewhere.
+    pub(super) serve_local: bool,
+    pub(super) shutdown: CancellationToken,
+    pub(super) first: Placement,
 }
 
-impl Generation {
-    fn local(g: hearth_engine::Generation) -> Self {
-        Self {
-            id: g.id,
-            model: g.model.id.clone(),
-            node: Answerer::this_node(),
-            events: Events(EventsInner::Local(g.events)),
-            control: Control(ControlInner::Local(g.control)),
-        }
-    }
-}
-
-/// Which node a generation is running on: a worker's name, or `None` for this node (also
-/// while it waits for a slot). Its job updates it when the answer is placed again.
-#[derive(Debug, Clone)]
-pub struct Answerer(watch::Receiver<Option<String>>);
-
-impl Answerer {
-    fn this_node() -> Self {
-        Self(watch::channel(None).1)
-    }
-
-    /// The worker answering now, `None` when it is this node.
-    pub fn current(&self) -> Option<String> {
-        self.0.borrow().clone()
-    }
-}
-
-/// A generation's event stream (same methods as `hearth_engine::Events`).
-#[derive(Debug)]
-pub struct Events(EventsInner);
-
-#[derive(Debug)]
-enum EventsInner {
-    Local(hearth_engine::Events),
-    Remote(mpsc::Receiver<Event>),
-}
-
-impl Events {
-    /// The next event; `None` once the stream has ended.
-    pub async fn recv(&mut self) -> Option<Event> {
-        match &mut self.0 {
-            EventsInner::Local(e) => e.recv().await,
-            EventsInner::Remote(rx) => rx.recv().await,
-        }
-    }
-
-    /// The next event if one is ready now.
-    pub fn try_recv(&mut self) -> Option<Event> {
-        match &mut self.0 {
-            EventsInner::Local(e) => e.try_recv(),
-            EventsInner::Remote(rx) => rx.try_recv().ok(),
-        }
-    }
-}
-
-/// Why a control could not be delivered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum ControlError {
-    #[error("too many controls are waiting; try again")]
-    Busy,
-    #[error("the generation has ended")]
-    Stopped,
-    #[error("{0} is not available for a generation running on a worker node")]
-    Unsupported(&'static str),
-}
-
-impl From<hearth_engine::ControlError> for ControlError {
-    fn from(e: hearth_engine::ControlError) -> Self {
-        match e {
-            hearth_engine::ControlError::Busy => Self::Busy,
-            hearth_engine::ControlError::Stopped => Self::Stopped,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum RemoteOp {
-    Stop,
-    Regenerate,
-}
-
-/// Steers one generation (same methods as `hearth_engine::Controller`).
-#[derive(Debug, Clone)]
-pub struct Control(ControlInner);
-
-#[derive(Debug, Clone)]
-enum ControlInner {
-    Local(Controller),
-    Remote(mpsc::Sender<RemoteOp>),
-}
-
-impl Control {
-    pub fn stop(&self) -> Result<(), ControlError> {
-        match &self.0 {
-            ControlInner::Local(c) => c.stop().map_err(Into::into),
-            ControlInner::Remote(tx) => remote(tx, RemoteOp::Stop),
-        }
-    }
-
-    pub fn pause(&self) -> Result<(), ControlError> {
-        match &self.0 {
-            ControlInner::Local(c) => c.pause().map_err(Into::into),
-            ControlInner::Remote(_) => Err(ControlError::Unsupported("pause")),
-        }
-    }
-
-    pub fn resume(&self) -> Result<(), ControlError> {
-        match &self.0 {
-            ControlInner::Local(c) => c.resume().map_err(Into::into),
-            ControlInner::Remote(_) => Err(ControlError::Unsupported("resume")),
-        }
-    }
-
-    /// Restart from the prompt; the stream gets `Event::Restarted`.
-    pub fn regenerate(&self) -> Result<(), ControlError> {
-        match &self.0 {
-            ControlInner::Local(c) => c.regenerate().map_err(Into::into),
-            ControlInner::Remote(tx) => remote(tx, RemoteOp::Regenerate),
-        }
-    }
-
-    pub fn modify(&self, patch: SamplingPatch) -> Result<(), ControlError> {
-        match &self.0 {
-            ControlInner::Local(c) => c.modify(patch).map_err(Into::into),
-            ControlInner::Remote(_) => Err(ControlError::Unsupported("modify")),
-        }
-    }
-}
-
-fn remote(tx: &mpsc::Sender<RemoteOp>, op: RemoteOp) -> Result<(), ControlError> {
-    tx.try_send(op).map_err(|e| match e {
-        mpsc::error::TrySendError::Full(_) => ControlError::Busy,
-        mpsc::error::TrySendError::Closed(_) => ControlError::Stopped,
-    })
+/// Spawn the supervisor for `start` and hand back the door's side of the generation.
+pub(super) fn spawn(start: Start) -> Generation {
+    let (events_tx, events_rx) = mpsc::channel(hearth_engine::handle::EVENT_CAPACITY);
+    let (ops_tx, ops_rx) = mpsc::channel(CONTROL_CAPACITY);
+    let first_worker = match &start.first {
+        Placement::Worker(r) => Some(r.worker_name.clone()),
+        _ => None,
+    };
+    let (answerer_tx, answerer_rx) = watch::channel(first_worker);
+    let now = Instant::now();
+    let job = Job {
+        hub: start.hub,
+        host: start.host,
+        model: start.model.clone(),
+        prompt: start.prompt,
+        params: start.params,
+        serve_local: start.serve_local,
+        events: events_tx,
+        answerer: answerer_tx,
+        ops: ops_rx,
+        ops_open: true,
+        shutdown: start.shutdown,
+        submitted: now,
+        last_token: now,
+        first_token: None,
+        delivered: String::new(),
+        frames: 0,
+        losses: 0,
+    };
+    tokio::spawn(job.run(start.first));
+    Generation::remote(start.id, start.model, answerer_rx, events_rx, ops_tx)
 }
 
 /// How one placement of a remote job ended.
@@ -368,17 +110,16 @@ enum Outcome {
     Lost(String),
 }
 
-/// The supervisor of one remote generation (see the module docs).
 /// A prompt a worker can take. Token ids are this node's tokenizer's, so such prompts never
 /// leave it and have no remote form.
 #[derive(Debug, Clone)]
-enum RemotePrompt {
+pub(super) enum RemotePrompt {
     Chat(Vec<ChatMessage>),
     Text(String),
 }
 
 impl RemotePrompt {
-    fn of(prompt: &Prompt) -> Option<Self> {
+    pub(super) fn of(prompt: &Prompt) -> Option<Self> {
         match prompt {
             Prompt::Chat(m) => Some(Self::Chat(m.clone())),
             Prompt::Text(t) => Some(Self::Text(t.clone())),
@@ -394,6 +135,7 @@ impl RemotePrompt {
     }
 }
 
+/// The supervisor of one remote generation (see the module docs).
 #[derive(Debug)]
 struct Job {
     hub: Hub,
@@ -496,8 +238,13 @@ impl Job {
     }
 
     fn place(&self) -> Placement {
-        let local_free = self.local_candidate().then(|| local_free_slots(&self.host));
-        self.hub.place(&self.model, self.need_hearth(), local_free)
+        super::placement(
+            &self.hub,
+            &self.host,
+            &self.model,
+            self.need_hearth(),
+            self.local_candidate(),
+        )
     }
 
     async fn emit(&self, event: Event) -> bool {
@@ -732,6 +479,11 @@ impl Job {
                             self.fail(msg).await;
                         } else {
                             let done = self.done(done_ext, continuing, prior);
+                            if !continuing {
+                                if let Some(tps) = decode_speed(&done) {
+                                    self.hub.record_speed(r.worker, tps);
+                                }
+                            }
                             let _ = self.emit(Event::Done(done)).await;
                         }
                         return Outcome::Finished;
@@ -936,6 +688,14 @@ impl Job {
     }
 }
 
+/// Tokens per second after the first token, from a finished answer's counts and timing.
+fn decode_speed(done: &Done) -> Option<f64> {
+    let first = done.timing.first_token?;
+    let decoding = done.timing.total.checked_sub(first)?.as_secs_f64();
+    let tokens = done.usage.completion_tokens.checked_sub(1)?;
+    (tokens > 0 && decoding > 0.0).then(|| f64::from(tokens) / decoding)
+}
+
 /// Leading system messages become the task's `system` (joined by blank lines); the rest are
 /// its messages.
 fn split_system(messages: &[ChatMessage]) -> (Option<String>, Vec<ChatMessage>) {
@@ -976,6 +736,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn decode_speed_counts_tokens_after_the_first() {
+        let done = |tokens, first_ms, total_ms| Done {
+            reason: FinishReason::Length,
+            usage: Usage::new(5, tokens),
+            timing: Timing {
+                first_token: Some(Duration::from_millis(first_ms)),
+                total: Duration::from_millis(total_ms),
+                ..Timing::default()
+            },
+        };
+        assert_eq!(decode_speed(&done(11, 100, 1100)), Some(10.0));
+        assert_eq!(decode_speed(&done(1, 100, 1100)), None);
+        assert_eq!(decode_speed(&done(11, 100, 100)), None);
+    }
+
+    #[test]
     fn skipping_delivered_text_across_frames() {
         let mut skip = "Hello, wor".to_owned();
         assert_eq!(after_skip(&mut skip, "Hel").as_deref(), Some(""));
@@ -1006,22 +782,5 @@ mod tests {
         let (system, rest) = split_system(&m[2..]);
         assert_eq!(system, None);
         assert_eq!(rest.len(), 2);
-    }
-
-    #[tokio::test]
-    async fn remote_controls_reach_the_supervisor_or_are_refused() {
-        let (tx, mut rx) = mpsc::channel(1);
-        let c = Control(ControlInner::Remote(tx));
-        assert_eq!(c.stop(), Ok(()));
-        assert_eq!(c.regenerate(), Err(ControlError::Busy));
-        assert_eq!(rx.recv().await, Some(RemoteOp::Stop));
-        assert_eq!(c.pause(), Err(ControlError::Unsupported("pause")));
-        assert_eq!(c.resume(), Err(ControlError::Unsupported("resume")));
-        assert_eq!(
-            c.modify(SamplingPatch::default()),
-            Err(ControlError::Unsupported("modify"))
-        );
-        drop(rx);
-        assert_eq!(c.stop(), Err(ControlError::Stopped));
     }
 }

@@ -1,0 +1,254 @@
+//! One task a hub gave this node in worker mode: its frame turned into an engine request
+//! (the conversation rendered with the model's chat template, or Hearth's raw prompt and text
+//! to continue from), started through the route on this node's model, and its tokens streamed
+//! back as binary frames of whole characters, ending with the 4-byte end frame.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hearth_engine::{Event, FailureKind, ModelInfo, Prompt, Request, SubmitError};
+use hearth_protocol::generation::{RawParams, StopField};
+use hearth_protocol::worker::{self as wp, Task, TaskDone, TaskFailure, TaskId};
+use hearth_protocol::SamplingParams;
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_util::sync::CancellationToken;
+
+use super::join::Outgoing;
+use crate::route::{Router, Target};
+
+/// Most ready token events joined into one frame.
+const MAX_COALESCE: usize = 32;
+
+/// Runs one task: submit, stream frames, end.
+#[derive(Debug)]
+pub(super) struct Runner {
+    pub(super) id: TaskId,
+    pub(super) seq: u64,
+    pub(super) router: Router,
+    pub(super) model: Arc<ModelInfo>,
+    pub(super) out: mpsc::Sender<Outgoing>,
+    pub(super) cancel: CancellationToken,
+    pub(super) extensions: bool,
+}
+
+impl Runner {
+    pub(super) async fn run(self, task: Task) {
+        let request = match prepare(&task, &self.model) {
+            Ok(r) => r,
+            Err(f) => return self.fail(f).await,
+        };
+        let target = Target::local(self.model.clone());
+        let mut gen = match self.router.submit(&target, request) {
+            Ok(g) => g,
+            Err(e) => return self.fail(submit_failure(&e)).await,
+        };
+        let mut pending: Option<Event> = None;
+        loop {
+            let event = match pending.take() {
+                Some(e) => Some(e),
+                None => tokio::select! {
+                    e = gen.events.recv() => e,
+                    () = self.cancel.cancelled() => {
+                        // Dropping the events cancels too; stopping frees the slot sooner.
+                        let _ = gen.control.stop();
+                        return;
+                    }
+                },
+            };
+            match event {
+                Some(Event::Token(t)) => {
+                    let mut text = t.text;
+                    for _ in 0..MAX_COALESCE {
+                        match gen.events.try_recv() {
+                            Some(Event::Token(t)) => text.push_str(&t.text),
+                            Some(other) => {
+                                pending = Some(other);
+                                break;
+                            }
+                            None => break,
+                        }
+                    }
+                    for piece in wp::split_utf8(&text, wp::MAX_FRAME_TEXT_BYTES) {
+                        let frame = Message::binary(wp::encode_data(self.id, piece));
+                        if !self.send(frame, false).await {
+                            return;
+                        }
+                    }
+                }
+                Some(Event::Done(done)) => {
+                    if self.extensions {
+                        let d = TaskDone {
+                            finish_reason: done.reason,
+                            usage: done.usage,
+                            queued_ms: ms(done.timing.queued),
+                            prefill_ms: ms(done.timing.prefill),
+                        };
+                        if !self
+                            .send(Message::text(wp::done_frame(self.id, &d)), false)
+                            .await
+                        {
+                            return;
+                        }
+                    }
+                    self.end().await;
+                    return;
+                }
+                Some(Event::Error(f)) => {
+                    let failure = TaskFailure {
+                        code: failure_code(f.kind).into(),
+                        message: f.message,
+                    };
+                    return self.fail(failure).await;
+                }
+                // No controls but stop reach a worker's generations.
+                Some(Event::Restarted | Event::Paused | Event::Resumed | Event::Modified) => {}
+                None => {
+                    let failure = TaskFailure {
+                        code: "unavailable".into(),
+                        message: "the engine stopped".into(),
+                    };
+                    return self.fail(failure).await;
+                }
+            }
+        }
+    }
+
+    async fn send(&self, msg: Message, last: bool) -> bool {
+        self.out
+            .send(Outgoing {
+                id: self.id,
+                seq: self.seq,
+                msg,
+                last,
+            })
+            .await
+            .is_ok()
+    }
+
+    async fn end(&self) {
+        let _ = self
+            .send(Message::binary(wp::encode_end(self.id)), true)
+            .await;
+    }
+
+    /// End the task after an error: log it, tell a Hearth hub why, send the end frame.
+    async fn fail(&self, failure: TaskFailure) {
+        if self.cancel.is_cancelled() {
+            return;
+        }
+        tracing::warn!(task = %self.id, code = %failure.code, "task failed: {}", failure.message);
+        if self.extensions {
+            let frame = Message::text(wp::error_frame(self.id, &failure));
+            if !self.send(frame, false).await {
+                return;
+            }
+        }
+        self.end().await;
+    }
+}
+
+fn invalid(message: impl Into<String>) -> TaskFailure {
+    TaskFailure {
+        code: "invalid_task".into(),
+        message: message.into(),
+    }
+}
+
+/// The engine request for a task: the conversation rendered by the model's chat template, or
+/// (Hearth extension) a raw prompt, and text to continue from.
+fn prepare(task: &Task, model: &ModelInfo) -> Result<Request, TaskFailure> {
+    let ctx = model.ctx_per_slot;
+    let ext = task.hearth.clone().unwrap_or_default();
+    let max_tokens = match task.max_new_tokens {
+        None => None,
+        Some(n) if n <= 0 => {
+            return Err(invalid(format!(
+                "max_new_tokens must be at least 1, got {n}"
+            )))
+        }
+        // Hubs ask for what their own model allows; this node gives what its context holds.
+        Some(n) => Some(n.min(i64::from(ctx))),
+    };
+    let raw = RawParams {
+        temperature: task.temperature,
+        top_p: ext.top_p,
+        top_k: ext.top_k,
+        repetition_penalty: ext.repetition_penalty,
+        frequency_penalty: ext.frequency_penalty,
+        presence_penalty: ext.presence_penalty,
+        seed: ext.seed,
+        max_tokens,
+        stop: ext.stop.map(StopField::Many),
+        ignore_eos: ext.ignore_eos,
+        ..RawParams::default()
+    };
+    let params = raw
+        .validate(&SamplingParams::default(), Some(ctx))
+        .map_err(|e| invalid(format!("{}: {}", e.param, e.message)))?;
+    let continued = ext.continue_from.unwrap_or_default();
+    let prompt = match ext.prompt {
+        Some(p) => Prompt::Text(p + &continued),
+        None => {
+            let conversation = task.conversation();
+            if conversation.is_empty() {
+                return Err(invalid("the task has no system message and no messages"));
+            }
+            if continued.is_empty() {
+                Prompt::Chat(conversation)
+            } else {
+                let rendered = model
+                    .render_chat(&conversation)
+                    .map_err(|e| invalid(e.to_string()))?;
+                Prompt::Text(rendered + &continued)
+            }
+        }
+    };
+    Ok(Request { prompt, params })
+}
+
+fn submit_failure(e: &SubmitError) -> TaskFailure {
+    let code = match e {
+        SubmitError::ContextLengthExceeded { .. } => "context_length_exceeded",
+        SubmitError::QueueFull { .. } => "queue_full",
+        SubmitError::ModelLoading { .. } => "model_loading",
+        SubmitError::Prompt(_) => "invalid_task",
+        SubmitError::LoadFailed { .. } | SubmitError::NoModel | SubmitError::ShuttingDown => {
+            "unavailable"
+        }
+    };
+    TaskFailure {
+        code: code.into(),
+        message: e.to_string(),
+    }
+}
+
+fn failure_code(kind: FailureKind) -> &'static str {
+    match kind {
+        FailureKind::Decode => "internal_error",
+        FailureKind::ShuttingDown | FailureKind::Unloaded => "unavailable",
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_have_stable_codes() {
+        assert_eq!(
+            submit_failure(&SubmitError::ContextLengthExceeded {
+                prompt_tokens: 5000,
+                context: 1024
+            })
+            .code,
+            "context_length_exceeded"
+        );
+        assert_eq!(submit_failure(&SubmitError::NoModel).code, "unavailable");
+        assert_eq!(failure_code(FailureKind::Decode), "internal_error");
+    }
+}

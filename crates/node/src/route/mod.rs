@@ -1,0 +1,330 @@
+//! # The route
+//! One path for every request (DESIGN.md §2). Every door asks [`Router::resolve`] what the
+//! model name a client gave means here (this node's model, one only remote providers serve, or
+//! the door's "unknown model" error) and starts the generation with [`Router::submit`], or
+//! [`Router::submit_waiting`] for doors whose protocol waits for room instead of refusing (the
+//! batch door). Whatever runs it, the door gets the same [`Generation`].
+//!
+//! Where a request runs is decided by [`place::place`], a pure function over one record per
+//! candidate (this node's engine, each hub worker, later each LAN peer); a generation placed
+//! elsewhere is driven by a supervisor (`supervisor`) that continues it on another candidate
+//! when its provider is lost.
+//!
+//! Requests given as token ids (the batch door's continuations) are this node's tokenizer's
+//! and always run here.
+
+pub mod generation;
+pub mod place;
+mod supervisor;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hearth_engine::{ModelInfo, ModelState, Request, SubmitError};
+use hearth_protocol::{ModelId, RequestId};
+use tokio_util::sync::CancellationToken;
+
+pub use generation::{Answerer, Control, ControlError, Events, Generation};
+pub use supervisor::{DISPATCH_WAIT, MAX_REDISPATCHES};
+
+use crate::host::ModelHost;
+use crate::hub::{Hub, Reservation, WorkerId};
+use place::{Ask, Candidate, Choice};
+use supervisor::RemotePrompt;
+
+/// What a model name means on this node.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// The model as this node names it.
+    pub model: ModelId,
+    /// This node's model, when it is the one named (its context, template and tokenizer).
+    pub local: Option<Arc<ModelInfo>>,
+}
+
+impl Target {
+    /// This node's model, loaded.
+    pub fn local(info: Arc<ModelInfo>) -> Self {
+        Self {
+            model: info.id.clone(),
+            local: Some(info),
+        }
+    }
+
+    /// Tokens of context per request, when this node knows it (its own model).
+    pub fn ctx(&self) -> Option<u32> {
+        self.local.as_ref().map(|i| i.ctx_per_slot)
+    }
+}
+
+/// Why a model name cannot be served now.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ResolveError {
+    /// Nothing here serves that name: each door reports it in its own shape.
+    #[error("model '{requested}' is not available on this node; it serves {}", served_list(.served))]
+    Unknown {
+        requested: String,
+        served: Vec<ModelId>,
+    },
+    /// No model, one still loading, one that failed, or shutting down.
+    #[error(transparent)]
+    Engine(#[from] SubmitError),
+}
+
+fn served_list(served: &[ModelId]) -> String {
+    if served.is_empty() {
+        return "no model".into();
+    }
+    served
+        .iter()
+        .map(|m| format!("'{m}'"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Places generations on this node's engine or on the hub's workers. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Router {
+    host: Arc<ModelHost>,
+    hub: Option<Hub>,
+    shutdown: CancellationToken,
+    next_id: Arc<AtomicU64>,
+}
+
+impl Router {
+    pub fn new(host: Arc<ModelHost>, hub: Option<Hub>, shutdown: CancellationToken) -> Self {
+        let base = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        Self {
+            host,
+            hub,
+            shutdown,
+            // Like the engine's ids (millisecond time in the high bits), with the top bit set
+            // so a remote generation's id never equals a local one.
+            next_id: Arc::new(AtomicU64::new((1 << 63) | (base << 20))),
+        }
+    }
+
+    /// This node's engine host.
+    pub fn host(&self) -> &Arc<ModelHost> {
+        &self.host
+    }
+
+    pub fn hub(&self) -> Option<&Hub> {
+        self.hub.as_ref()
+    }
+
+    /// Every model this node answers for: its own (when loaded), then its workers'.
+    pub fn models(&self) -> Vec<ModelId> {
+        let mut out: Vec<ModelId> = self.host.model_id().into_iter().collect();
+        if let Some(hub) = &self.hub {
+            for m in hub.models() {
+                if !out.contains(&m) {
+                    out.push(m);
+                }
+            }
+        }
+        out
+    }
+
+    /// The model a client's name refers to when only remote providers serve it (not this
+    /// node's own model).
+    fn remote_model(&self, requested: &str) -> Option<ModelId> {
+        if self.host.model_id().is_some_and(|id| id.matches(requested)) {
+            return None;
+        }
+        self.hub.as_ref()?.serves(requested)
+    }
+
+    /// What `requested` (None or empty: this node's model) means here. A model that is still
+    /// loading is waited for up to `wait` (zero: not at all), then reported as loading.
+    pub async fn resolve(
+        &self,
+        requested: Option<&str>,
+        wait: Duration,
+    ) -> Result<Target, ResolveError> {
+        let requested = requested.filter(|m| !m.is_empty());
+        if let Some(model) = requested.and_then(|m| self.remote_model(m)) {
+            return Ok(Target { model, local: None });
+        }
+        // A name that is not this node's model (loaded or loading) is unknown at once.
+        let unknown = |m: &str| ResolveError::Unknown {
+            requested: m.chars().take(200).collect(),
+            served: self.models(),
+        };
+        if let (Some(m), Some(own)) = (requested, self.host.model_id()) {
+            if !own.matches(m) {
+                return Err(unknown(m));
+            }
+        }
+        let ready = tokio::select! {
+            r = tokio::time::timeout(wait, self.host.ready()) => r,
+            () = self.shutdown.cancelled() => return Err(SubmitError::ShuttingDown.into()),
+        };
+        let info = match ready {
+            Ok(r) => r?,
+            Err(_) => return Err(self.loading().into()),
+        };
+        match requested {
+            Some(m) if !info.id.matches(m) => Err(unknown(m)),
+            _ => Ok(Target::local(info)),
+        }
+    }
+
+    /// The engine's "still loading" for this node's model.
+    fn loading(&self) -> SubmitError {
+        let state = self.host.state().borrow().clone();
+        match state {
+            ModelState::Loading {
+                model, progress, ..
+            } => SubmitError::ModelLoading {
+                model,
+                percent: (progress * 100.0).floor().clamp(0.0, 99.0) as u8,
+            },
+            _ => SubmitError::ModelLoading {
+                model: self.host.model_id().unwrap_or_default(),
+                percent: 0,
+            },
+        }
+    }
+
+    /// Start a generation of `target` wherever it should run. Fails at once like the engine
+    /// when this node is full; a remote generation's problems arrive as an `Event::Error` on
+    /// its stream.
+    pub fn submit(&self, target: &Target, request: Request) -> Result<Generation, SubmitError> {
+        let Some(hub) = &self.hub else {
+            return self.host.submit(request).map(Generation::local);
+        };
+        let Some(prompt) = RemotePrompt::of(&request.prompt) else {
+            // Token ids mean this node's tokenizer: such requests (continuations) stay here.
+            return self.host.submit(request).map(Generation::local);
+        };
+        let serve_local = target.local.is_some() && hub.serves_locally();
+        let need_hearth = matches!(prompt, RemotePrompt::Text(_));
+        let placement = placement(hub, &self.host, &target.model, need_hearth, serve_local);
+        match placement {
+            Placement::Local => return self.host.submit(request).map(Generation::local),
+            Placement::Wait if !hub.queue_has_room() => {
+                return Err(SubmitError::QueueFull {
+                    slots: hub
+                        .snapshot()
+                        .workers
+                        .iter()
+                        .map(|w| w.max_concurrency)
+                        .sum(),
+                    queued: crate::hub::QUEUE_CAPACITY,
+                    retry_after: Duration::from_secs(1),
+                })
+            }
+            _ => {}
+        }
+        Ok(supervisor::spawn(supervisor::Start {
+            id: RequestId(self.next_id.fetch_add(1, Ordering::Relaxed)),
+            hub: hub.clone(),
+            host: self.host.clone(),
+            model: target.model.clone(),
+            prompt,
+            params: request.params,
+            serve_local,
+            shutdown: self.shutdown.clone(),
+            first: placement,
+        }))
+    }
+
+    /// Like [`Router::submit`], but when every place is taken wait for one (until `deadline`)
+    /// instead of refusing: for protocols whose clients expect their work to queue (the batch
+    /// door). Requests keep the order in which they were submitted.
+    pub async fn submit_waiting(
+        &self,
+        target: &Target,
+        request: Request,
+        deadline: tokio::time::Instant,
+    ) -> Result<Generation, SubmitError> {
+        loop {
+            // Ask to be woken before trying, so a place freed in between is not missed.
+            let room = self.host.room();
+            match self.submit(target, request.clone()) {
+                Err(SubmitError::QueueFull { .. }) if tokio::time::Instant::now() < deadline => {}
+                other => return other,
+            }
+            tokio::select! {
+                () = room => {}
+                () = tokio::time::sleep_until(deadline) => {}
+                () = self.shutdown.cancelled() => return Err(SubmitError::ShuttingDown),
+            }
+        }
+    }
+}
+
+/// Where a request goes now.
+#[derive(Debug)]
+pub(crate) enum Placement {
+    Local,
+    Worker(Reservation),
+    /// Workers serve the model but none has a free slot.
+    Wait,
+    Nobody,
+}
+
+/// A place that can run requests, as placement names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    Local,
+    Worker(WorkerId),
+}
+
+/// This node's engine as a placement candidate: its real load, throttle and (sensor) thermal
+/// level. Its speed is not compared: it is chosen first whenever it has a free slot.
+fn local_candidate(host: &ModelHost, model: &ModelId) -> Candidate<Provider> {
+    let s = host.stats();
+    Candidate {
+        id: Provider::Local,
+        models: host.model_id().into_iter().filter(|m| m == model).collect(),
+        free_slots: s.slots.saturating_sub(s.active + s.queued),
+        queue_depth: s.queued,
+        throttle: host.throttle(),
+        thermal: host.thermal(),
+        tokens_per_s: 0.0,
+        local: true,
+        continues: true,
+    }
+}
+
+/// Decide where `model` runs now ([`place::place`] over this node's engine, when it may serve,
+/// and the hub's workers) and reserve the worker's slot it picks.
+pub(crate) fn placement(
+    hub: &Hub,
+    host: &ModelHost,
+    model: &ModelId,
+    needs_continuation: bool,
+    serve_local: bool,
+) -> Placement {
+    // A worker's slot can be taken between reading the candidates and reserving it: look again.
+    for _ in 0..3 {
+        let mut candidates: Vec<Candidate<Provider>> = Vec::new();
+        if serve_local {
+            candidates.push(local_candidate(host, model));
+        }
+        candidates.extend(hub.candidates(model).into_iter().map(|c| {
+            let id = c.id;
+            c.with_id(Provider::Worker(id))
+        }));
+        let ask = Ask {
+            model,
+            needs_continuation,
+        };
+        match place::place(ask, &candidates) {
+            Choice::Run(Provider::Local) => return Placement::Local,
+            Choice::Run(Provider::Worker(w)) => {
+                if let Some(r) = hub.reserve(w) {
+                    return Placement::Worker(r);
+                }
+            }
+            Choice::Wait => return Placement::Wait,
+            Choice::Nobody => return Placement::Nobody,
+        }
+    }
+    Placement::Wait
+}

@@ -1,0 +1,347 @@
+//! Where a request runs: [`place`], a pure function over one [`Candidate`] record per place
+//! that could run it (this node's engine, each hub worker, later each LAN peer). No I/O: the
+//! route builds the records from what it knows now and acts on the [`Choice`].
+//!
+//! ## Rules (DESIGN.md §5, NOTES.md "cluster-messages")
+//! 1. Only candidates with the model, and for a raw prompt or a continuation only those that
+//!    can continue text (this node, Hearth workers).
+//! 2. A candidate that is paused (throttle 0) or hot (thermal serious or critical) is never
+//!    chosen while another one fits.
+//! 3. This node when it has a free slot (no network hop).
+//! 4. Else the candidate with a free slot and the shortest queue, then the highest measured
+//!    speed, then the most free slots, then the first listed.
+//! 5. No free slot anywhere: this node's own queue when it is a candidate, else wait for a
+//!    slot; nobody at all when no candidate has the model.
+
+use hearth_protocol::ModelId;
+
+use crate::telemetry::ThermalLevel;
+
+/// What placement knows of one place that could run a request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate<Id> {
+    pub id: Id,
+    /// Models loaded there.
+    pub models: Vec<ModelId>,
+    pub free_slots: usize,
+    /// Requests waiting there for a slot.
+    pub queue_depth: usize,
+    /// 0 (paused) to 100.
+    pub throttle: u8,
+    pub thermal: ThermalLevel,
+    /// Measured decode speed of one stream there, tokens/s (0 until measured).
+    pub tokens_per_s: f64,
+    /// This node's own engine.
+    pub local: bool,
+    /// It can continue from text already generated and take raw prompts (Hearth's extension).
+    pub continues: bool,
+}
+
+impl<Id> Candidate<Id> {
+    /// The same record under another id.
+    pub fn with_id<New>(self, id: New) -> Candidate<New> {
+        Candidate {
+            id,
+            models: self.models,
+            free_slots: self.free_slots,
+            queue_depth: self.queue_depth,
+            throttle: self.throttle,
+            thermal: self.thermal,
+            tokens_per_s: self.tokens_per_s,
+            local: self.local,
+            continues: self.continues,
+        }
+    }
+
+    fn has(&self, model: &ModelId) -> bool {
+        self.models.iter().any(|m| m == model)
+    }
+
+    /// Neither paused nor hot.
+    fn fits(&self) -> bool {
+        self.throttle > 0 && matches!(self.thermal, ThermalLevel::Nominal | ThermalLevel::Fair)
+    }
+}
+
+/// What a request needs of its place.
+#[derive(Debug, Clone, Copy)]
+pub struct Ask<'a> {
+    pub model: &'a ModelId,
+    /// A raw prompt, or text already delivered that the place must continue.
+    pub needs_continuation: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Choice<Id> {
+    /// Run it there now (or, for this node, in its queue).
+    Run(Id),
+    /// Candidates have the model but none has a free slot: wait for one.
+    Wait,
+    /// No candidate has the model.
+    Nobody,
+}
+
+pub fn place<Id: Copy>(ask: Ask<'_>, candidates: &[Candidate<Id>]) -> Choice<Id> {
+    let eligible: Vec<&Candidate<Id>> = candidates
+        .iter()
+        .filter(|c| c.has(ask.model) && (c.continues || !ask.needs_continuation))
+        .collect();
+    if eligible.is_empty() {
+        return Choice::Nobody;
+    }
+    let any_fit = eligible.iter().any(|c| c.fits());
+    let pool: Vec<&Candidate<Id>> = eligible
+        .into_iter()
+        .filter(|c| c.fits() || !any_fit)
+        .collect();
+    if let Some(local) = pool.iter().find(|c| c.local && c.free_slots > 0) {
+        return Choice::Run(local.id);
+    }
+    let best = pool
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.free_slots > 0)
+        .min_by(|(ia, a), (ib, b)| {
+            a.queue_depth
+                .cmp(&b.queue_depth)
+                .then(b.tokens_per_s.total_cmp(&a.tokens_per_s))
+                .then(b.free_slots.cmp(&a.free_slots))
+                .then(ia.cmp(ib))
+        });
+    if let Some((_, c)) = best {
+        return Choice::Run(c.id);
+    }
+    match pool.iter().find(|c| c.local) {
+        Some(local) => Choice::Run(local.id),
+        None => Choice::Wait,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn m(name: &str) -> ModelId {
+        ModelId::from_file_name(name)
+    }
+
+    fn cand(id: u32, local: bool, free: usize) -> Candidate<u32> {
+        Candidate {
+            id,
+            models: vec![m("a")],
+            free_slots: free,
+            queue_depth: 0,
+            throttle: 100,
+            thermal: ThermalLevel::Nominal,
+            tokens_per_s: 0.0,
+            local,
+            continues: true,
+        }
+    }
+
+    fn ask(model: &ModelId) -> Ask<'_> {
+        Ask {
+            model,
+            needs_continuation: false,
+        }
+    }
+
+    #[test]
+    fn the_rules_in_order() {
+        let a = m("a");
+        let b = m("b");
+        let local = cand(0, true, 1);
+        let w1 = cand(1, false, 2);
+        let hot = Candidate {
+            thermal: ThermalLevel::Serious,
+            free_slots: 8,
+            ..cand(2, false, 8)
+        };
+        let paused_local = Candidate {
+            throttle: 0,
+            ..cand(0, true, 4)
+        };
+        let fast = Candidate {
+            tokens_per_s: 90.0,
+            ..cand(3, false, 1)
+        };
+        let slow = Candidate {
+            tokens_per_s: 40.0,
+            ..cand(4, false, 3)
+        };
+        let queued = Candidate {
+            queue_depth: 2,
+            tokens_per_s: 200.0,
+            ..cand(5, false, 1)
+        };
+        let reference = Candidate {
+            continues: false,
+            ..cand(6, false, 4)
+        };
+        let no_b = Candidate {
+            models: vec![b.clone()],
+            ..cand(7, false, 4)
+        };
+        // (what it shows, the candidates, needs a continuation, the choice)
+        type Case<'a> = (&'a str, Vec<Candidate<u32>>, bool, Choice<u32>);
+        let table: Vec<Case<'_>> = vec![
+            ("nobody has it", vec![no_b.clone()], false, Choice::Nobody),
+            (
+                "local with a slot first",
+                vec![w1.clone(), local.clone()],
+                false,
+                Choice::Run(0),
+            ),
+            (
+                "a hot worker never while another fits",
+                vec![hot.clone(), w1.clone()],
+                false,
+                Choice::Run(1),
+            ),
+            (
+                "a hot one is better than nothing",
+                vec![hot.clone()],
+                false,
+                Choice::Run(2),
+            ),
+            (
+                "a paused local engine yields to a worker",
+                vec![paused_local.clone(), w1.clone()],
+                false,
+                Choice::Run(1),
+            ),
+            (
+                "faster among equal queues",
+                vec![slow.clone(), fast.clone()],
+                false,
+                Choice::Run(3),
+            ),
+            (
+                "a shorter queue beats speed",
+                vec![queued.clone(), slow.clone()],
+                false,
+                Choice::Run(4),
+            ),
+            (
+                "more free slots break a tie",
+                vec![cand(8, false, 1), cand(9, false, 3)],
+                false,
+                Choice::Run(9),
+            ),
+            (
+                "continuations need a place that continues",
+                vec![reference.clone()],
+                true,
+                Choice::Nobody,
+            ),
+            (
+                "a reference worker takes plain requests",
+                vec![reference.clone()],
+                false,
+                Choice::Run(6),
+            ),
+            (
+                "full workers: wait",
+                vec![cand(1, false, 0), cand(2, false, 0)],
+                false,
+                Choice::Wait,
+            ),
+            (
+                "full everywhere: this node's queue",
+                vec![cand(1, false, 0), cand(0, true, 0)],
+                false,
+                Choice::Run(0),
+            ),
+        ];
+        for (name, cands, cont, want) in table {
+            let got = place(
+                Ask {
+                    model: &a,
+                    needs_continuation: cont,
+                },
+                &cands,
+            );
+            assert_eq!(got, want, "{name}");
+        }
+        assert_eq!(place(ask(&b), &[no_b]), Choice::Run(7));
+    }
+
+    fn arb_candidate() -> impl Strategy<Value = Candidate<u32>> {
+        (
+            0u32..8,
+            prop::collection::vec(prop::sample::select(vec!["a", "b", "c"]), 0..3),
+            0usize..4,
+            0usize..4,
+            prop::sample::select(vec![0u8, 25, 75, 100]),
+            prop::sample::select(vec![
+                ThermalLevel::Nominal,
+                ThermalLevel::Fair,
+                ThermalLevel::Serious,
+                ThermalLevel::Critical,
+            ]),
+            0.0f64..200.0,
+            any::<bool>(),
+            any::<bool>(),
+        )
+            .prop_map(
+                |(
+                    id,
+                    models,
+                    free_slots,
+                    queue_depth,
+                    throttle,
+                    thermal,
+                    tps,
+                    local,
+                    continues,
+                )| {
+                    Candidate {
+                        id,
+                        models: models.into_iter().map(m).collect(),
+                        free_slots,
+                        queue_depth,
+                        throttle,
+                        thermal,
+                        tokens_per_s: tps,
+                        local,
+                        continues,
+                    }
+                },
+            )
+    }
+
+    proptest! {
+        #[test]
+        fn never_a_place_without_the_model_nor_a_paused_or_hot_one_while_one_fits(
+            cands in prop::collection::vec(arb_candidate(), 0..8),
+            model in prop::sample::select(vec!["a", "b", "c"]),
+            needs_continuation in any::<bool>(),
+        ) {
+            let model = m(model);
+            let choice = place(Ask { model: &model, needs_continuation }, &cands);
+            let eligible: Vec<&Candidate<u32>> = cands
+                .iter()
+                .filter(|c| c.has(&model) && (c.continues || !needs_continuation))
+                .collect();
+            match choice {
+                Choice::Nobody => prop_assert!(eligible.is_empty()),
+                Choice::Wait => {
+                    prop_assert!(!eligible.is_empty());
+                    // This node queues: it is never waited for when it may take the request.
+                    let any_fit = eligible.iter().any(|c| c.fits());
+                    prop_assert!(eligible.iter().all(|c| !c.local || (any_fit && !c.fits())));
+                }
+                Choice::Run(id) => {
+                    // Some eligible candidate with that id; ids may repeat, so look for one
+                    // that justifies the choice.
+                    let chosen: Vec<&&Candidate<u32>> = eligible.iter().filter(|c| c.id == id).collect();
+                    prop_assert!(!chosen.is_empty(), "chose {id} without the model");
+                    if eligible.iter().any(|c| c.fits()) {
+                        prop_assert!(chosen.iter().any(|c| c.fits()), "chose a paused or hot {id}");
+                    }
+                }
+            }
+        }
+    }
+}
