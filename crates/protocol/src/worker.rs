@@ -263,6 +263,25 @@ pub fn stop_frame(id: TaskId) -> String {
     format!(r#"{{"id":{},"stop":true}}"#, id.0)
 }
 
+/// A text frame from the hub to a worker.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HubFrame {
+    /// A new task.
+    Task(Box<Task>),
+    /// `{"id":N,"stop":true}`: cancel task N.
+    Stop(TaskId),
+}
+
+impl HubFrame {
+    /// The frame's text.
+    pub fn to_text(&self) -> String {
+        match self {
+            HubFrame::Task(t) => t.to_json(),
+            HubFrame::Stop(id) => stop_frame(*id),
+        }
+    }
+}
+
 fn parse_object(text: &str) -> Result<Map<String, Value>, FrameError> {
     match serde_json::from_str::<Value>(text) {
         Ok(Value::Object(m)) => Ok(m),

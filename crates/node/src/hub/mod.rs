@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use hearth_protocol::worker::{TaskDone, TaskFailure, TaskId, MAX_HUB_TASK_ID};
+use hearth_protocol::worker::{HubFrame, TaskDone, TaskFailure, TaskId, MAX_HUB_TASK_ID};
 use hearth_protocol::ModelId;
 use sha2::{Digest, Sha256};
 use tokio::sync::futures::Notified;
@@ -40,7 +40,7 @@ use crate::telemetry::ThermalLevel;
 /// Frames from a worker buffered per task before the worker's connection waits for that
 /// task's supervisor (a slow reader holds back its worker's connection, not memory).
 pub(crate) const TASK_EVENT_CAPACITY: usize = 128;
-/// Text frames (tasks, stops) waiting to be written to one worker.
+/// Frames (tasks, stops) waiting to be written to one worker.
 pub(crate) const WORKER_OUTBOX_CAPACITY: usize = 64;
 /// Requests that may wait for a worker's slot; beyond this, submissions are refused.
 pub(crate) const QUEUE_CAPACITY: usize = 64;
@@ -117,7 +117,7 @@ pub(crate) struct Reservation {
     pub(crate) worker_name: String,
     pub(crate) task: TaskId,
     pub(crate) hearth: bool,
-    pub(crate) outbox: mpsc::Sender<String>,
+    pub(crate) outbox: mpsc::Sender<HubFrame>,
     pub(crate) events: mpsc::Receiver<TaskEvent>,
 }
 
@@ -126,7 +126,7 @@ struct Worker {
     join: WorkerJoin,
     /// Seconds since the Unix epoch.
     connected_at: u64,
-    outbox: mpsc::Sender<String>,
+    outbox: mpsc::Sender<HubFrame>,
     /// Cancelled to close the connection (superseded).
     kick: CancellationToken,
     tasks: HashMap<TaskId, mpsc::Sender<TaskEvent>>,
@@ -217,7 +217,7 @@ impl Hub {
     pub(crate) fn register(
         &self,
         join: WorkerJoin,
-        outbox: mpsc::Sender<String>,
+        outbox: mpsc::Sender<HubFrame>,
         kick: CancellationToken,
     ) -> WorkerId {
         let mut reg = self.lock();

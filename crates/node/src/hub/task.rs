@@ -186,24 +186,18 @@ fn prepare(task: &Task, model: &ModelInfo) -> Result<Request, TaskFailure> {
     let params = raw
         .validate(&SamplingParams::default(), Some(ctx))
         .map_err(|e| invalid(format!("{}: {}", e.param, e.message)))?;
-    let continued = ext.continue_from.unwrap_or_default();
     let prompt = match ext.prompt {
-        Some(p) => Prompt::Text(p + &continued),
+        Some(p) => Prompt::Text(p),
         None => {
             let conversation = task.conversation();
             if conversation.is_empty() {
                 return Err(invalid("the task has no system message and no messages"));
             }
-            if continued.is_empty() {
-                Prompt::Chat(conversation)
-            } else {
-                let rendered = model
-                    .render_chat(&conversation)
-                    .map_err(|e| invalid(e.to_string()))?;
-                Prompt::Text(rendered + &continued)
-            }
+            Prompt::Chat(conversation)
         }
     };
+    let continued = ext.continue_from.unwrap_or_default();
+    let prompt = crate::route::continuation(model, prompt, &continued).map_err(invalid)?;
     Ok(Request { prompt, params })
 }
 

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use hearth_engine::{ModelInfo, ModelState, Request, SubmitError};
+use hearth_engine::{ModelInfo, ModelState, Prompt, Request, SubmitError};
 use hearth_protocol::{ModelId, RequestId};
 use tokio_util::sync::CancellationToken;
 
@@ -256,6 +256,26 @@ impl Router {
             }
         }
     }
+}
+
+/// The prompt that continues an answer from `delivered`, the text already sent: the
+/// conversation rendered by the model's chat template (or the raw prompt) followed by that
+/// text. With nothing delivered, the prompt itself. The one place continuations are made: the
+/// supervisor continuing here an answer lost elsewhere, and worker mode continuing one for a
+/// Hearth hub.
+pub fn continuation(info: &ModelInfo, prompt: Prompt, delivered: &str) -> Result<Prompt, String> {
+    if delivered.is_empty() {
+        return Ok(prompt);
+    }
+    Ok(match prompt {
+        Prompt::Chat(messages) => {
+            let rendered = info.render_chat(&messages).map_err(|e| e.to_string())?;
+            Prompt::Text(rendered + delivered)
+        }
+        Prompt::Text(text) => Prompt::Text(text + delivered),
+        // Token ids never leave this node, so they are never continued from text.
+        Prompt::Tokens(tokens) => Prompt::Tokens(tokens),
+    })
 }
 
 /// Where a request goes now.

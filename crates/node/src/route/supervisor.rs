@@ -426,7 +426,7 @@ impl Job {
         } = r;
         drop(events);
         self.hub.retire(worker, task);
-        let _ = tokio::time::timeout(SEND_WAIT, outbox.send(wp::stop_frame(task))).await;
+        let _ = tokio::time::timeout(SEND_WAIT, outbox.send(wp::HubFrame::Stop(task))).await;
     }
 
     async fn on_worker(&mut self, mut r: Reservation) -> Outcome {
@@ -438,7 +438,9 @@ impl Job {
             0
         };
         let (task, mut skip) = self.task_for(&r, continuing, prior);
-        let sent = tokio::time::timeout(SEND_WAIT, r.outbox.send(task.to_json())).await;
+        let sent =
+            tokio::time::timeout(SEND_WAIT, r.outbox.send(wp::HubFrame::Task(Box::new(task))))
+                .await;
         if !matches!(sent, Ok(Ok(()))) {
             let name = r.worker_name.clone();
             self.hub.retire(r.worker, r.task);
@@ -626,13 +628,7 @@ impl Job {
             .host
             .model()
             .ok_or_else(|| "this node's model is not loaded".to_owned())?;
-        let prompt = match &self.prompt {
-            RemotePrompt::Chat(m) => {
-                let rendered = info.render_chat(m).map_err(|e| e.to_string())?;
-                Prompt::Text(rendered + &self.delivered)
-            }
-            RemotePrompt::Text(t) => Prompt::Text(format!("{t}{}", self.delivered)),
-        };
+        let prompt = super::continuation(&info, self.prompt.to_prompt(), &self.delivered)?;
         Ok(Request { prompt, params })
     }
 

@@ -26,7 +26,7 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use hearth_protocol::limits::{MAX_WS_MESSAGE_BYTES, WS_READ_LIMIT_BYTES};
-use hearth_protocol::worker::{self as wp, TaskId, Utf8Carry, WorkerText};
+use hearth_protocol::worker::{self as wp, HubFrame, TaskId, Utf8Carry, WorkerText};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -213,7 +213,7 @@ impl Connection {
     async fn run(
         &mut self,
         socket: &mut WebSocket,
-        mut outbox: mpsc::Receiver<String>,
+        mut outbox: mpsc::Receiver<HubFrame>,
         kick: &CancellationToken,
         shutdown: &CancellationToken,
     ) -> String {
@@ -244,8 +244,8 @@ impl Connection {
                         Some(Err(e)) => return format!("the connection failed: {e}"),
                     }
                 }
-                Some(text) = outbox.recv() => {
-                    if let Err(e) = socket.send(Message::Text(Utf8Bytes::from(text))).await {
+                Some(frame) = outbox.recv() => {
+                    if let Err(e) = socket.send(Message::Text(Utf8Bytes::from(frame.to_text()))).await {
                         return format!("writing failed: {e}");
                     }
                 }
