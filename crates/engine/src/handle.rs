@@ -16,7 +16,8 @@ use tokio::sync::{mpsc, watch};
 
 use crate::commands::{Command, ControlOp, Submission};
 use crate::config::EngineConfig;
-use crate::events::{Event, FailureKind};
+use crate::engine_loop::{self, Shared};
+use crate::events::Event;
 use crate::model::{ModelInfo, ModelState, PromptError};
 use crate::{scheduler, scripted};
 
@@ -76,37 +77,6 @@ pub enum ControlError {
     Busy,
     #[error("the engine has stopped")]
     Stopped,
-}
-
-/// Live counters, updated by the engine thread.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub(crate) admission: Admission,
-    pub(crate) active: AtomicUsize,
-    pub(crate) tokens_generated: AtomicU64,
-    pub(crate) requests_finished: AtomicU64,
-    /// Why the engine thread must stop (0: it must not); set by [`Engine::shutdown`] and
-    /// [`Engine::unload`], checked every step.
-    pub(crate) stopping: AtomicU8,
-    /// 0..=100: 0 pauses decoding, below 100 the engine runs a duty cycle (DESIGN.md §4).
-    pub(crate) throttle: AtomicU8,
-    /// llama.cpp threads the last decode ran with (fewer than configured while other
-    /// programs keep cores busy; `cpu_share`).
-    pub(crate) threads: AtomicUsize,
-}
-
-const STOP_SHUTDOWN: u8 = 1;
-const STOP_UNLOAD: u8 = 2;
-
-impl Shared {
-    /// Why the engine must stop, if it must.
-    pub(crate) fn stop_reason(&self) -> Option<FailureKind> {
-        match self.stopping.load(Ordering::Acquire) {
-            0 => None,
-            STOP_UNLOAD => Some(FailureKind::Unloaded),
-            _ => Some(FailureKind::ShuttingDown),
-        }
-    }
 }
 
 /// A snapshot of the engine's load.
@@ -424,13 +394,13 @@ impl Engine {
     /// Stop the engine thread: running generations end with a `ShuttingDown` error. Blocks
     /// until the thread has exited (call from a blocking context).
     pub fn shutdown(&self) {
-        self.stop(STOP_SHUTDOWN);
+        self.stop(engine_loop::STOP_SHUTDOWN);
     }
 
     /// Unload the model: running generations end with an `Unloaded` error and the state
     /// becomes [`ModelState::Unloaded`]. Blocks until the thread has exited.
     pub fn unload(&self) {
-        self.stop(STOP_UNLOAD);
+        self.stop(engine_loop::STOP_UNLOAD);
     }
 
     fn stop(&self, reason: u8) {

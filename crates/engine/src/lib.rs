@@ -8,9 +8,10 @@
 //! ## Layout
 //! - [`handle`]: [`Engine`] (start, model state, submit, stats, shutdown), [`Generation`],
 //!   [`Controller`] (stop / pause / resume / modify / regenerate).
-//! - `scheduler`: the engine thread — slots, chunked prefill, one decode per step, sampling.
-//! - `scripted`: the same engine surface with scripted tokens instead of a model (door
-//!   benchmarks, fault and timing tests); `commands`: what handle and threads exchange;
+//! - `engine_loop`: the loop every engine thread runs, over a `Backend`: `scheduler` (llama.cpp:
+//!   slots, chunked prefill, one decode per step, sampling) or `scripted` (scripted tokens
+//!   instead of a model, for door benchmarks, fault and timing tests); `commands`: what handle
+//!   and threads exchange;
 //!   `loader`: loading with progress; `admission`: the in-flight limit.
 //! - [`events`]: what a generation streams back: tokens, `Done` with real usage and timing.
 //! - [`model`]: [`ModelInfo`], [`ModelState`], prompt preparation (template + tokenizer).
@@ -35,6 +36,7 @@ mod backend;
 mod commands;
 pub mod config;
 mod cpu_share;
+mod engine_loop;
 pub mod events;
 pub mod gguf;
 pub mod handle;

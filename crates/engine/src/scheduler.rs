@@ -7,7 +7,7 @@
 use std::collections::VecDeque;
 use std::num::NonZeroU32;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -23,19 +23,16 @@ use tokio::sync::watch;
 use crate::commands::{Command, ControlOp, Courier, Outbox, Submission};
 use crate::config::{EngineConfig, DEFAULT_CTX_PER_SLOT};
 use crate::cpu_share::Governor;
+use crate::engine_loop;
+use crate::engine_loop::{final_state, stop_message, Shared};
 use crate::events::{
     Candidate, Done, Event, Failure, FailureKind, Timing, TokenEvent, TokenLogprobs,
 };
-use crate::handle::Shared;
 use crate::loader;
 use crate::model::ModelState;
 use crate::omp;
 use crate::sampling::{build_sampler, logprobs};
 use crate::text::{StopMatcher, StopScan, Utf8Assembler};
-
-/// How long an engine with only back-pressured slots waits before looking again. Readers
-/// wake it as soon as they take an event, so this is only a safety net.
-const STALL_POLL: Duration = Duration::from_millis(20);
 
 /// Thread entry: load the model, then serve until shutdown or until every handle is gone.
 pub(crate) fn run(
@@ -114,29 +111,13 @@ pub(crate) fn run(
         courier: Courier::new(runtime.as_ref()),
         governor: Governor::new(threads as usize),
     };
-    sched.serve(&commands);
+    engine_loop::serve(&mut sched, &commands);
     let reason = shared.stop_reason().unwrap_or(FailureKind::ShuttingDown);
     sched.shutdown(reason);
     // Every event is in its channel before anyone sees the final state.
     sched.courier.close();
     state.send_replace(final_state(reason));
     tracing::info!(model = %model_id, "engine stopped");
-}
-
-/// The state an engine ends in.
-pub(crate) fn final_state(reason: FailureKind) -> ModelState {
-    match reason {
-        FailureKind::Unloaded => ModelState::Unloaded,
-        _ => ModelState::Stopped,
-    }
-}
-
-/// What running generations are told when the engine stops.
-pub(crate) fn stop_message(reason: FailureKind) -> &'static str {
-    match reason {
-        FailureKind::Unloaded => "the model was unloaded",
-        _ => "the engine is shutting down",
-    }
 }
 
 /// The request a slot is working on.
@@ -194,15 +175,6 @@ struct Scheduler<'m> {
     governor: Governor,
 }
 
-/// The pause after a step of `worked` that makes the engine busy `throttle`% of the time.
-pub(crate) fn duty_cycle_pause(worked: Duration, throttle: u8) -> Duration {
-    match throttle {
-        0 => Duration::ZERO,
-        t if t >= 100 => Duration::ZERO,
-        t => worked.mul_f64(f64::from(100 - t) / f64::from(t)),
-    }
-}
-
 /// How many leading tokens two sequences share.
 fn common_prefix(a: &[LlamaToken], b: &[LlamaToken]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
@@ -216,53 +188,37 @@ fn fresh_seed() -> u32 {
     nanos.wrapping_mul(0x9E37_79B9)
 }
 
-impl Scheduler<'_> {
-    fn serve(&mut self, commands: &Receiver<Command>) {
-        loop {
-            self.courier.deliver();
-            if self.shared.stop_reason().is_some() {
-                return;
-            }
-            // Throttle 0 pauses decoding: requests wait, controls still work.
-            let throttle = self.shared.throttle.load(Ordering::Acquire).min(100);
-            // Block only when there is nothing to do; poll briefly when work is held back by
-            // slow readers.
-            let first = if throttle > 0 && self.has_runnable_work() {
-                match commands.try_recv() {
-                    Ok(c) => Some(c),
-                    Err(TryRecvError::Empty) => None,
-                    Err(TryRecvError::Disconnected) => return,
-                }
-            } else if self.has_stalled_work() {
-                match commands.recv_timeout(STALL_POLL) {
-                    Ok(c) => Some(c),
-                    Err(RecvTimeoutError::Timeout) => None,
-                    Err(RecvTimeoutError::Disconnected) => return,
-                }
-            } else {
-                match commands.recv() {
-                    Ok(c) => Some(c),
-                    Err(_) => return,
-                }
-            };
-            if let Some(c) = first {
-                self.handle(c);
-                while let Ok(c) = commands.try_recv() {
-                    self.handle(c);
-                }
-            }
-            if throttle == 0 {
-                self.housekeeping();
-                continue;
-            }
-            let started = Instant::now();
-            if self.step() && throttle < 100 {
-                // Below 100 the loop runs a duty cycle: work `throttle`% of the time.
-                std::thread::sleep(duty_cycle_pause(started.elapsed(), throttle));
-            }
-        }
+impl engine_loop::Backend for Scheduler<'_> {
+    fn shared(&self) -> &Shared {
+        &self.shared
     }
 
+    fn courier(&mut self) -> &mut Courier {
+        &mut self.courier
+    }
+
+    fn handle(&mut self, command: Command) {
+        Scheduler::handle(self, command);
+    }
+
+    fn has_runnable_work(&self) -> bool {
+        Scheduler::has_runnable_work(self)
+    }
+
+    fn has_stalled_work(&self) -> bool {
+        Scheduler::has_stalled_work(self)
+    }
+
+    fn step(&mut self) -> bool {
+        Scheduler::step(self)
+    }
+
+    fn housekeeping(&mut self) {
+        Scheduler::housekeeping(self);
+    }
+}
+
+impl Scheduler<'_> {
     fn has_runnable_work(&self) -> bool {
         !self.queue.is_empty() && self.slots.iter().any(Option::is_none)
             || self
@@ -811,19 +767,5 @@ impl Scheduler<'_> {
             }));
             self.shared.admission.release(1);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn duty_cycle_pauses_in_proportion() {
-        let w = Duration::from_millis(30);
-        assert_eq!(duty_cycle_pause(w, 100), Duration::ZERO);
-        assert_eq!(duty_cycle_pause(w, 75), Duration::from_millis(10));
-        assert_eq!(duty_cycle_pause(w, 25), Duration::from_millis(90));
-        assert_eq!(duty_cycle_pause(w, 50), w);
     }
 }

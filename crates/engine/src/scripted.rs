@@ -6,7 +6,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,18 +15,16 @@ use tokio::sync::watch;
 
 use crate::commands::{Command, ControlOp, Courier, Outbox, Submission};
 use crate::config::{EngineConfig, Script, DEFAULT_CTX_PER_SLOT};
+use crate::engine_loop;
+use crate::engine_loop::{final_state, stop_message, Shared};
 use crate::events::{Done, Event, Failure, FailureKind, Timing, TokenEvent};
-use crate::handle::Shared;
 use crate::loader;
 use crate::model::ModelState;
-use crate::scheduler::stop_message;
 
 /// The words scripted tokens cycle through (ids are their index).
 const WORDS: [&str; 8] = [
     " lorem", " ipsum", " dolor", " sit", " amet", ",", " hearth", ".",
 ];
-/// Safety net only: readers wake the engine when they take an event (see `Events::recv`).
-const STALL_POLL: Duration = Duration::from_millis(20);
 
 struct Slot {
     id: RequestId,
@@ -73,14 +71,14 @@ pub(crate) fn run(
         shared,
         courier: Courier::new(runtime.as_ref()),
     };
-    engine.serve(&commands);
+    engine_loop::serve(&mut engine, &commands);
     let reason = engine
         .shared
         .stop_reason()
         .unwrap_or(FailureKind::ShuttingDown);
     engine.shutdown(reason);
     engine.courier.close();
-    state.send_replace(crate::scheduler::final_state(reason));
+    state.send_replace(final_state(reason));
 }
 
 struct Scripted {
@@ -93,67 +91,37 @@ struct Scripted {
     courier: Courier,
 }
 
-impl Scripted {
-    fn serve(&mut self, commands: &Receiver<Command>) {
-        loop {
-            self.courier.deliver();
-            if self.shared.stop_reason().is_some() {
-                return;
-            }
-            let throttle = self.shared.throttle.load(Ordering::Acquire).min(100);
-            let runnable = throttle > 0
-                && (self
-                    .slots
-                    .iter()
-                    .flatten()
-                    .any(|s| !s.paused && s.out.pending.is_empty())
-                    || (!self.queue.is_empty() && self.slots.iter().any(Option::is_none)));
-            let stalled = !self.draining.is_empty()
-                || self
-                    .slots
-                    .iter()
-                    .flatten()
-                    .any(|s| !s.out.pending.is_empty());
-            let first = if runnable {
-                match commands.try_recv() {
-                    Ok(c) => Some(c),
-                    Err(TryRecvError::Empty) => None,
-                    Err(TryRecvError::Disconnected) => return,
-                }
-            } else if stalled {
-                match commands.recv_timeout(STALL_POLL) {
-                    Ok(c) => Some(c),
-                    Err(RecvTimeoutError::Timeout) => None,
-                    Err(RecvTimeoutError::Disconnected) => return,
-                }
-            } else {
-                match commands.recv() {
-                    Ok(c) => Some(c),
-                    Err(_) => return,
-                }
-            };
-            if let Some(c) = first {
-                self.handle(c);
-                while let Ok(c) = commands.try_recv() {
-                    self.handle(c);
-                }
-            }
-            if throttle == 0 {
-                self.draining.retain_mut(|o| !o.flush());
-                continue;
-            }
-            let started = Instant::now();
-            self.step();
-            self.courier.deliver();
-            if throttle < 100 {
-                std::thread::sleep(crate::scheduler::duty_cycle_pause(
-                    started.elapsed(),
-                    throttle,
-                ));
-            }
-        }
+impl engine_loop::Backend for Scripted {
+    fn shared(&self) -> &Shared {
+        &self.shared
     }
 
+    fn courier(&mut self) -> &mut Courier {
+        &mut self.courier
+    }
+
+    fn handle(&mut self, command: Command) {
+        Scripted::handle(self, command);
+    }
+
+    fn has_runnable_work(&self) -> bool {
+        Scripted::has_runnable_work(self)
+    }
+
+    fn has_stalled_work(&self) -> bool {
+        Scripted::has_stalled_work(self)
+    }
+
+    fn step(&mut self) -> bool {
+        Scripted::step(self)
+    }
+
+    fn housekeeping(&mut self) {
+        self.draining.retain_mut(|o| !o.flush());
+    }
+}
+
+impl Scripted {
     fn handle(&mut self, command: Command) {
         match command {
             Command::Submit(s) => self.queue.push_back(s),
@@ -202,7 +170,9 @@ impl Scripted {
         }
     }
 
-    fn step(&mut self) {
+    /// One step: one token for every slot that can take one. True when any got one.
+    fn step(&mut self) -> bool {
+        let mut produced = false;
         self.draining.retain_mut(|o| !o.flush());
         for i in 0..self.slots.len() {
             let closed = self.slots[i].as_ref().is_some_and(|s| s.out.closed());
@@ -259,11 +229,31 @@ impl Scripted {
             }));
             slot.last_token = now;
             slot.generated += 1;
+            produced = true;
             self.shared.tokens_generated.fetch_add(1, Ordering::Relaxed);
             if slot.generated >= slot.max_tokens {
                 self.finish(i, FinishReason::Length);
             }
         }
+        self.courier.deliver();
+        produced
+    }
+
+    fn has_runnable_work(&self) -> bool {
+        self.slots
+            .iter()
+            .flatten()
+            .any(|s| !s.paused && s.out.pending.is_empty())
+            || (!self.queue.is_empty() && self.slots.iter().any(Option::is_none))
+    }
+
+    fn has_stalled_work(&self) -> bool {
+        !self.draining.is_empty()
+            || self
+                .slots
+                .iter()
+                .flatten()
+                .any(|s| !s.out.pending.is_empty())
     }
 
     fn finish(&mut self, i: usize, reason: FinishReason) {
