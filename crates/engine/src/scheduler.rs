@@ -32,7 +32,8 @@ use crate::loader;
 use crate::model::ModelState;
 use crate::omp;
 use crate::sampling::{build_sampler, logprobs};
-use crate::text::{StopMatcher, StopScan, Utf8Assembler};
+use crate::text::{StopMatcher, StopScan};
+use hearth_protocol::utf8::Utf8Stream;
 
 /// Thread entry: load the model, then serve until shutdown or until every handle is gone.
 pub(crate) fn run(
@@ -137,7 +138,7 @@ struct Slot {
     fixed_seed: Option<u32>,
     sampler: LlamaSampler,
     generated: Vec<LlamaToken>,
-    utf8: Utf8Assembler,
+    utf8: Utf8Stream,
     stop: StopMatcher,
     out: Outbox,
     paused: bool,
@@ -445,7 +446,7 @@ impl Scheduler<'_> {
                 params: s.params,
                 prompt: s.tokens,
                 generated: Vec::new(),
-                utf8: Utf8Assembler::default(),
+                utf8: Utf8Stream::default(),
                 out: Outbox::new(s.events, s.stalled, &self.courier),
                 paused: s.paused,
                 batch_idx: None,
@@ -584,7 +585,7 @@ impl Scheduler<'_> {
         self.piece.clear();
         vocab.token_to_piece_into(token, &mut self.piece, false, None);
         let mut text = String::with_capacity(self.piece.len());
-        slot.utf8.push(&self.piece, &mut text);
+        slot.utf8.push_into(&self.piece, &mut text);
         let (text, stopped) = match slot.stop.push(text) {
             StopScan::Release(t) => (t, false),
             StopScan::Stopped(t) => (t, true),
@@ -644,7 +645,7 @@ impl Scheduler<'_> {
     /// Everything still held back (an incomplete character, a possible stop-string start).
     fn final_text(slot: &mut Slot) -> (String, bool) {
         let mut rest = String::new();
-        slot.utf8.finish(&mut rest);
+        slot.utf8.finish_into(&mut rest);
         match slot.stop.push(rest) {
             StopScan::Release(mut t) => {
                 t.push_str(&slot.stop.flush());

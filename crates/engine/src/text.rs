@@ -1,62 +1,6 @@
-//! Turning token bytes into text a client may see: an incremental UTF-8 assembler (token
-//! pieces can split a character) and a stop-string matcher that holds back any tail that could
-//! still become a stop string, so a stop string never reaches the client. Pure and allocation-light.
-
-/// Assembles UTF-8 text from byte pieces that may split characters between them.
-#[derive(Debug, Default)]
-pub(crate) struct Utf8Assembler {
-    pending: Vec<u8>,
-}
-
-impl Utf8Assembler {
-    /// Feed the bytes of one token; returns the text that is now complete. Invalid bytes
-    /// become U+FFFD; an incomplete character at the end waits for the next piece.
-    pub(crate) fn push(&mut self, bytes: &[u8], out: &mut String) {
-        let owned;
-        let mut input: &[u8] = if self.pending.is_empty() {
-            bytes
-        } else {
-            self.pending.extend_from_slice(bytes);
-            owned = std::mem::take(&mut self.pending);
-            &owned
-        };
-        loop {
-            match std::str::from_utf8(input) {
-                Ok(s) => {
-                    out.push_str(s);
-                    return;
-                }
-                Err(e) => {
-                    let (valid, rest) = input.split_at(e.valid_up_to());
-                    // `valid_up_to` guarantees this prefix is valid UTF-8.
-                    out.push_str(std::str::from_utf8(valid).unwrap_or_default());
-                    match e.error_len() {
-                        None => {
-                            self.pending.extend_from_slice(rest);
-                            return;
-                        }
-                        Some(n) => {
-                            out.push(char::REPLACEMENT_CHARACTER);
-                            input = &rest[n..];
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// End of stream: whatever is still pending can never complete.
-    pub(crate) fn finish(&mut self, out: &mut String) {
-        if !self.pending.is_empty() {
-            out.push_str(&String::from_utf8_lossy(&self.pending));
-            self.pending.clear();
-        }
-    }
-
-    pub(crate) fn reset(&mut self) {
-        self.pending.clear();
-    }
-}
+//! Turning token text into text a client may see: a stop-string matcher that holds back any
+//! tail that could still become a stop string, so a stop string never reaches the client. (Token
+//! bytes become text through `hearth_protocol::utf8::Utf8Stream`.) Pure and allocation-light.
 
 /// What the matcher decided for a piece of text.
 #[derive(Debug, PartialEq, Eq)]
@@ -143,57 +87,6 @@ impl StopMatcher {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn assemble(pieces: &[&[u8]]) -> Vec<String> {
-        let mut a = Utf8Assembler::default();
-        let mut outs = Vec::new();
-        for p in pieces {
-            let mut s = String::new();
-            a.push(p, &mut s);
-            outs.push(s);
-        }
-        let mut s = String::new();
-        a.finish(&mut s);
-        outs.push(s);
-        outs
-    }
-
-    #[test]
-    fn utf8_split_characters_wait_for_their_tail() {
-        let euro = "€".as_bytes(); // 3 bytes
-        let crab = "🦀".as_bytes(); // 4 bytes
-        let outs = assemble(&[
-            b"a",
-            &euro[..1],
-            &euro[1..2],
-            &euro[2..],
-            &crab[..3],
-            &[crab[3], b'b'],
-        ]);
-        assert_eq!(outs, vec!["a", "", "", "€", "", "🦀b", ""]);
-    }
-
-    #[test]
-    fn utf8_invalid_bytes_become_replacement_and_pending_is_flushed() {
-        let outs = assemble(&[b"x\xffy", &"é".as_bytes()[..1]]);
-        assert_eq!(outs[0], "x\u{fffd}y");
-        assert_eq!(outs[1], "");
-        assert_eq!(outs[2], "\u{fffd}");
-    }
-
-    #[test]
-    fn utf8_every_split_of_mixed_text_reassembles_exactly() {
-        let text = "héllo wörld 🦀 ∑ done";
-        let bytes = text.as_bytes();
-        for cut in 0..bytes.len() {
-            let mut a = Utf8Assembler::default();
-            let mut out = String::new();
-            a.push(&bytes[..cut], &mut out);
-            a.push(&bytes[cut..], &mut out);
-            a.finish(&mut out);
-            assert_eq!(out, text, "cut at {cut}");
-        }
-    }
 
     #[test]
     fn stop_string_never_leaks_and_prefix_is_held() {

@@ -11,6 +11,7 @@
 //!   validation (every door validates through here so the rules are the same everywhere).
 //! - [`openai`]: the OpenAI HTTP API (chat completions, completions, models, errors, SSE chunks).
 //! - [`streaming`]: the `/generate` streaming WebSocket protocol (`protocols/streaming-ws.md`).
+//! - [`utf8`]: the one streaming UTF-8 decoder (engine tokens, worker frames).
 //! - [`worker`]: the worker protocol's task frames and binary result frames (`protocols/worker-node.md`).
 //! - [`auth_ws`]: the signed-challenge protocol's client messages (`protocols/auth-ws.md`).
 //! - [`batch`]: the batch WebSocket protocol on `/ws` and `/api/ws` (`protocols/batch-ws.md`).
@@ -30,6 +31,7 @@ pub mod ids;
 pub mod limits;
 pub mod openai;
 pub mod streaming;
+pub mod utf8;
 pub mod worker;
 
 pub use generation::{ChatMessage, FinishReason, ParamError, SamplingParams, SamplingPatch, Usage};

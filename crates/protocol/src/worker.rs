@@ -19,7 +19,7 @@
 //!   ignored.
 //! - **Stop**: `{"id":N,"stop":true}` cancels task N.
 //! - **Text**: every data frame holds whole characters ([`split_utf8`]); a receiver still
-//!   decodes tolerantly ([`Utf8Carry`]) in case another implementation splits one.
+//!   decodes tolerantly ([`crate::utf8::Utf8Stream`]) in case another implementation splits one.
 //!
 //! ## Hearth's optional extension (only between Hearth hubs and Hearth workers)
 //! The document's frames carry no finish reason, token counts or sampling parameters beyond
@@ -576,64 +576,6 @@ impl<'a> Iterator for Utf8Pieces<'a> {
     }
 }
 
-/// Decodes a task's data frames as UTF-8 without ever failing: a character split across
-/// frames (which Hearth never sends, but another worker might) is held until its remaining
-/// bytes arrive; bytes that can never be valid become U+FFFD.
-#[derive(Debug, Clone, Default)]
-pub struct Utf8Carry {
-    /// An incomplete character at the end of the last frame (at most 3 bytes).
-    pending: Vec<u8>,
-}
-
-impl Utf8Carry {
-    /// The text of one more frame.
-    pub fn push(&mut self, bytes: &[u8]) -> String {
-        let mut buf = std::mem::take(&mut self.pending);
-        buf.extend_from_slice(bytes);
-        let mut out = String::with_capacity(buf.len());
-        let mut rest: &[u8] = &buf;
-        loop {
-            match std::str::from_utf8(rest) {
-                Ok(s) => {
-                    out.push_str(s);
-                    break;
-                }
-                Err(e) => {
-                    let (valid, after) = rest.split_at(e.valid_up_to());
-                    // `valid` is valid UTF-8 by the error's contract.
-                    out.push_str(std::str::from_utf8(valid).unwrap_or_default());
-                    match e.error_len() {
-                        None => {
-                            // An incomplete character at the end: wait for the rest.
-                            self.pending = after.to_vec();
-                            break;
-                        }
-                        Some(n) => {
-                            out.push(char::REPLACEMENT_CHARACTER);
-                            rest = &after[n..];
-                        }
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    /// Whether part of a character is waiting for the next frame.
-    pub fn holds_partial(&self) -> bool {
-        !self.pending.is_empty()
-    }
-
-    /// What is left when the task ends: U+FFFD for an incomplete character, else nothing.
-    pub fn finish(&mut self) -> String {
-        if std::mem::take(&mut self.pending).is_empty() {
-            String::new()
-        } else {
-            char::REPLACEMENT_CHARACTER.to_string()
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -832,28 +774,8 @@ mod tests {
     }
 
     #[test]
-    fn carry_joins_split_characters() {
-        let text = "a€😀é";
-        let bytes = text.as_bytes();
-        for cut in 0..=bytes.len() {
-            let mut c = Utf8Carry::default();
-            let mut out = c.push(&bytes[..cut]);
-            out.push_str(&c.push(&bytes[cut..]));
-            out.push_str(&c.finish());
-            assert_eq!(out, text, "cut at {cut}");
-        }
-        let mut c = Utf8Carry::default();
-        assert_eq!(c.push(&[b'a', 0xff, b'b']), "a\u{fffd}b");
-        assert_eq!(c.push(&[0xe2, 0x82]), "");
-        assert!(c.holds_partial());
-        assert_eq!(c.finish(), "\u{fffd}");
-        assert!(!c.holds_partial());
-        assert_eq!(c.finish(), "");
-    }
-
-    #[test]
-    fn decoding_never_panics_on_noise() {
-        // A small deterministic generator instead of a fuzzer: every prefix of noisy input.
+    fn noise_decodes_to_what_its_bytes_say_or_to_an_error() {
+        // A small deterministic generator beside the fuzz target: every prefix of noisy input.
         let mut x: u32 = 0x1234_5678;
         let mut bytes = Vec::new();
         for _ in 0..512 {
@@ -862,13 +784,29 @@ mod tests {
             x ^= x << 5;
             bytes.push((x & 0xff) as u8);
         }
-        let mut carry = Utf8Carry::default();
         for n in 0..bytes.len() {
-            let _ = decode_binary(&bytes[..n]);
-            let _ = carry.push(&bytes[n..(n + 3).min(bytes.len())]);
-            let s = String::from_utf8_lossy(&bytes[..n]);
-            let _ = parse_hub_text(&s);
-            let _ = parse_worker_text(&s);
+            let frame = &bytes[..n];
+            match decode_binary(frame) {
+                Ok(d) => {
+                    let id = u32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]);
+                    assert_eq!((d.id, d.payload), (TaskId(id), &frame[4..]));
+                }
+                Err(FrameError::ShortFrame(len)) => assert!(n < 4 && len == n),
+                Err(e) => panic!("{n} bytes: {e}"),
+            }
+            let s = String::from_utf8_lossy(frame);
+            // Noise is never a task or a worker's frame: the one exception is empty text,
+            // the keepalive.
+            match parse_hub_text(&s) {
+                Ok(None) => assert!(s.trim().is_empty(), "{s:?}"),
+                Ok(Some(m)) => panic!("noise parsed as {m:?}"),
+                Err(_) => {}
+            }
+            match parse_worker_text(&s) {
+                Ok(None) => assert!(s.trim().is_empty(), "{s:?}"),
+                Ok(Some(m)) => panic!("noise parsed as {m:?}"),
+                Err(_) => {}
+            }
         }
     }
 

@@ -26,7 +26,8 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use hearth_protocol::limits::{MAX_WS_MESSAGE_BYTES, WS_READ_LIMIT_BYTES};
-use hearth_protocol::worker::{self as wp, HubFrame, TaskId, Utf8Carry, WorkerText};
+use hearth_protocol::utf8::Utf8Stream;
+use hearth_protocol::worker::{self as wp, HubFrame, TaskId, WorkerText};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -205,7 +206,7 @@ struct Connection {
     id: WorkerId,
     name: String,
     /// Tasks whose last frame ended inside a character (never from Hearth workers).
-    carries: HashMap<TaskId, Utf8Carry>,
+    carries: HashMap<TaskId, Utf8Stream>,
 }
 
 impl Connection {
