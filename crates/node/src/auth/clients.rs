@@ -35,12 +35,7 @@ pub const CLIENT_ID_HEX_DIGITS: usize = 20;
 
 /// Lowercase hex of bytes.
 pub fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
+    hex::encode(bytes)
 }
 
 /// The first 20 hex digits of SHA-256 of a public key's SPKI DER: a client's id, and the

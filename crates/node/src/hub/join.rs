@@ -36,7 +36,7 @@
 //! - Only `ws://` is supported: this build has no TLS for outbound WebSockets.
 
 use std::collections::HashMap;
-use std::fmt::{self, Write as _};
+use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -150,22 +150,20 @@ fn without_query(url: &str) -> &str {
 
 /// Percent-encode everything but RFC 3986's unreserved characters.
 fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(b));
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
-    out
+    /// Everything but RFC 3986's unreserved characters.
+    const QUERY_VALUE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'.')
+        .remove(b'_')
+        .remove(b'~');
+    percent_encoding::utf8_percent_encode(s, QUERY_VALUE).to_string()
 }
 
 /// Serve a hub's tasks until `shutdown` is cancelled: connect, serve, reconnect after any
 /// error. Spawn it once per node (the node keeps the handle and awaits it on shutdown).
 pub async fn run(config: JoinConfig, router: Router, shutdown: CancellationToken) {
     let host = router.host().clone();
-    let mut backoff = Backoff::new(BACKOFF_FIRST, BACKOFF_MAX);
+    let mut delays = backoff();
     let hub = without_query(&config.url).to_owned();
     loop {
         let ready = tokio::select! {
@@ -199,7 +197,7 @@ pub async fn run(config: JoinConfig, router: Router, shutdown: CancellationToken
                     End::Shutdown => return,
                     End::ModelChanged => {
                         tracing::info!(%hub, "the model changed; joining again with the new one");
-                        backoff.reset();
+                        delays = backoff();
                         continue;
                     }
                     End::Lost(reason) => {
@@ -207,13 +205,13 @@ pub async fn run(config: JoinConfig, router: Router, shutdown: CancellationToken
                     }
                 }
                 if since.elapsed() >= STABLE_AFTER {
-                    backoff.reset();
+                    delays = backoff();
                 }
             }
             Ok(Err(e)) => tracing::warn!(%hub, error = %e, "could not connect to the hub"),
             Err(_) => tracing::warn!(%hub, "connecting to the hub timed out"),
         }
-        let delay = backoff.next_delay();
+        let delay = delays.next().unwrap_or(BACKOFF_MAX);
         tracing::info!(%hub, retry_in_ms = delay.as_millis() as u64, "reconnecting to the hub");
         tokio::select! {
             () = tokio::time::sleep(delay) => {}
@@ -233,51 +231,17 @@ async fn connect(url: &str) -> Result<(Socket, bool), tungstenite::Error> {
     Ok((ws, extensions))
 }
 
-/// Exponential backoff with equal jitter: each delay is between half and all of
-/// `first * 2^attempt`, capped at `max`.
-#[derive(Debug)]
-struct Backoff {
-    first: Duration,
-    max: Duration,
-    attempt: u32,
-}
-
-impl Backoff {
-    fn new(first: Duration, max: Duration) -> Self {
-        Self {
-            first,
-            max,
-            attempt: 0,
-        }
-    }
-
-    fn next_delay(&mut self) -> Duration {
-        let d = self.ceiling();
-        self.attempt = self.attempt.saturating_add(1);
-        jitter(d, random_unit())
-    }
-
-    /// The delay before jitter for the current attempt.
-    fn ceiling(&self) -> Duration {
-        self.first
-            .saturating_mul(1u32 << self.attempt.min(16))
-            .min(self.max)
-    }
-
-    fn reset(&mut self) {
-        self.attempt = 0;
-    }
-}
-
-/// Between half and all of `base`; `unit` in [0, 1].
-fn jitter(base: Duration, unit: f64) -> Duration {
-    base.mul_f64(0.5 + 0.5 * unit.clamp(0.0, 1.0))
-}
-
-/// A uniform number in [0, 1) from 53 random bits of a v4 UUID (its low 56 bits are random).
-fn random_unit() -> f64 {
-    let bits = (uuid::Uuid::new_v4().as_u128() as u64) & ((1u64 << 53) - 1);
-    bits as f64 / (1u64 << 53) as f64
+/// Reconnect delays: exponential with equal jitter, each between half and all of
+/// `BACKOFF_FIRST * 2^attempt`, capped at `BACKOFF_MAX` (backon adds up to 100% jitter above
+/// its base, so its base is half of that).
+fn backoff() -> backon::ExponentialBackoff {
+    use backon::BackoffBuilder as _;
+    backon::ExponentialBuilder::new()
+        .with_min_delay(BACKOFF_FIRST / 2)
+        .with_max_delay(BACKOFF_MAX / 2)
+        .with_jitter()
+        .without_max_times()
+        .build()
 }
 
 /// Why a session ended.
@@ -615,33 +579,25 @@ mod tests {
 
     #[test]
     fn backoff_doubles_to_its_cap_with_jitter_and_resets() {
-        let mut b = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
-        let ceilings: Vec<u64> = (0..9)
-            .map(|_| {
-                let c = b.ceiling();
-                let d = b.next_delay();
+        let ceilings = [1, 2, 4, 8, 16, 32, 60, 60, 60];
+        for round in 0..2 {
+            // A fresh backoff (the reset after a stable connection) starts over.
+            let mut delays = backoff();
+            for ceiling in ceilings {
+                let c = Duration::from_secs(ceiling);
+                let d = delays.next().expect("never runs out");
                 assert!(
                     d >= c / 2 && d <= c,
-                    "{d:?} not within [{:?}, {c:?}]",
+                    "round {round}: {d:?} not within [{:?}, {c:?}]",
                     c / 2
                 );
-                c.as_secs()
-            })
-            .collect();
-        assert_eq!(ceilings, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
-        b.reset();
-        assert_eq!(b.ceiling(), Duration::from_secs(1));
-        for _ in 0..100 {
-            b.next_delay(); // never overflows
+            }
         }
-        assert_eq!(b.ceiling(), Duration::from_secs(60));
-        assert_eq!(jitter(Duration::from_secs(10), 0.0), Duration::from_secs(5));
-        assert_eq!(
-            jitter(Duration::from_secs(10), 1.0),
-            Duration::from_secs(10)
+        let mut delays = backoff();
+        assert!(
+            delays.by_ref().take(100).all(|d| d <= BACKOFF_MAX),
+            "never beyond the cap"
         );
-        let u = random_unit();
-        assert!((0.0..1.0).contains(&u));
     }
 
     #[test]

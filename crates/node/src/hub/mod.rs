@@ -207,9 +207,11 @@ impl Hub {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Compares digests, so the comparison's timing says nothing about the token.
+    /// Compares digests in constant time, so the comparison's timing says nothing about the
+    /// token (nor about its length).
     pub(crate) fn token_matches(&self, token: &str) -> bool {
-        digest(token) == self.inner.token_digest
+        use subtle::ConstantTimeEq as _;
+        digest(token).ct_eq(&self.inner.token_digest).into()
     }
 
     /// Add a worker. One with the same model and name is superseded: removed at once (its
