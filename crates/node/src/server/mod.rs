@@ -110,6 +110,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
             state.limits.header_timeout,
         ))
+        // Inside the guard, so the Host and Origin checks run first.
+        .layer(security::cors())
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             security::guard,

@@ -2,7 +2,8 @@
 //! - `Host` must be a loopback name, an IP address (the machine's LAN address is one) or a
 //!   configured name, so a hostile web page cannot reach the node through DNS rebinding;
 //! - WebSocket upgrades must come with no `Origin`, the node's own origin, a loopback origin or
-//!   the desktop app's (`tauri://localhost`); the desktop origin also gets CORS on HTTP;
+//!   the desktop app's (`tauri://localhost`); those origins also get CORS on HTTP (tower-http's
+//!   `CorsLayer`, [`cors`], inside this guard);
 //! - a request that changes state or generates (any method but GET, HEAD and OPTIONS) from a
 //!   page must come from one of those origins: browsers send "simple" cross-site POSTs
 //!   (`text/plain`, forms) without a preflight, so CORS alone would let any web page the user
@@ -201,11 +202,6 @@ fn add_frame_guard(resp: &mut Response) {
     );
 }
 
-fn add_cors(resp: &mut Response, origin: &HeaderValue) {
-    let h = resp.headers_mut();
-    h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
-    h.insert(header::VARY, HeaderValue::from_static("Origin"));
-}
 
 pub(crate) async fn guard(
     State(state): State<Arc<AppState>>,
@@ -254,26 +250,9 @@ pub(crate) async fn guard(
             "requests from this origin are not allowed: only the node's own pages, pages on this machine and the desktop app may use it",
         );
     }
-    // CORS preflight from the desktop app (or another allowed local origin).
-    if req.method() == Method::OPTIONS {
-        if let (Some(o), Some(true)) = (&origin, origin_ok) {
-            let mut resp = StatusCode::NO_CONTENT.into_response();
-            add_cors(&mut resp, o);
-            let h = resp.headers_mut();
-            h.insert(
-                header::ACCESS_CONTROL_ALLOW_METHODS,
-                HeaderValue::from_static("GET, POST, PATCH, DELETE, OPTIONS"),
-            );
-            h.insert(
-                header::ACCESS_CONTROL_ALLOW_HEADERS,
-                HeaderValue::from_static("content-type, authorization"),
-            );
-            h.insert(
-                header::ACCESS_CONTROL_MAX_AGE,
-                HeaderValue::from_static("600"),
-            );
-            return resp;
-        }
+    // A CORS preflight from an allowed origin carries no credentials: `cors` answers it.
+    if req.method() == Method::OPTIONS && origin_ok == Some(true) {
+        return next.run(req).await;
     }
     let needs_key = state.exposure.is_exposed()
         && !peer.ip().to_canonical().is_loopback()
@@ -307,11 +286,33 @@ pub(crate) async fn guard(
         }
     }
     let mut resp = next.run(req).await;
-    if let (Some(o), Some(true)) = (&origin, origin_ok) {
-        add_cors(&mut resp, o);
-    }
     add_frame_guard(&mut resp);
     resp
+}
+
+/// CORS for the origins [`origin_allowed`] accepts (the desktop app's `fetch` above all):
+/// preflights answered, responses marked for them.
+pub(crate) fn cors() -> tower_http::cors::CorsLayer {
+    use tower_http::cors::{AllowOrigin, CorsLayer};
+    CorsLayer::new()
+        .allow_origin(AllowOrigin::predicate(|origin, parts| {
+            let host = parts
+                .headers
+                .get(header::HOST)
+                .and_then(|v| v.to_str().ok());
+            origin
+                .to_str()
+                .is_ok_and(|o| origin_allowed(o, host))
+        }))
+        .allow_methods([
+            Method::GET,
+            Method::POST,
+            Method::PATCH,
+            Method::DELETE,
+            Method::OPTIONS,
+        ])
+        .allow_headers([header::CONTENT_TYPE, header::AUTHORIZATION])
+        .max_age(std::time::Duration::from_secs(600))
 }
 
 /// Complete the WebSocket handshake only to close it with 1008 (policy violation), as
