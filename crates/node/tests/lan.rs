@@ -364,7 +364,9 @@ async fn host_and_origin_checks_apply_even_on_loopback() {
         r.headers()["access-control-allow-origin"],
         "tauri://localhost"
     );
-    let methods = r.headers()["access-control-allow-methods"].to_str().unwrap();
+    let methods = r.headers()["access-control-allow-methods"]
+        .to_str()
+        .unwrap();
     assert!(methods.contains("POST"), "{methods}");
     let r = common::client()
         .get(t.url("/api/status"))

@@ -8,10 +8,11 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::stream;
@@ -93,8 +94,8 @@ pub(crate) struct ChatBody {
     edit_message_id: Option<String>,
 }
 
-fn event(v: Value) -> Bytes {
-    Bytes::from(format!("data: {v}\n\n"))
+fn event(v: Value) -> SseEvent {
+    SseEvent::default().data(v.to_string())
 }
 
 pub(crate) async fn chat(
@@ -234,7 +235,7 @@ pub(crate) async fn chat(
     }
     first_events.push(json!({"type": "start", "message": assistant}));
 
-    let (tx, rx) = mpsc::channel::<Bytes>(CLIENT_BUFFER);
+    let (tx, rx) = mpsc::channel::<SseEvent>(CLIENT_BUFFER);
     for e in first_events {
         let _ = tx.try_send(event(e));
     }
@@ -246,14 +247,14 @@ pub(crate) async fn chat(
         running,
         tx,
     ));
-    let body = stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
+    let events = stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
     });
-    Ok(Response::builder()
-        .header(header::CONTENT_TYPE, "text/event-stream")
-        .header(header::CACHE_CONTROL, "no-cache")
-        .body(Body::from_stream(body))
-        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response()))
+    let mut response = Sse::new(events).into_response();
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    Ok(response)
 }
 
 /// The node answering now: a worker in hub mode, else this one.
@@ -272,7 +273,7 @@ async fn drive(
     message: Message,
     mut generation: Generation,
     running: RunningChat,
-    tx: mpsc::Sender<Bytes>,
+    tx: mpsc::Sender<SseEvent>,
 ) {
     let mut text = String::new();
     let mut saved_len = 0;

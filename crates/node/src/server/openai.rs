@@ -8,14 +8,14 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use axum::body::Body;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use futures_util::stream;
+use futures_util::{stream, StreamExt as _};
 use hearth_engine::{Done, Event, Prompt, Request, TokenEvent};
 
 use crate::route::{Generation, Target};
@@ -491,7 +491,8 @@ where
         on_done: Some(on_done),
         finished: false,
     };
-    let body = stream::unfold(st, |mut st| async move {
+    // Each turn takes every event already waiting, so they leave in one write.
+    let batches = stream::unfold(st, |mut st| async move {
         while st.queue.is_empty() && !st.finished {
             let event = tokio::select! {
                 e = st.gen.events.recv() => e,
@@ -511,17 +512,19 @@ where
         if st.queue.is_empty() {
             return None;
         }
-        let mut out = String::with_capacity(st.queue.iter().map(|d| d.len() + 8).sum());
-        for data in st.queue.drain(..) {
-            out.push_str("data: ");
-            out.push_str(&data);
-            out.push_str("\n\n");
-        }
-        Some((Ok::<_, Infallible>(Bytes::from(out)), st))
+        let batch: Vec<String> = st.queue.drain(..).collect();
+        Some((batch, st))
     });
-    Response::builder()
-        .header(header::CONTENT_TYPE, "text/event-stream")
-        .header(header::CACHE_CONTROL, "no-cache")
-        .body(Body::from_stream(body))
-        .unwrap_or_else(|_| ApiError::shutting_down().into_response())
+    let events = batches.flat_map(|batch| {
+        stream::iter(
+            batch
+                .into_iter()
+                .map(|data| Ok::<_, Infallible>(SseEvent::default().data(data))),
+        )
+    });
+    let mut response = Sse::new(events).into_response();
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
 }

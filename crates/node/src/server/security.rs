@@ -202,7 +202,6 @@ fn add_frame_guard(resp: &mut Response) {
     );
 }
 
-
 pub(crate) async fn guard(
     State(state): State<Arc<AppState>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -300,9 +299,7 @@ pub(crate) fn cors() -> tower_http::cors::CorsLayer {
                 .headers
                 .get(header::HOST)
                 .and_then(|v| v.to_str().ok());
-            origin
-                .to_str()
-                .is_ok_and(|o| origin_allowed(o, host))
+            origin.to_str().is_ok_and(|o| origin_allowed(o, host))
         }))
         .allow_methods([
             Method::GET,
