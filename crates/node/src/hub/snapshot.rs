@@ -1,8 +1,11 @@
 //! What the hub shows of itself: its workers and counters as `/api/status` lists them, and as
-//! Prometheus text for `/metrics`.
+//! metrics `/metrics` encodes.
 
-use std::fmt::Write as _;
-
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::registry::Registry;
 use serde::Serialize;
 
 /// The hub as `/api/status` shows it.
@@ -32,73 +35,67 @@ pub struct WorkerSnapshot {
     pub connected_at: u64,
 }
 
-/// A Prometheus label value: backslash, double quote and newline escaped.
-fn label(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+/// A worker's labels on its metrics.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WorkerLabels {
+    name: String,
+    model: String,
 }
 
 impl HubSnapshot {
-    /// The hub's metrics in Prometheus text format, appended to `out`.
-    pub fn write_prometheus(&self, out: &mut String) {
-        let _ = writeln!(
-            out,
-            "# HELP hearth_hub_workers Workers connected to this hub."
+    /// Registers the hub's metrics (workers, waiting, re-dispatched, unserved) in `registry`.
+    /// Two workers with the same name and model show as one series holding their sum.
+    pub fn register_metrics(&self, registry: &mut Registry) {
+        let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        registry.register(
+            "hearth_hub_workers",
+            "Workers connected to this hub",
+            ConstGauge::new(count(self.workers.len())),
         );
-        let _ = writeln!(out, "# TYPE hearth_hub_workers gauge");
-        let _ = writeln!(out, "hearth_hub_workers {}", self.workers.len());
-        for (metric, kind, help) in [
-            (
-                "hearth_hub_worker_slots",
-                "gauge",
-                "Tasks the worker accepts at once (max_concurrency).",
-            ),
-            (
-                "hearth_hub_worker_in_flight",
-                "gauge",
-                "Tasks the worker is running now.",
-            ),
-            (
-                "hearth_hub_worker_completed_total",
-                "counter",
-                "Tasks the worker finished on this connection.",
-            ),
-        ] {
-            let _ = writeln!(out, "# HELP {metric} {help}");
-            let _ = writeln!(out, "# TYPE {metric} {kind}");
-            for w in &self.workers {
-                let value = match metric {
-                    "hearth_hub_worker_slots" => w.max_concurrency as u64,
-                    "hearth_hub_worker_in_flight" => w.in_flight as u64,
-                    _ => w.completed,
-                };
-                let _ = writeln!(
-                    out,
-                    "{metric}{{name=\"{}\",model=\"{}\"}} {value}",
-                    label(&w.name),
-                    label(&w.model)
-                );
-            }
+        let slots = Family::<WorkerLabels, Gauge>::default();
+        let in_flight = Family::<WorkerLabels, Gauge>::default();
+        let completed = Family::<WorkerLabels, Counter>::default();
+        for w in &self.workers {
+            let labels = WorkerLabels {
+                name: w.name.clone(),
+                model: w.model.clone(),
+            };
+            slots
+                .get_or_create(&labels)
+                .inc_by(count(w.max_concurrency));
+            in_flight.get_or_create(&labels).inc_by(count(w.in_flight));
+            completed.get_or_create(&labels).inc_by(w.completed);
         }
-        let _ = writeln!(
-            out,
-            "# HELP hearth_hub_waiting Requests waiting for a worker's slot."
+        registry.register(
+            "hearth_hub_worker_slots",
+            "Tasks the worker accepts at once (max_concurrency)",
+            slots,
         );
-        let _ = writeln!(out, "# TYPE hearth_hub_waiting gauge");
-        let _ = writeln!(out, "hearth_hub_waiting {}", self.waiting);
-        let _ = writeln!(
-            out,
-            "# HELP hearth_hub_redispatched_total Tasks re-dispatched after their worker was lost."
+        registry.register(
+            "hearth_hub_worker_in_flight",
+            "Tasks the worker is running now",
+            in_flight,
         );
-        let _ = writeln!(out, "# TYPE hearth_hub_redispatched_total counter");
-        let _ = writeln!(out, "hearth_hub_redispatched_total {}", self.redispatched);
-        let _ = writeln!(
-            out,
-            "# HELP hearth_hub_unserved_total Requests failed because no worker could take them."
+        registry.register(
+            "hearth_hub_worker_completed",
+            "Tasks the worker finished on this connection",
+            completed,
         );
-        let _ = writeln!(out, "# TYPE hearth_hub_unserved_total counter");
-        let _ = writeln!(out, "hearth_hub_unserved_total {}", self.unserved);
+        registry.register(
+            "hearth_hub_waiting",
+            "Requests waiting for a worker's slot",
+            ConstGauge::new(count(self.waiting)),
+        );
+        registry.register(
+            "hearth_hub_redispatched",
+            "Tasks re-dispatched after their worker was lost",
+            ConstCounter::new(self.redispatched),
+        );
+        registry.register(
+            "hearth_hub_unserved",
+            "Requests failed because no worker could take them",
+            ConstCounter::new(self.unserved),
+        );
     }
 }
 
@@ -107,7 +104,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn prometheus_lists_workers_with_escaped_labels() {
+    fn metrics_list_workers_with_escaped_labels() {
         let snap = HubSnapshot {
             workers: vec![WorkerSnapshot {
                 name: "desk \"pc\"".into(),
@@ -124,8 +121,10 @@ mod tests {
             redispatched: 3,
             unserved: 0,
         };
+        let mut registry = Registry::default();
+        snap.register_metrics(&mut registry);
         let mut out = String::new();
-        snap.write_prometheus(&mut out);
+        prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
         assert!(out.contains("hearth_hub_workers 1\n"));
         assert!(
             out.contains("hearth_hub_worker_slots{name=\"desk \\\"pc\\\"\",model=\"m\"} 2\n"),

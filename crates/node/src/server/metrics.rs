@@ -1,18 +1,33 @@
-//! `GET /metrics`: the node's figures in Prometheus text format — engine load and totals,
-//! throttle and thermal level from the telemetry sampler, and in hub mode the workers.
-//! Read-only and cheap, like `/api/status`.
+//! `GET /metrics`: the node's figures in OpenMetrics text through `prometheus-client` — engine
+//! load and totals, throttle and thermal level from the telemetry sampler, and in hub mode the
+//! workers. Each scrape registers constant samples read from the live state: cheap, read-only.
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::header;
-use axum::response::IntoResponse;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::{Registry, Unit};
 
 use super::AppState;
 use crate::telemetry::ThermalLevel;
 
-pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
+/// The content type `prometheus-client`'s text encoder writes.
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    let registry = registry(&state);
+    let mut out = String::new();
+    match encode(&mut out, &registry) {
+        Ok(()) => ([(header::CONTENT_TYPE, OPENMETRICS)], out).into_response(),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
+fn registry(state: &AppState) -> Registry {
     let stats = state.host.stats();
     let t = state.telemetry.borrow().clone();
     let ready = matches!(
@@ -25,93 +40,71 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResp
         ThermalLevel::Serious => 2,
         ThermalLevel::Critical => 3,
     };
-    let mut out = String::new();
-    for (name, kind, help, value) in [
-        (
-            "hearth_model_ready",
-            "gauge",
-            "1 when a model is loaded and serving.",
-            f64::from(u8::from(ready)),
-        ),
-        (
-            "hearth_slots",
-            "gauge",
-            "Engine slots (parallel sequences).",
-            stats.slots as f64,
-        ),
-        (
-            "hearth_slots_busy",
-            "gauge",
-            "Slots generating now.",
-            stats.active as f64,
-        ),
-        (
-            "hearth_queue_depth",
-            "gauge",
-            "Requests waiting for a slot.",
-            stats.queued as f64,
-        ),
-        (
-            "hearth_tokens_generated_total",
-            "counter",
-            "Tokens generated since start.",
-            stats.tokens_generated as f64,
-        ),
-        (
-            "hearth_requests_finished_total",
-            "counter",
-            "Generations finished since start.",
-            stats.requests_finished as f64,
-        ),
-        (
-            "hearth_engine_threads",
-            "gauge",
-            "llama.cpp threads in use (fewer than configured while other programs keep cores busy).",
-            stats.threads as f64,
-        ),
-        (
-            "hearth_tokens_per_second",
-            "gauge",
-            "Generation rate over the last sample.",
-            t.tokens_per_s,
-        ),
-        (
-            "hearth_throttle",
-            "gauge",
-            "Throttle in force, 0 (paused) to 100.",
-            f64::from(t.throttle),
-        ),
-        (
-            "hearth_thermal_level",
-            "gauge",
-            "0 nominal, 1 fair, 2 serious, 3 critical.",
-            f64::from(thermal),
-        ),
-        (
-            "hearth_cpu_percent",
-            "gauge",
-            "CPU use of the whole machine.",
-            f64::from(t.cpu_percent),
-        ),
-        (
-            "hearth_memory_used_bytes",
-            "gauge",
-            "Memory in use on the machine.",
-            t.memory.used_bytes as f64,
-        ),
-    ] {
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} {kind}");
-        let _ = writeln!(out, "{name} {value}");
-    }
+    let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+    let mut r = Registry::default();
+    r.register(
+        "hearth_model_ready",
+        "1 when a model is loaded and serving",
+        ConstGauge::new(i64::from(ready)),
+    );
+    r.register(
+        "hearth_slots",
+        "Engine slots (parallel sequences)",
+        ConstGauge::new(count(stats.slots)),
+    );
+    r.register(
+        "hearth_slots_busy",
+        "Slots generating now",
+        ConstGauge::new(count(stats.active)),
+    );
+    r.register(
+        "hearth_queue_depth",
+        "Requests waiting for a slot",
+        ConstGauge::new(count(stats.queued)),
+    );
+    r.register(
+        "hearth_tokens_generated",
+        "Tokens generated since start",
+        ConstCounter::new(stats.tokens_generated),
+    );
+    r.register(
+        "hearth_requests_finished",
+        "Generations finished since start",
+        ConstCounter::new(stats.requests_finished),
+    );
+    r.register(
+        "hearth_engine_threads",
+        "llama.cpp threads in use (fewer than configured while other programs keep cores busy)",
+        ConstGauge::new(count(stats.threads)),
+    );
+    r.register(
+        "hearth_tokens_per_second",
+        "Generation rate over the last sample",
+        ConstGauge::new(t.tokens_per_s),
+    );
+    r.register(
+        "hearth_throttle",
+        "Throttle in force, 0 (paused) to 100",
+        ConstGauge::new(i64::from(t.throttle)),
+    );
+    r.register(
+        "hearth_thermal_level",
+        "0 nominal, 1 fair, 2 serious, 3 critical",
+        ConstGauge::new(thermal),
+    );
+    r.register(
+        "hearth_cpu_percent",
+        "CPU use of the whole machine",
+        ConstGauge::new(f64::from(t.cpu_percent)),
+    );
+    r.register_with_unit(
+        "hearth_memory_used",
+        "Memory in use on the machine",
+        Unit::Bytes,
+        ConstGauge::new(i64::try_from(t.memory.used_bytes).unwrap_or(i64::MAX)),
+    );
     if let Some(hub) = state.router.hub() {
-        hub.snapshot().write_prometheus(&mut out);
+        hub.snapshot().register_metrics(&mut r);
     }
-    (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        out,
-    )
+    r
 }
