@@ -2,6 +2,7 @@
 //! data dir and the real default model, talk to it over HTTP, SSE and WebSocket, and stop it.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod hub;
 pub mod process;
 pub mod signed;
 

@@ -1,0 +1,119 @@
+//! Worker -> hub text frames of Hearth's extension: how a task ended ([`TaskDone`]) or why it
+//! failed ([`TaskFailure`]), sent before the task's end frame, and how a hub reads them
+//! ([`parse_worker_text`]).
+
+use serde::{Deserialize, Serialize};
+
+use super::{parse_object, short, FrameError, TaskId};
+use crate::generation::{FinishReason, Usage};
+
+/// How a task ended, as a Hearth worker reports it to a Hearth hub (extension).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskDone {
+    pub finish_reason: FinishReason,
+    pub usage: Usage,
+    /// Waiting for a slot on the worker, in ms.
+    #[serde(default)]
+    pub queued_ms: f64,
+    /// Prefill on the worker, in ms.
+    #[serde(default)]
+    pub prefill_ms: f64,
+}
+
+/// Why a task failed, as a Hearth worker reports it to a Hearth hub (extension). `code` is
+/// one of `invalid_task`, `context_length_exceeded`, `model_loading`, `queue_full`,
+/// `unavailable`, `internal_error`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskFailure {
+    pub code: String,
+    pub message: String,
+}
+
+/// Hearth's failure code for a task cut short because its worker is stopping (shutdown,
+/// quit, a model change): a Hearth hub places the task again from the text it already has,
+/// as for a worker it lost; other hubs only see the task's end frame.
+pub const WORKER_STOPPING: &str = "worker_stopping";
+
+/// A text frame from a worker.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WorkerText {
+    Done { id: TaskId, done: TaskDone },
+    Failed { id: TaskId, failure: TaskFailure },
+}
+
+/// `{"id":N,"done":{...}}`.
+pub fn done_frame(id: TaskId, done: &TaskDone) -> String {
+    let body = serde_json::to_string(done).unwrap_or_else(|_| "{}".into());
+    format!(r#"{{"id":{},"done":{body}}}"#, id.0)
+}
+
+/// `{"id":N,"error":{...}}`.
+pub fn error_frame(id: TaskId, failure: &TaskFailure) -> String {
+    let body = serde_json::to_string(failure)
+        .unwrap_or_else(|_| r#"{"code":"internal_error","message":""}"#.into());
+    format!(r#"{{"id":{},"error":{body}}}"#, id.0)
+}
+
+/// Parse a text frame from a worker. `Ok(None)` for an empty (keepalive) frame.
+pub fn parse_worker_text(text: &str) -> Result<Option<WorkerText>, FrameError> {
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    let m = parse_object(text)?;
+    let id = TaskId::from_json(m.get("id").ok_or(FrameError::MissingId)?)?;
+    if let Some(d) = m.get("done") {
+        let done =
+            serde_json::from_value::<TaskDone>(d.clone()).map_err(|e| FrameError::Invalid {
+                id,
+                message: format!("done: {e}"),
+            })?;
+        return Ok(Some(WorkerText::Done { id, done }));
+    }
+    if let Some(f) = m.get("error") {
+        let failure =
+            serde_json::from_value::<TaskFailure>(f.clone()).map_err(|e| FrameError::Invalid {
+                id,
+                message: format!("error: {e}"),
+            })?;
+        return Ok(Some(WorkerText::Failed { id, failure }));
+    }
+    Err(FrameError::Unexpected(short(text)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worker_extension_frames_round_trip() {
+        let done = TaskDone {
+            finish_reason: FinishReason::Length,
+            usage: Usage::new(12, 5),
+            queued_ms: 1.0,
+            prefill_ms: 2.5,
+        };
+        assert_eq!(
+            parse_worker_text(&done_frame(TaskId(9), &done)).unwrap(),
+            Some(WorkerText::Done {
+                id: TaskId(9),
+                done
+            })
+        );
+        let failure = TaskFailure {
+            code: "context_length_exceeded".into(),
+            message: "too long".into(),
+        };
+        assert_eq!(
+            parse_worker_text(&error_frame(TaskId(9), &failure)).unwrap(),
+            Some(WorkerText::Failed {
+                id: TaskId(9),
+                failure
+            })
+        );
+        assert_eq!(parse_worker_text(""), Ok(None));
+        assert!(matches!(
+            parse_worker_text(r#"{"id":1}"#),
+            Err(FrameError::Unexpected(_))
+        ));
+    }
+}
