@@ -1,7 +1,7 @@
 //! The commands around the signed-challenge WebSocket (`protocols/auth-ws.md`), as clap
 //! argument structs and one async function each (part of the binary, not the library):
 //! - `hearth-node client keygen | show | register | chat`: a client of any Hearth node's `/`
-//!   door. Its Ed25519 key is kept like the node's own identity (`hearth_node::identity`): in the OS
+//!   door. Its Ed25519 key is kept like the node's own identity (`hearth_node::auth::identity`): in the OS
 //!   keyring (service `hearth-client`, user = the key's name) or, where no keyring answers, in a
 //!   0600 file `<data-dir>/client-keys/<name>.pem`. Its `clientId` is derived from the public
 //!   key, so nothing else needs storing.

@@ -2,22 +2,29 @@
 //!
 //! The node service behind the `hearth-node` binary: it loads a model into a
 //! [`hearth_engine::Engine`] and serves it on one HTTP port through every door — the web UI
-//! and its `/api`, the OpenAI API and the streaming WebSocket `/generate` — with its data in
-//! SQLite.
+//! and its `/api`, the OpenAI API, the streaming WebSocket `/generate`, the batch WebSocket
+//! `/ws`, the signed-challenge WebSocket on `/` and, in hub mode, the workers' `/node` — with
+//! its data in SQLite.
 //!
 //! ## Layout
-//! - [`cli`]: the `serve` flags and their `HEARTH_*` variables (shared with the desktop app).
-//! - [`config`]: [`NodeConfig`], default paths, `--model` resolution.
+//! - [`server`]: the doors. The axum router (`server::router`) and one module per door, each
+//!   only translating between its protocol and the route: `openai`, `generate`, `batch/`,
+//!   `auth/` (signed challenge), `chat` and `api` (the UI), `hub_door` (workers), plus
+//!   `status`, `events`, `metrics`, the door guard (`security`) and the accept loop (`listen`).
+//! - [`route`]: the one path every request takes: `resolve` a model name, `submit` a request;
+//!   pure placement over candidates (`route::place`) and the supervisor that continues an
+//!   answer when its remote provider is lost.
+//! - [`host`]: [`host::ModelHost`], which engine (and model) serves this node now; the route
+//!   submits here for requests it places on this node.
+//! - [`hub`]: hub mode's worker registry and snapshot, and worker mode (`hub::join`, `--join`):
+//!   serve a hub's tasks with this node's engine.
+//! - [`auth`]: this node's Ed25519 identity, the signed-challenge door's client keys and the
+//!   limiter of failed attempts.
+//! - [`store`]: `hearth.db` (WAL) and its migrations: feedback, conversations, API keys,
+//!   clients.
+//! - [`cli`], [`config`]: the `serve` flags and their `HEARTH_*` variables (shared with the
+//!   desktop app); [`NodeConfig`], default paths, `--model` resolution.
 //! - [`data_dir`]: the data dir's exclusive lock (one node per data dir).
-//! - [`server`]: the axum router (`server::router`), one file per door (`openai`, `generate`),
-//!   OpenAI-format errors (`error`), `/api/status` (`status`).
-//! - [`host`]: [`host::ModelHost`], the swappable engine every door submits through.
-//! - [`identity`]: this node's Ed25519 identity (OS keyring, else a 0600 file).
-//! - [`dispatch`]: the one call doors make to start a generation: the local engine, or in hub
-//!   mode a worker ([`hub`] keeps the workers; `server::hub_door` is their door).
-//! - [`worker`]: worker mode, `--join`: serve a hub's tasks with the local engine.
-//! - [`clients`]: client public keys of the signed-challenge door, and their verification.
-//! - [`store`]: `hearth.db` (WAL) and its migrations: feedback, conversations, messages.
 //! - [`telemetry`]: the one sampler of CPU, memory, thermal level and engine load.
 //! - [`Node`]: start everything, hand out the address, shut down gracefully.
 //!

@@ -636,7 +636,7 @@ async fn the_node_identity_is_made_once_and_kept_across_restarts() {
 }
 
 /// In hub mode with `--hub-local false` only a worker can answer: a stream through this door
-/// proves that its generations go through the dispatcher, and the worker counts the task.
+/// proves that its generations go through the route, and the worker counts the task.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_hub_mode_this_door_generates_on_a_worker() {
     let hub = TestNode::start_with(|c| {

@@ -1,6 +1,6 @@
 //! Hub mode, the registry half (`serve --hub-token T`): which workers are connected on the
 //! WebSocket `/node` (`server::hub_door`), what model and how many slots each offers, and which
-//! tasks each is running. The [`crate::route::Dispatcher`] places requests here; the door
+//! tasks each is running. The route ([`crate::route::Router`]) places requests here; the door
 //! feeds the workers' frames back to the tasks' supervisors.
 //!
 //! ## Invariants
@@ -8,7 +8,7 @@
 //!   is placed on it and removed when its end frame arrives, when the hub stops the task, or
 //!   when the worker leaves. So a worker never gets more than `max_concurrency` tasks at once.
 //! - A worker that leaves (closed, failed, silent, superseded) has its routes dropped; each
-//!   task's supervisor sees its channel close and re-dispatches (see `dispatch`).
+//!   task's supervisor sees its channel close and re-dispatches (see `route::supervisor`).
 //! - At most one worker per (model, name): a new connection supersedes the old one, which is
 //!   closed with 4003.
 //! - The registry lock is a `std` mutex held only for bookkeeping, never across an `.await`.
@@ -142,7 +142,7 @@ struct Registry {
     next_worker: u64,
 }
 
-/// The hub: cheap to clone, shared by the `/node` door and the dispatcher.
+/// The hub: cheap to clone, shared by the `/node` door and the router.
 #[derive(Debug, Clone)]
 pub struct Hub {
     inner: Arc<Inner>,

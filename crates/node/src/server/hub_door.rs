@@ -3,7 +3,7 @@
 //! `max_concurrency` and `name` in the query; the door checks them (close 4001 for a missing or
 //! unusable parameter, 4002 for a wrong token), registers the worker with the [`Hub`] (a
 //! worker with the same model and name is closed with 4003), then relays: task and stop frames
-//! from the dispatcher's supervisors to the worker, and the worker's data frames, end frames
+//! from the route's supervisors to the worker, and the worker's data frames, end frames
 //! and (Hearth extension) `done` / `error` frames back to each task's supervisor.
 //!
 //! The upgrade answer carries `x-hearth-hub: 1`, so Hearth workers add their `done` / `error`

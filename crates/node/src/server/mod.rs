@@ -1,7 +1,17 @@
-//! The HTTP server: one axum router for every door on one port (the web UI at `/`, the UI's
-//! `/api`, the OpenAI API, the streaming WebSocket), the shared [`AppState`], and graceful
-//! shutdown (doors watch the shutdown token and send their final messages, then
-//! the listener stops and the engine is stopped).
+//! The HTTP server: one axum router for every door on one port, the shared [`AppState`], and
+//! graceful shutdown (doors watch the shutdown token and send their final messages, then the
+//! listener stops and the engine is stopped). The doors, each only translating between its
+//! protocol and `crate::route`:
+//! - `/v1/models`, `/v1/chat/completions`, `/v1/completions`: the OpenAI API (`openai`);
+//! - `/generate`: the streaming WebSocket (`generate`);
+//! - `/ws` and `/api/ws`: the batch WebSocket (`batch`);
+//! - `/` (upgrade) and `/api/auth/register`: the signed-challenge door ([`auth`]);
+//! - `/node`: hub mode's worker door (`hub_door`);
+//! - `/api/...`: the UI's API (`api`) and chat (`chat`), live status `/api/events`
+//!   (`events`), `/api/status` (`status`);
+//! - `/metrics` (`metrics`); and the web UI's files for every other `GET` (`ui`).
+//!
+//! In front of them all: the guard ([`security`]); under them, the accept loop ([`listen`]).
 
 pub(crate) mod api;
 pub mod auth;

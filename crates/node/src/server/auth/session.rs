@@ -1,6 +1,6 @@
 //! The signed-challenge socket on `/`: one [`Session`] per connection sends the challenge,
 //! takes the one authentication attempt (counted by the rate limiter), then serves
-//! `generate`, `stop`, `models` and `ping` through the dispatcher. Messages arrive typed from
+//! `generate`, `stop`, `models` and `ping` through the route. Messages arrive typed from
 //! `hearth_protocol::auth_ws`; what needs the node (authentication, the model's state and
 //! context, running generations) is decided here.
 
