@@ -152,10 +152,22 @@ async fn a_hearth_worker_serves_a_hearth_hub() {
         Some("length")
     );
 
-    // The hub's own engine took nothing (--hub-local false); the worker finished both.
+    // A raw-text completion through the hub (a Hearth worker takes text prompts).
+    let completion: Value = hub
+        .post(
+            "/v1/completions",
+            &json!({"prompt": "One, two,", "max_tokens": 4, "temperature": 0}),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(completion["usage"]["completion_tokens"], 4, "{completion}");
+
+    // The hub's own engine took nothing (--hub-local false); the worker finished all three.
     let status = hub.status().await;
     assert_eq!(status["requests_finished"], 0, "{status}");
-    assert_eq!(workers(&hub).await[0]["completed"], 2);
+    assert_eq!(workers(&hub).await[0]["completed"], 3);
     let metrics = client()
         .get(hub.url("/metrics"))
         .send()
