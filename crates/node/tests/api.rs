@@ -6,6 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::process::NodeProcess;
 use common::{client, TestNode};
 use futures_util::StreamExt;
 use serde_json::{json, Value};
@@ -304,32 +305,10 @@ async fn stop_marks_stopped_and_a_vanished_client_marks_interrupted() {
 async fn a_killed_node_leaves_the_partial_answer_marked_interrupted() {
     // A node process is killed mid-answer; a new one on the same data dir finds the answer.
     let dir = tempfile::tempdir().unwrap();
-    let model = common::model_path();
-    let spawn = || {
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_hearth-node"))
-            .args(["serve", "--port", "0", "--parallel", "2", "--ctx", "2048"])
-            .arg("--data-dir")
-            .arg(dir.path())
-            .arg("--model")
-            .arg(&model)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        use std::io::BufRead;
-        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        let url = lines
-            .next()
-            .unwrap()
-            .unwrap()
-            .split_whitespace()
-            .find(|w| w.starts_with("http://"))
-            .unwrap()
-            .to_owned();
-        assert!(lines.next().unwrap().unwrap().contains("is ready"));
-        (child, url)
-    };
-    let (mut child, url) = spawn();
+    let data = dir.path().join("data");
+    let spawn = || NodeProcess::start(&data, &["--parallel", "2", "--ctx", "2048"], None);
+    let mut node = spawn();
+    let url = node.url.clone();
     let conv: Value = client()
         .post(format!("{url}/api/conversations"))
         .json(&json!({}))
@@ -366,10 +345,11 @@ async fn a_killed_node_leaves_the_partial_answer_marked_interrupted() {
             .is_some_and(|c| !c.is_empty())
     };
     common::wait_for(saved_so_far, "a save of the running answer").await;
-    child.kill().unwrap();
-    child.wait().unwrap();
+    node.child.kill().unwrap();
+    node.child.wait().unwrap();
     drop(r);
-    let (mut child2, url2) = spawn();
+    let node2 = spawn();
+    let url2 = node2.url.clone();
     let stored = common::get_json_at(format!("{url2}/api/conversations/{conv}")).await;
     let answer = &stored["messages"][1];
     assert_eq!(answer["status"], "interrupted", "{answer}");
@@ -380,8 +360,7 @@ async fn a_killed_node_leaves_the_partial_answer_marked_interrupted() {
         saved.starts_with(&streamed) || streamed.starts_with(saved),
         "saved {saved:?} vs streamed {streamed:?}"
     );
-    child2.kill().unwrap();
-    child2.wait().unwrap();
+    drop(node2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

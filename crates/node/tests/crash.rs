@@ -2,7 +2,8 @@
 //! conversation settings and API keys written as fast as a client can. A node started again
 //! on the same data dir opens the database (SQLite's integrity check passes), finds the answer
 //! marked interrupted with the text saved so far, and every setting and key in a state one of
-//! the writes left it in.
+//! the writes left it in. And the helper that starts such processes stops them when a test
+//! panics.
 
 mod common;
 
@@ -112,4 +113,26 @@ async fn kill_9_mid_answer_and_mid_writes_leaves_sqlite_intact() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
+}
+
+/// The test helper's own promise: a node process started by a test that then panics is
+/// stopped (killed and reaped) while the panic unwinds, not left serving.
+#[test]
+fn a_test_node_process_stops_when_its_test_panics() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let test = std::thread::spawn(move || {
+        let node = NodeProcess::start(&data, &["--parallel", "1"], None);
+        tx.send((node.child.id(), node.addr.clone())).unwrap();
+        panic!("a failing test");
+    });
+    assert!(test.join().is_err(), "the thread panicked");
+    let (pid, addr) = rx.recv().unwrap();
+    // Reaped: no process (not even a zombie) has the pid, and the port is closed.
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "process {pid} is still there"
+    );
+    assert!(std::net::TcpStream::connect(&addr).is_err());
 }

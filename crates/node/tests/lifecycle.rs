@@ -6,10 +6,10 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::process::NodeProcess;
 use common::{user, wait_for, ws_recv, ws_send, TestNode};
 use futures_util::StreamExt;
 use serde_json::json;
@@ -131,42 +131,15 @@ async fn generation_ends_with_length_at_the_end_of_the_context() {
     t.stop().await;
 }
 
-/// A `hearth-node serve` process on a free port; killed on drop if still running.
-struct Proc(std::process::Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_gives_open_streams_a_final_message_and_exits_within_5_seconds() {
     let dir = tempfile::tempdir().unwrap();
-    let model = common::model_path();
-    let mut child = Proc(
-        Command::new(env!("CARGO_BIN_EXE_hearth-node"))
-            .args(["serve", "--port", "0", "--parallel", "2", "--ctx", "2048"])
-            .arg("--data-dir")
-            .arg(dir.path())
-            .arg("--model")
-            .arg(&model)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
+    let mut child = NodeProcess::start(
+        &dir.path().join("data"),
+        &["--parallel", "2", "--ctx", "2048"],
+        None,
     );
-    let mut lines = BufReader::new(child.0.stdout.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
-    let url = first
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .expect("the URL is printed")
-        .to_owned();
-    let ready = lines.next().unwrap().unwrap();
-    assert!(ready.contains("is ready"), "{ready}");
-    let addr = url.trim_start_matches("http://").to_owned();
+    let (url, addr) = (child.url.clone(), child.addr.clone());
 
     let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/generate"))
         .await
@@ -187,7 +160,7 @@ async fn sigterm_gives_open_streams_a_final_message_and_exits_within_5_seconds()
 
     let sent = Instant::now();
     let ok = Command::new("kill")
-        .args(["-TERM", &child.0.id().to_string()])
+        .args(["-TERM", &child.child.id().to_string()])
         .status()
         .unwrap();
     assert!(ok.success());
@@ -228,7 +201,7 @@ async fn sigterm_gives_open_streams_a_final_message_and_exits_within_5_seconds()
     assert!(rest.trim_end().ends_with("data: [DONE]"), "{rest}");
 
     let status = loop {
-        if let Some(s) = child.0.try_wait().unwrap() {
+        if let Some(s) = child.child.try_wait().unwrap() {
             break s;
         }
         assert!(

@@ -4,10 +4,9 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::num::NonZeroU32;
-use std::process::{Command, Stdio};
 
+use common::process::NodeProcess;
 use hearth_engine::template::ChatTemplate;
 use hearth_protocol::ChatMessage;
 use llama_cpp_2::context::params::LlamaContextParams;
@@ -79,41 +78,16 @@ fn direct_greedy(model_path: &std::path::Path, prompt: &str) -> String {
 
 static BACKEND: std::sync::OnceLock<LlamaBackend> = std::sync::OnceLock::new();
 
-struct Proc(std::process::Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_greedy_text_equals_a_direct_llama_cpp_loop() {
     let model = common::model_path();
     let dir = tempfile::tempdir().unwrap();
-    let mut node = Proc(
-        Command::new(env!("CARGO_BIN_EXE_hearth-node"))
-            .args(["serve", "--port", "0", "--parallel", "4", "--ctx", "1024"])
-            .arg("--data-dir")
-            .arg(dir.path())
-            .arg("--model")
-            .arg(&model)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
+    let node = NodeProcess::start(
+        &dir.path().join("data"),
+        &["--parallel", "4", "--ctx", "1024"],
+        None,
     );
-    let mut lines = BufReader::new(node.0.stdout.take().unwrap()).lines();
-    let url = lines
-        .next()
-        .unwrap()
-        .unwrap()
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap()
-        .to_owned();
-    assert!(lines.next().unwrap().unwrap().contains("is ready"));
+    let url = node.url.clone();
     for prompt in PROMPTS {
         let expected = direct_greedy(&model, prompt);
         assert!(!expected.is_empty());
