@@ -10,11 +10,11 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
+use common::process::{repo_root, run_peer};
 use common::signed::{authenticate, connect, login, register, Key};
 use common::{ws_recv, ws_recv_timeout, ws_send, ws_send_text, ws_until, TestNode, Ws, MODEL_ID};
 use futures_util::{SinkExt, StreamExt};
@@ -462,25 +462,16 @@ async fn a_revoked_client_is_refused_and_cannot_register_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_example_node_client_streams_an_answer() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let script = root.join("examples/auth-client.mjs");
     let t = start().await;
-    let base = t.base.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new("node")
-            .arg(script)
-            .args(["--server", &base, "--max-tokens", "12", "Say hello."])
-            .output()
-            .expect("node runs (scripts/setup.sh installs Node.js)")
-    })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "the example failed:\n{stdout}\n{stderr}"
-    );
+    let mut cmd = Command::new("node");
+    cmd.arg(repo_root().join("examples/auth-client.mjs")).args([
+        "--server",
+        &t.base,
+        "--max-tokens",
+        "12",
+        "Say hello.",
+    ]);
+    let (stdout, stderr) = run_peer(cmd, "the example client (node)").await;
     assert!(!stdout.trim().is_empty(), "an answer was printed: {stderr}");
     assert!(
         stderr.contains("registered as") && stderr.contains("tokens in"),

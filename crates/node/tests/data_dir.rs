@@ -5,9 +5,8 @@
 
 mod common;
 
-use std::io::{Read, Seek, SeekFrom, Write};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::io::{Seek, SeekFrom, Write};
+use std::time::Duration;
 
 use common::process::NodeProcess;
 use serde_json::{json, Value};
@@ -37,40 +36,14 @@ async fn a_second_node_on_the_same_data_dir_refuses_and_names_the_first() {
         .unwrap();
     let _ = answer.chunk().await.unwrap();
 
-    let mut second = Command::new(env!("CARGO_BIN_EXE_hearth-node"))
-        .args(["serve", "--port", "0", "--key-storage", "file"])
-        .arg("--data-dir")
-        .arg(&data)
-        .arg("--model")
-        .arg(common::model_path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Bounded: a second node that does start is killed and the test fails.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = second.try_wait().unwrap() {
-            break Some(s);
-        }
-        if Instant::now() > deadline {
-            let _ = second.kill();
-            let _ = second.wait();
-            break None;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    let mut err = String::new();
-    second
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    assert!(
-        status.is_some_and(|s| !s.success()),
-        "the second node started: {err}"
-    );
+    let model = common::model_path();
+    let (refused, err) = NodeProcess::refused(&[
+        "--data-dir".as_ref(),
+        data.as_os_str(),
+        "--model".as_ref(),
+        model.as_os_str(),
+    ]);
+    assert!(refused, "the second node started: {err}");
     let port = first.addr.rsplit(':').next().unwrap();
     assert!(
         err.contains(&format!("pid {}, port {port}", first.child.id())),

@@ -7,10 +7,7 @@
 
 mod common;
 
-use std::io::Read;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
+use common::process::NodeProcess;
 use common::{ws_send, ws_until, TestNode};
 use futures_util::StreamExt;
 use serde_json::{json, Value};
@@ -193,37 +190,13 @@ fn bad_batch_defaults_stop_the_node_at_start() {
         (r#"{"temprature": 0.7}"#, "unknown field `temprature`"),
     ] {
         let dir = tempfile::tempdir().unwrap();
-        let mut node = Command::new(env!("CARGO_BIN_EXE_hearth-node"))
-            .args(["serve", "--port", "0", "--batch-defaults", defaults])
-            .arg("--data-dir")
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        // Bounded: a node that starts anyway is killed and the test fails.
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let status = loop {
-            if let Some(s) = node.try_wait().unwrap() {
-                break Some(s);
-            }
-            if Instant::now() > deadline {
-                let _ = node.kill();
-                let _ = node.wait();
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        let mut err = String::new();
-        node.stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
-        assert!(
-            status.is_some_and(|s| !s.success()),
-            "{defaults} was accepted: {err}"
-        );
+        let (refused, err) = NodeProcess::refused(&[
+            "--batch-defaults".as_ref(),
+            defaults.as_ref(),
+            "--data-dir".as_ref(),
+            dir.path().as_os_str(),
+        ]);
+        assert!(refused, "{defaults} was accepted: {err}");
         assert!(err.contains(needle), "{defaults}: {err}");
     }
 }

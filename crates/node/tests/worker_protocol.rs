@@ -5,12 +5,12 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::hub::{greedy, start_hub, start_worker, start_worker_at, wait_workers, workers, TOKEN};
+use common::process::{repo_root, run_peer, venv_python};
 use common::{client, model_path, TestNode, MODEL_ID};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
@@ -311,29 +311,10 @@ async fn bad_input_on_the_worker_side_keeps_serving() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_independent_python_hub_drives_a_hearth_worker() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let python = root.join(".venv/bin/python");
-    assert!(
-        python.is_file(),
-        "{} is missing — run `make test` (or scripts/setup.sh) to create it",
-        python.display()
-    );
-    let model = model_path();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(python)
-            .arg(root.join("tests/worker_hub.py"))
-            .env("HEARTH_NODE_BIN", env!("CARGO_BIN_EXE_hearth-node"))
-            .env("HEARTH_TEST_MODEL", model)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "python hub failed:\n{stdout}\n{stderr}"
-    );
+    let mut cmd = Command::new(venv_python());
+    cmd.arg(repo_root().join("tests/worker_hub.py"))
+        .env("HEARTH_NODE_BIN", env!("CARGO_BIN_EXE_hearth-node"))
+        .env("HEARTH_TEST_MODEL", model_path());
+    let (stdout, _) = run_peer(cmd, "the python hub").await;
     assert!(stdout.contains("worker hub OK"), "{stdout}");
 }

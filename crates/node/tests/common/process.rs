@@ -2,9 +2,11 @@
 //! descriptor limits, a second node on one data dir): started on a free port with a temp
 //! data dir, its URL read from its first line, killed on drop even when the test panics.
 
-use std::io::{BufRead, BufReader, Lines};
-use std::path::Path;
+use std::ffi::OsStr;
+use std::io::{BufRead, BufReader, Lines, Read};
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
 
 pub struct NodeProcess {
     pub child: Child,
@@ -64,10 +66,89 @@ impl NodeProcess {
         }
     }
 
+    /// `hearth-node serve --port 0 --key-storage file ARGS` (no data dir or model added), for a
+    /// start that must fail: waits for it to exit (20 s at most; a node that starts anyway is
+    /// killed) and returns whether it exited with an error, and its stderr.
+    pub fn refused(args: &[&OsStr]) -> (bool, String) {
+        let mut node = Command::new(env!("CARGO_BIN_EXE_hearth-node"))
+            .args(["serve", "--port", "0", "--key-storage", "file"])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting hearth-node");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(s) = node.try_wait().expect("waiting for hearth-node") {
+                break Some(s);
+            }
+            if Instant::now() > deadline {
+                let _ = node.kill();
+                let _ = node.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let mut err = String::new();
+        let _ = node.stderr.take().expect("stderr").read_to_string(&mut err);
+        (status.is_some_and(|s| !s.success()), err)
+    }
+
     /// What the node wrote to stderr so far.
     pub fn stderr(&self) -> String {
         read(&self.log)
     }
+}
+
+/// The repository's root.
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The Python of the repository's `.venv`, made by `scripts/setup.sh`.
+pub fn venv_python() -> PathBuf {
+    let python = repo_root().join(".venv/bin/python");
+    assert!(
+        python.is_file(),
+        "{} is missing — run `make test` (or scripts/setup.sh) to create it",
+        python.display()
+    );
+    python
+}
+
+/// Run a peer program (a real client or an independent implementation) to its end, on the
+/// blocking pool, and return its stdout and stderr. Bounded: killed after 5 minutes. Panics
+/// with both outputs when it fails.
+pub async fn run_peer(mut cmd: Command, what: &'static str) -> (String, String) {
+    tokio::task::spawn_blocking(move || {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (out, err) = (dir.path().join("stdout"), dir.path().join("stderr"));
+        let mut child = cmd
+            .stdout(std::fs::File::create(&out).expect("stdout file"))
+            .stderr(std::fs::File::create(&err).expect("stderr file"))
+            .spawn()
+            .unwrap_or_else(|e| panic!("{what} does not start: {e}"));
+        let deadline = Instant::now() + Duration::from_secs(300);
+        let status = loop {
+            if let Some(s) = child.try_wait().expect("waiting for a peer") {
+                break Some(s);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let (stdout, stderr) = (read(&out), read(&err));
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "{what} failed ({status:?}):\n{stdout}\n{stderr}"
+        );
+        (stdout, stderr)
+    })
+    .await
+    .expect("the peer's thread")
 }
 
 fn read(path: &Path) -> String {

@@ -9,9 +9,9 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
+use axum::extract::ws::WebSocket;
 use futures_util::stream::{self, BoxStream, SelectAll};
-use futures_util::{FutureExt as _, SinkExt as _, StreamExt as _};
+use futures_util::{FutureExt as _, StreamExt as _};
 use hearth_engine::{Event, FailureKind, Prompt, Request};
 use hearth_protocol::auth_ws::{
     self, ClientMessage, Credentials, Frame, Generate, GeneratePrompt, MessageError, WireId,
@@ -27,7 +27,7 @@ use super::replies::{
 use crate::auth::clients;
 use crate::auth::limiter::{retry_after_secs, FailureOutcome};
 use crate::route::{Control, ControlError, Events, Generation};
-use crate::server::ws::{classify, Incoming, BAD_UTF8_REASON, CLOSE_BAD_UTF8};
+use crate::server::ws::{DoorSocket, Incoming, BAD_UTF8_REASON, CLOSE_BAD_UTF8};
 use crate::server::AppState;
 
 /// Generations one socket may run at once.
@@ -84,7 +84,7 @@ fn event_stream(key: String, events: Events) -> EventStream {
 
 pub(super) struct Session {
     state: Arc<AppState>,
-    socket: WebSocket,
+    socket: DoorSocket,
     peer: IpAddr,
     /// The challenge until the one authentication attempt takes it.
     challenge: Option<String>,
@@ -92,9 +92,6 @@ pub(super) struct Session {
     client: Option<String>,
     running: HashMap<String, Running>,
     streams: SelectAll<EventStream>,
-    open: bool,
-    /// While true, messages are queued without flushing.
-    batching: bool,
 }
 
 /// Why an authentication attempt failed.
@@ -144,30 +141,17 @@ impl Session {
     pub(super) fn new(state: Arc<AppState>, socket: WebSocket, peer: IpAddr) -> Self {
         Self {
             state,
-            socket,
+            socket: DoorSocket::new(socket),
             peer,
             challenge: None,
             client: None,
             running: HashMap::new(),
             streams: SelectAll::new(),
-            open: true,
-            batching: false,
         }
     }
 
     async fn send(&mut self, v: Value) {
-        if !self.open {
-            return;
-        }
-        let msg = Message::Text(Utf8Bytes::from(v.to_string()));
-        let sent = if self.batching {
-            self.socket.feed(msg).await
-        } else {
-            self.socket.send(msg).await
-        };
-        if sent.is_err() {
-            self.open = false;
-        }
+        self.socket.send_text(v.to_string()).await;
     }
 
     async fn error(&mut self, code: &str, message: impl Into<String>, id: Option<&WireId>) {
@@ -175,16 +159,7 @@ impl Session {
     }
 
     async fn close(&mut self, code: u16, reason: &str) {
-        if self.open {
-            let _ = self
-                .socket
-                .send(Message::Close(Some(CloseFrame {
-                    code,
-                    reason: Utf8Bytes::from(reason.to_owned()),
-                })))
-                .await;
-            self.open = false;
-        }
+        self.socket.close(code, reason).await;
     }
 
     pub(super) async fn run(&mut self) {
@@ -194,11 +169,11 @@ impl Session {
         self.challenge = Some(challenge);
         let shutdown = self.state.shutdown.clone();
         let auth_deadline = tokio::time::Instant::now() + self.state.auth.timeout();
-        while self.open {
+        while self.socket.is_open() {
             let authenticated = self.client.is_some();
             let streaming = !self.streams.is_empty();
             tokio::select! {
-                msg = self.socket.recv() => match classify(msg) {
+                incoming = self.socket.recv() => match incoming {
                     Incoming::Text(text) => self.on_text(text.as_str()).await,
                     Incoming::Binary => {
                         self.error("invalid_request", "binary messages are not supported; send JSON text messages", None).await;
@@ -217,7 +192,7 @@ impl Session {
                 item = self.streams.next(), if streaming => {
                     if let Some((key, event)) = item {
                         // Write every event that is already waiting, then flush once.
-                        self.batching = true;
+                        self.socket.begin_burst();
                         self.on_event(key, event).await;
                         for _ in 0..MAX_BURST {
                             match self.streams.next().now_or_never() {
@@ -225,10 +200,7 @@ impl Session {
                                 _ => break,
                             }
                         }
-                        self.batching = false;
-                        if self.open && self.socket.flush().await.is_err() {
-                            self.open = false;
-                        }
+                        self.socket.end_burst().await;
                     }
                 }
                 () = tokio::time::sleep_until(auth_deadline), if !authenticated => {
@@ -292,7 +264,7 @@ impl Session {
             }
             Ok(Frame::Batch(Ok(messages))) => {
                 for m in messages {
-                    if !self.open {
+                    if !self.socket.is_open() {
                         break;
                     }
                     self.dispatch(m).await;

@@ -18,10 +18,9 @@ mod start;
 use std::sync::Arc;
 
 use crate::route::{self, Events};
-use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{WebSocket, WebSocketUpgrade};
 use axum::extract::State;
 use axum::response::Response;
-use futures_util::SinkExt;
 use hearth_engine::{Event, ModelState};
 use hearth_protocol::limits::{MAX_WS_MESSAGE_BYTES, WS_READ_LIMIT_BYTES};
 use hearth_protocol::streaming::{
@@ -31,7 +30,7 @@ use hearth_protocol::streaming::{
 use tokio::sync::watch;
 
 use self::messages::{error, invalid, load_failed, status};
-use super::ws::{classify, Incoming, BAD_UTF8_REASON, CLOSE_BAD_UTF8};
+use super::ws::{DoorSocket, Incoming, BAD_UTF8_REASON, CLOSE_BAD_UTF8};
 use super::AppState;
 
 /// Most events written before one flush, so a burst never delays reading the client's
@@ -81,7 +80,7 @@ struct Waiting {
 
 struct Session {
     state: Arc<AppState>,
-    socket: WebSocket,
+    socket: DoorSocket,
     model_state: watch::Receiver<ModelState>,
     last_percent: Option<u8>,
     running: Option<Running>,
@@ -90,10 +89,6 @@ struct Session {
     last_config: Option<Config>,
     /// The last request id, for `feedback`.
     last_request_id: Option<String>,
-    open: bool,
-    /// While true, messages are queued without flushing (a burst of ready events is written
-    /// with one flush).
-    batching: bool,
 }
 
 impl Session {
@@ -101,44 +96,22 @@ impl Session {
         let model_state = state.host.state();
         Self {
             state,
-            socket,
+            socket: DoorSocket::new(socket),
             model_state,
             last_percent: None,
             running: None,
             waiting: None,
             last_config: None,
             last_request_id: None,
-            open: true,
-            batching: false,
         }
     }
 
     async fn send(&mut self, msg: &ServerMessage) {
-        if !self.open {
-            return;
-        }
-        let msg = Message::Text(Utf8Bytes::from(msg.to_json()));
-        let sent = if self.batching {
-            self.socket.feed(msg).await
-        } else {
-            self.socket.send(msg).await
-        };
-        if sent.is_err() {
-            self.open = false;
-        }
+        self.socket.send_text(msg.to_json()).await;
     }
 
     async fn close(&mut self, code: u16, reason: &str) {
-        if self.open {
-            let _ = self
-                .socket
-                .send(Message::Close(Some(CloseFrame {
-                    code,
-                    reason: Utf8Bytes::from(reason.to_owned()),
-                })))
-                .await;
-            self.open = false;
-        }
+        self.socket.close(code, reason).await;
     }
 
     fn loading(&self) -> bool {
@@ -150,10 +123,10 @@ impl Session {
         if self.loading() {
             self.report_loading().await;
         }
-        while self.open {
+        while self.socket.is_open() {
             let watching_model = self.loading() || self.waiting.is_some();
             tokio::select! {
-                msg = self.socket.recv() => match classify(msg) {
+                incoming = self.socket.recv() => match incoming {
                     Incoming::Text(text) => self.on_text(text.as_str()).await,
                     Incoming::Binary => {
                         self.send(&invalid("binary messages are not supported; send JSON text messages")).await;
@@ -171,7 +144,7 @@ impl Session {
                 },
                 event = next_event(&mut self.running) => {
                     // Write every event that is already waiting, then flush once.
-                    self.batching = true;
+                    self.socket.begin_burst();
                     self.on_event(event).await;
                     for _ in 0..MAX_BURST {
                         let Some(ev) = self.running.as_mut().and_then(|r| r.events.try_recv()) else {
@@ -179,10 +152,7 @@ impl Session {
                         };
                         self.on_event(Some(ev)).await;
                     }
-                    self.batching = false;
-                    if self.open && self.socket.flush().await.is_err() {
-                        self.open = false;
-                    }
+                    self.socket.end_burst().await;
                 }
                 changed = self.model_state.changed(), if watching_model => {
                     if changed.is_err() {
