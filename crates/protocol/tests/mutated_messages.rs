@@ -70,6 +70,12 @@ fn auth_ws_decoder(bytes: &[u8]) -> Result<(), String> {
         .map_err(|e| e.message)
 }
 
+fn registration_decoder(bytes: &[u8]) -> Result<(), String> {
+    auth_ws::register::parse_registration(bytes)
+        .map(drop)
+        .map_err(|e| e.message)
+}
+
 fn openai_chat_decoder(bytes: &[u8]) -> Result<(), String> {
     openai::parse_body::<openai::ChatCompletionBody>(bytes)
         .map(drop)
@@ -144,6 +150,15 @@ const DOORS: &[Door] = &[
             r#"{"type":"stop","id":"req-123"}"#,
             r#"{"type":"models"}"#,
             r#"{"type":"ping"}"#,
+        ],
+    },
+    Door {
+        name: "signed-challenge registration",
+        target: "auth_ws_message",
+        decode: registration_decoder,
+        json: true,
+        seeds: &[
+            r#"{"name":"my-client","publicKey":"-----BEGIN PUBLIC KEY-----\nMIIBIjA...==\n-----END PUBLIC KEY-----","signatureAlgorithm":"SHA256"}"#,
         ],
     },
     Door {

@@ -1,8 +1,8 @@
 //! The signed-challenge WebSocket door on `/` and `POST /api/auth/register`
 //! (`protocols/auth-ws.md`; the behaviour of the reference implementation is in NOTES.md
-//! "auth-ws"). `GET /` without an upgrade is still the web UI. The messages are typed in
-//! `hearth_protocol::auth_ws`; here: the socket ([`session`]), registration ([`register`]) and
-//! the rate limit (`crate::auth::limiter`).
+//! "auth-ws"). `GET /` without an upgrade is still the web UI. The messages both ways and
+//! registration are typed in `hearth_protocol::auth_ws`; here: the socket ([`session`]),
+//! registration ([`register`]) and the rate limit (`crate::auth::limiter`).
 //!
 //! ## The socket
 //! 1. On connect the node sends `challenge`: 32 random bytes as 64 hex digits, and `timestamp`
@@ -22,8 +22,8 @@
 //! - `generate`: `id` (string or number; echoed as sent; one is made when missing), `prompt`
 //!   (rendered with the model's chat template as one user turn, as Ollama's `generate` does;
 //!   `raw: true` sends it as is), optional `system`, optional `messages` (`[{role, content}]`,
-//!   Hearth's extension for multi-turn clients, used instead of `prompt`), `model` (must be the
-//!   served model when given), `options` (`temperature` 0.8, `top_p` 0.9, `top_k` 40,
+//!   Hearth's extension for multi-turn clients, used instead of `prompt`), `model` (when given,
+//!   this node's model or one its hub's workers serve), `options` (`temperature` 0.8, `top_p` 0.9, `top_k` 40,
 //!   `max_tokens` 2048 capped at the context, `seed`, `stop`; the reference client library's
 //!   `maxTokens` and Ollama's `num_predict` and `repeat_penalty` are read too). Several generations may run at once on one socket.
 //!   Replies: `stream_start` {id, model}, `stream_token` {id, token} for every piece of text,
@@ -43,8 +43,9 @@
 //!   mid-way), `invalid_request` (bad JSON, types or values, unknown type, too big),
 //!   `internal_error` (database, shutdown).
 //! - Messages over 4 MiB get `invalid_request` and a close with 1009.
-//! - A generation cut by the node shutting down gets its `error`, then a `stream_end` with
-//!   `isCancelled: true`, so the reference client library's request ends.
+//! - A generation cut by the node shutting down or by unloading the model gets its `error`,
+//!   then a `stream_end` with `isCancelled: true`, so the reference client library's request
+//!   ends.
 //!
 //! ## Rate limit
 //! [`crate::auth::limiter::RateLimiter`]: per IP address + client id, as the reference does. A failure after a quiet

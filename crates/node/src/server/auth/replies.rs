@@ -3,33 +3,30 @@
 //! options), `models_result` entries in Ollama's shape, and submit refusals.
 
 use hearth_engine::SubmitError;
-
-use crate::route::ResolveError;
+use hearth_protocol::auth_ws::server::{
+    ErrorCode, ErrorMessage, ModelDetails, ModelEntry, ServerMessage,
+};
 use hearth_protocol::auth_ws::{GenerateOptions, WireId};
 use hearth_protocol::SamplingParams;
-use serde_json::{json, Value};
 
-use super::session::now_ms;
 use crate::auth::limiter::retry_after_secs;
+use crate::route::ResolveError;
 
 /// `max_tokens` when the client sends none (the document's default; capped at the context).
 pub(super) const DEFAULT_MAX_TOKENS: u32 = 2048;
 
-pub(super) fn error_message(code: &str, message: impl Into<String>, id: Option<&WireId>) -> Value {
-    let mut v =
-        json!({"type": "error", "error": message.into(), "code": code, "timestamp": now_ms()});
-    if let Some(id) = id {
-        v["id"] = id.to_json();
+/// An `error` message's fields, for replies that add `retryAfter`.
+pub(super) fn error_fields(
+    code: ErrorCode,
+    message: impl Into<String>,
+    id: Option<&WireId>,
+) -> ErrorMessage {
+    ErrorMessage {
+        error: message.into(),
+        code,
+        id: id.cloned(),
+        retry_after: None,
     }
-    v
-}
-
-/// A reply that echoes the message's `id` when it had one.
-pub(super) fn with_id(mut v: Value, id: Option<&WireId>) -> Value {
-    if let Some(id) = id {
-        v["id"] = id.to_json();
-    }
-    v
 }
 
 /// The sampling parameters of a `generate` message's options, on top of the door's defaults
@@ -53,30 +50,30 @@ pub(super) fn params_for(options: &GenerateOptions, ctx: u32) -> Result<Sampling
 }
 
 /// One entry of `models_result`: Ollama's shape, as the reference server passes on
-/// `/api/tags` and its client library reads `m.name` (NOTES.md).
-pub(super) fn model_entry(name: &str, local: Option<&hearth_engine::ModelInfo>) -> Value {
-    let mut entry = json!({"name": name, "model": name});
-    if let Some(info) = local {
-        let modified = std::fs::metadata(&info.path)
-            .and_then(|m| m.modified())
-            .ok()
-            .map(|t| humantime::format_rfc3339_seconds(t).to_string());
-        entry["size"] = json!(info.size_bytes);
-        if let Some(m) = modified {
-            entry["modified_at"] = json!(m);
-        }
-        entry["details"] = json!({
-            "format": "gguf",
-            "family": info.gguf.architecture,
-            "parameter_size": info.gguf.size_label,
-            "quantization_level": info.gguf.quantization,
-        });
+/// `/api/tags` and its client library reads `m.name` (NOTES.md); size, date and details for
+/// this node's own model.
+pub(super) fn model_entry(name: &str, local: Option<&hearth_engine::ModelInfo>) -> ModelEntry {
+    ModelEntry {
+        name: name.to_owned(),
+        model: name.to_owned(),
+        size: local.map(|info| info.size_bytes),
+        modified_at: local.and_then(|info| {
+            let modified = std::fs::metadata(&info.path)
+                .and_then(|m| m.modified())
+                .ok()?;
+            Some(humantime::format_rfc3339_seconds(modified).to_string())
+        }),
+        details: local.map(|info| ModelDetails {
+            format: "gguf",
+            family: info.gguf.architecture.clone(),
+            parameter_size: info.gguf.size_label.clone(),
+            quantization_level: info.gguf.quantization.clone(),
+        }),
     }
-    entry
 }
 
 /// The door's error for a model name that cannot be served now.
-pub(super) fn resolve_error(e: &ResolveError, id: &WireId) -> Value {
+pub(super) fn resolve_error(e: &ResolveError, id: &WireId) -> ServerMessage {
     match e {
         ResolveError::Unknown { requested, served } => {
             let served: Vec<String> = served.iter().map(|m| format!("'{m}'")).collect();
@@ -85,17 +82,19 @@ pub(super) fn resolve_error(e: &ResolveError, id: &WireId) -> Value {
             } else {
                 served.join(", ")
             };
-            error_message(
-                "invalid_model",
+            ServerMessage::error(
+                ErrorCode::InvalidModel,
                 format!("model '{requested}' is not available on this node; it serves {served}"),
                 Some(id),
             )
         }
-        ResolveError::Engine(SubmitError::NoModel) => {
-            error_message("invalid_model", "no model is loaded on this node", Some(id))
-        }
-        ResolveError::Engine(SubmitError::LoadFailed { model, message }) => error_message(
-            "internal_error",
+        ResolveError::Engine(SubmitError::NoModel) => ServerMessage::error(
+            ErrorCode::InvalidModel,
+            "no model is loaded on this node",
+            Some(id),
+        ),
+        ResolveError::Engine(SubmitError::LoadFailed { model, message }) => ServerMessage::error(
+            ErrorCode::InternalError,
             format!("model {model} failed to load: {message}"),
             Some(id),
         ),
@@ -104,28 +103,31 @@ pub(super) fn resolve_error(e: &ResolveError, id: &WireId) -> Value {
 }
 
 /// The door's error for a request the engine did not accept.
-pub(super) fn submit_error(e: &SubmitError, id: &WireId) -> Value {
-    let message = e.to_string();
-    let mut v = match e {
-        SubmitError::ModelLoading { .. } => error_message("model_loading", message, Some(id)),
-        SubmitError::LoadFailed { .. } => error_message("internal_error", message, Some(id)),
-        SubmitError::NoModel => error_message("invalid_model", message, Some(id)),
+pub(super) fn submit_error(e: &SubmitError, id: &WireId) -> ServerMessage {
+    let code = match e {
+        SubmitError::ModelLoading { .. } => ErrorCode::ModelLoading,
+        SubmitError::LoadFailed { .. } | SubmitError::ShuttingDown => ErrorCode::InternalError,
+        SubmitError::NoModel => ErrorCode::InvalidModel,
         SubmitError::ContextLengthExceeded { .. } | SubmitError::Prompt(_) => {
-            error_message("invalid_request", message, Some(id))
+            ErrorCode::InvalidRequest
         }
-        SubmitError::QueueFull { .. } => error_message("rate_limited", message, Some(id)),
-        SubmitError::ShuttingDown => error_message("internal_error", message, Some(id)),
+        SubmitError::QueueFull { .. } => ErrorCode::RateLimited,
     };
-    if let SubmitError::QueueFull { retry_after, .. } = e {
-        v["retryAfter"] = json!(retry_after_secs(*retry_after));
-    }
-    v
+    let retry_after = match e {
+        SubmitError::QueueFull { retry_after, .. } => Some(retry_after_secs(*retry_after)),
+        _ => None,
+    };
+    ServerMessage::Error(ErrorMessage {
+        retry_after,
+        ..error_fields(code, e.to_string(), Some(id))
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use hearth_protocol::auth_ws::{self, ClientMessage, Frame};
+    use serde_json::{json, Value};
 
     fn options(v: Value) -> GenerateOptions {
         let text = json!({"type": "generate", "prompt": "x", "options": v}).to_string();

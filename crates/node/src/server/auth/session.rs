@@ -19,11 +19,12 @@ use hearth_protocol::auth_ws::{
 use hearth_protocol::limits::MAX_WS_MESSAGE_BYTES;
 use hearth_protocol::FinishReason;
 use rand_core::RngCore as _;
-use serde_json::{json, Value};
 
-use super::replies::{
-    error_message, model_entry, params_for, resolve_error, submit_error, with_id,
+use hearth_protocol::auth_ws::server::{
+    AuthResult, ErrorCode, ErrorMessage, ModelEntry, ServerMessage, StreamEnd,
 };
+
+use super::replies::{error_fields, model_entry, params_for, resolve_error, submit_error};
 use crate::auth::clients;
 use crate::auth::limiter::{retry_after_secs, FailureOutcome};
 use crate::route::{Control, ControlError, Events, Generation};
@@ -150,12 +151,12 @@ impl Session {
         }
     }
 
-    async fn send(&mut self, v: Value) {
-        self.socket.send_text(v.to_string()).await;
+    async fn send(&mut self, m: ServerMessage) {
+        self.socket.send_text(m.to_text(now_ms())).await;
     }
 
-    async fn error(&mut self, code: &str, message: impl Into<String>, id: Option<&WireId>) {
-        self.send(error_message(code, message, id)).await;
+    async fn error(&mut self, code: ErrorCode, message: impl Into<String>, id: Option<&WireId>) {
+        self.send(ServerMessage::error(code, message, id)).await;
     }
 
     async fn close(&mut self, code: u16, reason: &str) {
@@ -164,8 +165,10 @@ impl Session {
 
     pub(super) async fn run(&mut self) {
         let challenge = new_challenge();
-        self.send(json!({"type": "challenge", "challenge": challenge, "timestamp": now_ms()}))
-            .await;
+        self.send(ServerMessage::Challenge {
+            challenge: challenge.clone(),
+        })
+        .await;
         self.challenge = Some(challenge);
         let shutdown = self.state.shutdown.clone();
         let auth_deadline = tokio::time::Instant::now() + self.state.auth.timeout();
@@ -176,7 +179,7 @@ impl Session {
                 incoming = self.socket.recv() => match incoming {
                     Incoming::Text(text) => self.on_text(text.as_str()).await,
                     Incoming::Binary => {
-                        self.error("invalid_request", "binary messages are not supported; send JSON text messages", None).await;
+                        self.error(ErrorCode::InvalidRequest, "binary messages are not supported; send JSON text messages", None).await;
                     }
                     Incoming::TooBig => {
                         self.too_big().await;
@@ -206,7 +209,7 @@ impl Session {
                 () = tokio::time::sleep_until(auth_deadline), if !authenticated => {
                     let secs = self.state.auth.timeout().as_secs_f64();
                     self.error(
-                        "auth_timeout",
+                        ErrorCode::AuthTimeout,
                         format!("authentication timed out: no valid authenticate within {secs} s of the challenge"),
                         None,
                     ).await;
@@ -218,9 +221,8 @@ impl Session {
                     // so that the reference client library's request ends (NOTES.md).
                     let ids: Vec<WireId> = self.running.values().map(|r| r.id.clone()).collect();
                     for id in ids {
-                        self.error("internal_error", "the server is shutting down", Some(&id)).await;
-                        self.send(json!({"type": "stream_end", "id": id.to_json(), "isCancelled": true,
-                            "finishReason": "cancelled", "timestamp": now_ms()})).await;
+                        self.error(ErrorCode::InternalError, "the server is shutting down", Some(&id)).await;
+                        self.send(cancelled_end(id)).await;
                     }
                     self.close(CLOSE_GOING_AWAY, "server shutting down").await;
                     break;
@@ -232,7 +234,7 @@ impl Session {
 
     async fn too_big(&mut self) {
         self.error(
-            "invalid_request",
+            ErrorCode::InvalidRequest,
             format!(
                 "message larger than the {} MiB limit",
                 MAX_WS_MESSAGE_BYTES >> 20
@@ -246,20 +248,20 @@ impl Session {
     async fn on_text(&mut self, text: &str) {
         match auth_ws::parse_text(text) {
             Err(e) => {
-                self.error("invalid_request", e.message, e.id.as_ref())
+                self.error(ErrorCode::InvalidRequest, e.message, e.id.as_ref())
                     .await
             }
             Ok(Frame::One(m)) => self.dispatch(Ok(m)).await,
             Ok(Frame::Batch(_)) if self.client.is_none() => {
                 self.error(
-                    "auth_failed",
+                    ErrorCode::AuthFailed,
                     "not authenticated: sign the challenge and send authenticate first",
                     None,
                 )
                 .await;
             }
             Ok(Frame::Batch(Err(e))) => {
-                self.error("invalid_request", e.message, e.id.as_ref())
+                self.error(ErrorCode::InvalidRequest, e.message, e.id.as_ref())
                     .await;
             }
             Ok(Frame::Batch(Ok(messages))) => {
@@ -278,7 +280,7 @@ impl Session {
         let m = match message {
             Ok(m) => m,
             Err(e) => {
-                self.error("invalid_request", e.message, e.id.as_ref())
+                self.error(ErrorCode::InvalidRequest, e.message, e.id.as_ref())
                     .await;
                 return;
             }
@@ -289,7 +291,7 @@ impl Session {
         );
         if needs_auth && self.client.is_none() {
             self.error(
-                "auth_failed",
+                ErrorCode::AuthFailed,
                 format!(
                     "not authenticated: '{}' needs a successful authenticate first",
                     m.kind()
@@ -302,12 +304,11 @@ impl Session {
         match m {
             ClientMessage::Authenticate(credentials) => self.authenticate(credentials).await,
             ClientMessage::Ping { id } => {
-                let pong = json!({"type": "pong", "timestamp": now_ms()});
-                self.send(with_id(pong, id.as_ref())).await;
+                self.send(ServerMessage::Pong { id }).await;
             }
             ClientMessage::Models { id } => {
                 let local = self.state.host.model();
-                let models: Vec<Value> = self
+                let models: Vec<ModelEntry> = self
                     .state
                     .router
                     .models()
@@ -317,9 +318,7 @@ impl Session {
                         model_entry(m.as_str(), here)
                     })
                     .collect();
-                let reply =
-                    json!({"type": "models_result", "models": models, "timestamp": now_ms()});
-                self.send(with_id(reply, id.as_ref())).await;
+                self.send(ServerMessage::ModelsResult { id, models }).await;
             }
             ClientMessage::Generate(g) => self.generate(*g).await,
             ClientMessage::Stop { target, id } => self.stop(target, id).await,
@@ -327,29 +326,34 @@ impl Session {
     }
 
     async fn auth_failure(&mut self, reason: String, remaining: Option<u32>) {
-        let mut result = json!({"type": "auth_result", "success": false, "error": reason, "timestamp": now_ms()});
-        if let Some(n) = remaining {
-            result["remainingAttempts"] = json!(n);
-        }
-        self.send(result).await;
-        self.error("auth_failed", reason, None).await;
+        self.send(ServerMessage::AuthResult(AuthResult {
+            remaining_attempts: remaining,
+            ..AuthResult::failed(reason.clone())
+        }))
+        .await;
+        self.error(ErrorCode::AuthFailed, reason, None).await;
     }
 
     async fn rate_limited(&mut self, wait: Duration) {
         let secs = retry_after_secs(wait);
         let message =
             format!("Too many failed authentication attempts. Try again in {secs} seconds.");
-        self.send(json!({"type": "auth_result", "success": false, "error": message, "retryAfter": secs, "timestamp": now_ms()}))
-            .await;
-        let mut e = error_message("rate_limited", message, None);
-        e["retryAfter"] = json!(secs);
-        self.send(e).await;
+        self.send(ServerMessage::AuthResult(AuthResult {
+            retry_after: Some(secs),
+            ..AuthResult::failed(message.clone())
+        }))
+        .await;
+        self.send(ServerMessage::Error(ErrorMessage {
+            retry_after: Some(secs),
+            ..error_fields(ErrorCode::RateLimited, message, None)
+        }))
+        .await;
     }
 
     async fn authenticate(&mut self, credentials: Result<Credentials, String>) {
         if self.client.is_some() {
             self.error(
-                "invalid_request",
+                ErrorCode::InvalidRequest,
                 "this connection is already authenticated",
                 None,
             )
@@ -391,13 +395,21 @@ impl Session {
                     tracing::warn!(error = %e, "noting a client's last use failed");
                 }
                 tracing::info!(peer = %self.peer, %client_id, "client authenticated");
-                self.send(json!({"type": "auth_result", "success": true, "clientId": client_id, "timestamp": now_ms()}))
-                    .await;
+                self.send(ServerMessage::AuthResult(AuthResult {
+                    success: true,
+                    client_id: Some(client_id.to_owned()),
+                    error: None,
+                    remaining_attempts: None,
+                    retry_after: None,
+                }))
+                .await;
             }
             Err(Denied::Internal(message)) => {
-                self.send(json!({"type": "auth_result", "success": false, "error": message, "timestamp": now_ms()}))
-                    .await;
-                self.error("internal_error", message, None).await;
+                self.send(ServerMessage::AuthResult(AuthResult::failed(
+                    message.clone(),
+                )))
+                .await;
+                self.error(ErrorCode::InternalError, message, None).await;
             }
             Err(Denied::Credentials(reason)) => {
                 tracing::info!(peer = %self.peer, %client_id, %reason, "authentication failed");
@@ -416,7 +428,7 @@ impl Session {
         let key = id.key();
         if self.running.contains_key(&key) {
             self.error(
-                "invalid_request",
+                ErrorCode::InvalidRequest,
                 format!("a generation with id {key} is already running on this connection"),
                 Some(&id),
             )
@@ -425,7 +437,7 @@ impl Session {
         }
         if self.running.len() >= MAX_RUNNING_PER_SOCKET {
             self.error(
-                "rate_limited",
+                ErrorCode::RateLimited,
                 format!("at most {MAX_RUNNING_PER_SOCKET} generations may run at once on one connection"),
                 Some(&id),
             )
@@ -453,7 +465,8 @@ impl Session {
         let params = match params_for(&g.options, ctx) {
             Ok(p) => p,
             Err(message) => {
-                self.error("invalid_request", message, Some(&id)).await;
+                self.error(ErrorCode::InvalidRequest, message, Some(&id))
+                    .await;
                 return;
             }
         };
@@ -476,8 +489,11 @@ impl Session {
             ..
         } = gen;
         tracing::debug!(client_id = self.client.as_deref().unwrap_or_default(), request = %engine_id, id = %key, "generation started");
-        self.send(json!({"type": "stream_start", "id": id.to_json(), "model": model.as_str(), "timestamp": now_ms()}))
-            .await;
+        self.send(ServerMessage::StreamStart {
+            id: id.clone(),
+            model: model.to_string(),
+        })
+        .await;
         self.streams.push(event_stream(key.clone(), events));
         self.running.insert(key, Running { id, control });
     }
@@ -486,7 +502,7 @@ impl Session {
         let key = target.key();
         let Some(running) = self.running.get(&key) else {
             self.error(
-                "invalid_request",
+                ErrorCode::InvalidRequest,
                 format!("no generation with id {key} is running on this connection"),
                 Some(&target),
             )
@@ -496,23 +512,31 @@ impl Session {
         let result = running.control.stop();
         match result {
             Ok(()) => {
-                let ack = json!({"type": "ack", "action": "stop", "requestId": target.to_json(), "timestamp": now_ms()});
-                self.send(with_id(ack, own_id.as_ref())).await;
+                self.send(ServerMessage::Ack {
+                    action: "stop",
+                    request_id: target,
+                    id: own_id,
+                })
+                .await;
             }
             Err(ControlError::Busy) => {
                 self.error(
-                    "rate_limited",
+                    ErrorCode::RateLimited,
                     "the engine is busy; send stop again",
                     Some(&target),
                 )
                 .await;
             }
             Err(ControlError::Stopped) => {
-                self.error("internal_error", "the engine has stopped", Some(&target))
-                    .await;
+                self.error(
+                    ErrorCode::InternalError,
+                    "the engine has stopped",
+                    Some(&target),
+                )
+                .await;
             }
             Err(e @ ControlError::Unsupported(_)) => {
-                self.error("invalid_request", e.to_string(), Some(&target))
+                self.error(ErrorCode::InvalidRequest, e.to_string(), Some(&target))
                     .await;
             }
         }
@@ -523,44 +547,44 @@ impl Session {
             return;
         };
         let id = running.id.clone();
-        let wire = id.to_json();
         match event {
             Some(Event::Token(t)) => {
                 if !t.text.is_empty() {
-                    self.send(json!({"type": "stream_token", "id": wire, "token": t.text, "timestamp": now_ms()}))
+                    self.send(ServerMessage::StreamToken { id, token: t.text })
                         .await;
                 }
             }
             Some(Event::Restarted | Event::Paused | Event::Resumed | Event::Modified) => {}
             Some(Event::Done(done)) => {
                 self.running.remove(&key);
-                let mut end = json!({
-                    "type": "stream_end",
-                    "id": wire,
-                    "totalTokens": done.usage.completion_tokens,
-                    "promptTokens": done.usage.prompt_tokens,
-                    "elapsedTime": done.timing.total.as_millis() as u64,
-                    "finishReason": done.reason.as_str(),
-                    "timestamp": now_ms(),
-                });
-                if done.reason == FinishReason::Cancelled {
-                    end["isCancelled"] = json!(true);
-                }
-                self.send(end).await;
+                self.send(ServerMessage::StreamEnd(StreamEnd {
+                    id,
+                    total_tokens: Some(done.usage.completion_tokens),
+                    prompt_tokens: Some(done.usage.prompt_tokens),
+                    elapsed_time: Some(done.timing.total.as_millis() as u64),
+                    finish_reason: done.reason.as_str().to_owned(),
+                    is_cancelled: done.reason == FinishReason::Cancelled,
+                }))
+                .await;
             }
             Some(Event::Error(f)) => {
                 self.running.remove(&key);
                 let code = match f.kind {
-                    FailureKind::Decode | FailureKind::Unloaded => "generation_failed",
-                    FailureKind::ShuttingDown => "internal_error",
+                    FailureKind::Decode | FailureKind::Unloaded => ErrorCode::GenerationFailed,
+                    FailureKind::ShuttingDown => ErrorCode::InternalError,
                 };
                 self.error(code, format!("generation failed: {}", f.message), Some(&id))
                     .await;
+                // Cut by the node (shutdown, unload) rather than failed: the stream still
+                // ends, so the reference client library's request ends too (NOTES.md).
+                if matches!(f.kind, FailureKind::ShuttingDown | FailureKind::Unloaded) {
+                    self.send(cancelled_end(id)).await;
+                }
             }
             None => {
                 self.running.remove(&key);
                 self.error(
-                    "generation_failed",
+                    ErrorCode::GenerationFailed,
                     "the engine stopped unexpectedly",
                     Some(&id),
                 )
@@ -568,6 +592,18 @@ impl Session {
             }
         }
     }
+}
+
+/// The `stream_end` of a generation the node cut short, after its `error`.
+fn cancelled_end(id: WireId) -> ServerMessage {
+    ServerMessage::StreamEnd(StreamEnd {
+        id,
+        total_tokens: None,
+        prompt_tokens: None,
+        elapsed_time: None,
+        finish_reason: "cancelled".into(),
+        is_cancelled: true,
+    })
 }
 
 #[cfg(test)]

@@ -1,14 +1,19 @@
-//! The signed-challenge WebSocket protocol's client messages (`protocols/auth-ws.md`, with the
-//! reference implementation's forms from NOTES.md "auth-ws"): one text frame is one message or
-//! a `batch` of them; [`parse_text`] turns it into typed messages, and anything malformed into
-//! a [`MessageError`] carrying the `id` to report it under. What needs the node (is the client
-//! authenticated, is the model loaded, how long is its context) stays with the door.
+//! The signed-challenge WebSocket protocol (`protocols/auth-ws.md`, with the reference
+//! implementation's forms from NOTES.md "auth-ws"). Client messages here: one text frame is one
+//! message or a `batch` of them; [`parse_text`] turns it into typed messages, and anything
+//! malformed into a [`MessageError`] carrying the `id` to report it under. What the node sends
+//! is typed in [`server`], registration's body and answers in [`register`]. What needs the node
+//! (is the client authenticated, is the model loaded, how long is its context) stays with the
+//! door.
 //!
 //! Forms accepted: `stop` names its target by `requestId` (the reference) or `id` (the
 //! document); the token limit is `max_tokens` (the document), `maxTokens` (the reference
 //! client library) or `num_predict` (Ollama, where a negative value means "until the context
 //! is full"); `repeat_penalty` is Ollama's `repetition_penalty`; ids are strings or numbers and
 //! are echoed as sent.
+
+pub mod register;
+pub mod server;
 
 use serde_json::{Map, Number, Value};
 
