@@ -80,8 +80,11 @@ pub struct ServeArgs {
     hub_local: bool,
     /// Seconds a client has to send a request's headers; also how long an idle keep-alive
     /// connection stays open (and how long a request body may stall).
-    #[arg(long, env = "HEARTH_HEADER_TIMEOUT", default_value_t = crate::server::listen::DEFAULT_HEADER_TIMEOUT.as_secs_f64())]
+    #[arg(long, env = "HEARTH_HEADER_TIMEOUT", value_parser = parse_seconds, default_value_t = crate::server::listen::DEFAULT_HEADER_TIMEOUT.as_secs_f64())]
     header_timeout: f64,
+    /// Seconds a client may take nothing the node writes to it before its connection is closed.
+    #[arg(long, env = "HEARTH_WRITE_TIMEOUT", value_parser = parse_seconds, default_value_t = crate::server::listen::DEFAULT_WRITE_TIMEOUT.as_secs_f64())]
+    write_timeout: f64,
     /// Open connections one machine on the LAN may hold (loopback is never limited).
     #[arg(long, env = "HEARTH_CONNECTIONS_PER_ADDRESS", default_value_t = crate::server::listen::DEFAULT_PER_ADDRESS)]
     connections_per_address: usize,
@@ -132,10 +135,19 @@ impl ServeArgs {
             c.batch_defaults = d;
         }
         c.limits = crate::server::listen::Limits {
-            header_timeout: Duration::from_secs_f64(self.header_timeout.clamp(0.1, 3600.0)),
+            header_timeout: Duration::from_secs_f64(self.header_timeout),
             per_address: self.connections_per_address.max(1),
+            write_timeout: Duration::from_secs_f64(self.write_timeout),
         };
         c
+    }
+}
+
+/// A timeout in seconds: a number from 0.1 to 3600.
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if (0.1..=3600.0).contains(&v) => Ok(v),
+        _ => Err(format!("`{s}` is not a number of seconds from 0.1 to 3600")),
     }
 }
 

@@ -414,6 +414,43 @@ print(" ".join(state))
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // WebSockets count too, after their upgrade: three open event streams fill the address's
+    // places, and a fourth connection is closed at once.
+    let (_, secret) = t.node().store().create_key("lan cap".into()).await.unwrap();
+    let script = format!(
+        r#"
+import socket, base64, os, time
+def upgrade():
+    s = socket.create_connection(("{ip}", {port}), timeout=5)
+    key = base64.b64encode(os.urandom(16)).decode()
+    s.sendall(("GET /api/events?token={secret} HTTP/1.1\r\nHost: {ip}:{port}\r\nUpgrade: websocket\r\n"
+               "Connection: Upgrade\r\nSec-WebSocket-Key: " + key + "\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += s.recv(4096)
+    return s, data.split(b" ")[1].decode()
+time.sleep(0.5)  # the plain connections above are closed by now
+sockets = [upgrade() for _ in range(3)]
+fourth = socket.create_connection(("{ip}", {port}), timeout=5)
+time.sleep(0.5)
+fourth.setblocking(False)
+try:
+    state = "closed" if fourth.recv(1) == b"" else "data"
+except BlockingIOError:
+    state = "open"
+except ConnectionResetError:
+    state = "closed"
+print(" ".join(status for _, status in sockets), state)
+"#,
+        ip = ns.host_ip,
+    );
+    let out = ns.exec(&["python3", "-c", &script]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "101 101 101 closed",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // Loopback is never limited.
     let mut local = Vec::new();
     for _ in 0..10 {

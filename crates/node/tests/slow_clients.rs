@@ -1,7 +1,8 @@
 //! Slow and silent clients cannot hold the node: request headers and idle keep-alive
 //! connections time out (`--header-timeout`), a stalled request body fails, and a node out of
 //! file descriptors goes on accepting once some are free; streams and WebSockets that outlast
-//! the timeout are not cut. (The per-address cap is tested from a network namespace in
+//! the timeout are not cut; a client that stops reading its stream is closed after the write
+//! timeout and its slot serves the next request. (The per-address cap is tested from a network namespace in
 //! `lan.rs`.)
 
 mod common;
@@ -157,4 +158,55 @@ async fn a_node_out_of_file_descriptors_serves_again_once_slow_clients_time_out(
     let log = node.stderr();
     let said = log.matches("cannot accept connections for now").count();
     assert!((1..=3).contains(&said), "logged {said} times:\n{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_gives_its_slot_back_after_the_write_timeout() {
+    // One slot and scripted tokens, as fast as they are taken: a long answer fills any socket.
+    let t = TestNode::start_with(|c| {
+        c.parallel = 1;
+        c.ctx = Some(8192);
+        c.script = Some(hearth_engine::Script::default());
+        c.limits.write_timeout = TIMEOUT;
+    })
+    .await;
+    // A client with a small receive buffer asks for eight long streams on one connection
+    // (pipelined: more than the kernel's socket buffers hold) and never reads them.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stuck = socket.connect(t.node().addr()).await.unwrap();
+    let body = json!({"messages": user("Tell a long story."), "max_tokens": 8000, "stream": true})
+        .to_string();
+    let request = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stuck.write_all(request.repeat(8).as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The next request gets the slot once the stuck one's writes time out (without the timeout
+    // it would wait for an answer no one reads).
+    let r = common::client()
+        .post(t.url("/v1/chat/completions"))
+        .json(&json!({"messages": user("Hi"), "max_tokens": 3}))
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await
+        .expect("served once the stuck client's slot is back");
+    assert_eq!(r.status(), 200);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["usage"]["completion_tokens"], 3, "{v}");
+    // The stuck client's connection was closed.
+    let mut buf = vec![0u8; 1 << 16];
+    let mut ended = false;
+    for _ in 0..10_000 {
+        match stuck.read(&mut buf).await {
+            Ok(0) | Err(_) => {
+                ended = true;
+                break;
+            }
+            Ok(_) => {}
+        }
+    }
+    assert!(ended, "the stuck client's connection is still open");
+    t.stop().await;
 }

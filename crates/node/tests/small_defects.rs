@@ -201,6 +201,29 @@ fn bad_batch_defaults_stop_the_node_at_start() {
     }
 }
 
+#[test]
+fn timeouts_that_are_not_a_number_of_seconds_stop_the_node_at_start() {
+    for (flag, value) in [
+        ("--header-timeout", "nan"),
+        ("--header-timeout", "0"),
+        ("--write-timeout", "inf"),
+        ("--write-timeout", "soon"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let (refused, err) = NodeProcess::refused(&[
+            flag.as_ref(),
+            value.as_ref(),
+            "--data-dir".as_ref(),
+            dir.path().as_os_str(),
+        ]);
+        assert!(refused, "{flag} {value} was accepted: {err}");
+        assert!(
+            err.contains("not a number of seconds from 0.1 to 3600") && !err.contains("panicked"),
+            "{flag} {value}: {err}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_completion_errors_name_prompt() {
     let t = TestNode::start(1).await;

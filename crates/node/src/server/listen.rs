@@ -4,8 +4,11 @@
 //! - request headers must arrive within the header timeout, which also closes keep-alive
 //!   connections idle for that long (hyper's `header_read_timeout`, with a Tokio timer); a body
 //!   that stalls for as long fails (tower-http's `RequestBodyTimeout`, in `server::router`);
-//! - each non-loopback address may hold [`Limits::per_address`] connections; more are closed
-//!   at once (a LAN machine cannot take every file descriptor);
+//! - each non-loopback address may hold [`Limits::per_address`] connections, WebSockets
+//!   upgraded from them included (the place travels with the socket); more are closed at once
+//!   (a LAN machine cannot take every file descriptor);
+//! - a connection whose client takes nothing written to it for [`Limits::write_timeout`] is
+//!   closed, WebSockets included (see [`Held`]);
 //! - when accepting fails for want of file descriptors (`EMFILE`), the loop backs off and
 //!   tries again, logging once per episode;
 //! - stopping stops accepting and asks every open HTTP connection to finish its request and
@@ -15,8 +18,12 @@
 //! for a silent connection with no timeout.
 
 use std::collections::HashMap;
+use std::future::Future as _;
+use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::extract::ConnectInfo;
@@ -24,8 +31,10 @@ use axum::Router;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
+use tokio::time::Sleep;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
 
@@ -36,18 +45,23 @@ pub struct Limits {
     pub header_timeout: Duration,
     /// Open connections one non-loopback address may hold.
     pub per_address: usize,
+    /// How long a connection's writes may find the client taking nothing before it is closed.
+    pub write_timeout: Duration,
 }
 
 /// 15 s for headers: a person typing a request by hand is slower, no program is.
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(15);
 /// Enough for a LAN machine's browser tabs, scripts and a hub's streams at once.
 pub const DEFAULT_PER_ADDRESS: usize = 64;
+/// 30 s: longer than any pause of a live client (a sleeping laptop's connection is dead anyway).
+pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Default for Limits {
     fn default() -> Self {
         Self {
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             per_address: DEFAULT_PER_ADDRESS,
+            write_timeout: DEFAULT_WRITE_TIMEOUT,
         }
     }
 }
@@ -101,6 +115,102 @@ impl Drop for Place {
                 }
             }
         }
+    }
+}
+
+/// A TCP stream that holds its address's place for as long as it lives (through hyper's
+/// upgrade the stream moves into the WebSocket, and the place goes with it), and fails a
+/// write the client has taken nothing of for [`Limits::write_timeout`]: a client that stops
+/// reading would otherwise hold its generation's slot forever, since the engine waits for
+/// slow readers instead of buffering without bound.
+struct Held {
+    tcp: tokio::net::TcpStream,
+    _place: Place,
+    write_timeout: Duration,
+    /// Started when a write first finds the socket full; cleared by any progress.
+    stalled: Option<Pin<Box<Sleep>>>,
+}
+
+impl Held {
+    fn new(tcp: tokio::net::TcpStream, place: Place, write_timeout: Duration) -> Self {
+        Self {
+            tcp,
+            _place: place,
+            write_timeout,
+            stalled: None,
+        }
+    }
+
+    /// What a write that made progress (or failed) returns; a pending one fails once the
+    /// socket has been full for the whole write timeout.
+    fn watch<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        polled: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        if polled.is_ready() {
+            self.stalled = None;
+            return polled;
+        }
+        let timeout = self.write_timeout;
+        let timer = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("the client took nothing written for {timeout:?}"),
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl AsyncRead for Held {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().tcp).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Held {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.tcp).poll_write(cx, buf);
+        this.watch(cx, polled)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.tcp).poll_write_vectored(cx, bufs);
+        this.watch(cx, polled)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.tcp.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.tcp).poll_flush(cx);
+        this.watch(cx, polled)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.tcp).poll_shutdown(cx);
+        this.watch(cx, polled)
     }
 }
 
@@ -184,7 +294,7 @@ async fn connection(
     app: Router,
     stop: CancellationToken,
     limits: Limits,
-    _place: Place,
+    place: Place,
 ) {
     let service = app.map_request(move |mut req: axum::http::Request<Incoming>| {
         req.extensions_mut().insert(ConnectInfo(peer));
@@ -196,7 +306,10 @@ async fn connection(
         .header_read_timeout(limits.header_timeout)
         .keep_alive(true);
     let conn = builder
-        .serve_connection(TokioIo::new(tcp), TowerToHyperService::new(service))
+        .serve_connection(
+            TokioIo::new(Held::new(tcp, place, limits.write_timeout)),
+            TowerToHyperService::new(service),
+        )
         .with_upgrades();
     let mut conn = std::pin::pin!(conn);
     let result = tokio::select! {
