@@ -118,10 +118,9 @@ impl ServeArgs {
         c.min_load_time = self.min_load_ms.map(Duration::from_millis);
         c.script = self.scripted.then(hearth_engine::Script::default);
         c.key_storage = self.key_storage;
-        c.hub = self.hub_token.map(|token| crate::hub::HubConfig {
-            token,
-            serve_locally: self.hub_local,
-        });
+        c.hub = self
+            .hub_token
+            .map(|token| crate::hub::HubConfig::new(token, self.hub_local));
         c.join = self.join.map(|url| crate::hub::join::JoinConfig {
             url,
             token: self.join_token.unwrap_or_default(),

@@ -633,10 +633,7 @@ async fn in_hub_mode_this_door_generates_on_a_worker() {
     let hub = TestNode::start_with(|c| {
         c.parallel = 2;
         c.auth_timeout = AUTH_TIMEOUT;
-        c.hub = Some(hearth_node::hub::HubConfig {
-            token: "hub-token".into(),
-            serve_locally: false,
-        });
+        c.hub = Some(hearth_node::hub::HubConfig::new("hub-token".into(), false));
     })
     .await;
     let url = format!("{}/node", hub.ws_base);

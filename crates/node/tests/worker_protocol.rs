@@ -9,9 +9,12 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::hub::{greedy, start_hub, start_worker, start_worker_at, wait_workers, workers, TOKEN};
+use common::hub::{
+    frame, greedy, raw_worker, start_hub, start_worker, start_worker_at, wait_workers, workers,
+    TOKEN,
+};
 use common::process::{repo_root, run_peer, venv_python};
-use common::{client, model_path, TestNode, MODEL_ID};
+use common::{client, model_path, MODEL_ID};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
@@ -19,15 +22,6 @@ use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::Message;
-
-/// A raw worker connection to a hub.
-async fn raw_worker(hub: &TestNode, query: &str) -> (common::Ws, Option<HeaderValue>) {
-    let (ws, resp) = tokio_tungstenite::connect_async(format!("{}/node?{query}", hub.ws_base))
-        .await
-        .expect("upgrade");
-    let header = resp.headers().get("x-hearth-hub").cloned();
-    (ws, header)
-}
 
 /// The close code a hub sends next (skipping anything else).
 async fn close_code(ws: &mut common::Ws) -> u16 {
@@ -40,12 +34,6 @@ async fn close_code(ws: &mut common::Ws) -> u16 {
             Err(_) => panic!("no close frame within 10 s"),
         }
     }
-}
-
-fn frame(id: u32, bytes: &[u8]) -> Message {
-    let mut v = id.to_be_bytes().to_vec();
-    v.extend_from_slice(bytes);
-    Message::binary(v)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -25,7 +25,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hearth_protocol::worker::{HubFrame, TaskDone, TaskFailure, TaskId, MAX_HUB_TASK_ID};
 use hearth_protocol::ModelId;
@@ -37,9 +37,11 @@ use tokio_util::sync::CancellationToken;
 use crate::route::place::Candidate;
 use crate::telemetry::ThermalLevel;
 
-/// Frames from a worker buffered per task before the worker's connection waits for that
-/// task's supervisor (a slow reader holds back its worker's connection, not memory).
-pub(crate) const TASK_EVENT_CAPACITY: usize = 128;
+/// The most text one task may bring (far beyond any context window's worth): a worker that
+/// sends more for one task is misbehaving, and the task fails. Frames reach each task's
+/// supervisor without waiting (one slow reader must not hold back the worker's other tasks),
+/// so this is also what one task may hold in memory.
+pub(crate) const MAX_TASK_BYTES: usize = 16 << 20;
 /// Frames (tasks, stops) waiting to be written to one worker.
 pub(crate) const WORKER_OUTBOX_CAPACITY: usize = 64;
 /// Requests that may wait for a worker's slot; beyond this, submissions are refused.
@@ -58,6 +60,22 @@ pub struct HubConfig {
     /// Whether this node's own engine takes requests too (`--hub-local`, default true); when
     /// false the hub only routes to workers.
     pub serve_locally: bool,
+    /// A task on a worker that brings no frame for this long is treated as lost: stopped
+    /// there and placed again (a worker alive but stuck). Long enough for any prefill.
+    pub task_silence: Duration,
+}
+
+/// Ten minutes: a long prompt's prefill on a slow machine takes minutes, never ten.
+pub const DEFAULT_TASK_SILENCE: Duration = Duration::from_secs(600);
+
+impl HubConfig {
+    pub fn new(token: String, serve_locally: bool) -> Self {
+        Self {
+            token,
+            serve_locally,
+            task_silence: DEFAULT_TASK_SILENCE,
+        }
+    }
 }
 
 impl fmt::Debug for HubConfig {
@@ -65,6 +83,7 @@ impl fmt::Debug for HubConfig {
         f.debug_struct("HubConfig")
             .field("token", &"<redacted>")
             .field("serve_locally", &self.serve_locally)
+            .field("task_silence", &self.task_silence)
             .finish()
     }
 }
@@ -103,7 +122,7 @@ pub(crate) enum TaskEvent {
 /// Where a worker's frame for a task goes.
 #[derive(Debug)]
 pub(crate) enum Route {
-    Live(mpsc::Sender<TaskEvent>),
+    Live(mpsc::UnboundedSender<TaskEvent>),
     /// The hub stopped it; late frames are expected.
     Retired,
     Unknown,
@@ -118,7 +137,7 @@ pub(crate) struct Reservation {
     pub(crate) task: TaskId,
     pub(crate) hearth: bool,
     pub(crate) outbox: mpsc::Sender<HubFrame>,
-    pub(crate) events: mpsc::Receiver<TaskEvent>,
+    pub(crate) events: mpsc::UnboundedReceiver<TaskEvent>,
 }
 
 #[derive(Debug)]
@@ -129,7 +148,7 @@ struct Worker {
     outbox: mpsc::Sender<HubFrame>,
     /// Cancelled to close the connection (superseded).
     kick: CancellationToken,
-    tasks: HashMap<TaskId, mpsc::Sender<TaskEvent>>,
+    tasks: HashMap<TaskId, mpsc::UnboundedSender<TaskEvent>>,
     retired: VecDeque<TaskId>,
     completed: u64,
     /// Measured decode speed of one stream, tokens/s (an average over finished tasks).
@@ -152,6 +171,7 @@ pub struct Hub {
 struct Inner {
     token_digest: [u8; 32],
     serve_locally: bool,
+    task_silence: Duration,
     registry: Mutex<Registry>,
     /// Woken whenever a slot may have become free or the set of workers changed.
     capacity: Notify,
@@ -184,6 +204,7 @@ impl Hub {
             inner: Arc::new(Inner {
                 token_digest: digest(&config.token),
                 serve_locally: config.serve_locally,
+                task_silence: config.task_silence,
                 registry: Mutex::new(Registry::default()),
                 capacity: Notify::new(),
                 next_task: AtomicU32::new(0),
@@ -196,6 +217,11 @@ impl Hub {
 
     pub fn serves_locally(&self) -> bool {
         self.inner.serve_locally
+    }
+
+    /// See [`HubConfig::task_silence`].
+    pub(crate) fn task_silence(&self) -> Duration {
+        self.inner.task_silence
     }
 
     fn lock(&self) -> MutexGuard<'_, Registry> {
@@ -359,7 +385,7 @@ impl Hub {
             return None;
         }
         let task = fresh_task_id(&self.inner.next_task, w);
-        let (tx, rx) = mpsc::channel(TASK_EVENT_CAPACITY);
+        let (tx, rx) = mpsc::unbounded_channel();
         w.tasks.insert(task, tx);
         Some(Reservation {
             worker,
@@ -495,10 +521,7 @@ mod tests {
     }
 
     fn hub() -> Hub {
-        Hub::new(HubConfig {
-            token: "t".into(),
-            serve_locally: false,
-        })
+        Hub::new(HubConfig::new("t".into(), false))
     }
 
     #[tokio::test]
@@ -525,7 +548,7 @@ mod tests {
         let Route::Live(tx) = hub.route(w, r.task) else {
             panic!("live")
         };
-        tx.send(TaskEvent::Text("hi".into())).await.unwrap();
+        tx.send(TaskEvent::Text("hi".into())).unwrap();
         drop(tx);
         assert!(matches!(hub.finish(w, r.task), Route::Live(_)));
         assert!(matches!(hub.route(w, r.task), Route::Unknown));

@@ -1,13 +1,16 @@
 //! The supervisor of one generation that runs elsewhere (a hub's worker now; a LAN peer
 //! next): it sends the task, turns the provider's frames into `Event::Token`s, ends the stream
-//! with `Done` (the provider's real counts, or this node's tokenizer's when it holds the model),
+//! with `Done` (the counts a Hearth worker reports; for a reference worker, which reports none,
+//! this node's tokenizer's count when it holds the model, else one token per frame),
 //! and when the provider is lost places the request again from the text already delivered.
 //!
 //! ## A provider lost mid-answer
 //! - nothing delivered yet: it simply starts over elsewhere;
 //! - text delivered, and the new place can continue (this node, or a Hearth worker): it
 //!   generates from the prompt plus the text already sent, so the client loses nothing and sees
-//!   nothing twice (DESIGN.md §5); `usage` is the sum of the places' real counts;
+//!   nothing twice (DESIGN.md §5); the completion tokens already sent are counted again with
+//!   this node's tokenizer (when it holds the model; else one per frame), so `usage` may differ
+//!   by a token or two from one uninterrupted run;
 //! - text delivered to a greedy request, new place a reference worker: the task restarts and
 //!   the text already delivered is skipped; if the new worker's text differs, the stream ends
 //!   with an error rather than contradict what was sent;
@@ -15,10 +18,11 @@
 //!   all: the stream ends with a clear error.
 //!
 //! A worker that stops (shutdown, quit) says `worker_stopping` before its task's end frame and
-//! is treated as lost. At most [`MAX_REDISPATCHES`] losses per request. `stop` sends the stop
-//! frame and ends the stream with `finish_reason: cancelled`; `regenerate` stops the task and
-//! places it again (the stream gets `Restarted`); `pause`, `resume` and `modify` are refused.
-//! A reader that drops its events stops the task.
+//! is treated as lost, and so is a task that brings no frame for the hub's `task_silence` (a
+//! worker whose connection is alive but whose task is stuck). At most [`MAX_REDISPATCHES`]
+//! losses per request. `stop` sends the stop frame and ends the stream with `finish_reason:
+//! cancelled`; `regenerate` stops the task and places it again (the stream gets `Restarted`);
+//! `pause`, `resume` and `modify` are refused. A reader that drops its events stops the task.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -448,9 +452,21 @@ impl Job {
         }
         let mut done_ext: Option<TaskDone> = None;
         let mut failure: Option<TaskFailure> = None;
+        let silence_limit = self.hub.task_silence();
+        let silence = tokio::time::sleep(silence_limit);
+        tokio::pin!(silence);
         loop {
             tokio::select! {
-                ev = r.events.recv() => match ev {
+                () = &mut silence => {
+                    // Alive (its connection keeps up) but this task brings nothing: stuck.
+                    let name = r.worker_name.clone();
+                    tracing::warn!(worker = %name, "a task brought nothing for {silence_limit:?}; stopping it there and placing it again");
+                    self.stop_remote(r).await;
+                    return Outcome::Lost(name);
+                }
+                ev = r.events.recv() => {
+                    silence.as_mut().reset(tokio::time::Instant::now() + silence_limit);
+                    match ev {
                     Some(TaskEvent::Text(text)) => {
                         let Some(fresh) = after_skip(&mut skip, &text) else {
                             let name = r.worker_name.clone();
@@ -492,7 +508,8 @@ impl Job {
                     }
                     // The worker left: its routes were dropped.
                     None => return Outcome::Lost(r.worker_name),
-                },
+                    }
+                }
                 op = self.ops.recv(), if self.ops_open => match op {
                     Some(RemoteOp::Stop) => {
                         self.stop_remote(r).await;

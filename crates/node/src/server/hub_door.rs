@@ -12,7 +12,9 @@
 //! Bad input never ends the connection, except what DESIGN.md §3 says must: a message over
 //! 4 MiB closes it with 1009. Frames that are not understood, or that name a task the worker
 //! was not given, are logged and dropped. A worker silent for 45 s (no frame, keepalive or
-//! pong) is closed; when it leaves, its tasks are re-dispatched.
+//! pong) is closed; when it leaves, its tasks are re-dispatched. Frames reach each task's
+//! supervisor without waiting, so one slow reader never holds back the worker's other tasks;
+//! a task that brings more than [`MAX_TASK_BYTES`] fails and the worker is told to stop it.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -34,7 +36,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::AppState;
 use crate::hub::{
-    Hub, Route, TaskEvent, WorkerId, WorkerJoin, MAX_WORKER_CONCURRENCY, WORKER_OUTBOX_CAPACITY,
+    Hub, Route, TaskEvent, WorkerId, WorkerJoin, MAX_TASK_BYTES, MAX_WORKER_CONCURRENCY,
+    WORKER_OUTBOX_CAPACITY,
 };
 
 /// A worker silent this long is gone (workers send a keepalive every 10 s).
@@ -193,6 +196,7 @@ async fn serve(
         id,
         name,
         carries: HashMap::new(),
+        received: HashMap::new(),
     };
     let why = conn.run(&mut socket, outbox_rx, &kick, &shutdown).await;
     conn.hub.unregister(id);
@@ -207,6 +211,8 @@ struct Connection {
     name: String,
     /// Tasks whose last frame ended inside a character (never from Hearth workers).
     carries: HashMap<TaskId, Utf8Stream>,
+    /// Bytes each live task has brought so far (see [`MAX_TASK_BYTES`]).
+    received: HashMap<TaskId, usize>,
 }
 
 impl Connection {
@@ -231,14 +237,19 @@ impl Connection {
                                 close(socket, close_code::SIZE, "message too big").await;
                                 return "it sent a message over the 4 MiB limit".into();
                             }
-                            self.on_binary(&b).await;
+                            if let Some(stop) = self.on_binary(&b) {
+                                let stop = wp::HubFrame::Stop(stop).to_text();
+                                if let Err(e) = socket.send(Message::Text(Utf8Bytes::from(stop))).await {
+                                    return format!("writing failed: {e}");
+                                }
+                            }
                         }
                         Some(Ok(Message::Text(t))) => {
                             if t.len() > MAX_WS_MESSAGE_BYTES {
                                 close(socket, close_code::SIZE, "message too big").await;
                                 return "it sent a message over the 4 MiB limit".into();
                             }
-                            self.on_text(t.as_str()).await;
+                            self.on_text(t.as_str());
                         }
                         Some(Ok(Message::Close(_))) | None => return "it closed the connection".into(),
                         Some(Ok(_)) => {} // ping/pong
@@ -268,16 +279,18 @@ impl Connection {
         }
     }
 
-    async fn on_binary(&mut self, bytes: &[u8]) {
+    /// Relay a data or end frame; returns a task the worker must be told to stop.
+    fn on_binary(&mut self, bytes: &[u8]) -> Option<TaskId> {
         let frame = match wp::decode_binary(bytes) {
             Ok(f) => f,
             Err(e) => {
                 tracing::warn!(worker = %self.name, error = %e, "ignoring a binary frame from the worker");
-                return;
+                return None;
             }
         };
         let id = frame.id;
         if frame.is_end() {
+            self.received.remove(&id);
             let rest = self
                 .carries
                 .remove(&id)
@@ -286,39 +299,59 @@ impl Connection {
             match self.hub.finish(self.id, id) {
                 Route::Live(tx) => {
                     if !rest.is_empty() {
-                        let _ = tx.send(TaskEvent::Text(rest)).await;
+                        let _ = tx.send(TaskEvent::Text(rest));
                     }
-                    let _ = tx.send(TaskEvent::End).await;
+                    let _ = tx.send(TaskEvent::End);
                 }
                 Route::Retired => {}
                 Route::Unknown => {
                     tracing::warn!(worker = %self.name, task = %id, "the worker ended a task it was not given; ignored");
                 }
             }
-            return;
+            return None;
         }
         match self.hub.route(self.id, id) {
             Route::Live(tx) => {
+                let received = self.received.entry(id).or_default();
+                *received = received.saturating_add(frame.payload.len());
+                if *received > MAX_TASK_BYTES {
+                    tracing::warn!(worker = %self.name, task = %id, "the worker sent more than {} MiB for one task; failing it", MAX_TASK_BYTES >> 20);
+                    self.received.remove(&id);
+                    self.carries.remove(&id);
+                    let _ = tx.send(TaskEvent::Failed(wp::TaskFailure {
+                        code: "too_much_output".into(),
+                        message: format!(
+                            "the worker sent more than {} MiB of text for this answer",
+                            MAX_TASK_BYTES >> 20
+                        ),
+                    }));
+                    let _ = tx.send(TaskEvent::End);
+                    // Its later frames are dropped quietly.
+                    self.hub.retire(self.id, id);
+                    return Some(id);
+                }
                 let mut carry = self.carries.remove(&id).unwrap_or_default();
                 let text = carry.push(frame.payload);
                 if carry.holds_partial() {
                     self.carries.insert(id, carry);
                 }
                 if !text.is_empty() {
-                    // Waits when the task's reader is slow (see hub::TASK_EVENT_CAPACITY).
-                    let _ = tx.send(TaskEvent::Text(text)).await;
+                    // Never waits: a slow reader must not hold back the worker's other tasks.
+                    let _ = tx.send(TaskEvent::Text(text));
                 }
             }
             Route::Retired => {
+                self.received.remove(&id);
                 self.carries.remove(&id);
             }
             Route::Unknown => {
                 tracing::warn!(worker = %self.name, task = %id, "data for a task the worker was not given; ignored");
             }
         }
+        None
     }
 
-    async fn on_text(&mut self, text: &str) {
+    fn on_text(&mut self, text: &str) {
         let (id, event) = match wp::parse_worker_text(text) {
             Ok(None) => return, // keepalive
             Ok(Some(WorkerText::Done { id, done })) => (id, TaskEvent::Done(done)),
@@ -330,7 +363,7 @@ impl Connection {
         };
         match self.hub.route(self.id, id) {
             Route::Live(tx) => {
-                let _ = tx.send(event).await;
+                let _ = tx.send(event);
             }
             Route::Retired => {}
             Route::Unknown => {

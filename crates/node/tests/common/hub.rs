@@ -14,13 +14,20 @@ use super::{user, TestNode, MODEL_ID};
 pub const TOKEN: &str = "test-hub-token";
 
 pub async fn start_hub(parallel: usize, serve_locally: bool) -> TestNode {
+    start_hub_with(parallel, serve_locally, |_| {}).await
+}
+
+/// A hub with more of its configuration changed by `f`.
+pub async fn start_hub_with(
+    parallel: usize,
+    serve_locally: bool,
+    f: impl FnOnce(&mut hearth_node::config::NodeConfig),
+) -> TestNode {
     TestNode::start_with(|c| {
         c.parallel = parallel;
         c.name = "hub".into();
-        c.hub = Some(HubConfig {
-            token: TOKEN.into(),
-            serve_locally,
-        });
+        c.hub = Some(HubConfig::new(TOKEN.into(), serve_locally));
+        f(c);
     })
     .await
 }
@@ -75,4 +82,26 @@ pub async fn wait_workers(hub: &TestNode, n: usize) -> Vec<Value> {
 pub fn greedy(prompt: &str, max_tokens: u32) -> Value {
     json!({"model": MODEL_ID, "messages": user(prompt), "max_tokens": max_tokens,
         "temperature": 0, "ignore_eos": true})
+}
+
+/// A raw worker connection to a hub, and the hub's `x-hearth-hub` answer header.
+pub async fn raw_worker(
+    hub: &TestNode,
+    query: &str,
+) -> (
+    super::Ws,
+    Option<tokio_tungstenite::tungstenite::http::HeaderValue>,
+) {
+    let (ws, resp) = tokio_tungstenite::connect_async(format!("{}/node?{query}", hub.ws_base))
+        .await
+        .expect("upgrade");
+    let header = resp.headers().get("x-hearth-hub").cloned();
+    (ws, header)
+}
+
+/// A worker's binary frame: the task id, big-endian, then the bytes (none: the end frame).
+pub fn frame(id: u32, bytes: &[u8]) -> tokio_tungstenite::tungstenite::Message {
+    let mut v = id.to_be_bytes().to_vec();
+    v.extend_from_slice(bytes);
+    tokio_tungstenite::tungstenite::Message::binary(v)
 }
