@@ -43,8 +43,12 @@ impl NodeProcess {
             .args(args)
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log).expect("log file"));
-        let mut child = cmd.spawn().expect("starting hearth-node");
-        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        // Killed and reaped if anything below panics; killed if it is not ready in time (a
+        // read of its output would otherwise wait forever).
+        let mut child = Reaper(Some(cmd.spawn().expect("starting hearth-node")));
+        let stdout = child.0.as_mut().and_then(|c| c.stdout.take());
+        let mut lines = BufReader::new(stdout.expect("stdout")).lines();
+        let started = watchdog(child.0.as_ref().map_or(0, Child::id), START_LIMIT);
         let first = lines
             .next()
             .and_then(Result::ok)
@@ -56,9 +60,10 @@ impl NodeProcess {
             .to_owned();
         let ready = lines.next().and_then(Result::ok).unwrap_or_default();
         assert!(ready.contains("is ready"), "{ready}: {}", read(&log));
+        drop(started);
         let addr = url.trim_start_matches("http://").to_owned();
         Self {
-            child,
+            child: child.0.take().expect("the child"),
             url,
             addr,
             lines,
@@ -153,6 +158,34 @@ pub async fn run_peer(mut cmd: Command, what: &'static str) -> (String, String) 
 
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
+}
+
+/// How long a node may take to print that it is ready.
+const START_LIMIT: Duration = Duration::from_secs(120);
+
+/// A child killed and reaped when dropped (unless taken).
+struct Reaper(Option<Child>);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Kill process `pid` after `limit` unless the returned sender is dropped first.
+fn watchdog(pid: u32, limit: Duration) -> std::sync::mpsc::Sender<()> {
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if rx.recv_timeout(limit) == Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+    });
+    tx
 }
 
 impl Drop for NodeProcess {
