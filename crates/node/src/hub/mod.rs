@@ -58,7 +58,8 @@ pub struct HubConfig {
     /// Workers must present it as `?token=`. Never logged.
     pub token: String,
     /// Whether this node's own engine takes requests too (`--hub-local`, default true); when
-    /// false the hub only routes to workers.
+    /// false the hub only routes to workers, except the batch door's token-id prompts, which
+    /// only this node's tokenizer can read.
     pub serve_locally: bool,
     /// A task on a worker that brings no frame for this long is treated as lost: stopped
     /// there and placed again (a worker alive but stuck). Long enough for any prefill.

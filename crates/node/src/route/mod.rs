@@ -233,9 +233,11 @@ impl Router {
         }))
     }
 
-    /// Like [`Router::submit`], but when every place is taken wait for one (until `deadline`)
-    /// instead of refusing: for protocols whose clients expect their work to queue (the batch
-    /// door). Requests keep the order in which they were submitted.
+    /// Like [`Router::submit`], but when this node's engine has no room, wait for it (until
+    /// `deadline`) instead of refusing: for protocols whose clients expect their work to queue
+    /// (the batch door, whose token-id prompts always run here). One caller's requests,
+    /// submitted one after another, keep their order; requests of different callers are not
+    /// ordered among themselves.
     pub async fn submit_waiting(
         &self,
         target: &Target,
