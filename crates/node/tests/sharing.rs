@@ -35,15 +35,16 @@ impl Drop for BusyCore {
     }
 }
 
-/// Poll `/api/status` until its `threads` is `want` (None after 15 s), with the last value.
-async fn wait_for_threads(t: &TestNode, want: u64) -> Result<(), u64> {
+/// Poll `/api/status` until its `threads` is one that `want` accepts (an error with the last
+/// value after 15 s).
+async fn wait_for_threads(t: &TestNode, want: impl Fn(u64) -> bool) -> Result<u64, u64> {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
         let threads = t.get_json("/api/status").await["threads"]
             .as_u64()
             .unwrap_or(0);
-        if threads == want {
-            return Ok(());
+        if want(threads) {
+            return Ok(threads);
         }
         if Instant::now() > deadline {
             return Err(threads);
@@ -91,7 +92,8 @@ async fn the_engine_gives_a_core_to_a_busy_program_and_takes_it_back() {
     };
 
     let busy = BusyCore::start();
-    let gave_up = wait_for_threads(&t, cpus as u64 - 1).await;
+    // One core short, or more if something else on the machine is busy too.
+    let gave_up = wait_for_threads(&t, |n| (1..cpus as u64).contains(&n)).await;
     let metrics = common::client()
         .get(t.url("/metrics"))
         .send()
@@ -101,20 +103,26 @@ async fn the_engine_gives_a_core_to_a_busy_program_and_takes_it_back() {
         .await
         .unwrap();
     drop(busy);
-    let took_back = wait_for_threads(&t, cpus as u64).await;
+    let took_back = wait_for_threads(&t, |n| n == cpus as u64).await;
     done.store(true, Ordering::Relaxed);
     worker.await.expect("the requests all succeeded");
 
-    assert_eq!(
-        gave_up,
-        Ok(()),
-        "with a busy program beside it the engine uses {} threads, not {cpus}",
-        cpus - 1
-    );
+    let Ok(fewer) = gave_up else {
+        panic!("with a busy program beside it the engine still uses {gave_up:?} threads of {cpus}");
+    };
+    let in_metrics: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("hearth_engine_threads "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no hearth_engine_threads in {metrics}"));
     assert!(
-        metrics.contains(&format!("\nhearth_engine_threads {}\n", cpus - 1)),
-        "{metrics}"
+        in_metrics < cpus as u64,
+        "{in_metrics} ({fewer} in the status)"
     );
-    assert_eq!(took_back, Ok(()), "the core is taken back once it is free");
+    assert_eq!(
+        took_back,
+        Ok(cpus as u64),
+        "the core is taken back once it is free"
+    );
     t.stop().await;
 }
