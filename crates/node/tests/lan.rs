@@ -88,8 +88,9 @@ impl Netns {
     }
 
     /// Run a command inside the namespace (the "other machine").
+    /// Run `args` inside the namespace, killed after 60 s.
     fn exec(&self, args: &[&str]) -> Output {
-        let mut full = vec!["ip", "netns", "exec", &self.name];
+        let mut full = vec!["ip", "netns", "exec", &self.name, "timeout", "60"];
         full.extend_from_slice(args);
         run(&full)
     }
@@ -160,13 +161,19 @@ s.sendall(("GET {path} HTTP/1.1\r\nHost: {ip}:{port}\r\nUpgrade: websocket\r\nCo
            "Sec-WebSocket-Key: " + key + "\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
 data = b""
 while b"\r\n\r\n" not in data:
-    data += s.recv(4096)
+    chunk = s.recv(4096)
+    if not chunk:
+        print("closed"); raise SystemExit
+    data += chunk
 head, rest = data.split(b"\r\n\r\n", 1)
 status = head.split(b" ")[1].decode()
 if status != "101":
     print("http " + status); raise SystemExit
 while len(rest) < 4:
-    rest += s.recv(4096)
+    chunk = s.recv(4096)
+    if not chunk:
+        print("closed"); raise SystemExit
+    rest += chunk
 opcode = rest[0] & 0x0F
 print("close %d" % struct.unpack(">H", rest[2:4])[0] if opcode == 8 else "opcode %d" % opcode)
 "#,
@@ -423,14 +430,27 @@ import socket, base64, os, time
 def upgrade():
     s = socket.create_connection(("{ip}", {port}), timeout=5)
     key = base64.b64encode(os.urandom(16)).decode()
-    s.sendall(("GET /api/events?token={secret} HTTP/1.1\r\nHost: {ip}:{port}\r\nUpgrade: websocket\r\n"
-               "Connection: Upgrade\r\nSec-WebSocket-Key: " + key + "\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
     data = b""
-    while b"\r\n\r\n" not in data:
-        data += s.recv(4096)
+    try:
+        s.sendall(("GET /api/events?token={secret} HTTP/1.1\r\nHost: {ip}:{port}\r\nUpgrade: websocket\r\n"
+                   "Connection: Upgrade\r\nSec-WebSocket-Key: " + key + "\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+        while b"\r\n\r\n" not in data:
+            chunk = s.recv(4096)
+            if not chunk:
+                return s, "closed"
+            data += chunk
+    except (ConnectionResetError, BrokenPipeError):
+        return s, "closed"
     return s, data.split(b" ")[1].decode()
-time.sleep(0.5)  # the plain connections above are closed by now
-sockets = [upgrade() for _ in range(3)]
+def upgrade_when_free():
+    # The node may take a moment to see the connections above closed.
+    for _ in range(100):
+        s, status = upgrade()
+        if status != "closed":
+            return s, status
+        time.sleep(0.1)
+    return s, status
+sockets = [upgrade_when_free() for _ in range(3)]
 fourth = socket.create_connection(("{ip}", {port}), timeout=5)
 time.sleep(0.5)
 fourth.setblocking(False)
