@@ -1,14 +1,15 @@
-//! What a hub does when a worker or a reader misbehaves, with a scripted worker of our own on
-//! the hub door: a reader that stops reading does not hold back the worker's other tasks, a
-//! task that brings more text than any answer could is failed and stopped, and a task that
-//! brings nothing while its worker stays connected is stopped and placed again.
+//! What a hub does when a worker is lost or misbehaves, or a reader does, with scripted
+//! workers of our own on the hub door: an answer continued after its Hearth worker is lost
+//! counts what that worker counted; a reader that stops reading does not hold back the
+//! worker's other tasks; a task that brings more text than any answer could is failed and
+//! stopped; a task that brings nothing while its worker stays connected is placed again.
 
 mod common;
 
 use std::time::Duration;
 
-use common::hub::{frame, raw_worker, start_hub_with, wait_workers, TOKEN};
-use common::{client, user};
+use common::hub::{frame, raw_worker, start_hub_with, wait_workers, workers, TOKEN};
+use common::{client, user, MODEL_ID};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
@@ -84,12 +85,12 @@ async fn a_reader_that_stops_reading_does_not_hold_back_the_workers_other_tasks(
     };
     let b = task_id(&next_frame(&mut stream).await);
     assert_ne!(a, b);
-    // Far more for A than the sockets and channels in between hold (in frames and in bytes,
-    // under the hub's per-task limit), then B's answer. The worker's own sends may wait when
+    // Far more for A than the sockets and channels in between hold (900 frames, 14 MiB: under
+    // the hub's per-task limit), then B's answer. The worker's own sends may wait when
     // the hub stops reading, so they go from a task of their own.
     let sender = tokio::spawn(async move {
         let chunk = vec![b'a'; 16 << 10];
-        for _ in 0..600 {
+        for _ in 0..900 {
             sink.send(frame(a, &chunk)).await?;
         }
         sink.send(frame(b, b"hello")).await?;
@@ -171,16 +172,13 @@ async fn a_task_that_brings_more_than_any_answer_could_fails_and_is_stopped() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_task_that_brings_nothing_is_stopped_and_placed_again() {
+async fn a_task_that_brings_nothing_is_stopped_and_placed_on_another_worker() {
     let hub = start_hub_with(1, false, |c| {
-        c.hub.as_mut().unwrap().task_silence = Duration::from_secs(1);
+        c.hub.as_mut().unwrap().task_silence = Duration::from_secs(2);
     })
     .await;
-    let (mut ws, _) = raw_worker(
-        &hub,
-        &format!("token={TOKEN}&model=scripted&max_concurrency=1&name=fake"),
-    )
-    .await;
+    let join = format!("token={TOKEN}&model=scripted&max_concurrency=1");
+    let (mut stuck, _) = raw_worker(&hub, &format!("{join}&name=stuck")).await;
     wait_workers(&hub, 1).await;
     let answer = {
         let url = hub.url("/v1/chat/completions");
@@ -196,22 +194,92 @@ async fn a_task_that_brings_nothing_is_stopped_and_placed_again() {
                 .unwrap()
         })
     };
-    // The worker stays connected (keepalives) but says nothing for the task: the hub stops it
-    // and places it again, here on the same worker, which answers this time.
-    let first = task_id(&next_frame(&mut ws).await);
-    ws.send(Message::text("")).await.unwrap();
+    let first = task_id(&next_frame(&mut stuck).await);
+    let (mut fresh, _) = raw_worker(&hub, &format!("{join}&name=fresh")).await;
+    wait_workers(&hub, 2).await;
+    // The stuck worker stays connected (keepalives) but says nothing for the task: the hub
+    // stops it there and places the answer on the other worker.
+    stuck.send(Message::text("")).await.unwrap();
     assert_eq!(
-        next_frame(&mut ws).await,
+        next_frame(&mut stuck).await,
         json!({"id": first, "stop": true})
     );
-    let again = next_frame(&mut ws).await;
-    let second = task_id(&again);
-    assert_ne!(first, second);
+    let again = next_frame(&mut fresh).await;
     assert_eq!(again["messages"], json!(user("a")), "{again}");
-    ws.send(frame(first, b"")).await.unwrap();
-    ws.send(frame(second, b"at last")).await.unwrap();
-    ws.send(frame(second, b"")).await.unwrap();
+    let second = task_id(&again);
+    fresh.send(frame(second, b"at last")).await.unwrap();
+    fresh.send(frame(second, b"")).await.unwrap();
     let v = answer.await.unwrap();
     assert_eq!(v["choices"][0]["message"]["content"], "at last", "{v}");
+    // The stuck worker's slot stays taken until it ends the task.
+    let in_flight = |w: &[Value]| {
+        w.iter()
+            .find(|w| w["name"] == "stuck")
+            .map(|w| w["in_flight"].clone())
+    };
+    assert_eq!(in_flight(&workers(&hub).await), Some(json!(1)));
+    stuck.send(frame(first, b"")).await.unwrap();
+    common::wait_for(
+        async || in_flight(&workers(&hub).await) == Some(json!(0)),
+        "the stuck worker's slot to be free once it ends the task",
+    )
+    .await;
+    hub.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_continued_after_a_lost_worker_counts_what_that_worker_counted() {
+    // The hub holds the model, so it could count the text itself; the lost worker's own count
+    // is what the continuation is given and what usage says.
+    let hub = start_hub_with(1, false, |_| {}).await;
+    let join = format!("token={TOKEN}&model={MODEL_ID}&max_concurrency=1&hearth=1");
+    let (mut first, _) = raw_worker(&hub, &format!("{join}&name=first")).await;
+    wait_workers(&hub, 1).await;
+    let answer = {
+        let url = hub.url("/v1/chat/completions");
+        tokio::spawn(async move {
+            client()
+                .post(url)
+                .json(&json!({"model": MODEL_ID, "messages": user("Greet."),
+                    "max_tokens": 50, "temperature": 0}))
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        })
+    };
+    let task = next_frame(&mut first).await;
+    let id = task_id(&task);
+    assert_eq!(task["max_new_tokens"], 50, "{task}");
+    // "Hello" was 7 tokens where the first worker made it (say, a model that spells it out).
+    first.send(frame(id, b"Hello")).await.unwrap();
+    first
+        .send(Message::text(json!({"id": id, "tokens": 7}).to_string()))
+        .await
+        .unwrap();
+    let (mut second, _) = raw_worker(&hub, &format!("{join}&name=second")).await;
+    wait_workers(&hub, 2).await;
+    drop(first);
+    let task = next_frame(&mut second).await;
+    assert_eq!(task["hearth"]["continue_from"], "Hello", "{task}");
+    assert_eq!(
+        task["max_new_tokens"], 43,
+        "50 less the 7 already made: {task}"
+    );
+    let id = task_id(&task);
+    second.send(frame(id, b" world")).await.unwrap();
+    second
+        .send(Message::text(json!({"id": id, "tokens": 2}).to_string()))
+        .await
+        .unwrap();
+    let done = json!({"id": id, "done": {"finish_reason": "stop",
+        "usage": {"prompt_tokens": 30, "completion_tokens": 2, "total_tokens": 32}}});
+    second.send(Message::text(done.to_string())).await.unwrap();
+    second.send(frame(id, b"")).await.unwrap();
+    let v = answer.await.unwrap();
+    assert_eq!(v["choices"][0]["message"]["content"], "Hello world", "{v}");
+    assert_eq!(v["usage"]["completion_tokens"], 9, "7 + 2: {v}");
     hub.stop().await;
 }

@@ -324,7 +324,7 @@ async fn the_last_worker_lost_mid_answer_is_a_clear_error() {
     let error = error.expect("an error object before [DONE]");
     let message = error["error"]["message"].as_str().unwrap();
     assert!(
-        message.contains("disconnected") && message.contains(MODEL_ID),
+        message.contains("was lost mid-answer") && message.contains(MODEL_ID),
         "{message}"
     );
     // The hub still answers, with a clear error while no worker serves the model.

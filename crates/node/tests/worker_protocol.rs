@@ -253,6 +253,9 @@ async fn bad_input_on_the_worker_side_keeps_serving() {
     .unwrap();
     let mut text = Vec::new();
     let mut done = None;
+    // The tokens each data frame carries, told after it (Hearth hub).
+    let mut counted = 0;
+    let mut uncounted_frame = false;
     loop {
         let m = tokio::time::timeout(Duration::from_secs(60), ws.next())
             .await
@@ -271,9 +274,20 @@ async fn bad_input_on_the_worker_side_keeps_serving() {
                     "each frame is UTF-8 on its own"
                 );
                 text.extend_from_slice(&b[4..]);
+                uncounted_frame = true;
             }
             Message::Text(t) if t.is_empty() => {} // keepalive
-            Message::Text(t) => done = Some(serde_json::from_str::<Value>(t.as_str()).unwrap()),
+            Message::Text(t) => {
+                let v = serde_json::from_str::<Value>(t.as_str()).unwrap();
+                if let Some(n) = v.get("tokens") {
+                    assert_eq!(v["id"], 5, "{v}");
+                    assert!(uncounted_frame, "a count follows the frames it counts: {v}");
+                    counted += n.as_u64().unwrap();
+                    uncounted_frame = false;
+                } else {
+                    done = Some(v);
+                }
+            }
             _ => {}
         }
     }
@@ -282,6 +296,8 @@ async fn bad_input_on_the_worker_side_keeps_serving() {
     assert_eq!(done["id"], 5);
     assert_eq!(done["done"]["finish_reason"], "length");
     assert_eq!(done["done"]["usage"]["completion_tokens"], 8);
+    assert!(!uncounted_frame, "every data frame is counted");
+    assert_eq!(counted, 8, "the counts add up to the tokens generated");
 
     // The hub closes with 4002; the worker comes back after its backoff.
     ws.send(Message::Close(Some(CloseFrame {

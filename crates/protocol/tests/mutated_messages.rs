@@ -196,6 +196,7 @@ const DOORS: &[Door] = &[
         seeds: &[
             r#"{"id":7,"done":{"finish_reason":"stop","usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}}"#,
             r#"{"id":7,"error":{"message":"the model was unloaded","code":"worker_stopping"}}"#,
+            r#"{"id":7,"tokens":3}"#,
         ],
     },
     Door {

@@ -5,8 +5,10 @@
 //!
 //! ## Invariants
 //! - A worker's in-flight count is the number of routes it holds: a route is added when a task
-//!   is placed on it and removed when its end frame arrives, when the hub stops the task, or
-//!   when the worker leaves. So a worker never gets more than `max_concurrency` tasks at once.
+//!   is placed on it and removed when its end frame arrives, when the hub stops the task (the
+//!   worker ends a stopped task at once, and its late frames are dropped), or when the worker
+//!   leaves. A task gone silent keeps its route (and its slot) until its end frame: a stuck
+//!   worker is not given more work. So a worker never runs more than `max_concurrency` tasks.
 //! - A worker that leaves (closed, failed, silent, superseded) has its routes dropped; each
 //!   task's supervisor sees its channel close and re-dispatches (see `route::supervisor`).
 //! - At most one worker per (model, name): a new connection supersedes the old one, which is
@@ -37,11 +39,14 @@ use tokio_util::sync::CancellationToken;
 use crate::route::place::Candidate;
 use crate::telemetry::ThermalLevel;
 
-/// The most text one task may bring (far beyond any context window's worth): a worker that
-/// sends more for one task is misbehaving, and the task fails. Frames reach each task's
-/// supervisor without waiting (one slow reader must not hold back the worker's other tasks),
-/// so this is also what one task may hold in memory.
+/// The most one task may bring (far beyond any context window's worth), counting each frame's
+/// bytes and [`FRAME_OVERHEAD`]: a worker that sends more for one task is misbehaving, and the
+/// task fails. Frames reach each task's supervisor without waiting (one slow reader must not
+/// hold back the worker's other tasks), so this bounds what one task's frames can hold in
+/// memory while its reader is slow.
 pub(crate) const MAX_TASK_BYTES: usize = 16 << 20;
+/// What one relayed frame costs besides its text (the event and its allocation).
+pub(crate) const FRAME_OVERHEAD: usize = 64;
 /// Frames (tasks, stops) waiting to be written to one worker.
 pub(crate) const WORKER_OUTBOX_CAPACITY: usize = 64;
 /// Requests that may wait for a worker's slot; beyond this, submissions are refused.
@@ -114,6 +119,8 @@ pub(crate) struct WorkerJoin {
 #[derive(Debug)]
 pub(crate) enum TaskEvent {
     Text(String),
+    /// Hearth workers: the tokens behind the text since the last count.
+    Tokens(u32),
     Done(TaskDone),
     Failed(TaskFailure),
     /// The end frame.

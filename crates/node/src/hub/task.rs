@@ -1,7 +1,8 @@
 //! One task a hub gave this node in worker mode: its frame turned into an engine request
 //! (the conversation rendered with the model's chat template, or Hearth's raw prompt and text
 //! to continue from), started through the route on this node's model, and its tokens streamed
-//! back as binary frames of whole characters, ending with the 4-byte end frame.
+//! back as binary frames of whole characters (each followed, for a Hearth hub, by the count of
+//! tokens it carries), ending with the 4-byte end frame.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,6 +45,8 @@ impl Runner {
             Err(e) => return self.fail(submit_failure(&e)).await,
         };
         let mut pending: Option<Event> = None;
+        // Tokens generated since the last count sent to a Hearth hub.
+        let mut uncounted: u32 = 0;
         loop {
             let event = match pending.take() {
                 Some(e) => Some(e),
@@ -59,9 +62,13 @@ impl Runner {
             match event {
                 Some(Event::Token(t)) => {
                     let mut text = t.text;
+                    uncounted += 1;
                     for _ in 0..MAX_COALESCE {
                         match gen.events.try_recv() {
-                            Some(Event::Token(t)) => text.push_str(&t.text),
+                            Some(Event::Token(t)) => {
+                                text.push_str(&t.text);
+                                uncounted += 1;
+                            }
                             Some(other) => {
                                 pending = Some(other);
                                 break;
@@ -74,6 +81,13 @@ impl Runner {
                         if !self.send(frame, false).await {
                             return;
                         }
+                    }
+                    if self.extensions && !text.is_empty() {
+                        let count = Message::text(wp::tokens_frame(self.id, uncounted));
+                        if !self.send(count, false).await {
+                            return;
+                        }
+                        uncounted = 0;
                     }
                 }
                 Some(Event::Done(done)) => {

@@ -203,7 +203,14 @@ impl Router {
         };
         let serve_local = target.local.is_some() && hub.serves_locally();
         let need_hearth = matches!(prompt, RemotePrompt::Text(_));
-        let placement = placement(hub, &self.host, &target.model, need_hearth, serve_local);
+        let placement = placement(
+            &[],
+            hub,
+            &self.host,
+            &target.model,
+            need_hearth,
+            serve_local,
+        );
         match placement {
             Placement::Local => return self.host.submit(request).map(Generation::local),
             Placement::Wait if !hub.queue_has_room() => {
@@ -315,8 +322,9 @@ fn local_candidate(host: &ModelHost, model: &ModelId) -> Candidate<Provider> {
 }
 
 /// Decide where `model` runs now ([`place::place`] over this node's engine, when it may serve,
-/// and the hub's workers) and reserve the worker's slot it picks.
+/// and the hub's workers but those in `avoid`) and reserve the worker's slot it picks.
 pub(crate) fn placement(
+    avoid: &[WorkerId],
     hub: &Hub,
     host: &ModelHost,
     model: &ModelId,
@@ -329,10 +337,15 @@ pub(crate) fn placement(
         if serve_local {
             candidates.push(local_candidate(host, model));
         }
-        candidates.extend(hub.candidates(model).into_iter().map(|c| {
-            let id = c.id;
-            c.with_id(Provider::Worker(id))
-        }));
+        candidates.extend(
+            hub.candidates(model)
+                .into_iter()
+                .filter(|c| !avoid.contains(&c.id))
+                .map(|c| {
+                    let id = c.id;
+                    c.with_id(Provider::Worker(id))
+                }),
+        );
         let ask = Ask {
             model,
             needs_continuation,

@@ -4,10 +4,10 @@
 //! unusable parameter, 4002 for a wrong token), registers the worker with the [`Hub`] (a
 //! worker with the same model and name is closed with 4003), then relays: task and stop frames
 //! from the route's supervisors to the worker, and the worker's data frames, end frames
-//! and (Hearth extension) `done` / `error` frames back to each task's supervisor.
+//! and (Hearth extension) `tokens` / `done` / `error` frames back to each task's supervisor.
 //!
-//! The upgrade answer carries `x-hearth-hub: 1`, so Hearth workers add their `done` / `error`
-//! frames; other workers never see them.
+//! The upgrade answer carries `x-hearth-hub: 1`, so Hearth workers add their `tokens`, `done`
+//! and `error` frames; other workers never see them.
 //!
 //! Bad input never ends the connection, except what DESIGN.md §3 says must: a message over
 //! 4 MiB closes it with 1009. Frames that are not understood, or that name a task the worker
@@ -36,8 +36,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::AppState;
 use crate::hub::{
-    Hub, Route, TaskEvent, WorkerId, WorkerJoin, MAX_TASK_BYTES, MAX_WORKER_CONCURRENCY,
-    WORKER_OUTBOX_CAPACITY,
+    Hub, Route, TaskEvent, WorkerId, WorkerJoin, FRAME_OVERHEAD, MAX_TASK_BYTES,
+    MAX_WORKER_CONCURRENCY, WORKER_OUTBOX_CAPACITY,
 };
 
 /// A worker silent this long is gone (workers send a keepalive every 10 s).
@@ -231,29 +231,28 @@ impl Connection {
             tokio::select! {
                 msg = socket.recv() => {
                     heard = Instant::now();
-                    match msg {
-                        Some(Ok(Message::Binary(b))) => {
-                            if b.len() > MAX_WS_MESSAGE_BYTES {
-                                close(socket, close_code::SIZE, "message too big").await;
-                                return "it sent a message over the 4 MiB limit".into();
-                            }
-                            if let Some(stop) = self.on_binary(&b) {
-                                let stop = wp::HubFrame::Stop(stop).to_text();
-                                if let Err(e) = socket.send(Message::Text(Utf8Bytes::from(stop))).await {
-                                    return format!("writing failed: {e}");
-                                }
-                            }
-                        }
-                        Some(Ok(Message::Text(t))) => {
-                            if t.len() > MAX_WS_MESSAGE_BYTES {
-                                close(socket, close_code::SIZE, "message too big").await;
-                                return "it sent a message over the 4 MiB limit".into();
-                            }
-                            self.on_text(t.as_str());
-                        }
+                    let size = match &msg {
+                        Some(Ok(Message::Binary(b))) => b.len(),
+                        Some(Ok(Message::Text(t))) => t.len(),
+                        _ => 0,
+                    };
+                    if size > MAX_WS_MESSAGE_BYTES {
+                        close(socket, close_code::SIZE, "message too big").await;
+                        return "it sent a message over the 4 MiB limit".into();
+                    }
+                    // A task that brought too much is told to stop.
+                    let stop = match msg {
+                        Some(Ok(Message::Binary(b))) => self.on_binary(&b),
+                        Some(Ok(Message::Text(t))) => self.on_text(t.as_str()),
                         Some(Ok(Message::Close(_))) | None => return "it closed the connection".into(),
-                        Some(Ok(_)) => {} // ping/pong
+                        Some(Ok(_)) => None, // ping/pong
                         Some(Err(e)) => return format!("the connection failed: {e}"),
+                    };
+                    if let Some(task) = stop {
+                        let stop = wp::HubFrame::Stop(task).to_text();
+                        if let Err(e) = socket.send(Message::Text(Utf8Bytes::from(stop))).await {
+                            return format!("writing failed: {e}");
+                        }
                     }
                 }
                 Some(frame) = outbox.recv() => {
@@ -262,6 +261,7 @@ impl Connection {
                     }
                 }
                 _ = check.tick() => {
+                    self.forget_ended();
                     if heard.elapsed() > SILENCE_LIMIT {
                         close(socket, wp::CLOSE_NORMAL, "no message or keepalive for 45 s").await;
                         return format!("it was silent for {} s", SILENCE_LIMIT.as_secs());
@@ -277,6 +277,41 @@ impl Connection {
                 }
             }
         }
+    }
+
+    /// Count a frame of `len` bytes against task `id`'s [`MAX_TASK_BYTES`]; whether it is over.
+    fn over_limit(&mut self, id: TaskId, len: usize) -> bool {
+        let received = self.received.entry(id).or_default();
+        *received = received.saturating_add(len + FRAME_OVERHEAD);
+        *received > MAX_TASK_BYTES
+    }
+
+    /// Fail task `id`, which brought more than [`MAX_TASK_BYTES`]; returns it, for the stop
+    /// frame.
+    fn overflow(&mut self, id: TaskId, tx: &mpsc::UnboundedSender<TaskEvent>) -> TaskId {
+        tracing::warn!(worker = %self.name, task = %id, "the worker sent more than {} MiB for one task; failing it", MAX_TASK_BYTES >> 20);
+        self.received.remove(&id);
+        self.carries.remove(&id);
+        let _ = tx.send(TaskEvent::Failed(wp::TaskFailure {
+            code: "too_much_output".into(),
+            message: format!(
+                "the worker sent more than {} MiB for this answer",
+                MAX_TASK_BYTES >> 20
+            ),
+        }));
+        let _ = tx.send(TaskEvent::End);
+        // Its later frames are dropped quietly.
+        self.hub.retire(self.id, id);
+        id
+    }
+
+    /// Forget the byte counts and partial characters of tasks that are no longer live (the
+    /// hub stopped them and no end frame came).
+    fn forget_ended(&mut self) {
+        let (hub, me) = (&self.hub, self.id);
+        let live = |id: &TaskId| matches!(hub.route(me, *id), Route::Live(_));
+        self.received.retain(|id, _| live(id));
+        self.carries.retain(|id, _| live(id));
     }
 
     /// Relay a data or end frame; returns a task the worker must be told to stop.
@@ -312,23 +347,8 @@ impl Connection {
         }
         match self.hub.route(self.id, id) {
             Route::Live(tx) => {
-                let received = self.received.entry(id).or_default();
-                *received = received.saturating_add(frame.payload.len());
-                if *received > MAX_TASK_BYTES {
-                    tracing::warn!(worker = %self.name, task = %id, "the worker sent more than {} MiB for one task; failing it", MAX_TASK_BYTES >> 20);
-                    self.received.remove(&id);
-                    self.carries.remove(&id);
-                    let _ = tx.send(TaskEvent::Failed(wp::TaskFailure {
-                        code: "too_much_output".into(),
-                        message: format!(
-                            "the worker sent more than {} MiB of text for this answer",
-                            MAX_TASK_BYTES >> 20
-                        ),
-                    }));
-                    let _ = tx.send(TaskEvent::End);
-                    // Its later frames are dropped quietly.
-                    self.hub.retire(self.id, id);
-                    return Some(id);
+                if self.over_limit(id, frame.payload.len()) {
+                    return Some(self.overflow(id, &tx));
                 }
                 let mut carry = self.carries.remove(&id).unwrap_or_default();
                 let text = carry.push(frame.payload);
@@ -351,18 +371,23 @@ impl Connection {
         None
     }
 
-    fn on_text(&mut self, text: &str) {
+    /// Relay a Hearth report; returns a task the worker must be told to stop.
+    fn on_text(&mut self, text: &str) -> Option<TaskId> {
         let (id, event) = match wp::parse_worker_text(text) {
-            Ok(None) => return, // keepalive
+            Ok(None) => return None, // keepalive
+            Ok(Some(WorkerText::Tokens { id, count })) => (id, TaskEvent::Tokens(count)),
             Ok(Some(WorkerText::Done { id, done })) => (id, TaskEvent::Done(done)),
             Ok(Some(WorkerText::Failed { id, failure })) => (id, TaskEvent::Failed(failure)),
             Err(e) => {
                 tracing::warn!(worker = %self.name, error = %e, "ignoring a text message from the worker");
-                return;
+                return None;
             }
         };
         match self.hub.route(self.id, id) {
             Route::Live(tx) => {
+                if self.over_limit(id, text.len()) {
+                    return Some(self.overflow(id, &tx));
+                }
                 let _ = tx.send(event);
             }
             Route::Retired => {}
@@ -370,6 +395,7 @@ impl Connection {
                 tracing::warn!(worker = %self.name, task = %id, "a report for a task the worker was not given; ignored");
             }
         }
+        None
     }
 }
 

@@ -27,8 +27,10 @@
 //! - the worker adds `hearth=1` to its query ([`HEARTH_QUERY_PARAM`]); a reference server
 //!   ignores unknown query parameters;
 //! - the hub answers the upgrade with the header [`HEARTH_HUB_HEADER`]; only then does the
-//!   worker send, before a task's end frame, one text frame `{"id":N,"done":{...}}`
-//!   ([`TaskDone`]) or `{"id":N,"error":{...}}` ([`TaskFailure`]);
+//!   worker send, after its data frames, `{"id":N,"tokens":K}` (the tokens their text carries:
+//!   a hub that loses the worker mid-answer knows the real count of what it has), and before a
+//!   task's end frame one text frame `{"id":N,"done":{...}}` ([`TaskDone`]) or
+//!   `{"id":N,"error":{...}}` ([`TaskFailure`]);
 //! - a task may carry a `"hearth"` object ([`HearthTask`]) with the other sampling parameters,
 //!   a raw text prompt, or text already generated to continue from. Reference workers ignore it,
 //!   so a hub sends tasks that need it only to Hearth workers.
@@ -45,7 +47,8 @@ use serde_json::{Map, Value};
 pub use binary::{decode_binary, encode_data, encode_end, split_utf8, DataFrame, Utf8Pieces};
 pub use hub_text::{parse_hub_text, stop_frame, HearthTask, HubFrame, HubMessage, Task};
 pub use worker_text::{
-    done_frame, error_frame, parse_worker_text, TaskDone, TaskFailure, WorkerText, WORKER_STOPPING,
+    done_frame, error_frame, parse_worker_text, tokens_frame, TaskDone, TaskFailure, WorkerText,
+    WORKER_STOPPING,
 };
 
 /// Bytes of the big-endian task id at the start of every binary frame.

@@ -1,5 +1,6 @@
-//! Worker -> hub text frames of Hearth's extension: how a task ended ([`TaskDone`]) or why it
-//! failed ([`TaskFailure`]), sent before the task's end frame, and how a hub reads them
+//! Worker -> hub text frames of Hearth's extension: how many tokens a data frame's text
+//! carries ([`tokens_frame`]), how a task ended ([`TaskDone`]) or why it failed
+//! ([`TaskFailure`]), sent before the task's end frame, and how a hub reads them
 //! ([`parse_worker_text`]).
 
 use serde::{Deserialize, Serialize};
@@ -37,8 +38,26 @@ pub const WORKER_STOPPING: &str = "worker_stopping";
 /// A text frame from a worker.
 #[derive(Debug, Clone, PartialEq)]
 pub enum WorkerText {
-    Done { id: TaskId, done: TaskDone },
-    Failed { id: TaskId, failure: TaskFailure },
+    /// The data frames since the last count carry this many generated tokens.
+    Tokens {
+        id: TaskId,
+        count: u32,
+    },
+    Done {
+        id: TaskId,
+        done: TaskDone,
+    },
+    Failed {
+        id: TaskId,
+        failure: TaskFailure,
+    },
+}
+
+/// `{"id":N,"tokens":K}`: sent after a task's data frames, the tokens their text carries
+/// (tokens whose text was held back count with the frame that carries it), so that a hub that
+/// loses this worker mid-answer knows the real count of what it already has.
+pub fn tokens_frame(id: TaskId, count: u32) -> String {
+    format!(r#"{{"id":{},"tokens":{count}}}"#, id.0)
 }
 
 /// `{"id":N,"done":{...}}`.
@@ -61,6 +80,16 @@ pub fn parse_worker_text(text: &str) -> Result<Option<WorkerText>, FrameError> {
     }
     let m = parse_object(text)?;
     let id = TaskId::from_json(m.get("id").ok_or(FrameError::MissingId)?)?;
+    if let Some(t) = m.get("tokens") {
+        let count = t
+            .as_u64()
+            .and_then(|c| u32::try_from(c).ok())
+            .ok_or_else(|| FrameError::Invalid {
+                id,
+                message: format!("tokens must be a count, got {}", short(&t.to_string())),
+            })?;
+        return Ok(Some(WorkerText::Tokens { id, count }));
+    }
     if let Some(d) = m.get("done") {
         let done =
             serde_json::from_value::<TaskDone>(d.clone()).map_err(|e| FrameError::Invalid {
@@ -110,6 +139,23 @@ mod tests {
                 failure
             })
         );
+        assert_eq!(
+            parse_worker_text(&tokens_frame(TaskId(9), 3)).unwrap(),
+            Some(WorkerText::Tokens {
+                id: TaskId(9),
+                count: 3
+            })
+        );
+        for bad in [
+            r#"{"id":9,"tokens":-1}"#,
+            r#"{"id":9,"tokens":"3"}"#,
+            r#"{"id":9,"tokens":1.5}"#,
+        ] {
+            assert!(
+                matches!(parse_worker_text(bad), Err(FrameError::Invalid { .. })),
+                "{bad}"
+            );
+        }
         assert_eq!(parse_worker_text(""), Ok(None));
         assert!(matches!(
             parse_worker_text(r#"{"id":1}"#),

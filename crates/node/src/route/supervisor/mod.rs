@@ -1,16 +1,16 @@
 //! The supervisor of one generation that runs elsewhere (a hub's worker now; a LAN peer
 //! next): it sends the task, turns the provider's frames into `Event::Token`s, ends the stream
-//! with `Done` (the counts a Hearth worker reports; for a reference worker, which reports none,
-//! this node's tokenizer's count when it holds the model, else one token per frame),
-//! and when the provider is lost places the request again from the text already delivered.
+//! with `Done` (the counts the provider reports: this node's engine, or a Hearth worker's
+//! `tokens` and `done` frames; a reference worker reports none, so its text is counted with this
+//! node's tokenizer when it holds the model, else one token per frame), and when the provider
+//! is lost places the request again from the text already delivered.
 //!
 //! ## A provider lost mid-answer
 //! - nothing delivered yet: it simply starts over elsewhere;
 //! - text delivered, and the new place can continue (this node, or a Hearth worker): it
 //!   generates from the prompt plus the text already sent, so the client loses nothing and sees
-//!   nothing twice (DESIGN.md §5); the completion tokens already sent are counted again with
-//!   this node's tokenizer (when it holds the model; else one per frame), so `usage` may differ
-//!   by a token or two from one uninterrupted run;
+//!   nothing twice (DESIGN.md §5); `usage` is the sum of the providers' counts, and the new
+//!   place is given what is left of `max_tokens` by them;
 //! - text delivered to a greedy request, new place a reference worker: the task restarts and
 //!   the text already delivered is skipped; if the new worker's text differs, the stream ends
 //!   with an error rather than contradict what was sent;
@@ -19,7 +19,8 @@
 //!
 //! A worker that stops (shutdown, quit) says `worker_stopping` before its task's end frame and
 //! is treated as lost, and so is a task that brings no frame for the hub's `task_silence` (a
-//! worker whose connection is alive but whose task is stuck). At most [`MAX_REDISPATCHES`]
+//! worker whose connection is alive but whose task is stuck: it is told to stop, keeps that
+//! slot taken until it ends the task, and is not given this answer again). At most [`MAX_REDISPATCHES`]
 //! losses per request. `stop` sends the stop frame and ends the stream with `finish_reason:
 //! cancelled`; `regenerate` stops the task and places it again (the stream gets `Restarted`);
 //! `pause`, `resume` and `modify` are refused. A reader that drops its events stops the task.
@@ -27,16 +28,20 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use hearth_engine::{Done, Event, Failure, FailureKind, Prompt, Request, Timing, TokenEvent};
+use hearth_engine::{Event, Failure, FailureKind, Prompt, Request, TokenEvent};
 use hearth_protocol::worker::{self as wp, HearthTask, Task, TaskDone, TaskFailure, STATE_PENDING};
-use hearth_protocol::{ChatMessage, FinishReason, ModelId, RequestId, SamplingParams, Usage};
+use hearth_protocol::{ChatMessage, ModelId, RequestId, SamplingParams, Usage};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::generation::{Generation, RemoteOp};
-use super::Placement;
+mod accounting;
+
+use accounting::decode_speed;
+
 use crate::host::ModelHost;
-use crate::hub::{Hub, Reservation, TaskEvent};
+use crate::hub::{Hub, Reservation, TaskEvent, WorkerId};
+use crate::route::generation::{Generation, RemoteOp};
+use crate::route::Placement;
 
 /// How long a request waits for a worker's slot before it fails.
 pub const DISPATCH_WAIT: Duration = Duration::from_secs(60);
@@ -94,8 +99,11 @@ pub(super) fn spawn(start: Start) -> Generation {
         last_token: now,
         first_token: None,
         delivered: String::new(),
+        counted: 0,
+        counted_len: 0,
         frames: 0,
         losses: 0,
+        avoid: Vec::new(),
     };
     tokio::spawn(job.run(start.first));
     Generation::remote(start.id, start.model, answerer_rx, events_rx, ops_tx)
@@ -160,10 +168,17 @@ struct Job {
     first_token: Option<Duration>,
     /// Text the reader has received since the start (or the last regenerate).
     delivered: String,
-    /// Non-empty text frames behind `delivered`: a lower bound of its tokens, used when the
-    /// hub cannot count them with the model's tokenizer.
+    /// Tokens behind `delivered[..counted_len]`, as their providers counted them (this node's
+    /// engine, or a Hearth worker's `tokens` frames).
+    counted: u32,
+    counted_len: usize,
+    /// Non-empty text frames delivered after `counted_len`: a lower bound of their tokens,
+    /// used when no provider counted them and the hub cannot count them with the model's
+    /// tokenizer.
     frames: u32,
     losses: u32,
+    /// Workers this answer is not placed on again (a task of it went silent there).
+    avoid: Vec<WorkerId>,
 }
 
 impl Job {
@@ -186,6 +201,8 @@ impl Job {
                 Outcome::Place(p) => p,
                 Outcome::Restart => {
                     self.delivered.clear();
+                    self.counted = 0;
+                    self.counted_len = 0;
                     self.frames = 0;
                     if !self.emit(Event::Restarted).await {
                         return;
@@ -207,12 +224,12 @@ impl Job {
                             self.hub.count_unserved();
                             let msg = if self.need_hearth() && !self.delivered.is_empty() {
                                 format!(
-                                    "the worker {worker} disconnected mid-answer; the answer was sampled (temperature > 0), so only this node or a Hearth worker could continue it, and none serving {} has room",
+                                    "the worker {worker} was lost mid-answer; the answer was sampled (temperature > 0), so only this node or a Hearth worker could continue it, and none serving {} has room",
                                     self.model
                                 )
                             } else {
                                 format!(
-                                    "the worker {worker} disconnected mid-answer and no other worker serves {}",
+                                    "the worker {worker} was lost mid-answer and no other worker serves {}",
                                     self.model
                                 )
                             };
@@ -243,6 +260,7 @@ impl Job {
 
     fn place(&self) -> Placement {
         super::placement(
+            &self.avoid,
             &self.hub,
             &self.host,
             &self.model,
@@ -290,71 +308,6 @@ impl Job {
                 message: "the server is shutting down".into(),
             }))
             .await;
-    }
-
-    /// Tokens of `text` by this node's tokenizer when it holds the same model, else the frame
-    /// count (a lower bound).
-    fn count_tokens(&self, text: &str) -> u32 {
-        match self.host.model() {
-            Some(info) if info.id == self.model => {
-                u32::try_from(info.count_tokens(text)).unwrap_or(u32::MAX)
-            }
-            _ => self.frames,
-        }
-    }
-
-    /// The prompt's tokens by this node's tokenizer, when it holds the same model.
-    fn local_prompt_tokens(&self) -> Option<u32> {
-        let info = self.host.model().filter(|i| i.id == self.model)?;
-        let text = match &self.prompt {
-            RemotePrompt::Chat(m) => info.render_chat(m).ok()?,
-            RemotePrompt::Text(t) => t.clone(),
-        };
-        u32::try_from(info.count_tokens(&text)).ok()
-    }
-
-    fn timing(&self, ext: Option<&TaskDone>) -> Timing {
-        let ms = |v: f64| Duration::try_from_secs_f64(v / 1000.0).unwrap_or_default();
-        Timing {
-            queued: ext.map(|d| ms(d.queued_ms)).unwrap_or_default(),
-            prefill: ext.map(|d| ms(d.prefill_ms)).unwrap_or_default(),
-            first_token: self.first_token,
-            total: self.submitted.elapsed(),
-            cached_tokens: 0,
-        }
-    }
-
-    /// The `Done` of a task that ended on a worker. `prior` is the tokens delivered before this
-    /// placement (a continuation).
-    fn done(&self, ext: Option<TaskDone>, continuing: bool, prior: u32) -> Done {
-        let timing = self.timing(ext.as_ref());
-        let usage = match &ext {
-            Some(d) if !continuing => d.usage,
-            Some(d) => Usage::new(
-                self.local_prompt_tokens().unwrap_or(d.usage.prompt_tokens),
-                prior.saturating_add(d.usage.completion_tokens),
-            ),
-            None => Usage::new(
-                self.local_prompt_tokens().unwrap_or(0),
-                self.count_tokens(&self.delivered),
-            ),
-        };
-        let reason = match &ext {
-            Some(d) => d.finish_reason,
-            None if self
-                .params
-                .max_tokens
-                .is_some_and(|m| usage.completion_tokens >= m) =>
-            {
-                FinishReason::Length
-            }
-            None => FinishReason::Stop,
-        };
-        Done {
-            reason,
-            usage,
-            timing,
-        }
     }
 
     /// The task frame for a placement, and the text to skip from its output (a greedy restart
@@ -418,8 +371,8 @@ impl Job {
         (task, skip)
     }
 
-    /// Give the task back: drop our end of its channel first (so the worker's connection is
-    /// never left waiting on us), free the slot, send the stop frame.
+    /// Give the task back: drop our end of its channel (its late frames are dropped), free the
+    /// slot, send the stop frame.
     async fn stop_remote(&self, r: Reservation) {
         let Reservation {
             worker,
@@ -437,7 +390,7 @@ impl Job {
         self.answerer.send_replace(Some(r.worker_name.clone()));
         let continuing = !self.delivered.is_empty();
         let prior = if continuing {
-            self.count_tokens(&self.delivered)
+            self.delivered_tokens()
         } else {
             0
         };
@@ -457,13 +410,8 @@ impl Job {
         tokio::pin!(silence);
         loop {
             tokio::select! {
-                () = &mut silence => {
-                    // Alive (its connection keeps up) but this task brings nothing: stuck.
-                    let name = r.worker_name.clone();
-                    tracing::warn!(worker = %name, "a task brought nothing for {silence_limit:?}; stopping it there and placing it again");
-                    self.stop_remote(r).await;
-                    return Outcome::Lost(name);
-                }
+                // Frames first: one that waited while an emit was slow is not silence.
+                biased;
                 ev = r.events.recv() => {
                     silence.as_mut().reset(tokio::time::Instant::now() + silence_limit);
                     match ev {
@@ -480,6 +428,7 @@ impl Job {
                             return Outcome::Finished;
                         }
                     }
+                    Some(TaskEvent::Tokens(n)) => self.counted(n),
                     Some(TaskEvent::Done(d)) => done_ext = Some(d),
                     Some(TaskEvent::Failed(f)) => failure = Some(f),
                     Some(TaskEvent::End) => {
@@ -532,19 +481,18 @@ impl Job {
                     self.shutting_down().await;
                     return Outcome::Finished;
                 }
+                () = &mut silence => {
+                    // Alive (its connection keeps up) but this task brings nothing: stuck. Its
+                    // slot stays taken until the worker ends the task, and this answer goes
+                    // elsewhere.
+                    let name = r.worker_name.clone();
+                    tracing::warn!(worker = %name, "a task brought nothing for {silence_limit:?}; stopping it there and placing it elsewhere");
+                    self.avoid.push(r.worker);
+                    let Reservation { task, outbox, .. } = r;
+                    let _ = tokio::time::timeout(SEND_WAIT, outbox.send(wp::HubFrame::Stop(task))).await;
+                    return Outcome::Lost(name);
+                }
             }
-        }
-    }
-
-    /// `Done` for a stopped remote generation.
-    fn cancelled(&self) -> Done {
-        Done {
-            reason: FinishReason::Cancelled,
-            usage: Usage::new(
-                self.local_prompt_tokens().unwrap_or(0),
-                self.count_tokens(&self.delivered),
-            ),
-            timing: self.timing(None),
         }
     }
 
@@ -553,7 +501,7 @@ impl Job {
         self.answerer.send_replace(None);
         let continuing = !self.delivered.is_empty();
         let prior = if continuing {
-            self.count_tokens(&self.delivered)
+            self.delivered_tokens()
         } else {
             0
         };
@@ -580,6 +528,7 @@ impl Job {
                             self.first_token = Some(now.duration_since(self.submitted));
                         }
                         self.delivered.push_str(&t.text);
+                        self.counted(1);
                         self.last_token = now;
                         let event = Event::Token(TokenEvent {
                             elapsed: now.duration_since(self.submitted),
@@ -701,14 +650,6 @@ impl Job {
     }
 }
 
-/// Tokens per second after the first token, from a finished answer's counts and timing.
-fn decode_speed(done: &Done) -> Option<f64> {
-    let first = done.timing.first_token?;
-    let decoding = done.timing.total.checked_sub(first)?.as_secs_f64();
-    let tokens = done.usage.completion_tokens.checked_sub(1)?;
-    (tokens > 0 && decoding > 0.0).then(|| f64::from(tokens) / decoding)
-}
-
 /// Leading system messages become the task's `system` (joined by blank lines); the rest are
 /// its messages.
 fn split_system(messages: &[ChatMessage]) -> (Option<String>, Vec<ChatMessage>) {
@@ -747,22 +688,6 @@ fn after_skip(skip: &mut String, text: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn decode_speed_counts_tokens_after_the_first() {
-        let done = |tokens, first_ms, total_ms| Done {
-            reason: FinishReason::Length,
-            usage: Usage::new(5, tokens),
-            timing: Timing {
-                first_token: Some(Duration::from_millis(first_ms)),
-                total: Duration::from_millis(total_ms),
-                ..Timing::default()
-            },
-        };
-        assert_eq!(decode_speed(&done(11, 100, 1100)), Some(10.0));
-        assert_eq!(decode_speed(&done(1, 100, 1100)), None);
-        assert_eq!(decode_speed(&done(11, 100, 100)), None);
-    }
 
     #[test]
     fn skipping_delivered_text_across_frames() {

@@ -1,0 +1,133 @@
+//! What a supervised answer reports: the tokens delivered so far (the providers' own counts,
+//! this node's tokenizer for text no provider counted), its `usage` and timing when it ends on
+//! a worker or is stopped, and the decode speed a finished task tells about its worker.
+
+use std::time::Duration;
+
+use hearth_engine::{Done, Timing};
+use hearth_protocol::worker::TaskDone;
+use hearth_protocol::{FinishReason, Usage};
+
+use super::{Job, RemotePrompt};
+
+impl Job {
+    /// The text delivered so far is `tokens` more tokens, as its provider counted them.
+    pub(super) fn counted(&mut self, tokens: u32) {
+        self.counted = self.counted.saturating_add(tokens);
+        self.counted_len = self.delivered.len();
+        self.frames = 0;
+    }
+
+    /// The tokens delivered so far: the providers' counts, and for text no provider counted (a
+    /// reference worker's) this node's tokenizer's count when it holds the same model, else
+    /// the frame count (a lower bound).
+    pub(super) fn delivered_tokens(&self) -> u32 {
+        let tail = &self.delivered[self.counted_len..];
+        let uncounted = if tail.is_empty() {
+            0
+        } else {
+            match self.host.model() {
+                Some(info) if info.id == self.model => {
+                    u32::try_from(info.count_tokens(tail)).unwrap_or(u32::MAX)
+                }
+                _ => self.frames,
+            }
+        };
+        self.counted.saturating_add(uncounted)
+    }
+
+    /// The prompt's tokens by this node's tokenizer, when it holds the same model.
+    pub(super) fn local_prompt_tokens(&self) -> Option<u32> {
+        let info = self.host.model().filter(|i| i.id == self.model)?;
+        let text = match &self.prompt {
+            RemotePrompt::Chat(m) => info.render_chat(m).ok()?,
+            RemotePrompt::Text(t) => t.clone(),
+        };
+        u32::try_from(info.count_tokens(&text)).ok()
+    }
+
+    pub(super) fn timing(&self, ext: Option<&TaskDone>) -> Timing {
+        let ms = |v: f64| Duration::try_from_secs_f64(v / 1000.0).unwrap_or_default();
+        Timing {
+            queued: ext.map(|d| ms(d.queued_ms)).unwrap_or_default(),
+            prefill: ext.map(|d| ms(d.prefill_ms)).unwrap_or_default(),
+            first_token: self.first_token,
+            total: self.submitted.elapsed(),
+            cached_tokens: 0,
+        }
+    }
+
+    /// The `Done` of a task that ended on a worker. `prior` is the tokens delivered before this
+    /// placement (a continuation).
+    pub(super) fn done(&self, ext: Option<TaskDone>, continuing: bool, prior: u32) -> Done {
+        let timing = self.timing(ext.as_ref());
+        let usage = match &ext {
+            Some(d) if !continuing => d.usage,
+            Some(d) => Usage::new(
+                self.local_prompt_tokens().unwrap_or(d.usage.prompt_tokens),
+                prior.saturating_add(d.usage.completion_tokens),
+            ),
+            None => Usage::new(
+                self.local_prompt_tokens().unwrap_or(0),
+                self.delivered_tokens(),
+            ),
+        };
+        let reason = match &ext {
+            Some(d) => d.finish_reason,
+            None if self
+                .params
+                .max_tokens
+                .is_some_and(|m| usage.completion_tokens >= m) =>
+            {
+                FinishReason::Length
+            }
+            None => FinishReason::Stop,
+        };
+        Done {
+            reason,
+            usage,
+            timing,
+        }
+    }
+
+    /// `Done` for a stopped remote generation.
+    pub(super) fn cancelled(&self) -> Done {
+        Done {
+            reason: FinishReason::Cancelled,
+            usage: Usage::new(
+                self.local_prompt_tokens().unwrap_or(0),
+                self.delivered_tokens(),
+            ),
+            timing: self.timing(None),
+        }
+    }
+}
+
+/// Tokens per second after the first token, from a finished answer's counts and timing.
+pub(super) fn decode_speed(done: &Done) -> Option<f64> {
+    let first = done.timing.first_token?;
+    let decoding = done.timing.total.checked_sub(first)?.as_secs_f64();
+    let tokens = done.usage.completion_tokens.checked_sub(1)?;
+    (tokens > 0 && decoding > 0.0).then(|| f64::from(tokens) / decoding)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decode_speed_counts_tokens_after_the_first() {
+        let done = |tokens, first_ms, total_ms| Done {
+            reason: FinishReason::Length,
+            usage: Usage::new(5, tokens),
+            timing: Timing {
+                first_token: Some(Duration::from_millis(first_ms)),
+                total: Duration::from_millis(total_ms),
+                ..Timing::default()
+            },
+        };
+        assert_eq!(decode_speed(&done(11, 100, 1100)), Some(10.0));
+        assert_eq!(decode_speed(&done(1, 100, 1100)), None);
+        assert_eq!(decode_speed(&done(11, 100, 100)), None);
+    }
+}
