@@ -96,6 +96,8 @@ struct Inner {
     /// Where the node listens when exposed to the LAN.
     lan_host: IpAddr,
     listening: tokio::sync::Mutex<Listening>,
+    /// Open connections per LAN address, across every listener of this node.
+    connections: Arc<server::listen::PerAddress>,
     addr: std::sync::Mutex<SocketAddr>,
     grace: Duration,
     /// Worker mode's connection to its hub (`--join`).
@@ -223,7 +225,14 @@ impl Node {
         let limits = state.limits;
         let app = server::router(state.clone());
         let stop = state.shutdown.child_token();
-        let task = server::listen::serve(listener, app.clone(), stop.clone(), limits);
+        let connections = Arc::new(server::listen::PerAddress::default());
+        let task = server::listen::serve(
+            listener,
+            app.clone(),
+            stop.clone(),
+            limits,
+            connections.clone(),
+        );
         tracing::info!(%addr, name = %config.name, exposed, "listening");
         if exposed {
             tracing::info!("exposed to the LAN: requests from other machines need an API key (hearth-node keys create)");
@@ -238,6 +247,7 @@ impl Node {
                     stop,
                     tasks: vec![task],
                 }),
+                connections,
                 addr: std::sync::Mutex::new(addr),
                 grace: config.shutdown_grace,
                 worker: std::sync::Mutex::new(worker),
@@ -292,6 +302,7 @@ impl Node {
                     self.inner.app.clone(),
                     listening.stop.clone(),
                     self.inner.state.limits,
+                    self.inner.connections.clone(),
                 );
                 listening.tasks.push(task);
                 return Err(NodeError::Bind { addr, source });
@@ -304,6 +315,7 @@ impl Node {
             self.inner.app.clone(),
             listening.stop.clone(),
             self.inner.state.limits,
+            self.inner.connections.clone(),
         );
         listening.tasks.retain(|t| !t.is_finished());
         listening.tasks.push(task);

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use common::TestNode;
 use serde_json::json;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
 /// A namespace and veth pair that exist for this test only.
 struct Netns {
@@ -421,12 +422,13 @@ print(" ".join(state))
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // WebSockets count too, after their upgrade: three open event streams fill the address's
-    // places, and a fourth connection is closed at once.
+    // WebSockets count too, after their upgrade, and across a rebind of the listener: three
+    // open event streams fill the address's places, the node is taken off the LAN and exposed
+    // again (the streams stay open), and a fourth connection is closed at once.
     let (_, secret) = t.node().store().create_key("lan cap".into()).await.unwrap();
     let script = format!(
         r#"
-import socket, base64, os, time
+import socket, base64, os, sys, time
 def upgrade():
     s = socket.create_connection(("{ip}", {port}), timeout=5)
     key = base64.b64encode(os.urandom(16)).decode()
@@ -451,26 +453,40 @@ def upgrade_when_free():
         time.sleep(0.1)
     return s, status
 sockets = [upgrade_when_free() for _ in range(3)]
+print(" ".join(status for _, status in sockets), flush=True)
+sys.stdin.readline()
 fourth = socket.create_connection(("{ip}", {port}), timeout=5)
-time.sleep(0.5)
-fourth.setblocking(False)
 try:
+    # Closed at once, or still open after 5 s.
     state = "closed" if fourth.recv(1) == b"" else "data"
-except BlockingIOError:
+except socket.timeout:
     state = "open"
 except ConnectionResetError:
     state = "closed"
-print(" ".join(status for _, status in sockets), state)
+print(state, flush=True)
 "#,
         ip = ns.host_ip,
     );
-    let out = ns.exec(&["python3", "-c", &script]);
+    let mut python = tokio::process::Command::new("ip")
+        .args(["netns", "exec", &ns.name, "timeout", "60", "python3", "-c"])
+        .arg(&script)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = python.stdin.take().unwrap();
+    let mut lines = tokio::io::BufReader::new(python.stdout.take().unwrap()).lines();
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
-        "101 101 101 closed",
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        lines.next_line().await.unwrap().as_deref(),
+        Some("101 101 101")
     );
+    t.node().set_exposed(false).await.unwrap();
+    t.node().set_exposed(true).await.unwrap();
+    stdin.write_all(b"go\n").await.unwrap();
+    assert_eq!(lines.next_line().await.unwrap().as_deref(), Some("closed"));
+    drop(stdin);
+    let _ = python.wait().await;
     // Loopback is never limited.
     let mut local = Vec::new();
     for _ in 0..10 {

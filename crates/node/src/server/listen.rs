@@ -70,9 +70,10 @@ impl Default for Limits {
 const FIRST_BACKOFF: Duration = Duration::from_millis(10);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
-/// Open connections per non-loopback address.
+/// Open connections per non-loopback address, one table for all of a node's listeners (a LAN
+/// machine's connections to an earlier listener still count after the node rebinds).
 #[derive(Debug, Default)]
-struct PerAddress {
+pub(crate) struct PerAddress {
     open: Mutex<HashMap<IpAddr, usize>>,
 }
 
@@ -231,9 +232,9 @@ pub(crate) fn serve(
     app: Router,
     stop: CancellationToken,
     limits: Limits,
+    table: Arc<PerAddress>,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
-        let table = Arc::new(PerAddress::default());
         let connections = tokio_util::task::TaskTracker::new();
         let mut backoff = FIRST_BACKOFF;
         let mut starved = false;
