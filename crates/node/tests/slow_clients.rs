@@ -1,9 +1,9 @@
 //! Slow and silent clients cannot hold the node: request headers and idle keep-alive
 //! connections time out (`--header-timeout`), a stalled request body fails, and a node out of
 //! file descriptors goes on accepting once some are free; streams and WebSockets that outlast
-//! the timeout are not cut; a client that stops reading its stream is closed after the write
-//! timeout and its slot serves the next request. (The per-address cap is tested from a network namespace in
-//! `lan.rs`.)
+//! the timeouts (header and write) are not cut while they are read; a client that stops
+//! reading its stream is closed after the write timeout and its slot serves the next request.
+//! (The per-address cap is tested from a network namespace in `lan.rs`.)
 
 mod common;
 
@@ -39,6 +39,7 @@ async fn silent_half_sent_and_idle_connections_are_closed_but_streams_are_not() 
     let t = TestNode::start_with(|c| {
         c.parallel = 2;
         c.limits.header_timeout = TIMEOUT;
+        c.limits.write_timeout = TIMEOUT;
         c.script = Some(hearth_engine::Script {
             token_delay: Duration::from_millis(20),
         });
@@ -170,7 +171,8 @@ async fn a_client_that_stops_reading_gives_its_slot_back_after_the_write_timeout
     })
     .await;
     // A client with a small receive buffer asks for eight long streams on one connection
-    // (pipelined: more than the kernel's socket buffers hold) and never reads them.
+    // (pipelined, so they are answered one after another: together more than the kernel's
+    // socket buffers hold) and never reads them.
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.set_recv_buffer_size(4096).unwrap();
     let mut stuck = socket.connect(t.node().addr()).await.unwrap();
@@ -181,7 +183,17 @@ async fn a_client_that_stops_reading_gives_its_slot_back_after_the_write_timeout
         body.len()
     );
     stuck.write_all(request.repeat(8).as_bytes()).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Until its answer is stuck: the slot busy, and no token generated for 200 ms.
+    common::wait_for(
+        async || {
+            let before = t.get_json("/api/status").await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let after = t.get_json("/api/status").await;
+            after["active"] == 1 && after["tokens_generated"] == before["tokens_generated"]
+        },
+        "the unread answer to hold its slot",
+    )
+    .await;
     // The next request gets the slot once the stuck one's writes time out (without the timeout
     // it would wait for an answer no one reads).
     let r = common::client()
