@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::hub::{frame, raw_worker, start_hub_with, wait_workers, workers, TOKEN};
+use common::hub::{frame, raw_worker, spawn_chat, start_hub_with, wait_workers, workers, TOKEN};
 use common::{client, user, MODEL_ID};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
@@ -149,20 +149,7 @@ async fn a_task_that_brings_more_than_any_answer_could_fails_and_is_stopped() {
     // Its late frames are dropped quietly, and the worker's slot serves the next request.
     ws.send(frame(id, b"late")).await.unwrap();
     ws.send(frame(id, b"")).await.unwrap();
-    let next = {
-        let url = hub.url("/v1/chat/completions");
-        tokio::spawn(async move {
-            client()
-                .post(url)
-                .json(&json!({"model": "scripted", "messages": user("b")}))
-                .send()
-                .await
-                .unwrap()
-                .json::<Value>()
-                .await
-                .unwrap()
-        })
-    };
+    let next = spawn_chat(&hub, json!({"model": "scripted", "messages": user("b")}));
     let id = task_id(&next_frame(&mut ws).await);
     ws.send(frame(id, b"fine")).await.unwrap();
     ws.send(frame(id, b"")).await.unwrap();
@@ -180,20 +167,7 @@ async fn a_task_that_brings_nothing_is_stopped_and_placed_on_another_worker() {
     let join = format!("token={TOKEN}&model=scripted&max_concurrency=1");
     let (mut stuck, _) = raw_worker(&hub, &format!("{join}&name=stuck")).await;
     wait_workers(&hub, 1).await;
-    let answer = {
-        let url = hub.url("/v1/chat/completions");
-        tokio::spawn(async move {
-            client()
-                .post(url)
-                .json(&json!({"model": "scripted", "messages": user("a")}))
-                .send()
-                .await
-                .unwrap()
-                .json::<Value>()
-                .await
-                .unwrap()
-        })
-    };
+    let answer = spawn_chat(&hub, json!({"model": "scripted", "messages": user("a")}));
     let first = task_id(&next_frame(&mut stuck).await);
     let (mut fresh, _) = raw_worker(&hub, &format!("{join}&name=fresh")).await;
     wait_workers(&hub, 2).await;
@@ -235,21 +209,11 @@ async fn an_answer_continued_after_a_lost_worker_counts_what_that_worker_counted
     let join = format!("token={TOKEN}&model={MODEL_ID}&max_concurrency=1&hearth=1");
     let (mut first, _) = raw_worker(&hub, &format!("{join}&name=first")).await;
     wait_workers(&hub, 1).await;
-    let answer = {
-        let url = hub.url("/v1/chat/completions");
-        tokio::spawn(async move {
-            client()
-                .post(url)
-                .json(&json!({"model": MODEL_ID, "messages": user("Greet."),
-                    "max_tokens": 50, "temperature": 0}))
-                .send()
-                .await
-                .unwrap()
-                .json::<Value>()
-                .await
-                .unwrap()
-        })
-    };
+    let answer = spawn_chat(
+        &hub,
+        json!({"model": MODEL_ID, "messages": user("Greet."),
+                    "max_tokens": 50, "temperature": 0}),
+    );
     let task = next_frame(&mut first).await;
     let id = task_id(&task);
     assert_eq!(task["max_new_tokens"], 50, "{task}");

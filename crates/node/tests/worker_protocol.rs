@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::hub::{
-    frame, greedy, raw_worker, start_hub, start_worker, start_worker_at, wait_workers, workers,
-    TOKEN,
+    frame, greedy, raw_worker, spawn_chat, start_hub, start_worker, start_worker_at, wait_workers,
+    workers, TOKEN,
 };
 use common::process::{repo_root, run_peer, venv_python};
 use common::{client, model_path, MODEL_ID};
@@ -47,21 +47,11 @@ async fn a_scripted_worker_sees_the_documents_task_and_its_frames_become_the_ans
     assert_eq!(header.as_ref().map(|h| h.to_str().unwrap()), Some("1"));
     wait_workers(&hub, 1).await;
 
-    let request = {
-        let url = hub.url("/v1/chat/completions");
-        tokio::spawn(async move {
-            client()
-                .post(url)
-                .json(&json!({"model": "scripted", "temperature": 0, "max_tokens": 10,
-                    "messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": "hi"}]}))
-                .send()
-                .await
-                .unwrap()
-                .json::<Value>()
-                .await
-                .unwrap()
-        })
-    };
+    let request = spawn_chat(
+        &hub,
+        json!({"model": "scripted", "temperature": 0, "max_tokens": 10,
+                    "messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": "hi"}]}),
+    );
     let task: Value = loop {
         match tokio::time::timeout(Duration::from_secs(30), ws.next())
             .await

@@ -105,3 +105,19 @@ pub fn frame(id: u32, bytes: &[u8]) -> tokio_tungstenite::tungstenite::Message {
     v.extend_from_slice(bytes);
     tokio_tungstenite::tungstenite::Message::binary(v)
 }
+
+/// A chat completion sent to `node` in the background; the task yields its answer's JSON.
+pub fn spawn_chat(node: &TestNode, body: Value) -> tokio::task::JoinHandle<Value> {
+    let url = node.url("/v1/chat/completions");
+    tokio::spawn(async move {
+        super::client()
+            .post(url)
+            .json(&body)
+            .send()
+            .await
+            .expect("request sent")
+            .json::<Value>()
+            .await
+            .expect("a JSON answer")
+    })
+}
