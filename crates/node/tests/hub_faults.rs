@@ -2,7 +2,8 @@
 //! workers of our own on the hub door: an answer continued after its Hearth worker is lost
 //! counts what that worker counted; a reader that stops reading does not hold back the
 //! worker's other tasks; a task that brings more text than any answer could is failed and
-//! stopped; a task that brings nothing while its worker stays connected is placed again.
+//! stopped; a task that brings nothing while its worker stays connected is stopped and placed
+//! on another worker, or fails clearly when there is none.
 
 mod common;
 
@@ -132,9 +133,9 @@ async fn a_task_that_brings_more_than_any_answer_could_fails_and_is_stopped() {
         })
     };
     let id = task_id(&next_frame(&mut ws).await);
-    // 17 MiB, one MiB a frame: the hub's limit is 16.
+    // 33 MiB, one MiB a frame: the hub's limit is 32.
     let mib = vec![b'x'; 1 << 20];
-    for _ in 0..17 {
+    for _ in 0..33 {
         ws.send(frame(id, &mib)).await.unwrap();
     }
     assert_eq!(next_frame(&mut ws).await, json!({"id": id, "stop": true}));
@@ -143,7 +144,7 @@ async fn a_task_that_brings_more_than_any_answer_could_fails_and_is_stopped() {
     assert!(
         body["error"]["message"]
             .as_str()
-            .is_some_and(|m| m.contains("more than 16 MiB")),
+            .is_some_and(|m| m.contains("more than 32 MiB")),
         "{body}"
     );
     // Its late frames are dropped quietly, and the worker's slot serves the next request.
@@ -161,19 +162,23 @@ async fn a_task_that_brings_more_than_any_answer_could_fails_and_is_stopped() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_that_brings_nothing_is_stopped_and_placed_on_another_worker() {
     let hub = start_hub_with(1, false, |c| {
-        c.hub.as_mut().unwrap().task_silence = Duration::from_secs(2);
+        c.hub.as_mut().unwrap().task_silence = Duration::from_secs(3);
     })
     .await;
     let join = format!("token={TOKEN}&model=scripted&max_concurrency=1");
-    let (mut stuck, _) = raw_worker(&hub, &format!("{join}&name=stuck")).await;
-    wait_workers(&hub, 1).await;
-    let answer = spawn_chat(&hub, json!({"model": "scripted", "messages": user("a")}));
-    let first = task_id(&next_frame(&mut stuck).await);
-    let (mut fresh, _) = raw_worker(&hub, &format!("{join}&name=fresh")).await;
+    let (one, _) = raw_worker(&hub, &format!("{join}&name=one")).await;
+    let (two, _) = raw_worker(&hub, &format!("{join}&name=two")).await;
     wait_workers(&hub, 2).await;
-    // The stuck worker stays connected (keepalives) but says nothing for the task: the hub
-    // stops it there and places the answer on the other worker.
+    let (mut one, mut two) = (one, two);
+    let answer = spawn_chat(&hub, json!({"model": "scripted", "messages": user("a")}));
+    // Whichever worker gets the task stays connected (keepalives) but says nothing for it.
+    let (mut stuck, mut fresh, task) = tokio::select! {
+        t = next_frame(&mut one) => (one, two, t),
+        t = next_frame(&mut two) => (two, one, t),
+    };
+    let first = task_id(&task);
     stuck.send(Message::text("")).await.unwrap();
+    // The hub stops it there and places the answer on the other worker, never on this one.
     assert_eq!(
         next_frame(&mut stuck).await,
         json!({"id": first, "stop": true})
@@ -185,19 +190,46 @@ async fn a_task_that_brings_nothing_is_stopped_and_placed_on_another_worker() {
     fresh.send(frame(second, b"")).await.unwrap();
     let v = answer.await.unwrap();
     assert_eq!(v["choices"][0]["message"]["content"], "at last", "{v}");
-    // The stuck worker's slot stays taken until it ends the task.
-    let in_flight = |w: &[Value]| {
-        w.iter()
-            .find(|w| w["name"] == "stuck")
-            .map(|w| w["in_flight"].clone())
-    };
-    assert_eq!(in_flight(&workers(&hub).await), Some(json!(1)));
-    stuck.send(frame(first, b"")).await.unwrap();
-    common::wait_for(
-        async || in_flight(&workers(&hub).await) == Some(json!(0)),
-        "the stuck worker's slot to be free once it ends the task",
+    // The stopped task's slot is free again; its late frames are dropped quietly.
+    stuck.send(frame(first, b"late")).await.unwrap();
+    assert!(workers(&hub).await.iter().all(|w| w["in_flight"] == 0));
+    hub.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_stuck_on_the_only_worker_fails_with_a_clear_error() {
+    let hub = start_hub_with(1, false, |c| {
+        c.hub.as_mut().unwrap().task_silence = Duration::from_secs(1);
+    })
+    .await;
+    let (mut only, _) = raw_worker(
+        &hub,
+        &format!("token={TOKEN}&model=scripted&max_concurrency=1&name=only"),
     )
     .await;
+    wait_workers(&hub, 1).await;
+    let answer = {
+        let url = hub.url("/v1/chat/completions");
+        tokio::spawn(async move {
+            let r = client()
+                .post(url)
+                .json(&json!({"model": "scripted", "messages": user("a")}))
+                .send()
+                .await
+                .unwrap();
+            (r.status(), r.json::<Value>().await.unwrap())
+        })
+    };
+    let id = task_id(&next_frame(&mut only).await);
+    assert_eq!(next_frame(&mut only).await, json!({"id": id, "stop": true}));
+    let (status, body) = answer.await.unwrap();
+    assert!(!status.is_success(), "{status} {body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("produced nothing for this answer in 1 s")
+            && message.contains("no other worker serves scripted"),
+        "{body}"
+    );
     hub.stop().await;
 }
 
@@ -245,5 +277,54 @@ async fn an_answer_continued_after_a_lost_worker_counts_what_that_worker_counted
     let v = answer.await.unwrap();
     assert_eq!(v["choices"][0]["message"]["content"], "Hello world", "{v}");
     assert_eq!(v["usage"]["completion_tokens"], 9, "7 + 2: {v}");
+    hub.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counts_add_up_across_a_reference_worker_and_two_lost_hearth_workers() {
+    // A reference worker's text comes uncounted (the hub counts it with its tokenizer); the
+    // Hearth workers after it count theirs; each continuation is given what is left.
+    let hub = start_hub_with(1, false, |_| {}).await;
+    let base = format!("token={TOKEN}&model={MODEL_ID}&max_concurrency=1");
+    let (mut reference, _) = raw_worker(&hub, &format!("{base}&name=ref")).await;
+    wait_workers(&hub, 1).await;
+    let answer = spawn_chat(
+        &hub,
+        json!({"model": MODEL_ID, "messages": user("Greet."), "max_tokens": 50, "temperature": 0}),
+    );
+    let id = task_id(&next_frame(&mut reference).await);
+    reference.send(frame(id, b"Hello")).await.unwrap();
+    let hearth = format!("{base}&hearth=1");
+    let (mut h1, _) = raw_worker(&hub, &format!("{hearth}&name=h1")).await;
+    wait_workers(&hub, 2).await;
+    drop(reference);
+    let task = next_frame(&mut h1).await;
+    assert_eq!(task["hearth"]["continue_from"], "Hello", "{task}");
+    let left = task["max_new_tokens"].as_u64().unwrap();
+    let hello = 50 - left;
+    assert!((1..5).contains(&hello), "{task}");
+    let id = task_id(&task);
+    h1.send(frame(id, b" world")).await.unwrap();
+    h1.send(Message::text(json!({"id": id, "tokens": 2}).to_string()))
+        .await
+        .unwrap();
+    let (mut h2, _) = raw_worker(&hub, &format!("{hearth}&name=h2")).await;
+    wait_workers(&hub, 2).await;
+    drop(h1);
+    let task = next_frame(&mut h2).await;
+    assert_eq!(task["hearth"]["continue_from"], "Hello world", "{task}");
+    assert_eq!(task["max_new_tokens"], left - 2, "{task}");
+    let id = task_id(&task);
+    h2.send(frame(id, b" again")).await.unwrap();
+    h2.send(Message::text(json!({"id": id, "tokens": 1}).to_string()))
+        .await
+        .unwrap();
+    let done = json!({"id": id, "done": {"finish_reason": "stop",
+        "usage": {"prompt_tokens": 30, "completion_tokens": 1, "total_tokens": 31}}});
+    h2.send(Message::text(done.to_string())).await.unwrap();
+    h2.send(frame(id, b"")).await.unwrap();
+    let v = answer.await.unwrap();
+    assert_eq!(v["choices"][0]["message"]["content"], "Hello world again");
+    assert_eq!(v["usage"]["completion_tokens"], hello + 3, "{v}");
     hub.stop().await;
 }

@@ -5,10 +5,9 @@
 //!
 //! ## Invariants
 //! - A worker's in-flight count is the number of routes it holds: a route is added when a task
-//!   is placed on it and removed when its end frame arrives, when the hub stops the task (the
-//!   worker ends a stopped task at once, and its late frames are dropped), or when the worker
-//!   leaves. A task gone silent keeps its route (and its slot) until its end frame: a stuck
-//!   worker is not given more work. So a worker never runs more than `max_concurrency` tasks.
+//!   is placed on it and removed when its end frame arrives, when the hub stops the task (its
+//!   late frames are then dropped quietly), or when the worker leaves. So a worker never gets
+//!   more than `max_concurrency` tasks at once.
 //! - A worker that leaves (closed, failed, silent, superseded) has its routes dropped; each
 //!   task's supervisor sees its channel close and re-dispatches (see `route::supervisor`).
 //! - At most one worker per (model, name): a new connection supersedes the old one, which is
@@ -39,12 +38,14 @@ use tokio_util::sync::CancellationToken;
 use crate::route::place::Candidate;
 use crate::telemetry::ThermalLevel;
 
-/// The most one task may bring (far beyond any context window's worth), counting each frame's
-/// bytes and [`FRAME_OVERHEAD`]: a worker that sends more for one task is misbehaving, and the
-/// task fails. Frames reach each task's supervisor without waiting (one slow reader must not
-/// hold back the worker's other tasks), so this bounds what one task's frames can hold in
-/// memory while its reader is slow.
-pub(crate) const MAX_TASK_BYTES: usize = 16 << 20;
+/// The most one task may bring, counting each frame's text and [`FRAME_OVERHEAD`]: a worker
+/// that sends more for one task is misbehaving, and the task fails. At one token a frame (a
+/// data frame and its count, ~130 B) that is some 250,000 tokens, beyond any context a home
+/// machine runs. Frames reach
+/// each task's supervisor without waiting (one slow reader must not hold back the worker's
+/// other tasks), so this bounds what one task's frames can hold in memory while its reader is
+/// slow.
+pub(crate) const MAX_TASK_BYTES: usize = 32 << 20;
 /// What one relayed frame costs besides its text (the event and its allocation).
 pub(crate) const FRAME_OVERHEAD: usize = 64;
 /// Frames (tasks, stops) waiting to be written to one worker.

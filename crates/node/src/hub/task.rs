@@ -61,13 +61,14 @@ impl Runner {
             };
             match event {
                 Some(Event::Token(t)) => {
+                    // Flushed held-back text (no id) is not a token of its own.
                     let mut text = t.text;
-                    uncounted += 1;
+                    uncounted += u32::from(t.id.is_some());
                     for _ in 0..MAX_COALESCE {
                         match gen.events.try_recv() {
                             Some(Event::Token(t)) => {
                                 text.push_str(&t.text);
-                                uncounted += 1;
+                                uncounted += u32::from(t.id.is_some());
                             }
                             Some(other) => {
                                 pending = Some(other);

@@ -385,7 +385,13 @@ impl Connection {
         };
         match self.hub.route(self.id, id) {
             Route::Live(tx) => {
-                if self.over_limit(id, text.len()) {
+                // A count holds no text; a done or error report does.
+                let size = if matches!(event, TaskEvent::Tokens(_)) {
+                    0
+                } else {
+                    text.len()
+                };
+                if self.over_limit(id, size) {
                     return Some(self.overflow(id, &tx));
                 }
                 let _ = tx.send(event);

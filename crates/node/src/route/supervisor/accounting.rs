@@ -18,6 +18,32 @@ impl Job {
         self.frames = 0;
     }
 
+    /// Before a placement: count what was delivered so far (the providers' counts and this
+    /// node's count of the rest) once, so later counts add to it; returns that count.
+    pub(super) fn settle(&mut self) -> u32 {
+        // Counts with no text behind them (a count before any text) are not delivered tokens.
+        let prior = if self.delivered.is_empty() {
+            0
+        } else {
+            self.delivered_tokens()
+        };
+        self.counted = prior;
+        self.counted_len = self.delivered.len();
+        self.frames = 0;
+        prior
+    }
+
+    /// The `Done` of an answer whose delivered tokens already reach `max_tokens` (its provider
+    /// was lost after the last token, before saying it was done): nothing is left to place.
+    pub(super) fn complete_already(&self, prior: u32) -> Option<Done> {
+        let max = self.params.max_tokens?;
+        (prior > 0 && prior >= max).then(|| Done {
+            reason: FinishReason::Length,
+            usage: Usage::new(self.local_prompt_tokens().unwrap_or(0), prior),
+            timing: self.timing(None),
+        })
+    }
+
     /// The tokens delivered so far: the providers' counts, and for text no provider counted (a
     /// reference worker's) this node's tokenizer's count when it holds the same model, else
     /// the frame count (a lower bound).

@@ -19,8 +19,8 @@
 //!
 //! A worker that stops (shutdown, quit) says `worker_stopping` before its task's end frame and
 //! is treated as lost, and so is a task that brings no frame for the hub's `task_silence` (a
-//! worker whose connection is alive but whose task is stuck: it is told to stop, keeps that
-//! slot taken until it ends the task, and is not given this answer again). At most [`MAX_REDISPATCHES`]
+//! worker whose connection is alive but whose task is stuck: the task is stopped there and
+//! this answer is not given to that worker again). At most [`MAX_REDISPATCHES`]
 //! losses per request. `stop` sends the stop frame and ends the stream with `finish_reason:
 //! cancelled`; `regenerate` stops the task and places it again (the stream gets `Restarted`);
 //! `pause`, `resume` and `modify` are refused. A reader that drops its events stops the task.
@@ -118,8 +118,10 @@ enum Outcome {
     Place(Placement),
     /// `regenerate`: start over from the prompt.
     Restart,
-    /// The named worker disconnected mid-task.
+    /// The named worker was lost mid-task (disconnected, or stopping).
     Lost(String),
+    /// The named worker's task brought nothing for the hub's `task_silence`.
+    Stuck(String),
 }
 
 /// A prompt a worker can take. Token ids are this node's tokenizer's, so such prompts never
@@ -210,40 +212,61 @@ impl Job {
                     self.place()
                 }
                 Outcome::Lost(worker) => {
-                    self.losses += 1;
-                    if self.losses > MAX_REDISPATCHES {
-                        self.hub.count_unserved();
-                        let msg = format!(
-                            "gave up after {MAX_REDISPATCHES} workers were lost during this answer"
-                        );
-                        self.fail(msg).await;
-                        return;
+                    match self
+                        .re_place(format!("the worker {worker} was lost mid-answer"))
+                        .await
+                    {
+                        Some(p) => p,
+                        None => return,
                     }
-                    match self.place() {
-                        Placement::Nobody => {
-                            self.hub.count_unserved();
-                            let msg = if self.need_hearth() && !self.delivered.is_empty() {
-                                format!(
-                                    "the worker {worker} was lost mid-answer; the answer was sampled (temperature > 0), so only this node or a Hearth worker could continue it, and none serving {} has room",
-                                    self.model
-                                )
-                            } else {
-                                format!(
-                                    "the worker {worker} was lost mid-answer and no other worker serves {}",
-                                    self.model
-                                )
-                            };
-                            self.fail(msg).await;
-                            return;
-                        }
-                        p => {
-                            self.hub.count_redispatch();
-                            tracing::info!(%worker, delivered = self.delivered.len(), "re-dispatching an answer whose worker was lost");
-                            p
-                        }
+                }
+                Outcome::Stuck(worker) => {
+                    let what = format!(
+                        "the worker {worker} produced nothing for this answer in {} s",
+                        self.hub.task_silence().as_secs()
+                    );
+                    match self.re_place(what).await {
+                        Some(p) => p,
+                        None => return,
                     }
                 }
             };
+        }
+    }
+
+    /// Where an answer whose provider was lost (`what` says how) goes next; `None` once it has
+    /// failed (too many losses, or nowhere left).
+    async fn re_place(&mut self, what: String) -> Option<Placement> {
+        self.losses += 1;
+        if self.losses > MAX_REDISPATCHES {
+            self.hub.count_unserved();
+            let msg =
+                format!("gave up after {MAX_REDISPATCHES} workers were lost during this answer");
+            self.fail(msg).await;
+            return None;
+        }
+        match self.place() {
+            Placement::Nobody => {
+                self.hub.count_unserved();
+                let msg = if self.need_hearth() && !self.delivered.is_empty() {
+                    format!(
+                        "{what}; the answer was sampled (temperature > 0), so only this node or a Hearth worker could continue it, and none serving {} has room",
+                        self.model
+                    )
+                } else {
+                    format!("{what}, and no other worker serves {}", self.model)
+                };
+                self.fail(msg).await;
+                None
+            }
+            p => {
+                self.hub.count_redispatch();
+                tracing::info!(
+                    delivered = self.delivered.len(),
+                    "re-dispatching an answer: {what}"
+                );
+                Some(p)
+            }
         }
     }
 
@@ -389,11 +412,13 @@ impl Job {
     async fn on_worker(&mut self, mut r: Reservation) -> Outcome {
         self.answerer.send_replace(Some(r.worker_name.clone()));
         let continuing = !self.delivered.is_empty();
-        let prior = if continuing {
-            self.delivered_tokens()
-        } else {
-            0
-        };
+        let prior = self.settle();
+        if let Some(done) = self.complete_already(prior) {
+            // The task was never sent: give the slot back.
+            self.hub.retire(r.worker, r.task);
+            let _ = self.emit(Event::Done(done)).await;
+            return Outcome::Finished;
+        }
         let (task, mut skip) = self.task_for(&r, continuing, prior);
         let sent =
             tokio::time::timeout(SEND_WAIT, r.outbox.send(wp::HubFrame::Task(Box::new(task))))
@@ -410,8 +435,31 @@ impl Job {
         tokio::pin!(silence);
         loop {
             tokio::select! {
-                // Frames first: one that waited while an emit was slow is not silence.
+                // Shutdown and controls before frames (a backlog must not hold them back);
+                // silence last (frames that waited behind a slow emit are not silence).
                 biased;
+                () = self.shutdown.cancelled() => {
+                    self.stop_remote(r).await;
+                    self.shutting_down().await;
+                    return Outcome::Finished;
+                }
+                op = self.ops.recv(), if self.ops_open => match op {
+                    Some(RemoteOp::Stop) => {
+                        self.stop_remote(r).await;
+                        let done = self.cancelled();
+                        let _ = self.emit(Event::Done(done)).await;
+                        return Outcome::Finished;
+                    }
+                    Some(RemoteOp::Regenerate) => {
+                        self.stop_remote(r).await;
+                        return Outcome::Restart;
+                    }
+                    None => self.ops_open = false,
+                },
+                () = self.events.closed() => {
+                    self.stop_remote(r).await;
+                    return Outcome::Finished;
+                }
                 ev = r.events.recv() => {
                     silence.as_mut().reset(tokio::time::Instant::now() + silence_limit);
                     match ev {
@@ -459,38 +507,14 @@ impl Job {
                     None => return Outcome::Lost(r.worker_name),
                     }
                 }
-                op = self.ops.recv(), if self.ops_open => match op {
-                    Some(RemoteOp::Stop) => {
-                        self.stop_remote(r).await;
-                        let done = self.cancelled();
-                        let _ = self.emit(Event::Done(done)).await;
-                        return Outcome::Finished;
-                    }
-                    Some(RemoteOp::Regenerate) => {
-                        self.stop_remote(r).await;
-                        return Outcome::Restart;
-                    }
-                    None => self.ops_open = false,
-                },
-                () = self.events.closed() => {
-                    self.stop_remote(r).await;
-                    return Outcome::Finished;
-                }
-                () = self.shutdown.cancelled() => {
-                    self.stop_remote(r).await;
-                    self.shutting_down().await;
-                    return Outcome::Finished;
-                }
                 () = &mut silence => {
-                    // Alive (its connection keeps up) but this task brings nothing: stuck. Its
-                    // slot stays taken until the worker ends the task, and this answer goes
-                    // elsewhere.
+                    // Alive (its connection keeps up) but this task brings nothing: stuck. It is
+                    // stopped there, and this answer goes elsewhere.
                     let name = r.worker_name.clone();
                     tracing::warn!(worker = %name, "a task brought nothing for {silence_limit:?}; stopping it there and placing it elsewhere");
                     self.avoid.push(r.worker);
-                    let Reservation { task, outbox, .. } = r;
-                    let _ = tokio::time::timeout(SEND_WAIT, outbox.send(wp::HubFrame::Stop(task))).await;
-                    return Outcome::Lost(name);
+                    self.stop_remote(r).await;
+                    return Outcome::Stuck(name);
                 }
             }
         }
@@ -500,11 +524,11 @@ impl Job {
     async fn on_local(&mut self) -> Outcome {
         self.answerer.send_replace(None);
         let continuing = !self.delivered.is_empty();
-        let prior = if continuing {
-            self.delivered_tokens()
-        } else {
-            0
-        };
+        let prior = self.settle();
+        if let Some(done) = self.complete_already(prior) {
+            let _ = self.emit(Event::Done(done)).await;
+            return Outcome::Finished;
+        }
         let request = match self.local_request(continuing, prior) {
             Ok(r) => r,
             Err(msg) => {
@@ -528,7 +552,8 @@ impl Job {
                             self.first_token = Some(now.duration_since(self.submitted));
                         }
                         self.delivered.push_str(&t.text);
-                        self.counted(1);
+                        // Flushed held-back text (no id) is not a token of its own.
+                        self.counted(u32::from(t.id.is_some()));
                         self.last_token = now;
                         let event = Event::Token(TokenEvent {
                             elapsed: now.duration_since(self.submitted),
