@@ -328,3 +328,40 @@ async fn counts_add_up_across_a_reference_worker_and_two_lost_hearth_workers() {
     assert_eq!(v["usage"]["completion_tokens"], hello + 3, "{v}");
     hub.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_lost_after_its_last_token_leaves_nothing_to_place() {
+    let hub = start_hub_with(1, false, |_| {}).await;
+    let join = format!("token={TOKEN}&model={MODEL_ID}&max_concurrency=1&hearth=1");
+    let (mut first, _) = raw_worker(&hub, &format!("{join}&name=first")).await;
+    wait_workers(&hub, 1).await;
+    let answer = spawn_chat(
+        &hub,
+        json!({"model": MODEL_ID, "messages": user("Greet."), "max_tokens": 5, "temperature": 0}),
+    );
+    let id = task_id(&next_frame(&mut first).await);
+    first.send(frame(id, b"Hello there")).await.unwrap();
+    first
+        .send(Message::text(json!({"id": id, "tokens": 5}).to_string()))
+        .await
+        .unwrap();
+    // Lost before its done report: all 5 tokens are there, so the answer ends here.
+    let (mut second, _) = raw_worker(&hub, &format!("{join}&name=second")).await;
+    wait_workers(&hub, 2).await;
+    drop(first);
+    let v = answer.await.unwrap();
+    assert_eq!(v["choices"][0]["message"]["content"], "Hello there", "{v}");
+    assert_eq!(v["choices"][0]["finish_reason"], "length", "{v}");
+    assert_eq!(v["usage"]["completion_tokens"], 5, "{v}");
+    // The other worker was given nothing, and its slot is free.
+    second.send(Message::text("")).await.unwrap();
+    let listed = wait_workers(&hub, 1).await;
+    assert_eq!(listed[0]["in_flight"], 0);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), next_frame(&mut second))
+            .await
+            .is_err(),
+        "the second worker got a task"
+    );
+    hub.stop().await;
+}
