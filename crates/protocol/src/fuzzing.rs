@@ -4,7 +4,7 @@
 //! `tests/fuzz_corpus.rs` both call [`run`], so a crash the fuzzer found is replayed by
 //! `make test` on stable Rust once its input is in the corpus.
 
-use crate::{auth_ws, batch, gguf, openai, streaming, worker};
+use crate::{auth_ws, batch, cluster, gguf, openai, streaming, worker};
 
 /// Every target, by the name of its corpus folder (`fuzz/corpus/<name>`).
 pub const TARGETS: &[&str] = &[
@@ -15,6 +15,7 @@ pub const TARGETS: &[&str] = &[
     "openai_chat",
     "openai_completion",
     "gguf_header",
+    "cluster_message",
 ];
 
 /// Run `target` on `data`. Unknown names are a programming error (they panic).
@@ -27,6 +28,7 @@ pub fn run(target: &str, data: &[u8]) {
         "openai_chat" => openai_chat(data),
         "openai_completion" => openai_completion(data),
         "gguf_header" => gguf_header(data),
+        "cluster_message" => cluster_message(data),
         other => panic!("no fuzz target {other}"),
     }
 }
@@ -134,6 +136,15 @@ pub fn gguf_header(data: &[u8]) {
             .chat_template
             .as_ref()
             .is_none_or(|t| t.len() <= data.len()));
+    }
+}
+
+/// A LAN peer's frame: whatever decodes is written back, in the shape it came in, as the same
+/// message.
+pub fn cluster_message(data: &[u8]) {
+    if let Ok((message, shape)) = cluster::decode(data) {
+        let again = cluster::decode(&cluster::encode(&message, shape));
+        assert_eq!(again, Ok((message, shape)));
     }
 }
 

@@ -15,6 +15,7 @@
 //! - [`worker`]: the worker protocol's task frames and binary result frames (`protocols/worker-node.md`).
 //! - [`auth_ws`]: the signed-challenge protocol's client messages (`protocols/auth-ws.md`).
 //! - [`batch`]: the batch WebSocket protocol on `/ws` and `/api/ws` (`protocols/batch-ws.md`).
+//! - [`cluster`]: TealeNet's cluster messages between LAN peers (`protocols/cluster-messages.md`).
 //! - [`gguf`]: the header of a GGUF model file (metadata without loading the model).
 //! - [`fuzzing`]: every decoder of untrusted input as one function per fuzz target.
 //!
@@ -24,6 +25,7 @@
 
 pub mod auth_ws;
 pub mod batch;
+pub mod cluster;
 pub mod fuzzing;
 pub mod generation;
 pub mod gguf;

@@ -12,6 +12,12 @@ pub const MAX_WS_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
 /// The library grows its buffer as bytes arrive, never from the announced length.
 pub const WS_READ_LIMIT_BYTES: usize = 2 * MAX_WS_MESSAGE_BYTES;
 
+/// Largest cluster frame (its JSON after the 4-byte length) read from a LAN peer: a model
+/// transfer chunk is 1 MiB of data, 1.4 MiB in base64; an inference request holds at most an
+/// HTTP body's worth of prompt. A longer announced length closes that connection before
+/// anything is allocated for it (DESIGN.md §3).
+pub const MAX_CLUSTER_FRAME_BYTES: usize = 16 * 1024 * 1024;
+
 /// Largest HTTP request body accepted by the OpenAI door, for the same reason as
 /// [`MAX_WS_MESSAGE_BYTES`].
 pub const MAX_HTTP_BODY_BYTES: usize = 4 * 1024 * 1024;

@@ -4,7 +4,7 @@
 //! decode to is an error with a message for the door to send. A JSON message cut short is
 //! always such an error.
 
-use hearth_protocol::{auth_ws, batch, fuzzing, openai, streaming, worker};
+use hearth_protocol::{auth_ws, batch, cluster, fuzzing, openai, streaming, worker};
 use proptest::prelude::*;
 
 /// How a valid message is damaged.
@@ -104,6 +104,10 @@ fn binary_frame_decoder(bytes: &[u8]) -> Result<(), String> {
     worker::decode_binary(bytes)
         .map(drop)
         .map_err(|e| e.to_string())
+}
+
+fn cluster_decoder(bytes: &[u8]) -> Result<(), String> {
+    cluster::decode(bytes).map(drop).map_err(|e| e.to_string())
 }
 
 /// One decoder, its fuzz target and valid messages to damage.
@@ -206,6 +210,19 @@ const DOORS: &[Door] = &[
         json: false,
         // Task 123 with "héllo", and task 123's end frame.
         seeds: &["\0\0\0{h\u{e9}llo", "\0\0\0{"],
+    },
+    Door {
+        name: "cluster message",
+        target: "cluster_message",
+        decode: cluster_decoder,
+        json: true,
+        seeds: &[
+            r#"{"hello":{"_0":{"deviceInfo":{"id":"550E8400-E29B-41D4-A716-446655440000","name":"Linux Server","hardware":{"chipFamily":"nvidiaGPU","chipName":"NVIDIA RTX 4090","totalRAMGB":64.0,"gpuCoreCount":16384,"memoryBandwidthGBs":1008.0},"registeredAt":798134400.0,"lastSeenAt":798134400.0,"isCurrentDevice":true,"loadedModels":[]},"protocolVersion":1,"loadedModels":["mlx-community/Qwen3-8B-4bit"]}}}"#,
+            r#"{"heartbeat":{"deviceID":"550e8400-e29b-41d4-a716-446655440000","timestamp":798134400.0,"thermalLevel":"nominal","throttleLevel":100,"loadedModels":[],"isGenerating":false,"queueDepth":0}}"#,
+            r#"{"inferenceChunk":{"_0":{"requestID":"550e8400-e29b-41d4-a716-446655440000","chunk":{"id":"chatcmpl-xxx","object":"chat.completion.chunk","created":1713100000,"model":"m","choices":[{"index":0,"delta":{"content":"Hello"},"finish_reason":null}]}}}}"#,
+            r#"{"inferenceError":{"_0":{"requestID":"550e8400-e29b-41d4-a716-446655440000","errorMessage":"Model not loaded","code":"model_not_loaded"}}}"#,
+            r#"{"modelTransferChunk":{"transferID":"550e8400-e29b-41d4-a716-446655440000","fileName":"model.gguf","offset":0,"data":"aGVhcnRo","isLastChunk":false}}"#,
+        ],
     },
 ];
 

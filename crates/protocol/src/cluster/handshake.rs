@@ -1,0 +1,79 @@
+//! `hello` / `helloAck`: who a peer is (device id, name, hardware), what it has loaded, and
+//! the hash of its cluster passcode. The strictest peer (the Swift app) needs every field of
+//! `deviceInfo` and `hardware` that Hearth writes here; from peers, only the id and name are
+//! required, and an unknown `chipFamily` is kept as text (it broke discovery in the reference
+//! app).
+
+use serde::{Deserialize, Serialize};
+
+use super::ids::{AppleTime, PeerUuid};
+
+/// The only `protocolVersion` there is.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// `hello` and `helloAck` (the same schema).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Hello {
+    pub device_info: DeviceInfo,
+    #[serde(default = "protocol_version")]
+    pub protocol_version: u32,
+    /// Lowercase hex SHA-256 of the passcode's UTF-8 bytes; none without a passcode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_passcode_hash: Option<String>,
+    #[serde(default)]
+    pub loaded_models: Vec<String>,
+    #[serde(
+        default,
+        rename = "ownerUserID",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub owner_user_id: Option<String>,
+}
+
+fn protocol_version() -> u32 {
+    PROTOCOL_VERSION
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceInfo {
+    pub id: PeerUuid,
+    pub name: String,
+    #[serde(default)]
+    pub hardware: Hardware,
+    #[serde(default)]
+    pub registered_at: AppleTime,
+    #[serde(default)]
+    pub last_seen_at: AppleTime,
+    #[serde(default)]
+    pub is_current_device: bool,
+    #[serde(default)]
+    pub loaded_models: Vec<String>,
+}
+
+/// A device's hardware. `chipFamily` is text: the document's values (`appleSilicon`,
+/// `nvidiaGPU`, `amdGPU`, `intelCPU`, ...) and any a newer peer invents.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Hardware {
+    #[serde(default)]
+    pub chip_family: String,
+    #[serde(default)]
+    pub chip_name: String,
+    #[serde(default, rename = "totalRAMGB")]
+    pub total_ram_gb: f64,
+    /// An integer on the wire (the Swift app will not read `16384.0`).
+    #[serde(default)]
+    pub gpu_core_count: u32,
+    #[serde(default, rename = "memoryBandwidthGBs")]
+    pub memory_bandwidth_gbs: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_backend: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform: Option<String>,
+    #[serde(default, rename = "gpuVRAMGB", skip_serializing_if = "Option::is_none")]
+    pub gpu_vram_gb: Option<f64>,
+}

@@ -1,0 +1,188 @@
+//! TealeNet's cluster messages (`protocols/cluster-messages.md`, and NOTES.md for how the
+//! Swift app and the Rust node really behave): every message of the document in both
+//! directions, read from one frame's JSON ([`decode`]) and written back ([`encode`]). Pure:
+//! the LAN transport (4-byte big-endian length, then the JSON, at most
+//! [`crate::limits::MAX_CLUSTER_FRAME_BYTES`]) belongs to the node.
+//!
+//! ## Decisions (NOTES.md)
+//! - A message is a single-key object, `{"hello": ...}`. Its payload comes in two shapes:
+//!   wrapped, `{"hello":{"_0":{...}}}` (Swift's Codable, what the real peers send), and plain,
+//!   `{"hello":{...}}` (the document). Both are read; [`Shape`] says which, so a reply can use
+//!   the peer's; Hearth opens a connection with the wrapped shape.
+//! - UUIDs of either case are read, and a peer's are written back exactly ([`PeerUuid`]).
+//! - Dates are seconds since 2001-01-01 ([`AppleTime`]). Optional fields that are null are
+//!   left out when written, and read as missing.
+//! - A message name the document does not have is [`ClusterError::UnknownMessage`]: a newer
+//!   peer's message, which the connection skips.
+
+mod handshake;
+mod health;
+mod ids;
+mod inference;
+mod models;
+
+pub use handshake::{DeviceInfo, Hardware, Hello, PROTOCOL_VERSION};
+pub use health::{Heartbeat, ThermalLevel};
+pub use ids::{AppleTime, PeerUuid};
+pub use inference::{
+    Chunk, ChunkChoice, ChunkDelta, ErrorCode, InferenceChunk, InferenceComplete, InferenceError,
+    InferenceRequest,
+};
+pub use models::{
+    ModelQuery, ModelQueryResponse, ModelTransferChunk, ModelTransferComplete,
+    ModelTransferRequest, TRANSFER_CHUNK_BYTES,
+};
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// The key of the wrapped payload shape.
+const WRAPPED_KEY: &str = "_0";
+
+/// One cluster message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    Hello(Hello),
+    HelloAck(Hello),
+    Heartbeat(Heartbeat),
+    HeartbeatAck(Heartbeat),
+    InferenceRequest(InferenceRequest),
+    InferenceChunk(InferenceChunk),
+    InferenceComplete(InferenceComplete),
+    InferenceError(InferenceError),
+    ModelQuery(ModelQuery),
+    ModelQueryResponse(ModelQueryResponse),
+    ModelTransferRequest(ModelTransferRequest),
+    ModelTransferChunk(ModelTransferChunk),
+    ModelTransferComplete(ModelTransferComplete),
+}
+
+/// How a message's payload is laid out (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Shape {
+    /// `{"name":{"_0":{...}}}`: the real peers' shape, and Hearth's when it starts.
+    Wrapped,
+    /// `{"name":{...}}`: the document's shape.
+    Plain,
+}
+
+/// Why a frame is not a cluster message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClusterError {
+    #[error("a cluster frame must be a JSON object: {0}")]
+    NotJson(String),
+    #[error("a cluster message is an object with exactly one key, got {0} keys")]
+    NotOneKey(usize),
+    #[error("unknown cluster message '{0}'")]
+    UnknownMessage(String),
+    #[error("{name}: {message}")]
+    Invalid { name: &'static str, message: String },
+}
+
+impl Message {
+    /// The message's name on the wire.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Hello(_) => "hello",
+            Self::HelloAck(_) => "helloAck",
+            Self::Heartbeat(_) => "heartbeat",
+            Self::HeartbeatAck(_) => "heartbeatAck",
+            Self::InferenceRequest(_) => "inferenceRequest",
+            Self::InferenceChunk(_) => "inferenceChunk",
+            Self::InferenceComplete(_) => "inferenceComplete",
+            Self::InferenceError(_) => "inferenceError",
+            Self::ModelQuery(_) => "modelQuery",
+            Self::ModelQueryResponse(_) => "modelQueryResponse",
+            Self::ModelTransferRequest(_) => "modelTransferRequest",
+            Self::ModelTransferChunk(_) => "modelTransferChunk",
+            Self::ModelTransferComplete(_) => "modelTransferComplete",
+        }
+    }
+
+    fn payload(&self) -> Result<Value, serde_json::Error> {
+        match self {
+            Self::Hello(p) | Self::HelloAck(p) => serde_json::to_value(p),
+            Self::Heartbeat(p) | Self::HeartbeatAck(p) => serde_json::to_value(p),
+            Self::InferenceRequest(p) => serde_json::to_value(p),
+            Self::InferenceChunk(p) => serde_json::to_value(p),
+            Self::InferenceComplete(p) => serde_json::to_value(p),
+            Self::InferenceError(p) => serde_json::to_value(p),
+            Self::ModelQuery(p) => serde_json::to_value(p),
+            Self::ModelQueryResponse(p) => serde_json::to_value(p),
+            Self::ModelTransferRequest(p) => serde_json::to_value(p),
+            Self::ModelTransferChunk(p) => serde_json::to_value(p),
+            Self::ModelTransferComplete(p) => serde_json::to_value(p),
+        }
+    }
+}
+
+/// Read one frame's JSON as a cluster message, and the shape it came in.
+pub fn decode(bytes: &[u8]) -> Result<(Message, Shape), ClusterError> {
+    let object: Map<String, Value> =
+        serde_json::from_slice(bytes).map_err(|e| ClusterError::NotJson(e.to_string()))?;
+    if object.len() != 1 {
+        return Err(ClusterError::NotOneKey(object.len()));
+    }
+    let Some((name, body)) = object.into_iter().next() else {
+        return Err(ClusterError::NotOneKey(0));
+    };
+    let (payload, shape) = match body {
+        Value::Object(mut m) if m.len() == 1 && m.contains_key(WRAPPED_KEY) => {
+            (m.remove(WRAPPED_KEY).unwrap_or(Value::Null), Shape::Wrapped)
+        }
+        other => (other, Shape::Plain),
+    };
+    let message = match name.as_str() {
+        "hello" => Message::Hello(read("hello", payload)?),
+        "helloAck" => Message::HelloAck(read("helloAck", payload)?),
+        "heartbeat" => Message::Heartbeat(read("heartbeat", payload)?),
+        "heartbeatAck" => Message::HeartbeatAck(read("heartbeatAck", payload)?),
+        "inferenceRequest" => Message::InferenceRequest(read("inferenceRequest", payload)?),
+        "inferenceChunk" => Message::InferenceChunk(read("inferenceChunk", payload)?),
+        "inferenceComplete" => Message::InferenceComplete(read("inferenceComplete", payload)?),
+        "inferenceError" => Message::InferenceError(read("inferenceError", payload)?),
+        "modelQuery" => Message::ModelQuery(read("modelQuery", payload)?),
+        "modelQueryResponse" => Message::ModelQueryResponse(read("modelQueryResponse", payload)?),
+        "modelTransferRequest" => {
+            Message::ModelTransferRequest(read("modelTransferRequest", payload)?)
+        }
+        "modelTransferChunk" => Message::ModelTransferChunk(read("modelTransferChunk", payload)?),
+        "modelTransferComplete" => {
+            Message::ModelTransferComplete(read("modelTransferComplete", payload)?)
+        }
+        _ => {
+            return Err(ClusterError::UnknownMessage(
+                name.chars().take(64).collect(),
+            ))
+        }
+    };
+    Ok((message, shape))
+}
+
+fn read<T: DeserializeOwned>(name: &'static str, payload: Value) -> Result<T, ClusterError> {
+    serde_json::from_value(payload).map_err(|e| ClusterError::Invalid {
+        name,
+        message: e.to_string(),
+    })
+}
+
+/// Write a message as one frame's JSON, in `shape`.
+pub fn encode(message: &Message, shape: Shape) -> Vec<u8> {
+    // Every payload is plain data (strings, numbers, maps): serializing cannot fail.
+    let payload = message.payload().unwrap_or(Value::Null);
+    let body = match shape {
+        Shape::Wrapped => wrap(WRAPPED_KEY, payload),
+        Shape::Plain => payload,
+    };
+    serde_json::to_vec(&wrap(message.name(), body)).unwrap_or_default()
+}
+
+fn wrap(key: &str, value: impl Serialize) -> Value {
+    let mut m = Map::new();
+    m.insert(
+        key.to_owned(),
+        serde_json::to_value(value).unwrap_or(Value::Null),
+    );
+    Value::Object(m)
+}

@@ -1,0 +1,274 @@
+//! The cluster messages against their document and NOTES.md, written from those texts: every
+//! example of `protocols/cluster-messages.md` reads in both payload shapes; what the real peers
+//! send differently (lowercase UUIDs, `\/`, lenient chunks, unknown chip families and error
+//! codes, missing optional fields) reads too; what Hearth writes has the wrapped shape,
+//! uppercase ids of its own, peers' ids echoed exactly, integers where the Swift app wants
+//! them and no nulls; and frames that are not messages give a clear error.
+
+use hearth_protocol::cluster::{
+    decode, encode, AppleTime, ErrorCode, Message, PeerUuid, Shape, ThermalLevel,
+};
+use serde_json::{json, Value};
+
+/// The document's examples, one per message (the `...` ids completed to real UUIDs).
+fn examples() -> Vec<Value> {
+    let id = "550e8400-e29b-41d4-a716-446655440000";
+    vec![
+        json!({"hello": {
+            "deviceInfo": {"id": id, "name": "Linux Server",
+                "hardware": {"chipFamily": "nvidiaGPU", "chipName": "NVIDIA RTX 4090",
+                    "totalRAMGB": 64.0, "gpuCoreCount": 16384, "memoryBandwidthGBs": 1008.0,
+                    "tier": 1, "gpuBackend": "cuda", "platform": "linux", "gpuVRAMGB": 24.0},
+                "registeredAt": 798134400.0, "lastSeenAt": 798134400.0,
+                "isCurrentDevice": true, "loadedModels": []},
+            "protocolVersion": 1, "clusterPasscodeHash": null,
+            "loadedModels": ["mlx-community/Qwen3-8B-4bit"], "ownerUserID": null}}),
+        json!({"heartbeat": {"deviceID": id, "timestamp": 798134400.0,
+            "thermalLevel": "nominal", "throttleLevel": 100,
+            "loadedModels": ["mlx-community/Qwen3-8B-4bit"], "isGenerating": false,
+            "queueDepth": 0, "organizationID": null, "ownerUserID": null}}),
+        json!({"inferenceRequest": {"requestID": id, "request": {
+            "model": "mlx-community/Qwen3-8B-4bit",
+            "messages": [{"role": "system", "content": "You are helpful."},
+                         {"role": "user", "content": "Hello"}],
+            "temperature": 0.7, "top_p": 0.9, "max_tokens": 2048, "stream": true},
+            "streaming": true}}),
+        json!({"inferenceChunk": {"requestID": id, "chunk": {"id": "chatcmpl-xxx",
+            "object": "chat.completion.chunk", "created": 1713100000,
+            "model": "mlx-community/Qwen3-8B-4bit",
+            "choices": [{"index": 0, "delta": {"content": "Hello"}, "finish_reason": null}]}}}),
+        json!({"inferenceComplete": {"requestID": id}}),
+        json!({"inferenceError": {"requestID": id, "errorMessage": "Model not loaded"}}),
+        json!({"modelQuery": {"modelID": "mlx-community/Qwen3-8B-4bit"}}),
+        json!({"modelQueryResponse": {"modelID": "mlx-community/Qwen3-8B-4bit",
+            "available": true, "totalSizeBytes": 4831838208_u64}}),
+        json!({"modelTransferRequest": {"transferID": id,
+            "modelID": "mlx-community/Qwen3-8B-4bit"}}),
+        json!({"modelTransferChunk": {"transferID": id, "fileName": "model.safetensors",
+            "offset": 0, "data": "aGVhcnRo", "isLastChunk": false}}),
+        json!({"modelTransferComplete": {"transferID": id,
+            "modelID": "mlx-community/Qwen3-8B-4bit"}}),
+    ]
+}
+
+/// `{"name": payload}` as `{"name": {"_0": payload}}`.
+fn wrapped(v: &Value) -> Value {
+    let (name, payload) = v.as_object().unwrap().iter().next().unwrap();
+    json!({ name.clone(): {"_0": payload} })
+}
+
+fn bytes(v: &Value) -> Vec<u8> {
+    serde_json::to_vec(v).unwrap()
+}
+
+#[test]
+fn every_example_of_the_document_reads_in_both_shapes_and_writes_back_the_same() {
+    for plain in examples() {
+        let name = plain.as_object().unwrap().keys().next().unwrap().clone();
+        let (m, shape) = decode(&bytes(&plain)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(shape, Shape::Plain, "{name}");
+        assert_eq!(m.name(), name);
+        let (w, shape) = decode(&bytes(&wrapped(&plain))).unwrap();
+        assert_eq!(shape, Shape::Wrapped, "{name}");
+        assert_eq!(w, m, "{name}: the shapes carry the same message");
+        // Written in either shape, it reads back as the same message.
+        for shape in [Shape::Wrapped, Shape::Plain] {
+            let again = decode(&encode(&m, shape)).unwrap();
+            assert_eq!(again, (m.clone(), shape), "{name}");
+        }
+    }
+    // The acks share their requests' schema.
+    let (hello, _) = decode(&bytes(&examples()[0])).unwrap();
+    let Message::Hello(h) = hello else { panic!() };
+    let ack = decode(&encode(&Message::HelloAck(h.clone()), Shape::Wrapped)).unwrap();
+    assert_eq!(ack.0, Message::HelloAck(h));
+}
+
+#[test]
+fn what_hearth_writes_is_what_the_swift_app_reads() {
+    let (m, _) = decode(&bytes(&examples()[0])).unwrap();
+    let written: Value = serde_json::from_slice(&encode(&m, Shape::Wrapped)).unwrap();
+    let hello = &written["hello"]["_0"];
+    // Nulls are left out, not written.
+    assert!(hello.get("clusterPasscodeHash").is_none(), "{written}");
+    assert!(hello.get("ownerUserID").is_none(), "{written}");
+    // Integers where the Swift app decodes integers; every hardware field it needs.
+    let hw = &hello["deviceInfo"]["hardware"];
+    assert!(hw["gpuCoreCount"].is_u64(), "{hw}");
+    for k in [
+        "chipFamily",
+        "chipName",
+        "totalRAMGB",
+        "gpuCoreCount",
+        "memoryBandwidthGBs",
+    ] {
+        assert!(hw.get(k).is_some(), "{k} in {hw}");
+    }
+    for k in [
+        "id",
+        "name",
+        "registeredAt",
+        "lastSeenAt",
+        "isCurrentDevice",
+        "loadedModels",
+    ] {
+        assert!(hello["deviceInfo"].get(k).is_some(), "{k}");
+    }
+    let (m, _) = decode(&bytes(&examples()[1])).unwrap();
+    let hb: Value = serde_json::from_slice(&encode(&m, Shape::Plain)).unwrap();
+    assert!(hb["heartbeat"]["throttleLevel"].is_u64());
+    assert!(hb["heartbeat"]["queueDepth"].is_u64());
+    let (m, _) = decode(&bytes(&examples()[3])).unwrap();
+    let chunk: Value = serde_json::from_slice(&encode(&m, Shape::Plain)).unwrap();
+    assert!(chunk["inferenceChunk"]["chunk"]["created"].is_u64());
+    // Hearth's own ids are uppercase UUIDs.
+    let own = PeerUuid::from_bytes(*b"0123456789abcdef");
+    assert_eq!(own.as_str(), own.as_str().to_uppercase());
+    assert!(PeerUuid::parse(own.as_str()).is_some());
+}
+
+#[test]
+fn what_the_real_peers_send_reads_too() {
+    // Lowercase UUIDs (the Rust node), echoed exactly as received.
+    let lower = "9f0c1e2a-3b4c-4d5e-8f60-718293a4b5c6";
+    let (m, _) = decode(&bytes(
+        &json!({"inferenceComplete": {"_0": {"requestID": lower, "tokensOut": 12}}}),
+    ))
+    .unwrap();
+    let Message::InferenceComplete(c) = &m else {
+        panic!("{m:?}")
+    };
+    assert_eq!(c.tokens_out, Some(12));
+    let out: Value = serde_json::from_slice(&encode(&m, Shape::Wrapped)).unwrap();
+    assert_eq!(out["inferenceComplete"]["_0"]["requestID"], lower);
+    // Swift writes '/' as '\/'.
+    let swift = br#"{"modelQuery":{"_0":{"modelID":"mlx-community\/Qwen3-8B-4bit"}}}"#;
+    let (m, _) = decode(swift).unwrap();
+    assert_eq!(
+        m,
+        Message::ModelQuery(hearth_protocol::cluster::ModelQuery {
+            model_id: "mlx-community/Qwen3-8B-4bit".into()
+        })
+    );
+    // A chip family no one knew, and a device that says little about itself.
+    let (m, _) = decode(&bytes(&json!({"hello": {"_0": {"deviceInfo": {
+        "id": lower, "name": "box", "hardware": {"chipFamily": "riscvNPU"}}}}})))
+    .unwrap();
+    let Message::Hello(h) = m else { panic!() };
+    assert_eq!(h.device_info.hardware.chip_family, "riscvNPU");
+    assert_eq!(h.protocol_version, 1);
+    assert!(h.loaded_models.is_empty() && h.cluster_passcode_hash.is_none());
+    // Chunks with `choices: []` and usage, `delta: {}`, extra fields, a float `created`.
+    let (m, _) = decode(&bytes(
+        &json!({"inferenceChunk": {"_0": {"requestID": lower, "chunk": {
+        "id": "x", "object": "chat.completion.chunk", "created": 1713100000.0, "model": "m",
+        "system_fingerprint": "fp", "choices": [],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}}}}}),
+    ))
+    .unwrap();
+    let Message::InferenceChunk(c) = m else {
+        panic!()
+    };
+    assert_eq!(c.chunk.created, 1713100000);
+    assert_eq!(c.chunk.usage.map(|u| u.completion_tokens), Some(5));
+    assert_eq!(c.chunk.text(), "");
+    let (m, _) = decode(&bytes(
+        &json!({"inferenceChunk": {"requestID": lower, "chunk": {
+        "choices": [{"index": 0, "delta": {}}, {"delta": {"content": "hi"}}]}}}),
+    ))
+    .unwrap();
+    let Message::InferenceChunk(c) = m else {
+        panic!()
+    };
+    assert_eq!(c.chunk.text(), "hi");
+    // The Rust node's error codes; one it does not know reads as none.
+    let (m, _) = decode(&bytes(
+        &json!({"inferenceError": {"_0": {"requestID": lower,
+        "errorMessage": "busy", "code": "queue_full"}}}),
+    ))
+    .unwrap();
+    let Message::InferenceError(e) = m else {
+        panic!()
+    };
+    assert_eq!(e.code, Some(ErrorCode::QueueFull));
+    let (m, _) = decode(&bytes(&json!({"inferenceError": {"requestID": lower,
+        "errorMessage": "?", "code": "on_fire"}})))
+    .unwrap();
+    let Message::InferenceError(e) = m else {
+        panic!()
+    };
+    assert_eq!(e.code, None);
+    // A heartbeat from a hot node, its date, and a request with the Rust node's extra fields.
+    let (m, _) = decode(&bytes(&json!({"heartbeatAck": {"_0": {"deviceID": lower,
+        "timestamp": 798134400.5, "thermalLevel": "serious", "throttleLevel": 25,
+        "isGenerating": true, "queueDepth": 3}}})))
+    .unwrap();
+    let Message::HeartbeatAck(h) = m else {
+        panic!()
+    };
+    assert_eq!(
+        (h.thermal_level, h.throttle_level, h.queue_depth),
+        (ThermalLevel::Serious, 25, 3)
+    );
+    assert_eq!(h.timestamp, AppleTime(798134400.5));
+    let (m, _) = decode(&bytes(
+        &json!({"inferenceRequest": {"_0": {"requestID": lower,
+        "request": {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+            "stream_options": {"include_usage": true}, "seed": 7, "user": "u", "tools": []}}}}),
+    ))
+    .unwrap();
+    let Message::InferenceRequest(r) = m else {
+        panic!()
+    };
+    assert!(r.streaming, "providers always stream");
+    assert_eq!(r.request["seed"], 7);
+    // Model data is base64.
+    let (m, _) = decode(&bytes(&examples()[9])).unwrap();
+    let Message::ModelTransferChunk(c) = m else {
+        panic!()
+    };
+    assert_eq!(c.bytes().as_deref(), Some(&b"hearth"[..]));
+}
+
+#[test]
+fn frames_that_are_not_messages_give_a_clear_error() {
+    let id = "550e8400-e29b-41d4-a716-446655440000";
+    for (frame, needle) in [
+        (b"not json".to_vec(), "must be a JSON object"),
+        (b"[1,2]".to_vec(), "must be a JSON object"),
+        (bytes(&json!({})), "exactly one key, got 0"),
+        (
+            bytes(&json!({"hello": {}, "heartbeat": {}})),
+            "exactly one key, got 2",
+        ),
+        (
+            bytes(&json!({"relayData": {}})),
+            "unknown cluster message 'relayData'",
+        ),
+        (
+            bytes(&json!({"inferenceComplete": {"requestID": "not-a-uuid"}})),
+            "expected a UUID",
+        ),
+        (bytes(&json!({"inferenceComplete": {}})), "requestID"),
+        (
+            bytes(&json!({"heartbeat": {"deviceID": id, "throttleLevel": 101}})),
+            "0 to 100",
+        ),
+        (
+            bytes(&json!({"heartbeat": {"deviceID": id, "thermalLevel": "warm"}})),
+            "unknown variant `warm`",
+        ),
+        (
+            bytes(&json!({"inferenceChunk": {"requestID": id, "chunk": {"created": -1}}})),
+            "not a time",
+        ),
+        (bytes(&json!({"hello": {"_0": 5}})), "hello"),
+    ] {
+        let err = decode(&frame).expect_err(needle).to_string();
+        assert!(
+            err.contains(needle),
+            "{}: {err}",
+            String::from_utf8_lossy(&frame)
+        );
+    }
+}
