@@ -88,6 +88,10 @@ pub struct ServeArgs {
     /// Open connections one machine on the LAN may hold (loopback is never limited).
     #[arg(long, env = "HEARTH_CONNECTIONS_PER_ADDRESS", default_value_t = crate::server::listen::DEFAULT_PER_ADDRESS)]
     connections_per_address: usize,
+    /// Read the thermal level from this one sensor file, in the kernel's millidegree format
+    /// (e.g. /sys/class/thermal/thermal_zone0/temp) instead of every sensor.
+    #[arg(long, env = "HEARTH_THERMAL_ZONE", value_parser = parse_thermal_zone)]
+    thermal_zone: Option<PathBuf>,
     /// Serve scripted tokens instead of running the model (door benchmarks only).
     #[arg(long, env = "HEARTH_SCRIPTED", hide = true)]
     scripted: bool,
@@ -118,6 +122,7 @@ impl ServeArgs {
         c.min_load_time = self.min_load_ms.map(Duration::from_millis);
         c.script = self.scripted.then(hearth_engine::Script::default);
         c.key_storage = self.key_storage;
+        c.thermal_zone = self.thermal_zone;
         c.hub = self
             .hub_token
             .map(|token| crate::hub::HubConfig::new(token, self.hub_local));
@@ -139,6 +144,18 @@ impl ServeArgs {
             write_timeout: Duration::from_secs_f64(self.write_timeout),
         };
         c
+    }
+}
+
+/// A sensor file that reads as a temperature now.
+fn parse_thermal_zone(s: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(s);
+    match std::fs::read_to_string(&path) {
+        Ok(text) if crate::telemetry::parse_millidegrees(&text).is_some() => Ok(path),
+        Ok(_) => Err(format!(
+            "{s} does not hold a temperature in millidegrees (an integer such as 45000)"
+        )),
+        Err(e) => Err(format!("{s} cannot be read: {e}")),
     }
 }
 

@@ -57,6 +57,8 @@ pub struct NodeConfig {
     pub join: Option<crate::hub::join::JoinConfig>,
     /// Header and idle timeouts, connections per address (`server::listen`).
     pub limits: crate::server::listen::Limits,
+    /// Read the thermal level from this one sensor file (`--thermal-zone`, millidegrees).
+    pub thermal_zone: Option<PathBuf>,
 }
 
 impl NodeConfig {
@@ -85,6 +87,7 @@ impl NodeConfig {
             hub: None,
             join: None,
             limits: crate::server::listen::Limits::default(),
+            thermal_zone: None,
         }
     }
 

@@ -192,7 +192,11 @@ impl Node {
             host.load(path).await;
         }
         let shutdown = CancellationToken::new();
-        let telemetry = telemetry::spawn(host.clone(), shutdown.child_token());
+        let telemetry = telemetry::spawn(
+            host.clone(),
+            shutdown.child_token(),
+            config.thermal_zone.clone(),
+        );
         let mut allowed_hosts = config.allowed_hosts.clone();
         allowed_hosts.push(config.name.clone());
         allowed_hosts.push(format!("{}.local", config.name));

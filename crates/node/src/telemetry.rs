@@ -1,9 +1,11 @@
 //! Telemetry: one long-lived sampler task owns `sysinfo::System` and publishes a snapshot
 //! every second on a `watch` channel — CPU, memory, thermal level and throttle, and the
 //! engine's load and tokens/s. The same figures feed `/api/events` and, later, cluster
-//! heartbeats. Thermal level comes from temperature sensors where they exist, else it is
+//! heartbeats. Thermal level comes from one sensor file when `--thermal-zone` names it (the
+//! kernel's millidegree format), else from temperature sensors where they exist, else it is
 //! estimated from CPU pressure (`/proc/pressure/cpu`) and labelled as an estimate.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -116,6 +118,71 @@ pub fn parse_pressure(text: &str) -> Option<f32> {
         .and_then(|v| v.parse().ok())
 }
 
+/// A temperature in the kernel's format (`/sys/class/thermal/thermal_zone*/temp`): an
+/// integer of millidegrees Celsius; in °C.
+pub fn parse_millidegrees(text: &str) -> Option<f32> {
+    let v: i64 = text.trim().parse().ok()?;
+    Some(v as f32 / 1000.0)
+}
+
+/// The critical temperature (°C) of a kernel thermal zone whose `temp` file is `path`: its
+/// trip point of type `critical`, if it has one.
+fn critical_trip(path: &Path) -> Option<f32> {
+    let dir = path.parent()?;
+    (0..16).find_map(|i| {
+        let kind = std::fs::read_to_string(dir.join(format!("trip_point_{i}_type"))).ok()?;
+        if kind.trim() != "critical" {
+            return None;
+        }
+        let t = std::fs::read_to_string(dir.join(format!("trip_point_{i}_temp"))).ok()?;
+        parse_millidegrees(&t).filter(|c| *c > 0.0)
+    })
+}
+
+/// The level from the one sensor file `path` (`--thermal-zone`), against its zone's critical
+/// trip point or else 100 °C; `None` when it cannot be read.
+pub fn zone_thermal(path: &Path) -> Option<Thermal> {
+    let t = parse_millidegrees(&std::fs::read_to_string(path).ok()?)?;
+    let critical = critical_trip(path).unwrap_or(100.0);
+    Some(Thermal {
+        level: ThermalLevel::from_temperature_ratio(t / critical),
+        source: ThermalSource::Sensors,
+        value: t,
+    })
+}
+
+/// Where the sampler reads the thermal level.
+struct ThermalInput {
+    zone: Option<PathBuf>,
+    components: Option<Components>,
+    cores: usize,
+    /// The zone file failed to read and the estimate stands in (said once).
+    zone_failing: bool,
+}
+
+impl ThermalInput {
+    fn read(&mut self) -> Thermal {
+        if let Some(path) = &self.zone {
+            match zone_thermal(path) {
+                Some(t) => {
+                    if self.zone_failing {
+                        tracing::info!(path = %path.display(), "reading the thermal zone again");
+                        self.zone_failing = false;
+                    }
+                    return t;
+                }
+                None if !self.zone_failing => {
+                    tracing::warn!(path = %path.display(), "the thermal zone cannot be read; estimating from CPU pressure until it can");
+                    self.zone_failing = true;
+                }
+                None => {}
+            }
+            return thermal(&mut None, self.cores);
+        }
+        thermal(&mut self.components, self.cores)
+    }
+}
+
 /// Sensors where they exist, else an estimate.
 fn thermal(components: &mut Option<Components>, cores: usize) -> Thermal {
     if let Some(c) = components.as_mut() {
@@ -152,17 +219,33 @@ fn thermal(components: &mut Option<Components>, cores: usize) -> Thermal {
     }
 }
 
-/// Start the sampler; it stops when `shutdown` is cancelled.
-pub fn spawn(host: Arc<ModelHost>, shutdown: CancellationToken) -> watch::Receiver<Telemetry> {
+/// Start the sampler; it stops when `shutdown` is cancelled. `zone` is `--thermal-zone`.
+pub fn spawn(
+    host: Arc<ModelHost>,
+    shutdown: CancellationToken,
+    zone: Option<PathBuf>,
+) -> watch::Receiver<Telemetry> {
     let mut sys = System::new().ok();
-    let mut components = Components::new_with_refreshed_list()
-        .ok()
-        .filter(|c| c.iter().any(|c| c.temperature().is_some()));
-    if components.is_none() {
-        tracing::info!("no temperature sensors: the thermal level is estimated from CPU pressure");
-    }
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let first = sample(&mut sys, &mut components, cores, &host, None);
+    let components = if zone.is_some() {
+        None
+    } else {
+        let c = Components::new_with_refreshed_list()
+            .ok()
+            .filter(|c| c.iter().any(|c| c.temperature().is_some()));
+        if c.is_none() {
+            tracing::info!(
+                "no temperature sensors: the thermal level is estimated from CPU pressure"
+            );
+        }
+        c
+    };
+    let mut input = ThermalInput {
+        zone,
+        components,
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        zone_failing: false,
+    };
+    let first = sample(&mut sys, &mut input, &host, None);
     let (tx, rx) = watch::channel(first);
     tokio::spawn(async move {
         let mut last = (Instant::now(), host.stats().tokens_generated);
@@ -173,7 +256,7 @@ pub fn spawn(host: Arc<ModelHost>, shutdown: CancellationToken) -> watch::Receiv
                 _ = tick.tick() => {}
                 () = shutdown.cancelled() => return,
             }
-            let snapshot = sample(&mut sys, &mut components, cores, &host, Some(&mut last));
+            let snapshot = sample(&mut sys, &mut input, &host, Some(&mut last));
             tx.send_replace(snapshot);
         }
     });
@@ -182,8 +265,7 @@ pub fn spawn(host: Arc<ModelHost>, shutdown: CancellationToken) -> watch::Receiv
 
 fn sample(
     sys: &mut Option<System>,
-    components: &mut Option<Components>,
-    cores: usize,
+    input: &mut ThermalInput,
     host: &ModelHost,
     last: Option<&mut (Instant, u64)>,
 ) -> Telemetry {
@@ -207,7 +289,7 @@ fn sample(
             },
         ),
     };
-    let thermal = thermal(components, cores);
+    let thermal = input.read();
     // Only real temperatures slow the engine down: an estimate from CPU pressure rises with
     // the engine's own work, and throttling on it would only feed back on itself.
     host.set_thermal(match thermal.source {
@@ -250,6 +332,32 @@ fn sample(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_thermal_zone_is_read_in_millidegrees_against_its_critical_trip_point() {
+        assert_eq!(parse_millidegrees("45000\n"), Some(45.0));
+        assert_eq!(parse_millidegrees("-5000"), Some(-5.0));
+        assert_eq!(parse_millidegrees("45.0"), None);
+        assert_eq!(parse_millidegrees(""), None);
+        let dir = tempfile::tempdir().unwrap();
+        let temp = dir.path().join("temp");
+        std::fs::write(&temp, "72000\n").unwrap();
+        // Against 100 °C: 0.72 is fair.
+        let t = zone_thermal(&temp).unwrap();
+        assert_eq!(
+            (t.level, t.source, t.value),
+            (ThermalLevel::Fair, ThermalSource::Sensors, 72.0)
+        );
+        // Against the zone's own critical trip point (80 °C): 0.9 is serious.
+        std::fs::write(dir.path().join("trip_point_0_type"), "passive\n").unwrap();
+        std::fs::write(dir.path().join("trip_point_0_temp"), "60000\n").unwrap();
+        std::fs::write(dir.path().join("trip_point_1_type"), "critical\n").unwrap();
+        std::fs::write(dir.path().join("trip_point_1_temp"), "80000\n").unwrap();
+        assert_eq!(zone_thermal(&temp).unwrap().level, ThermalLevel::Serious);
+        std::fs::write(&temp, "not a number").unwrap();
+        assert!(zone_thermal(&temp).is_none());
+        assert!(zone_thermal(&dir.path().join("missing")).is_none());
+    }
 
     #[test]
     fn levels_and_throttle_follow_the_design_thresholds() {

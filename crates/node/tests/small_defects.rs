@@ -224,6 +224,26 @@ fn timeouts_that_are_not_a_number_of_seconds_stop_the_node_at_start() {
     }
 }
 
+#[test]
+fn a_thermal_zone_that_is_not_a_temperature_stops_the_node_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let words = dir.path().join("words");
+    std::fs::write(&words, "hot\n").unwrap();
+    for (zone, needle) in [
+        (dir.path().join("missing"), "cannot be read"),
+        (words, "does not hold a temperature in millidegrees"),
+    ] {
+        let (refused, err) = NodeProcess::refused(&[
+            "--thermal-zone".as_ref(),
+            zone.as_os_str(),
+            "--data-dir".as_ref(),
+            dir.path().join("data").as_os_str(),
+        ]);
+        assert!(refused, "{} was accepted: {err}", zone.display());
+        assert!(err.contains(needle), "{}: {err}", zone.display());
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_completion_errors_name_prompt() {
     let t = TestNode::start(1).await;
