@@ -92,6 +92,15 @@ pub struct ServeArgs {
     /// (e.g. /sys/class/thermal/thermal_zone0/temp) instead of every sensor.
     #[arg(long, env = "HEARTH_THERMAL_ZONE", value_parser = parse_thermal_zone)]
     thermal_zone: Option<PathBuf>,
+    /// The LAN cluster's TCP port (0 picks a free one).
+    #[arg(long, env = "HEARTH_CLUSTER_PORT", default_value_t = crate::cluster::DEFAULT_CLUSTER_PORT)]
+    cluster_port: u16,
+    /// The cluster passcode: peers must have the same one.
+    #[arg(long, env = "HEARTH_PASSCODE", hide_env_values = true)]
+    passcode: Option<String>,
+    /// Take TealeNet peers, whose traffic is not encrypted.
+    #[arg(long, env = "HEARTH_TEALENET_COMPAT")]
+    tealenet_compat: bool,
     /// Serve scripted tokens instead of running the model (door benchmarks only).
     #[arg(long, env = "HEARTH_SCRIPTED", hide = true)]
     scripted: bool,
@@ -123,6 +132,11 @@ impl ServeArgs {
         c.script = self.scripted.then(hearth_engine::Script::default);
         c.key_storage = self.key_storage;
         c.thermal_zone = self.thermal_zone;
+        c.cluster = Some(crate::cluster::ClusterConfig {
+            port: self.cluster_port,
+            passcode: self.passcode.filter(|p| !p.is_empty()),
+            tealenet_compat: self.tealenet_compat,
+        });
         c.hub = self
             .hub_token
             .map(|token| crate::hub::HubConfig::new(token, self.hub_local));

@@ -59,6 +59,8 @@ pub struct NodeConfig {
     pub limits: crate::server::listen::Limits,
     /// Read the thermal level from this one sensor file (`--thermal-zone`, millidegrees).
     pub thermal_zone: Option<PathBuf>,
+    /// The LAN cluster (`--cluster-port`, `--passcode`, `--tealenet-compat`).
+    pub cluster: Option<crate::cluster::ClusterConfig>,
 }
 
 impl NodeConfig {
@@ -88,6 +90,7 @@ impl NodeConfig {
             join: None,
             limits: crate::server::listen::Limits::default(),
             thermal_zone: None,
+            cluster: None,
         }
     }
 

@@ -18,6 +18,8 @@
 //!   submits here for requests it places on this node.
 //! - [`hub`]: hub mode's worker registry and snapshot, and worker mode (`hub::join`, `--join`):
 //!   serve a hub's tasks with this node's engine.
+//! - [`cluster`]: the LAN cluster's listener (`--cluster-port`): TealeNet peers' handshake,
+//!   heartbeats and inference requests (so far in compatibility mode only).
 //! - [`auth`]: this node's Ed25519 identity, the signed-challenge door's client keys and the
 //!   limiter of failed attempts.
 //! - [`store`]: `hearth.db` (WAL) and its migrations: feedback, conversations, API keys,
@@ -34,6 +36,7 @@
 
 pub mod auth;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod data_dir;
 pub mod host;
@@ -98,6 +101,8 @@ struct Inner {
     listening: tokio::sync::Mutex<Listening>,
     /// Open connections per LAN address, across every listener of this node.
     connections: Arc<server::listen::PerAddress>,
+    /// Where the cluster listens, when it does.
+    cluster_addr: Option<SocketAddr>,
     addr: std::sync::Mutex<SocketAddr>,
     grace: Duration,
     /// Worker mode's connection to its hub (`--join`).
@@ -177,6 +182,17 @@ impl Node {
         let addr = listener
             .local_addr()
             .map_err(|source| NodeError::Bind { addr: bind, source })?;
+        // The cluster's listener, where the doors listen (so far only for TealeNet peers).
+        let cluster_listener = match &config.cluster {
+            Some(c) if c.tealenet_compat => {
+                let at = SocketAddr::new(bind_host, c.port);
+                let l = TcpListener::bind(at)
+                    .await
+                    .map_err(|source| NodeError::Bind { addr: at, source })?;
+                Some((l, c.clone()))
+            }
+            _ => None,
+        };
         if let Err(e) = lock.record(Some(addr.port())) {
             tracing::warn!(error = %e, "could not write the port into the data dir's lock file");
         }
@@ -238,6 +254,16 @@ impl Node {
             connections.clone(),
         );
         tracing::info!(%addr, name = %config.name, exposed, "listening");
+        let mut tasks = vec![task];
+        let cluster_addr = match cluster_listener {
+            Some((l, c)) => {
+                let at = l.local_addr().ok();
+                tracing::info!(addr = ?at, "cluster listening for TealeNet peers (plain text: --tealenet-compat)");
+                tasks.push(cluster::spawn(l, state.clone(), &c, stop.clone()));
+                at
+            }
+            None => None,
+        };
         if exposed {
             tracing::info!("exposed to the LAN: requests from other machines need an API key (hearth-node keys create)");
         }
@@ -247,11 +273,9 @@ impl Node {
                 app,
                 port: addr.port(),
                 lan_host,
-                listening: tokio::sync::Mutex::new(Listening {
-                    stop,
-                    tasks: vec![task],
-                }),
+                listening: tokio::sync::Mutex::new(Listening { stop, tasks }),
                 connections,
+                cluster_addr,
                 addr: std::sync::Mutex::new(addr),
                 grace: config.shutdown_grace,
                 worker: std::sync::Mutex::new(worker),
@@ -263,6 +287,11 @@ impl Node {
     /// Where the node listens now.
     pub fn addr(&self) -> SocketAddr {
         *self.inner.addr.lock().expect("addr lock")
+    }
+
+    /// Where the cluster listens (`--cluster-port`), when it does.
+    pub fn cluster_addr(&self) -> Option<SocketAddr> {
+        self.inner.cluster_addr
     }
 
     /// A URL for this machine's own clients (loopback even when exposed).

@@ -25,7 +25,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Load a model and serve it on every door (web UI, OpenAI API, WebSockets).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// API keys for clients on the LAN (needed when the node is shared with --lan).
     Keys {
         #[command(subcommand)]

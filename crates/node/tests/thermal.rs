@@ -30,8 +30,7 @@ async fn wait_for_throttle(t: &TestNode, want: u64, level: u64) {
                 .text()
                 .await
                 .unwrap();
-            throttle == Some(want)
-                && metrics.contains(&format!("\nhearth_thermal_level {level}\n"))
+            throttle == Some(want) && metrics.contains(&format!("\nhearth_thermal_level {level}\n"))
         },
         &format!("throttle {want} and thermal level {level}"),
     )

@@ -1,0 +1,272 @@
+//! One cluster connection, on the listening side. The peer's `hello` comes first: anything
+//! else before it, a passcode that does not match (both none, or equal hashes), or a plain
+//! TealeNet peer while `--tealenet-compat` is off closes the connection. Then `helloAck` in the
+//! shape the peer used, and from there every message in that shape:
+//! - a `heartbeat` every 5 s from this node and a `heartbeatAck` to each of the peer's, with
+//!   this node's real figures (the thermal estimate from CPU pressure goes out as `nominal` or
+//!   `fair` only: it is not a temperature);
+//! - any frame counts as a sign of life (the Rust node answers only between its streams); 30 s
+//!   of silence closes the connection;
+//! - each `inferenceRequest` is served on its own task ([`super::serve`]); an
+//!   `inferenceError` with code `cancelled` from the peer, or the connection ending, stops it;
+//! - a frame that is not a message of the document is logged and skipped; one announced over
+//!   the size limit closes the connection.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt, StreamExt};
+use hearth_protocol::cluster::{
+    self as cm, AppleTime, ErrorCode, Heartbeat, Hello, Message, PeerUuid, Shape, ThermalLevel,
+    PROTOCOL_VERSION,
+};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tokio_util::codec::Framed;
+use tokio_util::sync::CancellationToken;
+
+use super::Me;
+use crate::telemetry::{self, ThermalSource};
+
+/// How often this node sends its heartbeat (the document's 5 s).
+const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
+/// A TealeNet peer silent this long is gone (NOTES.md).
+const SILENCE_LIMIT: Duration = Duration::from_secs(30);
+/// How long a new connection has to send its `hello`.
+const HELLO_WAIT: Duration = Duration::from_secs(10);
+/// Messages the connection's tasks may queue for the peer.
+const OUTBOX_CAPACITY: usize = 256;
+
+pub(super) async fn run(tcp: TcpStream, peer: SocketAddr, me: Arc<Me>, stop: CancellationToken) {
+    let mut frames = Framed::new(tcp, super::codec());
+    let (hello, shape) = match first_hello(&mut frames).await {
+        Ok(h) => h,
+        Err(why) => {
+            tracing::info!(%peer, "cluster connection closed: {why}");
+            return;
+        }
+    };
+    if let Err(why) = admit(&me, &hello) {
+        tracing::warn!(%peer, peer_name = %hello.device_info.name, "cluster peer refused: {why}");
+        return;
+    }
+    tracing::info!(%peer, peer_name = %hello.device_info.name, id = %hello.device_info.id, "a TealeNet peer joined (plain text)");
+    let ack = Message::HelloAck(Hello {
+        device_info: me.device_info(),
+        protocol_version: PROTOCOL_VERSION,
+        cluster_passcode_hash: me.passcode_hash.clone(),
+        loaded_models: me.loaded_models(),
+        owner_user_id: None,
+    });
+    if frames.send(frame(&ack, shape)).await.is_err() {
+        return;
+    }
+    let why = Session {
+        me,
+        shape,
+        running: HashMap::new(),
+    }
+    .serve(&mut frames, &stop)
+    .await;
+    tracing::info!(%peer, "cluster peer left: {why}");
+}
+
+/// One message as a frame's bytes, in the peer's shape.
+fn frame(m: &Message, shape: Shape) -> tokio_util::bytes::Bytes {
+    cm::encode(m, shape).into()
+}
+
+/// The peer's first frame, which must be its `hello`.
+async fn first_hello(
+    frames: &mut Framed<TcpStream, tokio_util::codec::LengthDelimitedCodec>,
+) -> Result<(Hello, Shape), String> {
+    let frame = match tokio::time::timeout(HELLO_WAIT, frames.next()).await {
+        Err(_) => return Err(format!("no hello within {} s", HELLO_WAIT.as_secs())),
+        Ok(None) => return Err("it closed before its hello".into()),
+        Ok(Some(Err(e))) => return Err(format!("its first frame failed: {e}")),
+        Ok(Some(Ok(f))) => f,
+    };
+    match cm::decode(&frame) {
+        Ok((Message::Hello(h), shape)) => Ok((h, shape)),
+        Ok((other, _)) => Err(format!("it sent {} before hello", other.name())),
+        Err(e) => Err(format!("its first frame is not a hello: {e}")),
+    }
+}
+
+/// Whether this peer may stay: compatibility mode, and the same passcode.
+fn admit(me: &Me, hello: &Hello) -> Result<(), String> {
+    if !me.tealenet_compat {
+        return Err(
+            "a TealeNet peer in plain text, and TealeNet compatibility (--tealenet-compat) is off"
+                .into(),
+        );
+    }
+    let theirs = hello
+        .cluster_passcode_hash
+        .as_deref()
+        .map(str::to_ascii_lowercase);
+    if theirs != me.passcode_hash {
+        return Err("its cluster passcode does not match".into());
+    }
+    Ok(())
+}
+
+/// This node's health as a heartbeat.
+pub(super) fn heartbeat(me: &Me) -> Heartbeat {
+    let t = me.state.telemetry.borrow().clone();
+    let stats = me.state.host.stats();
+    Heartbeat {
+        device_id: me.id.clone(),
+        timestamp: AppleTime::now(),
+        thermal_level: wire_thermal(t.thermal.level, t.thermal.source),
+        throttle_level: me.state.host.throttle(),
+        loaded_models: me.loaded_models(),
+        is_generating: stats.active > 0,
+        queue_depth: u32::try_from(stats.queued).unwrap_or(u32::MAX),
+        organization_id: me.passcode_hash.clone(),
+        owner_user_id: None,
+    }
+}
+
+/// The level peers see: a temperature as it is; an estimate from CPU pressure only as
+/// nominal or fair (it is this node's own load, not heat: no reason to drop the node).
+fn wire_thermal(level: telemetry::ThermalLevel, source: ThermalSource) -> ThermalLevel {
+    match (source, level) {
+        (_, telemetry::ThermalLevel::Nominal) => ThermalLevel::Nominal,
+        (ThermalSource::Estimated, _) | (_, telemetry::ThermalLevel::Fair) => ThermalLevel::Fair,
+        (ThermalSource::Sensors, telemetry::ThermalLevel::Serious) => ThermalLevel::Serious,
+        (ThermalSource::Sensors, telemetry::ThermalLevel::Critical) => ThermalLevel::Critical,
+    }
+}
+
+/// An admitted peer's connection.
+struct Session {
+    me: Arc<Me>,
+    shape: Shape,
+    /// Requests being served, to stop on the peer's word or when it leaves.
+    running: HashMap<PeerUuid, CancellationToken>,
+}
+
+impl Session {
+    async fn serve(
+        &mut self,
+        frames: &mut Framed<TcpStream, tokio_util::codec::LengthDelimitedCodec>,
+        stop: &CancellationToken,
+    ) -> String {
+        let (out_tx, mut out_rx) = mpsc::channel::<Message>(OUTBOX_CAPACITY);
+        let (done_tx, mut done_rx) = mpsc::unbounded_channel::<PeerUuid>();
+        let mut heard = Instant::now();
+        let mut beat = tokio::time::interval(HEARTBEAT_EVERY);
+        beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let why = loop {
+            tokio::select! {
+                incoming = frames.next() => {
+                    heard = Instant::now();
+                    let reply = match incoming {
+                        None => break "it closed the connection".to_owned(),
+                        Some(Err(e)) => break format!("reading failed: {e}"),
+                        Some(Ok(bytes)) => match cm::decode(&bytes) {
+                            Ok((m, _)) => self.on_message(m, &out_tx, &done_tx),
+                            Err(e) => {
+                                tracing::warn!(error = %e, "skipping a cluster frame");
+                                None
+                            }
+                        },
+                    };
+                    if let Some(m) = reply {
+                        if let Err(e) = frames.send(frame(&m, self.shape)).await {
+                            break format!("writing failed: {e}");
+                        }
+                    }
+                }
+                Some(m) = out_rx.recv() => {
+                    if let Err(e) = frames.send(frame(&m, self.shape)).await {
+                        break format!("writing failed: {e}");
+                    }
+                }
+                Some(id) = done_rx.recv() => {
+                    self.running.remove(&id);
+                }
+                _ = beat.tick() => {
+                    if heard.elapsed() > SILENCE_LIMIT {
+                        break format!("silent for {} s", SILENCE_LIMIT.as_secs());
+                    }
+                    let hb = Message::Heartbeat(heartbeat(&self.me));
+                    if let Err(e) = frames.send(frame(&hb, self.shape)).await {
+                        break format!("writing failed: {e}");
+                    }
+                }
+                () = stop.cancelled() => break "this node is shutting down".to_owned(),
+            }
+        };
+        for (_, cancel) in self.running.drain() {
+            cancel.cancel();
+        }
+        why
+    }
+
+    /// Handle one message from the peer; returns the reply to send at once, if any.
+    fn on_message(
+        &mut self,
+        m: Message,
+        out: &mpsc::Sender<Message>,
+        done: &mpsc::UnboundedSender<PeerUuid>,
+    ) -> Option<Message> {
+        match m {
+            Message::Heartbeat(_) => Some(Message::HeartbeatAck(heartbeat(&self.me))),
+            Message::InferenceRequest(req) => {
+                let id = req.request_id.clone();
+                if self.running.contains_key(&id) {
+                    tracing::warn!(request = %id, "a cluster peer reused a running request's id; ignored");
+                    return None;
+                }
+                let cancel = CancellationToken::new();
+                self.running.insert(id.clone(), cancel.clone());
+                let (me, out, done) = (self.me.clone(), out.clone(), done.clone());
+                tokio::spawn(async move {
+                    super::serve::inference(&me, req, &out, &cancel).await;
+                    let _ = done.send(id);
+                });
+                None
+            }
+            Message::InferenceError(e) if e.code == Some(ErrorCode::Cancelled) => {
+                if let Some(cancel) = self.running.remove(&e.request_id) {
+                    cancel.cancel();
+                }
+                None
+            }
+            // Acks, our own requests' answers (none yet) and model sharing (not yet served):
+            // a model query is answered truthfully; the rest needs nothing.
+            Message::ModelQuery(q) => Some(Message::ModelQueryResponse(cm::ModelQueryResponse {
+                model_id: q.model_id,
+                available: false,
+                total_size_bytes: None,
+            })),
+            other => {
+                tracing::debug!(message = other.name(), "cluster message with nothing to do");
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_estimate_goes_out_as_nominal_or_fair_and_a_temperature_as_it_is() {
+        use telemetry::ThermalLevel as T;
+        for (level, sensors, estimated) in [
+            (T::Nominal, ThermalLevel::Nominal, ThermalLevel::Nominal),
+            (T::Fair, ThermalLevel::Fair, ThermalLevel::Fair),
+            (T::Serious, ThermalLevel::Serious, ThermalLevel::Fair),
+            (T::Critical, ThermalLevel::Critical, ThermalLevel::Fair),
+        ] {
+            assert_eq!(wire_thermal(level, ThermalSource::Sensors), sensors);
+            assert_eq!(wire_thermal(level, ThermalSource::Estimated), estimated);
+        }
+    }
+}

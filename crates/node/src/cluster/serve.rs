@@ -1,0 +1,184 @@
+//! A peer's `inferenceRequest`, served by this node's engine through the route: the OpenAI
+//! body inside is read and validated by the OpenAI door's own decoder, the tokens go back as
+//! `inferenceChunk`s (OpenAI chunks, the last with the finish reason and usage), then
+//! `inferenceComplete` with `tokensOut`. Failures are an `inferenceError` with one of the six
+//! codes the Rust node reads (it drops any other): `model_not_loaded`, `queue_full`,
+//! `unavailable`, `internal_error`, `timeout`, `cancelled`.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use hearth_engine::{Event, FailureKind, Prompt, Request, SubmitError};
+use hearth_protocol::cluster::{
+    Chunk, ChunkChoice, ChunkDelta, ErrorCode, InferenceChunk, InferenceComplete, InferenceError,
+    InferenceRequest, Message,
+};
+use hearth_protocol::openai::ChatCompletionBody;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::Me;
+use crate::route::Target;
+
+/// Serve `req` until it ends, the peer cancels it or the connection goes.
+pub(super) async fn inference(
+    me: &Me,
+    req: InferenceRequest,
+    out: &mpsc::Sender<Message>,
+    cancel: &CancellationToken,
+) {
+    let id = req.request_id.clone();
+    let fail = |code: ErrorCode, message: String| {
+        Message::InferenceError(InferenceError {
+            request_id: id.clone(),
+            error_message: message,
+            code: Some(code),
+        })
+    };
+    let body: ChatCompletionBody =
+        match serde_json::from_value(serde_json::Value::Object(req.request)) {
+            Ok(b) => b,
+            Err(e) => {
+                let _ = out
+                    .send(fail(
+                        ErrorCode::InternalError,
+                        format!("invalid request: {e}"),
+                    ))
+                    .await;
+                return;
+            }
+        };
+    let Some(info) = me.state.host.model().filter(|m| {
+        body.model
+            .as_deref()
+            .is_none_or(|r| r.is_empty() || m.id.matches(r))
+    }) else {
+        let asked = body.model.clone().unwrap_or_default();
+        let _ = out
+            .send(fail(
+                ErrorCode::ModelNotLoaded,
+                format!("model '{asked}' is not loaded on this node"),
+            ))
+            .await;
+        return;
+    };
+    let chat = match body.validate(Some(info.ctx_per_slot)) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = out
+                .send(fail(
+                    ErrorCode::InternalError,
+                    format!("invalid request: {e}"),
+                ))
+                .await;
+            return;
+        }
+    };
+    let model = info.id.to_string();
+    let target = Target::local(info);
+    let mut gen = match me.state.router.submit(
+        &target,
+        Request {
+            prompt: Prompt::Chat(chat.messages),
+            params: chat.params,
+        },
+    ) {
+        Ok(g) => g,
+        Err(e) => {
+            let _ = out.send(fail(submit_code(&e), e.to_string())).await;
+            return;
+        }
+    };
+    let chunk_id = format!("chatcmpl-{}", gen.id);
+    let created = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let chunk = |delta: ChunkDelta, finish: Option<String>, usage| {
+        Message::InferenceChunk(InferenceChunk {
+            request_id: id.clone(),
+            chunk: Chunk {
+                id: chunk_id.clone(),
+                object: "chat.completion.chunk".into(),
+                created,
+                model: model.clone(),
+                choices: vec![ChunkChoice {
+                    index: 0,
+                    delta,
+                    finish_reason: finish,
+                }],
+                usage,
+            },
+        })
+    };
+    let mut first = true;
+    loop {
+        let event = tokio::select! {
+            e = gen.events.recv() => e,
+            () = cancel.cancelled() => {
+                let _ = gen.control.stop();
+                return;
+            }
+        };
+        let message = match event {
+            Some(Event::Token(t)) if t.text.is_empty() => continue,
+            Some(Event::Token(t)) => {
+                let role = first.then(|| "assistant".to_owned());
+                first = false;
+                chunk(
+                    ChunkDelta {
+                        role,
+                        content: Some(t.text),
+                    },
+                    None,
+                    None,
+                )
+            }
+            Some(Event::Done(d)) => {
+                let last = chunk(
+                    ChunkDelta::default(),
+                    Some(d.reason.as_str().to_owned()),
+                    Some(d.usage),
+                );
+                if out.send(last).await.is_err() {
+                    return;
+                }
+                let _ = out
+                    .send(Message::InferenceComplete(InferenceComplete {
+                        request_id: id.clone(),
+                        tokens_out: Some(d.usage.completion_tokens),
+                    }))
+                    .await;
+                return;
+            }
+            Some(Event::Error(f)) => {
+                let code = match f.kind {
+                    FailureKind::Decode => ErrorCode::InternalError,
+                    FailureKind::ShuttingDown | FailureKind::Unloaded => ErrorCode::Unavailable,
+                };
+                let _ = out.send(fail(code, f.message)).await;
+                return;
+            }
+            Some(_) => continue,
+            None => {
+                let _ = out
+                    .send(fail(ErrorCode::Unavailable, "the engine stopped".into()))
+                    .await;
+                return;
+            }
+        };
+        // A connection whose outbox is gone has ended: dropping `gen` stops the generation.
+        if out.send(message).await.is_err() {
+            return;
+        }
+    }
+}
+
+fn submit_code(e: &SubmitError) -> ErrorCode {
+    match e {
+        SubmitError::QueueFull { .. } => ErrorCode::QueueFull,
+        SubmitError::ModelLoading { .. } | SubmitError::NoModel => ErrorCode::ModelNotLoaded,
+        SubmitError::ShuttingDown | SubmitError::LoadFailed { .. } => ErrorCode::Unavailable,
+        SubmitError::ContextLengthExceeded { .. } | SubmitError::Prompt(_) => {
+            ErrorCode::InternalError
+        }
+    }
+}

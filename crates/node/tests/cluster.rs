@@ -1,0 +1,109 @@
+//! The LAN cluster's listener against a TealeNet-shaped peer written in Python from the
+//! document and NOTES.md (`tests/tealenet_peer.py`), over real TCP on loopback: with
+//! `--tealenet-compat` it is greeted, heartbeats are answered with real figures, its inference
+//! requests are served by the real model and its cancellation stops one; a wrong passcode,
+//! frames before `hello`, malformed and oversized frames close that one connection while the
+//! node goes on serving; without `--tealenet-compat` no cluster port is open.
+
+mod common;
+
+use std::process::Command;
+
+use common::process::{repo_root, run_peer, venv_python};
+use common::{TestNode, MODEL_ID};
+use hearth_node::cluster::ClusterConfig;
+use serde_json::Value;
+
+const PASSCODE: &str = "open sesame";
+
+async fn compat_node() -> TestNode {
+    TestNode::start_with(|c| {
+        c.parallel = 2;
+        c.name = "hearth-under-test".into();
+        c.cluster = Some(ClusterConfig {
+            port: 0,
+            passcode: Some(PASSCODE.into()),
+            tealenet_compat: true,
+        });
+    })
+    .await
+}
+
+async fn peer(t: &TestNode, args: &[&str]) -> Value {
+    let port = t.node().cluster_addr().expect("the cluster listens").port();
+    let mut cmd = Command::new(venv_python());
+    cmd.arg(repo_root().join("tests/tealenet_peer.py"))
+        .arg("127.0.0.1")
+        .arg(port.to_string())
+        .args(args);
+    let (stdout, _) = run_peer(cmd, "the TealeNet peer").await;
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tealenet_peer_is_greeted_heartbeated_and_served() {
+    let t = compat_node().await;
+    let seen = peer(&t, &["serve", PASSCODE, MODEL_ID]).await;
+    assert_eq!(seen["ack_name"], "hearth-under-test", "{seen}");
+    assert_eq!(seen["ack_models"][0], MODEL_ID, "{seen}");
+    assert_eq!(
+        seen["ack_passcode_hash"],
+        hearth_node::cluster::passcode_hash(PASSCODE)
+    );
+    assert_eq!(seen["heartbeat_throttle"], 100);
+    assert_eq!(seen["tokens_out"], 6, "{seen}");
+    assert_eq!(seen["usage"]["completion_tokens"], 6, "{seen}");
+    assert_eq!(seen["finish_reason"], "length", "{seen}");
+    assert!(!seen["text"].as_str().unwrap().is_empty(), "{seen}");
+    assert_eq!(seen["unknown_model_code"], "model_not_loaded", "{seen}");
+    // The cancelled answer (900 tokens asked) stopped while the connection stayed open.
+    assert_eq!(seen["cancel_stopped"], true, "{seen}");
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_peers_and_bad_frames_close_their_connection_only() {
+    let t = compat_node().await;
+    // A wrong passcode, and none at all, are refused.
+    for pass in ["wrong", ""] {
+        let seen = peer(&t, &["refused", pass]).await;
+        assert_eq!(seen["after_hello"], "closed", "{pass}: {seen}");
+    }
+    let frame = |json: &str| format!("{:08x}{}", json.len(), hex::encode(json));
+    for (what, bytes) in [
+        // A heartbeat before hello.
+        (
+            "a frame before hello",
+            frame(r#"{"heartbeat":{"_0":{"deviceID":"9f0c1e2a-3b4c-4d5e-8f60-718293a4b5c6"}}}"#),
+        ),
+        ("a first frame that is not JSON", frame("not json at all")),
+        // Announces 100 MiB and sends nothing more: closed without waiting for (or
+        // allocating) the body.
+        ("an oversized frame", "06400000".to_owned()),
+    ] {
+        let seen = peer(&t, &["raw", &bytes]).await;
+        assert_eq!(seen["after_raw"], "closed", "{what}: {seen}");
+    }
+    // The node goes on serving, there and on its doors.
+    let seen = peer(&t, &["serve", PASSCODE, MODEL_ID]).await;
+    assert_eq!(seen["tokens_out"], 6, "{seen}");
+    let v = t
+        .chat(serde_json::json!({"messages": common::user("Hi"), "max_tokens": 2}))
+        .await;
+    assert_eq!(v["usage"]["completion_tokens"], 2);
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_tealenet_compatibility_no_cluster_port_is_open() {
+    let t = TestNode::start_with(|c| {
+        c.cluster = Some(ClusterConfig {
+            port: 0,
+            passcode: None,
+            tealenet_compat: false,
+        });
+    })
+    .await;
+    assert_eq!(t.node().cluster_addr(), None);
+    t.stop().await;
+}

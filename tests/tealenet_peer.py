@@ -1,0 +1,205 @@
+"""A TealeNet-shaped LAN peer, written from protocols/cluster-messages.md and NOTES.md (never
+from Hearth's code): plain length-prefixed JSON frames, every message in the `_0` envelope,
+lowercase UUIDs, and only `heartbeatAck` of its own, as the Rust node does.
+
+    tealenet_peer.py HOST PORT serve PASSCODE MODEL   # hello, heartbeat, one inference, cancel one
+    tealenet_peer.py HOST PORT refused PASSCODE       # hello; the node must close the connection
+    tealenet_peer.py HOST PORT raw HEX                # send these bytes first; report what happens
+
+Prints one JSON object with what it saw; exits non-zero on anything the documents forbid.
+"""
+
+import hashlib
+import json
+import socket
+import struct
+import sys
+import time
+import uuid
+
+TIMEOUT = 30
+
+
+def send(sock, name, payload):
+    body = json.dumps({name: {"_0": payload}}).encode()
+    sock.sendall(struct.pack(">I", len(body)) + body)
+
+
+def recv_exact(sock, n):
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+def recv(sock):
+    """The next message as (name, payload), or None when the node closed the connection."""
+    head = recv_exact(sock, 4)
+    if head is None:
+        return None
+    (length,) = struct.unpack(">I", head)
+    body = recv_exact(sock, length)
+    if body is None:
+        return None
+    msg = json.loads(body)
+    assert isinstance(msg, dict) and len(msg) == 1, msg
+    (name, payload), = msg.items()
+    # Either envelope shape is allowed by NOTES.md; this peer spoke `_0`, so expect it back.
+    assert isinstance(payload, dict) and list(payload) == ["_0"], f"not the _0 shape: {msg}"
+    return name, payload["_0"]
+
+
+def recv_until(sock, wanted, seen):
+    """Read until a message named in `wanted` arrives; others are recorded in `seen`."""
+    while True:
+        m = recv(sock)
+        if m is None:
+            raise SystemExit(f"closed while waiting for {wanted}: saw {seen}")
+        if m[0] in wanted:
+            return m
+        seen.append(m[0])
+
+
+def hello(passcode):
+    h = hashlib.sha256(passcode.encode()).hexdigest() if passcode else None
+    payload = {
+        "deviceInfo": {
+            "id": str(uuid.uuid4()),  # lowercase, as the Rust node sends
+            "name": "python-teale",
+            "hardware": {"chipFamily": "someNewChip", "chipName": "Test", "totalRAMGB": 8.0,
+                         "gpuCoreCount": 0, "memoryBandwidthGBs": 10.0},
+            "registeredAt": 798134400.0, "lastSeenAt": 798134400.0,
+            "isCurrentDevice": True, "loadedModels": [],
+        },
+        "protocolVersion": 1,
+        "loadedModels": [],
+    }
+    if h is not None:
+        payload["clusterPasscodeHash"] = h
+    return payload
+
+
+def is_uuid(s):
+    try:
+        uuid.UUID(s)
+        return True
+    except (ValueError, TypeError):
+        return False
+
+
+def serve(sock, passcode, model):
+    out = {}
+    send(sock, "hello", hello(passcode))
+    seen = []
+    name, ack = recv_until(sock, {"helloAck"}, seen)
+    info = ack["deviceInfo"]
+    assert is_uuid(info["id"]) and info["id"] == info["id"].upper(), info
+    assert isinstance(info["hardware"]["gpuCoreCount"], int), info
+    for k in ["chipFamily", "chipName", "totalRAMGB", "memoryBandwidthGBs"]:
+        assert k in info["hardware"], info
+    out["ack_name"] = info["name"]
+    out["ack_models"] = ack["loadedModels"]
+    out["ack_passcode_hash"] = ack.get("clusterPasscodeHash")
+    # Only heartbeatAck of its own, with a fresh device id (the Rust node's habit).
+    send(sock, "heartbeatAck", {"deviceID": str(uuid.uuid4()), "timestamp": 798134401.0,
+                                "thermalLevel": "nominal", "throttleLevel": 100,
+                                "loadedModels": [], "isGenerating": False, "queueDepth": 0})
+    send(sock, "heartbeat", {"deviceID": str(uuid.uuid4()), "timestamp": 798134401.0,
+                             "thermalLevel": "nominal", "throttleLevel": 100,
+                             "loadedModels": [], "isGenerating": False, "queueDepth": 0})
+    _, hb = recv_until(sock, {"heartbeatAck"}, seen)
+    assert isinstance(hb["throttleLevel"], int) and isinstance(hb["queueDepth"], int), hb
+    assert hb["thermalLevel"] in ("nominal", "fair", "serious", "critical"), hb
+    out["heartbeat_throttle"] = hb["throttleLevel"]
+    # A frame that is no message of the document is skipped; the connection goes on.
+    garbage = b"this is not json"
+    sock.sendall(struct.pack(">I", len(garbage)) + garbage)
+    # One inference, its requestID lowercase: echoed exactly.
+    rid = str(uuid.uuid4())
+    send(sock, "inferenceRequest", {"requestID": rid, "streaming": True, "request": {
+        "model": model, "messages": [{"role": "user", "content": "Count to ten."}],
+        "max_tokens": 6, "ignore_eos": True, "temperature": 0, "stream": True,
+        "stream_options": {"include_usage": True}, "user": "u"}})
+    text, usage, finish = "", None, None
+    while True:
+        name, p = recv_until(sock, {"inferenceChunk", "inferenceComplete", "inferenceError"}, seen)
+        assert p["requestID"] == rid, p
+        if name == "inferenceError":
+            raise SystemExit(f"inferenceError: {p}")
+        if name == "inferenceComplete":
+            out["tokens_out"] = p.get("tokensOut")
+            break
+        c = p["chunk"]
+        assert c["object"] == "chat.completion.chunk" and isinstance(c["created"], int), c
+        assert c["id"] and c["model"], c
+        for ch in c["choices"]:
+            text += ch.get("delta", {}).get("content") or ""
+            finish = ch.get("finish_reason") or finish
+        usage = c.get("usage") or usage
+    out["text"] = text
+    out["finish_reason"] = finish
+    out["usage"] = usage
+    # A model it does not have: model_not_loaded, one of the six codes.
+    rid2 = str(uuid.uuid4())
+    send(sock, "inferenceRequest", {"requestID": rid2, "request": {
+        "model": "no-such-model", "messages": [{"role": "user", "content": "hi"}]}})
+    _, err = recv_until(sock, {"inferenceError"}, seen)
+    assert err["requestID"] == rid2, err
+    out["unknown_model_code"] = err.get("code")
+    # A long answer, cancelled by the consumer.
+    rid3 = str(uuid.uuid4())
+    send(sock, "inferenceRequest", {"requestID": rid3, "request": {
+        "model": model, "messages": [{"role": "user", "content": "Tell a long story."}],
+        "max_tokens": 900, "ignore_eos": True}})
+    name, p = recv_until(sock, {"inferenceChunk"}, seen)
+    send(sock, "inferenceError", {"requestID": rid3, "errorMessage": "user cancelled",
+                                  "code": "cancelled"})
+    # The connection stays open: the node's heartbeats must soon say it generates nothing.
+    stopped = False
+    for _ in range(25):
+        send(sock, "heartbeat", {"deviceID": str(uuid.uuid4()), "timestamp": 798134402.0,
+                                 "thermalLevel": "nominal", "throttleLevel": 100,
+                                 "loadedModels": [], "isGenerating": False, "queueDepth": 0})
+        _, hb = recv_until(sock, {"heartbeatAck"}, seen)
+        if hb["isGenerating"] is False:
+            stopped = True
+            break
+        time.sleep(0.2)
+    out["cancel_stopped"] = stopped
+    out["seen_also"] = sorted(set(seen))
+    print(json.dumps(out), flush=True)
+
+
+def refused(sock, passcode):
+    send(sock, "hello", hello(passcode))
+    m = recv(sock)
+    print(json.dumps({"after_hello": m[0] if m else "closed"}), flush=True)
+
+
+def raw(sock, hexbytes):
+    sock.sendall(bytes.fromhex(hexbytes))
+    try:
+        m = recv(sock)
+    except ConnectionResetError:
+        m = None
+    print(json.dumps({"after_raw": m[0] if m else "closed"}), flush=True)
+
+
+def main():
+    host, port, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    sock = socket.create_connection((host, port), timeout=TIMEOUT)
+    if mode == "serve":
+        serve(sock, sys.argv[4], sys.argv[5])
+    elif mode == "refused":
+        refused(sock, sys.argv[4])
+    elif mode == "raw":
+        raw(sock, sys.argv[4])
+    else:
+        raise SystemExit(f"unknown mode {mode}")
+
+
+if __name__ == "__main__":
+    main()
