@@ -157,7 +157,9 @@ def serve(sock, passcode, model):
     name, p = recv_until(sock, {"inferenceChunk"}, seen)
     send(sock, "inferenceError", {"requestID": rid3, "errorMessage": "user cancelled",
                                   "code": "cancelled"})
-    # The connection stays open: the node's heartbeats must soon say it generates nothing.
+    # The connection stays open: the node's heartbeats must soon say it generates nothing,
+    # and the cancelled request never completes.
+    seen_before = len(seen)
     stopped = False
     for _ in range(25):
         send(sock, "heartbeat", {"deviceID": str(uuid.uuid4()), "timestamp": 798134402.0,
@@ -169,6 +171,7 @@ def serve(sock, passcode, model):
             break
         time.sleep(0.2)
     out["cancel_stopped"] = stopped
+    out["cancelled_completed"] = "inferenceComplete" in seen[seen_before:]
     out["seen_also"] = sorted(set(seen))
     print(json.dumps(out), flush=True)
 

@@ -77,6 +77,8 @@ pub enum NodeError {
     Join(#[from] hub::join::JoinError),
     #[error("loading the node's identity: {0}")]
     IdentityTask(String),
+    #[error("TealeNet compatibility on the LAN needs a cluster passcode (--passcode): its traffic is plain text, and without one any machine on the LAN could use this node")]
+    ClusterWithoutPasscode,
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -174,6 +176,16 @@ impl Node {
             config.host
         };
         let exposed = config.lan || !config.host.is_loopback();
+        // Plain text on the LAN with no passcode would let any machine there use the model
+        // without an API key: refused before anything listens.
+        if exposed
+            && config
+                .cluster
+                .as_ref()
+                .is_some_and(|c| c.tealenet_compat && c.passcode.is_none())
+        {
+            return Err(NodeError::ClusterWithoutPasscode);
+        }
         let bind_host = if exposed { lan_host } else { config.host };
         let bind = SocketAddr::new(bind_host, config.port);
         let listener = TcpListener::bind(bind)
@@ -259,7 +271,14 @@ impl Node {
             Some((l, c)) => {
                 let at = l.local_addr().ok();
                 tracing::info!(addr = ?at, "cluster listening for TealeNet peers (plain text: --tealenet-compat)");
-                tasks.push(cluster::spawn(l, state.clone(), &c, stop.clone()));
+                // Its own token: rebinding the doors (set_exposed) must not close it.
+                tasks.push(cluster::spawn(
+                    l,
+                    state.clone(),
+                    &c,
+                    connections.clone(),
+                    state.shutdown.child_token(),
+                ));
                 at
             }
             None => None,

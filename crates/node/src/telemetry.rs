@@ -158,7 +158,13 @@ struct ThermalInput {
     cores: usize,
     /// The zone file failed to read and the estimate stands in (said once).
     zone_failing: bool,
+    /// The zone's last reading and the failed reads since: a passing failure (a file being
+    /// rewritten) keeps the last level instead of lifting the throttle.
+    last_zone: Option<(Thermal, u32)>,
 }
+
+/// Failed reads of the zone file that keep its last level.
+const ZONE_MISSES_KEPT: u32 = 5;
 
 impl ThermalInput {
     fn read(&mut self) -> Thermal {
@@ -169,13 +175,21 @@ impl ThermalInput {
                         tracing::info!(path = %path.display(), "reading the thermal zone again");
                         self.zone_failing = false;
                     }
+                    self.last_zone = Some((t, 0));
                     return t;
                 }
-                None if !self.zone_failing => {
-                    tracing::warn!(path = %path.display(), "the thermal zone cannot be read; estimating from CPU pressure until it can");
-                    self.zone_failing = true;
+                None => {
+                    if let Some((t, misses)) = self.last_zone.as_mut() {
+                        if *misses < ZONE_MISSES_KEPT {
+                            *misses += 1;
+                            return *t;
+                        }
+                    }
                 }
-                None => {}
+            }
+            if !self.zone_failing {
+                tracing::warn!(path = %path.display(), "the thermal zone cannot be read; estimating from CPU pressure until it can");
+                self.zone_failing = true;
             }
             return thermal(&mut None, self.cores);
         }
@@ -244,6 +258,7 @@ pub fn spawn(
         components,
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
         zone_failing: false,
+        last_zone: None,
     };
     let first = sample(&mut sys, &mut input, &host, None);
     let (tx, rx) = watch::channel(first);
@@ -354,7 +369,20 @@ mod tests {
         std::fs::write(dir.path().join("trip_point_1_type"), "critical\n").unwrap();
         std::fs::write(dir.path().join("trip_point_1_temp"), "80000\n").unwrap();
         assert_eq!(zone_thermal(&temp).unwrap().level, ThermalLevel::Serious);
+        // A failed read keeps the last level for a few samples, then gives way to the estimate.
+        let mut input = ThermalInput {
+            zone: Some(temp.clone()),
+            components: None,
+            cores: 1,
+            zone_failing: false,
+            last_zone: None,
+        };
+        assert_eq!(input.read().level, ThermalLevel::Serious);
         std::fs::write(&temp, "not a number").unwrap();
+        for _ in 0..ZONE_MISSES_KEPT {
+            assert_eq!(input.read().source, ThermalSource::Sensors);
+        }
+        assert_eq!(input.read().source, ThermalSource::Estimated);
         assert!(zone_thermal(&temp).is_none());
         assert!(zone_thermal(&dir.path().join("missing")).is_none());
     }

@@ -3,22 +3,28 @@
 //! `--tealenet-compat` it is greeted, heartbeats are answered with real figures, its inference
 //! requests are served by the real model and its cancellation stops one; a wrong passcode,
 //! frames before `hello`, malformed and oversized frames close that one connection while the
-//! node goes on serving; without `--tealenet-compat` no cluster port is open.
+//! node goes on serving; sharing the node on the LAN or not leaves the cluster serving;
+//! without `--tealenet-compat` no cluster port is open, and on the LAN it needs a passcode.
 
 mod common;
 
 use std::process::Command;
 
-use common::process::{repo_root, run_peer, venv_python};
+use common::process::{repo_root, run_peer, venv_python, NodeProcess};
 use common::{TestNode, MODEL_ID};
 use hearth_node::cluster::ClusterConfig;
 use serde_json::Value;
 
 const PASSCODE: &str = "open sesame";
 
-async fn compat_node() -> TestNode {
-    TestNode::start_with(|c| {
+async fn compat_node() -> (TestNode, tempfile::TempDir) {
+    // A cool machine, whatever this one's sensors say.
+    let dir = tempfile::tempdir().unwrap();
+    let zone = dir.path().join("temp");
+    std::fs::write(&zone, "40000\n").unwrap();
+    let t = TestNode::start_with(|c| {
         c.parallel = 2;
+        c.thermal_zone = Some(zone);
         c.name = "hearth-under-test".into();
         c.cluster = Some(ClusterConfig {
             port: 0,
@@ -26,7 +32,8 @@ async fn compat_node() -> TestNode {
             tealenet_compat: true,
         });
     })
-    .await
+    .await;
+    (t, dir)
 }
 
 async fn peer(t: &TestNode, args: &[&str]) -> Value {
@@ -42,9 +49,17 @@ async fn peer(t: &TestNode, args: &[&str]) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tealenet_peer_is_greeted_heartbeated_and_served() {
-    let t = compat_node().await;
+    let (t, _zone) = compat_node().await;
     let seen = peer(&t, &["serve", PASSCODE, MODEL_ID]).await;
     assert_eq!(seen["ack_name"], "hearth-under-test", "{seen}");
+    // The node sends heartbeats of its own.
+    assert!(
+        seen["seen_also"]
+            .as_array()
+            .unwrap()
+            .contains(&"heartbeat".into()),
+        "{seen}"
+    );
     assert_eq!(seen["ack_models"][0], MODEL_ID, "{seen}");
     assert_eq!(
         seen["ack_passcode_hash"],
@@ -58,12 +73,13 @@ async fn a_tealenet_peer_is_greeted_heartbeated_and_served() {
     assert_eq!(seen["unknown_model_code"], "model_not_loaded", "{seen}");
     // The cancelled answer (900 tokens asked) stopped while the connection stayed open.
     assert_eq!(seen["cancel_stopped"], true, "{seen}");
+    assert_eq!(seen["cancelled_completed"], false, "{seen}");
     t.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_peers_and_bad_frames_close_their_connection_only() {
-    let t = compat_node().await;
+    let (t, _zone) = compat_node().await;
     // A wrong passcode, and none at all, are refused.
     for pass in ["wrong", ""] {
         let seen = peer(&t, &["refused", pass]).await;
@@ -95,15 +111,48 @@ async fn bad_peers_and_bad_frames_close_their_connection_only() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharing_the_node_on_the_lan_or_not_leaves_the_cluster_serving() {
+    let (t, _zone) = compat_node().await;
+    t.node().set_exposed(true).await.unwrap();
+    t.node().set_exposed(false).await.unwrap();
+    let seen = peer(&t, &["serve", PASSCODE, MODEL_ID]).await;
+    assert_eq!(seen["tokens_out"], 6, "{seen}");
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_tealenet_compatibility_no_cluster_port_is_open() {
+    // A port that was free a moment ago.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let t = TestNode::start_with(|c| {
         c.cluster = Some(ClusterConfig {
-            port: 0,
+            port,
             passcode: None,
             tealenet_compat: false,
         });
     })
     .await;
     assert_eq!(t.node().cluster_addr(), None);
+    let refused = tokio::net::TcpStream::connect(("127.0.0.1", port)).await;
+    assert!(refused.is_err(), "something listens on the cluster port");
     t.stop().await;
+}
+
+#[test]
+fn tealenet_compatibility_on_the_lan_needs_a_passcode() {
+    let dir = tempfile::tempdir().unwrap();
+    let (refused, err) = NodeProcess::refused(&[
+        "--lan".as_ref(),
+        "--tealenet-compat".as_ref(),
+        "--cluster-port".as_ref(),
+        "0".as_ref(),
+        "--data-dir".as_ref(),
+        dir.path().as_os_str(),
+    ]);
+    assert!(refused, "started: {err}");
+    assert!(err.contains("needs a cluster passcode"), "{err}");
 }

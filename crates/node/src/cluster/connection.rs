@@ -1,16 +1,19 @@
-//! One cluster connection, on the listening side. The peer's `hello` comes first: anything
-//! else before it, a passcode that does not match (both none, or equal hashes), or a plain
-//! TealeNet peer while `--tealenet-compat` is off closes the connection. Then `helloAck` in the
-//! shape the peer used, and from there every message in that shape:
+//! One cluster connection, on the listening side. The peer's `hello` comes first, within 10 s
+//! and 64 KiB: anything else before it, or a passcode that does not match (both none, or equal
+//! hashes), closes the connection. Then `helloAck` in the shape the peer used, and from there
+//! every message in that shape:
 //! - a `heartbeat` every 5 s from this node and a `heartbeatAck` to each of the peer's, with
 //!   this node's real figures (the thermal estimate from CPU pressure goes out as `nominal` or
 //!   `fair` only: it is not a temperature);
 //! - any frame counts as a sign of life (the Rust node answers only between its streams); 30 s
 //!   of silence closes the connection;
-//! - each `inferenceRequest` is served on its own task ([`super::serve`]); an
-//!   `inferenceError` with code `cancelled` from the peer, or the connection ending, stops it;
-//! - a frame that is not a message of the document is logged and skipped; one announced over
-//!   the size limit closes the connection.
+//! - each `inferenceRequest` is served on its own task ([`super::serve`]), at most as many at
+//!   once as the engine has slots (more get `queue_full`); an `inferenceError` with code
+//!   `cancelled` from the peer, or the connection ending, stops it; when this node shuts down,
+//!   each running request gets an `inferenceError` `unavailable` first;
+//! - a frame that is not a message of the document is skipped; one announced over the size
+//!   limit closes the connection, and so does a peer that takes nothing written to it for the
+//!   node's write timeout.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -38,10 +41,18 @@ const SILENCE_LIMIT: Duration = Duration::from_secs(30);
 const HELLO_WAIT: Duration = Duration::from_secs(10);
 /// Messages the connection's tasks may queue for the peer.
 const OUTBOX_CAPACITY: usize = 256;
+/// How long each shutdown notice may take to go out.
+const SHUTDOWN_WRITE_WAIT: Duration = Duration::from_millis(500);
+
+type Frames = Framed<TcpStream, tokio_util::codec::LengthDelimitedCodec>;
 
 pub(super) async fn run(tcp: TcpStream, peer: SocketAddr, me: Arc<Me>, stop: CancellationToken) {
     let mut frames = Framed::new(tcp, super::codec());
-    let (hello, shape) = match first_hello(&mut frames).await {
+    let hello = tokio::select! {
+        h = first_hello(&mut frames) => h,
+        () = stop.cancelled() => return,
+    };
+    let (hello, shape) = match hello {
         Ok(h) => h,
         Err(why) => {
             tracing::info!(%peer, "cluster connection closed: {why}");
@@ -53,6 +64,10 @@ pub(super) async fn run(tcp: TcpStream, peer: SocketAddr, me: Arc<Me>, stop: Can
         return;
     }
     tracing::info!(%peer, peer_name = %hello.device_info.name, id = %hello.device_info.id, "a TealeNet peer joined (plain text)");
+    frames
+        .codec_mut()
+        .set_max_frame_length(super::ADMITTED_FRAME_BYTES);
+    let write_timeout = me.state.limits.write_timeout;
     let ack = Message::HelloAck(Hello {
         device_info: me.device_info(),
         protocol_version: PROTOCOL_VERSION,
@@ -60,13 +75,16 @@ pub(super) async fn run(tcp: TcpStream, peer: SocketAddr, me: Arc<Me>, stop: Can
         loaded_models: me.loaded_models(),
         owner_user_id: None,
     });
-    if frames.send(frame(&ack, shape)).await.is_err() {
+    if let Err(why) = write(&mut frames, &ack, shape, write_timeout).await {
+        tracing::info!(%peer, "cluster peer left: {why}");
         return;
     }
     let why = Session {
         me,
         shape,
+        write_timeout,
         running: HashMap::new(),
+        next: 0,
     }
     .serve(&mut frames, &stop)
     .await;
@@ -78,10 +96,22 @@ fn frame(m: &Message, shape: Shape) -> tokio_util::bytes::Bytes {
     cm::encode(m, shape).into()
 }
 
+/// Write one message, failing when the peer takes nothing for `limit`.
+async fn write(
+    frames: &mut Frames,
+    m: &Message,
+    shape: Shape,
+    limit: Duration,
+) -> Result<(), String> {
+    match tokio::time::timeout(limit, frames.send(frame(m, shape))).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(format!("writing failed: {e}")),
+        Err(_) => Err(format!("it took nothing written for {} s", limit.as_secs())),
+    }
+}
+
 /// The peer's first frame, which must be its `hello`.
-async fn first_hello(
-    frames: &mut Framed<TcpStream, tokio_util::codec::LengthDelimitedCodec>,
-) -> Result<(Hello, Shape), String> {
+async fn first_hello(frames: &mut Frames) -> Result<(Hello, Shape), String> {
     let frame = match tokio::time::timeout(HELLO_WAIT, frames.next()).await {
         Err(_) => return Err(format!("no hello within {} s", HELLO_WAIT.as_secs())),
         Ok(None) => return Err("it closed before its hello".into()),
@@ -95,22 +125,25 @@ async fn first_hello(
     }
 }
 
-/// Whether this peer may stay: compatibility mode, and the same passcode.
+/// Whether this peer may stay: the same passcode.
 fn admit(me: &Me, hello: &Hello) -> Result<(), String> {
-    if !me.tealenet_compat {
-        return Err(
-            "a TealeNet peer in plain text, and TealeNet compatibility (--tealenet-compat) is off"
-                .into(),
-        );
+    if passcodes_match(
+        me.passcode_hash.as_deref(),
+        hello.cluster_passcode_hash.as_deref(),
+    ) {
+        Ok(())
+    } else {
+        Err("its cluster passcode does not match".into())
     }
-    let theirs = hello
-        .cluster_passcode_hash
-        .as_deref()
-        .map(str::to_ascii_lowercase);
-    if theirs != me.passcode_hash {
-        return Err("its cluster passcode does not match".into());
+}
+
+/// NOTES.md's rule: both without a passcode, or the same hash (hex of either case).
+fn passcodes_match(ours: Option<&str>, theirs: Option<&str>) -> bool {
+    match (ours, theirs) {
+        (None, None) => true,
+        (Some(a), Some(b)) => a.eq_ignore_ascii_case(b),
+        _ => false,
     }
-    Ok(())
 }
 
 /// This node's health as a heartbeat.
@@ -145,18 +178,18 @@ fn wire_thermal(level: telemetry::ThermalLevel, source: ThermalSource) -> Therma
 struct Session {
     me: Arc<Me>,
     shape: Shape,
-    /// Requests being served, to stop on the peer's word or when it leaves.
-    running: HashMap<PeerUuid, CancellationToken>,
+    write_timeout: Duration,
+    /// Requests being served (with the serial number of their task), to stop on the peer's
+    /// word or when it leaves.
+    running: HashMap<PeerUuid, (u64, CancellationToken)>,
+    next: u64,
 }
 
 impl Session {
-    async fn serve(
-        &mut self,
-        frames: &mut Framed<TcpStream, tokio_util::codec::LengthDelimitedCodec>,
-        stop: &CancellationToken,
-    ) -> String {
+    async fn serve(&mut self, frames: &mut Frames, stop: &CancellationToken) -> String {
         let (out_tx, mut out_rx) = mpsc::channel::<Message>(OUTBOX_CAPACITY);
-        let (done_tx, mut done_rx) = mpsc::unbounded_channel::<PeerUuid>();
+        let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(PeerUuid, u64)>();
+        let limit = self.write_timeout;
         let mut heard = Instant::now();
         let mut beat = tokio::time::interval(HEARTBEAT_EVERY);
         beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -170,38 +203,49 @@ impl Session {
                         Some(Ok(bytes)) => match cm::decode(&bytes) {
                             Ok((m, _)) => self.on_message(m, &out_tx, &done_tx),
                             Err(e) => {
-                                tracing::warn!(error = %e, "skipping a cluster frame");
+                                tracing::debug!(error = %e, "skipping a cluster frame");
                                 None
                             }
                         },
                     };
                     if let Some(m) = reply {
-                        if let Err(e) = frames.send(frame(&m, self.shape)).await {
-                            break format!("writing failed: {e}");
+                        if let Err(why) = write(frames, &m, self.shape, limit).await {
+                            break why;
                         }
                     }
                 }
                 Some(m) = out_rx.recv() => {
-                    if let Err(e) = frames.send(frame(&m, self.shape)).await {
-                        break format!("writing failed: {e}");
+                    if let Err(why) = write(frames, &m, self.shape, limit).await {
+                        break why;
                     }
                 }
-                Some(id) = done_rx.recv() => {
-                    self.running.remove(&id);
+                Some((id, serial)) = done_rx.recv() => {
+                    if self.running.get(&id).is_some_and(|(s, _)| *s == serial) {
+                        self.running.remove(&id);
+                    }
                 }
                 _ = beat.tick() => {
                     if heard.elapsed() > SILENCE_LIMIT {
                         break format!("silent for {} s", SILENCE_LIMIT.as_secs());
                     }
                     let hb = Message::Heartbeat(heartbeat(&self.me));
-                    if let Err(e) = frames.send(frame(&hb, self.shape)).await {
-                        break format!("writing failed: {e}");
+                    if let Err(why) = write(frames, &hb, self.shape, limit).await {
+                        break why;
                     }
                 }
-                () = stop.cancelled() => break "this node is shutting down".to_owned(),
+                () = stop.cancelled() => {
+                    // Each running request is told, so the consumer retries elsewhere at once.
+                    for id in self.running.keys() {
+                        let m = error(id, ErrorCode::Unavailable, "this node is shutting down");
+                        if write(frames, &m, self.shape, SHUTDOWN_WRITE_WAIT).await.is_err() {
+                            break;
+                        }
+                    }
+                    break "this node is shutting down".to_owned();
+                }
             }
         };
-        for (_, cancel) in self.running.drain() {
+        for (_, (_, cancel)) in self.running.drain() {
             cancel.cancel();
         }
         why
@@ -212,27 +256,39 @@ impl Session {
         &mut self,
         m: Message,
         out: &mpsc::Sender<Message>,
-        done: &mpsc::UnboundedSender<PeerUuid>,
+        done: &mpsc::UnboundedSender<(PeerUuid, u64)>,
     ) -> Option<Message> {
         match m {
             Message::Heartbeat(_) => Some(Message::HeartbeatAck(heartbeat(&self.me))),
             Message::InferenceRequest(req) => {
                 let id = req.request_id.clone();
                 if self.running.contains_key(&id) {
-                    tracing::warn!(request = %id, "a cluster peer reused a running request's id; ignored");
-                    return None;
+                    return Some(error(
+                        &id,
+                        ErrorCode::InternalError,
+                        "a request with this requestID is already running",
+                    ));
+                }
+                if self.running.len() >= self.me.state.host.stats().slots.max(1) {
+                    return Some(error(
+                        &id,
+                        ErrorCode::QueueFull,
+                        "this connection already has a request on every slot of this node",
+                    ));
                 }
                 let cancel = CancellationToken::new();
-                self.running.insert(id.clone(), cancel.clone());
+                self.next += 1;
+                let serial = self.next;
+                self.running.insert(id.clone(), (serial, cancel.clone()));
                 let (me, out, done) = (self.me.clone(), out.clone(), done.clone());
                 tokio::spawn(async move {
                     super::serve::inference(&me, req, &out, &cancel).await;
-                    let _ = done.send(id);
+                    let _ = done.send((id, serial));
                 });
                 None
             }
             Message::InferenceError(e) if e.code == Some(ErrorCode::Cancelled) => {
-                if let Some(cancel) = self.running.remove(&e.request_id) {
+                if let Some((_, cancel)) = self.running.remove(&e.request_id) {
                     cancel.cancel();
                 }
                 None
@@ -252,9 +308,32 @@ impl Session {
     }
 }
 
+/// An `inferenceError` for request `id`.
+fn error(id: &PeerUuid, code: ErrorCode, message: &str) -> Message {
+    Message::InferenceError(cm::InferenceError {
+        request_id: id.clone(),
+        error_message: message.into(),
+        code: Some(code),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn passcodes_match_when_both_have_none_or_the_same_hash() {
+        let h = crate::cluster::passcode_hash("sesame");
+        assert!(passcodes_match(None, None));
+        assert!(passcodes_match(Some(&h), Some(&h)));
+        assert!(passcodes_match(Some(&h), Some(&h.to_uppercase())));
+        assert!(!passcodes_match(Some(&h), None));
+        assert!(!passcodes_match(None, Some(&h)));
+        assert!(!passcodes_match(
+            Some(&h),
+            Some(&crate::cluster::passcode_hash("other"))
+        ));
+    }
 
     #[test]
     fn an_estimate_goes_out_as_nominal_or_fair_and_a_temperature_as_it_is() {

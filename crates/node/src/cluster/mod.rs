@@ -4,7 +4,8 @@
 //! [`MAX_CLUSTER_FRAME_BYTES`] closes its connection before anything is allocated for it).
 //!
 //! So far the listener takes TealeNet peers, in plain text, and only while
-//! `--tealenet-compat` is on (the switch exists because such traffic is not encrypted). The
+//! `--tealenet-compat` is on (the switch exists because such traffic is not encrypted; on the
+//! LAN it also needs `--passcode`). Connections count against the doors' per-address cap. The
 //! encrypted Hearth-to-Hearth transport, discovery, and peers as the route's candidates are
 //! the next parts of the cluster issue. Each connection ([`connection`]) is answered as NOTES.md
 //! says the real peers expect, and a peer's `inferenceRequest` is served by this node's engine
@@ -57,14 +58,22 @@ pub fn passcode_hash(passcode: &str) -> String {
     hex::encode(Sha256::digest(passcode.as_bytes()))
 }
 
-/// The frame codec: a 4-byte big-endian length, then at most [`MAX_CLUSTER_FRAME_BYTES`].
+/// Largest frame before a peer is admitted: a `hello` is well under 64 KiB, and the codec
+/// sets aside room for a frame as soon as it reads the frame's length.
+pub(crate) const MAX_HELLO_FRAME_BYTES: usize = 64 * 1024;
+
+/// The frame codec: a 4-byte big-endian length, then at most [`MAX_HELLO_FRAME_BYTES`] until
+/// the peer is admitted, [`MAX_CLUSTER_FRAME_BYTES`] after.
 pub(crate) fn codec() -> LengthDelimitedCodec {
     LengthDelimitedCodec::builder()
         .length_field_length(4)
         .big_endian()
-        .max_frame_length(MAX_CLUSTER_FRAME_BYTES)
+        .max_frame_length(MAX_HELLO_FRAME_BYTES)
         .new_codec()
 }
+
+/// The limit on an admitted peer's frames.
+pub(crate) const ADMITTED_FRAME_BYTES: usize = MAX_CLUSTER_FRAME_BYTES;
 
 /// What this node tells peers about itself.
 #[derive(Debug)]
@@ -72,7 +81,6 @@ pub(crate) struct Me {
     pub(crate) state: Arc<AppState>,
     pub(crate) id: PeerUuid,
     pub(crate) passcode_hash: Option<String>,
-    pub(crate) tealenet_compat: bool,
     hardware: Hardware,
 }
 
@@ -89,21 +97,21 @@ impl Me {
             })
             .filter(|b| !b.is_empty())
             .unwrap_or_else(|| std::env::consts::ARCH.to_owned());
+        let total_ram_gb = ram as f64 / f64::from(1u32 << 30);
         let hardware = Hardware {
-            chip_family: "cpu".into(),
+            chip_family: chip_family(std::env::consts::ARCH, &chip_name).into(),
             chip_name,
-            total_ram_gb: ram as f64 / f64::from(1u32 << 30),
+            total_ram_gb,
             gpu_core_count: 0,
-            memory_bandwidth_gbs: 0.0,
-            tier: None,
+            memory_bandwidth_gbs: CPU_MEMORY_BANDWIDTH_GBS,
+            tier: Some(if total_ram_gb >= 16.0 { 2 } else { 3 }),
             gpu_backend: Some("cpu".into()),
-            platform: Some(std::env::consts::OS.into()),
+            platform: Some(platform(std::env::consts::OS).into()),
             gpu_vram_gb: None,
         };
         Self {
             id,
             passcode_hash: config.passcode.as_deref().map(passcode_hash),
-            tealenet_compat: config.tealenet_compat,
             hardware,
             state,
         }
@@ -132,13 +140,40 @@ impl Me {
     }
 }
 
-/// Accept cluster connections on `listener` until `stop` is cancelled.
+/// A rough figure for CPU memory bandwidth (dual-channel DDR4), not a measurement: peers
+/// that rank by it should not rank a CPU node at zero.
+const CPU_MEMORY_BANDWIDTH_GBS: f64 = 25.0;
+
+/// `chipFamily` in the values the Swift app knows for machines like this one (an unknown one
+/// broke discovery in the reference app).
+fn chip_family(arch: &str, brand: &str) -> &'static str {
+    match arch {
+        "x86_64" | "x86" if brand.to_ascii_lowercase().contains("amd") => "amdCPU",
+        "x86_64" | "x86" => "intelCPU",
+        "aarch64" | "arm" => "armGeneric",
+        _ => "unknown",
+    }
+}
+
+/// `platform` as the Swift app spells it.
+fn platform(os: &str) -> &str {
+    match os {
+        "macos" => "macOS",
+        "ios" => "iOS",
+        other => other,
+    }
+}
+
+/// Accept cluster connections on `listener` until `stop` is cancelled; each address may hold
+/// as many connections, counted with the doors', as `--connections-per-address` allows.
 pub(crate) fn spawn(
     listener: TcpListener,
     state: Arc<AppState>,
     config: &ClusterConfig,
+    table: Arc<crate::server::listen::PerAddress>,
     stop: CancellationToken,
 ) -> JoinHandle<()> {
+    let per_address = state.limits.per_address;
     let me = Arc::new(Me::new(state, config));
     tokio::spawn(async move {
         let connections = tokio_util::task::TaskTracker::new();
@@ -154,8 +189,16 @@ pub(crate) fn spawn(
                     }
                 },
             };
+            let Some(place) = table.admit(peer.ip(), per_address) else {
+                tracing::debug!(%peer, "refused a cluster connection: too many open from this address");
+                continue;
+            };
             let _ = tcp.set_nodelay(true);
-            connections.spawn(connection::run(tcp, peer, me.clone(), stop.clone()));
+            let (me, stop) = (me.clone(), stop.clone());
+            connections.spawn(async move {
+                connection::run(tcp, peer, me, stop).await;
+                drop(place);
+            });
         }
         connections.close();
         connections.wait().await;
@@ -165,6 +208,19 @@ pub(crate) fn spawn(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hardware_is_described_in_the_swift_apps_words() {
+        assert_eq!(chip_family("x86_64", "AMD Ryzen 7 5800X"), "amdCPU");
+        assert_eq!(
+            chip_family("x86_64", "Intel(R) Xeon(R) Processor"),
+            "intelCPU"
+        );
+        assert_eq!(chip_family("aarch64", "Cortex-A76"), "armGeneric");
+        assert_eq!(chip_family("riscv64", ""), "unknown");
+        assert_eq!(platform("macos"), "macOS");
+        assert_eq!(platform("linux"), "linux");
+    }
 
     #[test]
     fn the_passcode_hash_is_lowercase_hex_sha256() {

@@ -19,6 +19,14 @@ use tokio_util::sync::CancellationToken;
 use super::Me;
 use crate::route::Target;
 
+/// Hand `m` to the connection unless the request is cancelled first; whether it went.
+async fn send(out: &mpsc::Sender<Message>, cancel: &CancellationToken, m: Message) -> bool {
+    tokio::select! {
+        r = out.send(m) => r.is_ok(),
+        () = cancel.cancelled() => false,
+    }
+}
+
 /// Serve `req` until it ends, the peer cancels it or the connection goes.
 pub(super) async fn inference(
     me: &Me,
@@ -38,12 +46,12 @@ pub(super) async fn inference(
         match serde_json::from_value(serde_json::Value::Object(req.request)) {
             Ok(b) => b,
             Err(e) => {
-                let _ = out
-                    .send(fail(
-                        ErrorCode::InternalError,
-                        format!("invalid request: {e}"),
-                    ))
-                    .await;
+                send(
+                    out,
+                    cancel,
+                    fail(ErrorCode::InternalError, format!("invalid request: {e}")),
+                )
+                .await;
                 return;
             }
         };
@@ -53,23 +61,26 @@ pub(super) async fn inference(
             .is_none_or(|r| r.is_empty() || m.id.matches(r))
     }) else {
         let asked = body.model.clone().unwrap_or_default();
-        let _ = out
-            .send(fail(
+        send(
+            out,
+            cancel,
+            fail(
                 ErrorCode::ModelNotLoaded,
                 format!("model '{asked}' is not loaded on this node"),
-            ))
-            .await;
+            ),
+        )
+        .await;
         return;
     };
     let chat = match body.validate(Some(info.ctx_per_slot)) {
         Ok(c) => c,
         Err(e) => {
-            let _ = out
-                .send(fail(
-                    ErrorCode::InternalError,
-                    format!("invalid request: {e}"),
-                ))
-                .await;
+            send(
+                out,
+                cancel,
+                fail(ErrorCode::InternalError, format!("invalid request: {e}")),
+            )
+            .await;
             return;
         }
     };
@@ -84,7 +95,7 @@ pub(super) async fn inference(
     ) {
         Ok(g) => g,
         Err(e) => {
-            let _ = out.send(fail(submit_code(&e), e.to_string())).await;
+            send(out, cancel, fail(submit_code(&e), e.to_string())).await;
             return;
         }
     };
@@ -138,15 +149,18 @@ pub(super) async fn inference(
                     Some(d.reason.as_str().to_owned()),
                     Some(d.usage),
                 );
-                if out.send(last).await.is_err() {
+                if !send(out, cancel, last).await {
                     return;
                 }
-                let _ = out
-                    .send(Message::InferenceComplete(InferenceComplete {
+                send(
+                    out,
+                    cancel,
+                    Message::InferenceComplete(InferenceComplete {
                         request_id: id.clone(),
                         tokens_out: Some(d.usage.completion_tokens),
-                    }))
-                    .await;
+                    }),
+                )
+                .await;
                 return;
             }
             Some(Event::Error(f)) => {
@@ -154,19 +168,22 @@ pub(super) async fn inference(
                     FailureKind::Decode => ErrorCode::InternalError,
                     FailureKind::ShuttingDown | FailureKind::Unloaded => ErrorCode::Unavailable,
                 };
-                let _ = out.send(fail(code, f.message)).await;
+                send(out, cancel, fail(code, f.message)).await;
                 return;
             }
             Some(_) => continue,
             None => {
-                let _ = out
-                    .send(fail(ErrorCode::Unavailable, "the engine stopped".into()))
-                    .await;
+                send(
+                    out,
+                    cancel,
+                    fail(ErrorCode::Unavailable, "the engine stopped".into()),
+                )
+                .await;
                 return;
             }
         };
         // A connection whose outbox is gone has ended: dropping `gen` stops the generation.
-        if out.send(message).await.is_err() {
+        if !send(out, cancel, message).await {
             return;
         }
     }

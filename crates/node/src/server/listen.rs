@@ -78,13 +78,15 @@ pub(crate) struct PerAddress {
 }
 
 /// One admitted connection's place; given back when dropped.
-struct Place {
+pub(crate) struct Place {
     table: Arc<PerAddress>,
     ip: Option<IpAddr>,
 }
 
 impl PerAddress {
-    fn admit(self: &Arc<Self>, ip: IpAddr, cap: usize) -> Option<Place> {
+    /// A place for a connection from `ip`, or `None` when it holds `cap` already (loopback
+    /// is never limited).
+    pub(crate) fn admit(self: &Arc<Self>, ip: IpAddr, cap: usize) -> Option<Place> {
         let ip = ip.to_canonical();
         if ip.is_loopback() {
             return Some(Place {

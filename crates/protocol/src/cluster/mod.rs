@@ -11,7 +11,8 @@
 //!   the peer's; Hearth opens a connection with the wrapped shape.
 //! - UUIDs of either case are read, and a peer's are written back exactly ([`PeerUuid`]).
 //! - Dates are seconds since 2001-01-01 ([`AppleTime`]). Optional fields that are null are
-//!   left out when written, and read as missing.
+//!   left out when written, and read as missing; only the OpenAI chunk inside an
+//!   `inferenceChunk` keeps OpenAI's own `"finish_reason": null`.
 //! - A message name the document does not have is [`ClusterError::UnknownMessage`]: a newer
 //!   peer's message, which the connection skips.
 
