@@ -9,7 +9,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::hub::{frame, raw_worker, spawn_chat, start_hub_with, wait_workers, workers, TOKEN};
+use common::hub::{
+    frame, raw_worker, spawn_chat, spawn_chat_status, start_hub_with, wait_workers, workers, TOKEN,
+};
 use common::{client, user, MODEL_ID};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
@@ -37,6 +39,24 @@ where
 
 fn task_id(task: &Value) -> u32 {
     u32::try_from(task["id"].as_u64().expect("a task id")).unwrap()
+}
+
+/// A Hearth worker's data frame for task `id`, then its count of the tokens behind it.
+async fn send_counted(ws: &mut common::Ws, id: u32, text: &[u8], tokens: u32) {
+    ws.send(frame(id, text)).await.unwrap();
+    ws.send(Message::text(
+        json!({"id": id, "tokens": tokens}).to_string(),
+    ))
+    .await
+    .unwrap();
+}
+
+/// A Hearth worker's done report for task `id` (finish reason stop), then its end frame.
+async fn send_done(ws: &mut common::Ws, id: u32, completion_tokens: u32) {
+    let done = json!({"id": id, "done": {"finish_reason": "stop", "usage": {"prompt_tokens": 30,
+        "completion_tokens": completion_tokens, "total_tokens": 30 + completion_tokens}}});
+    ws.send(Message::text(done.to_string())).await.unwrap();
+    ws.send(frame(id, b"")).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -120,18 +140,7 @@ async fn a_task_that_brings_more_than_any_answer_could_fails_and_is_stopped() {
     )
     .await;
     wait_workers(&hub, 1).await;
-    let answer = {
-        let url = hub.url("/v1/chat/completions");
-        tokio::spawn(async move {
-            let r = client()
-                .post(url)
-                .json(&json!({"model": "scripted", "messages": user("a")}))
-                .send()
-                .await
-                .unwrap();
-            (r.status(), r.json::<Value>().await.unwrap())
-        })
-    };
+    let answer = spawn_chat_status(&hub, json!({"model": "scripted", "messages": user("a")}));
     let id = task_id(&next_frame(&mut ws).await);
     // 33 MiB, one MiB a frame: the hub's limit is 32.
     let mib = vec![b'x'; 1 << 20];
@@ -208,18 +217,7 @@ async fn a_task_stuck_on_the_only_worker_fails_with_a_clear_error() {
     )
     .await;
     wait_workers(&hub, 1).await;
-    let answer = {
-        let url = hub.url("/v1/chat/completions");
-        tokio::spawn(async move {
-            let r = client()
-                .post(url)
-                .json(&json!({"model": "scripted", "messages": user("a")}))
-                .send()
-                .await
-                .unwrap();
-            (r.status(), r.json::<Value>().await.unwrap())
-        })
-    };
+    let answer = spawn_chat_status(&hub, json!({"model": "scripted", "messages": user("a")}));
     let id = task_id(&next_frame(&mut only).await);
     assert_eq!(next_frame(&mut only).await, json!({"id": id, "stop": true}));
     let (status, body) = answer.await.unwrap();
@@ -250,11 +248,7 @@ async fn an_answer_continued_after_a_lost_worker_counts_what_that_worker_counted
     let id = task_id(&task);
     assert_eq!(task["max_new_tokens"], 50, "{task}");
     // "Hello" was 7 tokens where the first worker made it (say, a model that spells it out).
-    first.send(frame(id, b"Hello")).await.unwrap();
-    first
-        .send(Message::text(json!({"id": id, "tokens": 7}).to_string()))
-        .await
-        .unwrap();
+    send_counted(&mut first, id, b"Hello", 7).await;
     let (mut second, _) = raw_worker(&hub, &format!("{join}&name=second")).await;
     wait_workers(&hub, 2).await;
     drop(first);
@@ -265,15 +259,8 @@ async fn an_answer_continued_after_a_lost_worker_counts_what_that_worker_counted
         "50 less the 7 already made: {task}"
     );
     let id = task_id(&task);
-    second.send(frame(id, b" world")).await.unwrap();
-    second
-        .send(Message::text(json!({"id": id, "tokens": 2}).to_string()))
-        .await
-        .unwrap();
-    let done = json!({"id": id, "done": {"finish_reason": "stop",
-        "usage": {"prompt_tokens": 30, "completion_tokens": 2, "total_tokens": 32}}});
-    second.send(Message::text(done.to_string())).await.unwrap();
-    second.send(frame(id, b"")).await.unwrap();
+    send_counted(&mut second, id, b" world", 2).await;
+    send_done(&mut second, id, 2).await;
     let v = answer.await.unwrap();
     assert_eq!(v["choices"][0]["message"]["content"], "Hello world", "{v}");
     assert_eq!(v["usage"]["completion_tokens"], 9, "7 + 2: {v}");
@@ -304,10 +291,7 @@ async fn counts_add_up_across_a_reference_worker_and_two_lost_hearth_workers() {
     let hello = 50 - left;
     assert!((1..5).contains(&hello), "{task}");
     let id = task_id(&task);
-    h1.send(frame(id, b" world")).await.unwrap();
-    h1.send(Message::text(json!({"id": id, "tokens": 2}).to_string()))
-        .await
-        .unwrap();
+    send_counted(&mut h1, id, b" world", 2).await;
     let (mut h2, _) = raw_worker(&hub, &format!("{hearth}&name=h2")).await;
     wait_workers(&hub, 2).await;
     drop(h1);
@@ -315,14 +299,8 @@ async fn counts_add_up_across_a_reference_worker_and_two_lost_hearth_workers() {
     assert_eq!(task["hearth"]["continue_from"], "Hello world", "{task}");
     assert_eq!(task["max_new_tokens"], left - 2, "{task}");
     let id = task_id(&task);
-    h2.send(frame(id, b" again")).await.unwrap();
-    h2.send(Message::text(json!({"id": id, "tokens": 1}).to_string()))
-        .await
-        .unwrap();
-    let done = json!({"id": id, "done": {"finish_reason": "stop",
-        "usage": {"prompt_tokens": 30, "completion_tokens": 1, "total_tokens": 31}}});
-    h2.send(Message::text(done.to_string())).await.unwrap();
-    h2.send(frame(id, b"")).await.unwrap();
+    send_counted(&mut h2, id, b" again", 1).await;
+    send_done(&mut h2, id, 1).await;
     let v = answer.await.unwrap();
     assert_eq!(v["choices"][0]["message"]["content"], "Hello world again");
     assert_eq!(v["usage"]["completion_tokens"], hello + 3, "{v}");
@@ -340,11 +318,7 @@ async fn a_worker_lost_after_its_last_token_leaves_nothing_to_place() {
         json!({"model": MODEL_ID, "messages": user("Greet."), "max_tokens": 5, "temperature": 0}),
     );
     let id = task_id(&next_frame(&mut first).await);
-    first.send(frame(id, b"Hello there")).await.unwrap();
-    first
-        .send(Message::text(json!({"id": id, "tokens": 5}).to_string()))
-        .await
-        .unwrap();
+    send_counted(&mut first, id, b"Hello there", 5).await;
     // Lost before its done report: all 5 tokens are there, so the answer ends here.
     let (mut second, _) = raw_worker(&hub, &format!("{join}&name=second")).await;
     wait_workers(&hub, 2).await;

@@ -94,14 +94,7 @@ async fn the_engine_gives_a_core_to_a_busy_program_and_takes_it_back() {
     let busy = BusyCore::start();
     // One core short, or more if something else on the machine is busy too.
     let gave_up = wait_for_threads(&t, |n| (1..cpus as u64).contains(&n)).await;
-    let metrics = common::client()
-        .get(t.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = t.metrics().await;
     drop(busy);
     // At least one core back (all of them on a quiet machine).
     let fewer_now = gave_up.unwrap_or(0);

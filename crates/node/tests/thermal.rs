@@ -22,14 +22,7 @@ async fn wait_for_throttle(t: &TestNode, want: u64, level: u64) {
     common::wait_for(
         async || {
             let throttle = t.status().await["throttle"].as_u64();
-            let metrics = common::client()
-                .get(t.url("/metrics"))
-                .send()
-                .await
-                .unwrap()
-                .text()
-                .await
-                .unwrap();
+            let metrics = t.metrics().await;
             throttle == Some(want) && metrics.contains(&format!("\nhearth_thermal_level {level}\n"))
         },
         &format!("throttle {want} and thermal level {level}"),

@@ -168,14 +168,7 @@ async fn a_hearth_worker_serves_a_hearth_hub() {
     let status = hub.status().await;
     assert_eq!(status["requests_finished"], 0, "{status}");
     assert_eq!(workers(&hub).await[0]["completed"], 3);
-    let metrics = client()
-        .get(hub.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = hub.metrics().await;
     assert!(metrics.contains("hearth_hub_workers 1"), "{metrics}");
     assert!(
         metrics.contains("hearth_hub_worker_slots{name=\"w1\""),

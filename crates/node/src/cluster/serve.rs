@@ -42,63 +42,14 @@ pub(super) async fn inference(
             code: Some(code),
         })
     };
-    let body: ChatCompletionBody =
-        match serde_json::from_value(serde_json::Value::Object(req.request)) {
-            Ok(b) => b,
-            Err(e) => {
-                send(
-                    out,
-                    cancel,
-                    fail(ErrorCode::InternalError, format!("invalid request: {e}")),
-                )
-                .await;
-                return;
-            }
-        };
-    let Some(info) = me.state.host.model().filter(|m| {
-        body.model
-            .as_deref()
-            .is_none_or(|r| r.is_empty() || m.id.matches(r))
-    }) else {
-        let asked = body.model.clone().unwrap_or_default();
-        send(
-            out,
-            cancel,
-            fail(
-                ErrorCode::ModelNotLoaded,
-                format!("model '{asked}' is not loaded on this node"),
-            ),
-        )
-        .await;
-        return;
-    };
-    let chat = match body.validate(Some(info.ctx_per_slot)) {
-        Ok(c) => c,
-        Err(e) => {
-            send(
-                out,
-                cancel,
-                fail(ErrorCode::InternalError, format!("invalid request: {e}")),
-            )
-            .await;
-            return;
-        }
-    };
-    let model = info.id.to_string();
-    let target = Target::local(info);
-    let mut gen = match me.state.router.submit(
-        &target,
-        Request {
-            prompt: Prompt::Chat(chat.messages),
-            params: chat.params,
-        },
-    ) {
+    let mut gen = match start(me, req.request) {
         Ok(g) => g,
-        Err(e) => {
-            send(out, cancel, fail(submit_code(&e), e.to_string())).await;
+        Err((code, message)) => {
+            send(out, cancel, fail(code, message)).await;
             return;
         }
     };
+    let model = gen.model.to_string();
     let chunk_id = format!("chatcmpl-{}", gen.id);
     let created = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -187,6 +138,42 @@ pub(super) async fn inference(
             return;
         }
     }
+}
+
+/// Read the OpenAI body with the OpenAI door's decoder and start it on this node's model; the
+/// error code and message for the peer when that cannot be done.
+fn start(
+    me: &Me,
+    request: serde_json::Map<String, serde_json::Value>,
+) -> Result<crate::route::Generation, (ErrorCode, String)> {
+    let invalid =
+        |e: &dyn std::fmt::Display| (ErrorCode::InternalError, format!("invalid request: {e}"));
+    let body: ChatCompletionBody =
+        serde_json::from_value(serde_json::Value::Object(request)).map_err(|e| invalid(&e))?;
+    let asked = body.model.clone().filter(|m| !m.is_empty());
+    let info = me
+        .state
+        .host
+        .model()
+        .filter(|m| asked.as_deref().is_none_or(|r| m.id.matches(r)))
+        .ok_or_else(|| {
+            let asked = asked.clone().unwrap_or_default();
+            (
+                ErrorCode::ModelNotLoaded,
+                format!("model '{asked}' is not loaded on this node"),
+            )
+        })?;
+    let chat = body
+        .validate(Some(info.ctx_per_slot))
+        .map_err(|e| invalid(&e))?;
+    let request = Request {
+        prompt: Prompt::Chat(chat.messages),
+        params: chat.params,
+    };
+    me.state
+        .router
+        .submit(&Target::local(info), request)
+        .map_err(|e| (submit_code(&e), e.to_string()))
 }
 
 fn submit_code(e: &SubmitError) -> ErrorCode {

@@ -121,3 +121,20 @@ pub fn spawn_chat(node: &TestNode, body: Value) -> tokio::task::JoinHandle<Value
             .expect("a JSON answer")
     })
 }
+
+/// Like [`spawn_chat`], for an answer that may be an error: its status and JSON body.
+pub fn spawn_chat_status(
+    node: &TestNode,
+    body: Value,
+) -> tokio::task::JoinHandle<(reqwest::StatusCode, Value)> {
+    let url = node.url("/v1/chat/completions");
+    tokio::spawn(async move {
+        let r = super::client()
+            .post(url)
+            .json(&body)
+            .send()
+            .await
+            .expect("request sent");
+        (r.status(), r.json::<Value>().await.expect("a JSON answer"))
+    })
+}

@@ -166,6 +166,18 @@ impl TestNode {
         self.get_json("/api/status").await
     }
 
+    /// `/metrics` as text.
+    pub async fn metrics(&self) -> String {
+        client()
+            .get(self.url("/metrics"))
+            .send()
+            .await
+            .expect("request sent")
+            .text()
+            .await
+            .expect("metrics text")
+    }
+
     pub async fn ws(&self, path: &str) -> Ws {
         let (ws, _) = tokio_tungstenite::connect_async(format!("{}{path}", self.ws_base))
             .await
