@@ -5,6 +5,8 @@ lowercase UUIDs, and only `heartbeatAck` of its own, as the Rust node does.
     tealenet_peer.py HOST PORT serve PASSCODE MODEL   # hello, heartbeat, one inference, cancel one
     tealenet_peer.py HOST PORT refused PASSCODE       # hello; the node must close the connection
     tealenet_peer.py HOST PORT raw HEX                # send these bytes first; report what happens
+    tealenet_peer.py HOST PORT linger PASSCODE        # hello and a hot heartbeatAck, then stay
+                                                      # connected until a line on stdin
 
 Prints one JSON object with what it saw; exits non-zero on anything the documents forbid.
 """
@@ -170,6 +172,19 @@ def serve(sock, passcode, model):
             stopped = True
             break
         time.sleep(0.2)
+    # Whatever was still on its way has arrived within a second; none of it completes rid3.
+    sock.settimeout(1.0)
+    try:
+        while True:
+            m = recv(sock)
+            if m is None:
+                break
+            seen.append(m[0])
+            if m[0] == "inferenceComplete" and m[1].get("requestID") == rid3:
+                seen.append("inferenceComplete")
+    except socket.timeout:
+        pass
+    sock.settimeout(TIMEOUT)
     out["cancel_stopped"] = stopped
     out["cancelled_completed"] = "inferenceComplete" in seen[seen_before:]
     out["seen_also"] = sorted(set(seen))
@@ -180,6 +195,17 @@ def refused(sock, passcode):
     send(sock, "hello", hello(passcode))
     m = recv(sock)
     print(json.dumps({"after_hello": m[0] if m else "closed"}), flush=True)
+
+
+def linger(sock, passcode):
+    send(sock, "hello", hello(passcode))
+    recv_until(sock, {"helloAck"}, [])
+    send(sock, "heartbeatAck", {"deviceID": str(uuid.uuid4()), "timestamp": 798134401.0,
+                                "thermalLevel": "serious", "throttleLevel": 25,
+                                "loadedModels": ["teale/model"], "isGenerating": True,
+                                "queueDepth": 2})
+    print(json.dumps({"lingering": True}), flush=True)
+    sys.stdin.readline()
 
 
 def raw(sock, hexbytes):
@@ -198,6 +224,8 @@ def main():
         serve(sock, sys.argv[4], sys.argv[5])
     elif mode == "refused":
         refused(sock, sys.argv[4])
+    elif mode == "linger":
+        linger(sock, sys.argv[4])
     elif mode == "raw":
         raw(sock, sys.argv[4])
     else:

@@ -103,8 +103,8 @@ struct Inner {
     listening: tokio::sync::Mutex<Listening>,
     /// Open connections per LAN address, across every listener of this node.
     connections: Arc<server::listen::PerAddress>,
-    /// Where the cluster listens, when it does.
-    cluster_addr: Option<SocketAddr>,
+    /// The cluster's listener, when it runs: it follows the doors on and off the LAN.
+    cluster: std::sync::Mutex<Option<ClusterRun>>,
     addr: std::sync::Mutex<SocketAddr>,
     grace: Duration,
     /// Worker mode's connection to its hub (`--join`).
@@ -239,6 +239,11 @@ impl Node {
             auth: server::auth::AuthState::new(config.auth_timeout),
             identity: Arc::new(identity),
             limits: config.limits,
+            cluster_port: cluster_listener
+                .as_ref()
+                .and_then(|(l, _)| l.local_addr().ok())
+                .map(|a| a.port()),
+            cluster_peers: cluster::Peers::default(),
             router: route::Router::new(
                 host.clone(),
                 config.hub.clone().map(hub::Hub::new),
@@ -267,19 +272,27 @@ impl Node {
         );
         tracing::info!(%addr, name = %config.name, exposed, "listening");
         let mut tasks = vec![task];
-        let cluster_addr = match cluster_listener {
+        let cluster = match cluster_listener {
             Some((l, c)) => {
-                let at = l.local_addr().ok();
-                tracing::info!(addr = ?at, "cluster listening for TealeNet peers (plain text: --tealenet-compat)");
-                // Its own token: rebinding the doors (set_exposed) must not close it.
+                let at = l.local_addr().map_err(|source| NodeError::Bind {
+                    addr: SocketAddr::new(bind_host, c.port),
+                    source,
+                })?;
+                tracing::info!(addr = %at, "cluster listening for TealeNet peers (plain text: --tealenet-compat)");
+                // Its own token: rebinding the doors alone must not close it.
+                let stop = state.shutdown.child_token();
                 tasks.push(cluster::spawn(
                     l,
                     state.clone(),
                     &c,
                     connections.clone(),
-                    state.shutdown.child_token(),
+                    stop.clone(),
                 ));
-                at
+                Some(ClusterRun {
+                    config: c,
+                    stop,
+                    addr: at,
+                })
             }
             None => None,
         };
@@ -294,7 +307,7 @@ impl Node {
                 lan_host,
                 listening: tokio::sync::Mutex::new(Listening { stop, tasks }),
                 connections,
-                cluster_addr,
+                cluster: std::sync::Mutex::new(cluster),
                 addr: std::sync::Mutex::new(addr),
                 grace: config.shutdown_grace,
                 worker: std::sync::Mutex::new(worker),
@@ -310,7 +323,12 @@ impl Node {
 
     /// Where the cluster listens (`--cluster-port`), when it does.
     pub fn cluster_addr(&self) -> Option<SocketAddr> {
-        self.inner.cluster_addr
+        self.inner
+            .cluster
+            .lock()
+            .expect("cluster lock")
+            .as_ref()
+            .map(|c| c.addr)
     }
 
     /// A URL for this machine's own clients (loopback even when exposed).
@@ -373,7 +391,55 @@ impl Node {
         listening.tasks.push(task);
         *self.inner.addr.lock().expect("addr lock") = addr;
         tracing::info!(%addr, exposed, "rebound");
+        if let Some(task) = self.rebind_cluster(host).await {
+            listening.tasks.push(task);
+        }
         Ok(addr)
+    }
+
+    /// Move the cluster's listener (and close its connections) to where the doors now listen;
+    /// it stays on loopback when the LAN would need a passcode it does not have.
+    async fn rebind_cluster(&self, host: IpAddr) -> Option<JoinHandle<()>> {
+        let (config, port) = {
+            let run = self.inner.cluster.lock().expect("cluster lock");
+            let run = run.as_ref()?;
+            (run.config.clone(), run.addr.port())
+        };
+        let host = if host.is_loopback() || config.passcode.is_some() {
+            host
+        } else {
+            IpAddr::V4(Ipv4Addr::LOCALHOST)
+        };
+        let at = SocketAddr::new(host, port);
+        if self.cluster_addr() == Some(at) {
+            return None;
+        }
+        if let Some(run) = self.inner.cluster.lock().expect("cluster lock").as_ref() {
+            run.stop.cancel();
+        }
+        let listener = match bind_retrying(at).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(%at, error = %e, "the cluster cannot listen there; it is closed until the node restarts");
+                *self.inner.cluster.lock().expect("cluster lock") = None;
+                return None;
+            }
+        };
+        let stop = self.inner.state.shutdown.child_token();
+        let task = cluster::spawn(
+            listener,
+            self.inner.state.clone(),
+            &config,
+            self.inner.connections.clone(),
+            stop.clone(),
+        );
+        tracing::info!(%at, "cluster rebound");
+        *self.inner.cluster.lock().expect("cluster lock") = Some(ClusterRun {
+            config,
+            stop,
+            addr: at,
+        });
+        Some(task)
     }
 
     /// The model host: the current engine, its state, load and unload.
@@ -431,6 +497,14 @@ impl Node {
         };
         tokio::join!(connections, worker_then_engine);
     }
+}
+
+/// The cluster's running listener.
+#[derive(Debug)]
+struct ClusterRun {
+    config: cluster::ClusterConfig,
+    stop: CancellationToken,
+    addr: SocketAddr,
 }
 
 /// Bind, retrying briefly while a just-closed listener still holds the port.

@@ -1,6 +1,6 @@
 //! Telemetry: one long-lived sampler task owns `sysinfo::System` and publishes a snapshot
 //! every second on a `watch` channel — CPU, memory, thermal level and throttle, and the
-//! engine's load and tokens/s. The same figures feed `/api/events` and, later, cluster
+//! engine's load and tokens/s. The same figures feed `/api/events` and the cluster's
 //! heartbeats. Thermal level comes from one sensor file when `--thermal-zone` names it (the
 //! kernel's millidegree format), else from temperature sensors where they exist, else it is
 //! estimated from CPU pressure (`/proc/pressure/cpu`) and labelled as an estimate.

@@ -3,7 +3,8 @@
 //! `--tealenet-compat` it is greeted, heartbeats are answered with real figures, its inference
 //! requests are served by the real model and its cancellation stops one; a wrong passcode,
 //! frames before `hello`, malformed and oversized frames close that one connection while the
-//! node goes on serving; sharing the node on the LAN or not leaves the cluster serving;
+//! node goes on serving; `/api/status` lists a connected peer with its heartbeat's figures
+//! until its connection closes; sharing the node on the LAN or not leaves the cluster serving;
 //! without `--tealenet-compat` no cluster port is open, and on the LAN it needs a passcode.
 
 mod common;
@@ -112,9 +113,18 @@ async fn bad_peers_and_bad_frames_close_their_connection_only() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sharing_the_node_on_the_lan_or_not_leaves_the_cluster_serving() {
+    // The cluster follows the doors on and off the LAN (it has a passcode), and keeps serving.
     let (t, _zone) = compat_node().await;
+    let port = t.node().cluster_addr().unwrap().port();
     t.node().set_exposed(true).await.unwrap();
+    let on_lan = t.node().cluster_addr().unwrap();
+    assert!(
+        on_lan.ip().is_unspecified() && on_lan.port() == port,
+        "{on_lan}"
+    );
     t.node().set_exposed(false).await.unwrap();
+    let off = t.node().cluster_addr().unwrap();
+    assert!(off.ip().is_loopback() && off.port() == port, "{off}");
     let seen = peer(&t, &["serve", PASSCODE, MODEL_ID]).await;
     assert_eq!(seen["tokens_out"], 6, "{seen}");
     t.stop().await;
@@ -155,4 +165,52 @@ fn tealenet_compatibility_on_the_lan_needs_a_passcode() {
     ]);
     assert!(refused, "started: {err}");
     assert!(err.contains("needs a cluster passcode"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_status_lists_a_connected_peer_with_its_heartbeat_until_it_leaves() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let (t, _zone) = compat_node().await;
+    let port = t.node().cluster_addr().unwrap().port();
+    assert_eq!(t.status().await["cluster"]["peers"], serde_json::json!([]));
+    let mut python = tokio::process::Command::new(venv_python())
+        .arg(repo_root().join("tests/tealenet_peer.py"))
+        .args(["127.0.0.1", &port.to_string(), "linger", PASSCODE])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(python.stdout.take().unwrap()).lines();
+    let ready = tokio::time::timeout(std::time::Duration::from_secs(60), lines.next_line())
+        .await
+        .expect("the peer is ready within 60 s")
+        .unwrap();
+    assert_eq!(ready.as_deref(), Some(r#"{"lingering": true}"#));
+    // Its heartbeatAck was read just before or after its line: wait for its figures.
+    common::wait_for(
+        async || t.status().await["cluster"]["peers"][0]["throttle"] == 25,
+        "the peer's heartbeat in the status",
+    )
+    .await;
+    let status = t.status().await;
+    assert_eq!(status["cluster"]["port"], port);
+    let peer = &status["cluster"]["peers"][0];
+    assert_eq!(peer["name"], "python-teale", "{peer}");
+    assert_eq!(peer["kind"], "tealenet");
+    assert_eq!(peer["thermal_level"], "serious");
+    assert_eq!(peer["queue_depth"], 2);
+    assert_eq!(peer["is_generating"], true);
+    assert_eq!(peer["loaded_models"], serde_json::json!(["teale/model"]));
+    // It leaves, and is gone from the list at once.
+    let mut stdin = python.stdin.take().unwrap();
+    stdin.write_all(b"bye\n").await.unwrap();
+    drop(stdin);
+    let _ = python.wait().await;
+    common::wait_for(
+        async || t.status().await["cluster"]["peers"] == serde_json::json!([]),
+        "the peer to leave the list",
+    )
+    .await;
+    t.stop().await;
 }

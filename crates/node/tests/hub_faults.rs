@@ -199,9 +199,12 @@ async fn a_task_that_brings_nothing_is_stopped_and_placed_on_another_worker() {
     fresh.send(frame(second, b"")).await.unwrap();
     let v = answer.await.unwrap();
     assert_eq!(v["choices"][0]["message"]["content"], "at last", "{v}");
-    // The stopped task's slot is free again; its late frames are dropped quietly.
+    // The stopped task's slot is free again, and its late frames are dropped: the worker stays
+    // connected and can be given another request.
     stuck.send(frame(first, b"late")).await.unwrap();
+    stuck.send(frame(first, b"")).await.unwrap();
     assert!(workers(&hub).await.iter().all(|w| w["in_flight"] == 0));
+    assert_eq!(wait_workers(&hub, 2).await.len(), 2);
     hub.stop().await;
 }
 

@@ -68,6 +68,7 @@ pub(super) async fn run(tcp: TcpStream, peer: SocketAddr, me: Arc<Me>, stop: Can
         .codec_mut()
         .set_max_frame_length(super::ADMITTED_FRAME_BYTES);
     let write_timeout = me.state.limits.write_timeout;
+    let listed = me.state.cluster_peers.add(&hello, peer);
     let ack = Message::HelloAck(Hello {
         device_info: me.device_info(),
         protocol_version: PROTOCOL_VERSION,
@@ -82,6 +83,7 @@ pub(super) async fn run(tcp: TcpStream, peer: SocketAddr, me: Arc<Me>, stop: Can
     let why = Session {
         me,
         shape,
+        listed,
         write_timeout,
         running: HashMap::new(),
         next: 0,
@@ -106,7 +108,10 @@ async fn write(
     match tokio::time::timeout(limit, frames.send(frame(m, shape))).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(format!("writing failed: {e}")),
-        Err(_) => Err(format!("it took nothing written for {} s", limit.as_secs())),
+        Err(_) => Err(format!(
+            "it took nothing written for {:.1} s",
+            limit.as_secs_f64()
+        )),
     }
 }
 
@@ -178,6 +183,8 @@ fn wire_thermal(level: telemetry::ThermalLevel, source: ThermalSource) -> Therma
 struct Session {
     me: Arc<Me>,
     shape: Shape,
+    /// This peer in the list of connected peers (it leaves the list with the session).
+    listed: super::peers::Listed,
     write_timeout: Duration,
     /// Requests being served (with the serial number of their task), to stop on the peer's
     /// word or when it leaves.
@@ -195,8 +202,41 @@ impl Session {
         beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let why = loop {
             tokio::select! {
+                // Shutdown first, then finished requests (their slot is free again), the
+                // heartbeat (a flood of frames must not starve it), our writes, the peer's frames.
+                biased;
+                () = stop.cancelled() => {
+                    // Each running request is told, so the consumer retries elsewhere at once.
+                    for id in self.running.keys() {
+                        let m = error(id, ErrorCode::Unavailable, "this node is shutting down");
+                        if write(frames, &m, self.shape, SHUTDOWN_WRITE_WAIT).await.is_err() {
+                            break;
+                        }
+                    }
+                    break "this node is shutting down".to_owned();
+                }
+                Some((id, serial)) = done_rx.recv() => {
+                    if self.running.get(&id).is_some_and(|(s, _)| *s == serial) {
+                        self.running.remove(&id);
+                    }
+                }
+                _ = beat.tick() => {
+                    if heard.elapsed() > SILENCE_LIMIT {
+                        break format!("silent for {} s", SILENCE_LIMIT.as_secs());
+                    }
+                    let hb = Message::Heartbeat(heartbeat(&self.me));
+                    if let Err(why) = write(frames, &hb, self.shape, limit).await {
+                        break why;
+                    }
+                }
+                Some(m) = out_rx.recv() => {
+                    if let Err(why) = write(frames, &m, self.shape, limit).await {
+                        break why;
+                    }
+                }
                 incoming = frames.next() => {
                     heard = Instant::now();
+                    self.listed.heard();
                     let reply = match incoming {
                         None => break "it closed the connection".to_owned(),
                         Some(Err(e)) => break format!("reading failed: {e}"),
@@ -214,35 +254,6 @@ impl Session {
                         }
                     }
                 }
-                Some(m) = out_rx.recv() => {
-                    if let Err(why) = write(frames, &m, self.shape, limit).await {
-                        break why;
-                    }
-                }
-                Some((id, serial)) = done_rx.recv() => {
-                    if self.running.get(&id).is_some_and(|(s, _)| *s == serial) {
-                        self.running.remove(&id);
-                    }
-                }
-                _ = beat.tick() => {
-                    if heard.elapsed() > SILENCE_LIMIT {
-                        break format!("silent for {} s", SILENCE_LIMIT.as_secs());
-                    }
-                    let hb = Message::Heartbeat(heartbeat(&self.me));
-                    if let Err(why) = write(frames, &hb, self.shape, limit).await {
-                        break why;
-                    }
-                }
-                () = stop.cancelled() => {
-                    // Each running request is told, so the consumer retries elsewhere at once.
-                    for id in self.running.keys() {
-                        let m = error(id, ErrorCode::Unavailable, "this node is shutting down");
-                        if write(frames, &m, self.shape, SHUTDOWN_WRITE_WAIT).await.is_err() {
-                            break;
-                        }
-                    }
-                    break "this node is shutting down".to_owned();
-                }
             }
         };
         for (_, (_, cancel)) in self.running.drain() {
@@ -259,7 +270,14 @@ impl Session {
         done: &mpsc::UnboundedSender<(PeerUuid, u64)>,
     ) -> Option<Message> {
         match m {
-            Message::Heartbeat(_) => Some(Message::HeartbeatAck(heartbeat(&self.me))),
+            Message::Heartbeat(hb) => {
+                self.listed.health(&hb);
+                Some(Message::HeartbeatAck(heartbeat(&self.me)))
+            }
+            Message::HeartbeatAck(hb) => {
+                self.listed.health(&hb);
+                None
+            }
             Message::InferenceRequest(req) => {
                 let id = req.request_id.clone();
                 if self.running.contains_key(&id) {

@@ -12,7 +12,10 @@
 //! ([`serve`]).
 
 mod connection;
+pub mod peers;
 mod serve;
+
+pub use peers::{PeerView, Peers};
 
 use std::net::SocketAddr;
 use std::sync::Arc;

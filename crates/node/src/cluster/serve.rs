@@ -1,4 +1,5 @@
-//! A peer's `inferenceRequest`, served by this node's engine through the route: the OpenAI
+//! A peer's `inferenceRequest`, served through the route on this node's model (in hub mode
+//! the route may place it on a worker, like any request here): the OpenAI
 //! body inside is read and validated by the OpenAI door's own decoder, the tokens go back as
 //! `inferenceChunk`s (OpenAI chunks, the last with the finish reason and usage), then
 //! `inferenceComplete` with `tokensOut`. Failures are an `inferenceError` with one of the six
@@ -22,8 +23,9 @@ use crate::route::Target;
 /// Hand `m` to the connection unless the request is cancelled first; whether it went.
 async fn send(out: &mpsc::Sender<Message>, cancel: &CancellationToken, m: Message) -> bool {
     tokio::select! {
-        r = out.send(m) => r.is_ok(),
+        biased;
         () = cancel.cancelled() => false,
+        r = out.send(m) => r.is_ok(),
     }
 }
 
@@ -74,11 +76,12 @@ pub(super) async fn inference(
     let mut first = true;
     loop {
         let event = tokio::select! {
-            e = gen.events.recv() => e,
+            biased;
             () = cancel.cancelled() => {
                 let _ = gen.control.stop();
                 return;
             }
+            e = gen.events.recv() => e,
         };
         let message = match event {
             Some(Event::Token(t)) if t.text.is_empty() => continue,

@@ -69,6 +69,9 @@ pub struct AppState {
     /// Timeouts and connection caps (`listen`); a stalled request body fails after the
     /// header timeout too.
     pub limits: listen::Limits,
+    /// The cluster's port when it listens, and the peers connected to it.
+    pub cluster_port: Option<u16>,
+    pub cluster_peers: crate::cluster::Peers,
 }
 
 /// Unknown API paths answer in the OpenAI error format; everything else is the web UI.

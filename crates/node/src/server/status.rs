@@ -29,6 +29,15 @@ pub(crate) struct Status {
     /// Hub mode: the workers and what they are doing.
     #[serde(skip_serializing_if = "Option::is_none")]
     hub: Option<crate::hub::HubSnapshot>,
+    /// The LAN cluster, when its port is open: the port and the peers connected now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cluster: Option<ClusterStatus>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct ClusterStatus {
+    port: u16,
+    peers: Vec<crate::cluster::PeerView>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -92,5 +101,9 @@ pub(crate) async fn status(State(state): State<Arc<AppState>>) -> Json<Status> {
         paused: state.host.is_paused(),
         exposed: state.exposure.is_exposed(),
         hub: state.router.hub().map(|h| h.snapshot()),
+        cluster: state.cluster_port.map(|port| ClusterStatus {
+            port,
+            peers: state.cluster_peers.list(),
+        }),
     })
 }

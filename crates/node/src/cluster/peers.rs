@@ -1,0 +1,131 @@
+//! The cluster peers connected now, with what each last said about itself: who it is (from
+//! its `hello`) and its health (from its latest `heartbeat` or `heartbeatAck`). A peer is
+//! listed from its admission until its connection ends (a closed connection is gone at once);
+//! `/api/status` shows the list. Keyed by connection, not by device id: a peer's heartbeat may
+//! carry another id than its hello (NOTES.md).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use hearth_protocol::cluster::{Heartbeat, Hello, ThermalLevel};
+use serde::Serialize;
+
+/// One peer as `/api/status` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PeerView {
+    pub name: String,
+    pub device_id: String,
+    pub addr: String,
+    /// `tealenet`: a TealeNet peer in plain text (the only kind so far).
+    pub kind: &'static str,
+    pub loaded_models: Vec<String>,
+    pub thermal_level: ThermalLevel,
+    pub throttle: u8,
+    pub queue_depth: u32,
+    pub is_generating: bool,
+    /// Milliseconds since the peer's last frame of any kind.
+    pub silent_ms: u64,
+}
+
+#[derive(Debug)]
+struct Entry {
+    view: PeerView,
+    heard: Instant,
+}
+
+/// The connected peers. Cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub struct Peers {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    next: AtomicU64,
+    peers: Mutex<BTreeMap<u64, Entry>>,
+}
+
+/// A peer's place in the list; it leaves the list when dropped.
+#[derive(Debug)]
+pub(crate) struct Listed {
+    peers: Peers,
+    key: u64,
+}
+
+impl Peers {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Entry>> {
+        // Plain bookkeeping: a panic elsewhere cannot leave it half-updated.
+        self.inner
+            .peers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// List an admitted peer.
+    pub(crate) fn add(&self, hello: &Hello, addr: SocketAddr) -> Listed {
+        let key = self.inner.next.fetch_add(1, Ordering::Relaxed);
+        let view = PeerView {
+            name: hello.device_info.name.clone(),
+            device_id: hello.device_info.id.to_string(),
+            addr: addr.to_string(),
+            kind: "tealenet",
+            loaded_models: hello.loaded_models.clone(),
+            thermal_level: ThermalLevel::Nominal,
+            throttle: 100,
+            queue_depth: 0,
+            is_generating: false,
+            silent_ms: 0,
+        };
+        self.lock().insert(
+            key,
+            Entry {
+                view,
+                heard: Instant::now(),
+            },
+        );
+        Listed {
+            peers: self.clone(),
+            key,
+        }
+    }
+
+    /// The peers now, in the order they joined.
+    pub fn list(&self) -> Vec<PeerView> {
+        self.lock()
+            .values()
+            .map(|e| PeerView {
+                silent_ms: u64::try_from(e.heard.elapsed().as_millis()).unwrap_or(u64::MAX),
+                ..e.view.clone()
+            })
+            .collect()
+    }
+}
+
+impl Listed {
+    /// The peer sent a frame.
+    pub(crate) fn heard(&self) {
+        if let Some(e) = self.peers.lock().get_mut(&self.key) {
+            e.heard = Instant::now();
+        }
+    }
+
+    /// The peer's health, from its heartbeat or heartbeatAck.
+    pub(crate) fn health(&self, hb: &Heartbeat) {
+        if let Some(e) = self.peers.lock().get_mut(&self.key) {
+            e.view.thermal_level = hb.thermal_level;
+            e.view.throttle = hb.throttle_level;
+            e.view.queue_depth = hb.queue_depth;
+            e.view.is_generating = hb.is_generating;
+            e.view.loaded_models.clone_from(&hb.loaded_models);
+        }
+    }
+}
+
+impl Drop for Listed {
+    fn drop(&mut self) {
+        self.peers.lock().remove(&self.key);
+    }
+}
