@@ -25,12 +25,12 @@ use hearth_protocol::cluster::{
     self as cm, AppleTime, ErrorCode, Heartbeat, Hello, Message, PeerUuid, Shape, ThermalLevel,
     PROTOCOL_VERSION,
 };
-use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio_util::codec::Framed;
 use tokio_util::sync::CancellationToken;
 
 use super::Me;
+use crate::server::listen::Held;
 use crate::telemetry::{self, ThermalSource};
 
 /// How often this node sends its heartbeat (the document's 5 s).
@@ -44,10 +44,10 @@ const OUTBOX_CAPACITY: usize = 256;
 /// How long each shutdown notice may take to go out.
 const SHUTDOWN_WRITE_WAIT: Duration = Duration::from_millis(500);
 
-type Frames = Framed<TcpStream, tokio_util::codec::LengthDelimitedCodec>;
+type Frames = Framed<Held, tokio_util::codec::LengthDelimitedCodec>;
 
-pub(super) async fn run(tcp: TcpStream, peer: SocketAddr, me: Arc<Me>, stop: CancellationToken) {
-    let mut frames = Framed::new(tcp, super::codec());
+pub(super) async fn run(stream: Held, peer: SocketAddr, me: Arc<Me>, stop: CancellationToken) {
+    let mut frames = Framed::new(stream, super::codec());
     let hello = tokio::select! {
         h = first_hello(&mut frames) => h,
         () = stop.cancelled() => return,
@@ -67,7 +67,6 @@ pub(super) async fn run(tcp: TcpStream, peer: SocketAddr, me: Arc<Me>, stop: Can
     frames
         .codec_mut()
         .set_max_frame_length(super::ADMITTED_FRAME_BYTES);
-    let write_timeout = me.state.limits.write_timeout;
     let listed = me.state.cluster_peers.add(&hello, peer);
     let ack = Message::HelloAck(Hello {
         device_info: me.device_info(),
@@ -76,7 +75,7 @@ pub(super) async fn run(tcp: TcpStream, peer: SocketAddr, me: Arc<Me>, stop: Can
         loaded_models: me.loaded_models(),
         owner_user_id: None,
     });
-    if let Err(why) = write(&mut frames, &ack, shape, write_timeout).await {
+    if let Err(why) = write(&mut frames, &ack, shape).await {
         tracing::info!(%peer, "cluster peer left: {why}");
         return;
     }
@@ -84,7 +83,6 @@ pub(super) async fn run(tcp: TcpStream, peer: SocketAddr, me: Arc<Me>, stop: Can
         me,
         shape,
         listed,
-        write_timeout,
         running: HashMap::new(),
         next: 0,
     }
@@ -98,21 +96,13 @@ fn frame(m: &Message, shape: Shape) -> tokio_util::bytes::Bytes {
     cm::encode(m, shape).into()
 }
 
-/// Write one message, failing when the peer takes nothing for `limit`.
-async fn write(
-    frames: &mut Frames,
-    m: &Message,
-    shape: Shape,
-    limit: Duration,
-) -> Result<(), String> {
-    match tokio::time::timeout(limit, frames.send(frame(m, shape))).await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(format!("writing failed: {e}")),
-        Err(_) => Err(format!(
-            "it took nothing written for {:.1} s",
-            limit.as_secs_f64()
-        )),
-    }
+/// Write one message. The stream itself fails a write the peer takes nothing of for the
+/// write timeout ([`Held`]).
+async fn write(frames: &mut Frames, m: &Message, shape: Shape) -> Result<(), String> {
+    frames
+        .send(frame(m, shape))
+        .await
+        .map_err(|e| format!("writing failed: {e}"))
 }
 
 /// The peer's first frame, which must be its `hello`.
@@ -185,7 +175,6 @@ struct Session {
     shape: Shape,
     /// This peer in the list of connected peers (it leaves the list with the session).
     listed: super::peers::Listed,
-    write_timeout: Duration,
     /// Requests being served (with the serial number of their task), to stop on the peer's
     /// word or when it leaves.
     running: HashMap<PeerUuid, (u64, CancellationToken)>,
@@ -196,7 +185,6 @@ impl Session {
     async fn serve(&mut self, frames: &mut Frames, stop: &CancellationToken) -> String {
         let (out_tx, mut out_rx) = mpsc::channel::<Message>(OUTBOX_CAPACITY);
         let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(PeerUuid, u64)>();
-        let limit = self.write_timeout;
         let mut heard = Instant::now();
         let mut beat = tokio::time::interval(HEARTBEAT_EVERY);
         beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -209,7 +197,8 @@ impl Session {
                     // Each running request is told, so the consumer retries elsewhere at once.
                     for id in self.running.keys() {
                         let m = error(id, ErrorCode::Unavailable, "this node is shutting down");
-                        if write(frames, &m, self.shape, SHUTDOWN_WRITE_WAIT).await.is_err() {
+                        let notice = write(frames, &m, self.shape);
+                        if !matches!(tokio::time::timeout(SHUTDOWN_WRITE_WAIT, notice).await, Ok(Ok(()))) {
                             break;
                         }
                     }
@@ -225,12 +214,12 @@ impl Session {
                         break format!("silent for {} s", SILENCE_LIMIT.as_secs());
                     }
                     let hb = Message::Heartbeat(heartbeat(&self.me));
-                    if let Err(why) = write(frames, &hb, self.shape, limit).await {
+                    if let Err(why) = write(frames, &hb, self.shape).await {
                         break why;
                     }
                 }
                 Some(m) = out_rx.recv() => {
-                    if let Err(why) = write(frames, &m, self.shape, limit).await {
+                    if let Err(why) = write(frames, &m, self.shape).await {
                         break why;
                     }
                 }
@@ -249,7 +238,7 @@ impl Session {
                         },
                     };
                     if let Some(m) = reply {
-                        if let Err(why) = write(frames, &m, self.shape, limit).await {
+                        if let Err(why) = write(frames, &m, self.shape).await {
                             break why;
                         }
                     }

@@ -28,6 +28,7 @@ use tokio::task::JoinHandle;
 use tokio_util::codec::LengthDelimitedCodec;
 use tokio_util::sync::CancellationToken;
 
+use crate::server::listen::Held;
 use crate::server::AppState;
 
 /// The cluster port when `--cluster-port` is not given.
@@ -176,7 +177,7 @@ pub(crate) fn spawn(
     table: Arc<crate::server::listen::PerAddress>,
     stop: CancellationToken,
 ) -> JoinHandle<()> {
-    let per_address = state.limits.per_address;
+    let (per_address, write_timeout) = (state.limits.per_address, state.limits.write_timeout);
     let me = Arc::new(Me::new(state, config));
     tokio::spawn(async move {
         let connections = tokio_util::task::TaskTracker::new();
@@ -197,11 +198,10 @@ pub(crate) fn spawn(
                 continue;
             };
             let _ = tcp.set_nodelay(true);
-            let (me, stop) = (me.clone(), stop.clone());
-            connections.spawn(async move {
-                connection::run(tcp, peer, me, stop).await;
-                drop(place);
-            });
+            // The stream holds its place, and fails writes the peer takes nothing of for the
+            // write timeout, as the doors' connections do.
+            let stream = Held::new(tcp, place, write_timeout);
+            connections.spawn(connection::run(stream, peer, me.clone(), stop.clone()));
         }
         connections.close();
         connections.wait().await;

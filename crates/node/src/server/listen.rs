@@ -125,8 +125,8 @@ impl Drop for Place {
 /// upgrade the stream moves into the WebSocket, and the place goes with it), and fails a
 /// write the client has taken nothing of for [`Limits::write_timeout`]: a client that stops
 /// reading would otherwise hold its generation's slot forever, since the engine waits for
-/// slow readers instead of buffering without bound.
-struct Held {
+/// slow readers instead of buffering without bound. The cluster's connections use it too.
+pub(crate) struct Held {
     tcp: tokio::net::TcpStream,
     _place: Place,
     write_timeout: Duration,
@@ -135,7 +135,7 @@ struct Held {
 }
 
 impl Held {
-    fn new(tcp: tokio::net::TcpStream, place: Place, write_timeout: Duration) -> Self {
+    pub(crate) fn new(tcp: tokio::net::TcpStream, place: Place, write_timeout: Duration) -> Self {
         Self {
             tcp,
             _place: place,

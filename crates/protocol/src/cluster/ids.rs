@@ -3,7 +3,7 @@
 //! the Swift app does) and dates as seconds since 2001-01-01 ([`AppleTime`]).
 
 use std::fmt;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -117,13 +117,6 @@ impl AppleTime {
     pub fn now() -> Self {
         Self::from_system(SystemTime::now())
     }
-
-    /// The same instant; `None` before 1970 or when not a finite number.
-    pub fn to_system(self) -> Option<SystemTime> {
-        let unix = self.0 + APPLE_EPOCH_UNIX_SECS;
-        let d = Duration::try_from_secs_f64(unix).ok()?;
-        UNIX_EPOCH.checked_add(d)
-    }
 }
 
 #[cfg(test)]
@@ -161,10 +154,7 @@ mod tests {
 
     #[test]
     fn apple_dates_count_from_2001() {
-        let t = UNIX_EPOCH + Duration::from_secs(978_307_200 + 798_134_400);
+        let t = UNIX_EPOCH + std::time::Duration::from_secs(978_307_200 + 798_134_400);
         assert_eq!(AppleTime::from_system(t), AppleTime(798_134_400.0));
-        assert_eq!(AppleTime(798_134_400.0).to_system(), Some(t));
-        assert_eq!(AppleTime(-1e12).to_system(), None);
-        assert_eq!(AppleTime(f64::NAN).to_system(), None);
     }
 }

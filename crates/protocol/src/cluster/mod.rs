@@ -30,8 +30,7 @@ pub use inference::{
     InferenceRequest,
 };
 pub use models::{
-    ModelQuery, ModelQueryResponse, ModelTransferChunk, ModelTransferComplete,
-    ModelTransferRequest, TRANSFER_CHUNK_BYTES,
+    ModelQuery, ModelQueryResponse, ModelTransferChunk, ModelTransferComplete, ModelTransferRequest,
 };
 
 use serde::de::DeserializeOwned;
@@ -100,22 +99,6 @@ impl Message {
             Self::ModelTransferComplete(_) => "modelTransferComplete",
         }
     }
-
-    fn payload(&self) -> Result<Value, serde_json::Error> {
-        match self {
-            Self::Hello(p) | Self::HelloAck(p) => serde_json::to_value(p),
-            Self::Heartbeat(p) | Self::HeartbeatAck(p) => serde_json::to_value(p),
-            Self::InferenceRequest(p) => serde_json::to_value(p),
-            Self::InferenceChunk(p) => serde_json::to_value(p),
-            Self::InferenceComplete(p) => serde_json::to_value(p),
-            Self::InferenceError(p) => serde_json::to_value(p),
-            Self::ModelQuery(p) => serde_json::to_value(p),
-            Self::ModelQueryResponse(p) => serde_json::to_value(p),
-            Self::ModelTransferRequest(p) => serde_json::to_value(p),
-            Self::ModelTransferChunk(p) => serde_json::to_value(p),
-            Self::ModelTransferComplete(p) => serde_json::to_value(p),
-        }
-    }
 }
 
 /// Read one frame's JSON as a cluster message, and the shape it came in.
@@ -168,22 +151,41 @@ fn read<T: DeserializeOwned>(name: &'static str, payload: Value) -> Result<T, Cl
     })
 }
 
-/// Write a message as one frame's JSON, in `shape`.
+/// Write a message as one frame's JSON, in `shape`: serialized straight into the bytes (it is
+/// on the path of every streamed token).
 pub fn encode(message: &Message, shape: Shape) -> Vec<u8> {
-    // Every payload is plain data (strings, numbers, maps): serializing cannot fail.
-    let payload = message.payload().unwrap_or(Value::Null);
-    let body = match shape {
-        Shape::Wrapped => wrap(WRAPPED_KEY, payload),
-        Shape::Plain => payload,
-    };
-    serde_json::to_vec(&wrap(message.name(), body)).unwrap_or_default()
+    match message {
+        Message::Hello(p) | Message::HelloAck(p) => write(message.name(), p, shape),
+        Message::Heartbeat(p) | Message::HeartbeatAck(p) => write(message.name(), p, shape),
+        Message::InferenceRequest(p) => write(message.name(), p, shape),
+        Message::InferenceChunk(p) => write(message.name(), p, shape),
+        Message::InferenceComplete(p) => write(message.name(), p, shape),
+        Message::InferenceError(p) => write(message.name(), p, shape),
+        Message::ModelQuery(p) => write(message.name(), p, shape),
+        Message::ModelQueryResponse(p) => write(message.name(), p, shape),
+        Message::ModelTransferRequest(p) => write(message.name(), p, shape),
+        Message::ModelTransferChunk(p) => write(message.name(), p, shape),
+        Message::ModelTransferComplete(p) => write(message.name(), p, shape),
+    }
 }
 
-fn wrap(key: &str, value: impl Serialize) -> Value {
-    let mut m = Map::new();
-    m.insert(
-        key.to_owned(),
-        serde_json::to_value(value).unwrap_or(Value::Null),
-    );
-    Value::Object(m)
+fn write<T: Serialize>(name: &str, payload: &T, shape: Shape) -> Vec<u8> {
+    // Every payload is plain data (strings, numbers, maps): serializing cannot fail.
+    match shape {
+        Shape::Wrapped => serde_json::to_vec(&Entry(name, &Entry(WRAPPED_KEY, payload))),
+        Shape::Plain => serde_json::to_vec(&Entry(name, payload)),
+    }
+    .unwrap_or_default()
+}
+
+/// `{key: value}`, written without building a JSON tree first.
+struct Entry<'a, T>(&'a str, &'a T);
+
+impl<T: Serialize> Serialize for Entry<'_, T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut m = s.serialize_map(Some(1))?;
+        m.serialize_entry(self.0, self.1)?;
+        m.end()
+    }
 }

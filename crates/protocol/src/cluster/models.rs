@@ -7,9 +7,6 @@ use serde::{Deserialize, Serialize};
 
 use super::ids::PeerUuid;
 
-/// Bytes of model data in one chunk (what the reference sends).
-pub const TRANSFER_CHUNK_BYTES: usize = 1 << 20;
-
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelQuery {
     #[serde(rename = "modelID")]
@@ -51,23 +48,6 @@ pub struct ModelTransferChunk {
 }
 
 impl ModelTransferChunk {
-    /// A chunk carrying `bytes` (encoded to base64).
-    pub fn new(
-        transfer_id: PeerUuid,
-        file_name: String,
-        offset: u64,
-        bytes: &[u8],
-        is_last_chunk: bool,
-    ) -> Self {
-        Self {
-            transfer_id,
-            file_name,
-            offset,
-            data: base64::engine::general_purpose::STANDARD.encode(bytes),
-            is_last_chunk,
-        }
-    }
-
     /// The chunk's bytes; `None` when `data` is not base64.
     pub fn bytes(&self) -> Option<Vec<u8>> {
         base64::engine::general_purpose::STANDARD
