@@ -7,6 +7,8 @@ lowercase UUIDs, and only `heartbeatAck` of its own, as the Rust node does.
     tealenet_peer.py HOST PORT raw HEX                # send these bytes first; report what happens
     tealenet_peer.py HOST PORT linger PASSCODE        # hello and a hot heartbeatAck, then stay
                                                       # connected until a line on stdin
+    tealenet_peer.py HOST PORT provide PASSCODE MODEL # offer MODEL; answer the node's one
+                                                      # inferenceRequest with a fixed text
 
 Prints one JSON object with what it saw; exits non-zero on anything the documents forbid.
 """
@@ -208,6 +210,46 @@ def linger(sock, passcode):
     sys.stdin.readline()
 
 
+PROVIDED_TEXT = ["Hello", " from", " a", " TealeNet", " peer."]
+
+
+def provide(sock, passcode, model):
+    """A provider as the Rust node is one: it offers MODEL, answers one request with OpenAI
+    chunks (an empty `delta` first, `choices: []` with usage last), then inferenceComplete."""
+    payload = hello(passcode)
+    payload["loadedModels"] = [model]
+    send(sock, "hello", payload)
+    seen = []
+    recv_until(sock, {"helloAck"}, seen)
+    send(sock, "heartbeatAck", {"deviceID": str(uuid.uuid4()), "timestamp": 798134401.0,
+                                "thermalLevel": "nominal", "throttleLevel": 100,
+                                "loadedModels": [model], "isGenerating": False,
+                                "queueDepth": 0})
+    print(json.dumps({"providing": model}), flush=True)
+    _, req = recv_until(sock, {"inferenceRequest"}, seen)
+    rid = req["requestID"]
+    body = req["request"]
+    assert is_uuid(rid), req
+    assert body["model"] == model and body["messages"], req
+    def chunk(delta, finish=None, usage=None):
+        c = {"id": "chatcmpl-x", "object": "chat.completion.chunk", "created": 1,
+             "model": model, "choices": [] if usage else [{"index": 0, "delta": delta,
+                                                           "finish_reason": finish}]}
+        if usage:
+            c["usage"] = usage
+        send(sock, "inferenceChunk", {"requestID": rid, "chunk": c})
+    chunk({})
+    for piece in PROVIDED_TEXT:
+        chunk({"content": piece})
+    chunk({}, finish="stop")
+    chunk(None, usage={"prompt_tokens": 9, "completion_tokens": 5, "total_tokens": 14})
+    send(sock, "inferenceComplete", {"requestID": rid, "tokensOut": 5})
+    out = {"request_keys": sorted(body), "request_id": rid,
+           "messages": body["messages"], "hearth_fields": [k for k in body if "hearth" in k]}
+    print(json.dumps(out), flush=True)
+    sys.stdin.readline()
+
+
 def raw(sock, hexbytes):
     sock.sendall(bytes.fromhex(hexbytes))
     try:
@@ -226,6 +268,8 @@ def main():
         refused(sock, sys.argv[4])
     elif mode == "linger":
         linger(sock, sys.argv[4])
+    elif mode == "provide":
+        provide(sock, sys.argv[4], sys.argv[5])
     elif mode == "raw":
         raw(sock, sys.argv[4])
     else:

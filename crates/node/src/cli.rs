@@ -92,15 +92,19 @@ pub struct ServeArgs {
     /// (e.g. /sys/class/thermal/thermal_zone0/temp) instead of every sensor.
     #[arg(long, env = "HEARTH_THERMAL_ZONE", value_parser = parse_thermal_zone)]
     thermal_zone: Option<PathBuf>,
-    /// The LAN cluster's TCP port (0 picks a free one).
-    #[arg(long, env = "HEARTH_CLUSTER_PORT", default_value_t = crate::cluster::DEFAULT_CLUSTER_PORT)]
-    cluster_port: u16,
+    /// The LAN cluster's TCP port (0 picks a free one) [default: 8421, or a free one when
+    /// another program holds 8421].
+    #[arg(long, env = "HEARTH_CLUSTER_PORT")]
+    cluster_port: Option<u16>,
     /// The cluster passcode: peers must have the same one.
     #[arg(long, env = "HEARTH_PASSCODE", hide_env_values = true)]
     passcode: Option<String>,
     /// Take TealeNet peers, whose traffic is not encrypted.
     #[arg(long, env = "HEARTH_TEALENET_COMPAT")]
     tealenet_compat: bool,
+    /// A cluster peer to connect to and keep connected (HOST:PORT; repeatable).
+    #[arg(long = "peer", env = "HEARTH_PEER", value_delimiter = ',')]
+    peers: Vec<String>,
     /// Serve scripted tokens instead of running the model (door benchmarks only).
     #[arg(long, env = "HEARTH_SCRIPTED", hide = true)]
     scripted: bool,
@@ -136,6 +140,7 @@ impl ServeArgs {
             port: self.cluster_port,
             passcode: self.passcode.filter(|p| !p.is_empty()),
             tealenet_compat: self.tealenet_compat,
+            peers: self.peers,
         });
         c.hub = self
             .hub_token

@@ -194,16 +194,23 @@ impl Node {
         let addr = listener
             .local_addr()
             .map_err(|source| NodeError::Bind { addr: bind, source })?;
-        // The cluster's listener, where the doors listen (so far only for TealeNet peers).
+        // The cluster's listener, where the doors listen; on the LAN only with a passcode
+        // (without one any machine there could use this node without an API key).
         let cluster_listener = match &config.cluster {
-            Some(c) if c.tealenet_compat => {
-                let at = SocketAddr::new(bind_host, c.port);
-                let l = TcpListener::bind(at)
-                    .await
-                    .map_err(|source| NodeError::Bind { addr: at, source })?;
+            Some(c) => {
+                let host = cluster_host(bind_host, c);
+                let l = match c.port {
+                    Some(port) => {
+                        let at = SocketAddr::new(host, port);
+                        TcpListener::bind(at)
+                            .await
+                            .map_err(|source| NodeError::Bind { addr: at, source })?
+                    }
+                    None => bind_cluster_default(host).await?,
+                };
                 Some((l, c.clone()))
             }
-            _ => None,
+            None => None,
         };
         if let Err(e) = lock.record(Some(addr.port())) {
             tracing::warn!(error = %e, "could not write the port into the data dir's lock file");
@@ -244,9 +251,20 @@ impl Node {
                 .and_then(|(l, _)| l.local_addr().ok())
                 .map(|a| a.port()),
             cluster_peers: cluster::Peers::default(),
+            cluster_dialer: std::sync::OnceLock::new(),
+            // The registry of remote providers: a hub's workers, and the cluster's peers.
             router: route::Router::new(
                 host.clone(),
-                config.hub.clone().map(hub::Hub::new),
+                config
+                    .hub
+                    .clone()
+                    .or_else(|| {
+                        config
+                            .cluster
+                            .as_ref()
+                            .map(|_| hub::HubConfig::peers_only())
+                    })
+                    .map(hub::Hub::new),
                 shutdown.clone(),
             ),
             host,
@@ -275,21 +293,27 @@ impl Node {
         let cluster = match cluster_listener {
             Some((l, c)) => {
                 let at = l.local_addr().map_err(|source| NodeError::Bind {
-                    addr: SocketAddr::new(bind_host, c.port),
+                    addr: SocketAddr::new(bind_host, 0),
                     source,
                 })?;
-                tracing::info!(addr = %at, "cluster listening for TealeNet peers (plain text: --tealenet-compat)");
+                let (st, cc, table) = (state.clone(), c.clone(), connections.clone());
+                let me = tokio::task::spawn_blocking(move || cluster::Me::new(st, &cc, table))
+                    .await
+                    .map_err(|e| NodeError::IdentityTask(e.to_string()))?
+                    .map(Arc::new)
+                    .expect("a node with a cluster has a registry of remote providers");
+                tracing::info!(addr = %at, compat = c.tealenet_compat, "cluster listening (Hearth peers encrypted; TealeNet peers in plain text only with --tealenet-compat)");
                 // Its own token: rebinding the doors alone must not close it.
                 let stop = state.shutdown.child_token();
-                tasks.push(cluster::spawn(
-                    l,
-                    state.clone(),
-                    &c,
-                    connections.clone(),
-                    stop.clone(),
-                ));
+                tasks.push(cluster::listen(l, me.clone(), stop.clone()));
+                let dialer = cluster::dial::Dialer::new(me.clone(), state.shutdown.child_token());
+                for p in &c.peers {
+                    dialer.add(p);
+                }
+                let _ = state.cluster_dialer.set(dialer);
                 Some(ClusterRun {
                     config: c,
+                    me,
                     stop,
                     addr: at,
                 })
@@ -400,16 +424,12 @@ impl Node {
     /// Move the cluster's listener (and close its connections) to where the doors now listen;
     /// it stays on loopback when the LAN would need a passcode it does not have.
     async fn rebind_cluster(&self, host: IpAddr) -> Option<JoinHandle<()>> {
-        let (config, port) = {
+        let (config, me, port) = {
             let run = self.inner.cluster.lock().expect("cluster lock");
             let run = run.as_ref()?;
-            (run.config.clone(), run.addr.port())
+            (run.config.clone(), run.me.clone(), run.addr.port())
         };
-        let host = if host.is_loopback() || config.passcode.is_some() {
-            host
-        } else {
-            IpAddr::V4(Ipv4Addr::LOCALHOST)
-        };
+        let host = cluster_host(host, &config);
         let at = SocketAddr::new(host, port);
         if self.cluster_addr() == Some(at) {
             return None;
@@ -426,16 +446,11 @@ impl Node {
             }
         };
         let stop = self.inner.state.shutdown.child_token();
-        let task = cluster::spawn(
-            listener,
-            self.inner.state.clone(),
-            &config,
-            self.inner.connections.clone(),
-            stop.clone(),
-        );
+        let task = cluster::listen(listener, me.clone(), stop.clone());
         tracing::info!(%at, "cluster rebound");
         *self.inner.cluster.lock().expect("cluster lock") = Some(ClusterRun {
             config,
+            me,
             stop,
             addr: at,
         });
@@ -503,8 +518,42 @@ impl Node {
 #[derive(Debug)]
 struct ClusterRun {
     config: cluster::ClusterConfig,
+    me: Arc<cluster::Me>,
     stop: CancellationToken,
     addr: SocketAddr,
+}
+
+/// Where the cluster listens when the doors listen on `host`: there, except on the LAN
+/// without a passcode (then loopback: any machine there could use this node otherwise).
+fn cluster_host(host: IpAddr, config: &cluster::ClusterConfig) -> IpAddr {
+    if host.is_loopback() || config.passcode.is_some() {
+        host
+    } else {
+        tracing::warn!(
+            "the cluster stays on loopback: on the LAN it needs a passcode (--passcode)"
+        );
+        IpAddr::V4(Ipv4Addr::LOCALHOST)
+    }
+}
+
+/// The default cluster port, or a free one when another program holds it (two nodes on one
+/// machine); discovery announces whichever it is.
+async fn bind_cluster_default(host: IpAddr) -> Result<TcpListener, NodeError> {
+    let at = SocketAddr::new(host, cluster::DEFAULT_CLUSTER_PORT);
+    match TcpListener::bind(at).await {
+        Ok(l) => Ok(l),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            tracing::warn!(
+                port = cluster::DEFAULT_CLUSTER_PORT,
+                "the default cluster port is taken; the cluster listens on a free one"
+            );
+            let any = SocketAddr::new(host, 0);
+            TcpListener::bind(any)
+                .await
+                .map_err(|source| NodeError::Bind { addr: any, source })
+        }
+        Err(source) => Err(NodeError::Bind { addr: at, source }),
+    }
 }
 
 /// Bind, retrying briefly while a just-closed listener still holds the port.

@@ -5,7 +5,8 @@
 //! frames before `hello`, malformed and oversized frames close that one connection while the
 //! node goes on serving; `/api/status` lists a connected peer with its heartbeat's figures
 //! until its connection closes; sharing the node on the LAN or not leaves the cluster serving;
-//! without `--tealenet-compat` no cluster port is open, and on the LAN it needs a passcode.
+//! without `--tealenet-compat` a TealeNet peer is refused, and on the LAN compatibility needs
+//! a passcode.
 
 mod common;
 
@@ -28,9 +29,10 @@ async fn compat_node() -> (TestNode, tempfile::TempDir) {
         c.thermal_zone = Some(zone);
         c.name = "hearth-under-test".into();
         c.cluster = Some(ClusterConfig {
-            port: 0,
+            port: Some(0),
             passcode: Some(PASSCODE.into()),
             tealenet_compat: true,
+            peers: Vec::new(),
         });
     })
     .await;
@@ -131,24 +133,21 @@ async fn sharing_the_node_on_the_lan_or_not_leaves_the_cluster_serving() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_tealenet_compatibility_no_cluster_port_is_open() {
-    // A port that was free a moment ago.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+async fn without_tealenet_compatibility_a_tealenet_peer_is_refused() {
+    // The port is open for Hearth peers; a plain hello, even with no passcode on either side,
+    // is closed.
     let t = TestNode::start_with(|c| {
         c.cluster = Some(ClusterConfig {
-            port,
+            port: Some(0),
             passcode: None,
             tealenet_compat: false,
+            peers: Vec::new(),
         });
     })
     .await;
-    assert_eq!(t.node().cluster_addr(), None);
-    let refused = tokio::net::TcpStream::connect(("127.0.0.1", port)).await;
-    assert!(refused.is_err(), "something listens on the cluster port");
+    let seen = peer(&t, &["refused", ""]).await;
+    assert_eq!(seen["after_hello"], "closed", "{seen}");
+    assert_eq!(t.status().await["cluster"]["peers"], serde_json::json!([]));
     t.stop().await;
 }
 
@@ -212,5 +211,70 @@ async fn the_status_lists_a_connected_peer_with_its_heartbeat_until_it_leaves() 
         "the peer to leave the list",
     )
     .await;
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tealenet_peer_with_a_model_serves_this_nodes_requests_for_it() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let (t, _zone) = compat_node().await;
+    let port = t.node().cluster_addr().unwrap().port();
+    let mut python = tokio::process::Command::new(venv_python())
+        .arg(repo_root().join("tests/tealenet_peer.py"))
+        .args([
+            "127.0.0.1",
+            &port.to_string(),
+            "provide",
+            PASSCODE,
+            "teale/model",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(python.stdout.take().unwrap()).lines();
+    let next = async |lines: &mut tokio::io::Lines<_>| {
+        tokio::time::timeout(std::time::Duration::from_secs(60), lines.next_line())
+            .await
+            .expect("the peer says something within 60 s")
+            .unwrap()
+            .expect("a line from the peer")
+    };
+    assert_eq!(next(&mut lines).await, r#"{"providing": "teale/model"}"#);
+    common::wait_for(
+        async || {
+            t.get_json("/v1/models").await["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m["id"] == "teale/model")
+        },
+        "the peer's model among this node's models",
+    )
+    .await;
+    // A request for the peer's model goes to the peer, in the OpenAI shape it reads.
+    let answer = t
+        .chat(serde_json::json!({"model": "teale/model",
+            "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 20}))
+        .await;
+    assert_eq!(
+        answer["choices"][0]["message"]["content"], "Hello from a TealeNet peer.",
+        "{answer}"
+    );
+    let seen: Value = serde_json::from_str(&next(&mut lines).await).unwrap();
+    assert_eq!(seen["messages"][0]["content"], "Hi", "{seen}");
+    assert_eq!(seen["hearth_fields"], serde_json::json!([]), "{seen}");
+    let rid = seen["request_id"].as_str().unwrap();
+    assert_eq!(rid, rid.to_uppercase(), "Hearth emits uppercase UUIDs");
+    // This node's own model is still served here.
+    let own = t
+        .chat(serde_json::json!({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3}))
+        .await;
+    assert_eq!(own["model"], MODEL_ID, "{own}");
+    let mut stdin = python.stdin.take().unwrap();
+    stdin.write_all(b"bye\n").await.unwrap();
+    drop(stdin);
+    let _ = python.wait().await;
     t.stop().await;
 }

@@ -228,7 +228,7 @@ async fn a_task_stuck_on_the_only_worker_fails_with_a_clear_error() {
     let message = body["error"]["message"].as_str().unwrap_or_default();
     assert!(
         message.contains("produced nothing for this answer in 1 s")
-            && message.contains("no other worker serves scripted"),
+            && message.contains("no other node serves scripted"),
         "{body}"
     );
     hub.stop().await;

@@ -424,6 +424,15 @@ impl Identity {
     pub fn sign(&self, message: &[u8]) -> ed25519_dalek::Signature {
         ed25519_dalek::Signer::sign(&self.key, message)
     }
+
+    /// A fresh identity kept nowhere (unit tests).
+    #[cfg(test)]
+    pub(crate) fn ephemeral() -> Self {
+        Self {
+            key: generate_key().expect("system randomness"),
+            location: KeyLocation::File(PathBuf::new()),
+        }
+    }
 }
 
 #[cfg(test)]

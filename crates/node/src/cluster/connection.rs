@@ -1,146 +1,95 @@
-//! One cluster connection, on the listening side. The peer's `hello` comes first, within 10 s
-//! and 64 KiB: anything else before it, or a passcode that does not match (both none, or equal
-//! hashes), closes the connection. Then `helloAck` in the shape the peer used, and from there
-//! every message in that shape:
+//! One admitted peer's connection, whichever side opened it ([`super::handshake`]). From there
+//! every message goes in the peer's transport ([`super::link`]):
 //! - a `heartbeat` every 5 s from this node and a `heartbeatAck` to each of the peer's, with
 //!   this node's real figures (the thermal estimate from CPU pressure goes out as `nominal` or
-//!   `fair` only: it is not a temperature);
-//! - any frame counts as a sign of life (the Rust node answers only between its streams); 30 s
-//!   of silence closes the connection;
+//!   `fair` only: it is not a temperature); a Hearth peer also gets a ping every second;
+//! - any frame counts as a sign of life (the Rust node answers only between its streams): a
+//!   Hearth peer silent for 3 s is gone, a TealeNet peer is degraded at 15 s and gone at 30 s;
 //! - each `inferenceRequest` is served on its own task ([`super::serve`]), at most as many at
 //!   once as the engine has slots (more get `queue_full`); an `inferenceError` with code
 //!   `cancelled` from the peer, or the connection ending, stops it; when this node shuts down,
 //!   each running request gets an `inferenceError` `unavailable` first;
+//! - the peer serves this node's route as a provider ([`super::provider`]): requests placed on
+//!   it go out as `inferenceRequest`s and its answers come back to their supervisors;
 //! - a frame that is not a message of the document is skipped; one announced over the size
-//!   limit closes the connection, and so does a peer that takes nothing written to it for the
-//!   node's write timeout.
+//!   limit (or that does not decrypt) closes the connection, and so does a peer that takes
+//!   nothing written to it for the node's write timeout.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures_util::{SinkExt, StreamExt};
 use hearth_protocol::cluster::{
-    self as cm, AppleTime, ErrorCode, Heartbeat, Hello, Message, PeerUuid, Shape, ThermalLevel,
-    PROTOCOL_VERSION,
+    self as cm, AppleTime, ErrorCode, Heartbeat, Message, PeerUuid, ThermalLevel,
 };
 use tokio::sync::mpsc;
-use tokio_util::codec::Framed;
 use tokio_util::sync::CancellationToken;
 
+use super::handshake::Admitted;
+use super::link::{Incoming, Kind, Link};
+use super::provider::Provider;
 use super::Me;
-use crate::server::listen::Held;
 use crate::telemetry::{self, ThermalSource};
 
 /// How often this node sends its heartbeat (the document's 5 s).
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
+/// How often a Hearth peer gets a liveness ping.
+const PING_EVERY: Duration = Duration::from_secs(1);
 /// A TealeNet peer silent this long is gone (NOTES.md).
-const SILENCE_LIMIT: Duration = Duration::from_secs(30);
-/// How long a new connection has to send its `hello`.
-const HELLO_WAIT: Duration = Duration::from_secs(10);
+const TEALENET_SILENCE: Duration = Duration::from_secs(30);
+/// A Hearth peer silent this long is gone (three missed pings).
+const HEARTH_SILENCE: Duration = Duration::from_secs(3);
 /// Messages the connection's tasks may queue for the peer.
 const OUTBOX_CAPACITY: usize = 256;
 /// How long each shutdown notice may take to go out.
 const SHUTDOWN_WRITE_WAIT: Duration = Duration::from_millis(500);
 
-type Frames = Framed<Held, tokio_util::codec::LengthDelimitedCodec>;
-
-pub(super) async fn run(stream: Held, peer: SocketAddr, me: Arc<Me>, stop: CancellationToken) {
-    let mut frames = Framed::new(stream, super::codec());
-    let hello = tokio::select! {
-        h = first_hello(&mut frames) => h,
-        () = stop.cancelled() => return,
+/// Serve an admitted peer until the connection ends; why it ended.
+pub(crate) async fn run(
+    admitted: Admitted,
+    addr: SocketAddr,
+    outbound: bool,
+    me: Arc<Me>,
+    stop: CancellationToken,
+) -> String {
+    let Admitted {
+        mut link,
+        hello,
+        proven,
+    } = admitted;
+    let kind = link.kind();
+    let listed = match me
+        .state
+        .cluster_peers
+        .add(&me.id, &hello, addr, kind, outbound)
+    {
+        Ok(l) => l,
+        Err(why) => return why,
     };
-    let (hello, shape) = match hello {
-        Ok(h) => h,
-        Err(why) => {
-            tracing::info!(%peer, "cluster connection closed: {why}");
-            return;
-        }
-    };
-    if let Err(why) = admit(&me, &hello) {
-        tracing::warn!(%peer, peer_name = %hello.device_info.name, "cluster peer refused: {why}");
-        return;
-    }
-    tracing::info!(%peer, peer_name = %hello.device_info.name, id = %hello.device_info.id, "a TealeNet peer joined (plain text)");
-    frames
-        .codec_mut()
-        .set_max_frame_length(super::ADMITTED_FRAME_BYTES);
-    let listed = me.state.cluster_peers.add(&hello, peer);
-    let ack = Message::HelloAck(Hello {
-        device_info: me.device_info(),
-        protocol_version: PROTOCOL_VERSION,
-        cluster_passcode_hash: me.passcode_hash.clone(),
-        loaded_models: me.loaded_models(),
-        owner_user_id: None,
-    });
-    if let Err(why) = write(&mut frames, &ack, shape).await {
-        tracing::info!(%peer, "cluster peer left: {why}");
-        return;
-    }
-    let why = Session {
+    tracing::info!(%addr, peer_name = %hello.device_info.name, id = %hello.device_info.id, kind = kind.as_str(), outbound, "a cluster peer joined");
+    // A TealeNet peer takes one request at a time (the Rust node reads the next message only
+    // after its stream ends); a Hearth peer said how many in its proof.
+    let slots = proven.as_ref().map_or(1, |p| p.slots);
+    let (mut provider, provider_rx) = Provider::new(
+        me.hub.clone(),
+        kind,
+        hello.device_info.name.clone(),
+        addr,
+        slots,
+    );
+    provider.models(&hello.loaded_models);
+    Session {
         me,
-        shape,
+        kind,
         listed,
+        provider,
         running: HashMap::new(),
         next: 0,
     }
-    .serve(&mut frames, &stop)
-    .await;
-    tracing::info!(%peer, "cluster peer left: {why}");
+    .serve(&mut link, provider_rx, &stop)
+    .await
 }
-
-/// One message as a frame's bytes, in the peer's shape.
-fn frame(m: &Message, shape: Shape) -> tokio_util::bytes::Bytes {
-    cm::encode(m, shape).into()
-}
-
-/// Write one message. The stream itself fails a write the peer takes nothing of for the
-/// write timeout ([`Held`]).
-async fn write(frames: &mut Frames, m: &Message, shape: Shape) -> Result<(), String> {
-    frames
-        .send(frame(m, shape))
-        .await
-        .map_err(|e| format!("writing failed: {e}"))
-}
-
-/// The peer's first frame, which must be its `hello`.
-async fn first_hello(frames: &mut Frames) -> Result<(Hello, Shape), String> {
-    let frame = match tokio::time::timeout(HELLO_WAIT, frames.next()).await {
-        Err(_) => return Err(format!("no hello within {} s", HELLO_WAIT.as_secs())),
-        Ok(None) => return Err("it closed before its hello".into()),
-        Ok(Some(Err(e))) => return Err(format!("its first frame failed: {e}")),
-        Ok(Some(Ok(f))) => f,
-    };
-    match cm::decode(&frame) {
-        Ok((Message::Hello(h), shape)) => Ok((h, shape)),
-        Ok((other, _)) => Err(format!("it sent {} before hello", other.name())),
-        Err(e) => Err(format!("its first frame is not a hello: {e}")),
-    }
-}
-
-/// Whether this peer may stay: the same passcode.
-fn admit(me: &Me, hello: &Hello) -> Result<(), String> {
-    if passcodes_match(
-        me.passcode_hash.as_deref(),
-        hello.cluster_passcode_hash.as_deref(),
-    ) {
-        Ok(())
-    } else {
-        Err("its cluster passcode does not match".into())
-    }
-}
-
-/// NOTES.md's rule: both without a passcode, or the same hash (hex of either case).
-fn passcodes_match(ours: Option<&str>, theirs: Option<&str>) -> bool {
-    match (ours, theirs) {
-        (None, None) => true,
-        (Some(a), Some(b)) => a.eq_ignore_ascii_case(b),
-        _ => false,
-    }
-}
-
 /// This node's health as a heartbeat.
 pub(super) fn heartbeat(me: &Me) -> Heartbeat {
     let t = me.state.telemetry.borrow().clone();
@@ -172,64 +121,93 @@ fn wire_thermal(level: telemetry::ThermalLevel, source: ThermalSource) -> Therma
 /// An admitted peer's connection.
 struct Session {
     me: Arc<Me>,
-    shape: Shape,
+    kind: Kind,
     /// This peer in the list of connected peers (it leaves the list with the session).
     listed: super::peers::Listed,
-    /// Requests being served (with the serial number of their task), to stop on the peer's
-    /// word or when it leaves.
+    /// This node's requests on the peer.
+    provider: Provider,
+    /// The peer's requests being served here (with the serial number of their task), to stop
+    /// on the peer's word or when it leaves.
     running: HashMap<PeerUuid, (u64, CancellationToken)>,
     next: u64,
 }
 
 impl Session {
-    async fn serve(&mut self, frames: &mut Frames, stop: &CancellationToken) -> String {
+    async fn serve(
+        &mut self,
+        link: &mut Link,
+        mut provider_rx: mpsc::Receiver<(crate::hub::WorkerId, hearth_protocol::worker::HubFrame)>,
+        stop: &CancellationToken,
+    ) -> String {
         let (out_tx, mut out_rx) = mpsc::channel::<Message>(OUTBOX_CAPACITY);
         let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(PeerUuid, u64)>();
+        let silence_limit = match self.kind {
+            Kind::Hearth => HEARTH_SILENCE,
+            Kind::TealeNet => TEALENET_SILENCE,
+        };
+        let kicked = self.listed.kicked().clone();
         let mut heard = Instant::now();
         let mut beat = tokio::time::interval(HEARTBEAT_EVERY);
         beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut pulse = tokio::time::interval(PING_EVERY);
+        pulse.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let why = loop {
             tokio::select! {
-                // Shutdown first, then finished requests (their slot is free again), the
-                // heartbeat (a flood of frames must not starve it), our writes, the peer's frames.
+                // Shutdown first, then finished requests (their slot is free again), liveness
+                // and heartbeats (a flood of frames must not starve them), our writes, the
+                // peer's frames.
                 biased;
                 () = stop.cancelled() => {
                     // Each running request is told, so the consumer retries elsewhere at once.
                     for id in self.running.keys() {
                         let m = error(id, ErrorCode::Unavailable, "this node is shutting down");
-                        let notice = write(frames, &m, self.shape);
+                        let notice = link.send(&m);
                         if !matches!(tokio::time::timeout(SHUTDOWN_WRITE_WAIT, notice).await, Ok(Ok(()))) {
                             break;
                         }
                     }
                     break "this node is shutting down".to_owned();
                 }
+                () = kicked.cancelled() => break "a newer connection with the same peer replaced it".to_owned(),
                 Some((id, serial)) = done_rx.recv() => {
                     if self.running.get(&id).is_some_and(|(s, _)| *s == serial) {
                         self.running.remove(&id);
                     }
                 }
-                _ = beat.tick() => {
-                    if heard.elapsed() > SILENCE_LIMIT {
-                        break format!("silent for {} s", SILENCE_LIMIT.as_secs());
+                _ = pulse.tick() => {
+                    if heard.elapsed() > silence_limit {
+                        break format!("silent for {} s", silence_limit.as_secs());
                     }
+                    if let Err(why) = link.ping().await {
+                        break why;
+                    }
+                }
+                _ = beat.tick() => {
                     let hb = Message::Heartbeat(heartbeat(&self.me));
-                    if let Err(why) = write(frames, &hb, self.shape).await {
+                    if let Err(why) = link.send(&hb).await {
                         break why;
                     }
                 }
                 Some(m) = out_rx.recv() => {
-                    if let Err(why) = write(frames, &m, self.shape).await {
+                    if let Err(why) = link.send(&m).await {
                         break why;
                     }
                 }
-                incoming = frames.next() => {
+                Some((worker, frame)) = provider_rx.recv() => {
+                    if let Some(m) = self.provider.message_for(worker, frame) {
+                        if let Err(why) = link.send(&m).await {
+                            break why;
+                        }
+                    }
+                }
+                incoming = link.next() => {
                     heard = Instant::now();
                     self.listed.heard();
                     let reply = match incoming {
                         None => break "it closed the connection".to_owned(),
-                        Some(Err(e)) => break format!("reading failed: {e}"),
-                        Some(Ok(bytes)) => match cm::decode(&bytes) {
+                        Some(Err(e)) => break e,
+                        Some(Ok(Incoming::Ping)) => None,
+                        Some(Ok(Incoming::Message(bytes))) => match cm::decode(&bytes) {
                             Ok((m, _)) => self.on_message(m, &out_tx, &done_tx),
                             Err(e) => {
                                 tracing::debug!(error = %e, "skipping a cluster frame");
@@ -238,7 +216,7 @@ impl Session {
                         },
                     };
                     if let Some(m) = reply {
-                        if let Err(why) = write(frames, &m, self.shape).await {
+                        if let Err(why) = link.send(&m).await {
                             break why;
                         }
                     }
@@ -261,37 +239,26 @@ impl Session {
         match m {
             Message::Heartbeat(hb) => {
                 self.listed.health(&hb);
+                self.provider.health(&hb);
                 Some(Message::HeartbeatAck(heartbeat(&self.me)))
             }
             Message::HeartbeatAck(hb) => {
                 self.listed.health(&hb);
+                self.provider.health(&hb);
                 None
             }
-            Message::InferenceRequest(req) => {
-                let id = req.request_id.clone();
-                if self.running.contains_key(&id) {
-                    return Some(error(
-                        &id,
-                        ErrorCode::InternalError,
-                        "a request with this requestID is already running",
-                    ));
-                }
-                if self.running.len() >= self.me.state.host.stats().slots.max(1) {
-                    return Some(error(
-                        &id,
-                        ErrorCode::QueueFull,
-                        "this connection already has a request on every slot of this node",
-                    ));
-                }
-                let cancel = CancellationToken::new();
-                self.next += 1;
-                let serial = self.next;
-                self.running.insert(id.clone(), (serial, cancel.clone()));
-                let (me, out, done) = (self.me.clone(), out.clone(), done.clone());
-                tokio::spawn(async move {
-                    super::serve::inference(&me, req, &out, &cancel).await;
-                    let _ = done.send((id, serial));
-                });
+            Message::InferenceRequest(req) => self.start(req, out, done),
+            // Answers to this node's requests on the peer.
+            Message::InferenceChunk(c) => {
+                self.provider.on_chunk(&c);
+                None
+            }
+            Message::InferenceComplete(c) => {
+                self.provider.on_complete(c);
+                None
+            }
+            Message::InferenceError(e) if self.provider.owns(&e.request_id) => {
+                self.provider.on_error(e);
                 None
             }
             Message::InferenceError(e) if e.code == Some(ErrorCode::Cancelled) => {
@@ -300,8 +267,7 @@ impl Session {
                 }
                 None
             }
-            // Acks, our own requests' answers (none yet) and model sharing (not yet served):
-            // a model query is answered truthfully; the rest needs nothing.
+            // Model sharing is not served yet: a model query is answered truthfully.
             Message::ModelQuery(q) => Some(Message::ModelQueryResponse(cm::ModelQueryResponse {
                 model_id: q.model_id,
                 available: false,
@@ -312,6 +278,40 @@ impl Session {
                 None
             }
         }
+    }
+
+    /// Serve a peer's request on its own task.
+    fn start(
+        &mut self,
+        req: cm::InferenceRequest,
+        out: &mpsc::Sender<Message>,
+        done: &mpsc::UnboundedSender<(PeerUuid, u64)>,
+    ) -> Option<Message> {
+        let id = req.request_id.clone();
+        if self.running.contains_key(&id) {
+            return Some(error(
+                &id,
+                ErrorCode::InternalError,
+                "a request with this requestID is already running",
+            ));
+        }
+        if self.running.len() >= self.me.state.host.stats().slots.max(1) {
+            return Some(error(
+                &id,
+                ErrorCode::QueueFull,
+                "this connection already has a request on every slot of this node",
+            ));
+        }
+        let cancel = CancellationToken::new();
+        self.next += 1;
+        let serial = self.next;
+        self.running.insert(id.clone(), (serial, cancel.clone()));
+        let (me, out, done, kind) = (self.me.clone(), out.clone(), done.clone(), self.kind);
+        tokio::spawn(async move {
+            super::serve::inference(&me, req, &out, &cancel, kind).await;
+            let _ = done.send((id, serial));
+        });
+        None
     }
 }
 
@@ -327,20 +327,6 @@ fn error(id: &PeerUuid, code: ErrorCode, message: &str) -> Message {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn passcodes_match_when_both_have_none_or_the_same_hash() {
-        let h = crate::cluster::passcode_hash("sesame");
-        assert!(passcodes_match(None, None));
-        assert!(passcodes_match(Some(&h), Some(&h)));
-        assert!(passcodes_match(Some(&h), Some(&h.to_uppercase())));
-        assert!(!passcodes_match(Some(&h), None));
-        assert!(!passcodes_match(None, Some(&h)));
-        assert!(!passcodes_match(
-            Some(&h),
-            Some(&crate::cluster::passcode_hash("other"))
-        ));
-    }
 
     #[test]
     fn an_estimate_goes_out_as_nominal_or_fair_and_a_temperature_as_it_is() {

@@ -1,18 +1,24 @@
 //! The LAN cluster (DESIGN.md §5, `protocols/cluster-messages.md`): a TCP listener on
-//! `--cluster-port` whose frames are a 4-byte big-endian length and then one cluster message's
-//! JSON (tokio-util's length-delimited codec; a frame announced over
-//! [`MAX_CLUSTER_FRAME_BYTES`] closes its connection before anything is allocated for it).
+//! `--cluster-port` and connections this node opens to peers (`--peer`, discovery), whose
+//! frames are a 4-byte big-endian length and then one cluster message's JSON (tokio-util's
+//! length-delimited codec; a frame announced over [`MAX_CLUSTER_FRAME_BYTES`] closes its
+//! connection before anything is allocated for it).
 //!
-//! So far the listener takes TealeNet peers, in plain text, and only while
-//! `--tealenet-compat` is on (the switch exists because such traffic is not encrypted; on the
-//! LAN it also needs `--passcode`). Connections count against the doors' per-address cap. The
-//! encrypted Hearth-to-Hearth transport, discovery, and peers as the route's candidates are
-//! the next parts of the cluster issue. Each connection ([`connection`]) is answered as NOTES.md
-//! says the real peers expect, and a peer's `inferenceRequest` is served by this node's engine
-//! ([`serve`]).
+//! Each connection is admitted by [`handshake`]: Hearth nodes go on encrypted
+//! ([`secure`], Noise XXpsk3 keyed by the passcode and signed by the device identities);
+//! TealeNet peers in plain text only while `--tealenet-compat` is on. Then [`connection`]
+//! runs it: heartbeats and liveness, the peer's requests served by this node's engine
+//! ([`serve`]), and the peer as a provider of this node's route ([`provider`]). [`dial`]
+//! keeps the connections this node opens, with backoff. Listener connections count against
+//! the doors' per-address cap.
 
 mod connection;
+pub mod dial;
+mod handshake;
+mod link;
 pub mod peers;
+mod provider;
+mod secure;
 mod serve;
 
 pub use peers::{PeerView, Peers};
@@ -20,30 +26,45 @@ pub use peers::{PeerView, Peers};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use hearth_protocol::cluster::{DeviceInfo, Hardware, PeerUuid};
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use hearth_protocol::cluster::{
+    DeviceInfo, Hardware, HearthHello, Hello, PeerUuid, HEARTH_NOISE, PROTOCOL_VERSION,
+};
 use hearth_protocol::limits::MAX_CLUSTER_FRAME_BYTES;
 use sha2::{Digest, Sha256};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
-use tokio_util::codec::LengthDelimitedCodec;
+use tokio_util::codec::{Framed, LengthDelimitedCodec};
 use tokio_util::sync::CancellationToken;
 
-use crate::server::listen::Held;
+use crate::hub::Hub;
+use crate::server::listen::{Held, PerAddress};
 use crate::server::AppState;
+
+/// A connection's frames before its transport is chosen.
+pub(crate) type Frames = Framed<Held, LengthDelimitedCodec>;
+
+/// How long a new connection has for its `hello` (and each handshake step).
+pub(crate) const HELLO_WAIT: Duration = Duration::from_secs(10);
 
 /// The cluster port when `--cluster-port` is not given.
 pub const DEFAULT_CLUSTER_PORT: u16 = 8421;
 
-/// `--cluster-port`, `--passcode`, `--tealenet-compat`.
+/// `--cluster-port`, `--passcode`, `--tealenet-compat`, `--peer`.
 #[derive(Clone)]
 pub struct ClusterConfig {
-    /// 0 picks a free port.
-    pub port: u16,
+    /// 0 picks a free port; None: [`DEFAULT_CLUSTER_PORT`], or a free one when that is taken.
+    pub port: Option<u16>,
     /// Peers must have the same passcode (or both none). Never logged or sent in the clear;
     /// TealeNet peers get its hash, as their protocol has it.
     pub passcode: Option<String>,
     /// Take plain-text TealeNet peers.
     pub tealenet_compat: bool,
+    /// Peers to connect to (`HOST:PORT`), kept connected with backoff.
+    pub peers: Vec<String>,
 }
 
 impl std::fmt::Debug for ClusterConfig {
@@ -52,6 +73,7 @@ impl std::fmt::Debug for ClusterConfig {
             .field("port", &self.port)
             .field("passcode", &self.passcode.as_ref().map(|_| "<redacted>"))
             .field("tealenet_compat", &self.tealenet_compat)
+            .field("peers", &self.peers)
             .finish()
     }
 }
@@ -79,17 +101,31 @@ pub(crate) fn codec() -> LengthDelimitedCodec {
 /// The limit on an admitted peer's frames.
 pub(crate) const ADMITTED_FRAME_BYTES: usize = MAX_CLUSTER_FRAME_BYTES;
 
-/// What this node tells peers about itself.
+/// What this node is to its peers: who it is, its keys and rules, and the route's registry of
+/// remote providers its peers join. One per node, shared by every connection.
 #[derive(Debug)]
-pub(crate) struct Me {
+pub struct Me {
     pub(crate) state: Arc<AppState>,
     pub(crate) id: PeerUuid,
     pub(crate) passcode_hash: Option<String>,
+    pub(crate) keys: secure::Keys,
+    pub(crate) compat: bool,
+    pub(crate) hub: Hub,
+    /// Devices that proved to be Hearth nodes: never taken in plain text.
+    hearth_devices: Mutex<HashSet<PeerUuid>>,
+    /// Open connections per LAN address, shared with the doors.
+    pub(crate) table: Arc<PerAddress>,
     hardware: Hardware,
 }
 
 impl Me {
-    fn new(state: Arc<AppState>, config: &ClusterConfig) -> Self {
+    /// Slow (the passcode's key derivation): call it from a blocking task.
+    pub(crate) fn new(
+        state: Arc<AppState>,
+        config: &ClusterConfig,
+        table: Arc<PerAddress>,
+    ) -> Option<Self> {
+        let hub = state.router.hub()?.clone();
         let id = PeerUuid::parse(&state.identity.device_id())
             .unwrap_or_else(|| PeerUuid::from_bytes([0; 16]));
         let ram = state.telemetry.borrow().memory.total_bytes;
@@ -113,12 +149,55 @@ impl Me {
             platform: Some(platform(std::env::consts::OS).into()),
             gpu_vram_gb: None,
         };
-        Self {
+        Some(Self {
             id,
             passcode_hash: config.passcode.as_deref().map(passcode_hash),
+            keys: secure::Keys::new(config.passcode.as_deref(), state.identity.clone()),
+            compat: config.tealenet_compat,
+            hub,
+            hearth_devices: Mutex::new(HashSet::new()),
+            table,
             hardware,
             state,
+        })
+    }
+
+    /// Requests this node takes at once (what a Hearth peer is told).
+    pub(crate) fn slots(&self) -> usize {
+        self.state.host.stats().slots.max(1)
+    }
+
+    /// This node's `hello` (or `helloAck`): as a Hearth node (the transport offered, no
+    /// passcode hash) or to a TealeNet peer (the hash, as its protocol has it).
+    pub(crate) fn hello(&self, hearth: bool) -> Hello {
+        Hello {
+            device_info: self.device_info(),
+            protocol_version: PROTOCOL_VERSION,
+            cluster_passcode_hash: if hearth {
+                None
+            } else {
+                self.passcode_hash.clone()
+            },
+            loaded_models: self.loaded_models(),
+            owner_user_id: None,
+            hearth: hearth.then(|| HearthHello {
+                noise: HEARTH_NOISE.into(),
+            }),
         }
+    }
+
+    fn hearth_lock(&self) -> std::sync::MutexGuard<'_, HashSet<PeerUuid>> {
+        self.hearth_devices
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub(crate) fn remember_hearth(&self, id: &PeerUuid) {
+        self.hearth_lock().insert(id.clone());
+    }
+
+    pub(crate) fn is_known_hearth(&self, id: &PeerUuid) -> bool {
+        self.hearth_lock().contains(id)
     }
 
     /// The models this node serves now (its loaded model).
@@ -170,15 +249,12 @@ fn platform(os: &str) -> &str {
 
 /// Accept cluster connections on `listener` until `stop` is cancelled; each address may hold
 /// as many connections, counted with the doors', as `--connections-per-address` allows.
-pub(crate) fn spawn(
+pub(crate) fn listen(
     listener: TcpListener,
-    state: Arc<AppState>,
-    config: &ClusterConfig,
-    table: Arc<crate::server::listen::PerAddress>,
+    me: Arc<Me>,
     stop: CancellationToken,
 ) -> JoinHandle<()> {
-    let (per_address, write_timeout) = (state.limits.per_address, state.limits.write_timeout);
-    let me = Arc::new(Me::new(state, config));
+    let limits = me.state.limits;
     tokio::spawn(async move {
         let connections = tokio_util::task::TaskTracker::new();
         loop {
@@ -188,20 +264,34 @@ pub(crate) fn spawn(
                     Ok(a) => a,
                     Err(e) => {
                         tracing::debug!(error = %e, "cluster accept failed");
-                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        tokio::time::sleep(Duration::from_millis(50)).await;
                         continue;
                     }
                 },
             };
-            let Some(place) = table.admit(peer.ip(), per_address) else {
+            let Some(place) = me.table.admit(peer.ip(), limits.per_address) else {
                 tracing::debug!(%peer, "refused a cluster connection: too many open from this address");
                 continue;
             };
             let _ = tcp.set_nodelay(true);
             // The stream holds its place, and fails writes the peer takes nothing of for the
             // write timeout, as the doors' connections do.
-            let stream = Held::new(tcp, place, write_timeout);
-            connections.spawn(connection::run(stream, peer, me.clone(), stop.clone()));
+            let frames = Framed::new(Held::new(tcp, place, limits.write_timeout), codec());
+            let (me, stop) = (me.clone(), stop.clone());
+            connections.spawn(async move {
+                let admitted = tokio::select! {
+                    a = handshake::accept(frames, &me) => a,
+                    () = stop.cancelled() => return,
+                };
+                let why = match admitted {
+                    Ok(a) => connection::run(a, peer, false, me, stop).await,
+                    Err(why) => {
+                        tracing::warn!(%peer, "cluster peer refused: {why}");
+                        return;
+                    }
+                };
+                tracing::info!(%peer, "cluster peer left: {why}");
+            });
         }
         connections.close();
         connections.wait().await;

@@ -2,7 +2,8 @@
 //! its `hello`) and its health (from its latest `heartbeat` or `heartbeatAck`). A peer is
 //! listed from its admission until its connection ends (a closed connection is gone at once);
 //! `/api/status` shows the list. Keyed by connection, not by device id: a peer's heartbeat may
-//! carry another id than its hello (NOTES.md).
+//! carry another id than its hello (NOTES.md). Two connections with one device follow NOTES.md's
+//! rule: the outbound one stays when this node's id is the lower, else the inbound one.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -10,8 +11,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
-use hearth_protocol::cluster::{Heartbeat, Hello, ThermalLevel};
+use hearth_protocol::cluster::{Heartbeat, Hello, PeerUuid, ThermalLevel};
 use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use super::link::Kind;
 
 /// One peer as `/api/status` shows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -19,8 +23,12 @@ pub struct PeerView {
     pub name: String,
     pub device_id: String,
     pub addr: String,
-    /// `tealenet`: a TealeNet peer in plain text (the only kind so far).
+    /// `hearth` (encrypted) or `tealenet` (plain text).
     pub kind: &'static str,
+    /// This node opened the connection.
+    pub outbound: bool,
+    /// A TealeNet peer silent for 15 s (gone at 30 s).
+    pub degraded: bool,
     pub loaded_models: Vec<String>,
     pub thermal_level: ThermalLevel,
     pub throttle: u8,
@@ -33,7 +41,9 @@ pub struct PeerView {
 #[derive(Debug)]
 struct Entry {
     view: PeerView,
+    id: PeerUuid,
     heard: Instant,
+    kick: CancellationToken,
 }
 
 /// The connected peers. Cheap to clone.
@@ -53,7 +63,11 @@ struct Inner {
 pub(crate) struct Listed {
     peers: Peers,
     key: u64,
+    kick: CancellationToken,
 }
+
+/// How long a TealeNet peer may be silent before it is listed as degraded.
+pub(crate) const DEGRADED_AFTER: std::time::Duration = std::time::Duration::from_secs(15);
 
 impl Peers {
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Entry>> {
@@ -64,14 +78,38 @@ impl Peers {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// List an admitted peer.
-    pub(crate) fn add(&self, hello: &Hello, addr: SocketAddr) -> Listed {
+    /// List an admitted peer, unless this node already has the connection with it that
+    /// NOTES.md's rule keeps (then why not); a connection the new one replaces is told to close.
+    pub(crate) fn add(
+        &self,
+        me: &PeerUuid,
+        hello: &Hello,
+        addr: SocketAddr,
+        kind: Kind,
+        outbound: bool,
+    ) -> Result<Listed, String> {
+        let id = hello.device_info.id.clone();
+        let mut peers = self.lock();
+        let keep_outbound = *me < id;
+        for e in peers.values() {
+            if e.id == id && !e.kick.is_cancelled() {
+                if e.view.outbound == keep_outbound && outbound != keep_outbound {
+                    return Err(
+                        "this node has the connection with that peer to keep already".into(),
+                    );
+                }
+                e.kick.cancel();
+            }
+        }
         let key = self.inner.next.fetch_add(1, Ordering::Relaxed);
+        let kick = CancellationToken::new();
         let view = PeerView {
             name: hello.device_info.name.clone(),
             device_id: hello.device_info.id.to_string(),
             addr: addr.to_string(),
-            kind: "tealenet",
+            kind: kind.as_str(),
+            outbound,
+            degraded: false,
             loaded_models: hello.loaded_models.clone(),
             thermal_level: ThermalLevel::Nominal,
             throttle: 100,
@@ -79,17 +117,20 @@ impl Peers {
             is_generating: false,
             silent_ms: 0,
         };
-        self.lock().insert(
+        peers.insert(
             key,
             Entry {
                 view,
+                id,
                 heard: Instant::now(),
+                kick: kick.clone(),
             },
         );
-        Listed {
+        Ok(Listed {
             peers: self.clone(),
             key,
-        }
+            kick,
+        })
     }
 
     /// The peers now, in the order they joined.
@@ -98,6 +139,8 @@ impl Peers {
             .values()
             .map(|e| PeerView {
                 silent_ms: u64::try_from(e.heard.elapsed().as_millis()).unwrap_or(u64::MAX),
+                degraded: e.view.kind == Kind::TealeNet.as_str()
+                    && e.heard.elapsed() >= DEGRADED_AFTER,
                 ..e.view.clone()
             })
             .collect()
@@ -105,6 +148,11 @@ impl Peers {
 }
 
 impl Listed {
+    /// Cancelled when a newer connection with the same peer replaces this one.
+    pub(crate) fn kicked(&self) -> &CancellationToken {
+        &self.kick
+    }
+
     /// The peer sent a frame.
     pub(crate) fn heard(&self) {
         if let Some(e) = self.peers.lock().get_mut(&self.key) {

@@ -1,8 +1,10 @@
-//! A peer's `inferenceRequest`, served through the route on this node's model (in hub mode
-//! the route may place it on a worker, like any request here): the OpenAI
-//! body inside is read and validated by the OpenAI door's own decoder, the tokens go back as
-//! `inferenceChunk`s (OpenAI chunks, the last with the finish reason and usage), then
-//! `inferenceComplete` with `tokensOut`. Failures are an `inferenceError` with one of the six
+//! A peer's `inferenceRequest`, served by this node's engine (a peer chose this node: passing
+//! it on could send it back): the OpenAI body inside is read and validated by the OpenAI
+//! door's own decoder, or, from a Hearth peer, the Hearth task it carries by worker mode's
+//! (a raw prompt, text to continue from). The tokens go back as `inferenceChunk`s (OpenAI
+//! chunks, the last with the finish reason and usage; a Hearth peer also gets each chunk's
+//! token count), then `inferenceComplete` with `tokensOut` (and, for a Hearth peer, the
+//! finish reason, usage and timings). Failures are an `inferenceError` with one of the six
 //! codes the Rust node reads (it drops any other): `model_not_loaded`, `queue_full`,
 //! `unavailable`, `internal_error`, `timeout`, `cancelled`.
 
@@ -17,8 +19,10 @@ use hearth_protocol::openai::ChatCompletionBody;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::link::Kind;
+use super::provider::HEARTH_TASK_KEY;
 use super::Me;
-use crate::route::Target;
+use crate::route::Generation;
 
 /// Hand `m` to the connection unless the request is cancelled first; whether it went.
 async fn send(out: &mpsc::Sender<Message>, cancel: &CancellationToken, m: Message) -> bool {
@@ -35,7 +39,9 @@ pub(super) async fn inference(
     req: InferenceRequest,
     out: &mpsc::Sender<Message>,
     cancel: &CancellationToken,
+    kind: Kind,
 ) {
+    let hearth = kind == Kind::Hearth;
     let id = req.request_id.clone();
     let fail = |code: ErrorCode, message: String| {
         Message::InferenceError(InferenceError {
@@ -44,7 +50,7 @@ pub(super) async fn inference(
             code: Some(code),
         })
     };
-    let mut gen = match start(me, req.request) {
+    let mut gen = match start(me, req.request, hearth) {
         Ok(g) => g,
         Err((code, message)) => {
             send(out, cancel, fail(code, message)).await;
@@ -56,7 +62,7 @@ pub(super) async fn inference(
     let created = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let chunk = |delta: ChunkDelta, finish: Option<String>, usage| {
+    let chunk = |delta: ChunkDelta, finish: Option<String>, usage, tokens: Option<u32>| {
         Message::InferenceChunk(InferenceChunk {
             request_id: id.clone(),
             chunk: Chunk {
@@ -71,6 +77,7 @@ pub(super) async fn inference(
                 }],
                 usage,
             },
+            hearth_tokens: tokens.filter(|_| hearth),
         })
     };
     let mut first = true;
@@ -95,6 +102,7 @@ pub(super) async fn inference(
                     },
                     None,
                     None,
+                    Some(u32::from(t.id.is_some())),
                 )
             }
             Some(Event::Done(d)) => {
@@ -102,6 +110,7 @@ pub(super) async fn inference(
                     ChunkDelta::default(),
                     Some(d.reason.as_str().to_owned()),
                     Some(d.usage),
+                    None,
                 );
                 if !send(out, cancel, last).await {
                     return;
@@ -112,6 +121,12 @@ pub(super) async fn inference(
                     Message::InferenceComplete(InferenceComplete {
                         request_id: id.clone(),
                         tokens_out: Some(d.usage.completion_tokens),
+                        hearth_done: hearth.then_some(hearth_protocol::worker::TaskDone {
+                            finish_reason: d.reason,
+                            usage: d.usage,
+                            queued_ms: d.timing.queued.as_secs_f64() * 1000.0,
+                            prefill_ms: d.timing.prefill.as_secs_f64() * 1000.0,
+                        }),
                     }),
                 )
                 .await;
@@ -143,14 +158,16 @@ pub(super) async fn inference(
     }
 }
 
-/// Read the OpenAI body with the OpenAI door's decoder and start it on this node's model; the
-/// error code and message for the peer when that cannot be done.
+/// Read the OpenAI body with the OpenAI door's decoder (or a Hearth peer's task) and start it
+/// on this node's engine; the error code and message for the peer when that cannot be done.
 fn start(
     me: &Me,
-    request: serde_json::Map<String, serde_json::Value>,
-) -> Result<crate::route::Generation, (ErrorCode, String)> {
+    mut request: serde_json::Map<String, serde_json::Value>,
+    hearth: bool,
+) -> Result<Generation, (ErrorCode, String)> {
     let invalid =
         |e: &dyn std::fmt::Display| (ErrorCode::InternalError, format!("invalid request: {e}"));
+    let task = request.remove(HEARTH_TASK_KEY);
     let body: ChatCompletionBody =
         serde_json::from_value(serde_json::Value::Object(request)).map_err(|e| invalid(&e))?;
     let asked = body.model.clone().filter(|m| !m.is_empty());
@@ -166,16 +183,32 @@ fn start(
                 format!("model '{asked}' is not loaded on this node"),
             )
         })?;
-    let chat = body
-        .validate(Some(info.ctx_per_slot))
-        .map_err(|e| invalid(&e))?;
-    let request = Request {
-        prompt: Prompt::Chat(chat.messages),
-        params: chat.params,
+    let request = match task.filter(|_| hearth) {
+        Some(task) => {
+            let text = task
+                .as_str()
+                .ok_or_else(|| invalid(&"the Hearth task is not text"))?;
+            let task = match hearth_protocol::worker::parse_hub_text(text) {
+                Ok(Some(hearth_protocol::worker::HubMessage::Task(t))) => t,
+                Ok(_) => return Err(invalid(&"the Hearth task is not a task")),
+                Err(e) => return Err(invalid(&e)),
+            };
+            crate::hub::task::prepare(&task, &info).map_err(|f| invalid(&f.message))?
+        }
+        None => {
+            let chat = body
+                .validate(Some(info.ctx_per_slot))
+                .map_err(|e| invalid(&e))?;
+            Request {
+                prompt: Prompt::Chat(chat.messages),
+                params: chat.params,
+            }
+        }
     };
     me.state
-        .router
-        .submit(&Target::local(info), request)
+        .host
+        .submit(request)
+        .map(Generation::local)
         .map_err(|e| (submit_code(&e), e.to_string()))
 }
 

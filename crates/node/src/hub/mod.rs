@@ -17,7 +17,7 @@
 
 pub mod join;
 mod snapshot;
-mod task;
+pub(crate) mod task;
 
 pub use snapshot::{HubSnapshot, WorkerSnapshot};
 
@@ -61,8 +61,9 @@ pub(crate) const MAX_WORKER_CONCURRENCY: usize = 256;
 /// `--hub-token` and how the hub uses its own engine.
 #[derive(Clone)]
 pub struct HubConfig {
-    /// Workers must present it as `?token=`. Never logged.
-    pub token: String,
+    /// Workers must present it as `?token=`. Never logged. None: the `/node` door is closed
+    /// and the registry holds only the LAN cluster's peers.
+    pub token: Option<String>,
     /// Whether this node's own engine takes requests too (`--hub-local`, default true); when
     /// false the hub only routes to workers, except the batch door's token-id prompts, which
     /// only this node's tokenizer can read.
@@ -78,8 +79,17 @@ pub const DEFAULT_TASK_SILENCE: Duration = Duration::from_secs(600);
 impl HubConfig {
     pub fn new(token: String, serve_locally: bool) -> Self {
         Self {
-            token,
+            token: Some(token),
             serve_locally,
+            task_silence: DEFAULT_TASK_SILENCE,
+        }
+    }
+
+    /// The registry of a node that is no hub: its LAN peers only, its own engine first.
+    pub fn peers_only() -> Self {
+        Self {
+            token: None,
+            serve_locally: true,
             task_silence: DEFAULT_TASK_SILENCE,
         }
     }
@@ -114,6 +124,17 @@ pub(crate) struct WorkerJoin {
     /// It sent `hearth=1`: it understands Hearth's task extension.
     pub(crate) hearth: bool,
     pub(crate) addr: SocketAddr,
+    /// A LAN cluster peer rather than a worker of the `/node` door: never superseded by
+    /// name (two machines may share one), and listed with the cluster's peers.
+    pub(crate) peer: bool,
+}
+
+/// What a cluster peer's latest heartbeat said (hub workers send none).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Health {
+    pub(crate) queue_depth: usize,
+    pub(crate) throttle: u8,
+    pub(crate) thermal: ThermalLevel,
 }
 
 /// What a worker's connection hands to the supervisor of one task.
@@ -162,6 +183,7 @@ struct Worker {
     completed: u64,
     /// Measured decode speed of one stream, tokens/s (an average over finished tasks).
     tokens_per_s: f64,
+    health: Option<Health>,
 }
 
 #[derive(Debug, Default)]
@@ -178,7 +200,7 @@ pub struct Hub {
 
 #[derive(Debug)]
 struct Inner {
-    token_digest: [u8; 32],
+    token_digest: Option<[u8; 32]>,
     serve_locally: bool,
     task_silence: Duration,
     registry: Mutex<Registry>,
@@ -211,7 +233,7 @@ impl Hub {
     pub fn new(config: HubConfig) -> Self {
         Self {
             inner: Arc::new(Inner {
-                token_digest: digest(&config.token),
+                token_digest: config.token.as_deref().map(digest),
                 serve_locally: config.serve_locally,
                 task_silence: config.task_silence,
                 registry: Mutex::new(Registry::default()),
@@ -246,7 +268,15 @@ impl Hub {
     /// token (nor about its length).
     pub(crate) fn token_matches(&self, token: &str) -> bool {
         use subtle::ConstantTimeEq as _;
-        digest(token).ct_eq(&self.inner.token_digest).into()
+        match &self.inner.token_digest {
+            Some(d) => digest(token).ct_eq(d).into(),
+            None => false,
+        }
+    }
+
+    /// Whether the `/node` door takes workers (`--hub-token`).
+    pub fn accepts_workers(&self) -> bool {
+        self.inner.token_digest.is_some()
     }
 
     /// Add a worker. One with the same model and name is superseded: removed at once (its
@@ -261,7 +291,12 @@ impl Hub {
         let old: Vec<WorkerId> = reg
             .workers
             .iter()
-            .filter(|(_, w)| w.join.name == join.name && same_model(&w.join.model, &join.model))
+            .filter(|(_, w)| {
+                !join.peer
+                    && !w.join.peer
+                    && w.join.name == join.name
+                    && same_model(&w.join.model, &join.model)
+            })
             .map(|(id, _)| *id)
             .collect();
         for id in old {
@@ -283,6 +318,7 @@ impl Hub {
                 retired: VecDeque::new(),
                 completed: 0,
                 tokens_per_s: 0.0,
+                health: None,
             },
         );
         drop(reg);
@@ -376,9 +412,9 @@ impl Hub {
                 id: *id,
                 models: vec![model.clone()],
                 free_slots: w.join.max_concurrency.saturating_sub(w.tasks.len()),
-                queue_depth: 0,
-                throttle: 100,
-                thermal: ThermalLevel::Nominal,
+                queue_depth: w.health.map_or(0, |h| h.queue_depth),
+                throttle: w.health.map_or(100, |h| h.throttle),
+                thermal: w.health.map_or(ThermalLevel::Nominal, |h| h.thermal),
                 tokens_per_s: w.tokens_per_s,
                 local: false,
                 continues: w.join.hearth,
@@ -404,6 +440,14 @@ impl Hub {
             outbox: w.outbox.clone(),
             events: rx,
         })
+    }
+
+    /// A cluster peer's latest figures.
+    pub(crate) fn set_health(&self, worker: WorkerId, health: Health) {
+        if let Some(w) = self.lock().workers.get_mut(&worker) {
+            w.health = Some(health);
+        }
+        self.inner.capacity.notify_waiters();
     }
 
     /// A task on `worker` decoded at `tokens_per_s`: fold it into the worker's speed.
@@ -469,6 +513,7 @@ impl Hub {
             .lock()
             .workers
             .values()
+            .filter(|w| !w.join.peer)
             .map(|w| WorkerSnapshot {
                 name: w.join.name.clone(),
                 model: w.join.model.clone(),
@@ -526,6 +571,7 @@ mod tests {
             max_concurrency: slots,
             hearth,
             addr: "127.0.0.1:9".parse().unwrap(),
+            peer: false,
         }
     }
 

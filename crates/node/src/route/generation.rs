@@ -20,7 +20,7 @@ pub struct Generation {
 }
 
 impl Generation {
-    pub(super) fn local(g: hearth_engine::Generation) -> Self {
+    pub(crate) fn local(g: hearth_engine::Generation) -> Self {
         Self {
             id: g.id,
             model: g.model.id.clone(),

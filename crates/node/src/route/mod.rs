@@ -149,6 +149,17 @@ impl Router {
         if let Some(model) = requested.and_then(|m| self.remote_model(m)) {
             return Ok(Target { model, local: None });
         }
+        // No name and no model here (none loaded or loading): the first one a peer or worker
+        // serves, as a client of this node would expect.
+        if requested.is_none() && self.host.model_id().is_none() {
+            if let Some(model) = self
+                .hub
+                .as_ref()
+                .and_then(|h| h.models().into_iter().next())
+            {
+                return Ok(Target { model, local: None });
+            }
+        }
         // A name that is not this node's model (loaded or loading) is unknown at once.
         let unknown = |m: &str| ResolveError::Unknown {
             requested: m.chars().take(200).collect(),

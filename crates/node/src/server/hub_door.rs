@@ -56,7 +56,7 @@ pub(crate) async fn upgrade(
     query: Result<Query<HashMap<String, String>>, QueryRejection>,
     ws: WebSocketUpgrade,
 ) -> Response {
-    let Some(hub) = state.router.hub().cloned() else {
+    let Some(hub) = state.router.hub().filter(|h| h.accepts_workers()).cloned() else {
         return (
             StatusCode::NOT_FOUND,
             Json(json!({"error": {
@@ -138,6 +138,7 @@ fn parse_join(
             max_concurrency,
             hearth,
             addr: peer,
+            peer: false,
         },
     ))
 }

@@ -84,6 +84,14 @@ pub(crate) struct Place {
 }
 
 impl PerAddress {
+    /// A place for a connection this node opened itself (counted nowhere).
+    pub(crate) fn outbound(self: &Arc<Self>) -> Place {
+        Place {
+            table: self.clone(),
+            ip: None,
+        }
+    }
+
     /// A place for a connection from `ip`, or `None` when it holds `cap` already (loopback
     /// is never limited).
     pub(crate) fn admit(self: &Arc<Self>, ip: IpAddr, cap: usize) -> Option<Place> {

@@ -103,7 +103,7 @@ fn registry(state: &AppState) -> Registry {
         Unit::Bytes,
         ConstGauge::new(i64::try_from(t.memory.used_bytes).unwrap_or(i64::MAX)),
     );
-    if let Some(hub) = state.router.hub() {
+    if let Some(hub) = state.router.hub().filter(|h| h.accepts_workers()) {
         hub.snapshot().register_metrics(&mut r);
     }
     r

@@ -72,6 +72,8 @@ pub struct AppState {
     /// The cluster's port when it listens, and the peers connected to it.
     pub cluster_port: Option<u16>,
     pub cluster_peers: crate::cluster::Peers,
+    /// The peer addresses this node keeps connections to (set once the cluster runs).
+    pub cluster_dialer: std::sync::OnceLock<Arc<crate::cluster::dial::Dialer>>,
 }
 
 /// Unknown API paths answer in the OpenAI error format; everything else is the web UI.

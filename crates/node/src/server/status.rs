@@ -37,6 +37,10 @@ pub(crate) struct Status {
 #[derive(Debug, Serialize)]
 pub(crate) struct ClusterStatus {
     port: u16,
+    /// This node's device id, as its peers know it.
+    device_id: String,
+    /// The addresses this node keeps connections to (`--peer`, discovery, added by hand).
+    dialing: Vec<String>,
     peers: Vec<crate::cluster::PeerView>,
 }
 
@@ -100,9 +104,19 @@ pub(crate) async fn status(State(state): State<Arc<AppState>>) -> Json<Status> {
         throttle: state.host.throttle(),
         paused: state.host.is_paused(),
         exposed: state.exposure.is_exposed(),
-        hub: state.router.hub().map(|h| h.snapshot()),
+        hub: state
+            .router
+            .hub()
+            .filter(|h| h.accepts_workers())
+            .map(|h| h.snapshot()),
         cluster: state.cluster_port.map(|port| ClusterStatus {
             port,
+            device_id: state.identity.device_id(),
+            dialing: state
+                .cluster_dialer
+                .get()
+                .map(|d| d.addresses())
+                .unwrap_or_default(),
             peers: state.cluster_peers.list(),
         }),
     })

@@ -5,6 +5,7 @@
 pub mod hub;
 pub mod process;
 pub mod signed;
+pub mod sse;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -22,7 +22,20 @@ impl NodeProcess {
     /// `hearth-node serve --port 0 --data-dir DATA --model <default model> ARGS`, run through
     /// `sh -c "ulimit -n N; exec ..."` when `open_files` is given. Waits for the ready line.
     pub fn start(data_dir: &Path, args: &[&str], open_files: Option<u32>) -> Self {
-        let model = super::model_path();
+        Self::launch(data_dir, Some(&super::model_path()), args, open_files)
+    }
+
+    /// Like [`NodeProcess::start`] with no model (its models folder, in the data dir, empty).
+    pub fn start_without_model(data_dir: &Path, args: &[&str]) -> Self {
+        Self::launch(data_dir, None, args, None)
+    }
+
+    fn launch(
+        data_dir: &Path,
+        model: Option<&Path>,
+        args: &[&str],
+        open_files: Option<u32>,
+    ) -> Self {
         let bin = env!("CARGO_BIN_EXE_hearth-node");
         let log = data_dir.with_extension("log");
         let mut cmd = match open_files {
@@ -38,8 +51,12 @@ impl NodeProcess {
         cmd.args(["serve", "--port", "0", "--key-storage", "file"])
             .arg("--data-dir")
             .arg(data_dir)
-            .arg("--model")
-            .arg(&model)
+            .args(
+                model
+                    .map(|m| [OsStr::new("--model"), m.as_os_str()])
+                    .into_iter()
+                    .flatten(),
+            )
             .args(args)
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log).expect("log file"));
@@ -59,7 +76,12 @@ impl NodeProcess {
             .unwrap_or_else(|| panic!("no URL in {first:?}"))
             .to_owned();
         let ready = lines.next().and_then(Result::ok).unwrap_or_default();
-        assert!(ready.contains("is ready"), "{ready}: {}", read(&log));
+        let ready_line = if model.is_some() {
+            "is ready"
+        } else {
+            "No model yet"
+        };
+        assert!(ready.contains(ready_line), "{ready}: {}", read(&log));
         drop(started);
         let addr = url.trim_start_matches("http://").to_owned();
         Self {

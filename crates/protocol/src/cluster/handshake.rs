@@ -29,7 +29,23 @@ pub struct Hello {
         skip_serializing_if = "Option::is_none"
     )]
     pub owner_user_id: Option<String>,
+    /// Hearth's extension, which TealeNet peers ignore: the sender is a Hearth node and the
+    /// connection continues in the encrypted transport named here. A Hearth node sends no
+    /// passcode hash beside it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hearth: Option<HearthHello>,
 }
+
+/// The encrypted transport a Hearth node offers (in `hello`) or takes (in `helloAck`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HearthHello {
+    /// The Noise protocol name, e.g. [`HEARTH_NOISE`].
+    pub noise: String,
+}
+
+/// The one transport Hearth nodes speak to each other.
+pub const HEARTH_NOISE: &str = "Noise_XXpsk3_25519_ChaChaPoly_BLAKE2s";
 
 fn protocol_version() -> u32 {
     PROTOCOL_VERSION

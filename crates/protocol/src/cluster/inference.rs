@@ -34,6 +34,9 @@ pub struct InferenceChunk {
     #[serde(rename = "requestID")]
     pub request_id: PeerUuid,
     pub chunk: Chunk,
+    /// Hearth's extension between Hearth nodes: the tokens behind this chunk's text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hearth_tokens: Option<u32>,
 }
 
 /// An OpenAI `chat.completion.chunk`, with what peers may leave out defaulted.
@@ -107,6 +110,9 @@ pub struct InferenceComplete {
     /// The Rust node's extra, which Hearth sends too: tokens generated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens_out: Option<u32>,
+    /// Hearth's extension between Hearth nodes: why it ended, the usage and the timings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hearth_done: Option<crate::worker::TaskDone>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -135,6 +141,20 @@ pub enum ErrorCode {
     InternalError,
     Timeout,
     Cancelled,
+}
+
+impl ErrorCode {
+    /// The code as written on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::ModelNotLoaded => "model_not_loaded",
+            ErrorCode::QueueFull => "queue_full",
+            ErrorCode::Unavailable => "unavailable",
+            ErrorCode::InternalError => "internal_error",
+            ErrorCode::Timeout => "timeout",
+            ErrorCode::Cancelled => "cancelled",
+        }
+    }
 }
 
 fn known_code<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ErrorCode>, D::Error> {

@@ -213,7 +213,7 @@ impl Job {
                 }
                 Outcome::Lost(worker) => {
                     match self
-                        .re_place(format!("the worker {worker} was lost mid-answer"))
+                        .re_place(format!("the node {worker} was lost mid-answer"))
                         .await
                     {
                         Some(p) => p,
@@ -222,7 +222,7 @@ impl Job {
                 }
                 Outcome::Stuck(worker) => {
                     let what = format!(
-                        "the worker {worker} produced nothing for this answer in {} s",
+                        "the node {worker} produced nothing for this answer in {} s",
                         self.hub.task_silence().as_secs()
                     );
                     match self.re_place(what).await {
@@ -241,7 +241,7 @@ impl Job {
         if self.losses > MAX_REDISPATCHES {
             self.hub.count_unserved();
             let msg =
-                format!("gave up after {MAX_REDISPATCHES} workers were lost during this answer");
+                format!("gave up after {MAX_REDISPATCHES} nodes were lost during this answer");
             self.fail(msg).await;
             return None;
         }
@@ -254,7 +254,7 @@ impl Job {
                         self.model
                     )
                 } else {
-                    format!("{what}, and no other worker serves {}", self.model)
+                    format!("{what}, and no other node serves {}", self.model)
                 };
                 self.fail(msg).await;
                 None

@@ -1,0 +1,182 @@
+//! Admitting a peer, on either side of a new connection. The connecting side sends `hello`,
+//! the listener answers `helloAck`; nothing else may come first (NOTES.md).
+//! - Between Hearth nodes both carry the `hearth` field (no passcode hash) and the connection
+//!   goes on in the Noise transport of [`super::secure`]: a different passcode fails it, and
+//!   each side's device id must be the one its device key gives.
+//! - A plain `hello` (a TealeNet peer) is taken only with `--tealenet-compat`, with the same
+//!   passcode hash as ours (or both none), and never from a device that has proved to be a
+//!   Hearth node: a Hearth node never talks plain text with another one.
+//!
+//! This node opens connections as a Hearth node only, so it uses TealeNet peers that connect
+//! to it, not ones it would have to dial in plain text.
+
+use futures_util::{SinkExt as _, StreamExt as _};
+use hearth_protocol::cluster::{self as cm, Hello, Message, PeerUuid, Shape, HEARTH_NOISE};
+
+use tokio_util::bytes::Bytes;
+
+use super::link::Link;
+use super::secure::{self, Proven};
+use super::{Frames, Me, HELLO_WAIT};
+
+/// A peer past the handshake.
+#[derive(Debug)]
+pub(crate) struct Admitted {
+    pub(crate) link: Link,
+    /// What it said about itself (its `hello` or `helloAck`).
+    pub(crate) hello: Hello,
+    /// A Hearth peer's proof: its verified device id and its slots.
+    pub(crate) proven: Option<Proven>,
+}
+
+/// The peer's first frame, which must be `want` (hello or helloAck).
+async fn first(frames: &mut Frames, want: &str) -> Result<(Hello, Shape), String> {
+    let frame = match tokio::time::timeout(HELLO_WAIT, frames.next()).await {
+        Err(_) => return Err(format!("no {want} within {} s", HELLO_WAIT.as_secs())),
+        Ok(None) => return Err(format!("it closed before its {want}")),
+        Ok(Some(Err(e))) => return Err(format!("its first frame failed: {e}")),
+        Ok(Some(Ok(f))) => f,
+    };
+    match cm::decode(&frame) {
+        Ok((Message::Hello(h), shape)) if want == "hello" => Ok((h, shape)),
+        Ok((Message::HelloAck(h), shape)) if want == "helloAck" => Ok((h, shape)),
+        Ok((other, _)) => Err(format!("it sent {} before {want}", other.name())),
+        Err(e) => Err(format!("its first frame is not a {want}: {e}")),
+    }
+}
+
+async fn send(frames: &mut Frames, m: &Message, shape: Shape) -> Result<(), String> {
+    frames
+        .send(Bytes::from(cm::encode(m, shape)))
+        .await
+        .map_err(|e| format!("writing failed: {e}"))
+}
+
+/// The transport a Hearth hello asks for, checked.
+fn hearth_offer(hello: &Hello) -> Result<bool, String> {
+    let Some(h) = &hello.hearth else {
+        return Ok(false);
+    };
+    if h.noise != HEARTH_NOISE {
+        return Err(format!(
+            "it offers {}, this node speaks {HEARTH_NOISE}",
+            h.noise
+        ));
+    }
+    if hello.cluster_passcode_hash.is_some() {
+        return Err("a Hearth node that sends its passcode hash in the clear".into());
+    }
+    Ok(true)
+}
+
+/// The proven device must be the one the hello named, and not this node.
+fn check_proof(me: &Me, hello: &Hello, proven: &Proven) -> Result<(), String> {
+    if PeerUuid::parse(&proven.device_id).as_ref() != Some(&hello.device_info.id) {
+        return Err(format!(
+            "its hello names device {} but its key is device {}",
+            hello.device_info.id, proven.device_id
+        ));
+    }
+    if hello.device_info.id == me.id {
+        return Err("it is this node itself".into());
+    }
+    Ok(())
+}
+
+/// A plain (TealeNet) peer: compatibility on, not a known Hearth node, the same passcode.
+fn check_plain(me: &Me, hello: &Hello) -> Result<(), String> {
+    if !me.compat {
+        return Err("it is a TealeNet peer (plain text) and TealeNet compatibility is off".into());
+    }
+    if me.is_known_hearth(&hello.device_info.id) {
+        return Err(
+            "it proved to be a Hearth node before; Hearth nodes never talk plain text".into(),
+        );
+    }
+    if hello.device_info.id == me.id {
+        return Err("it is this node itself".into());
+    }
+    if !passcodes_match(
+        me.passcode_hash.as_deref(),
+        hello.cluster_passcode_hash.as_deref(),
+    ) {
+        return Err("its cluster passcode does not match".into());
+    }
+    Ok(())
+}
+
+/// NOTES.md's rule: both without a passcode, or the same hash (hex of either case).
+pub(crate) fn passcodes_match(ours: Option<&str>, theirs: Option<&str>) -> bool {
+    match (ours, theirs) {
+        (None, None) => true,
+        (Some(a), Some(b)) => a.eq_ignore_ascii_case(b),
+        _ => false,
+    }
+}
+
+/// The listening side: the peer's hello, then our helloAck and (Hearth) the Noise handshake.
+pub(crate) async fn accept(mut frames: Frames, me: &Me) -> Result<Admitted, String> {
+    let (hello, shape) = first(&mut frames, "hello").await?;
+    if hearth_offer(&hello)? {
+        send(&mut frames, &Message::HelloAck(me.hello(true)), shape).await?;
+        let (transport, proven) = secure::respond(&mut frames, &me.keys, me.slots()).await?;
+        check_proof(me, &hello, &proven)?;
+        me.remember_hearth(&hello.device_info.id);
+        return Ok(Admitted {
+            link: Link::encrypted(frames, transport),
+            hello,
+            proven: Some(proven),
+        });
+    }
+    check_plain(me, &hello)?;
+    send(&mut frames, &Message::HelloAck(me.hello(false)), shape).await?;
+    Ok(Admitted {
+        link: Link::plain(frames, shape),
+        hello,
+        proven: None,
+    })
+}
+
+/// The connecting side: our Hearth hello (in the `_0` shape, as NOTES.md says a connecting
+/// side writes), the listener's helloAck, the Noise handshake. A plain helloAck is a TealeNet
+/// listener that took a hello without a passcode hash: used only under the same rules as a
+/// TealeNet peer that connects.
+pub(crate) async fn dial(mut frames: Frames, me: &Me) -> Result<Admitted, String> {
+    send(&mut frames, &Message::Hello(me.hello(true)), Shape::Wrapped).await?;
+    let (ack, shape) = first(&mut frames, "helloAck").await?;
+    if hearth_offer(&ack)? {
+        let (transport, proven) = secure::initiate(&mut frames, &me.keys, me.slots()).await?;
+        check_proof(me, &ack, &proven)?;
+        me.remember_hearth(&ack.device_info.id);
+        return Ok(Admitted {
+            link: Link::encrypted(frames, transport),
+            hello: ack,
+            proven: Some(proven),
+        });
+    }
+    check_plain(me, &ack)?;
+    Ok(Admitted {
+        link: Link::plain(frames, shape),
+        hello: ack,
+        proven: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passcodes_match_when_both_have_none_or_the_same_hash() {
+        let h = crate::cluster::passcode_hash("sesame");
+        assert!(passcodes_match(None, None));
+        assert!(passcodes_match(Some(&h), Some(&h)));
+        assert!(passcodes_match(Some(&h), Some(&h.to_uppercase())));
+        assert!(!passcodes_match(Some(&h), None));
+        assert!(!passcodes_match(None, Some(&h)));
+        assert!(!passcodes_match(
+            Some(&h),
+            Some(&crate::cluster::passcode_hash("other"))
+        ));
+    }
+}

@@ -1,0 +1,143 @@
+//! An admitted connection's frames, whichever transport it speaks: plain JSON frames in the
+//! envelope shape the TealeNet peer used, or (between Hearth nodes) the Noise transport of
+//! [`super::secure`], where an empty message is a liveness ping. Reading is cancel-safe (a
+//! half-received message waits in the link), so it can sit in a `select!`.
+
+use futures_util::{SinkExt, StreamExt as _};
+use hearth_protocol::cluster::{self as cm, Message, Shape};
+use tokio_util::bytes::Bytes;
+
+use super::secure::{self, Opener};
+use super::Frames;
+
+/// Which kind of peer is at the other end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// Another Hearth node, over the encrypted transport.
+    Hearth,
+    /// A TealeNet peer, in plain text (compatibility mode).
+    TealeNet,
+}
+
+impl Kind {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Kind::Hearth => "hearth",
+            Kind::TealeNet => "tealenet",
+        }
+    }
+}
+
+/// What arrived.
+#[derive(Debug)]
+pub(crate) enum Incoming {
+    /// A whole cluster message's JSON.
+    Message(Vec<u8>),
+    /// A Hearth peer's liveness ping.
+    Ping,
+}
+
+pub(crate) struct Link {
+    frames: Frames,
+    /// The plain shape to write in (TealeNet peers).
+    shape: Shape,
+    noise: Option<(Box<snow::TransportState>, Opener)>,
+}
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Link")
+            .field("encrypted", &self.noise.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Link {
+    /// A TealeNet peer's plain frames, up to the cluster's frame limit.
+    pub(crate) fn plain(mut frames: Frames, shape: Shape) -> Self {
+        frames
+            .codec_mut()
+            .set_max_frame_length(super::ADMITTED_FRAME_BYTES);
+        Self {
+            frames,
+            shape,
+            noise: None,
+        }
+    }
+
+    /// A Hearth peer's encrypted transport.
+    pub(crate) fn encrypted(mut frames: Frames, transport: snow::TransportState) -> Self {
+        frames
+            .codec_mut()
+            .set_max_frame_length(secure::NOISE_FRAME_BYTES);
+        Self {
+            frames,
+            shape: Shape::Wrapped,
+            noise: Some((Box::new(transport), Opener::default())),
+        }
+    }
+
+    pub(crate) fn kind(&self) -> Kind {
+        if self.noise.is_some() {
+            Kind::Hearth
+        } else {
+            Kind::TealeNet
+        }
+    }
+
+    /// Write one message. The stream fails a write the peer takes nothing of for the node's
+    /// write timeout.
+    pub(crate) async fn send(&mut self, m: &Message) -> Result<(), String> {
+        let bytes = cm::encode(m, self.shape);
+        self.write(&bytes).await
+    }
+
+    /// A liveness ping (Hearth peers only; a TealeNet peer gets nothing).
+    pub(crate) async fn ping(&mut self) -> Result<(), String> {
+        if self.noise.is_some() {
+            self.write(&[]).await
+        } else {
+            Ok(())
+        }
+    }
+
+    async fn write(&mut self, plain: &[u8]) -> Result<(), String> {
+        let failed = |e: std::io::Error| format!("writing failed: {e}");
+        match &mut self.noise {
+            None => self
+                .frames
+                .send(Bytes::copy_from_slice(plain))
+                .await
+                .map_err(failed),
+            Some((t, _)) => {
+                let pieces = secure::seal(t, plain)?;
+                for p in pieces {
+                    self.frames.feed(p).await.map_err(failed)?;
+                }
+                SinkExt::<Bytes>::flush(&mut self.frames)
+                    .await
+                    .map_err(failed)
+            }
+        }
+    }
+
+    /// The next message or ping; `None` when the peer closed the connection. Cancel-safe.
+    pub(crate) async fn next(&mut self) -> Option<Result<Incoming, String>> {
+        loop {
+            let frame = match self.frames.next().await? {
+                Ok(f) => f,
+                Err(e) => return Some(Err(format!("reading failed: {e}"))),
+            };
+            let Some((t, opener)) = &mut self.noise else {
+                return Some(Ok(Incoming::Message(frame.to_vec())));
+            };
+            match opener.open(t, &frame, super::ADMITTED_FRAME_BYTES) {
+                Err(e) => return Some(Err(e)),
+                // A piece of a longer message: read on.
+                Ok(None) => {}
+                Ok(Some(m)) if m.is_empty() => return Some(Ok(Incoming::Ping)),
+                Ok(Some(m)) => return Some(Ok(Incoming::Message(m))),
+            }
+        }
+    }
+}

@@ -1,0 +1,278 @@
+//! A connected peer as a provider of the route: registered in the registry of remote
+//! providers ([`crate::hub::Hub`], which the route's placement and supervisor already use for
+//! hub workers) once per model it has loaded, with its heartbeat figures. The supervisor's
+//! task frames become `inferenceRequest`s (the OpenAI body inside; for a Hearth peer also the
+//! task itself, so it can take a raw prompt and continue from text already sent), and the
+//! peer's chunks, completion and errors become the task's events. When the connection ends
+//! the registrations go, and each task's supervisor continues its answer elsewhere.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+use hearth_protocol::cluster::{
+    self as cm, ErrorCode, Heartbeat, InferenceChunk, InferenceComplete, InferenceError,
+    InferenceRequest, Message, PeerUuid,
+};
+use hearth_protocol::worker::{HubFrame, Task, TaskFailure, TaskId, WORKER_STOPPING};
+use serde_json::{Map, Value};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::link::Kind;
+use crate::hub::{Health, Hub, Route, TaskEvent, WorkerId, WorkerJoin, WORKER_OUTBOX_CAPACITY};
+use crate::telemetry::ThermalLevel;
+
+/// The body key that carries a Hearth task between Hearth nodes (TealeNet peers never see it).
+pub(crate) const HEARTH_TASK_KEY: &str = "hearth_task";
+
+/// One registration: a model the peer serves.
+#[derive(Debug)]
+struct Registered {
+    model: String,
+    worker: WorkerId,
+    forward: JoinHandle<()>,
+}
+
+/// The peer's side of the route, owned by its connection.
+#[derive(Debug)]
+pub(crate) struct Provider {
+    hub: Hub,
+    kind: Kind,
+    name: String,
+    addr: SocketAddr,
+    slots: usize,
+    registered: Vec<Registered>,
+    /// Task frames from every registration, to the connection.
+    frames: mpsc::Sender<(WorkerId, HubFrame)>,
+    requests: HashMap<PeerUuid, (WorkerId, TaskId)>,
+    by_task: HashMap<(WorkerId, TaskId), PeerUuid>,
+}
+
+impl Provider {
+    /// A provider with nothing registered yet, and where its task frames arrive.
+    pub(crate) fn new(
+        hub: Hub,
+        kind: Kind,
+        name: String,
+        addr: SocketAddr,
+        slots: usize,
+    ) -> (Self, mpsc::Receiver<(WorkerId, HubFrame)>) {
+        let (frames, rx) = mpsc::channel(WORKER_OUTBOX_CAPACITY);
+        let me = Self {
+            hub,
+            kind,
+            name,
+            addr,
+            slots,
+            registered: Vec::new(),
+            frames,
+            requests: HashMap::new(),
+            by_task: HashMap::new(),
+        };
+        (me, rx)
+    }
+
+    /// The peer's loaded models now: register new ones, drop the ones it unloaded.
+    pub(crate) fn models(&mut self, loaded: &[String]) {
+        self.registered.retain(|r| {
+            let keep = loaded.contains(&r.model);
+            if !keep {
+                self.hub.unregister(r.worker);
+                r.forward.abort();
+            }
+            keep
+        });
+        for model in loaded {
+            if model.is_empty() || self.registered.iter().any(|r| &r.model == model) {
+                continue;
+            }
+            let (outbox, mut rx) = mpsc::channel::<HubFrame>(WORKER_OUTBOX_CAPACITY);
+            let worker = self.hub.register(
+                WorkerJoin {
+                    model: model.clone(),
+                    name: self.name.clone(),
+                    max_concurrency: self.slots,
+                    hearth: self.kind == Kind::Hearth,
+                    addr: self.addr,
+                    peer: true,
+                },
+                outbox,
+                CancellationToken::new(),
+            );
+            let to_session = self.frames.clone();
+            let forward = tokio::spawn(async move {
+                while let Some(f) = rx.recv().await {
+                    if to_session.send((worker, f)).await.is_err() {
+                        break;
+                    }
+                }
+            });
+            self.registered.push(Registered {
+                model: model.clone(),
+                worker,
+                forward,
+            });
+        }
+    }
+
+    /// The peer's heartbeat: its figures for placement, and its models.
+    pub(crate) fn health(&mut self, hb: &Heartbeat) {
+        self.models(&hb.loaded_models);
+        let health = Health {
+            queue_depth: usize::try_from(hb.queue_depth).unwrap_or(usize::MAX),
+            throttle: hb.throttle_level,
+            thermal: match hb.thermal_level {
+                cm::ThermalLevel::Nominal => ThermalLevel::Nominal,
+                cm::ThermalLevel::Fair => ThermalLevel::Fair,
+                cm::ThermalLevel::Serious => ThermalLevel::Serious,
+                cm::ThermalLevel::Critical => ThermalLevel::Critical,
+            },
+        };
+        for r in &self.registered {
+            self.hub.set_health(r.worker, health);
+        }
+    }
+
+    /// A task frame from the route, as the message for the peer.
+    pub(crate) fn message_for(&mut self, worker: WorkerId, frame: HubFrame) -> Option<Message> {
+        match frame {
+            HubFrame::Task(task) => {
+                let model = self
+                    .registered
+                    .iter()
+                    .find(|r| r.worker == worker)
+                    .map(|r| r.model.clone())?;
+                let id = PeerUuid::from_bytes(*uuid::Uuid::new_v4().as_bytes());
+                self.requests.insert(id.clone(), (worker, task.id));
+                self.by_task.insert((worker, task.id), id.clone());
+                Some(Message::InferenceRequest(InferenceRequest {
+                    request_id: id,
+                    request: openai_body(&model, &task, self.kind == Kind::Hearth),
+                    streaming: true,
+                }))
+            }
+            HubFrame::Stop(task) => {
+                let id = self.by_task.remove(&(worker, task))?;
+                self.requests.remove(&id);
+                Some(Message::InferenceError(InferenceError {
+                    request_id: id,
+                    error_message: "cancelled by the requester".into(),
+                    code: Some(ErrorCode::Cancelled),
+                }))
+            }
+        }
+    }
+
+    fn live(&self, id: &PeerUuid) -> Option<(WorkerId, TaskId, mpsc::UnboundedSender<TaskEvent>)> {
+        let (worker, task) = *self.requests.get(id)?;
+        match self.hub.route(worker, task) {
+            Route::Live(tx) => Some((worker, task, tx)),
+            Route::Retired | Route::Unknown => None,
+        }
+    }
+
+    /// Whether `id` is one of this node's requests (else the message is for the server side).
+    pub(crate) fn owns(&self, id: &PeerUuid) -> bool {
+        self.requests.contains_key(id)
+    }
+
+    pub(crate) fn on_chunk(&mut self, c: &InferenceChunk) {
+        let Some((_, _, tx)) = self.live(&c.request_id) else {
+            return;
+        };
+        let text = c.chunk.text();
+        if !text.is_empty() {
+            let _ = tx.send(TaskEvent::Text(text));
+        }
+        if let Some(n) = c.hearth_tokens.filter(|_| self.kind == Kind::Hearth) {
+            let _ = tx.send(TaskEvent::Tokens(n));
+        }
+    }
+
+    pub(crate) fn on_complete(&mut self, c: InferenceComplete) {
+        if let Some((_, _, tx)) = self.live(&c.request_id) {
+            if let Some(done) = c.hearth_done.filter(|_| self.kind == Kind::Hearth) {
+                let _ = tx.send(TaskEvent::Done(done));
+            }
+        }
+        self.end(&c.request_id);
+    }
+
+    pub(crate) fn on_error(&mut self, e: InferenceError) {
+        if let Some((_, _, tx)) = self.live(&e.request_id) {
+            // A peer that cannot take it now (busy, stopping, without the model) is like a
+            // lost provider: the answer goes on elsewhere. Anything else is the answer's error.
+            let code = match e.code {
+                Some(
+                    ErrorCode::Unavailable
+                    | ErrorCode::QueueFull
+                    | ErrorCode::ModelNotLoaded
+                    | ErrorCode::Timeout,
+                ) => WORKER_STOPPING.to_owned(),
+                Some(c) => c.as_str().to_owned(),
+                None => "internal_error".to_owned(),
+            };
+            let _ = tx.send(TaskEvent::Failed(TaskFailure {
+                code,
+                message: e.error_message,
+            }));
+        }
+        self.end(&e.request_id);
+    }
+
+    /// The request ended: free its slot and tell its supervisor.
+    fn end(&mut self, id: &PeerUuid) {
+        let Some((worker, task)) = self.requests.remove(id) else {
+            return;
+        };
+        self.by_task.remove(&(worker, task));
+        if let Route::Live(tx) = self.hub.finish(worker, task) {
+            let _ = tx.send(TaskEvent::End);
+        }
+    }
+}
+
+impl Drop for Provider {
+    fn drop(&mut self) {
+        // Unregistering drops the tasks' routes: their supervisors place them again.
+        for r in self.registered.drain(..) {
+            self.hub.unregister(r.worker);
+            r.forward.abort();
+        }
+    }
+}
+
+/// The OpenAI body of a task, as every peer reads it; a Hearth peer also gets the task.
+fn openai_body(model: &str, task: &Task, hearth: bool) -> Map<String, Value> {
+    let mut body = Map::new();
+    body.insert("model".into(), Value::from(model));
+    let messages: Vec<Value> = task
+        .conversation()
+        .into_iter()
+        .map(|m| serde_json::json!({"role": m.role, "content": m.content}))
+        .collect();
+    body.insert("messages".into(), Value::Array(messages));
+    body.insert("stream".into(), Value::Bool(true));
+    if let Some(t) = task.temperature {
+        body.insert("temperature".into(), Value::from(t));
+    }
+    if let Some(n) = task.max_new_tokens {
+        body.insert("max_tokens".into(), Value::from(n));
+    }
+    if let Some(ext) = &task.hearth {
+        if let Some(p) = ext.top_p {
+            body.insert("top_p".into(), Value::from(p));
+        }
+        if let Some(s) = ext.seed {
+            body.insert("seed".into(), Value::from(s));
+        }
+        if let Some(stop) = &ext.stop {
+            body.insert("stop".into(), Value::from(stop.clone()));
+        }
+    }
+    if hearth {
+        body.insert(HEARTH_TASK_KEY.into(), Value::from(task.to_json()));
+    }
+    body
+}

@@ -1,0 +1,361 @@
+//! Hearth nodes as a LAN cluster, each a real `hearth-node` process with the real default
+//! model, over real TCP on loopback (`--peer`): a model on one node is served through the
+//! others at every door; requests spread across two nodes that have it; a hot node gets no
+//! new work; an answer whose provider is killed (`kill -9`) mid-stream completes from another
+//! node and names it; a different passcode is refused; a Hearth node that speaks plain text is
+//! refused; a closed connection is gone at once.
+
+mod common;
+
+use std::time::Duration;
+
+use common::hub::greedy;
+use common::process::NodeProcess;
+use common::sse::{finish_stream, next_data, read_deltas, stream_chat_at, stream_sse};
+use common::{client, get_json_at, similarity, MODEL_ID};
+use serde_json::{json, Value};
+use tempfile::TempDir;
+
+const STORY: &str = "Write a long story about a robot learning to paint.";
+
+/// A node process and the temp dir it lives in.
+struct Peer {
+    node: NodeProcess,
+    _dir: TempDir,
+}
+
+impl Peer {
+    /// `hearth-node serve --name NAME --cluster-port 0 ARGS`, with the default model or none.
+    fn start(name: &str, model: bool, args: &[&str]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let mut all = vec!["--name", name, "--cluster-port", "0"];
+        all.extend_from_slice(args);
+        let node = if model {
+            NodeProcess::start(&data, &all, None)
+        } else {
+            NodeProcess::start_without_model(&data, &all)
+        };
+        Self { node, _dir: dir }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.node.url)
+    }
+
+    async fn status(&self) -> Value {
+        get_json_at(self.url("/api/status")).await
+    }
+
+    /// `127.0.0.1:PORT` of its cluster listener.
+    async fn cluster(&self) -> String {
+        let port = self.status().await["cluster"]["port"].as_u64().unwrap();
+        format!("127.0.0.1:{port}")
+    }
+
+    async fn peers(&self) -> Vec<Value> {
+        self.status().await["cluster"]["peers"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Wait until a peer named `name` is connected with `model` loaded.
+    async fn wait_peer(&self, name: &str, model: &str) {
+        wait(
+            async || {
+                self.peers().await.iter().any(|p| {
+                    p["name"] == name
+                        && p["loaded_models"]
+                            .as_array()
+                            .is_some_and(|m| m.iter().any(|m| m == model))
+                })
+            },
+            &format!("peer {name} with {model}"),
+        )
+        .await;
+    }
+
+    async fn chat(&self, body: Value) -> Value {
+        let r = client()
+            .post(self.url("/v1/chat/completions"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status();
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(status, 200, "{v}");
+        v
+    }
+
+    async fn finished(&self) -> u64 {
+        self.status().await["requests_finished"].as_u64().unwrap()
+    }
+}
+
+/// Like `common::wait_for`, with 30 s (heartbeats come every 5 s).
+async fn wait(mut cond: impl AsyncFnMut() -> bool, what: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while tokio::time::Instant::now() < deadline {
+        if cond().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+fn text(answer: &Value) -> String {
+    answer["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_on_one_node_is_served_through_the_others() {
+    let alpha = Peer::start("alpha", true, &[]);
+    let a = alpha.cluster().await;
+    let beta = Peer::start("beta", false, &["--peer", &a]);
+    let b = beta.cluster().await;
+    let gamma = Peer::start("gamma", false, &["--peer", &a, "--peer", &b]);
+    beta.wait_peer("alpha", MODEL_ID).await;
+    gamma.wait_peer("alpha", MODEL_ID).await;
+    let peer = gamma
+        .peers()
+        .await
+        .into_iter()
+        .find(|p| p["name"] == "alpha")
+        .unwrap();
+    assert_eq!(peer["kind"], "hearth", "{peer}");
+    assert_eq!(peer["outbound"], true, "{peer}");
+
+    let reference = text(&alpha.chat(greedy(STORY, 24)).await);
+    // OpenAI, no model named: the only model there is, on alpha.
+    let mut body = greedy(STORY, 24);
+    body.as_object_mut().unwrap().remove("model");
+    let via_beta = beta.chat(body).await;
+    assert_eq!(text(&via_beta), reference, "{via_beta}");
+    assert_eq!(via_beta["model"], MODEL_ID);
+    // OpenAI streamed, through gamma.
+    let mut rx = stream_chat_at(gamma.url("/v1/chat/completions"), greedy(STORY, 24));
+    let mut streamed = String::new();
+    let (finish, error) = finish_stream(&mut rx, &mut streamed).await;
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(finish.as_deref(), Some("length"));
+    assert_eq!(streamed, reference);
+    // The models list and the UI's chat, which names the node that answered.
+    let models = get_json_at(gamma.url("/v1/models")).await;
+    assert_eq!(models["data"][0]["id"], MODEL_ID, "{models}");
+    let conv: Value = client()
+        .post(gamma.url("/api/conversations"))
+        .json(&json!({"title": "through the cluster"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let conv = conv["id"].as_str().unwrap();
+    let mut ui = stream_sse(
+        gamma.url(&format!("/api/conversations/{conv}/chat")),
+        json!({"content": "Name three fruits."}),
+    );
+    let done = loop {
+        let v: Value = serde_json::from_str(&next_data(&mut ui).await).unwrap();
+        match v["type"].as_str() {
+            Some("done") => break v,
+            Some("error") => panic!("{v}"),
+            _ => {}
+        }
+    };
+    assert_eq!(done["message"]["node"], "alpha", "{done}");
+    assert_eq!(done["message"]["status"], "complete", "{done}");
+    // alpha served all four.
+    assert_eq!(alpha.finished().await, 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_spread_across_two_nodes_with_the_model() {
+    let alpha = Peer::start("alpha", true, &["--parallel", "1"]);
+    let gamma = Peer::start("gamma", true, &["--parallel", "1"]);
+    let (a, g) = (alpha.cluster().await, gamma.cluster().await);
+    let beta = Peer::start("beta", false, &["--peer", &a, "--peer", &g]);
+    beta.wait_peer("alpha", MODEL_ID).await;
+    beta.wait_peer("gamma", MODEL_ID).await;
+    let url = beta.url("/v1/chat/completions");
+    let asks: Vec<_> = (0..4)
+        .map(|_| {
+            let url = url.clone();
+            tokio::spawn(async move {
+                let r = client()
+                    .post(url)
+                    .json(&greedy(STORY, 32))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), 200);
+            })
+        })
+        .collect();
+    for a in asks {
+        a.await.unwrap();
+    }
+    let (on_a, on_g) = (alpha.finished().await, gamma.finished().await);
+    assert_eq!(on_a + on_g, 4);
+    assert!(on_a >= 1 && on_g >= 1, "alpha {on_a}, gamma {on_g}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hot_node_gets_no_new_work_and_says_so() {
+    let zones = tempfile::tempdir().unwrap();
+    let (cool, hot) = (zones.path().join("cool"), zones.path().join("hot"));
+    std::fs::write(&cool, "40000\n").unwrap();
+    std::fs::write(&hot, "40000\n").unwrap();
+    let alpha = Peer::start("alpha", true, &["--thermal-zone", cool.to_str().unwrap()]);
+    let gamma = Peer::start("gamma", true, &["--thermal-zone", hot.to_str().unwrap()]);
+    let (a, g) = (alpha.cluster().await, gamma.cluster().await);
+    let beta = Peer::start("beta", false, &["--peer", &a, "--peer", &g]);
+    beta.wait_peer("alpha", MODEL_ID).await;
+    beta.wait_peer("gamma", MODEL_ID).await;
+    // gamma runs hot: its own status, then its heartbeat to beta, say so.
+    std::fs::write(&hot, "120000\n").unwrap();
+    wait(
+        async || {
+            beta.peers().await.iter().any(|p| {
+                p["name"] == "gamma" && p["thermal_level"] == "critical" && p["throttle"] == 0
+            })
+        },
+        "gamma's heartbeat saying it is critical",
+    )
+    .await;
+    for _ in 0..3 {
+        beta.chat(greedy(STORY, 8)).await;
+    }
+    assert_eq!(alpha.finished().await, 3);
+    assert_eq!(gamma.finished().await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_whose_provider_is_killed_completes_from_another_node() {
+    let mut alpha = Some(Peer::start("alpha", true, &["--parallel", "1"]));
+    let mut gamma = Some(Peer::start("gamma", true, &["--parallel", "1"]));
+    let a = alpha.as_ref().unwrap().cluster().await;
+    let g = gamma.as_ref().unwrap().cluster().await;
+    let beta = Peer::start("beta", false, &["--peer", &a, "--peer", &g]);
+    beta.wait_peer("alpha", MODEL_ID).await;
+    beta.wait_peer("gamma", MODEL_ID).await;
+
+    // The UI's chat, which names the node that finished the answer.
+    let conv: Value = client()
+        .post(beta.url("/api/conversations"))
+        .json(&json!({"title": "moves"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let conv = conv["id"].as_str().unwrap().to_owned();
+    let r = client()
+        .patch(beta.url(&format!("/api/conversations/{conv}")))
+        .json(&json!({"settings": {"temperature": 0, "max_tokens": 160}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let mut ui = stream_sse(
+        beta.url(&format!("/api/conversations/{conv}/chat")),
+        json!({"content": STORY}),
+    );
+    let mut started_on = String::new();
+    let mut before = String::new();
+    let mut tokens = 0;
+    while tokens < 5 {
+        let v: Value = serde_json::from_str(&next_data(&mut ui).await).unwrap();
+        match v["type"].as_str() {
+            Some("start") => started_on = v["message"]["node"].as_str().unwrap().to_owned(),
+            Some("token") => {
+                before.push_str(v["text"].as_str().unwrap_or_default());
+                tokens += 1;
+            }
+            Some("user") => {}
+            _ => panic!("the answer ended before its provider could be killed: {v}"),
+        }
+    }
+    let (victim, survivor) = match started_on.as_str() {
+        "alpha" => (alpha.take(), gamma.take()),
+        "gamma" => (gamma.take(), alpha.take()),
+        other => panic!("started on {other:?}"),
+    };
+    let mut victim = victim.unwrap();
+    victim.node.child.kill().unwrap(); // SIGKILL
+    victim.node.child.wait().unwrap();
+    let survivor = survivor.unwrap();
+    let survivor_name = if started_on == "alpha" {
+        "gamma"
+    } else {
+        "alpha"
+    };
+    let done = loop {
+        let v: Value = serde_json::from_str(&next_data(&mut ui).await).unwrap();
+        match v["type"].as_str() {
+            Some("done") => break v,
+            Some("error") => panic!("the answer did not survive its killed provider: {v}"),
+            _ => {}
+        }
+    };
+    assert_eq!(done["message"]["node"], survivor_name, "{done}");
+    assert_eq!(done["message"]["status"], "complete", "{done}");
+    let content = done["message"]["content"].as_str().unwrap().to_owned();
+    assert!(
+        content.starts_with(&before) && content.len() > before.len(),
+        "{before:?} then {content:?}"
+    );
+    // The whole answer is what the survivor gives from scratch (greedy; continuing from text
+    // can tokenize differently, so a similarity), with nothing lost or repeated at the seam.
+    let mut body = greedy(STORY, 160);
+    body["ignore_eos"] = json!(false);
+    let reference = text(&survivor.chat(body).await);
+    assert!(
+        similarity(&content, &reference) > 0.6,
+        "continued: {content:?}\nfrom scratch: {reference:?}"
+    );
+    // The killed node is gone from beta's peers at once (its connection closed).
+    wait(
+        async || !beta.peers().await.iter().any(|p| p["name"] == started_on),
+        "the killed node leaving the peer list",
+    )
+    .await;
+
+    // An OpenAI stream on the survivor, the last node with the model: killed too, the client
+    // gets a clear error in the stream.
+    let mut rx = stream_chat_at(beta.url("/v1/chat/completions"), greedy(STORY, 400));
+    let mut streamed = String::new();
+    read_deltas(&mut rx, 3, &mut streamed).await;
+    drop(survivor);
+    let (_, error) = finish_stream(&mut rx, &mut streamed).await;
+    let error = error.expect("an error once no node has the model");
+    assert!(
+        error.to_string().contains("no other node serves"),
+        "{error}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_different_passcode_is_refused_and_the_same_one_admitted() {
+    let alpha = Peer::start("alpha", true, &["--passcode", "one"]);
+    let a = alpha.cluster().await;
+    let wrong = Peer::start("wrong", false, &["--passcode", "two", "--peer", &a]);
+    let right = Peer::start("right", false, &["--passcode", "one", "--peer", &a]);
+    right.wait_peer("alpha", MODEL_ID).await;
+    // The wrong one has tried (its keeper retries with backoff) and is never admitted.
+    wait(
+        async || alpha.node.stderr().contains("a different passcode"),
+        "alpha refusing the wrong passcode",
+    )
+    .await;
+    assert!(wrong.peers().await.is_empty());
+    assert!(alpha.peers().await.iter().all(|p| p["name"] != "wrong"));
+}
