@@ -278,3 +278,150 @@ async fn a_tealenet_peer_with_a_model_serves_this_nodes_requests_for_it() {
     let _ = python.wait().await;
     t.stop().await;
 }
+
+/// One frame: a 4-byte big-endian length, then the message's JSON.
+async fn write_frame(tcp: &mut tokio::net::TcpStream, m: &Value) {
+    use tokio::io::AsyncWriteExt;
+    let body = m.to_string().into_bytes();
+    let mut frame = u32::try_from(body.len()).unwrap().to_be_bytes().to_vec();
+    frame.extend_from_slice(&body);
+    tcp.write_all(&frame).await.unwrap();
+}
+
+/// The next frame as JSON, or None once the node closed the connection (15 s at most).
+async fn read_frame(tcp: &mut tokio::net::TcpStream) -> Option<Value> {
+    use tokio::io::AsyncReadExt;
+    let read = async {
+        let mut len = [0u8; 4];
+        tcp.read_exact(&mut len).await.ok()?;
+        let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+        tcp.read_exact(&mut body).await.ok()?;
+        Some(serde_json::from_slice(&body).unwrap())
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(15), read)
+        .await
+        .expect("an answer or a close within 15 s")
+}
+
+/// A `hello` in the `_0` shape from device `id`; `hearth` offers Hearth's transport.
+fn hello(id: &str, passcode: Option<&str>, hearth: bool) -> Value {
+    let mut h = serde_json::json!({
+        "deviceInfo": {"id": id, "name": "raw", "hardware": {"chipFamily": "intelCPU",
+            "chipName": "x", "totalRAMGB": 8.0, "gpuCoreCount": 0, "memoryBandwidthGBs": 10.0},
+            "registeredAt": 0.0, "lastSeenAt": 0.0, "isCurrentDevice": true, "loadedModels": []},
+        "protocolVersion": 1, "loadedModels": []});
+    if let Some(p) = passcode {
+        h["clusterPasscodeHash"] = hearth_node::cluster::passcode_hash(p).into();
+    }
+    if hearth {
+        h["hearth"] = serde_json::json!({"noise": hearth_protocol::cluster::HEARTH_NOISE});
+    }
+    serde_json::json!({"hello": {"_0": h}})
+}
+
+async fn connect(t: &TestNode) -> tokio::net::TcpStream {
+    tokio::net::TcpStream::connect(t.node().cluster_addr().unwrap())
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hearth_hello_gets_no_passcode_hash_and_plain_text_after_it_is_refused() {
+    let (t, _zone) = compat_node().await;
+    let id = "0F5E4E9A-6C2B-4D59-9E1A-3B8C2D7E6F10";
+    // A Hearth hello: the helloAck offers the transport and carries no passcode hash, even
+    // though this node has a passcode and TealeNet compatibility is on.
+    let mut tcp = connect(&t).await;
+    write_frame(&mut tcp, &hello(id, None, true)).await;
+    let ack = read_frame(&mut tcp).await.expect("a helloAck");
+    let ack = &ack["helloAck"]["_0"];
+    assert_eq!(
+        ack["hearth"]["noise"],
+        hearth_protocol::cluster::HEARTH_NOISE,
+        "{ack}"
+    );
+    assert!(ack.get("clusterPasscodeHash").is_none(), "{ack}");
+    // Plain text where the handshake must go on: closed.
+    write_frame(&mut tcp, &serde_json::json!({"heartbeat": {"_0": {}}})).await;
+    assert_eq!(read_frame(&mut tcp).await, None);
+    // A Hearth hello that sends its passcode hash in the clear: closed before any answer.
+    let mut tcp = connect(&t).await;
+    write_frame(&mut tcp, &hello(id, Some(PASSCODE), true)).await;
+    assert_eq!(read_frame(&mut tcp).await, None);
+    // The node goes on serving, and lists neither.
+    assert_eq!(t.status().await["cluster"]["peers"], serde_json::json!([]));
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_that_proved_to_be_a_hearth_node_is_never_taken_in_plain_text() {
+    let (a, _zone) = compat_node().await;
+    let at = a.node().cluster_addr().unwrap().to_string();
+    let b = TestNode::start_with(|c| {
+        c.name = "hearth-b".into();
+        c.cluster = Some(ClusterConfig {
+            port: Some(0),
+            passcode: Some(PASSCODE.into()),
+            tealenet_compat: false,
+            peers: vec![at],
+        });
+    })
+    .await;
+    common::wait_for(
+        async || a.status().await["cluster"]["peers"][0]["kind"] == "hearth",
+        "b joining a, encrypted",
+    )
+    .await;
+    let b_id = b.status().await["cluster"]["device_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // A plain hello in b's name, with the right passcode: refused.
+    let mut tcp = connect(&a).await;
+    write_frame(&mut tcp, &hello(&b_id, Some(PASSCODE), false)).await;
+    assert_eq!(read_frame(&mut tcp).await, None);
+    // The same from a device never seen as a Hearth node is a TealeNet peer: taken.
+    let mut tcp = connect(&a).await;
+    let other = "8D2C54A1-1B7E-4F0A-A5C3-77E1D9B0C2F4";
+    write_frame(&mut tcp, &hello(other, Some(PASSCODE), false)).await;
+    let ack = read_frame(&mut tcp).await.expect("a helloAck");
+    assert!(
+        ack["helloAck"]["_0"]["clusterPasscodeHash"].is_string(),
+        "{ack}"
+    );
+    b.stop().await;
+    a.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hello_this_node_opens_with_offers_the_transport_and_no_passcode_hash() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let at = listener.local_addr().unwrap().to_string();
+    let t = TestNode::start_with(|c| {
+        c.cluster = Some(ClusterConfig {
+            port: Some(0),
+            passcode: Some(PASSCODE.into()),
+            tealenet_compat: false,
+            peers: vec![at],
+        });
+    })
+    .await;
+    let (mut tcp, _) = tokio::time::timeout(std::time::Duration::from_secs(15), listener.accept())
+        .await
+        .expect("the node connects within 15 s")
+        .unwrap();
+    let hello = read_frame(&mut tcp).await.expect("its hello");
+    let h = &hello["hello"]["_0"];
+    assert_eq!(
+        h["hearth"]["noise"],
+        hearth_protocol::cluster::HEARTH_NOISE,
+        "{hello}"
+    );
+    assert!(h.get("clusterPasscodeHash").is_none(), "{hello}");
+    let id = h["deviceInfo"]["id"].as_str().unwrap();
+    assert_eq!(id, id.to_uppercase());
+    assert!(!hello
+        .to_string()
+        .contains(&hearth_node::cluster::passcode_hash(PASSCODE)));
+    t.stop().await;
+}

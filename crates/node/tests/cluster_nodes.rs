@@ -359,3 +359,39 @@ async fn a_different_passcode_is_refused_and_the_same_one_admitted() {
     assert!(wrong.peers().await.is_empty());
     assert!(alpha.peers().await.iter().all(|p| p["name"] != "wrong"));
 }
+
+/// `kill -SIG pid`.
+fn signal(sig: &str, pid: u32) {
+    let ok = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_hearth_peer_is_gone_in_seconds_and_back_when_it_wakes() {
+    let alpha = Peer::start("alpha", true, &[]);
+    let a = alpha.cluster().await;
+    let beta = Peer::start("beta", false, &["--peer", &a]);
+    beta.wait_peer("alpha", MODEL_ID).await;
+    // Frozen: its connection stays open but it says nothing.
+    let pid = alpha.node.child.id();
+    signal("-STOP", pid);
+    let frozen = tokio::time::Instant::now();
+    let mut gone = false;
+    // Well before a TealeNet peer's 30 s (the bench measures the figure).
+    while frozen.elapsed() < Duration::from_secs(10) {
+        if !beta.peers().await.iter().any(|p| p["name"] == "alpha") {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    signal("-CONT", pid);
+    assert!(gone, "a silent Hearth peer still listed after 10 s");
+    // Awake again: beta's keeper connects again.
+    beta.wait_peer("alpha", MODEL_ID).await;
+    let answer = beta.chat(greedy(STORY, 4)).await;
+    assert_eq!(answer["model"], MODEL_ID, "{answer}");
+}
