@@ -105,6 +105,9 @@ pub struct ServeArgs {
     /// A cluster peer to connect to and keep connected (HOST:PORT; repeatable).
     #[arg(long = "peer", env = "HEARTH_PEER", value_delimiter = ',')]
     peers: Vec<String>,
+    /// Do not advertise or browse for peers on the LAN (mDNS `_teale._tcp`).
+    #[arg(long, env = "HEARTH_NO_DISCOVERY")]
+    no_discovery: bool,
     /// Serve scripted tokens instead of running the model (door benchmarks only).
     #[arg(long, env = "HEARTH_SCRIPTED", hide = true)]
     scripted: bool,
@@ -141,6 +144,7 @@ impl ServeArgs {
             passcode: self.passcode.filter(|p| !p.is_empty()),
             tealenet_compat: self.tealenet_compat,
             peers: self.peers,
+            discovery: !self.no_discovery,
         });
         c.hub = self
             .hub_token

@@ -310,12 +310,14 @@ impl Node {
                 for p in &c.peers {
                     dialer.add(p);
                 }
+                let discovery = discover(&c, &me, &dialer, at);
                 let _ = state.cluster_dialer.set(dialer);
                 Some(ClusterRun {
                     config: c,
                     me,
                     stop,
                     addr: at,
+                    _discovery: discovery,
                 })
             }
             None => None,
@@ -429,12 +431,14 @@ impl Node {
             let run = run.as_ref()?;
             (run.config.clone(), run.me.clone(), run.addr.port())
         };
+        let dialer = self.inner.state.cluster_dialer.get()?.clone();
         let host = cluster_host(host, &config);
         let at = SocketAddr::new(host, port);
         if self.cluster_addr() == Some(at) {
             return None;
         }
-        if let Some(run) = self.inner.cluster.lock().expect("cluster lock").as_ref() {
+        if let Some(run) = self.inner.cluster.lock().expect("cluster lock").take() {
+            // Discovery stops with it (its advertisement names the old address).
             run.stop.cancel();
         }
         let listener = match bind_retrying(at).await {
@@ -448,11 +452,13 @@ impl Node {
         let stop = self.inner.state.shutdown.child_token();
         let task = cluster::listen(listener, me.clone(), stop.clone());
         tracing::info!(%at, "cluster rebound");
+        let discovery = discover(&config, &me, &dialer, at);
         *self.inner.cluster.lock().expect("cluster lock") = Some(ClusterRun {
             config,
             me,
             stop,
             addr: at,
+            _discovery: discovery,
         });
         Some(task)
     }
@@ -521,6 +527,24 @@ struct ClusterRun {
     me: Arc<cluster::Me>,
     stop: CancellationToken,
     addr: SocketAddr,
+    /// LAN discovery while the cluster listens on the LAN; stops when dropped.
+    _discovery: Option<cluster::Discovery>,
+}
+
+/// Discovery for a cluster listening at `at`: on the LAN only (a loopback listener is no use
+/// to other machines), unless `--no-discovery`. A failure leaves `--peer` working.
+fn discover(
+    config: &cluster::ClusterConfig,
+    me: &cluster::Me,
+    dialer: &Arc<cluster::dial::Dialer>,
+    at: SocketAddr,
+) -> Option<cluster::Discovery> {
+    if !config.discovery || at.ip().is_loopback() {
+        return None;
+    }
+    cluster::Discovery::start(me, dialer.clone(), at.port())
+        .inspect_err(|e| tracing::warn!("{e}; peers can still be added by address"))
+        .ok()
 }
 
 /// Where the cluster listens when the doors listen on `host`: there, except on the LAN

@@ -33,6 +33,7 @@ async fn compat_node() -> (TestNode, tempfile::TempDir) {
             passcode: Some(PASSCODE.into()),
             tealenet_compat: true,
             peers: Vec::new(),
+            discovery: false,
         });
     })
     .await;
@@ -142,6 +143,7 @@ async fn without_tealenet_compatibility_a_tealenet_peer_is_refused() {
             passcode: None,
             tealenet_compat: false,
             peers: Vec::new(),
+            discovery: false,
         });
     })
     .await;
@@ -364,6 +366,7 @@ async fn a_device_that_proved_to_be_a_hearth_node_is_never_taken_in_plain_text()
             passcode: Some(PASSCODE.into()),
             tealenet_compat: false,
             peers: vec![at],
+            discovery: false,
         });
     })
     .await;
@@ -394,15 +397,17 @@ async fn a_device_that_proved_to_be_a_hearth_node_is_never_taken_in_plain_text()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_hello_this_node_opens_with_offers_the_transport_and_no_passcode_hash() {
+async fn the_node_opens_as_a_hearth_node_and_takes_no_plain_answer() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let at = listener.local_addr().unwrap().to_string();
+    // Even with TealeNet compatibility on.
     let t = TestNode::start_with(|c| {
         c.cluster = Some(ClusterConfig {
             port: Some(0),
             passcode: Some(PASSCODE.into()),
-            tealenet_compat: false,
+            tealenet_compat: true,
             peers: vec![at],
+            discovery: false,
         });
     })
     .await;
@@ -418,10 +423,25 @@ async fn the_hello_this_node_opens_with_offers_the_transport_and_no_passcode_has
         "{hello}"
     );
     assert!(h.get("clusterPasscodeHash").is_none(), "{hello}");
+    assert_eq!(
+        h["loadedModels"],
+        serde_json::json!([]),
+        "models go encrypted: {hello}"
+    );
     let id = h["deviceInfo"]["id"].as_str().unwrap();
     assert_eq!(id, id.to_uppercase());
     assert!(!hello
         .to_string()
         .contains(&hearth_node::cluster::passcode_hash(PASSCODE)));
+    // A plain helloAck, with the right passcode hash: the node hangs up and lists nobody.
+    let mut ack = self::hello(
+        "8D2C54A1-1B7E-4F0A-A5C3-77E1D9B0C2F4",
+        Some(PASSCODE),
+        false,
+    );
+    ack = serde_json::json!({"helloAck": ack["hello"].clone()});
+    write_frame(&mut tcp, &ack).await;
+    assert_eq!(read_frame(&mut tcp).await, None);
+    assert_eq!(t.status().await["cluster"]["peers"], serde_json::json!([]));
     t.stop().await;
 }

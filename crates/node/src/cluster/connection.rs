@@ -18,7 +18,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hearth_protocol::cluster::{
     self as cm, AppleTime, ErrorCode, Heartbeat, Message, PeerUuid, ThermalLevel,
@@ -38,8 +38,10 @@ const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
 const PING_EVERY: Duration = Duration::from_secs(1);
 /// A TealeNet peer silent this long is gone (NOTES.md).
 const TEALENET_SILENCE: Duration = Duration::from_secs(30);
-/// A Hearth peer silent this long is gone (three missed pings).
-const HEARTH_SILENCE: Duration = Duration::from_secs(3);
+/// A Hearth peer silent this long is gone at the next ping: within 3 s.
+const HEARTH_SILENCE: Duration = Duration::from_secs(2);
+/// Before a silent peer is declared gone, how long to look for frames already waiting.
+const DRAIN_WAIT: Duration = Duration::from_millis(100);
 /// Messages the connection's tasks may queue for the peer.
 const OUTBOX_CAPACITY: usize = 256;
 /// How long each shutdown notice may take to go out.
@@ -78,7 +80,8 @@ pub(crate) async fn run(
         addr,
         slots,
     );
-    provider.models(&hello.loaded_models);
+    // A Hearth peer's models come in its first heartbeat; a TealeNet peer's are in its hello.
+    let _ = provider.models(&hello.loaded_models);
     Session {
         me,
         kind,
@@ -146,7 +149,6 @@ impl Session {
             Kind::TealeNet => TEALENET_SILENCE,
         };
         let kicked = self.listed.kicked().clone();
-        let mut heard = Instant::now();
         let mut beat = tokio::time::interval(HEARTBEAT_EVERY);
         beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut pulse = tokio::time::interval(PING_EVERY);
@@ -175,8 +177,18 @@ impl Session {
                     }
                 }
                 _ = pulse.tick() => {
-                    if heard.elapsed() > silence_limit {
-                        break format!("silent for {} s", silence_limit.as_secs());
+                    if link.heard().elapsed() > silence_limit {
+                        // Its frames may wait unread behind this side's own writes: read what
+                        // is there before judging.
+                        match tokio::time::timeout(DRAIN_WAIT, link.next()).await {
+                            Ok(incoming) => {
+                                if let Err(why) = self.incoming(link, incoming, &out_tx, &done_tx).await {
+                                    break why;
+                                }
+                                continue;
+                            }
+                            Err(_) => break format!("silent for {} s", silence_limit.as_secs()),
+                        }
                     }
                     if let Err(why) = link.ping().await {
                         break why;
@@ -201,24 +213,8 @@ impl Session {
                     }
                 }
                 incoming = link.next() => {
-                    heard = Instant::now();
-                    self.listed.heard();
-                    let reply = match incoming {
-                        None => break "it closed the connection".to_owned(),
-                        Some(Err(e)) => break e,
-                        Some(Ok(Incoming::Ping)) => None,
-                        Some(Ok(Incoming::Message(bytes))) => match cm::decode(&bytes) {
-                            Ok((m, _)) => self.on_message(m, &out_tx, &done_tx),
-                            Err(e) => {
-                                tracing::debug!(error = %e, "skipping a cluster frame");
-                                None
-                            }
-                        },
-                    };
-                    if let Some(m) = reply {
-                        if let Err(why) = link.send(&m).await {
-                            break why;
-                        }
+                    if let Err(why) = self.incoming(link, incoming, &out_tx, &done_tx).await {
+                        break why;
                     }
                 }
             }
@@ -227,6 +223,33 @@ impl Session {
             cancel.cancel();
         }
         why
+    }
+
+    /// What [`Link::next`] gave: handled, and any reply sent; why the connection ends, if it does.
+    async fn incoming(
+        &mut self,
+        link: &mut Link,
+        incoming: Option<Result<Incoming, String>>,
+        out: &mpsc::Sender<Message>,
+        done: &mpsc::UnboundedSender<(PeerUuid, u64)>,
+    ) -> Result<(), String> {
+        self.listed.heard();
+        let reply = match incoming {
+            None => return Err("it closed the connection".to_owned()),
+            Some(Err(e)) => return Err(e),
+            Some(Ok(Incoming::Ping)) => None,
+            Some(Ok(Incoming::Message(bytes))) => match cm::decode(&bytes) {
+                Ok((m, _)) => self.on_message(m, out, done),
+                Err(e) => {
+                    tracing::debug!(error = %e, "skipping a cluster frame");
+                    None
+                }
+            },
+        };
+        match reply {
+            Some(m) => link.send(&m).await,
+            None => Ok(()),
+        }
     }
 
     /// Handle one message from the peer; returns the reply to send at once, if any.
@@ -238,13 +261,11 @@ impl Session {
     ) -> Option<Message> {
         match m {
             Message::Heartbeat(hb) => {
-                self.listed.health(&hb);
-                self.provider.health(&hb);
+                self.health(&hb, out);
                 Some(Message::HeartbeatAck(heartbeat(&self.me)))
             }
             Message::HeartbeatAck(hb) => {
-                self.listed.health(&hb);
-                self.provider.health(&hb);
+                self.health(&hb, out);
                 None
             }
             Message::InferenceRequest(req) => self.start(req, out, done),
@@ -276,6 +297,16 @@ impl Session {
             other => {
                 tracing::debug!(message = other.name(), "cluster message with nothing to do");
                 None
+            }
+        }
+    }
+
+    /// The peer's heartbeat: listed, and its figures and models given to the route.
+    fn health(&mut self, hb: &Heartbeat, out: &mpsc::Sender<Message>) {
+        self.listed.health(hb);
+        for cancel in self.provider.health(hb) {
+            if out.try_send(cancel).is_err() {
+                tracing::debug!("the outbox is full: a cancellation is dropped");
             }
         }
     }

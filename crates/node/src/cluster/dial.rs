@@ -30,14 +30,18 @@ pub struct Dialer {
     me: Arc<Me>,
     stop: CancellationToken,
     keepers: Mutex<BTreeMap<String, CancellationToken>>,
+    /// The runtime the keepers run on (discovery adds addresses from its own thread).
+    runtime: tokio::runtime::Handle,
 }
 
 impl Dialer {
+    /// Call it on the runtime.
     pub(crate) fn new(me: Arc<Me>, stop: CancellationToken) -> Arc<Self> {
         Arc::new(Self {
             me,
             stop,
             keepers: Mutex::new(BTreeMap::new()),
+            runtime: tokio::runtime::Handle::current(),
         })
     }
 
@@ -53,7 +57,8 @@ impl Dialer {
         }
         let stop = self.stop.child_token();
         keepers.insert(addr.to_owned(), stop.clone());
-        tokio::spawn(keep(addr.to_owned(), self.me.clone(), stop));
+        self.runtime
+            .spawn(keep(addr.to_owned(), self.me.clone(), stop));
         true
     }
 
@@ -116,6 +121,13 @@ async fn once(addr: &str, me: &Arc<Me>, stop: &CancellationToken) -> String {
         Ok(p) => p,
         Err(e) => return format!("cannot connect: {e}"),
     };
+    // Without a passcode the transport's key is anyone's: such a cluster stays on this
+    // machine, as the listener does.
+    if !peer.ip().is_loopback() && me.passcode_hash.is_none() {
+        return format!(
+            "{peer} is on the LAN, and a cluster on the LAN needs a passcode (--passcode)"
+        );
+    }
     let _ = tcp.set_nodelay(true);
     let held = Held::new(tcp, me.table.outbound(), me.state.limits.write_timeout);
     let admitted = match handshake::dial(Framed::new(held, codec()), me).await {

@@ -7,15 +7,20 @@
 //!   passcode hash as ours (or both none), and never from a device that has proved to be a
 //!   Hearth node: a Hearth node never talks plain text with another one.
 //!
-//! This node opens connections as a Hearth node only, so it uses TealeNet peers that connect
-//! to it, not ones it would have to dial in plain text.
+//! This node opens connections as a Hearth node only and takes nothing but a Hearth answer
+//! (the TealeNet passcode hash is no secret on a LAN with TealeNet peers, so a plain answer
+//! could be anyone's): it uses TealeNet peers that connect to it. The plain-text hello and
+//! helloAck are bound into the Noise handshake (its prologue), so nobody on the path can alter
+//! them, and carry no models (those come in the first heartbeat, encrypted). The connecting
+//! side is admitted only once the listener's first encrypted message, which needs the
+//! passcode, has arrived.
 
 use futures_util::{SinkExt as _, StreamExt as _};
 use hearth_protocol::cluster::{self as cm, Hello, Message, PeerUuid, Shape, HEARTH_NOISE};
 
 use tokio_util::bytes::Bytes;
 
-use super::link::Link;
+use super::link::{Incoming, Link};
 use super::secure::{self, Proven};
 use super::{Frames, Me, HELLO_WAIT};
 
@@ -29,27 +34,40 @@ pub(crate) struct Admitted {
     pub(crate) proven: Option<Proven>,
 }
 
-/// The peer's first frame, which must be `want` (hello or helloAck).
-async fn first(frames: &mut Frames, want: &str) -> Result<(Hello, Shape), String> {
+/// The peer's first frame, which must be `want` (hello or helloAck), and its bytes.
+async fn first(frames: &mut Frames, want: &str) -> Result<(Hello, Shape, Bytes), String> {
     let frame = match tokio::time::timeout(HELLO_WAIT, frames.next()).await {
         Err(_) => return Err(format!("no {want} within {} s", HELLO_WAIT.as_secs())),
         Ok(None) => return Err(format!("it closed before its {want}")),
         Ok(Some(Err(e))) => return Err(format!("its first frame failed: {e}")),
-        Ok(Some(Ok(f))) => f,
+        Ok(Some(Ok(f))) => f.freeze(),
     };
     match cm::decode(&frame) {
-        Ok((Message::Hello(h), shape)) if want == "hello" => Ok((h, shape)),
-        Ok((Message::HelloAck(h), shape)) if want == "helloAck" => Ok((h, shape)),
+        Ok((Message::Hello(h), shape)) if want == "hello" => Ok((h, shape, frame)),
+        Ok((Message::HelloAck(h), shape)) if want == "helloAck" => Ok((h, shape, frame)),
         Ok((other, _)) => Err(format!("it sent {} before {want}", other.name())),
         Err(e) => Err(format!("its first frame is not a {want}: {e}")),
     }
 }
 
-async fn send(frames: &mut Frames, m: &Message, shape: Shape) -> Result<(), String> {
+/// Send `m`; the bytes sent.
+async fn send(frames: &mut Frames, m: &Message, shape: Shape) -> Result<Bytes, String> {
+    let bytes = Bytes::from(cm::encode(m, shape));
     frames
-        .send(Bytes::from(cm::encode(m, shape)))
+        .send(bytes.clone())
         .await
-        .map_err(|e| format!("writing failed: {e}"))
+        .map_err(|e| format!("writing failed: {e}"))?;
+    Ok(bytes)
+}
+
+/// What both sides mix into the handshake: the hello and helloAck exactly as sent.
+fn prologue(hello: &[u8], ack: &[u8]) -> Vec<u8> {
+    let mut p = b"hearth cluster v1".to_vec();
+    for part in [hello, ack] {
+        p.extend_from_slice(&u32::try_from(part.len()).unwrap_or(u32::MAX).to_be_bytes());
+        p.extend_from_slice(part);
+    }
+    p
 }
 
 /// The transport a Hearth hello asks for, checked.
@@ -116,14 +134,19 @@ pub(crate) fn passcodes_match(ours: Option<&str>, theirs: Option<&str>) -> bool 
 
 /// The listening side: the peer's hello, then our helloAck and (Hearth) the Noise handshake.
 pub(crate) async fn accept(mut frames: Frames, me: &Me) -> Result<Admitted, String> {
-    let (hello, shape) = first(&mut frames, "hello").await?;
+    let (hello, shape, hello_bytes) = first(&mut frames, "hello").await?;
     if hearth_offer(&hello)? {
-        send(&mut frames, &Message::HelloAck(me.hello(true)), shape).await?;
-        let (transport, proven) = secure::respond(&mut frames, &me.keys, me.slots()).await?;
+        let ack = send(&mut frames, &Message::HelloAck(me.hello(true)), shape).await?;
+        let prologue = prologue(&hello_bytes, &ack);
+        let (transport, proven) =
+            secure::respond(&mut frames, &me.keys, me.slots(), &prologue).await?;
         check_proof(me, &hello, &proven)?;
+        let mut link = Link::encrypted(frames, transport);
+        // The first encrypted message: it tells the connecting side the passcode matched.
+        link.ping().await?;
         me.remember_hearth(&hello.device_info.id);
         return Ok(Admitted {
-            link: Link::encrypted(frames, transport),
+            link,
             hello,
             proven: Some(proven),
         });
@@ -138,27 +161,39 @@ pub(crate) async fn accept(mut frames: Frames, me: &Me) -> Result<Admitted, Stri
 }
 
 /// The connecting side: our Hearth hello (in the `_0` shape, as NOTES.md says a connecting
-/// side writes), the listener's helloAck, the Noise handshake. A plain helloAck is a TealeNet
-/// listener that took a hello without a passcode hash: used only under the same rules as a
-/// TealeNet peer that connects.
+/// side writes), the listener's Hearth helloAck, the Noise handshake, and the listener's
+/// first encrypted message.
 pub(crate) async fn dial(mut frames: Frames, me: &Me) -> Result<Admitted, String> {
-    send(&mut frames, &Message::Hello(me.hello(true)), Shape::Wrapped).await?;
-    let (ack, shape) = first(&mut frames, "helloAck").await?;
-    if hearth_offer(&ack)? {
-        let (transport, proven) = secure::initiate(&mut frames, &me.keys, me.slots()).await?;
-        check_proof(me, &ack, &proven)?;
-        me.remember_hearth(&ack.device_info.id);
-        return Ok(Admitted {
-            link: Link::encrypted(frames, transport),
-            hello: ack,
-            proven: Some(proven),
-        });
+    let hello = send(&mut frames, &Message::Hello(me.hello(true)), Shape::Wrapped).await?;
+    let (ack, _, ack_bytes) = first(&mut frames, "helloAck").await?;
+    if !hearth_offer(&ack)? {
+        return Err("it answered in plain text; this node connects to Hearth nodes only".into());
     }
-    check_plain(me, &ack)?;
+    let prologue = prologue(&hello, &ack_bytes);
+    let (transport, proven) =
+        secure::initiate(&mut frames, &me.keys, me.slots(), &prologue).await?;
+    check_proof(me, &ack, &proven)?;
+    let mut link = Link::encrypted(frames, transport);
+    // The listener's first encrypted message proves it has the passcode too (the pre-shared
+    // key enters the handshake only with this side's last message).
+    match tokio::time::timeout(HELLO_WAIT, link.next()).await {
+        Ok(Some(Ok(Incoming::Ping))) => {}
+        Ok(Some(Ok(Incoming::Message(_)))) => {
+            return Err("its first encrypted message is not the expected ping".into())
+        }
+        Ok(Some(Err(e))) => return Err(format!("the handshake failed: {e}")),
+        Ok(None) => {
+            return Err(
+                "it closed the connection after the handshake (a different passcode?)".into(),
+            )
+        }
+        Err(_) => return Err("no confirmation of the handshake in time".into()),
+    }
+    me.remember_hearth(&ack.device_info.id);
     Ok(Admitted {
-        link: Link::plain(frames, shape),
+        link,
         hello: ack,
-        proven: None,
+        proven: Some(proven),
     })
 }
 

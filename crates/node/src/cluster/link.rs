@@ -5,6 +5,8 @@
 
 use futures_util::{SinkExt, StreamExt as _};
 use hearth_protocol::cluster::{self as cm, Message, Shape};
+use std::time::Instant;
+
 use tokio_util::bytes::Bytes;
 
 use super::secure::{self, Opener};
@@ -42,6 +44,8 @@ pub(crate) struct Link {
     /// The plain shape to write in (TealeNet peers).
     shape: Shape,
     noise: Option<(Box<snow::TransportState>, Opener)>,
+    /// When the peer's last frame (of any kind, a piece of a message included) arrived.
+    heard: Instant,
 }
 
 impl std::fmt::Debug for Link {
@@ -62,6 +66,7 @@ impl Link {
             frames,
             shape,
             noise: None,
+            heard: Instant::now(),
         }
     }
 
@@ -74,7 +79,13 @@ impl Link {
             frames,
             shape: Shape::Wrapped,
             noise: Some((Box::new(transport), Opener::default())),
+            heard: Instant::now(),
         }
+    }
+
+    /// When the peer's last frame arrived.
+    pub(crate) fn heard(&self) -> Instant {
+        self.heard
     }
 
     pub(crate) fn kind(&self) -> Kind {
@@ -128,6 +139,7 @@ impl Link {
                 Ok(f) => f,
                 Err(e) => return Some(Err(format!("reading failed: {e}"))),
             };
+            self.heard = Instant::now();
             let Some((t, opener)) = &mut self.noise else {
                 return Some(Ok(Incoming::Message(frame.to_vec())));
             };

@@ -14,6 +14,7 @@
 
 mod connection;
 pub mod dial;
+mod discovery;
 mod handshake;
 mod link;
 pub mod peers;
@@ -21,6 +22,8 @@ mod provider;
 mod secure;
 mod serve;
 
+pub(crate) use discovery::Discovery;
+pub use discovery::DiscoveryError;
 pub use peers::{PeerView, Peers};
 
 use std::net::SocketAddr;
@@ -65,6 +68,8 @@ pub struct ClusterConfig {
     pub tealenet_compat: bool,
     /// Peers to connect to (`HOST:PORT`), kept connected with backoff.
     pub peers: Vec<String>,
+    /// Advertise and browse `_teale._tcp` while the cluster listens on the LAN.
+    pub discovery: bool,
 }
 
 impl std::fmt::Debug for ClusterConfig {
@@ -74,6 +79,7 @@ impl std::fmt::Debug for ClusterConfig {
             .field("passcode", &self.passcode.as_ref().map(|_| "<redacted>"))
             .field("tealenet_compat", &self.tealenet_compat)
             .field("peers", &self.peers)
+            .field("discovery", &self.discovery)
             .finish()
     }
 }
@@ -168,17 +174,26 @@ impl Me {
     }
 
     /// This node's `hello` (or `helloAck`): as a Hearth node (the transport offered, no
-    /// passcode hash) or to a TealeNet peer (the hash, as its protocol has it).
+    /// passcode hash, no models: those go in the first heartbeat, encrypted) or to a TealeNet
+    /// peer (the hash, as its protocol has it).
     pub(crate) fn hello(&self, hearth: bool) -> Hello {
+        let mut device_info = self.device_info();
+        if hearth {
+            device_info.loaded_models.clear();
+        }
         Hello {
-            device_info: self.device_info(),
+            device_info,
             protocol_version: PROTOCOL_VERSION,
             cluster_passcode_hash: if hearth {
                 None
             } else {
                 self.passcode_hash.clone()
             },
-            loaded_models: self.loaded_models(),
+            loaded_models: if hearth {
+                Vec::new()
+            } else {
+                self.loaded_models()
+            },
             owner_user_id: None,
             hearth: hearth.then(|| HearthHello {
                 noise: HEARTH_NOISE.into(),

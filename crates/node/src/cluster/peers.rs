@@ -92,14 +92,21 @@ impl Peers {
         let mut peers = self.lock();
         let keep_outbound = *me < id;
         for e in peers.values() {
-            if e.id == id && !e.kick.is_cancelled() {
-                if e.view.outbound == keep_outbound && outbound != keep_outbound {
-                    return Err(
-                        "this node has the connection with that peer to keep already".into(),
-                    );
-                }
-                e.kick.cancel();
+            if e.id != id || e.kick.is_cancelled() {
+                continue;
             }
+            let theirs_hearth = e.view.kind == Kind::Hearth.as_str();
+            let keep_old = match (theirs_hearth, kind == Kind::Hearth) {
+                // A proven Hearth connection always wins over a plain one claiming its id
+                // (anyone can claim an id in plain text).
+                (false, true) => false,
+                (true, false) => true,
+                _ => e.view.outbound == keep_outbound && outbound != keep_outbound,
+            };
+            if keep_old {
+                return Err("this node has the connection with that peer to keep already".into());
+            }
+            e.kick.cancel();
         }
         let key = self.inner.next.fetch_add(1, Ordering::Relaxed);
         let kick = CancellationToken::new();
@@ -175,5 +182,75 @@ impl Listed {
 impl Drop for Listed {
     fn drop(&mut self) {
         self.peers.lock().remove(&self.key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hello(id: &str) -> Hello {
+        serde_json::from_value(serde_json::json!({
+            "deviceInfo": {"id": id, "name": "p", "hardware": {"chipFamily": "intelCPU",
+                "chipName": "x", "totalRAMGB": 8.0, "gpuCoreCount": 0, "memoryBandwidthGBs": 1.0},
+                "registeredAt": 0.0, "lastSeenAt": 0.0, "isCurrentDevice": false,
+                "loadedModels": []},
+            "protocolVersion": 1, "loadedModels": []}))
+        .unwrap()
+    }
+
+    #[test]
+    fn two_connections_with_one_device_keep_one() {
+        let addr: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let low = PeerUuid::parse("11111111-1111-4111-8111-111111111111").unwrap();
+        let high = "EEEEEEEE-EEEE-4EEE-8EEE-EEEEEEEEEEEE";
+        let peers = Peers::default();
+        // This node has the lower id: its outbound connection is the one to keep.
+        let inbound = peers
+            .add(&low, &hello(high), addr, Kind::Hearth, false)
+            .unwrap();
+        let outbound = peers
+            .add(&low, &hello(high), addr, Kind::Hearth, true)
+            .unwrap();
+        assert!(inbound.kicked().is_cancelled());
+        assert!(peers
+            .add(&low, &hello(high), addr, Kind::Hearth, false)
+            .is_err());
+        assert!(!outbound.kicked().is_cancelled());
+        drop(inbound);
+        assert_eq!(peers.list().len(), 1);
+        // The other way round from the higher id's side: the inbound one stays.
+        let peers = Peers::default();
+        let me = PeerUuid::parse(high).unwrap();
+        let low_id = "11111111-1111-4111-8111-111111111111";
+        let inbound = peers
+            .add(&me, &hello(low_id), addr, Kind::Hearth, false)
+            .unwrap();
+        assert!(peers
+            .add(&me, &hello(low_id), addr, Kind::Hearth, true)
+            .is_err());
+        assert!(!inbound.kicked().is_cancelled());
+    }
+
+    #[test]
+    fn a_plain_connection_never_keeps_a_hearth_one_out() {
+        let addr: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let me = PeerUuid::parse("EEEEEEEE-EEEE-4EEE-8EEE-EEEEEEEEEEEE").unwrap();
+        let claimed = "11111111-1111-4111-8111-111111111111";
+        let peers = Peers::default();
+        // A plain connection claiming the id first, on the side the rule would keep...
+        let fake = peers
+            .add(&me, &hello(claimed), addr, Kind::TealeNet, false)
+            .unwrap();
+        // ...is replaced by the proven one, whatever its direction.
+        let real = peers
+            .add(&me, &hello(claimed), addr, Kind::Hearth, true)
+            .unwrap();
+        assert!(fake.kicked().is_cancelled());
+        // And a plain one never replaces a proven one.
+        assert!(peers
+            .add(&me, &hello(claimed), addr, Kind::TealeNet, false)
+            .is_err());
+        assert!(!real.kicked().is_cancelled());
     }
 }

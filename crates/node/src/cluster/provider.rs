@@ -13,14 +13,16 @@ use hearth_protocol::cluster::{
     self as cm, ErrorCode, Heartbeat, InferenceChunk, InferenceComplete, InferenceError,
     InferenceRequest, Message, PeerUuid,
 };
-use hearth_protocol::worker::{HubFrame, Task, TaskFailure, TaskId, WORKER_STOPPING};
+use hearth_protocol::worker::{HubFrame, Task, TaskFailure, TaskId};
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::link::Kind;
-use crate::hub::{Health, Hub, Route, TaskEvent, WorkerId, WorkerJoin, WORKER_OUTBOX_CAPACITY};
+use crate::hub::{
+    Health, Hub, Route, TaskEvent, WorkerId, WorkerJoin, PROVIDER_REFUSED, WORKER_OUTBOX_CAPACITY,
+};
 use crate::telemetry::ThermalLevel;
 
 /// The body key that carries a Hearth task between Hearth nodes (TealeNet peers never see it).
@@ -73,16 +75,35 @@ impl Provider {
         (me, rx)
     }
 
-    /// The peer's loaded models now: register new ones, drop the ones it unloaded.
-    pub(crate) fn models(&mut self, loaded: &[String]) {
+    /// The peer's loaded models now: register new ones, drop the ones it unloaded (their
+    /// requests there are cancelled, and continued elsewhere by their supervisors). The
+    /// cancellations to send.
+    pub(crate) fn models(&mut self, loaded: &[String]) -> Vec<Message> {
+        let mut dropped = Vec::new();
         self.registered.retain(|r| {
             let keep = loaded.contains(&r.model);
             if !keep {
                 self.hub.unregister(r.worker);
                 r.forward.abort();
+                dropped.push(r.worker);
             }
             keep
         });
+        let mut cancels = Vec::new();
+        for worker in dropped {
+            let ids: Vec<PeerUuid> = self
+                .requests
+                .iter()
+                .filter(|(_, (w, _))| *w == worker)
+                .map(|(id, _)| id.clone())
+                .collect();
+            for id in ids {
+                if let Some((w, t)) = self.requests.remove(&id) {
+                    self.by_task.remove(&(w, t));
+                }
+                cancels.push(cancelled(id));
+            }
+        }
         for model in loaded {
             if model.is_empty() || self.registered.iter().any(|r| &r.model == model) {
                 continue;
@@ -114,11 +135,13 @@ impl Provider {
                 forward,
             });
         }
+        cancels
     }
 
-    /// The peer's heartbeat: its figures for placement, and its models.
-    pub(crate) fn health(&mut self, hb: &Heartbeat) {
-        self.models(&hb.loaded_models);
+    /// The peer's heartbeat: its figures for placement, and its models; the cancellations to
+    /// send (see [`Provider::models`]).
+    pub(crate) fn health(&mut self, hb: &Heartbeat) -> Vec<Message> {
+        let cancels = self.models(&hb.loaded_models);
         let health = Health {
             queue_depth: usize::try_from(hb.queue_depth).unwrap_or(usize::MAX),
             throttle: hb.throttle_level,
@@ -132,6 +155,7 @@ impl Provider {
         for r in &self.registered {
             self.hub.set_health(r.worker, health);
         }
+        cancels
     }
 
     /// A task frame from the route, as the message for the peer.
@@ -155,11 +179,7 @@ impl Provider {
             HubFrame::Stop(task) => {
                 let id = self.by_task.remove(&(worker, task))?;
                 self.requests.remove(&id);
-                Some(Message::InferenceError(InferenceError {
-                    request_id: id,
-                    error_message: "cancelled by the requester".into(),
-                    code: Some(ErrorCode::Cancelled),
-                }))
+                Some(cancelled(id))
             }
         }
     }
@@ -201,15 +221,15 @@ impl Provider {
 
     pub(crate) fn on_error(&mut self, e: InferenceError) {
         if let Some((_, _, tx)) = self.live(&e.request_id) {
-            // A peer that cannot take it now (busy, stopping, without the model) is like a
-            // lost provider: the answer goes on elsewhere. Anything else is the answer's error.
+            // A peer that cannot take it now (busy, stopping, without the model): the answer
+            // goes on elsewhere, not on this peer. Anything else is the answer's error.
             let code = match e.code {
                 Some(
                     ErrorCode::Unavailable
                     | ErrorCode::QueueFull
                     | ErrorCode::ModelNotLoaded
                     | ErrorCode::Timeout,
-                ) => WORKER_STOPPING.to_owned(),
+                ) => PROVIDER_REFUSED.to_owned(),
                 Some(c) => c.as_str().to_owned(),
                 None => "internal_error".to_owned(),
             };
@@ -241,6 +261,15 @@ impl Drop for Provider {
             r.forward.abort();
         }
     }
+}
+
+/// This node's cancellation of its request `id` on the peer.
+fn cancelled(id: PeerUuid) -> Message {
+    Message::InferenceError(InferenceError {
+        request_id: id,
+        error_message: "cancelled by the requester".into(),
+        code: Some(ErrorCode::Cancelled),
+    })
 }
 
 /// The OpenAI body of a task, as every peer reads it; a Hearth peer also gets the task.

@@ -159,13 +159,16 @@ fn noise_err(e: snow::Error) -> String {
 }
 
 /// The connecting side: `-> e`, `<- e, ee, s, es` (the listener's proof), `-> s, se, psk` (ours).
+/// `prologue` binds what both sides said in plain text before.
 pub(crate) async fn initiate(
     frames: &mut Frames,
     keys: &Keys,
     slots: usize,
+    prologue: &[u8],
 ) -> Result<(snow::TransportState, Proven), String> {
     let mut hs = snow::Builder::new(params())
         .local_private_key(&keys.static_private)
+        .prologue(prologue)
         .psk(3, &keys.psk)
         .build_initiator()
         .map_err(noise_err)?;
@@ -188,9 +191,11 @@ pub(crate) async fn respond(
     frames: &mut Frames,
     keys: &Keys,
     slots: usize,
+    prologue: &[u8],
 ) -> Result<(snow::TransportState, Proven), String> {
     let mut hs = snow::Builder::new(params())
         .local_private_key(&keys.static_private)
+        .prologue(prologue)
         .psk(3, &keys.psk)
         .build_responder()
         .map_err(noise_err)?;

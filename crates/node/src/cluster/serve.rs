@@ -81,6 +81,8 @@ pub(super) async fn inference(
         })
     };
     let mut first = true;
+    // Tokens whose text was empty (held back), counted with the next chunk.
+    let mut uncounted: u32 = 0;
     loop {
         let event = tokio::select! {
             biased;
@@ -91,10 +93,14 @@ pub(super) async fn inference(
             e = gen.events.recv() => e,
         };
         let message = match event {
-            Some(Event::Token(t)) if t.text.is_empty() => continue,
+            Some(Event::Token(t)) if t.text.is_empty() => {
+                uncounted += u32::from(t.id.is_some());
+                continue;
+            }
             Some(Event::Token(t)) => {
                 let role = first.then(|| "assistant".to_owned());
                 first = false;
+                let tokens = std::mem::take(&mut uncounted) + u32::from(t.id.is_some());
                 chunk(
                     ChunkDelta {
                         role,
@@ -102,7 +108,7 @@ pub(super) async fn inference(
                     },
                     None,
                     None,
-                    Some(u32::from(t.id.is_some())),
+                    Some(tokens),
                 )
             }
             Some(Event::Done(d)) => {
@@ -110,7 +116,7 @@ pub(super) async fn inference(
                     ChunkDelta::default(),
                     Some(d.reason.as_str().to_owned()),
                     Some(d.usage),
-                    None,
+                    (uncounted > 0).then_some(uncounted),
                 );
                 if !send(out, cancel, last).await {
                     return;
@@ -189,7 +195,7 @@ fn start(
                 .as_str()
                 .ok_or_else(|| invalid(&"the Hearth task is not text"))?;
             let task = match hearth_protocol::worker::parse_hub_text(text) {
-                Ok(Some(hearth_protocol::worker::HubMessage::Task(t))) => t,
+                Ok(Some(hearth_protocol::worker::HubMessage::Task(t))) if t.is_pending() => t,
                 Ok(_) => return Err(invalid(&"the Hearth task is not a task")),
                 Err(e) => return Err(invalid(&e)),
             };

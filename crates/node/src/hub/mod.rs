@@ -55,6 +55,9 @@ pub(crate) const QUEUE_CAPACITY: usize = 64;
 /// Ids of tasks the hub stopped, remembered per worker so that frames still on their way are
 /// dropped quietly instead of being reported as unknown.
 const RETIRED_MEMORY: usize = 256;
+/// The failure code of a task its provider would not take (a LAN peer that is busy, stopping
+/// or without the model): the supervisor places it again, avoiding that provider.
+pub(crate) const PROVIDER_REFUSED: &str = "provider_refused";
 /// A worker may not claim more slots than this (a bad value must not attract every request).
 pub(crate) const MAX_WORKER_CONCURRENCY: usize = 256;
 

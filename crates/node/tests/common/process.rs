@@ -30,7 +30,24 @@ impl NodeProcess {
         Self::launch(data_dir, None, args, None)
     }
 
+    /// Like [`NodeProcess::start`] (with the default model or none) inside network namespace
+    /// `ns` (`ip netns exec`).
+    pub fn start_in_netns(ns: &str, data_dir: &Path, model: bool, args: &[&str]) -> Self {
+        let model = model.then(super::model_path);
+        Self::launch_with(Some(ns), data_dir, model.as_deref(), args, None)
+    }
+
     fn launch(
+        data_dir: &Path,
+        model: Option<&Path>,
+        args: &[&str],
+        open_files: Option<u32>,
+    ) -> Self {
+        Self::launch_with(None, data_dir, model, args, open_files)
+    }
+
+    fn launch_with(
+        netns: Option<&str>,
         data_dir: &Path,
         model: Option<&Path>,
         args: &[&str],
@@ -46,7 +63,14 @@ impl NodeProcess {
                     .arg(bin);
                 c
             }
-            None => Command::new(bin),
+            None => match netns {
+                Some(ns) => {
+                    let mut c = Command::new("ip");
+                    c.args(["netns", "exec", ns, bin]);
+                    c
+                }
+                None => Command::new(bin),
+            },
         };
         cmd.args(["serve", "--port", "0", "--key-storage", "file"])
             .arg("--data-dir")

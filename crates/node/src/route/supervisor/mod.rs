@@ -480,6 +480,13 @@ impl Job {
                     Some(TaskEvent::Done(d)) => done_ext = Some(d),
                     Some(TaskEvent::Failed(f)) => failure = Some(f),
                     Some(TaskEvent::End) => {
+                        if failure.as_ref().is_some_and(|f| f.code == crate::hub::PROVIDER_REFUSED) {
+                            // A peer that would not take it: placed again, elsewhere.
+                            let name = r.worker_name.clone();
+                            self.avoid.push(r.worker);
+                            self.hub.retire(r.worker, r.task);
+                            return Outcome::Lost(name);
+                        }
                         if failure.as_ref().is_some_and(|f| f.code == wp::WORKER_STOPPING) {
                             // The worker is stopping: like a lost worker, place it again.
                             let name = r.worker_name.clone();
