@@ -175,6 +175,17 @@ impl Node {
         } else {
             config.host
         };
+        let mut config = config;
+        // The passcode and compatibility set in the UI, unless the command line sets them.
+        if let Some(c) = &mut config.cluster {
+            if c.passcode.is_none() {
+                c.passcode = store.cluster_setting(cluster::SETTING_PASSCODE).await?;
+            }
+            c.tealenet_compat |= store
+                .cluster_setting(cluster::SETTING_COMPAT)
+                .await?
+                .is_some_and(|v| v == "true");
+        }
         let exposed = config.lan || !config.host.is_loopback();
         // Plain text on the LAN with no passcode would let any machine there use the model
         // without an API key: refused before anything listens.
@@ -309,6 +320,10 @@ impl Node {
                 let dialer = cluster::dial::Dialer::new(me.clone(), state.shutdown.child_token());
                 for p in &c.peers {
                     dialer.add(p);
+                }
+                // And the peers it knew before (added by hand, or connected once).
+                for k in state.store.known_peers().await? {
+                    dialer.add(&k.address);
                 }
                 let discovery = discover(&c, &me, &dialer, at);
                 let _ = state.cluster_dialer.set(dialer);

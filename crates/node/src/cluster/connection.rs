@@ -105,7 +105,7 @@ pub(super) fn heartbeat(me: &Me) -> Heartbeat {
         loaded_models: me.loaded_models(),
         is_generating: stats.active > 0,
         queue_depth: u32::try_from(stats.queued).unwrap_or(u32::MAX),
-        organization_id: me.passcode_hash.clone(),
+        organization_id: me.rules().passcode_hash.clone(),
         owner_user_id: None,
     }
 }

@@ -73,6 +73,11 @@ impl Dialer {
         }
     }
 
+    /// What this node is to its peers.
+    pub(crate) fn me(&self) -> &Arc<Me> {
+        &self.me
+    }
+
     /// The addresses kept, in order.
     pub fn addresses(&self) -> Vec<String> {
         self.lock().keys().cloned().collect()
@@ -123,7 +128,7 @@ async fn once(addr: &str, me: &Arc<Me>, stop: &CancellationToken) -> String {
     };
     // Without a passcode the transport's key is anyone's: such a cluster stays on this
     // machine, as the listener does.
-    if !peer.ip().is_loopback() && me.passcode_hash.is_none() {
+    if !peer.ip().is_loopback() && me.rules().passcode_hash.is_none() {
         return format!(
             "{peer} is on the LAN, and a cluster on the LAN needs a passcode (--passcode)"
         );
@@ -137,5 +142,8 @@ async fn once(addr: &str, me: &Arc<Me>, stop: &CancellationToken) -> String {
             return why;
         }
     };
+    if let Err(e) = me.state.store.peer_connected(addr.to_owned()).await {
+        tracing::warn!(error = %e, "could not remember a cluster peer");
+    }
     connection::run(admitted, peer, true, me.clone(), stop.clone()).await
 }

@@ -103,7 +103,8 @@ fn check_proof(me: &Me, hello: &Hello, proven: &Proven) -> Result<(), String> {
 
 /// A plain (TealeNet) peer: compatibility on, not a known Hearth node, the same passcode.
 fn check_plain(me: &Me, hello: &Hello) -> Result<(), String> {
-    if !me.compat {
+    let rules = me.rules();
+    if !rules.compat {
         return Err("it is a TealeNet peer (plain text) and TealeNet compatibility is off".into());
     }
     if me.is_known_hearth(&hello.device_info.id) {
@@ -115,7 +116,7 @@ fn check_plain(me: &Me, hello: &Hello) -> Result<(), String> {
         return Err("it is this node itself".into());
     }
     if !passcodes_match(
-        me.passcode_hash.as_deref(),
+        rules.passcode_hash.as_deref(),
         hello.cluster_passcode_hash.as_deref(),
     ) {
         return Err("its cluster passcode does not match".into());
@@ -139,7 +140,7 @@ pub(crate) async fn accept(mut frames: Frames, me: &Me) -> Result<Admitted, Stri
         let ack = send(&mut frames, &Message::HelloAck(me.hello(true)), shape).await?;
         let prologue = prologue(&hello_bytes, &ack);
         let (transport, proven) =
-            secure::respond(&mut frames, &me.keys, me.slots(), &prologue).await?;
+            secure::respond(&mut frames, &me.rules().keys, me.slots(), &prologue).await?;
         check_proof(me, &hello, &proven)?;
         let mut link = Link::encrypted(frames, transport);
         // The first encrypted message: it tells the connecting side the passcode matched.
@@ -171,7 +172,7 @@ pub(crate) async fn dial(mut frames: Frames, me: &Me) -> Result<Admitted, String
     }
     let prologue = prologue(&hello, &ack_bytes);
     let (transport, proven) =
-        secure::initiate(&mut frames, &me.keys, me.slots(), &prologue).await?;
+        secure::initiate(&mut frames, &me.rules().keys, me.slots(), &prologue).await?;
     check_proof(me, &ack, &proven)?;
     let mut link = Link::encrypted(frames, transport);
     // The listener's first encrypted message proves it has the passcode too (the pre-shared

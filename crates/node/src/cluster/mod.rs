@@ -30,7 +30,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use std::collections::HashSet;
-use std::sync::Mutex;
+use std::sync::{Mutex, RwLock};
 use std::time::Duration;
 
 use hearth_protocol::cluster::{
@@ -52,6 +52,10 @@ pub(crate) type Frames = Framed<Held, LengthDelimitedCodec>;
 
 /// How long a new connection has for its `hello` (and each handshake step).
 pub(crate) const HELLO_WAIT: Duration = Duration::from_secs(10);
+
+/// The stored settings (`hearth.db`) the UI sets.
+pub const SETTING_PASSCODE: &str = "passcode";
+pub const SETTING_COMPAT: &str = "tealenet_compat";
 
 /// The cluster port when `--cluster-port` is not given.
 pub const DEFAULT_CLUSTER_PORT: u16 = 8421;
@@ -113,9 +117,8 @@ pub(crate) const ADMITTED_FRAME_BYTES: usize = MAX_CLUSTER_FRAME_BYTES;
 pub struct Me {
     pub(crate) state: Arc<AppState>,
     pub(crate) id: PeerUuid,
-    pub(crate) passcode_hash: Option<String>,
-    pub(crate) keys: secure::Keys,
-    pub(crate) compat: bool,
+    /// The passcode's rules now (settable from the UI while the node runs).
+    rules: RwLock<Arc<Rules>>,
     pub(crate) hub: Hub,
     /// Devices that proved to be Hearth nodes: never taken in plain text.
     hearth_devices: Mutex<HashSet<PeerUuid>>,
@@ -157,9 +160,11 @@ impl Me {
         };
         Some(Self {
             id,
-            passcode_hash: config.passcode.as_deref().map(passcode_hash),
-            keys: secure::Keys::new(config.passcode.as_deref(), state.identity.clone()),
-            compat: config.tealenet_compat,
+            rules: RwLock::new(Arc::new(Rules::new(
+                config.passcode.as_deref(),
+                config.tealenet_compat,
+                &state.identity,
+            ))),
             hub,
             hearth_devices: Mutex::new(HashSet::new()),
             table,
@@ -187,7 +192,7 @@ impl Me {
             cluster_passcode_hash: if hearth {
                 None
             } else {
-                self.passcode_hash.clone()
+                self.rules().passcode_hash.clone()
             },
             loaded_models: if hearth {
                 Vec::new()
@@ -198,6 +203,47 @@ impl Me {
             hearth: hearth.then(|| HearthHello {
                 noise: HEARTH_NOISE.into(),
             }),
+        }
+    }
+
+    /// The rules connections are admitted by, now.
+    pub(crate) fn rules(&self) -> Arc<Rules> {
+        self.rules
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// New rules (a passcode or compatibility set in the UI): slow (the key derivation), so it
+    /// runs on the blocking pool. Every open connection closes, to be admitted again under
+    /// them (the connections this node keeps reconnect by themselves).
+    pub(crate) async fn set_rules(&self, passcode: Option<String>, compat: bool) {
+        let identity = self.state.identity.clone();
+        let rules =
+            tokio::task::spawn_blocking(move || Rules::new(passcode.as_deref(), compat, &identity))
+                .await
+                .expect("deriving the cluster's keys does not panic");
+        *self
+            .rules
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(rules);
+        self.state.cluster_peers.kick_all();
+    }
+
+    /// TealeNet compatibility on or off (the passcode unchanged); open connections close.
+    pub(crate) fn set_compat(&self, compat: bool) {
+        let now = self.rules();
+        let rules = Rules {
+            passcode_hash: now.passcode_hash.clone(),
+            keys: now.keys.clone(),
+            compat,
+        };
+        *self
+            .rules
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(rules);
+        if compat != now.compat {
+            self.state.cluster_peers.kick_all();
         }
     }
 
@@ -234,6 +280,30 @@ impl Me {
             last_seen_at: now,
             is_current_device: true,
             loaded_models: self.loaded_models(),
+        }
+    }
+}
+
+/// What a connection is admitted by: the passcode (its hash for TealeNet peers, its key for
+/// Hearth peers) and whether plain-text TealeNet peers are taken.
+#[derive(Debug)]
+pub(crate) struct Rules {
+    pub(crate) passcode_hash: Option<String>,
+    pub(crate) keys: Arc<secure::Keys>,
+    pub(crate) compat: bool,
+}
+
+impl Rules {
+    /// Slow: the passcode's key derivation.
+    fn new(
+        passcode: Option<&str>,
+        compat: bool,
+        identity: &Arc<crate::auth::identity::Identity>,
+    ) -> Self {
+        Self {
+            passcode_hash: passcode.map(passcode_hash),
+            keys: Arc::new(secure::Keys::new(passcode, identity.clone())),
+            compat,
         }
     }
 }
@@ -284,6 +354,12 @@ pub(crate) fn listen(
                     }
                 },
             };
+            // Without a passcode the transport's key is anyone's: LAN peers need one (the
+            // listener may still be on the LAN after the passcode was cleared in the UI).
+            if !peer.ip().to_canonical().is_loopback() && me.rules().passcode_hash.is_none() {
+                tracing::warn!(%peer, "refused a LAN peer: the cluster has no passcode");
+                continue;
+            }
             let Some(place) = me.table.admit(peer.ip(), limits.per_address) else {
                 tracing::debug!(%peer, "refused a cluster connection: too many open from this address");
                 continue;

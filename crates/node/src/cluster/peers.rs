@@ -140,6 +140,13 @@ impl Peers {
         })
     }
 
+    /// Close every connection (the cluster's rules changed).
+    pub(crate) fn kick_all(&self) {
+        for e in self.lock().values() {
+            e.kick.cancel();
+        }
+    }
+
     /// The peers now, in the order they joined.
     pub fn list(&self) -> Vec<PeerView> {
         self.lock()

@@ -467,6 +467,16 @@ impl Hub {
         }
     }
 
+    /// The measured decode speed of each LAN peer's models, tokens/s, by the peer's address.
+    pub(crate) fn peer_speeds(&self) -> HashMap<SocketAddr, f64> {
+        let mut out = HashMap::new();
+        for w in self.lock().workers.values().filter(|w| w.join.peer) {
+            let best = out.entry(w.join.addr).or_insert(0.0_f64);
+            *best = best.max(w.tokens_per_s);
+        }
+        out
+    }
+
     /// Whether a worker serves `model` (a client's name for it).
     pub fn serves(&self, requested: &str) -> Option<ModelId> {
         self.lock()

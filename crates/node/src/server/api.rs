@@ -324,7 +324,7 @@ pub(crate) async fn unload_model(State(state): State<Arc<AppState>>) -> Response
 // ---------------------------------------------------------------------------------------------
 // API keys (for clients on the LAN). Managed only from this machine.
 
-fn local_only(peer: std::net::SocketAddr) -> Result<(), ApiFailure> {
+pub(crate) fn local_only(peer: std::net::SocketAddr) -> Result<(), ApiFailure> {
     if peer.ip().to_canonical().is_loopback() {
         Ok(())
     } else {

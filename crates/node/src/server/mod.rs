@@ -17,6 +17,7 @@ pub(crate) mod api;
 pub mod auth;
 pub(crate) mod batch;
 pub(crate) mod chat;
+pub(crate) mod cluster_api;
 pub(crate) mod error;
 pub(crate) mod events;
 pub(crate) mod generate;
@@ -117,6 +118,15 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/conversations/{id}/chat", post(chat::chat))
         .route("/api/messages/{id}/stop", post(chat::stop))
         .route("/api/keys", get(api::list_keys).post(api::create_key))
+        .route(
+            "/api/cluster",
+            get(cluster_api::get).patch(cluster_api::patch),
+        )
+        .route("/api/cluster/peers", post(cluster_api::add_peer))
+        .route(
+            "/api/cluster/peers/{address}",
+            axum::routing::delete(cluster_api::remove_peer),
+        )
         .route("/api/keys/{id}", axum::routing::delete(api::revoke_key))
         .fallback(fallback)
         .method_not_allowed_fallback(error::method_not_allowed)

@@ -1,12 +1,14 @@
 //! The node's SQLite database (`hearth.db` in the data dir, WAL mode): opening it (a damaged
 //! file is refused, never replaced), schema migrations by `PRAGMA user_version`, and
 //! `/generate` feedback; the UI's conversations and messages ([`conversations`]), API keys
-//! ([`keys`]) and the signed-challenge door's clients ([`clients`]) each have a file. One
+//! ([`keys`]), the signed-challenge door's clients ([`clients`]) and the cluster's known peers
+//! ([`peers`]) each have a file. One
 //! connection behind a mutex; every call runs on tokio's blocking pool.
 
 pub mod clients;
 pub mod conversations;
 pub mod keys;
+pub mod peers;
 
 pub use conversations::{
     Conversation, Message, MessageStatus, NewMessage, Settings, SettingsPatch, Stats,
@@ -108,6 +110,7 @@ const MIGRATIONS: &[&str] = &[
         revoked_at   INTEGER
     );",
     clients::MIGRATION,
+    peers::MIGRATION,
 ];
 
 /// A feedback row as stored.

@@ -304,8 +304,13 @@ pub async fn get_json_at(url: String) -> Value {
         .unwrap()
 }
 
-pub async fn wait_for(mut cond: impl AsyncFnMut() -> bool, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(10);
+pub async fn wait_for(cond: impl AsyncFnMut() -> bool, what: &str) {
+    wait_for_secs(10, cond, what).await;
+}
+
+/// [`wait_for`] with a limit of `secs` seconds.
+pub async fn wait_for_secs(secs: u64, mut cond: impl AsyncFnMut() -> bool, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
     while Instant::now() < deadline {
         if cond().await {
             return;
