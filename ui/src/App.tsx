@@ -16,6 +16,7 @@ import { Header } from './components/Header';
 import { ModelsPage } from './components/ModelsPage';
 import { SettingsPage } from './components/SettingsPage';
 import { Sidebar } from './components/Sidebar';
+import { ClusterPage } from './components/ClusterPage';
 import { StatusPage } from './components/StatusPage';
 import { navigate, useAuth, useConversationList, useLive, useRoute } from './hooks';
 import { formatRoute, startRoute } from './route';
@@ -136,6 +137,7 @@ function Shell() {
         )}
         {route.page === 'models' && <ModelsPage live={live} dispatch={dispatch} />}
         {route.page === 'status' && <StatusPage live={live} />}
+        {route.page === 'cluster' && <ClusterPage />}
         {route.page === 'settings' && <SettingsPage />}
       </main>
     </div>

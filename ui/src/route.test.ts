@@ -9,6 +9,7 @@ describe('hash routes', () => {
     expect(parseHash('#/models')).toEqual({ page: 'models' });
     expect(parseHash('#/status/')).toEqual({ page: 'status' });
     expect(parseHash('#/settings')).toEqual({ page: 'settings' });
+    expect(parseHash('#/cluster')).toEqual({ page: 'cluster' });
     expect(parseHash('#/c/')).toEqual({ page: 'chat', conversationId: null });
     expect(parseHash('#/c/%E0%A4%A')).toEqual({ page: 'chat', conversationId: null });
     expect(parseHash('#/nowhere')).toEqual({ page: 'chat', conversationId: null });
@@ -20,6 +21,7 @@ describe('hash routes', () => {
       { page: 'chat', conversationId: 'c_a/b c' },
       { page: 'models' },
       { page: 'status' },
+      { page: 'cluster' },
       { page: 'settings' },
     ];
     for (const r of routes) expect(parseHash(formatRoute(r))).toEqual(r);

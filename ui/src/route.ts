@@ -1,13 +1,14 @@
 /**
  * The page and conversation shown, kept in the URL hash so a reload (or a link) returns to the
  * same place: `#/c/<id>` a conversation, `#/` the chat with none selected, `#/models`,
- * `#/status`, `#/settings`. The query string (`?api=`) is left alone.
+ * `#/status`, `#/cluster`, `#/settings`. The query string (`?api=`) is left alone.
  */
 
 export type Route =
   | { page: 'chat'; conversationId: string | null }
   | { page: 'models' }
   | { page: 'status' }
+  | { page: 'cluster' }
   | { page: 'settings' };
 
 export function parseHash(hash: string): Route {
@@ -15,6 +16,7 @@ export function parseHash(hash: string): Route {
   const [head, ...rest] = path.split('/');
   if (head === 'models') return { page: 'models' };
   if (head === 'status') return { page: 'status' };
+  if (head === 'cluster') return { page: 'cluster' };
   if (head === 'settings') return { page: 'settings' };
   if (head === 'c' && rest.length === 1 && rest[0]) {
     try {
@@ -32,6 +34,8 @@ export function formatRoute(route: Route): string {
       return '#/models';
     case 'status':
       return '#/status';
+    case 'cluster':
+      return '#/cluster';
     case 'settings':
       return '#/settings';
     case 'chat':

@@ -67,9 +67,10 @@ export async function tempDataDir(t) {
  * `t` is the node:test context (the node is stopped after the test); `dataDir` is reused
  * for a restart; `env` adds environment variables (e.g. HEARTH_MIN_LOAD_MS). With
  * `modelsDir` the node starts on that folder without naming a model, and is returned once it
- * says it has none (`withModel: false`) or once the one it found is ready.
+ * says it has none (`withModel: false`) or once the one it found is ready. `args` are added
+ * to the command line.
  */
-export async function startNode(t, { dataDir, env = {}, modelsDir, withModel = true } = {}) {
+export async function startNode(t, { dataDir, env = {}, modelsDir, withModel = true, args: extra = [] } = {}) {
   const { bin, model, modelId } = testEnvironment();
   const dir = dataDir ?? (await tempDataDir(t));
   const args = [
@@ -82,6 +83,7 @@ export async function startNode(t, { dataDir, env = {}, modelsDir, withModel = t
     '--ctx', '2048',
     // The node's key in a file in the temp data dir, never the user's keyring.
     '--key-storage', 'file',
+    ...extra,
   ];
   const child = spawn(bin, args, {
     env: { ...process.env, ...env },

@@ -7,6 +7,8 @@ import { reportUnauthorized } from './auth';
 import { apiUrl } from './base';
 import { authHeaders, currentToken } from './token';
 import type {
+  ClusterPatch,
+  ClusterView,
   Conversation,
   ConversationDetail,
   ConversationPatch,
@@ -102,4 +104,10 @@ export const api = {
   listKeys: () => request<KeysResponse>('GET', '/api/keys'),
   createKey: (name: string) => request<CreatedKey>('POST', '/api/keys', { name }),
   revokeKey: (id: string) => request<void>('DELETE', `/api/keys/${enc(id)}`),
+
+  /** The LAN cluster; changes are 403 unless made from the node's own machine. */
+  cluster: () => request<ClusterView>('GET', '/api/cluster'),
+  addPeer: (address: string) => request<{ address: string }>('POST', '/api/cluster/peers', { address }),
+  removePeer: (address: string) => request<void>('DELETE', `/api/cluster/peers/${enc(address)}`),
+  patchCluster: (patch: ClusterPatch) => request<ClusterView>('PATCH', '/api/cluster', patch),
 };

@@ -214,3 +214,46 @@ export function parseLiveEvent(data: string): LiveEvent | null {
   }
   return null;
 }
+
+/** One connected peer in `GET /api/cluster`. */
+export interface ClusterPeer {
+  name: string;
+  device_id: string;
+  addr: string;
+  /** `hearth` (encrypted) or `tealenet` (plain text). */
+  kind: string;
+  outbound: boolean;
+  degraded: boolean;
+  loaded_models: string[];
+  thermal_level: string;
+  throttle: number;
+  queue_depth: number;
+  is_generating: boolean;
+  silent_ms: number;
+  /** Measured decode speed of one stream there (0 until measured). */
+  tokens_per_s: number;
+}
+
+export interface KnownPeer {
+  address: string;
+  added_at: number;
+  connected_at: number | null;
+}
+
+/** `GET /api/cluster`. */
+export interface ClusterView {
+  name: string;
+  device_id: string;
+  port: number | null;
+  passcode_set: boolean;
+  tealenet_compat: boolean;
+  dialing: string[];
+  known: KnownPeer[];
+  peers: ClusterPeer[];
+}
+
+/** `PATCH /api/cluster`: a passcode string sets it, `null` clears it. */
+export interface ClusterPatch {
+  passcode?: string | null;
+  tealenet_compat?: boolean;
+}

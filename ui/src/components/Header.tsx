@@ -43,6 +43,7 @@ export function Header({ route, live, lastConversationId }: HeaderProps) {
         {tab('chat', 'Chat', formatRoute({ page: 'chat', conversationId: lastConversationId }))}
         {tab('models', 'Models', formatRoute({ page: 'models' }))}
         {tab('status', 'Status', formatRoute({ page: 'status' }))}
+        {tab('cluster', 'Cluster', formatRoute({ page: 'cluster' }))}
         {tab('settings', 'Settings', formatRoute({ page: 'settings' }))}
       </nav>
       <div className="header-right">

@@ -1,6 +1,7 @@
 //! One admitted peer's connection, whichever side opened it ([`super::handshake`]). From there
 //! every message goes in the peer's transport ([`super::link`]):
-//! - a `heartbeat` every 5 s from this node and a `heartbeatAck` to each of the peer's, with
+//! - a `heartbeat` every 5 s (and at once when this node's model changes) and a
+//!   `heartbeatAck` to each of the peer's, with
 //!   this node's real figures (the thermal estimate from CPU pressure goes out as `nominal` or
 //!   `fair` only: it is not a temperature); a Hearth peer also gets a ping every second;
 //! - any frame counts as a sign of life (the Rust node answers only between its streams): a
@@ -151,6 +152,9 @@ impl Session {
         let kicked = self.listed.kicked().clone();
         let mut beat = tokio::time::interval(HEARTBEAT_EVERY);
         beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // A model loaded or unloaded here is announced at once, not at the next beat.
+        let mut model_state = self.me.state.host.state();
+        let mut announced = self.me.loaded_models();
         let mut pulse = tokio::time::interval(PING_EVERY);
         pulse.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let why = loop {
@@ -193,6 +197,18 @@ impl Session {
                     if let Err(why) = link.ping().await {
                         break why;
                     }
+                }
+                Ok(()) = model_state.changed() => {
+                    // Loading progress changes the state often; only a new set of models counts.
+                    if self.me.loaded_models() == announced {
+                        continue;
+                    }
+                    announced = self.me.loaded_models();
+                    let hb = Message::Heartbeat(heartbeat(&self.me));
+                    if let Err(why) = link.send(&hb).await {
+                        break why;
+                    }
+                    beat.reset();
                 }
                 _ = beat.tick() => {
                     let hb = Message::Heartbeat(heartbeat(&self.me));
