@@ -55,7 +55,7 @@ pub(crate) fn state_of(t: &Telemetry, model: &ModelState) -> TrayState {
     }
 }
 
-pub(crate) fn tooltip(t: &Telemetry, model: &ModelState, exposed: bool) -> String {
+pub(crate) fn tooltip(t: &Telemetry, model: &ModelState, exposed: bool, peers: usize) -> String {
     let model = match model {
         ModelState::Ready(info) => info.id.to_string(),
         ModelState::Loading {
@@ -76,7 +76,7 @@ pub(crate) fn tooltip(t: &Telemetry, model: &ModelState, exposed: bool) -> Strin
         ""
     };
     let mut s = format!(
-        "Hearth · {model} · peers: 0 · thermal {level}{estimated} · {:.0} tok/s",
+        "Hearth · {model} · peers: {peers} · thermal {level}{estimated} · {:.0} tok/s",
         t.tokens_per_s
     );
     if t.paused {
@@ -211,7 +211,7 @@ fn follow(tray: TrayIcon, status: MenuItem<tauri::Wry>, node: Node) {
                 }
                 shown = Some(state);
             }
-            let tip = tooltip(&t, &m, node.is_exposed());
+            let tip = tooltip(&t, &m, node.is_exposed(), node.cluster_peer_count());
             if tip != shown_tip {
                 let _ = tray.set_tooltip(Some(&tip));
                 let _ = status.set_text(&tip);
@@ -314,10 +314,11 @@ mod tests {
             &telemetry(1, 100, ThermalLevel::Fair, true),
             &loading(),
             true,
+            2,
         );
         assert_eq!(
             tip,
-            "Hearth · m (loading 50%) · peers: 0 · thermal fair (estimated) · 87 tok/s · paused · shared on the LAN"
+            "Hearth · m (loading 50%) · peers: 2 · thermal fair (estimated) · 87 tok/s · paused · shared on the LAN"
         );
     }
 }

@@ -2,7 +2,8 @@
 // server and D-Bus session that run.sh made, wait for its window, take a screenshot, type a
 // chat message into the real window through WebKitWebDriver, confirm through the node's API
 // that the message and a streamed answer were stored, then click Quit in the tray menu over
-// D-Bus and confirm the port is closed and no process is left. And a new machine: the app on
+// D-Bus (its status line counts a second node that joins the cluster) and confirm the port is
+// closed and no process is left. And a new machine: the app on
 // an empty models folder opens (it panicked once) on the Models page, and loads a model added
 // while it runs.
 
@@ -237,6 +238,18 @@ test('the desktop app: window, chat through the window, quit from the tray', { t
     Object.keys(trayItems(bus)).find((l) => l.startsWith('Hearth · SmolLM2') && l.includes('tok/s')),
   );
   assert.match(statusLine, /thermal (nominal|fair|serious|critical)/);
+  assert.match(statusLine, /peers: 0/);
+  // A second node joins the desktop's cluster: the status line counts it.
+  const { port: clusterPort } = await (await fetch(`http://127.0.0.1:${port}/api/cluster`)).json();
+  const peer = spawn(join(dirname(APP), 'hearth-node'), [
+    'serve', '--port', '0', '--cluster-port', '0', '--key-storage', 'file', '--name', 'desk-peer',
+    '--data-dir', join(SCRATCH, 'desk-peer'), '--peer', `127.0.0.1:${clusterPort}`,
+  ], { stdio: 'ignore' });
+  t.after(() => peer.kill('SIGKILL'));
+  await until('the peer counted in the tray', 30_000, () =>
+    Object.keys(trayItems(bus)).some((l) => l.startsWith('Hearth · SmolLM2') && l.includes('peers: 1')),
+  );
+  peer.kill('SIGKILL');
   const status = async () => (await fetch(`http://127.0.0.1:${port}/api/status`)).json();
   clickTray(bus, items['Pause serving'].id);
   await until('serving paused', 10_000, async () => (await status()).paused === true && (await status()).throttle === 0);

@@ -362,6 +362,11 @@ impl Node {
         *self.inner.addr.lock().expect("addr lock")
     }
 
+    /// Cluster peers connected now.
+    pub fn cluster_peer_count(&self) -> usize {
+        self.inner.state.cluster_peers.list().len()
+    }
+
     /// Where the cluster listens (`--cluster-port`), when it does.
     pub fn cluster_addr(&self) -> Option<SocketAddr> {
         self.inner

@@ -174,6 +174,23 @@ async fn a_model_on_one_node_is_served_through_the_others() {
     assert_eq!(done["message"]["status"], "complete", "{done}");
     // alpha served all four.
     assert_eq!(alpha.finished().await, 4);
+    // The cluster's figures in /metrics.
+    let metrics = client()
+        .get(gamma.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("hearth_cluster_peers{kind=\"hearth\"} 2\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("hearth_cluster_peer_throttle{name=\"alpha\""),
+        "{metrics}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

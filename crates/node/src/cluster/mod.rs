@@ -17,6 +17,7 @@ pub mod dial;
 mod discovery;
 mod handshake;
 mod link;
+pub(crate) mod metrics;
 pub mod peers;
 mod provider;
 mod secure;

@@ -1,6 +1,6 @@
 //! `GET /metrics`: the node's figures in OpenMetrics text through `prometheus-client` — engine
-//! load and totals, throttle and thermal level from the telemetry sampler, and in hub mode the
-//! workers. Each scrape registers constant samples read from the live state: cheap, read-only.
+//! load and totals, throttle and thermal level from the telemetry sampler, in hub mode the
+//! workers, and the cluster's peers. Each scrape registers constant samples read from the live state: cheap, read-only.
 
 use std::sync::Arc;
 
@@ -105,6 +105,10 @@ fn registry(state: &AppState) -> Registry {
     );
     if let Some(hub) = state.router.hub().filter(|h| h.accepts_workers()) {
         hub.snapshot().register_metrics(&mut r);
+    }
+    if state.cluster_port.is_some() {
+        let redispatched = state.router.hub().map_or(0, |h| h.snapshot().redispatched);
+        crate::cluster::metrics::register(&mut r, &state.cluster_peers.list(), redispatched);
     }
     r
 }
