@@ -2,8 +2,8 @@
 //! model, over real TCP on loopback (`--peer`): a model on one node is served through the
 //! others at every door; requests spread across two nodes that have it; a hot node gets no
 //! new work; an answer whose provider is killed (`kill -9`) mid-stream completes from another
-//! node and names it; a different passcode is refused; a Hearth node that speaks plain text is
-//! refused; a closed connection is gone at once.
+//! node and names it; a conversation's next turn goes back to the node that ran its last; a
+//! different passcode is refused; a frozen peer is gone in seconds and back when it wakes.
 
 mod common;
 
@@ -411,4 +411,100 @@ async fn a_silent_hearth_peer_is_gone_in_seconds_and_back_when_it_wakes() {
     beta.wait_peer("alpha", MODEL_ID).await;
     let answer = beta.chat(greedy(STORY, 4)).await;
     assert_eq!(answer["model"], MODEL_ID, "{answer}");
+}
+
+/// Which of `alpha` and `gamma` ran what `run` sent (each runs one request at a time here).
+async fn ran_on<F: std::future::Future<Output = Value>>(
+    alpha: &Peer,
+    gamma: &Peer,
+    run: F,
+) -> (&'static str, Value) {
+    let (a0, g0) = (alpha.finished().await, gamma.finished().await);
+    let answer = run.await;
+    let (a1, g1) = (alpha.finished().await, gamma.finished().await);
+    match (a1 - a0, g1 - g0) {
+        (1, 0) => ("alpha", answer),
+        (0, 1) => ("gamma", answer),
+        other => panic!("expected one request on one node, got {other:?}"),
+    }
+}
+
+/// A conversation's first turn run while a long request keeps one node busy, so it lands on
+/// the other: which one, and the messages of its second turn.
+async fn first_turn_beside_a_long_one(
+    alpha: &Peer,
+    gamma: &Peer,
+    beta: &Peer,
+    question: &str,
+) -> (&'static str, Value) {
+    let url = beta.url("/v1/chat/completions");
+    let long = tokio::spawn(async move {
+        client()
+            .post(url)
+            .json(&greedy(STORY, 300))
+            .send()
+            .await
+            .unwrap()
+            .status()
+    });
+    wait(
+        async || alpha.status().await["active"] == 1 || gamma.status().await["active"] == 1,
+        "the long request running",
+    )
+    .await;
+    let busy = if alpha.status().await["active"] == 1 {
+        "alpha"
+    } else {
+        "gamma"
+    };
+    let messages = json!([{"role": "user", "content": question}]);
+    let (at, answer) = {
+        let (a0, g0) = (alpha.finished().await, gamma.finished().await);
+        let answer = beta
+            .chat(json!({"messages": messages, "max_tokens": 12, "temperature": 0}))
+            .await;
+        let (a1, g1) = (alpha.finished().await, gamma.finished().await);
+        let at = match (a1 - a0, g1 - g0) {
+            (1, 0) => "alpha",
+            (0, 1) => "gamma",
+            other => panic!("expected the turn on one node, got {other:?}"),
+        };
+        (at, answer)
+    };
+    assert_ne!(at, busy, "the first turn went to the free node");
+    assert_eq!(long.await.unwrap(), 200);
+    let next = json!([
+        {"role": "user", "content": question},
+        {"role": "assistant", "content": text(&answer)},
+        {"role": "user", "content": "Say more."},
+    ]);
+    (at, next)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversations_next_turn_goes_back_to_the_node_that_ran_the_last() {
+    let alpha = Peer::start("alpha", true, &["--parallel", "1"]);
+    let gamma = Peer::start("gamma", true, &["--parallel", "1"]);
+    let (a, g) = (alpha.cluster().await, gamma.cluster().await);
+    let beta = Peer::start("beta", false, &["--peer", &a, "--peer", &g]);
+    beta.wait_peer("alpha", MODEL_ID).await;
+    beta.wait_peer("gamma", MODEL_ID).await;
+    // Two conversations whose first turns ran where the other node was busy. Left to speed
+    // alone, their second turns would both go to whichever node measured faster.
+    let (first_a, next_a) =
+        first_turn_beside_a_long_one(&alpha, &gamma, &beta, "Name a fruit.").await;
+    let (first_b, next_b) =
+        first_turn_beside_a_long_one(&alpha, &gamma, &beta, "Name a tree.").await;
+    for (first, next) in [(first_a, next_a), (first_b, next_b)] {
+        let (second, _) = ran_on(
+            &alpha,
+            &gamma,
+            beta.chat(json!({"messages": next, "max_tokens": 8, "temperature": 0})),
+        )
+        .await;
+        assert_eq!(
+            second, first,
+            "the second turn went back to the first turn's node"
+        );
+    }
 }

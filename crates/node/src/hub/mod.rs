@@ -421,6 +421,7 @@ impl Hub {
                 tokens_per_s: w.tokens_per_s,
                 local: false,
                 continues: w.join.hearth,
+                preferred: false,
             })
             .collect()
     }

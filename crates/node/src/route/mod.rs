@@ -13,6 +13,7 @@
 //! Requests given as token ids (the batch door's continuations) are this node's tokenizer's
 //! and always run here.
 
+mod affinity;
 pub mod generation;
 pub mod place;
 mod supervisor;
@@ -89,6 +90,8 @@ pub struct Router {
     hub: Option<Hub>,
     shutdown: CancellationToken,
     next_id: Arc<AtomicU64>,
+    /// Where each conversation's latest turn ran.
+    affinity: Arc<affinity::Affinity>,
 }
 
 impl Router {
@@ -104,6 +107,7 @@ impl Router {
             // Like the engine's ids (millisecond time in the high bits), with the top bit set
             // so a remote generation's id never equals a local one.
             next_id: Arc::new(AtomicU64::new((1 << 63) | (base << 20))),
+            affinity: Arc::default(),
         }
     }
 
@@ -214,6 +218,12 @@ impl Router {
         };
         let serve_local = target.local.is_some() && hub.serves_locally();
         let need_hearth = matches!(prompt, RemotePrompt::Text(_));
+        // A conversation's next turn prefers the place that ran its last one.
+        let conversation = match &prompt {
+            RemotePrompt::Chat(m) => Some(m.as_slice()),
+            RemotePrompt::Text(_) => None,
+        };
+        let preferred = conversation.and_then(|m| self.affinity.preferred(m));
         let placement = placement(
             &[],
             hub,
@@ -221,7 +231,15 @@ impl Router {
             &target.model,
             need_hearth,
             serve_local,
+            preferred,
         );
+        if let Some(m) = conversation {
+            match &placement {
+                Placement::Local => self.affinity.remember(m, Provider::Local),
+                Placement::Worker(r) => self.affinity.remember(m, Provider::Worker(r.worker)),
+                Placement::Wait | Placement::Nobody => {}
+            }
+        }
         match placement {
             Placement::Local => return self.host.submit(request).map(Generation::local),
             Placement::Wait if !hub.queue_has_room() => {
@@ -329,11 +347,13 @@ fn local_candidate(host: &ModelHost, model: &ModelId) -> Candidate<Provider> {
         tokens_per_s: 0.0,
         local: true,
         continues: true,
+        preferred: false,
     }
 }
 
 /// Decide where `model` runs now ([`place::place`] over this node's engine, when it may serve,
-/// and the hub's workers but those in `avoid`) and reserve the worker's slot it picks.
+/// and the hub's workers and LAN peers but those in `avoid`; `preferred` ran the conversation's
+/// previous turn) and reserve the worker's slot it picks.
 pub(crate) fn placement(
     avoid: &[WorkerId],
     hub: &Hub,
@@ -341,6 +361,7 @@ pub(crate) fn placement(
     model: &ModelId,
     needs_continuation: bool,
     serve_local: bool,
+    preferred: Option<Provider>,
 ) -> Placement {
     // A worker's slot can be taken between reading the candidates and reserving it: look again.
     for _ in 0..3 {
@@ -357,6 +378,9 @@ pub(crate) fn placement(
                     c.with_id(Provider::Worker(id))
                 }),
         );
+        for c in &mut candidates {
+            c.preferred = preferred == Some(c.id);
+        }
         let ask = Ask {
             model,
             needs_continuation,

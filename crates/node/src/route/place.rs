@@ -7,10 +7,12 @@
 //!    can continue text (this node, Hearth workers).
 //! 2. A candidate that is paused (throttle 0) or hot (thermal serious or critical) is never
 //!    chosen while another one fits.
-//! 3. This node when it has a free slot (no network hop).
-//! 4. Else the candidate with a free slot and the shortest queue, then the highest measured
+//! 3. The place that served the conversation's previous turn (its prompt cache holds the
+//!    conversation) when it has a free slot and no longer a queue than the others with one.
+//! 4. This node when it has a free slot (no network hop).
+//! 5. Else the candidate with a free slot and the shortest queue, then the highest measured
 //!    speed, then the most free slots, then the first listed.
-//! 5. No free slot anywhere: this node's own queue when it is a candidate, else wait for a
+//! 6. No free slot anywhere: this node's own queue when it is a candidate, else wait for a
 //!    slot; nobody at all when no candidate has the model.
 
 use hearth_protocol::ModelId;
@@ -35,6 +37,8 @@ pub struct Candidate<Id> {
     pub local: bool,
     /// It can continue from text already generated and take raw prompts (Hearth's extension).
     pub continues: bool,
+    /// It served the conversation's previous turn: its prompt cache holds the conversation.
+    pub preferred: bool,
 }
 
 impl<Id> Candidate<Id> {
@@ -50,6 +54,7 @@ impl<Id> Candidate<Id> {
             tokens_per_s: self.tokens_per_s,
             local: self.local,
             continues: self.continues,
+            preferred: self.preferred,
         }
     }
 
@@ -94,6 +99,17 @@ pub fn place<Id: Copy>(ask: Ask<'_>, candidates: &[Candidate<Id>]) -> Choice<Id>
         .into_iter()
         .filter(|c| c.fits() || !any_fit)
         .collect();
+    let shortest = pool
+        .iter()
+        .filter(|c| c.free_slots > 0)
+        .map(|c| c.queue_depth)
+        .min();
+    if let Some(p) = pool
+        .iter()
+        .find(|c| c.preferred && c.free_slots > 0 && Some(c.queue_depth) == shortest)
+    {
+        return Choice::Run(p.id);
+    }
     if let Some(local) = pool.iter().find(|c| c.local && c.free_slots > 0) {
         return Choice::Run(local.id);
     }
@@ -137,6 +153,7 @@ mod tests {
             tokens_per_s: 0.0,
             local,
             continues: true,
+            preferred: false,
         }
     }
 
@@ -242,6 +259,56 @@ mod tests {
                 Choice::Run(6),
             ),
             (
+                "the previous turn's place before this node",
+                vec![
+                    local.clone(),
+                    Candidate {
+                        preferred: true,
+                        ..cand(10, false, 1)
+                    },
+                ],
+                false,
+                Choice::Run(10),
+            ),
+            (
+                "not when it is busier than another with room",
+                vec![
+                    w1.clone(),
+                    Candidate {
+                        preferred: true,
+                        queue_depth: 1,
+                        ..cand(10, false, 1)
+                    },
+                ],
+                false,
+                Choice::Run(1),
+            ),
+            (
+                "nor when it has no free slot",
+                vec![
+                    local.clone(),
+                    Candidate {
+                        preferred: true,
+                        ..cand(10, false, 0)
+                    },
+                ],
+                false,
+                Choice::Run(0),
+            ),
+            (
+                "nor when it is hot",
+                vec![
+                    w1.clone(),
+                    Candidate {
+                        preferred: true,
+                        thermal: ThermalLevel::Critical,
+                        ..cand(10, false, 4)
+                    },
+                ],
+                false,
+                Choice::Run(1),
+            ),
+            (
                 "full workers: wait",
                 vec![cand(1, false, 0), cand(2, false, 0)],
                 false,
@@ -283,6 +350,7 @@ mod tests {
             0.0f64..200.0,
             any::<bool>(),
             any::<bool>(),
+            any::<bool>(),
         )
             .prop_map(
                 |(
@@ -295,6 +363,7 @@ mod tests {
                     tps,
                     local,
                     continues,
+                    preferred,
                 )| {
                     Candidate {
                         id,
@@ -306,6 +375,7 @@ mod tests {
                         tokens_per_s: tps,
                         local,
                         continues,
+                        preferred,
                     }
                 },
             )

@@ -289,6 +289,7 @@ impl Job {
             &self.model,
             self.need_hearth(),
             self.local_candidate(),
+            None,
         )
     }
 

@@ -1,0 +1,122 @@
+//! Which place ran each conversation's latest turn, so that its next turn goes back there: that
+//! place's prompt cache still holds the conversation (llama-server's slots do this inside one
+//! machine; across machines nothing else does). A turn is known by a hash of its messages; the
+//! next turn's messages are those, the answer and the new user message, so dropping the new
+//! messages and the answer finds it. Bounded: the oldest conversations are forgotten first.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::{Mutex, PoisonError};
+
+use hearth_protocol::ChatMessage;
+
+use super::Provider;
+
+/// Conversations remembered.
+const CAPACITY: usize = 4096;
+
+#[derive(Debug, Default)]
+pub(crate) struct Affinity {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    places: HashMap<u64, Provider>,
+    order: VecDeque<u64>,
+}
+
+fn hash(messages: &[ChatMessage]) -> u64 {
+    let mut h = DefaultHasher::new();
+    for m in messages {
+        m.role.hash(&mut h);
+        m.content.hash(&mut h);
+    }
+    h.finish()
+}
+
+/// The turn before this one: the messages without the trailing new ones and the answer before
+/// them; none when there was no earlier answer.
+fn previous(messages: &[ChatMessage]) -> Option<&[ChatMessage]> {
+    let answer = messages.iter().rposition(|m| m.role == "assistant")?;
+    (answer > 0).then(|| &messages[..answer])
+}
+
+impl Affinity {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Where this conversation's previous turn ran, if it is remembered.
+    pub(crate) fn preferred(&self, messages: &[ChatMessage]) -> Option<Provider> {
+        let key = hash(previous(messages)?);
+        self.lock().places.get(&key).copied()
+    }
+
+    /// This turn runs at `place`.
+    pub(crate) fn remember(&self, messages: &[ChatMessage], place: Provider) {
+        let key = hash(messages);
+        let mut inner = self.lock();
+        if inner.places.insert(key, place).is_none() {
+            inner.order.push_back(key);
+            if inner.order.len() > CAPACITY {
+                if let Some(old) = inner.order.pop_front() {
+                    inner.places.remove(&old);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hub::WorkerId;
+
+    fn msg(role: &str, content: &str) -> ChatMessage {
+        ChatMessage::new(role, content)
+    }
+
+    #[test]
+    fn the_next_turn_finds_where_the_last_one_ran() {
+        let a = Affinity::default();
+        let turn1 = vec![msg("system", "s"), msg("user", "hi")];
+        assert_eq!(
+            a.preferred(&turn1),
+            None,
+            "a first turn has no previous one"
+        );
+        a.remember(&turn1, Provider::Worker(WorkerId(7)));
+        let mut turn2 = turn1.clone();
+        turn2.push(msg("assistant", "hello"));
+        turn2.push(msg("user", "more"));
+        assert_eq!(a.preferred(&turn2), Some(Provider::Worker(WorkerId(7))));
+        a.remember(&turn2, Provider::Local);
+        let mut turn3 = turn2.clone();
+        turn3.push(msg("assistant", "sure"));
+        turn3.push(msg("user", "again"));
+        assert_eq!(a.preferred(&turn3), Some(Provider::Local));
+        // Another conversation, or an edited history, is not this one.
+        let mut edited = turn2.clone();
+        edited[1] = msg("user", "hey");
+        assert_eq!(a.preferred(&edited), None);
+    }
+
+    #[test]
+    fn the_oldest_conversations_are_forgotten() {
+        let a = Affinity::default();
+        let turn = |i: usize| vec![msg("user", &i.to_string())];
+        let next = |i: usize| {
+            let mut t = turn(i);
+            t.push(msg("assistant", "a"));
+            t.push(msg("user", "b"));
+            t
+        };
+        for i in 0..=CAPACITY {
+            a.remember(&turn(i), Provider::Local);
+        }
+        assert_eq!(a.preferred(&next(0)), None);
+        assert_eq!(a.preferred(&next(CAPACITY)), Some(Provider::Local));
+        assert_eq!(a.lock().places.len(), CAPACITY);
+    }
+}
