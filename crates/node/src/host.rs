@@ -52,8 +52,10 @@ pub struct ModelHost {
     settings: EngineSettings,
     current: Mutex<Current>,
     state: watch::Sender<ModelState>,
-    /// The user's throttle (0 = paused, "Pause serving"), kept across model swaps.
-    user_throttle: AtomicU8,
+    /// The user's cap on the throttle (Settings), kept across model swaps.
+    user_cap: AtomicU8,
+    /// "Pause serving": throttle 0 whatever the cap.
+    paused: std::sync::atomic::AtomicBool,
     /// What the machine's temperature allows (100 without sensors).
     thermal_throttle: AtomicU8,
     /// The thermal level sensors report (nominal without sensors: an estimate from CPU
@@ -71,7 +73,8 @@ impl ModelHost {
                 generation: 0,
             }),
             state,
-            user_throttle: AtomicU8::new(100),
+            user_cap: AtomicU8::new(100),
+            paused: std::sync::atomic::AtomicBool::new(false),
             thermal_throttle: AtomicU8::new(100),
             thermal: AtomicU8::new(ThermalLevel::Nominal as u8),
         })
@@ -79,20 +82,32 @@ impl ModelHost {
 
     /// The throttle in force: the lower of the user's and the machine's (DESIGN.md §4-5).
     pub fn throttle(&self) -> u8 {
-        self.user_throttle
+        if self.is_paused() {
+            return 0;
+        }
+        self.user_cap
             .load(Ordering::Acquire)
             .min(self.thermal_throttle.load(Ordering::Acquire))
     }
 
     /// Pause serving (throttle 0: requests wait, nothing decodes) or resume.
     pub fn set_paused(&self, paused: bool) {
-        self.user_throttle
-            .store(if paused { 0 } else { 100 }, Ordering::Release);
+        self.paused.store(paused, Ordering::Release);
         self.apply_throttle();
     }
 
     pub fn is_paused(&self) -> bool {
-        self.user_throttle.load(Ordering::Acquire) == 0
+        self.paused.load(Ordering::Acquire)
+    }
+
+    /// The user's cap on the throttle, 0-100 (Settings: how much of this machine to give).
+    pub fn set_throttle_cap(&self, cap: u8) {
+        self.user_cap.store(cap.min(100), Ordering::Release);
+        self.apply_throttle();
+    }
+
+    pub fn throttle_cap(&self) -> u8 {
+        self.user_cap.load(Ordering::Acquire)
     }
 
     /// The machine's thermal level from sensors, and what it allows (`None`: no sensors, so

@@ -179,10 +179,10 @@ impl Node {
         // The passcode and compatibility set in the UI, unless the command line sets them.
         if let Some(c) = &mut config.cluster {
             if c.passcode.is_none() {
-                c.passcode = store.cluster_setting(cluster::SETTING_PASSCODE).await?;
+                c.passcode = store.node_setting(cluster::SETTING_PASSCODE).await?;
             }
             c.tealenet_compat |= store
-                .cluster_setting(cluster::SETTING_COMPAT)
+                .node_setting(cluster::SETTING_COMPAT)
                 .await?
                 .is_some_and(|v| v == "true");
         }
@@ -236,6 +236,14 @@ impl Node {
         });
         if let Some(path) = model_path {
             host.load(path).await;
+        }
+        // The throttle cap set on the Settings page.
+        if let Some(cap) = store
+            .node_setting(server::node_settings::SETTING_THROTTLE_CAP)
+            .await?
+            .and_then(|v| v.parse::<u8>().ok())
+        {
+            host.set_throttle_cap(cap);
         }
         let shutdown = CancellationToken::new();
         let telemetry = telemetry::spawn(

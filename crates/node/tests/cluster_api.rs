@@ -173,3 +173,62 @@ async fn tealenet_compatibility_on_the_lan_without_a_passcode_is_refused() {
     assert_eq!(view["tealenet_compat"], true);
     t.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_throttle_cap_is_applied_announced_to_peers_and_kept() {
+    let data = tempfile::tempdir().unwrap();
+    let a_dir = data.path().join("a");
+    let start_a = || {
+        let dir = a_dir.clone();
+        TestNode::start_with(move |c| {
+            c.name = "node-a".into();
+            c.data_dir = dir;
+            cluster(c);
+        })
+    };
+    let a = start_a().await;
+    let a_addr = a.node().cluster_addr().unwrap().to_string();
+    let b = TestNode::start_with(|c| {
+        c.name = "node-b".into();
+        cluster(c);
+        c.cluster.as_mut().unwrap().peers = vec![a_addr];
+    })
+    .await;
+    wait_names(&b, &["node-a"], "b connected to a").await;
+    let set = |cap: Value| {
+        let url = a.url("/api/node");
+        async move {
+            let r = client().patch(url).json(&cap).send().await.unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        }
+    };
+    for bad in [
+        json!({"throttle_cap": 101}),
+        json!({"throttle_cap": "x"}),
+        json!({"cap": 5}),
+    ] {
+        let (status, e) = set(bad.clone()).await;
+        assert_eq!(status, 400, "{bad}: {e}");
+        assert!(e["error"]["message"].is_string(), "{e}");
+    }
+    let (status, v) = set(json!({"throttle_cap": 25})).await;
+    assert_eq!((status, v["throttle"].as_u64()), (200, Some(25)), "{v}");
+    let s = a.status().await;
+    assert_eq!(
+        (s["throttle"].as_u64(), s["throttle_cap"].as_u64()),
+        (Some(25), Some(25))
+    );
+    // b hears it in a's next heartbeat.
+    common::wait_for_secs(
+        10,
+        async || get(&b).await["peers"][0]["throttle"] == 25,
+        "a's heartbeat with its new throttle",
+    )
+    .await;
+    // Kept across a restart.
+    b.stop().await;
+    a.stop().await;
+    let a = start_a().await;
+    assert_eq!(a.status().await["throttle_cap"], 25);
+    a.stop().await;
+}

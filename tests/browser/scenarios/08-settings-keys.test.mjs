@@ -3,6 +3,7 @@
 // secret is gone but the key is still listed; revoke it (with confirmation) and the node lists
 // it as revoked. The node runs on loopback only, so the page says it is not shared.
 // Finally a ?token= in the page URL is kept in localStorage and removed from the address bar.
+// On the way, the throttle cap ("how much of this machine to give") is set and applied.
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -23,6 +24,16 @@ test('create an API key, see its secret once, revoke it', { timeout: 180_000 }, 
   assert.equal(await lan.getAttribute('data-exposed'), 'false', 'a node started without --lan is not shared');
   assert.match(await page.locator(sel('settings-page')).innerText(), /hearth-node serve --lan/);
   assert.deepEqual((await apiGet(node, '/api/keys')).keys, []);
+
+  // How much of the machine to give: set to 40 %, the node applies it.
+  await page.waitForFunction((s) => !document.querySelector(s)?.disabled, sel('throttle-cap'), { timeout: 10_000 });
+  await page.locator(sel('throttle-cap')).fill('40');
+  assert.equal(await page.locator(sel('throttle-cap-value')).innerText(), '40 %');
+  await page.locator(sel('throttle-cap-save')).click();
+  await page.waitForFunction((s) => document.querySelector(s)?.disabled === true, sel('throttle-cap-save'), { timeout: 10_000 });
+  const capped = await apiGet(node, '/api/status');
+  assert.equal(capped.throttle_cap, 40);
+  assert.equal(capped.throttle, 40);
 
   // Create: the secret appears once, in the box.
   await page.locator(sel('key-name')).fill('laptop');

@@ -110,4 +110,7 @@ export const api = {
   addPeer: (address: string) => request<{ address: string }>('POST', '/api/cluster/peers', { address }),
   removePeer: (address: string) => request<void>('DELETE', `/api/cluster/peers/${enc(address)}`),
   patchCluster: (patch: ClusterPatch) => request<ClusterView>('PATCH', '/api/cluster', patch),
+  /** How much of this machine to give (0-100); 403 unless from the node's own machine. */
+  setThrottleCap: (throttle_cap: number) =>
+    request<{ throttle_cap: number; throttle: number }>('PATCH', '/api/node', { throttle_cap }),
 };

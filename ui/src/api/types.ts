@@ -82,6 +82,9 @@ export interface StatusResponse {
   queued: number;
   tokens_generated: number;
   requests_finished: number;
+  /** The throttle in force, 0-100, and the user's cap on it (Settings). */
+  throttle?: number;
+  throttle_cap?: number;
 }
 
 export type ThermalLevel = 'nominal' | 'fair' | 'serious' | 'critical';

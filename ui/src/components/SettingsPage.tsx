@@ -1,5 +1,6 @@
 /**
- * Settings: whether the node is shared on the LAN, and the API keys other machines use then
+ * Settings: whether the node is shared on the LAN, how much of the machine it may use
+ * ([`ThrottleCap`]), and the API keys other machines use then
  * (`/api/keys`): list, create (the secret is shown once, here, with a copy button) and revoke
  * with an inline confirmation. The node answers 403 to anyone but its own machine; the page
  * then says so instead of the list.
@@ -11,6 +12,7 @@ import { copyText } from '../clipboard';
 import { formatAgo, formatDateTime } from '../format';
 import { checkKeyName, markRevoked, orderKeys } from '../settings/keys';
 import { CloseIcon, CopyIcon, PlusIcon } from './icons';
+import { ThrottleCap } from './ThrottleCap';
 
 export function SettingsPage() {
   const [data, setData] = useState<KeysResponse | null>(null);
@@ -116,6 +118,8 @@ export function SettingsPage() {
           <code>hearth-node serve --lan</code>.
         </p>
       </div>
+
+      <ThrottleCap />
 
       <div className="card settings-card">
         <h2>API keys for other machines</h2>

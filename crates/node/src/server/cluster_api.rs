@@ -148,7 +148,7 @@ pub(crate) async fn patch(
     let body: ClusterPatch = json_body(body)?;
     let now = me.rules();
     let passcode = match body.passcode.clone() {
-        None => state.store.cluster_setting(SETTING_PASSCODE).await?,
+        None => state.store.node_setting(SETTING_PASSCODE).await?,
         Some(None) => None,
         Some(Some(p)) if p.is_empty() || p.chars().count() > MAX_PASSCODE_CHARS => {
             return Err(ApiFailure::bad_request(format!(
@@ -171,13 +171,13 @@ pub(crate) async fn patch(
     if let Some(p) = &body.passcode {
         state
             .store
-            .set_cluster_setting(SETTING_PASSCODE, p.clone())
+            .set_node_setting(SETTING_PASSCODE, p.clone())
             .await?;
     }
     if let Some(c) = body.tealenet_compat {
         state
             .store
-            .set_cluster_setting(SETTING_COMPAT, Some(c.to_string()))
+            .set_node_setting(SETTING_COMPAT, Some(c.to_string()))
             .await?;
     }
     if body.passcode.is_some() {

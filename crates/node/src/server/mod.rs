@@ -24,6 +24,7 @@ pub(crate) mod generate;
 pub(crate) mod hub_door;
 pub mod listen;
 pub(crate) mod metrics;
+pub(crate) mod node_settings;
 pub(crate) mod openai;
 pub mod security;
 pub(crate) mod status;
@@ -123,6 +124,7 @@ pub fn router(state: Arc<AppState>) -> Router {
             get(cluster_api::get).patch(cluster_api::patch),
         )
         .route("/api/cluster/peers", post(cluster_api::add_peer))
+        .route("/api/node", axum::routing::patch(node_settings::patch))
         .route(
             "/api/cluster/peers/{address}",
             axum::routing::delete(cluster_api::remove_peer),

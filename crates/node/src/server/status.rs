@@ -24,6 +24,8 @@ pub(crate) struct Status {
     /// The throttle in force (0..=100) and whether serving is paused by the user.
     throttle: u8,
     paused: bool,
+    /// The user's cap on the throttle (Settings), 0-100.
+    throttle_cap: u8,
     /// Whether the node is shared on the LAN.
     exposed: bool,
     /// Hub mode: the workers and what they are doing.
@@ -103,6 +105,7 @@ pub(crate) async fn status(State(state): State<Arc<AppState>>) -> Json<Status> {
         threads: stats.threads,
         throttle: state.host.throttle(),
         paused: state.host.is_paused(),
+        throttle_cap: state.host.throttle_cap(),
         exposed: state.exposure.is_exposed(),
         hub: state
             .router

@@ -1,7 +1,8 @@
 //! The cluster's known peers, in `hearth.db`: the addresses this node keeps connections to
 //! across restarts (added by hand, or found by discovery and connected once), each with when
-//! it was added and when a connection to it last succeeded; and the cluster settings made in
-//! the UI (passcode, TealeNet compatibility), which the command line's flags override.
+//! it was added and when a connection to it last succeeded; and the settings made in the UI
+//! (the cluster's passcode and TealeNet compatibility, which the command line's flags
+//! override, and the throttle cap).
 
 use rusqlite::params;
 use serde::Serialize;
@@ -13,7 +14,7 @@ pub const MIGRATION: &str = "CREATE TABLE cluster_peers (
     added_at       INTEGER NOT NULL,
     connected_at   INTEGER
 );
-CREATE TABLE cluster_settings (
+CREATE TABLE node_settings (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );";
@@ -82,12 +83,12 @@ impl Store {
 }
 
 impl Store {
-    /// A cluster setting made in the UI, if any.
-    pub async fn cluster_setting(&self, key: &'static str) -> Result<Option<String>, StoreError> {
+    /// A setting made in the UI (the cluster's, the throttle cap), if any.
+    pub async fn node_setting(&self, key: &'static str) -> Result<Option<String>, StoreError> {
         self.with(move |c| {
             use rusqlite::OptionalExtension as _;
             c.query_row(
-                "SELECT value FROM cluster_settings WHERE key = ?1",
+                "SELECT value FROM node_settings WHERE key = ?1",
                 [key],
                 |r| r.get(0),
             )
@@ -96,8 +97,8 @@ impl Store {
         .await
     }
 
-    /// Set (or with None, clear) a cluster setting.
-    pub async fn set_cluster_setting(
+    /// Set (or with None, clear) a setting made in the UI.
+    pub async fn set_node_setting(
         &self,
         key: &'static str,
         value: Option<String>,
@@ -105,11 +106,11 @@ impl Store {
         self.with(move |c| {
             match value {
                 Some(v) => c.execute(
-                    "INSERT INTO cluster_settings (key, value) VALUES (?1, ?2)
+                    "INSERT INTO node_settings (key, value) VALUES (?1, ?2)
                      ON CONFLICT(key) DO UPDATE SET value = ?2",
                     params![key, v],
                 ),
-                None => c.execute("DELETE FROM cluster_settings WHERE key = ?1", [key]),
+                None => c.execute("DELETE FROM node_settings WHERE key = ?1", [key]),
             }
             .map(|_| ())
         })
@@ -150,23 +151,23 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn cluster_settings_are_set_replaced_and_cleared() {
+    async fn node_settings_are_set_replaced_and_cleared() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        assert_eq!(store.cluster_setting("passcode").await.unwrap(), None);
+        assert_eq!(store.node_setting("passcode").await.unwrap(), None);
         store
-            .set_cluster_setting("passcode", Some("a".into()))
+            .set_node_setting("passcode", Some("a".into()))
             .await
             .unwrap();
         store
-            .set_cluster_setting("passcode", Some("b".into()))
+            .set_node_setting("passcode", Some("b".into()))
             .await
             .unwrap();
         assert_eq!(
-            store.cluster_setting("passcode").await.unwrap().as_deref(),
+            store.node_setting("passcode").await.unwrap().as_deref(),
             Some("b")
         );
-        store.set_cluster_setting("passcode", None).await.unwrap();
-        assert_eq!(store.cluster_setting("passcode").await.unwrap(), None);
+        store.set_node_setting("passcode", None).await.unwrap();
+        assert_eq!(store.node_setting("passcode").await.unwrap(), None);
     }
 }
