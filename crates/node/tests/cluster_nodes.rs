@@ -508,3 +508,72 @@ async fn a_conversations_next_turn_goes_back_to_the_node_that_ran_the_last() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_generate_stream_whose_provider_is_killed_completes_from_another_node() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message as WsMessage;
+    let mut alpha = Some(Peer::start("alpha", true, &["--parallel", "1"]));
+    let mut gamma = Some(Peer::start("gamma", true, &["--parallel", "1"]));
+    let a = alpha.as_ref().unwrap().cluster().await;
+    let g = gamma.as_ref().unwrap().cluster().await;
+    let beta = Peer::start("beta", false, &["--peer", &a, "--peer", &g]);
+    beta.wait_peer("alpha", MODEL_ID).await;
+    beta.wait_peer("gamma", MODEL_ID).await;
+    let url = format!("ws://{}/generate", beta.node.addr);
+    let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    let config = json!({"type": "config", "model": MODEL_ID, "prompt": STORY,
+        "parameters": {"max_tokens": 160, "temperature": 0}});
+    ws.send(WsMessage::text(config.to_string())).await.unwrap();
+    let mut next = async || -> Value {
+        loop {
+            let m = tokio::time::timeout(Duration::from_secs(60), ws.next())
+                .await
+                .expect("a message within 60 s")
+                .expect("the socket is open")
+                .unwrap();
+            if let WsMessage::Text(t) = m {
+                return serde_json::from_str(t.as_str()).unwrap();
+            }
+        }
+    };
+    let mut before = String::new();
+    let mut tokens = 0;
+    while tokens < 5 {
+        let m = next().await;
+        match m["type"].as_str() {
+            Some("token") => {
+                before.push_str(m["text"].as_str().unwrap_or_default());
+                tokens += 1;
+            }
+            Some("init" | "status") => {}
+            _ => panic!("the answer ended before its provider could be killed: {m}"),
+        }
+    }
+    let on_alpha = alpha.as_ref().unwrap().status().await["active"] == 1;
+    let victim = if on_alpha { alpha.take() } else { gamma.take() };
+    let mut victim = victim.unwrap();
+    victim.node.child.kill().unwrap(); // SIGKILL
+    victim.node.child.wait().unwrap();
+    let done = loop {
+        let m = next().await;
+        match m["type"].as_str() {
+            Some("completion") => break m,
+            Some("error") => panic!("the answer did not survive its killed provider: {m}"),
+            _ => {}
+        }
+    };
+    let text_done = done["generated_text"].as_str().unwrap().to_owned();
+    assert!(
+        text_done.starts_with(&before) && text_done.len() > before.len(),
+        "{before:?} then {text_done:?}"
+    );
+    let survivor = alpha.or(gamma).unwrap();
+    let mut body = greedy(STORY, 160);
+    body["ignore_eos"] = json!(false);
+    let reference = text(&survivor.chat(body).await);
+    assert!(
+        similarity(&text_done, &reference) > 0.6,
+        "continued: {text_done:?}\nfrom scratch: {reference:?}"
+    );
+}

@@ -272,3 +272,42 @@ fn frames_that_are_not_messages_give_a_clear_error() {
         );
     }
 }
+
+#[test]
+fn hearths_own_control_message_and_error_codes_read_and_write_back() {
+    use hearth_protocol::cluster::{ControlAction, HearthControl};
+    let id = "550E8400-E29B-41D4-A716-446655440000";
+    for (action, wire) in [
+        (ControlAction::Pause, "pause"),
+        (ControlAction::Resume, "resume"),
+    ] {
+        let v = json!({"hearthControl": {"_0": {"requestID": id, "action": wire}}});
+        let (m, shape) = decode(&bytes(&v)).unwrap();
+        assert_eq!(shape, Shape::Wrapped);
+        assert_eq!(
+            m,
+            Message::HearthControl(HearthControl {
+                request_id: PeerUuid::parse(id).unwrap(),
+                action
+            })
+        );
+        assert_eq!(m.name(), "hearthControl");
+        let back: Value = serde_json::from_slice(&encode(&m, Shape::Wrapped)).unwrap();
+        assert_eq!(back, v);
+    }
+    assert!(decode(&bytes(
+        &json!({"hearthControl": {"requestID": id, "action": "jump"}})
+    ))
+    .is_err());
+    // Each error code's text is what serde writes.
+    for code in [
+        ErrorCode::ModelNotLoaded,
+        ErrorCode::QueueFull,
+        ErrorCode::Unavailable,
+        ErrorCode::InternalError,
+        ErrorCode::Timeout,
+        ErrorCode::Cancelled,
+    ] {
+        assert_eq!(serde_json::to_value(code).unwrap(), json!(code.as_str()));
+    }
+}

@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use hearth_protocol::cluster::{
@@ -132,15 +132,25 @@ struct Session {
     provider: Provider,
     /// The peer's requests being served here (with the serial number of their task), to stop
     /// on the peer's word or when it leaves.
-    running: HashMap<PeerUuid, (u64, CancellationToken)>,
+    running: HashMap<PeerUuid, Running>,
     next: u64,
+}
+
+/// A peer's request served here.
+#[derive(Debug)]
+struct Running {
+    /// Tells it apart from an earlier request with the same id.
+    serial: u64,
+    cancel: CancellationToken,
+    /// Its controls, once it has started (a Hearth peer may pause and resume it).
+    control: Arc<OnceLock<crate::route::Control>>,
 }
 
 impl Session {
     async fn serve(
         &mut self,
         link: &mut Link,
-        mut provider_rx: mpsc::Receiver<(crate::hub::WorkerId, hearth_protocol::worker::HubFrame)>,
+        mut provider_rx: mpsc::Receiver<(crate::hub::WorkerId, super::provider::Ask)>,
         stop: &CancellationToken,
     ) -> String {
         let (out_tx, mut out_rx) = mpsc::channel::<Message>(OUTBOX_CAPACITY);
@@ -176,7 +186,7 @@ impl Session {
                 }
                 () = kicked.cancelled() => break "a newer connection with the same peer replaced it".to_owned(),
                 Some((id, serial)) = done_rx.recv() => {
-                    if self.running.get(&id).is_some_and(|(s, _)| *s == serial) {
+                    if self.running.get(&id).is_some_and(|r| r.serial == serial) {
                         self.running.remove(&id);
                     }
                 }
@@ -235,8 +245,8 @@ impl Session {
                 }
             }
         };
-        for (_, (_, cancel)) in self.running.drain() {
-            cancel.cancel();
+        for (_, r) in self.running.drain() {
+            r.cancel.cancel();
         }
         why
     }
@@ -299,8 +309,22 @@ impl Session {
                 None
             }
             Message::InferenceError(e) if e.code == Some(ErrorCode::Cancelled) => {
-                if let Some((_, cancel)) = self.running.remove(&e.request_id) {
-                    cancel.cancel();
+                if let Some(r) = self.running.remove(&e.request_id) {
+                    r.cancel.cancel();
+                }
+                None
+            }
+            // Hearth's own control, from a Hearth peer only (TealeNet peers have none).
+            Message::HearthControl(c) if self.kind == Kind::Hearth => {
+                let control = self
+                    .running
+                    .get(&c.request_id)
+                    .and_then(|r| r.control.get());
+                if let Some(control) = control {
+                    let _ = match c.action {
+                        cm::ControlAction::Pause => control.pause(),
+                        cm::ControlAction::Resume => control.resume(),
+                    };
                 }
                 None
             }
@@ -352,10 +376,18 @@ impl Session {
         let cancel = CancellationToken::new();
         self.next += 1;
         let serial = self.next;
-        self.running.insert(id.clone(), (serial, cancel.clone()));
+        let control = Arc::new(OnceLock::new());
+        self.running.insert(
+            id.clone(),
+            Running {
+                serial,
+                cancel: cancel.clone(),
+                control: control.clone(),
+            },
+        );
         let (me, out, done, kind) = (self.me.clone(), out.clone(), done.clone(), self.kind);
         tokio::spawn(async move {
-            super::serve::inference(&me, req, &out, &cancel, kind).await;
+            super::serve::inference(&me, req, &out, &cancel, kind, &control).await;
             let _ = done.send((id, serial));
         });
         None

@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 
 use hearth_protocol::cluster::{
-    self as cm, ErrorCode, Heartbeat, InferenceChunk, InferenceComplete, InferenceError,
-    InferenceRequest, Message, PeerUuid,
+    self as cm, ControlAction, ErrorCode, Heartbeat, HearthControl, InferenceChunk,
+    InferenceComplete, InferenceError, InferenceRequest, Message, PeerUuid,
 };
 use hearth_protocol::worker::{HubFrame, Task, TaskFailure, TaskId};
 use serde_json::{Map, Value};
@@ -36,6 +36,15 @@ struct Registered {
     forward: JoinHandle<()>,
 }
 
+/// What the route asks of the peer for one of its tasks.
+#[derive(Debug)]
+pub(crate) enum Ask {
+    /// A task frame (a new task, or a stop).
+    Frame(HubFrame),
+    /// Pause or resume a task (Hearth peers only).
+    Control(TaskId, ControlAction),
+}
+
 /// The peer's side of the route, owned by its connection.
 #[derive(Debug)]
 pub(crate) struct Provider {
@@ -45,8 +54,8 @@ pub(crate) struct Provider {
     addr: SocketAddr,
     slots: usize,
     registered: Vec<Registered>,
-    /// Task frames from every registration, to the connection.
-    frames: mpsc::Sender<(WorkerId, HubFrame)>,
+    /// Task frames and controls from every registration, to the connection.
+    frames: mpsc::Sender<(WorkerId, Ask)>,
     requests: HashMap<PeerUuid, (WorkerId, TaskId)>,
     by_task: HashMap<(WorkerId, TaskId), PeerUuid>,
 }
@@ -59,7 +68,7 @@ impl Provider {
         name: String,
         addr: SocketAddr,
         slots: usize,
-    ) -> (Self, mpsc::Receiver<(WorkerId, HubFrame)>) {
+    ) -> (Self, mpsc::Receiver<(WorkerId, Ask)>) {
         let (frames, rx) = mpsc::channel(WORKER_OUTBOX_CAPACITY);
         let me = Self {
             hub,
@@ -109,22 +118,32 @@ impl Provider {
                 continue;
             }
             let (outbox, mut rx) = mpsc::channel::<HubFrame>(WORKER_OUTBOX_CAPACITY);
+            let (controls, mut controls_rx) = mpsc::channel(WORKER_OUTBOX_CAPACITY);
+            let hearth = self.kind == Kind::Hearth;
             let worker = self.hub.register(
                 WorkerJoin {
                     model: model.clone(),
                     name: self.name.clone(),
                     max_concurrency: self.slots,
-                    hearth: self.kind == Kind::Hearth,
+                    hearth,
                     addr: self.addr,
                     peer: true,
                 },
                 outbox,
                 CancellationToken::new(),
+                hearth.then_some(controls),
             );
             let to_session = self.frames.clone();
             let forward = tokio::spawn(async move {
-                while let Some(f) = rx.recv().await {
-                    if to_session.send((worker, f)).await.is_err() {
+                loop {
+                    let ask = tokio::select! {
+                        f = rx.recv() => match f {
+                            Some(f) => Ask::Frame(f),
+                            None => break,
+                        },
+                        Some((task, action)) = controls_rx.recv() => Ask::Control(task, action),
+                    };
+                    if to_session.send((worker, ask)).await.is_err() {
                         break;
                     }
                 }
@@ -158,8 +177,18 @@ impl Provider {
         cancels
     }
 
-    /// A task frame from the route, as the message for the peer.
-    pub(crate) fn message_for(&mut self, worker: WorkerId, frame: HubFrame) -> Option<Message> {
+    /// What the route asks, as the message for the peer.
+    pub(crate) fn message_for(&mut self, worker: WorkerId, ask: Ask) -> Option<Message> {
+        let frame = match ask {
+            Ask::Frame(f) => f,
+            Ask::Control(task, action) => {
+                let id = self.by_task.get(&(worker, task))?.clone();
+                return Some(Message::HearthControl(HearthControl {
+                    request_id: id,
+                    action,
+                }));
+            }
+        };
         match frame {
             HubFrame::Task(task) => {
                 let model = self

@@ -4,7 +4,7 @@
 //! (a raw prompt, text to continue from). The tokens go back as `inferenceChunk`s (OpenAI
 //! chunks, the last with the finish reason and usage; a Hearth peer also gets each chunk's
 //! token count), then `inferenceComplete` with `tokensOut` (and, for a Hearth peer, the
-//! finish reason, usage and timings). Failures are an `inferenceError` with one of the six
+//! finish reason, usage and timings). A Hearth peer may pause and resume it (`hearthControl`). Failures are an `inferenceError` with one of the six
 //! codes the Rust node reads (it drops any other): `model_not_loaded`, `queue_full`,
 //! `unavailable`, `internal_error`, `timeout`, `cancelled`.
 
@@ -40,6 +40,7 @@ pub(super) async fn inference(
     out: &mpsc::Sender<Message>,
     cancel: &CancellationToken,
     kind: Kind,
+    control: &std::sync::OnceLock<crate::route::Control>,
 ) {
     let hearth = kind == Kind::Hearth;
     let id = req.request_id.clone();
@@ -57,6 +58,7 @@ pub(super) async fn inference(
             return;
         }
     };
+    let _ = control.set(gen.control.clone());
     let model = gen.model.to_string();
     let chunk_id = format!("chatcmpl-{}", gen.id);
     let created = SystemTime::now()

@@ -171,7 +171,12 @@ pub(crate) struct Reservation {
     pub(crate) hearth: bool,
     pub(crate) outbox: mpsc::Sender<HubFrame>,
     pub(crate) events: mpsc::UnboundedReceiver<TaskEvent>,
+    /// Pause and resume, where the provider takes them (a Hearth peer).
+    pub(crate) controls: Option<Controls>,
 }
+
+/// Where a provider that can pause and resume its tasks takes those controls.
+pub(crate) type Controls = mpsc::Sender<(TaskId, hearth_protocol::cluster::ControlAction)>;
 
 #[derive(Debug)]
 struct Worker {
@@ -179,6 +184,7 @@ struct Worker {
     /// Seconds since the Unix epoch.
     connected_at: u64,
     outbox: mpsc::Sender<HubFrame>,
+    controls: Option<Controls>,
     /// Cancelled to close the connection (superseded).
     kick: CancellationToken,
     tasks: HashMap<TaskId, mpsc::UnboundedSender<TaskEvent>>,
@@ -289,6 +295,7 @@ impl Hub {
         join: WorkerJoin,
         outbox: mpsc::Sender<HubFrame>,
         kick: CancellationToken,
+        controls: Option<Controls>,
     ) -> WorkerId {
         let mut reg = self.lock();
         let old: Vec<WorkerId> = reg
@@ -316,6 +323,7 @@ impl Hub {
                 join,
                 connected_at: now_secs(),
                 outbox,
+                controls,
                 kick,
                 tasks: HashMap::new(),
                 retired: VecDeque::new(),
@@ -443,6 +451,7 @@ impl Hub {
             hearth: w.join.hearth,
             outbox: w.outbox.clone(),
             events: rx,
+            controls: w.controls.clone(),
         })
     }
 
@@ -599,7 +608,7 @@ mod tests {
         assert!(hub.token_matches("t"));
         assert!(!hub.token_matches("T"));
         let (out, mut out_rx) = mpsc::channel(8);
-        let w = hub.register(join("a", 1, true), out, CancellationToken::new());
+        let w = hub.register(join("a", 1, true), out, CancellationToken::new(), None);
         let model = ModelId("SmolLM2-135M-Instruct.Q4_1".into());
         assert_eq!(
             hub.serves("SmolLM2-135M-Instruct.Q4_1.gguf"),
@@ -641,11 +650,16 @@ mod tests {
         let hub = hub();
         let (out, _keep) = mpsc::channel(8);
         let kick = CancellationToken::new();
-        let first = hub.register(join("a", 2, false), out.clone(), kick.clone());
+        let first = hub.register(join("a", 2, false), out.clone(), kick.clone(), None);
         let model = ModelId("SmolLM2-135M-Instruct.Q4_1".into());
         let r = hub.reserve(first).expect("placed");
         assert!(!hub.candidates(&model)[0].continues, "not a Hearth worker");
-        let second = hub.register(join("a", 2, false), out.clone(), CancellationToken::new());
+        let second = hub.register(
+            join("a", 2, false),
+            out.clone(),
+            CancellationToken::new(),
+            None,
+        );
         assert_ne!(first, second);
         assert!(kick.is_cancelled(), "the old connection is told to close");
         let mut events = r.events;

@@ -3,6 +3,9 @@
 //! modify, regenerate) and the [`Answerer`] that names the node answering. Local generations
 //! wrap the engine's own handles; remote ones talk to their supervisor (`supervisor`).
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
 use hearth_engine::{Controller, Event};
 use hearth_protocol::{ModelId, RequestId, SamplingPatch};
 use tokio::sync::{mpsc, watch};
@@ -99,6 +102,8 @@ impl From<hearth_engine::ControlError> for ControlError {
 pub(super) enum RemoteOp {
     Stop,
     Regenerate,
+    Pause,
+    Resume,
 }
 
 /// Steers one generation (same methods as `hearth_engine::Controller`).
@@ -108,28 +113,36 @@ pub struct Control(ControlInner);
 #[derive(Debug, Clone)]
 enum ControlInner {
     Local(Controller),
-    Remote(mpsc::Sender<RemoteOp>),
+    /// The supervisor's controls, and whether the place running it now can pause (this node's
+    /// engine, a Hearth peer; not a worker of the `/node` door, whose protocol cannot).
+    Remote(mpsc::Sender<RemoteOp>, Arc<AtomicBool>),
 }
 
 impl Control {
     pub fn stop(&self) -> Result<(), ControlError> {
         match &self.0 {
             ControlInner::Local(c) => c.stop().map_err(Into::into),
-            ControlInner::Remote(tx) => remote(tx, RemoteOp::Stop),
+            ControlInner::Remote(tx, _) => remote(tx, RemoteOp::Stop),
         }
     }
 
     pub fn pause(&self) -> Result<(), ControlError> {
         match &self.0 {
             ControlInner::Local(c) => c.pause().map_err(Into::into),
-            ControlInner::Remote(_) => Err(ControlError::Unsupported("pause")),
+            ControlInner::Remote(tx, pausable) if pausable.load(Ordering::Acquire) => {
+                remote(tx, RemoteOp::Pause)
+            }
+            ControlInner::Remote(..) => Err(ControlError::Unsupported("pause")),
         }
     }
 
     pub fn resume(&self) -> Result<(), ControlError> {
         match &self.0 {
             ControlInner::Local(c) => c.resume().map_err(Into::into),
-            ControlInner::Remote(_) => Err(ControlError::Unsupported("resume")),
+            ControlInner::Remote(tx, pausable) if pausable.load(Ordering::Acquire) => {
+                remote(tx, RemoteOp::Resume)
+            }
+            ControlInner::Remote(..) => Err(ControlError::Unsupported("resume")),
         }
     }
 
@@ -137,14 +150,14 @@ impl Control {
     pub fn regenerate(&self) -> Result<(), ControlError> {
         match &self.0 {
             ControlInner::Local(c) => c.regenerate().map_err(Into::into),
-            ControlInner::Remote(tx) => remote(tx, RemoteOp::Regenerate),
+            ControlInner::Remote(tx, _) => remote(tx, RemoteOp::Regenerate),
         }
     }
 
     pub fn modify(&self, patch: SamplingPatch) -> Result<(), ControlError> {
         match &self.0 {
             ControlInner::Local(c) => c.modify(patch).map_err(Into::into),
-            ControlInner::Remote(_) => Err(ControlError::Unsupported("modify")),
+            ControlInner::Remote(..) => Err(ControlError::Unsupported("modify")),
         }
     }
 }
@@ -165,13 +178,14 @@ impl Generation {
         answerer: watch::Receiver<Option<String>>,
         events: mpsc::Receiver<Event>,
         ops: mpsc::Sender<RemoteOp>,
+        pausable: Arc<AtomicBool>,
     ) -> Self {
         Self {
             id,
             model,
             node: Answerer(answerer),
             events: Events(EventsInner::Remote(events)),
-            control: Control(ControlInner::Remote(ops)),
+            control: Control(ControlInner::Remote(ops, pausable)),
         }
     }
 }
@@ -183,12 +197,19 @@ mod tests {
     #[tokio::test]
     async fn remote_controls_reach_the_supervisor_or_are_refused() {
         let (tx, mut rx) = mpsc::channel(1);
-        let c = Control(ControlInner::Remote(tx));
+        let pausable = Arc::new(AtomicBool::new(false));
+        let c = Control(ControlInner::Remote(tx, pausable.clone()));
         assert_eq!(c.stop(), Ok(()));
         assert_eq!(c.regenerate(), Err(ControlError::Busy));
         assert_eq!(rx.recv().await, Some(RemoteOp::Stop));
         assert_eq!(c.pause(), Err(ControlError::Unsupported("pause")));
         assert_eq!(c.resume(), Err(ControlError::Unsupported("resume")));
+        // Placed where it can pause: the supervisor gets them.
+        pausable.store(true, Ordering::Release);
+        assert_eq!(c.pause(), Ok(()));
+        assert_eq!(rx.recv().await, Some(RemoteOp::Pause));
+        assert_eq!(c.resume(), Ok(()));
+        assert_eq!(rx.recv().await, Some(RemoteOp::Resume));
         assert_eq!(
             c.modify(SamplingPatch::default()),
             Err(ControlError::Unsupported("modify"))

@@ -191,7 +191,7 @@ async fn serve(
         hearth = join.hearth,
         "a worker joined"
     );
-    let id = hub.register(join, outbox_tx, kick.clone());
+    let id = hub.register(join, outbox_tx, kick.clone(), None);
     let mut conn = Connection {
         hub,
         id,

@@ -161,3 +161,20 @@ fn known_code<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ErrorCode>, D::E
     let v = Option::<Value>::deserialize(d)?;
     Ok(v.and_then(|v| serde_json::from_value(v).ok()))
 }
+
+/// `hearthControl`: Hearth's own message, sent only to a Hearth peer inside the encrypted
+/// transport: pause or resume the request `requestID` that peer is running for the sender.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HearthControl {
+    #[serde(rename = "requestID")]
+    pub request_id: PeerUuid,
+    pub action: ControlAction,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ControlAction {
+    Pause,
+    Resume,
+}

@@ -15,6 +15,8 @@
 //!   `inferenceChunk` keeps OpenAI's own `"finish_reason": null`.
 //! - A message name the document does not have is [`ClusterError::UnknownMessage`]: a newer
 //!   peer's message, which the connection skips.
+//! - One message is Hearth's own, sent only between Hearth nodes (inside their encrypted
+//!   transport): `hearthControl`, which pauses or resumes a running request.
 
 mod handshake;
 mod health;
@@ -29,6 +31,7 @@ pub use inference::{
     Chunk, ChunkChoice, ChunkDelta, ErrorCode, InferenceChunk, InferenceComplete, InferenceError,
     InferenceRequest,
 };
+pub use inference::{ControlAction, HearthControl};
 pub use models::{
     ModelQuery, ModelQueryResponse, ModelTransferChunk, ModelTransferComplete, ModelTransferRequest,
 };
@@ -56,6 +59,8 @@ pub enum Message {
     ModelTransferRequest(ModelTransferRequest),
     ModelTransferChunk(ModelTransferChunk),
     ModelTransferComplete(ModelTransferComplete),
+    /// Hearth's own, between Hearth nodes only: pause or resume a running request.
+    HearthControl(HearthControl),
 }
 
 /// How a message's payload is laid out (see the module docs).
@@ -97,6 +102,7 @@ impl Message {
             Self::ModelTransferRequest(_) => "modelTransferRequest",
             Self::ModelTransferChunk(_) => "modelTransferChunk",
             Self::ModelTransferComplete(_) => "modelTransferComplete",
+            Self::HearthControl(_) => "hearthControl",
         }
     }
 }
@@ -132,6 +138,7 @@ pub fn decode(bytes: &[u8]) -> Result<(Message, Shape), ClusterError> {
             Message::ModelTransferRequest(read("modelTransferRequest", payload)?)
         }
         "modelTransferChunk" => Message::ModelTransferChunk(read("modelTransferChunk", payload)?),
+        "hearthControl" => Message::HearthControl(read("hearthControl", payload)?),
         "modelTransferComplete" => {
             Message::ModelTransferComplete(read("modelTransferComplete", payload)?)
         }
@@ -166,6 +173,7 @@ pub fn encode(message: &Message, shape: Shape) -> Vec<u8> {
         Message::ModelTransferRequest(p) => write(message.name(), p, shape),
         Message::ModelTransferChunk(p) => write(message.name(), p, shape),
         Message::ModelTransferComplete(p) => write(message.name(), p, shape),
+        Message::HearthControl(p) => write(message.name(), p, shape),
     }
 }
 

@@ -23,18 +23,23 @@
 //! this answer is not given to that worker again). At most [`MAX_REDISPATCHES`]
 //! losses per request. `stop` sends the stop frame and ends the stream with `finish_reason:
 //! cancelled`; `regenerate` stops the task and places it again (the stream gets `Restarted`);
-//! `pause`, `resume` and `modify` are refused. A reader that drops its events stops the task.
+//! `pause` and `resume` go to this node's engine or a Hearth peer (and a paused answer stays
+//! paused wherever it is placed next), and are refused for a worker of the `/node` door, as
+//! `modify` always is. A reader that drops its events stops the task.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use hearth_engine::{Event, Failure, FailureKind, Prompt, Request, TokenEvent};
+use hearth_engine::{Event, Failure, FailureKind, Prompt, TokenEvent};
+use hearth_protocol::cluster::ControlAction;
 use hearth_protocol::worker::{self as wp, HearthTask, Task, TaskDone, TaskFailure, STATE_PENDING};
-use hearth_protocol::{ChatMessage, ModelId, RequestId, SamplingParams, Usage};
+use hearth_protocol::{ChatMessage, ModelId, RequestId, SamplingParams};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 mod accounting;
+mod local;
 
 use accounting::decode_speed;
 
@@ -82,6 +87,11 @@ pub(super) fn spawn(start: Start) -> Generation {
         _ => None,
     };
     let (answerer_tx, answerer_rx) = watch::channel(first_worker);
+    let pausable = Arc::new(AtomicBool::new(match &start.first {
+        Placement::Local => true,
+        Placement::Worker(r) => r.controls.is_some(),
+        Placement::Wait | Placement::Nobody => false,
+    }));
     let now = Instant::now();
     let job = Job {
         hub: start.hub,
@@ -104,9 +114,18 @@ pub(super) fn spawn(start: Start) -> Generation {
         frames: 0,
         losses: 0,
         avoid: Vec::new(),
+        pausable: pausable.clone(),
+        paused: false,
     };
     tokio::spawn(job.run(start.first));
-    Generation::remote(start.id, start.model, answerer_rx, events_rx, ops_tx)
+    Generation::remote(
+        start.id,
+        start.model,
+        answerer_rx,
+        events_rx,
+        ops_tx,
+        pausable,
+    )
 }
 
 /// How one placement of a remote job ended.
@@ -181,6 +200,11 @@ struct Job {
     losses: u32,
     /// Workers this answer is not placed on again (a task of it went silent there).
     avoid: Vec<WorkerId>,
+    /// Whether the place running it now takes pause and resume (this node, a Hearth peer),
+    /// shared with the door's `Control`.
+    pausable: Arc<AtomicBool>,
+    /// Paused by the reader: kept wherever the answer goes next.
+    paused: bool,
 }
 
 impl Job {
@@ -412,6 +436,7 @@ impl Job {
 
     async fn on_worker(&mut self, mut r: Reservation) -> Outcome {
         self.answerer.send_replace(Some(r.worker_name.clone()));
+        self.pausable.store(r.controls.is_some(), Ordering::Release);
         let continuing = !self.delivered.is_empty();
         let prior = self.settle();
         if let Some(done) = self.complete_already(prior) {
@@ -428,6 +453,9 @@ impl Job {
             let name = r.worker_name.clone();
             self.hub.retire(r.worker, r.task);
             return Outcome::Lost(name);
+        }
+        if self.paused {
+            control(&r, ControlAction::Pause);
         }
         let mut done_ext: Option<TaskDone> = None;
         let mut failure: Option<TaskFailure> = None;
@@ -455,6 +483,16 @@ impl Job {
                         self.stop_remote(r).await;
                         return Outcome::Restart;
                     }
+                    Some(op @ (RemoteOp::Pause | RemoteOp::Resume)) if r.controls.is_some() => {
+                        let pause = op == RemoteOp::Pause;
+                        self.paused = pause;
+                        control(&r, if pause { ControlAction::Pause } else { ControlAction::Resume });
+                        // A paused task brings nothing, which is no sign of a stuck one.
+                        silence.as_mut().reset(tokio::time::Instant::now() + silence_limit);
+                        let _ = self.emit(if pause { Event::Paused } else { Event::Resumed }).await;
+                    }
+                    // The door refuses them for a worker that cannot take them.
+                    Some(RemoteOp::Pause | RemoteOp::Resume) => {}
                     None => self.ops_open = false,
                 },
                 () = self.events.closed() => {
@@ -515,7 +553,7 @@ impl Job {
                     None => return Outcome::Lost(r.worker_name),
                     }
                 }
-                () = &mut silence => {
+                () = &mut silence, if !self.paused => {
                     // Alive (its connection keeps up) but this task brings nothing: stuck. It is
                     // stopped there, and this answer goes elsewhere.
                     let name = r.worker_name.clone();
@@ -527,159 +565,13 @@ impl Job {
             }
         }
     }
+}
 
-    /// Run (or continue) the job on this node's engine and forward its events.
-    async fn on_local(&mut self) -> Outcome {
-        self.answerer.send_replace(None);
-        let continuing = !self.delivered.is_empty();
-        let prior = self.settle();
-        if let Some(done) = self.complete_already(prior) {
-            let _ = self.emit(Event::Done(done)).await;
-            return Outcome::Finished;
-        }
-        let request = match self.local_request(continuing, prior) {
-            Ok(r) => r,
-            Err(msg) => {
-                self.fail(msg).await;
-                return Outcome::Finished;
-            }
-        };
-        let mut gen = match self.host.submit(request) {
-            Ok(g) => g,
-            Err(e) => {
-                self.fail(e.to_string()).await;
-                return Outcome::Finished;
-            }
-        };
-        loop {
-            tokio::select! {
-                ev = gen.events.recv() => match ev {
-                    Some(Event::Token(t)) => {
-                        let now = Instant::now();
-                        if self.first_token.is_none() && !t.text.is_empty() {
-                            self.first_token = Some(now.duration_since(self.submitted));
-                        }
-                        self.delivered.push_str(&t.text);
-                        // Flushed held-back text (no id) is not a token of its own.
-                        self.counted(u32::from(t.id.is_some()));
-                        self.last_token = now;
-                        let event = Event::Token(TokenEvent {
-                            elapsed: now.duration_since(self.submitted),
-                            ..t
-                        });
-                        // On failure `gen` is dropped, which cancels the generation.
-                        if !self.emit(event).await {
-                            return Outcome::Finished;
-                        }
-                    }
-                    Some(Event::Done(mut d)) => {
-                        if continuing {
-                            d.usage = Usage::new(
-                                self.local_prompt_tokens().unwrap_or(d.usage.prompt_tokens),
-                                prior.saturating_add(d.usage.completion_tokens),
-                            );
-                        }
-                        d.timing.first_token = self.first_token;
-                        d.timing.total = self.submitted.elapsed();
-                        let _ = self.emit(Event::Done(d)).await;
-                        return Outcome::Finished;
-                    }
-                    Some(Event::Error(f)) => {
-                        let _ = self.emit(Event::Error(f)).await;
-                        return Outcome::Finished;
-                    }
-                    Some(other) => {
-                        if !self.emit(other).await {
-                            return Outcome::Finished;
-                        }
-                    }
-                    None => {
-                        self.shutting_down().await;
-                        return Outcome::Finished;
-                    }
-                },
-                op = self.ops.recv(), if self.ops_open => match op {
-                    // The engine answers with `Done { reason: Cancelled }`.
-                    Some(RemoteOp::Stop) => {
-                        let _ = gen.control.stop();
-                    }
-                    // From the original prompt, not from a continuation: place it again.
-                    Some(RemoteOp::Regenerate) => return Outcome::Restart,
-                    None => self.ops_open = false,
-                },
-                () = self.events.closed() => return Outcome::Finished,
-            }
-        }
-    }
-
-    /// The request for this node's engine; a continuation renders the prompt and appends the
-    /// text already delivered.
-    fn local_request(&self, continuing: bool, prior: u32) -> Result<Request, String> {
-        let mut params = self.params.clone();
-        if !continuing {
-            return Ok(Request {
-                prompt: self.prompt.to_prompt(),
-                params,
-            });
-        }
-        params.max_tokens = params.max_tokens.map(|m| m.saturating_sub(prior).max(1));
-        let info = self
-            .host
-            .model()
-            .ok_or_else(|| "this node's model is not loaded".to_owned())?;
-        let prompt = super::continuation(&info, self.prompt.to_prompt(), &self.delivered)?;
-        Ok(Request { prompt, params })
-    }
-
-    /// Wait (bounded) until a slot frees up, then place the job there.
-    async fn wait(&mut self) -> Outcome {
-        let Some(_slot) = self.hub.enter_queue() else {
-            self.hub.count_unserved();
-            let msg = format!(
-                "every worker serving {} is busy and the hub's queue is full",
-                self.model
-            );
-            self.fail(msg).await;
-            return Outcome::Finished;
-        };
-        let deadline = tokio::time::Instant::now() + DISPATCH_WAIT;
-        let hub = self.hub.clone();
-        loop {
-            let notified = hub.capacity_changed();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            match self.place() {
-                Placement::Wait => {}
-                p => return Outcome::Place(p),
-            }
-            tokio::select! {
-                () = &mut notified => {}
-                () = tokio::time::sleep_until(deadline) => {
-                    self.hub.count_unserved();
-                    let msg = format!(
-                        "no worker serving {} had a free slot within {} s",
-                        self.model,
-                        DISPATCH_WAIT.as_secs()
-                    );
-                    self.fail(msg).await;
-                    return Outcome::Finished;
-                }
-                op = self.ops.recv(), if self.ops_open => match op {
-                    Some(RemoteOp::Stop) => {
-                        let done = self.cancelled();
-                        let _ = self.emit(Event::Done(done)).await;
-                        return Outcome::Finished;
-                    }
-                    Some(RemoteOp::Regenerate) => {} // nothing generated yet
-                    None => self.ops_open = false,
-                },
-                () = self.events.closed() => return Outcome::Finished,
-                () = self.shutdown.cancelled() => {
-                    self.shutting_down().await;
-                    return Outcome::Finished;
-                }
-            }
-        }
+/// Hand a pause or resume to the provider of `r` (a Hearth peer); a full queue drops it (the
+/// reader may send it again).
+fn control(r: &Reservation, action: ControlAction) {
+    if let Some(c) = &r.controls {
+        let _ = c.try_send((r.task, action));
     }
 }
 
