@@ -42,6 +42,27 @@ pub(crate) async fn sse_chat(
     prompt: &str,
     max_tokens: usize,
 ) -> Result<Trace> {
+    sse_chat_with(client, base, prompt, max_tokens, None).await
+}
+
+/// [`sse_chat`], telling `each` when every token arrives.
+pub(crate) async fn sse_chat_each(
+    client: &reqwest::Client,
+    base: &str,
+    prompt: &str,
+    max_tokens: usize,
+    each: tokio::sync::mpsc::UnboundedSender<Instant>,
+) -> Result<Trace> {
+    sse_chat_with(client, base, prompt, max_tokens, Some(each)).await
+}
+
+async fn sse_chat_with(
+    client: &reqwest::Client,
+    base: &str,
+    prompt: &str,
+    max_tokens: usize,
+    each: Option<tokio::sync::mpsc::UnboundedSender<Instant>>,
+) -> Result<Trace> {
     let sent = Instant::now();
     let resp = client
         .post(format!("{base}/v1/chat/completions"))
@@ -87,6 +108,9 @@ pub(crate) async fn sse_chat(
                 .is_some_and(|c| !c.is_empty())
             {
                 tokens.push(now);
+                if let Some(each) = &each {
+                    let _ = each.send(now);
+                }
             }
             if let Some(ms) = v["timings"]["prompt_ms"].as_f64() {
                 prefill_ms = ms;

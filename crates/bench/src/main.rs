@@ -5,6 +5,7 @@
 //! the table in `docs/PERFORMANCE.md`. `make bench` runs it in release mode.
 
 mod client;
+mod cluster;
 mod cpu;
 mod floor;
 mod node;
@@ -86,6 +87,8 @@ enum Part {
     Decode,
     /// The doors with the scripted engine.
     Doors,
+    /// The LAN cluster: several node processes on loopback.
+    Cluster,
 }
 
 fn default_model() -> PathBuf {
@@ -152,7 +155,7 @@ fn main() -> Result<()> {
             "figures": figures,
         }))?,
     )?;
-    if args.only == Some(Part::Doors) {
+    if matches!(args.only, Some(Part::Doors | Part::Cluster)) {
         println!("wrote {}", args.out.display());
     } else {
         let series = |prefix: &str| -> Vec<(usize, f64)> {
@@ -388,11 +391,14 @@ impl Window {
 
 async fn run(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<Figure>> {
     let mut figures = Vec::new();
-    if args.only != Some(Part::Doors) {
+    if args.only.is_none() || args.only == Some(Part::Decode) {
         figures.extend(node_figures(args, model, node_bin).await?);
     }
-    if args.only != Some(Part::Decode) {
+    if args.only.is_none() || args.only == Some(Part::Doors) {
         figures.extend(door_figures(args, model, node_bin).await?);
+    }
+    if args.only.is_none() || args.only == Some(Part::Cluster) {
+        figures.extend(cluster::figures(model, node_bin, args.tokens * 2).await?);
     }
     Ok(figures)
 }

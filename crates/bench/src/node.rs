@@ -17,13 +17,39 @@ pub(crate) struct NodeProc {
 
 impl NodeProc {
     pub(crate) fn start(bin: &Path, model: &Path, extra: &[String]) -> Result<Self> {
+        Self::launch(bin, Some(model), extra, None)
+    }
+
+    /// [`NodeProc::start`] with the model or none, pinned to `core` when given (`taskset`).
+    pub(crate) fn launch(
+        bin: &Path,
+        model: Option<&Path>,
+        extra: &[String],
+        core: Option<usize>,
+    ) -> Result<Self> {
         let dir = tempfile::tempdir()?;
-        let mut child = Command::new(bin)
-            .args(["serve", "--host", "127.0.0.1", "--port", "0"])
+        let mut cmd = match core {
+            Some(c) => {
+                let mut t = Command::new("taskset");
+                t.args(["-c", &c.to_string()]).arg(bin);
+                t
+            }
+            None => Command::new(bin),
+        };
+        cmd.args(["serve", "--host", "127.0.0.1", "--port", "0"])
+            .args(["--key-storage", "file", "--no-discovery"]);
+        if !extra.iter().any(|a| a == "--cluster-port") {
+            cmd.args(["--cluster-port", "0"]);
+        }
+        let mut child = cmd
             .arg("--data-dir")
             .arg(dir.path())
-            .arg("--model")
-            .arg(model)
+            .args(
+                model
+                    .map(|m| ["--model".as_ref(), m.as_os_str()])
+                    .into_iter()
+                    .flatten(),
+            )
             .args(extra)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
@@ -40,7 +66,7 @@ impl NodeProc {
         let ready = lines
             .next()
             .context("the node exited before it was ready")??;
-        if !ready.contains("is ready") {
+        if !(ready.contains("is ready") || model.is_none() && ready.contains("No model yet")) {
             bail!("the node did not get ready: {ready}");
         }
         Ok(Self {
@@ -48,6 +74,12 @@ impl NodeProc {
             addr,
             _dir: dir,
         })
+    }
+
+    /// SIGKILL, and reaped.
+    pub(crate) fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     pub(crate) fn pid(&self) -> u32 {

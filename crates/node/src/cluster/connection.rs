@@ -39,8 +39,11 @@ const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
 const PING_EVERY: Duration = Duration::from_secs(1);
 /// A TealeNet peer silent this long is gone (NOTES.md).
 const TEALENET_SILENCE: Duration = Duration::from_secs(30);
-/// A Hearth peer silent this long is gone at the next ping: within 3 s.
-const HEARTH_SILENCE: Duration = Duration::from_secs(2);
+/// A Hearth peer silent this long is gone (found within [`SILENCE_CHECK`]): within 3 s, and
+/// one ping may come up to 1.5 s late.
+const HEARTH_SILENCE: Duration = Duration::from_millis(2500);
+/// How often silence is looked for.
+const SILENCE_CHECK: Duration = Duration::from_millis(250);
 /// Before a silent peer is declared gone, how long to look for frames already waiting.
 const DRAIN_WAIT: Duration = Duration::from_millis(100);
 /// Messages the connection's tasks may queue for the peer.
@@ -167,6 +170,8 @@ impl Session {
         let mut announced = self.me.loaded_models();
         let mut pulse = tokio::time::interval(PING_EVERY);
         pulse.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut check = tokio::time::interval(SILENCE_CHECK);
+        check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let why = loop {
             tokio::select! {
                 // Shutdown first, then finished requests (their slot is free again), liveness
@@ -190,7 +195,7 @@ impl Session {
                         self.running.remove(&id);
                     }
                 }
-                _ = pulse.tick() => {
+                _ = check.tick() => {
                     if link.heard().elapsed() > silence_limit {
                         // Its frames may wait unread behind this side's own writes: read what
                         // is there before judging.
@@ -199,11 +204,12 @@ impl Session {
                                 if let Err(why) = self.incoming(link, incoming, &out_tx, &done_tx).await {
                                     break why;
                                 }
-                                continue;
                             }
-                            Err(_) => break format!("silent for {} s", silence_limit.as_secs()),
+                            Err(_) => break format!("silent for {:.1} s", silence_limit.as_secs_f64()),
                         }
                     }
+                }
+                _ = pulse.tick() => {
                     if let Err(why) = link.ping().await {
                         break why;
                     }

@@ -142,7 +142,7 @@ pub(crate) async fn accept(mut frames: Frames, me: &Me) -> Result<Admitted, Stri
         let (transport, proven) =
             secure::respond(&mut frames, &me.rules().keys, me.slots(), &prologue).await?;
         check_proof(me, &hello, &proven)?;
-        let mut link = Link::encrypted(frames, transport);
+        let mut link = Link::encrypted(frames, transport, me.state.cluster_peers.clone());
         // The first encrypted message: it tells the connecting side the passcode matched.
         link.ping().await?;
         me.remember_hearth(&hello.device_info.id);
@@ -155,7 +155,7 @@ pub(crate) async fn accept(mut frames: Frames, me: &Me) -> Result<Admitted, Stri
     check_plain(me, &hello)?;
     send(&mut frames, &Message::HelloAck(me.hello(false)), shape).await?;
     Ok(Admitted {
-        link: Link::plain(frames, shape),
+        link: Link::plain(frames, shape, me.state.cluster_peers.clone()),
         hello,
         proven: None,
     })
@@ -174,7 +174,7 @@ pub(crate) async fn dial(mut frames: Frames, me: &Me) -> Result<Admitted, String
     let (transport, proven) =
         secure::initiate(&mut frames, &me.rules().keys, me.slots(), &prologue).await?;
     check_proof(me, &ack, &proven)?;
-    let mut link = Link::encrypted(frames, transport);
+    let mut link = Link::encrypted(frames, transport, me.state.cluster_peers.clone());
     // The listener's first encrypted message proves it has the passcode too (the pre-shared
     // key enters the handshake only with this side's last message).
     match tokio::time::timeout(HELLO_WAIT, link.next()).await {

@@ -46,6 +46,8 @@ pub(crate) struct Link {
     noise: Option<(Box<snow::TransportState>, Opener)>,
     /// When the peer's last frame (of any kind, a piece of a message included) arrived.
     heard: Instant,
+    /// Where the bytes are counted.
+    traffic: super::Peers,
 }
 
 impl std::fmt::Debug for Link {
@@ -58,7 +60,7 @@ impl std::fmt::Debug for Link {
 
 impl Link {
     /// A TealeNet peer's plain frames, up to the cluster's frame limit.
-    pub(crate) fn plain(mut frames: Frames, shape: Shape) -> Self {
+    pub(crate) fn plain(mut frames: Frames, shape: Shape, traffic: super::Peers) -> Self {
         frames
             .codec_mut()
             .set_max_frame_length(super::ADMITTED_FRAME_BYTES);
@@ -67,11 +69,16 @@ impl Link {
             shape,
             noise: None,
             heard: Instant::now(),
+            traffic,
         }
     }
 
     /// A Hearth peer's encrypted transport.
-    pub(crate) fn encrypted(mut frames: Frames, transport: snow::TransportState) -> Self {
+    pub(crate) fn encrypted(
+        mut frames: Frames,
+        transport: snow::TransportState,
+        traffic: super::Peers,
+    ) -> Self {
         frames
             .codec_mut()
             .set_max_frame_length(secure::NOISE_FRAME_BYTES);
@@ -80,6 +87,7 @@ impl Link {
             shape: Shape::Wrapped,
             noise: Some((Box::new(transport), Opener::default())),
             heard: Instant::now(),
+            traffic,
         }
     }
 
@@ -115,14 +123,17 @@ impl Link {
     async fn write(&mut self, plain: &[u8]) -> Result<(), String> {
         let failed = |e: std::io::Error| format!("writing failed: {e}");
         match &mut self.noise {
-            None => self
-                .frames
-                .send(Bytes::copy_from_slice(plain))
-                .await
-                .map_err(failed),
+            None => {
+                self.traffic.count_sent(plain.len() + 4);
+                self.frames
+                    .send(Bytes::copy_from_slice(plain))
+                    .await
+                    .map_err(failed)
+            }
             Some((t, _)) => {
                 let pieces = secure::seal(t, plain)?;
                 for p in pieces {
+                    self.traffic.count_sent(p.len() + 4);
                     self.frames.feed(p).await.map_err(failed)?;
                 }
                 SinkExt::<Bytes>::flush(&mut self.frames)
@@ -140,6 +151,7 @@ impl Link {
                 Err(e) => return Some(Err(format!("reading failed: {e}"))),
             };
             self.heard = Instant::now();
+            self.traffic.count_received(frame.len() + 4);
             let Some((t, opener)) = &mut self.noise else {
                 return Some(Ok(Incoming::Message(frame.to_vec())));
             };

@@ -1,6 +1,7 @@
 //! The cluster's figures for `/metrics`: peers connected (by kind), each peer's throttle,
 //! queue depth, thermal level (0 nominal to 3 critical) and silence, labelled by name and
-//! address, and the answers continued on another node after their provider was lost.
+//! address, the bytes on cluster connections, and the answers continued on another node after
+//! their provider was lost.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::ConstCounter;
@@ -23,8 +24,24 @@ struct KindLabels {
     kind: String,
 }
 
-/// Register the peers' figures, and `redispatched`: answers moved to another provider.
-pub(crate) fn register(registry: &mut Registry, peers: &[PeerView], redispatched: u64) {
+/// Register the peers' figures, the bytes sent and received on cluster connections, and
+/// `redispatched`: answers moved to another provider.
+pub(crate) fn register(
+    registry: &mut Registry,
+    peers: &[PeerView],
+    traffic: (u64, u64),
+    redispatched: u64,
+) {
+    registry.register(
+        "hearth_cluster_sent_bytes",
+        "Bytes written to cluster peers, frame headers included",
+        ConstCounter::new(traffic.0),
+    );
+    registry.register(
+        "hearth_cluster_received_bytes",
+        "Bytes read from cluster peers, frame headers included",
+        ConstCounter::new(traffic.1),
+    );
     let count = Family::<KindLabels, Gauge>::default();
     for kind in ["hearth", "tealenet"] {
         let n = peers.iter().filter(|p| p.kind == kind).count();
@@ -103,7 +120,7 @@ mod tests {
             silent_ms: 120,
         };
         let mut registry = Registry::default();
-        register(&mut registry, &[peer], 2);
+        register(&mut registry, &[peer], (1000, 2000), 2);
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
         assert!(
@@ -128,5 +145,13 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("hearth_route_redispatched_total 2\n"), "{out}");
+        assert!(
+            out.contains("hearth_cluster_sent_bytes_total 1000\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("hearth_cluster_received_bytes_total 2000\n"),
+            "{out}"
+        );
     }
 }

@@ -56,6 +56,9 @@ pub struct Peers {
 struct Inner {
     next: AtomicU64,
     peers: Mutex<BTreeMap<u64, Entry>>,
+    /// Bytes written to and read from every cluster connection, frame headers included.
+    sent: AtomicU64,
+    received: AtomicU64,
 }
 
 /// A peer's place in the list; it leaves the list when dropped.
@@ -138,6 +141,24 @@ impl Peers {
             key,
             kick,
         })
+    }
+
+    /// Count bytes written to a peer.
+    pub(crate) fn count_sent(&self, n: usize) {
+        self.inner.sent.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// Count bytes read from a peer.
+    pub(crate) fn count_received(&self, n: usize) {
+        self.inner.received.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// Bytes sent and received on every cluster connection since the node started.
+    pub fn traffic(&self) -> (u64, u64) {
+        (
+            self.inner.sent.load(Ordering::Relaxed),
+            self.inner.received.load(Ordering::Relaxed),
+        )
     }
 
     /// Close every connection (the cluster's rules changed).

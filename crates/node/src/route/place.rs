@@ -12,8 +12,9 @@
 //! 4. This node when it has a free slot (no network hop).
 //! 5. Else the candidate with a free slot and the shortest queue, then the highest measured
 //!    speed, then the most free slots, then the first listed.
-//! 6. No free slot anywhere: this node's own queue when it is a candidate, else wait for a
-//!    slot; nobody at all when no candidate has the model.
+//! 6. No free slot anywhere: this node's own queue when it is a candidate and no longer than
+//!    every other's, else wait for the first slot that frees; nobody at all when no candidate
+//!    has the model.
 
 use hearth_protocol::ModelId;
 
@@ -127,9 +128,18 @@ pub fn place<Id: Copy>(ask: Ask<'_>, candidates: &[Candidate<Id>]) -> Choice<Id>
     if let Some((_, c)) = best {
         return Choice::Run(c.id);
     }
+    // Queued here only while this node's queue is the shortest: a request queued behind
+    // others here while a peer's slot frees first would wait longer than it needs to.
+    let shortest_elsewhere = pool
+        .iter()
+        .filter(|c| !c.local)
+        .map(|c| c.queue_depth)
+        .min();
     match pool.iter().find(|c| c.local) {
-        Some(local) => Choice::Run(local.id),
-        None => Choice::Wait,
+        Some(local) if shortest_elsewhere.is_none_or(|q| local.queue_depth <= q) => {
+            Choice::Run(local.id)
+        }
+        _ => Choice::Wait,
     }
 }
 
@@ -320,6 +330,18 @@ mod tests {
                 false,
                 Choice::Run(0),
             ),
+            (
+                "full everywhere, a longer queue here: wait for a slot",
+                vec![
+                    cand(1, false, 0),
+                    Candidate {
+                        queue_depth: 1,
+                        ..cand(0, true, 0)
+                    },
+                ],
+                false,
+                Choice::Wait,
+            ),
         ];
         for (name, cands, cont, want) in table {
             let got = place(
@@ -398,9 +420,12 @@ mod tests {
                 Choice::Nobody => prop_assert!(eligible.is_empty()),
                 Choice::Wait => {
                     prop_assert!(!eligible.is_empty());
-                    // This node queues: it is never waited for when it may take the request.
+                    // Nobody has a free slot among those that fit.
                     let any_fit = eligible.iter().any(|c| c.fits());
-                    prop_assert!(eligible.iter().all(|c| !c.local || (any_fit && !c.fits())));
+                    prop_assert!(eligible
+                        .iter()
+                        .filter(|c| c.fits() || !any_fit)
+                        .all(|c| c.free_slots == 0));
                 }
                 Choice::Run(id) => {
                     // Some eligible candidate with that id; ids may repeat, so look for one

@@ -108,7 +108,12 @@ fn registry(state: &AppState) -> Registry {
     }
     if state.cluster_port.is_some() {
         let redispatched = state.router.hub().map_or(0, |h| h.snapshot().redispatched);
-        crate::cluster::metrics::register(&mut r, &state.cluster_peers.list(), redispatched);
+        crate::cluster::metrics::register(
+            &mut r,
+            &state.cluster_peers.list(),
+            state.cluster_peers.traffic(),
+            redispatched,
+        );
     }
     r
 }

@@ -144,12 +144,16 @@ impl Job {
             let notified = hub.capacity_changed();
             tokio::pin!(notified);
             notified.as_mut().enable();
+            // This node's engine freeing a slot counts too, when it may take the request.
+            let local = self.local_candidate() && self.host.engine().is_some();
+            let room = self.host.room();
             match self.place() {
                 Placement::Wait => {}
                 p => return Outcome::Place(p),
             }
             tokio::select! {
                 () = &mut notified => {}
+                () = room, if local => {}
                 () = tokio::time::sleep_until(deadline) => {
                     self.hub.count_unserved();
                     let msg = format!(
