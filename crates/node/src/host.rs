@@ -204,10 +204,11 @@ impl ModelHost {
     /// Completes when the current engine next gives a place back (at once when there is no
     /// engine: submitting says why).
     pub fn room(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
-        let engine = self.engine();
+        // Subscribed now, not when first polled: a slot freed in between is not missed.
+        let room = self.engine().map(|e| e.room());
         async move {
-            if let Some(e) = engine {
-                e.room().await;
+            if let Some(room) = room {
+                room.await;
             }
         }
     }

@@ -175,20 +175,9 @@ impl Node {
         } else {
             config.host
         };
-        let mut config = config;
-        // The passcode and compatibility set in the UI, unless the command line sets them.
-        if let Some(c) = &mut config.cluster {
-            if c.passcode.is_none() {
-                c.passcode = store.node_setting(cluster::SETTING_PASSCODE).await?;
-            }
-            c.tealenet_compat |= store
-                .node_setting(cluster::SETTING_COMPAT)
-                .await?
-                .is_some_and(|v| v == "true");
-        }
         let exposed = config.lan || !config.host.is_loopback();
         // Plain text on the LAN with no passcode would let any machine there use the model
-        // without an API key: refused before anything listens.
+        // without an API key: refused before anything listens (the command line's choice).
         if exposed
             && config
                 .cluster
@@ -196,6 +185,24 @@ impl Node {
                 .is_some_and(|c| c.tealenet_compat && c.passcode.is_none())
         {
             return Err(NodeError::ClusterWithoutPasscode);
+        }
+        let mut config = config;
+        // The passcode and compatibility set in the UI, unless the command line sets them; a
+        // stored compatibility that this start could not allow is left off (a setting must
+        // never keep the node from starting).
+        if let Some(c) = &mut config.cluster {
+            if c.passcode.is_none() {
+                c.passcode = store.node_setting(cluster::SETTING_PASSCODE).await?;
+            }
+            let stored_compat = store
+                .node_setting(cluster::SETTING_COMPAT)
+                .await?
+                .is_some_and(|v| v == "true");
+            if stored_compat && exposed && c.passcode.is_none() {
+                tracing::warn!("TealeNet compatibility (set in the UI) stays off: on the LAN it needs a passcode");
+            } else {
+                c.tealenet_compat |= stored_compat;
+            }
         }
         let bind_host = if exposed { lan_host } else { config.host };
         let bind = SocketAddr::new(bind_host, config.port);
@@ -209,7 +216,7 @@ impl Node {
         // (without one any machine there could use this node without an API key).
         let cluster_listener = match &config.cluster {
             Some(c) => {
-                let host = cluster_host(bind_host, c);
+                let host = cluster_host(bind_host, c.passcode.is_some());
                 let l = match c.port {
                     Some(port) => {
                         let at = SocketAddr::new(host, port);
@@ -271,6 +278,7 @@ impl Node {
                 .map(|a| a.port()),
             cluster_peers: cluster::Peers::default(),
             cluster_dialer: std::sync::OnceLock::new(),
+            cluster_rebind: Arc::new(tokio::sync::Notify::new()),
             // The registry of remote providers: a hub's workers, and the cluster's peers.
             router: route::Router::new(
                 host.clone(),
@@ -348,7 +356,7 @@ impl Node {
         if exposed {
             tracing::info!("exposed to the LAN: requests from other machines need an API key (hearth-node keys create)");
         }
-        Ok(Self {
+        let node = Self {
             inner: Arc::new(Inner {
                 state,
                 app,
@@ -362,7 +370,34 @@ impl Node {
                 worker: std::sync::Mutex::new(worker),
                 _lock: lock,
             }),
-        })
+        };
+        node.follow_cluster_rules();
+        Ok(node)
+    }
+
+    /// When the cluster's passcode changes in the UI, move its listener to where the rules
+    /// now allow (onto the LAN once there is a passcode, back to loopback without one).
+    fn follow_cluster_rules(&self) {
+        let weak = Arc::downgrade(&self.inner);
+        let (notify, stop) = (
+            self.inner.state.cluster_rebind.clone(),
+            self.inner.state.shutdown.clone(),
+        );
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = notify.notified() => {}
+                    () = stop.cancelled() => return,
+                }
+                let Some(inner) = weak.upgrade() else { return };
+                let node = Node { inner };
+                let mut listening = node.inner.listening.lock().await;
+                let host = node.addr().ip();
+                if let Some(task) = node.rebind_cluster(host).await {
+                    listening.tasks.push(task);
+                }
+            }
+        });
     }
 
     /// Where the node listens now.
@@ -452,7 +487,8 @@ impl Node {
     }
 
     /// Move the cluster's listener (and close its connections) to where the doors now listen;
-    /// it stays on loopback when the LAN would need a passcode it does not have.
+    /// it stays on loopback when the LAN would need a passcode it does not have. Also when
+    /// the passcode changes in the UI (`AppState::cluster_rebind`).
     async fn rebind_cluster(&self, host: IpAddr) -> Option<JoinHandle<()>> {
         let (config, me, port) = {
             let run = self.inner.cluster.lock().expect("cluster lock");
@@ -460,7 +496,8 @@ impl Node {
             (run.config.clone(), run.me.clone(), run.addr.port())
         };
         let dialer = self.inner.state.cluster_dialer.get()?.clone();
-        let host = cluster_host(host, &config);
+        // The passcode in force now (it may have been set or cleared in the UI).
+        let host = cluster_host(host, me.rules().passcode_hash.is_some());
         let at = SocketAddr::new(host, port);
         if self.cluster_addr() == Some(at) {
             return None;
@@ -577,8 +614,8 @@ fn discover(
 
 /// Where the cluster listens when the doors listen on `host`: there, except on the LAN
 /// without a passcode (then loopback: any machine there could use this node otherwise).
-fn cluster_host(host: IpAddr, config: &cluster::ClusterConfig) -> IpAddr {
-    if host.is_loopback() || config.passcode.is_some() {
+fn cluster_host(host: IpAddr, has_passcode: bool) -> IpAddr {
+    if host.is_loopback() || has_passcode {
         host
     } else {
         tracing::warn!(

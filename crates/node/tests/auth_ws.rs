@@ -670,3 +670,45 @@ async fn in_hub_mode_this_door_generates_on_a_worker() {
     worker.stop().await;
     hub.stop().await;
 }
+
+/// On a node without a model of its own, this door's generations run on a LAN peer that has
+/// it (the route at work across the cluster).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_model_this_door_generates_on_a_lan_peer() {
+    let cluster = |peers: Vec<String>| {
+        Some(hearth_node::cluster::ClusterConfig {
+            port: Some(0),
+            passcode: None,
+            tealenet_compat: false,
+            peers,
+            discovery: false,
+        })
+    };
+    let peer = TestNode::start_with(|c| {
+        c.name = "peer-a".into();
+        c.cluster = cluster(Vec::new());
+    })
+    .await;
+    let at = peer.node().cluster_addr().unwrap().to_string();
+    let empty = tempfile::tempdir().unwrap();
+    let t = TestNode::start_with(|c| {
+        c.auth_timeout = AUTH_TIMEOUT;
+        c.key_storage = KeyStorage::File;
+        c.model = None;
+        c.models_dir = empty.path().to_path_buf();
+        c.cluster = cluster(vec![at]);
+    })
+    .await;
+    common::wait_for(
+        async || t.get_json("/v1/models").await["data"][0]["id"] == MODEL_ID,
+        "the peer's model offered here",
+    )
+    .await;
+    let key = Key::ed25519();
+    let (mut ws, _) = login(&t, &key).await;
+    let (text, end) = generate_and_stream(&mut ws, "on-peer", 8).await;
+    assert!(!text.is_empty(), "{end}");
+    assert_eq!(peer.status().await["requests_finished"], 1);
+    t.stop().await;
+    peer.stop().await;
+}

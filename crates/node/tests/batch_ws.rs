@@ -654,3 +654,68 @@ async fn bad_input_gets_the_doors_error_shape_and_the_socket_keeps_serving() {
     t.wait_idle("every slot to be freed").await;
     t.stop().await;
 }
+
+/// On a node without a model of its own, a batch runs on a LAN peer that has it, in text: its
+/// prompts complete, and the same ids continue from the text so far.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_model_a_batch_runs_on_a_lan_peer_and_continues() {
+    let cluster = |peers: Vec<String>| {
+        Some(hearth_node::cluster::ClusterConfig {
+            port: Some(0),
+            passcode: None,
+            tealenet_compat: false,
+            peers,
+            discovery: false,
+        })
+    };
+    let peer = TestNode::start_with(|c| {
+        c.parallel = 2;
+        c.cluster = cluster(Vec::new());
+    })
+    .await;
+    let at = peer.node().cluster_addr().unwrap().to_string();
+    let empty = tempfile::tempdir().unwrap();
+    let t = TestNode::start_with(|c| {
+        c.model = None;
+        c.models_dir = empty.path().to_path_buf();
+        c.cluster = cluster(vec![at]);
+    })
+    .await;
+    common::wait_for(
+        async || t.get_json("/v1/models").await["data"][0]["id"] == common::MODEL_ID,
+        "the peer's model offered here",
+    )
+    .await;
+    let mut ws = t.ws("/ws").await;
+    let first = run(
+        &mut ws,
+        batch(
+            &[("p1", STORY), ("p2", QUESTION)],
+            json!({"generation_config": greedy(8)}),
+        ),
+        &["p1", "p2"],
+    )
+    .await;
+    assert_lifecycle(&first, "p1", true);
+    let p1a = one_of(&first, "p1", "COMPLETE").clone();
+    assert_eq!(p1a["is_eos"], false, "{p1a}");
+    assert!(!text_of(&p1a).is_empty());
+    assert_eq!(one_of(&first, "p2", "COMPLETE")["type"], "COMPLETE");
+    assert_eq!(peer.status().await["requests_finished"], 2);
+    // The same ids continue, from the text so far.
+    let second = run(
+        &mut ws,
+        json!({"prompts": [{"request_id": "p1"}, {"request_id": "p2"}],
+            "only_new_tokens": false, "generation_config": greedy(8)}),
+        &["p1", "p2"],
+    )
+    .await;
+    let so_far = format!("{STORY}{}", text_of(&p1a));
+    let p1b = text_of(one_of(&second, "p1", "COMPLETE"));
+    assert!(
+        p1b.starts_with(&so_far) && p1b.len() > so_far.len(),
+        "{p1b}"
+    );
+    t.stop().await;
+    peer.stop().await;
+}

@@ -232,3 +232,61 @@ async fn the_throttle_cap_is_applied_announced_to_peers_and_kept() {
     assert_eq!(a.status().await["throttle_cap"], 25);
     a.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_passcode_set_while_shared_moves_the_cluster_onto_the_lan_and_back() {
+    let t = TestNode::start_with(|c| {
+        c.lan = true;
+        cluster(c);
+    })
+    .await;
+    // None only for the moment it moves.
+    let at = || t.node().cluster_addr().map(|a| a.ip());
+    assert!(at().unwrap().is_loopback(), "no passcode: loopback only");
+    let (status, _) = patch(&t, json!({"passcode": "hallway"})).await;
+    assert_eq!(status, 200);
+    common::wait_for(
+        async || at().is_some_and(|ip| ip.is_unspecified()),
+        "the cluster on the LAN",
+    )
+    .await;
+    let (status, _) = patch(&t, json!({"passcode": null})).await;
+    assert_eq!(status, 200);
+    common::wait_for(
+        async || at().is_some_and(|ip| ip.is_loopback()),
+        "the cluster back on loopback",
+    )
+    .await;
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_setting_never_keeps_the_node_from_starting() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path().join("n");
+    let start = |lan: bool| {
+        let dir = dir.clone();
+        TestNode::start_with(move |c| {
+            c.lan = lan;
+            c.data_dir = dir;
+            cluster(c);
+        })
+    };
+    // Compatibility on while not shared: allowed.
+    let t = start(false).await;
+    let (status, v) = patch(&t, json!({"tealenet_compat": true})).await;
+    assert_eq!(
+        (status, v["tealenet_compat"].as_bool()),
+        (200, Some(true)),
+        "{v}"
+    );
+    t.stop().await;
+    // Shared on the LAN without a passcode the stored setting is left off; the node starts.
+    let t = start(true).await;
+    assert_eq!(get(&t).await["tealenet_compat"], false);
+    t.stop().await;
+    // Not shared, it is on again.
+    let t = start(false).await;
+    assert_eq!(get(&t).await["tealenet_compat"], true);
+    t.stop().await;
+}

@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use hearth_protocol::cluster::{
@@ -51,19 +51,27 @@ const OUTBOX_CAPACITY: usize = 256;
 /// How long each shutdown notice may take to go out.
 const SHUTDOWN_WRITE_WAIT: Duration = Duration::from_millis(500);
 
-/// Serve an admitted peer until the connection ends; why it ended.
+/// Serve an admitted peer until the connection ends: why it ended, and whether it was listed
+/// (not refused as a second connection with the same peer, nor under changed rules).
 pub(crate) async fn run(
     admitted: Admitted,
     addr: SocketAddr,
     outbound: bool,
     me: Arc<Me>,
     stop: CancellationToken,
-) -> String {
+) -> (String, bool) {
     let Admitted {
         mut link,
         hello,
         proven,
+        rules,
     } = admitted;
+    // Rules changed during its handshake (a passcode set or cleared): `kick_all` did not see
+    // it, so it goes now and is admitted again under the new ones.
+    if !Arc::ptr_eq(&rules, &me.rules()) {
+        let why = "the cluster's passcode or compatibility changed during its handshake";
+        return (why.into(), false);
+    }
     let kind = link.kind();
     let listed = match me
         .state
@@ -71,8 +79,13 @@ pub(crate) async fn run(
         .add(&me.id, &hello, addr, kind, outbound)
     {
         Ok(l) => l,
-        Err(why) => return why,
+        Err(why) => return (why, false),
     };
+    // Listed: a change from here on kicks it; one between the check above and now is seen here.
+    if !Arc::ptr_eq(&rules, &me.rules()) {
+        let why = "the cluster's passcode or compatibility changed during its handshake";
+        return (why.into(), false);
+    }
     tracing::info!(%addr, peer_name = %hello.device_info.name, id = %hello.device_info.id, kind = kind.as_str(), outbound, "a cluster peer joined");
     // A TealeNet peer takes one request at a time (the Rust node reads the next message only
     // after its stream ends); a Hearth peer said how many in its proof.
@@ -86,7 +99,7 @@ pub(crate) async fn run(
     );
     // A Hearth peer's models come in its first heartbeat; a TealeNet peer's are in its hello.
     let _ = provider.models(&hello.loaded_models);
-    Session {
+    let why = Session {
         me,
         kind,
         listed,
@@ -95,7 +108,8 @@ pub(crate) async fn run(
         next: 0,
     }
     .serve(&mut link, provider_rx, &stop)
-    .await
+    .await;
+    (why, true)
 }
 /// This node's health as a heartbeat.
 pub(super) fn heartbeat(me: &Me) -> Heartbeat {
@@ -145,8 +159,8 @@ struct Running {
     /// Tells it apart from an earlier request with the same id.
     serial: u64,
     cancel: CancellationToken,
-    /// Its controls, once it has started (a Hearth peer may pause and resume it).
-    control: Arc<OnceLock<crate::route::Control>>,
+    /// Its controls (a Hearth peer may pause and resume it, even before it has started).
+    control: Arc<super::serve::ControlSlot>,
 }
 
 impl Session {
@@ -189,7 +203,7 @@ impl Session {
                     }
                     break "this node is shutting down".to_owned();
                 }
-                () = kicked.cancelled() => break "a newer connection with the same peer replaced it".to_owned(),
+                () = kicked.cancelled() => break self.listed.kick_reason().to_owned(),
                 Some((id, serial)) = done_rx.recv() => {
                     if self.running.get(&id).is_some_and(|r| r.serial == serial) {
                         self.running.remove(&id);
@@ -322,15 +336,8 @@ impl Session {
             }
             // Hearth's own control, from a Hearth peer only (TealeNet peers have none).
             Message::HearthControl(c) if self.kind == Kind::Hearth => {
-                let control = self
-                    .running
-                    .get(&c.request_id)
-                    .and_then(|r| r.control.get());
-                if let Some(control) = control {
-                    let _ = match c.action {
-                        cm::ControlAction::Pause => control.pause(),
-                        cm::ControlAction::Resume => control.resume(),
-                    };
+                if let Some(r) = self.running.get(&c.request_id) {
+                    r.control.apply(c.action);
                 }
                 None
             }
@@ -382,7 +389,7 @@ impl Session {
         let cancel = CancellationToken::new();
         self.next += 1;
         let serial = self.next;
-        let control = Arc::new(OnceLock::new());
+        let control = Arc::new(super::serve::ControlSlot::default());
         self.running.insert(
             id.clone(),
             Running {

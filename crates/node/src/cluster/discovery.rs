@@ -71,7 +71,7 @@ impl Drop for Discovery {
 }
 
 /// Hand each Hearth node found to the dialer, until the daemon stops.
-fn browse(events: &mdns_sd::Receiver<ServiceEvent>, mine: &PeerUuid, dialer: &Dialer) {
+fn browse(events: &mdns_sd::Receiver<ServiceEvent>, mine: &PeerUuid, dialer: &Arc<Dialer>) {
     loop {
         let event = match events.recv_timeout(Duration::from_secs(1)) {
             Ok(e) => e,
@@ -81,26 +81,40 @@ fn browse(events: &mdns_sd::Receiver<ServiceEvent>, mine: &PeerUuid, dialer: &Di
         let ServiceEvent::ServiceResolved(info) = event else {
             continue;
         };
-        if let Some(addr) = to_dial(&info, mine) {
-            if dialer.add(&addr) {
+        for addr in to_dial(&info, mine) {
+            if dialer.add_discovered(&addr) {
                 tracing::info!(peer = %addr, name = info.get_fullname(), "found a Hearth node on the LAN");
             }
         }
     }
 }
 
-/// The address to dial for a resolved service: a Hearth node's (`app=hearth`), not this one,
-/// with a higher id than this node's, at one of its IPv4 addresses.
-fn to_dial(info: &ServiceInfo, mine: &PeerUuid) -> Option<String> {
+/// The addresses to dial for a resolved service: a Hearth node's (`app=hearth`), not this
+/// one, with a higher id than this node's, at each of its IPv4 addresses that can be another
+/// machine (not loopback, link-local or unspecified). Each is tried: one may be a private
+/// bridge (a container host's), and the duplicate-connection rule keeps one connection.
+fn to_dial(info: &ServiceInfo, mine: &PeerUuid) -> Vec<String> {
     if info.get_property_val_str("app") != Some("hearth") {
-        return None;
+        return Vec::new();
     }
-    let theirs = PeerUuid::parse(info.get_property_val_str("deviceID")?)?;
+    let Some(theirs) = info
+        .get_property_val_str("deviceID")
+        .and_then(PeerUuid::parse)
+    else {
+        return Vec::new();
+    };
     if &theirs == mine || theirs < *mine {
-        return None;
+        return Vec::new();
     }
-    let ip = info.get_addresses_v4().into_iter().min()?;
-    Some(format!("{ip}:{}", info.get_port()))
+    let mut ips: Vec<_> = info
+        .get_addresses_v4()
+        .into_iter()
+        .filter(|ip| !(ip.is_loopback() || ip.is_link_local() || ip.is_unspecified()))
+        .collect();
+    ips.sort();
+    ips.into_iter()
+        .map(|ip| format!("{ip}:{}", info.get_port()))
+        .collect()
 }
 
 #[cfg(test)]
@@ -118,26 +132,33 @@ mod tests {
         let mine = PeerUuid::parse("88888888-8888-4888-8888-888888888888").unwrap();
         let hearth = |id| [("deviceID", id), ("app", "hearth")];
         assert_eq!(
-            to_dial(&info(&hearth(high), "10.0.0.7"), &mine).as_deref(),
-            Some("10.0.0.7:8421")
+            to_dial(&info(&hearth(high), "10.0.0.7"), &mine),
+            vec!["10.0.0.7:8421"]
         );
-        assert_eq!(to_dial(&info(&hearth(low), "10.0.0.7"), &mine), None);
-        // Either case of the same id is this node.
+        // Every address that can be another machine, none that cannot.
         assert_eq!(
             to_dial(
-                &info(&hearth("88888888-8888-4888-8888-888888888888"), "10.0.0.7"),
+                &info(
+                    &hearth(high),
+                    "192.168.1.9,127.0.0.1,169.254.3.4,172.17.0.1"
+                ),
                 &mine
             ),
-            None
+            vec!["172.17.0.1:8421", "192.168.1.9:8421"]
         );
+        let none: Vec<String> = Vec::new();
+        assert_eq!(to_dial(&info(&hearth(low), "10.0.0.7"), &mine), none);
+        // Either case of the same id is this node.
+        let me_again = hearth("88888888-8888-4888-8888-888888888888");
+        assert_eq!(to_dial(&info(&me_again, "10.0.0.7"), &mine), none);
         // A TealeNet node (no app=hearth) connects to us itself.
         assert_eq!(
             to_dial(&info(&[("deviceID", high)], "10.0.0.7"), &mine),
-            None
+            none
         );
         assert_eq!(
             to_dial(&info(&hearth("not-a-uuid"), "10.0.0.7"), &mine),
-            None
+            none
         );
     }
 }

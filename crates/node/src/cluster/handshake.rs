@@ -15,6 +15,8 @@
 //! side is admitted only once the listener's first encrypted message, which needs the
 //! passcode, has arrived.
 
+use std::sync::Arc;
+
 use futures_util::{SinkExt as _, StreamExt as _};
 use hearth_protocol::cluster::{self as cm, Hello, Message, PeerUuid, Shape, HEARTH_NOISE};
 
@@ -22,7 +24,7 @@ use tokio_util::bytes::Bytes;
 
 use super::link::{Incoming, Link};
 use super::secure::{self, Proven};
-use super::{Frames, Me, HELLO_WAIT};
+use super::{Frames, Me, Rules, HELLO_WAIT};
 
 /// A peer past the handshake.
 #[derive(Debug)]
@@ -32,6 +34,8 @@ pub(crate) struct Admitted {
     pub(crate) hello: Hello,
     /// A Hearth peer's proof: its verified device id and its slots.
     pub(crate) proven: Option<Proven>,
+    /// The rules it was admitted by (a change since closes it: see `connection::run`).
+    pub(crate) rules: Arc<Rules>,
 }
 
 /// The peer's first frame, which must be `want` (hello or helloAck), and its bytes.
@@ -102,8 +106,7 @@ fn check_proof(me: &Me, hello: &Hello, proven: &Proven) -> Result<(), String> {
 }
 
 /// A plain (TealeNet) peer: compatibility on, not a known Hearth node, the same passcode.
-fn check_plain(me: &Me, hello: &Hello) -> Result<(), String> {
-    let rules = me.rules();
+fn check_plain(me: &Me, rules: &Rules, hello: &Hello) -> Result<(), String> {
     if !rules.compat {
         return Err("it is a TealeNet peer (plain text) and TealeNet compatibility is off".into());
     }
@@ -135,12 +138,13 @@ pub(crate) fn passcodes_match(ours: Option<&str>, theirs: Option<&str>) -> bool 
 
 /// The listening side: the peer's hello, then our helloAck and (Hearth) the Noise handshake.
 pub(crate) async fn accept(mut frames: Frames, me: &Me) -> Result<Admitted, String> {
+    let rules = me.rules();
     let (hello, shape, hello_bytes) = first(&mut frames, "hello").await?;
     if hearth_offer(&hello)? {
         let ack = send(&mut frames, &Message::HelloAck(me.hello(true)), shape).await?;
         let prologue = prologue(&hello_bytes, &ack);
         let (transport, proven) =
-            secure::respond(&mut frames, &me.rules().keys, me.slots(), &prologue).await?;
+            secure::respond(&mut frames, &rules.keys, me.slots(), &prologue).await?;
         check_proof(me, &hello, &proven)?;
         let mut link = Link::encrypted(frames, transport, me.state.cluster_peers.clone());
         // The first encrypted message: it tells the connecting side the passcode matched.
@@ -150,14 +154,16 @@ pub(crate) async fn accept(mut frames: Frames, me: &Me) -> Result<Admitted, Stri
             link,
             hello,
             proven: Some(proven),
+            rules,
         });
     }
-    check_plain(me, &hello)?;
+    check_plain(me, &rules, &hello)?;
     send(&mut frames, &Message::HelloAck(me.hello(false)), shape).await?;
     Ok(Admitted {
         link: Link::plain(frames, shape, me.state.cluster_peers.clone()),
         hello,
         proven: None,
+        rules,
     })
 }
 
@@ -165,6 +171,7 @@ pub(crate) async fn accept(mut frames: Frames, me: &Me) -> Result<Admitted, Stri
 /// side writes), the listener's Hearth helloAck, the Noise handshake, and the listener's
 /// first encrypted message.
 pub(crate) async fn dial(mut frames: Frames, me: &Me) -> Result<Admitted, String> {
+    let rules = me.rules();
     let hello = send(&mut frames, &Message::Hello(me.hello(true)), Shape::Wrapped).await?;
     let (ack, _, ack_bytes) = first(&mut frames, "helloAck").await?;
     if !hearth_offer(&ack)? {
@@ -172,7 +179,7 @@ pub(crate) async fn dial(mut frames: Frames, me: &Me) -> Result<Admitted, String
     }
     let prologue = prologue(&hello, &ack_bytes);
     let (transport, proven) =
-        secure::initiate(&mut frames, &me.rules().keys, me.slots(), &prologue).await?;
+        secure::initiate(&mut frames, &rules.keys, me.slots(), &prologue).await?;
     check_proof(me, &ack, &proven)?;
     let mut link = Link::encrypted(frames, transport, me.state.cluster_peers.clone());
     // The listener's first encrypted message proves it has the passcode too (the pre-shared
@@ -195,6 +202,7 @@ pub(crate) async fn dial(mut frames: Frames, me: &Me) -> Result<Admitted, String
         link,
         hello: ack,
         proven: Some(proven),
+        rules,
     })
 }
 

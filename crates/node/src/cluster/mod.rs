@@ -228,10 +228,13 @@ impl Me {
             .rules
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(rules);
-        self.state.cluster_peers.kick_all();
+        self.state
+            .cluster_peers
+            .kick_all("the cluster's passcode changed: admitted again under the new one");
     }
 
-    /// TealeNet compatibility on or off (the passcode unchanged); open connections close.
+    /// TealeNet compatibility on or off (the passcode unchanged); turned off, the TealeNet
+    /// peers' connections close.
     pub(crate) fn set_compat(&self, compat: bool) {
         let now = self.rules();
         let rules = Rules {
@@ -243,8 +246,10 @@ impl Me {
             .rules
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(rules);
-        if compat != now.compat {
-            self.state.cluster_peers.kick_all();
+        if now.compat && !compat {
+            self.state
+                .cluster_peers
+                .kick_tealenet("TealeNet compatibility was turned off");
         }
     }
 
@@ -376,7 +381,7 @@ pub(crate) fn listen(
                     () = stop.cancelled() => return,
                 };
                 let why = match admitted {
-                    Ok(a) => connection::run(a, peer, false, me, stop).await,
+                    Ok(a) => connection::run(a, peer, false, me, stop).await.0,
                     Err(why) => {
                         tracing::warn!(%peer, "cluster peer refused: {why}");
                         return;

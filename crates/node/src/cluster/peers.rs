@@ -44,6 +44,7 @@ struct Entry {
     id: PeerUuid,
     heard: Instant,
     kick: CancellationToken,
+    reason: Arc<std::sync::OnceLock<&'static str>>,
 }
 
 /// The connected peers. Cheap to clone.
@@ -67,6 +68,7 @@ pub(crate) struct Listed {
     peers: Peers,
     key: u64,
     kick: CancellationToken,
+    reason: Arc<std::sync::OnceLock<&'static str>>,
 }
 
 /// How long a TealeNet peer may be silent before it is listed as degraded.
@@ -104,15 +106,21 @@ impl Peers {
                 // (anyone can claim an id in plain text).
                 (false, true) => false,
                 (true, false) => true,
-                _ => e.view.outbound == keep_outbound && outbound != keep_outbound,
+                // Of two of one kind, the one in NOTES.md's direction; of two in the same
+                // direction (a second address of the same peer), the one already open.
+                _ => e.view.outbound == keep_outbound || outbound != keep_outbound,
             };
             if keep_old {
                 return Err("this node has the connection with that peer to keep already".into());
             }
+            let _ = e
+                .reason
+                .set("a newer connection with the same peer replaced it");
             e.kick.cancel();
         }
         let key = self.inner.next.fetch_add(1, Ordering::Relaxed);
         let kick = CancellationToken::new();
+        let reason = Arc::new(std::sync::OnceLock::new());
         let view = PeerView {
             name: hello.device_info.name.clone(),
             device_id: hello.device_info.id.to_string(),
@@ -134,12 +142,14 @@ impl Peers {
                 id,
                 heard: Instant::now(),
                 kick: kick.clone(),
+                reason: reason.clone(),
             },
         );
         Ok(Listed {
             peers: self.clone(),
             key,
             kick,
+            reason,
         })
     }
 
@@ -162,8 +172,18 @@ impl Peers {
     }
 
     /// Close every connection (the cluster's rules changed).
-    pub(crate) fn kick_all(&self) {
-        for e in self.lock().values() {
+    pub(crate) fn kick_all(&self, reason: &'static str) {
+        self.kick_where(|_| true, reason);
+    }
+
+    /// Close the connections of plain-text TealeNet peers (compatibility was turned off).
+    pub(crate) fn kick_tealenet(&self, reason: &'static str) {
+        self.kick_where(|e| e.view.kind == Kind::TealeNet.as_str(), reason);
+    }
+
+    fn kick_where(&self, which: impl Fn(&Entry) -> bool, reason: &'static str) {
+        for e in self.lock().values().filter(|e| which(e)) {
+            let _ = e.reason.set(reason);
             e.kick.cancel();
         }
     }
@@ -183,9 +203,15 @@ impl Peers {
 }
 
 impl Listed {
-    /// Cancelled when a newer connection with the same peer replaces this one.
+    /// Cancelled when this connection must close (a newer one with the same peer replaces it,
+    /// or the cluster's rules changed).
     pub(crate) fn kicked(&self) -> &CancellationToken {
         &self.kick
+    }
+
+    /// Why it was told to close.
+    pub(crate) fn kick_reason(&self) -> &'static str {
+        self.reason.get().copied().unwrap_or("told to close")
     }
 
     /// The peer sent a frame.

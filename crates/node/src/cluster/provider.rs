@@ -136,7 +136,10 @@ impl Provider {
             let to_session = self.frames.clone();
             let forward = tokio::spawn(async move {
                 loop {
+                    // A task's frame before any control of it (a pause right after a
+                    // takeover must reach the peer after the task it pauses).
                     let ask = tokio::select! {
+                        biased;
                         f = rx.recv() => match f {
                             Some(f) => Ask::Frame(f),
                             None => break,

@@ -12,8 +12,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use hearth_engine::{Event, FailureKind, Prompt, Request, SubmitError};
 use hearth_protocol::cluster::{
-    Chunk, ChunkChoice, ChunkDelta, ErrorCode, InferenceChunk, InferenceComplete, InferenceError,
-    InferenceRequest, Message,
+    Chunk, ChunkChoice, ChunkDelta, ControlAction, ErrorCode, InferenceChunk, InferenceComplete,
+    InferenceError, InferenceRequest, Message,
 };
 use hearth_protocol::openai::ChatCompletionBody;
 use tokio::sync::mpsc;
@@ -22,7 +22,45 @@ use tokio_util::sync::CancellationToken;
 use super::link::Kind;
 use super::provider::HEARTH_TASK_KEY;
 use super::Me;
-use crate::route::Generation;
+use crate::route::{Control, Generation};
+
+/// A served request's controls for a Hearth peer's `hearthControl`: one that arrives before
+/// the request has started is kept and applied when it starts.
+#[derive(Debug, Default)]
+pub(super) struct ControlSlot(std::sync::Mutex<(Option<Control>, Option<ControlAction>)>);
+
+impl ControlSlot {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (Option<Control>, Option<ControlAction>)> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The request started: its controls, and any action that came first.
+    fn set(&self, control: Control) {
+        let mut slot = self.lock();
+        if let Some(action) = slot.1.take() {
+            apply(&control, action);
+        }
+        slot.0 = Some(control);
+    }
+
+    /// Pause or resume it now, or as soon as it starts.
+    pub(super) fn apply(&self, action: ControlAction) {
+        let mut slot = self.lock();
+        match &slot.0 {
+            Some(control) => apply(control, action),
+            None => slot.1 = Some(action),
+        }
+    }
+}
+
+fn apply(control: &Control, action: ControlAction) {
+    let _ = match action {
+        ControlAction::Pause => control.pause(),
+        ControlAction::Resume => control.resume(),
+    };
+}
 
 /// Hand `m` to the connection unless the request is cancelled first; whether it went.
 async fn send(out: &mpsc::Sender<Message>, cancel: &CancellationToken, m: Message) -> bool {
@@ -40,7 +78,7 @@ pub(super) async fn inference(
     out: &mpsc::Sender<Message>,
     cancel: &CancellationToken,
     kind: Kind,
-    control: &std::sync::OnceLock<crate::route::Control>,
+    control: &ControlSlot,
 ) {
     let hearth = kind == Kind::Hearth;
     let id = req.request_id.clone();
@@ -58,7 +96,7 @@ pub(super) async fn inference(
             return;
         }
     };
-    let _ = control.set(gen.control.clone());
+    control.set(gen.control.clone());
     let model = gen.model.to_string();
     let chunk_id = format!("chatcmpl-{}", gen.id);
     let created = SystemTime::now()

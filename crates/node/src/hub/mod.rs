@@ -1,7 +1,9 @@
-//! Hub mode, the registry half (`serve --hub-token T`): which workers are connected on the
-//! WebSocket `/node` (`server::hub_door`), what model and how many slots each offers, and which
-//! tasks each is running. The route ([`crate::route::Router`]) places requests here; the door
-//! feeds the workers' frames back to the tasks' supervisors.
+//! The registry of remote providers: the workers of hub mode connected on the WebSocket
+//! `/node` (`serve --hub-token T`, `server::hub_door`) and the LAN cluster's peers
+//! (`cluster::provider`, with their heartbeat figures and, for Hearth peers, pause and
+//! resume): what model and how many slots each offers, and which tasks each is running. The
+//! route ([`crate::route::Router`]) places requests here; the connections feed the providers'
+//! frames back to the tasks' supervisors.
 //!
 //! ## Invariants
 //! - A worker's in-flight count is the number of routes it holds: a route is added when a task
@@ -516,6 +518,11 @@ impl Hub {
             return None;
         }
         Some(QueueSlot { hub: self.clone() })
+    }
+
+    /// Requests waiting for a slot now.
+    pub(crate) fn waiting(&self) -> usize {
+        self.inner.waiting.load(Ordering::Acquire)
     }
 
     pub(crate) fn queue_has_room(&self) -> bool {

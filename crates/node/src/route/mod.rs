@@ -6,9 +6,9 @@
 //! batch door). Whatever runs it, the door gets the same [`Generation`].
 //!
 //! Where a request runs is decided by [`place::place`], a pure function over one record per
-//! candidate (this node's engine, each hub worker, later each LAN peer); a generation placed
-//! elsewhere is driven by a supervisor (`supervisor`) that continues it on another candidate
-//! when its provider is lost.
+//! candidate (this node's engine, each hub worker, each LAN peer, and which of them ran the
+//! conversation's previous turn: `affinity`); a generation placed elsewhere is driven by a
+//! supervisor (`supervisor`) that continues it on another candidate when its provider is lost.
 //!
 //! Requests given as token ids (the batch door's continuations) are this node's tokenizer's
 //! and always run here.
@@ -224,7 +224,7 @@ impl Router {
             RemotePrompt::Text(_) => None,
         };
         let preferred = conversation.and_then(|m| self.affinity.preferred(m));
-        let placement = placement(
+        let mut placement = placement(
             &[],
             hub,
             &self.host,
@@ -233,6 +233,14 @@ impl Router {
             serve_local,
             preferred,
         );
+        // Queued here while older requests wait for the first slot anywhere: it waits with
+        // them instead of going ahead of them.
+        if matches!(placement, Placement::Local) && hub.waiting() > 0 {
+            let s = self.host.stats();
+            if s.active + s.queued >= s.slots {
+                placement = Placement::Wait;
+            }
+        }
         if let Some(m) = conversation {
             match &placement {
                 Placement::Local => self.affinity.remember(m, Provider::Local),
@@ -281,8 +289,17 @@ impl Router {
         deadline: tokio::time::Instant,
     ) -> Result<Generation, SubmitError> {
         loop {
-            // Ask to be woken before trying, so a place freed in between is not missed.
+            // Ask to be woken before trying, so a place freed in between is not missed
+            // (without an engine here, the route's own queue was full: look again shortly).
+            let engine = self.host.engine().is_some();
             let room = self.host.room();
+            let room = async move {
+                if engine {
+                    room.await;
+                } else {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            };
             match self.submit(target, request.clone()) {
                 Err(SubmitError::QueueFull { .. }) if tokio::time::Instant::now() < deadline => {}
                 other => return other,

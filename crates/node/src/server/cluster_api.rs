@@ -182,9 +182,13 @@ pub(crate) async fn patch(
     }
     if body.passcode.is_some() {
         me.set_rules(passcode, compat).await;
+        // On the LAN only with a passcode: the listener moves (and discovery with it).
+        state.cluster_rebind.notify_one();
     } else {
         me.set_compat(compat);
     }
+    // Whatever waits to reconnect tries at once, under the new rules.
+    dialer(&state)?.nudge();
     get(State(state)).await
 }
 

@@ -76,6 +76,8 @@ pub struct AppState {
     pub cluster_peers: crate::cluster::Peers,
     /// The peer addresses this node keeps connections to (set once the cluster runs).
     pub cluster_dialer: std::sync::OnceLock<Arc<crate::cluster::dial::Dialer>>,
+    /// Notified when the cluster's passcode changed: the node moves its listener.
+    pub cluster_rebind: Arc<tokio::sync::Notify>,
 }
 
 /// Unknown API paths answer in the OpenAI error format; everything else is the web UI.

@@ -113,6 +113,28 @@ const MIGRATIONS: &[&str] = &[
     peers::MIGRATION,
 ];
 
+/// Make `path` (and the WAL files next to it, when they exist) readable by this user only.
+fn owner_only(path: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        for p in [
+            path.to_path_buf(),
+            path.with_extension("db-wal"),
+            path.with_extension("db-shm"),
+        ] {
+            if p.exists() {
+                if let Err(e) = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600))
+                {
+                    tracing::warn!(file = %p.display(), error = %e, "could not make the database private");
+                }
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+}
+
 /// A feedback row as stored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FeedbackRow {
@@ -137,6 +159,9 @@ impl Store {
             detail,
         };
         let conn = Connection::open(&path)?;
+        // It holds secrets (the cluster passcode, client keys): this user's only. SQLite gives
+        // its -wal and -shm files the database's permissions.
+        owner_only(&path);
         let setup = |conn: &Connection| -> Result<(), rusqlite::Error> {
             conn.pragma_update(None, "journal_mode", "WAL")?;
             conn.pragma_update(None, "synchronous", "NORMAL")?;

@@ -151,6 +151,25 @@ mod tests {
     }
 
     #[tokio::test]
+    #[cfg(unix)]
+    async fn the_database_holding_them_is_this_users_only() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store
+            .set_node_setting("passcode", Some("p".into()))
+            .await
+            .unwrap();
+        for f in ["hearth.db", "hearth.db-wal"] {
+            let mode = std::fs::metadata(dir.path().join(f))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600, "{f}");
+        }
+    }
+
+    #[tokio::test]
     async fn node_settings_are_set_replaced_and_cleared() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();

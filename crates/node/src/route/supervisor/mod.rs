@@ -1,5 +1,6 @@
-//! The supervisor of one generation that runs elsewhere (a hub's worker now; a LAN peer
-//! next): it sends the task, turns the provider's frames into `Event::Token`s, ends the stream
+//! The supervisor of one generation placed away from this node's engine (on a hub's worker or
+//! a LAN peer), which may end up here: it sends the task, turns the provider's frames into
+//! `Event::Token`s (this node's engine runs it through `local`), ends the stream
 //! with `Done` (the counts the provider reports: this node's engine, or a Hearth worker's
 //! `tokens` and `done` frames; a reference worker reports none, so its text is counted with this
 //! node's tokenizer when it holds the model, else one token per frame), and when the provider
@@ -437,6 +438,11 @@ impl Job {
     async fn on_worker(&mut self, mut r: Reservation) -> Outcome {
         self.answerer.send_replace(Some(r.worker_name.clone()));
         self.pausable.store(r.controls.is_some(), Ordering::Release);
+        // Paused, and placed where no pause can reach: it runs, and the reader is told.
+        if self.paused && r.controls.is_none() {
+            self.paused = false;
+            let _ = self.emit(Event::Resumed).await;
+        }
         let continuing = !self.delivered.is_empty();
         let prior = self.settle();
         if let Some(done) = self.complete_already(prior) {

@@ -2,6 +2,10 @@
 //! the continuation cache, the valid prompts handed in order to the route (which waits for
 //! room), each generation's engine events gathered per step into one JSON array per event
 //! type in prompt order, and what did not finish saved for a continuation.
+//!
+//! On this node's own model the prompts are its token ids (a continuation goes on from the
+//! exact tokens). On a node without the model the batch runs on a Hearth peer that has it,
+//! in text: a prompt is sent as text, and a continuation as the text so far.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -133,7 +137,8 @@ struct Batch {
     /// One task per running prompt, moving its engine events into `events_tx`. Dropped with
     /// the batch, which drops the event streams and so cancels the generations.
     forwarders: JoinSet<()>,
-    /// What the prompts resolved to (this node's model: batch prompts are its token ids).
+    /// What the prompts resolved to: this node's model (the prompts are its token ids) or a
+    /// peer's (the prompts go as text).
     target: Target,
     /// Prompts admitted (or refused) by the route, in order, from the submitter.
     submitted: mpsc::Receiver<Submitted>,
@@ -168,15 +173,12 @@ pub(super) async fn run_batch(
     request: BatchRequest,
     out: mpsc::Sender<String>,
 ) {
-    // Batch prompts are this node's token ids: they run on this node's model.
     let target = match state.router.resolve(None, BATCH_MODEL_WAIT).await {
         Ok(t) => t,
         Err(e) => return fail_all(&request, &e.to_string(), &out).await,
     };
-    let Some(info) = target.local.clone() else {
-        return fail_all(&request, "this node has no model of its own", &out).await;
-    };
-    let batch = Batch::prepare(state, target, &info, request, out);
+    let info = target.local.clone();
+    let batch = Batch::prepare(state, target, info.as_deref(), request, out);
     batch.run().await;
 }
 
@@ -185,11 +187,11 @@ impl Batch {
     fn prepare(
         state: Arc<AppState>,
         target: Target,
-        info: &ModelInfo,
+        info: Option<&ModelInfo>,
         request: BatchRequest,
         out: mpsc::Sender<String>,
     ) -> Self {
-        let ctx = info.ctx_per_slot;
+        let ctx = info.map(|i| i.ctx_per_slot);
         let key = request.cache_key();
         let (events_tx, events_rx) = mpsc::channel(BATCH_EVENTS);
         let (submitted_tx, submitted_rx) = mpsc::channel(request.entries.len().max(1));
@@ -198,19 +200,19 @@ impl Batch {
                 o.only_new_tokens(),
                 o.stream_response(),
                 o.generation_config()
-                    .validate(&state.batch.defaults, Some(ctx))
+                    .validate(&state.batch.defaults, ctx)
                     .map_err(|e| format!("generation_config.{}: {}", e.param, e.message)),
             ),
             Err(e) => (true, true, Err(e.clone())),
         };
         let saved = match (&key, &params) {
-            (Some(k), Ok(_)) => state.batch.cache.get(k, &info.id, Instant::now()),
+            (Some(k), Ok(_)) => state.batch.cache.get(k, &target.model, Instant::now()),
             _ => None,
         };
         let mut batch = Self {
             out,
             open: true,
-            model: info.id.clone(),
+            model: target.model.clone(),
             key,
             items: Vec::with_capacity(request.entries.len()),
             only_new_tokens,
@@ -351,8 +353,14 @@ impl Batch {
             .enumerate()
             .filter(|(_, item)| item.phase == Phase::Waiting)
             .map(|(index, item)| {
+                // Text on a peer's model: the prompt, or for a continuation the text so far.
+                let prompt = if self.target.local.is_some() {
+                    Prompt::Tokens(item.tokens.clone())
+                } else {
+                    Prompt::Text(item.prefix.clone())
+                };
                 let request = Request {
-                    prompt: Prompt::Tokens(item.tokens.clone()),
+                    prompt,
                     params: self.params.clone(),
                 };
                 (index, request)
@@ -556,14 +564,15 @@ impl Batch {
 }
 
 /// Turn one valid entry into a prompt ready to submit: tokenized (or restored from the
-/// cache) and checked against the context. `Err` carries the ERROR to send.
+/// cache) and checked against the context; on a peer's model (`info` none) the text is
+/// kept, and the peer checks it. `Err` carries the ERROR to send.
 fn prepare_entry(
     index: usize,
     entry: PromptEntry,
     resume: Option<&Saved>,
-    info: &ModelInfo,
+    info: Option<&ModelInfo>,
 ) -> Result<Item, (Option<String>, String)> {
-    let ctx = info.ctx_per_slot;
+    let ctx = info.map_or(u32::MAX, |i| i.ctx_per_slot);
     let PromptEntry { request_id, prompt } = entry;
     if let Some(saved) = resume {
         if saved.eos {
@@ -600,6 +609,11 @@ fn prepare_entry(
                 ),
             ))
         }
+    };
+    let Some(info) = info else {
+        let mut item = Item::new(Some(request_id), Phase::Waiting);
+        item.prefix = prompt;
+        return Ok(item);
     };
     let tokens = info.tokenize(&prompt);
     if tokens.is_empty() {
