@@ -96,16 +96,46 @@ fn rate_and_ttft(t: &client::Trace) -> Result<(f64, f64)> {
     Ok((rate, t.ttft().as_secs_f64() * 1000.0))
 }
 
-pub(crate) async fn figures(model: &Path, bin: &Path, tokens: usize) -> Result<Vec<Figure>> {
+/// How many times each figure is measured: a full run, or a smoke run (`--quick`).
+#[derive(Debug, Clone, Copy)]
+struct Runs {
+    rounds: usize,
+    pairs: usize,
+    /// The nodes of the fully connected cluster, and how long its traffic is counted.
+    mesh: usize,
+    window: Duration,
+}
+
+pub(crate) async fn figures(
+    model: &Path,
+    bin: &Path,
+    tokens: usize,
+    quick: bool,
+) -> Result<Vec<Figure>> {
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(300))
         .build()?;
+    let runs = if quick {
+        Runs {
+            rounds: 1,
+            pairs: 2,
+            mesh: 4,
+            window: Duration::from_secs(3),
+        }
+    } else {
+        Runs {
+            rounds: 5,
+            pairs: 12,
+            mesh: 16,
+            window: Duration::from_secs(10),
+        }
+    };
     let mut out = Vec::new();
-    out.extend(pinned(&http, model, bin, tokens).await?);
-    out.extend(through_a_peer(&http, model, bin, tokens).await?);
-    out.extend(takeover(&http, model, bin).await?);
-    out.extend(detection(&http, model, bin).await?);
-    out.extend(sixteen(&http, model, bin).await?);
+    out.extend(pinned(&http, model, bin, tokens, runs).await?);
+    out.extend(through_a_peer(&http, model, bin, tokens, runs).await?);
+    out.extend(takeover(&http, model, bin, runs).await?);
+    out.extend(detection(&http, model, bin, runs).await?);
+    out.extend(mesh(&http, model, bin, runs).await?);
     Ok(out)
 }
 
@@ -115,6 +145,7 @@ async fn pinned(
     model: &Path,
     bin: &Path,
     tokens: usize,
+    runs: Runs,
 ) -> Result<Vec<Figure>> {
     eprintln!("cluster: two nodes on one core each against one");
     let one_core = [s("--threads"), s("1"), s("--parallel"), s("1")];
@@ -128,7 +159,7 @@ async fn pinned(
     aggregate(http, &single.base(), 4, tokens * 2).await?;
     aggregate(http, &a.base(), 4, tokens * 2).await?;
     let (mut one, mut two, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..5 {
+    for _ in 0..runs.rounds {
         let r1 = aggregate(http, &single.base(), 4, tokens * 2).await?;
         let r2 = aggregate(http, &a.base(), 4, tokens * 2).await?;
         one.push(r1);
@@ -152,6 +183,7 @@ async fn through_a_peer(
     model: &Path,
     bin: &Path,
     tokens: usize,
+    runs: Runs,
 ) -> Result<Vec<Figure>> {
     eprintln!("cluster: one stream through a peer");
     // Two machines on one: the peer decodes on one core, the node that relays (and this
@@ -171,7 +203,7 @@ async fn through_a_peer(
     wait_peers(http, &a, 1).await?;
     client::sse_chat(http, &a.base(), PROMPT, 4).await?;
     let (mut ratios, mut added, mut rates) = (Vec::new(), Vec::new(), Vec::new());
-    for i in 0..12 {
+    for i in 0..runs.pairs {
         // A new prompt each time, so neither run finds it cached.
         let straight =
             client::sse_chat(http, &b.base(), &format!("{i}a. {PROMPT}"), tokens).await?;
@@ -186,7 +218,7 @@ async fn through_a_peer(
     let long = "The quick brown fox jumps over the lazy dog. ".repeat(150);
     let (mut second_via, mut second_straight, mut turn_ratios) =
         (Vec::new(), Vec::new(), Vec::new());
-    for i in 0..4 {
+    for i in 0..runs.pairs.div_ceil(3) {
         let mut ttft = [0.0; 2];
         for (j, base) in [b.base(), a.base()].iter().enumerate() {
             let first = format!("{i}{j} {long}");
@@ -267,7 +299,12 @@ async fn second_turn(
 }
 
 /// From a provider's kill (SIGKILL) to the client's next token, three times.
-async fn takeover(http: &reqwest::Client, model: &Path, bin: &Path) -> Result<Vec<Figure>> {
+async fn takeover(
+    http: &reqwest::Client,
+    model: &Path,
+    bin: &Path,
+    runs: Runs,
+) -> Result<Vec<Figure>> {
     eprintln!("cluster: takeover after a provider is killed");
     let ports = [free_port()?, free_port()?];
     let provider = |port: u16| {
@@ -290,7 +327,7 @@ async fn takeover(http: &reqwest::Client, model: &Path, bin: &Path) -> Result<Ve
         .collect();
     let a = NodeProc::launch(bin, None, &peers, None)?;
     let mut gaps = Vec::new();
-    for round in 0..3 {
+    for round in 0..runs.rounds.min(3) {
         wait_peers(http, &a, 2).await?;
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let (h, base) = (http.clone(), a.base());
@@ -326,7 +363,12 @@ async fn takeover(http: &reqwest::Client, model: &Path, bin: &Path) -> Result<Ve
 
 /// A dead peer (SIGKILL: its connection closes) and a silent one (SIGSTOP: it stays open),
 /// three times each: from the signal to its leaving the other node's peers.
-async fn detection(http: &reqwest::Client, model: &Path, bin: &Path) -> Result<Vec<Figure>> {
+async fn detection(
+    http: &reqwest::Client,
+    model: &Path,
+    bin: &Path,
+    runs: Runs,
+) -> Result<Vec<Figure>> {
     eprintln!("cluster: noticing a dead and a silent peer");
     let port = free_port()?;
     let peer = || {
@@ -350,7 +392,7 @@ async fn detection(http: &reqwest::Client, model: &Path, bin: &Path) -> Result<V
         bail!("the peer never left")
     };
     let (mut killed, mut stopped) = (Vec::new(), Vec::new());
-    for _ in 0..3 {
+    for _ in 0..runs.rounds.min(3) {
         wait_peers(http, &a, 1).await?;
         b.kill();
         killed.push(gone(&a).await?);
@@ -372,12 +414,13 @@ async fn detection(http: &reqwest::Client, model: &Path, bin: &Path) -> Result<V
     ])
 }
 
-/// Sixteen scripted nodes, each connected to every other, against two: heartbeat bytes per
-/// node per second while idle, and a request's time to first token on a node with 15 peers.
-async fn sixteen(http: &reqwest::Client, model: &Path, bin: &Path) -> Result<Vec<Figure>> {
+/// Sixteen scripted nodes (four in a smoke run), each connected to every other, against two:
+/// heartbeat bytes per node per second while idle, and a request's time to first token on a
+/// node with all the others as peers.
+async fn mesh(http: &reqwest::Client, model: &Path, bin: &Path, runs: Runs) -> Result<Vec<Figure>> {
     let mut figures = Vec::new();
     let mut per_node = Vec::new();
-    for n in [2usize, 16] {
+    for n in [2usize, runs.mesh] {
         eprintln!("cluster: {n} scripted nodes, fully connected");
         let mut nodes: Vec<NodeProc> = Vec::new();
         for _ in 0..n {
@@ -407,7 +450,7 @@ async fn sixteen(http: &reqwest::Client, model: &Path, bin: &Path) -> Result<Vec
             }
             Ok(total)
         };
-        let window = Duration::from_secs(10);
+        let window = runs.window;
         let before = sent(&nodes).await?;
         tokio::time::sleep(window).await;
         let bytes = (sent(&nodes).await? - before) as f64 / window.as_secs_f64() / n as f64;
@@ -430,10 +473,14 @@ async fn sixteen(http: &reqwest::Client, model: &Path, bin: &Path) -> Result<Vec
     }
     // Per node, traffic grows with its peers (a heartbeat and pings to each): per peer it
     // must not grow at all, 15 peers against 1.
-    let growth = (per_node[1] / 15.0) / per_node[0].max(1.0);
+    let peers = (runs.mesh - 1) as f64;
+    let growth = (per_node[1] / peers) / per_node[0].max(1.0);
     figures.push(
         Figure::new(
-            "cluster: bytes per node per peer, 16 nodes over 2",
+            format!(
+                "cluster: bytes per node per peer, {} nodes over 2",
+                runs.mesh
+            ),
             "ratio",
             vec![growth],
         )

@@ -398,7 +398,7 @@ async fn run(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<Figure>> 
         figures.extend(door_figures(args, model, node_bin).await?);
     }
     if args.only.is_none() || args.only == Some(Part::Cluster) {
-        figures.extend(cluster::figures(model, node_bin, args.tokens * 2).await?);
+        figures.extend(cluster::figures(model, node_bin, args.tokens * 2, args.quick).await?);
     }
     Ok(figures)
 }

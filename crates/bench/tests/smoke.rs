@@ -63,6 +63,11 @@ fn a_quick_benchmark_run_reports_every_figure() {
         "resident memory per extra slot",
         "SSE token messages, 1 client(s)",
         "/generate token messages, 32 client(s)",
+        "cluster: 2 nodes on 1 core each, 4 requests",
+        "cluster: one stream through a peer, decode",
+        "cluster: a provider's kill to the client's next token",
+        "cluster: a silent peer (link cut) noticed",
+        "cluster: 4 nodes, bytes sent per node per second (idle)",
     ] {
         let f = get(name);
         let m = f["median"].as_f64().unwrap();

@@ -16,14 +16,15 @@
 //!   answer when its remote provider is lost.
 //! - [`host`]: [`host::ModelHost`], which engine (and model) serves this node now; the route
 //!   submits here for requests it places on this node.
-//! - [`hub`]: hub mode's worker registry and snapshot, and worker mode (`hub::join`, `--join`):
-//!   serve a hub's tasks with this node's engine.
-//! - [`cluster`]: the LAN cluster's listener (`--cluster-port`): TealeNet peers' handshake,
-//!   heartbeats and inference requests (so far in compatibility mode only).
+//! - [`hub`]: the registry of remote providers (hub mode's workers, the cluster's peers) and
+//!   worker mode (`hub::join`, `--join`): serve a hub's tasks with this node's engine.
+//! - [`cluster`]: the LAN cluster (`--cluster-port`, `--peer`, discovery): Hearth peers over
+//!   Noise, TealeNet peers in compatibility mode, heartbeats and liveness, peers' requests
+//!   served here and peers as providers of the route.
 //! - [`auth`]: this node's Ed25519 identity, the signed-challenge door's client keys and the
 //!   limiter of failed attempts.
 //! - [`store`]: `hearth.db` (WAL) and its migrations: feedback, conversations, API keys,
-//!   clients.
+//!   clients, the cluster's known peers and the settings made in the UI.
 //! - [`cli`], [`config`]: the `serve` flags and their `HEARTH_*` variables (shared with the
 //!   desktop app); [`NodeConfig`], default paths, `--model` resolution.
 //! - [`data_dir`]: the data dir's exclusive lock (one node per data dir).
@@ -35,6 +36,7 @@
 //! - On shutdown every open stream gets a final message before the port closes.
 
 pub mod auth;
+mod backoff;
 pub mod cli;
 pub mod cluster;
 pub mod config;

@@ -675,18 +675,9 @@ async fn in_hub_mode_this_door_generates_on_a_worker() {
 /// it (the route at work across the cluster).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_model_this_door_generates_on_a_lan_peer() {
-    let cluster = |peers: Vec<String>| {
-        Some(hearth_node::cluster::ClusterConfig {
-            port: Some(0),
-            passcode: None,
-            tealenet_compat: false,
-            peers,
-            discovery: false,
-        })
-    };
     let peer = TestNode::start_with(|c| {
         c.name = "peer-a".into();
-        c.cluster = cluster(Vec::new());
+        c.cluster = common::cluster_config(Vec::new());
     })
     .await;
     let at = peer.node().cluster_addr().unwrap().to_string();
@@ -694,9 +685,8 @@ async fn without_a_model_this_door_generates_on_a_lan_peer() {
     let t = TestNode::start_with(|c| {
         c.auth_timeout = AUTH_TIMEOUT;
         c.key_storage = KeyStorage::File;
-        c.model = None;
-        c.models_dir = empty.path().to_path_buf();
-        c.cluster = cluster(vec![at]);
+        common::without_model(c, empty.path());
+        c.cluster = common::cluster_config(vec![at]);
     })
     .await;
     common::wait_for(

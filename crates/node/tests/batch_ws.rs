@@ -659,26 +659,16 @@ async fn bad_input_gets_the_doors_error_shape_and_the_socket_keeps_serving() {
 /// prompts complete, and the same ids continue from the text so far.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_model_a_batch_runs_on_a_lan_peer_and_continues() {
-    let cluster = |peers: Vec<String>| {
-        Some(hearth_node::cluster::ClusterConfig {
-            port: Some(0),
-            passcode: None,
-            tealenet_compat: false,
-            peers,
-            discovery: false,
-        })
-    };
     let peer = TestNode::start_with(|c| {
         c.parallel = 2;
-        c.cluster = cluster(Vec::new());
+        c.cluster = common::cluster_config(Vec::new());
     })
     .await;
     let at = peer.node().cluster_addr().unwrap().to_string();
     let empty = tempfile::tempdir().unwrap();
     let t = TestNode::start_with(|c| {
-        c.model = None;
-        c.models_dir = empty.path().to_path_buf();
-        c.cluster = cluster(vec![at]);
+        common::without_model(c, empty.path());
+        c.cluster = common::cluster_config(vec![at]);
     })
     .await;
     common::wait_for(

@@ -7,17 +7,10 @@
 mod common;
 
 use common::{client, TestNode};
-use hearth_node::cluster::ClusterConfig;
 use serde_json::{json, Value};
 
 fn cluster(c: &mut hearth_node::NodeConfig) {
-    c.cluster = Some(ClusterConfig {
-        port: Some(0),
-        passcode: None,
-        tealenet_compat: false,
-        peers: Vec::new(),
-        discovery: false,
-    });
+    c.cluster = common::cluster_config(Vec::new());
 }
 
 async fn get(t: &TestNode) -> Value {

@@ -7,20 +7,9 @@ mod common;
 use std::time::Duration;
 
 use common::{ws_recv_timeout, ws_send, ws_until, TestNode, MODEL_ID};
-use hearth_node::cluster::ClusterConfig;
 use serde_json::{json, Value};
 
 const STORY: &str = "Write a long story about a robot learning to paint.";
-
-fn cluster(peers: Vec<String>) -> Option<ClusterConfig> {
-    Some(ClusterConfig {
-        port: Some(0),
-        passcode: None,
-        tealenet_compat: false,
-        peers,
-        discovery: false,
-    })
-}
 
 async fn tokens_made(t: &TestNode) -> u64 {
     t.status().await["tokens_generated"].as_u64().unwrap()
@@ -31,16 +20,15 @@ async fn pause_resume_and_stop_reach_an_answer_on_a_hearth_peer() {
     let a = TestNode::start_with(|c| {
         c.name = "peer-a".into();
         c.parallel = 1;
-        c.cluster = cluster(Vec::new());
+        c.cluster = common::cluster_config(Vec::new());
     })
     .await;
     let at = a.node().cluster_addr().unwrap().to_string();
     let empty = tempfile::tempdir().unwrap();
     let b = TestNode::start_with(|c| {
         c.name = "node-b".into();
-        c.model = None;
-        c.models_dir = empty.path().to_path_buf();
-        c.cluster = cluster(vec![at]);
+        common::without_model(c, empty.path());
+        c.cluster = common::cluster_config(vec![at]);
     })
     .await;
     common::wait_for(

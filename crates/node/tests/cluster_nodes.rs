@@ -89,6 +89,20 @@ impl Peer {
         v
     }
 
+    /// A new conversation of the UI's, by id.
+    async fn conversation(&self, title: &str) -> String {
+        let conv: Value = client()
+            .post(self.url("/api/conversations"))
+            .json(&json!({ "title": title }))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        conv["id"].as_str().unwrap().to_owned()
+    }
+
     async fn finished(&self) -> u64 {
         self.status().await["requests_finished"].as_u64().unwrap()
     }
@@ -148,16 +162,8 @@ async fn a_model_on_one_node_is_served_through_the_others() {
     // The models list and the UI's chat, which names the node that answered.
     let models = get_json_at(gamma.url("/v1/models")).await;
     assert_eq!(models["data"][0]["id"], MODEL_ID, "{models}");
-    let conv: Value = client()
-        .post(gamma.url("/api/conversations"))
-        .json(&json!({"title": "through the cluster"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let conv = conv["id"].as_str().unwrap();
+    let conv = gamma.conversation("through the cluster").await;
+    let conv = conv.as_str();
     let mut ui = stream_sse(
         gamma.url(&format!("/api/conversations/{conv}/chat")),
         json!({"content": "Name three fruits."}),
@@ -265,16 +271,7 @@ async fn an_answer_whose_provider_is_killed_completes_from_another_node() {
     beta.wait_peer("gamma", MODEL_ID).await;
 
     // The UI's chat, which names the node that finished the answer.
-    let conv: Value = client()
-        .post(beta.url("/api/conversations"))
-        .json(&json!({"title": "moves"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let conv = conv["id"].as_str().unwrap().to_owned();
+    let conv = beta.conversation("moves").await;
     let r = client()
         .patch(beta.url(&format!("/api/conversations/{conv}")))
         .json(&json!({"settings": {"temperature": 0, "max_tokens": 160}}))

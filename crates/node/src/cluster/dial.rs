@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use backon::BackoffBuilder as _;
 use tokio::net::TcpStream;
 use tokio_util::codec::Framed;
 use tokio_util::sync::CancellationToken;
@@ -136,13 +135,7 @@ impl Dialer {
 }
 
 fn backoff() -> backon::ExponentialBackoff {
-    // backon adds up to 100% jitter above its base: a base of half gives half to all.
-    backon::ExponentialBuilder::new()
-        .with_min_delay(BACKOFF_FIRST / 2)
-        .with_max_delay(BACKOFF_MAX / 2)
-        .with_jitter()
-        .without_max_times()
-        .build()
+    crate::backoff::jittered(BACKOFF_FIRST, BACKOFF_MAX)
 }
 
 /// Connect, run, reconnect, until `stop` (or, for a discovered address, until it has failed

@@ -79,6 +79,20 @@ impl Keys {
         }
     }
 
+    /// A handshake with this node's static key and the passcode's key, `prologue` bound in.
+    fn handshake(&self, prologue: &[u8], initiator: bool) -> Result<snow::HandshakeState, String> {
+        let builder = snow::Builder::new(params())
+            .local_private_key(&self.static_private)
+            .prologue(prologue)
+            .psk(3, &self.psk);
+        if initiator {
+            builder.build_initiator()
+        } else {
+            builder.build_responder()
+        }
+        .map_err(noise_err)
+    }
+
     fn proof(&self, slots: usize) -> Vec<u8> {
         let mut signed = SIGNING_CONTEXT.to_vec();
         signed.extend_from_slice(&self.static_public);
@@ -166,12 +180,7 @@ pub(crate) async fn initiate(
     slots: usize,
     prologue: &[u8],
 ) -> Result<(snow::TransportState, Proven), String> {
-    let mut hs = snow::Builder::new(params())
-        .local_private_key(&keys.static_private)
-        .prologue(prologue)
-        .psk(3, &keys.psk)
-        .build_initiator()
-        .map_err(noise_err)?;
+    let mut hs = keys.handshake(prologue, true)?;
     let mut buf = vec![0u8; NOISE_FRAME_BYTES];
     let n = hs.write_message(&[], &mut buf).map_err(noise_err)?;
     send_frame(frames, &buf[..n]).await?;
@@ -193,12 +202,7 @@ pub(crate) async fn respond(
     slots: usize,
     prologue: &[u8],
 ) -> Result<(snow::TransportState, Proven), String> {
-    let mut hs = snow::Builder::new(params())
-        .local_private_key(&keys.static_private)
-        .prologue(prologue)
-        .psk(3, &keys.psk)
-        .build_responder()
-        .map_err(noise_err)?;
+    let mut hs = keys.handshake(prologue, false)?;
     let mut payload = vec![0u8; NOISE_FRAME_BYTES];
     let msg = next_frame(frames).await?;
     hs.read_message(&msg, &mut payload).map_err(noise_err)?;

@@ -231,17 +231,9 @@ async fn connect(url: &str) -> Result<(Socket, bool), tungstenite::Error> {
     Ok((ws, extensions))
 }
 
-/// Reconnect delays: exponential with equal jitter, each between half and all of
-/// `BACKOFF_FIRST * 2^attempt`, capped at `BACKOFF_MAX` (backon adds up to 100% jitter above
-/// its base, so its base is half of that).
+/// Reconnect delays: exponential with equal jitter, capped at [`BACKOFF_MAX`].
 fn backoff() -> backon::ExponentialBackoff {
-    use backon::BackoffBuilder as _;
-    backon::ExponentialBuilder::new()
-        .with_min_delay(BACKOFF_FIRST / 2)
-        .with_max_delay(BACKOFF_MAX / 2)
-        .with_jitter()
-        .without_max_times()
-        .build()
+    crate::backoff::jittered(BACKOFF_FIRST, BACKOFF_MAX)
 }
 
 /// Why a session ended.

@@ -21,6 +21,24 @@ pub type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 pub const MODEL_ID: &str = "SmolLM2-135M-Instruct.Q4_1";
 
+/// A loopback cluster for an in-process node: a free port, no passcode, no TealeNet
+/// compatibility, no discovery, these peers kept connected.
+pub fn cluster_config(peers: Vec<String>) -> Option<hearth_node::cluster::ClusterConfig> {
+    Some(hearth_node::cluster::ClusterConfig {
+        port: Some(0),
+        passcode: None,
+        tealenet_compat: false,
+        peers,
+        discovery: false,
+    })
+}
+
+/// A node on an empty models folder (`dir`): no model of its own.
+pub fn without_model(c: &mut NodeConfig, dir: &std::path::Path) {
+    c.model = None;
+    c.models_dir = dir.to_path_buf();
+}
+
 /// The default model, fetched by `scripts/setup.sh` (HEARTH_TEST_MODEL overrides).
 pub fn model_path() -> PathBuf {
     let path = std::env::var_os("HEARTH_TEST_MODEL")
