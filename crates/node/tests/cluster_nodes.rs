@@ -108,16 +108,9 @@ impl Peer {
     }
 }
 
-/// Like `common::wait_for`, with 30 s (heartbeats come every 5 s).
-async fn wait(mut cond: impl AsyncFnMut() -> bool, what: &str) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while tokio::time::Instant::now() < deadline {
-        if cond().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for {what}");
+/// `common::wait_for` with 30 s: heartbeats come every 5 s.
+async fn wait(cond: impl AsyncFnMut() -> bool, what: &str) {
+    common::wait_for_secs(30, cond, what).await;
 }
 
 fn text(answer: &Value) -> String {

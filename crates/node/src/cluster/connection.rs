@@ -230,10 +230,11 @@ impl Session {
                 }
                 Ok(()) = model_state.changed() => {
                     // Loading progress changes the state often; only a new set of models counts.
-                    if self.me.loaded_models() == announced {
+                    let now = self.me.loaded_models();
+                    if now == announced {
                         continue;
                     }
-                    announced = self.me.loaded_models();
+                    announced = now;
                     let hb = Message::Heartbeat(heartbeat(&self.me));
                     if let Err(why) = link.send(&hb).await {
                         break why;

@@ -107,31 +107,28 @@ impl Link {
     /// Write one message. The stream fails a write the peer takes nothing of for the node's
     /// write timeout.
     pub(crate) async fn send(&mut self, m: &Message) -> Result<(), String> {
-        let bytes = cm::encode(m, self.shape);
-        self.write(&bytes).await
+        self.write(cm::encode(m, self.shape)).await
     }
 
     /// A liveness ping (Hearth peers only; a TealeNet peer gets nothing).
     pub(crate) async fn ping(&mut self) -> Result<(), String> {
         if self.noise.is_some() {
-            self.write(&[]).await
+            self.write(Vec::new()).await
         } else {
             Ok(())
         }
     }
 
-    async fn write(&mut self, plain: &[u8]) -> Result<(), String> {
+    /// One message's JSON (empty: a ping): a plain frame as it is (no copy), or sealed.
+    async fn write(&mut self, plain: Vec<u8>) -> Result<(), String> {
         let failed = |e: std::io::Error| format!("writing failed: {e}");
         match &mut self.noise {
             None => {
                 self.traffic.count_sent(plain.len() + 4);
-                self.frames
-                    .send(Bytes::copy_from_slice(plain))
-                    .await
-                    .map_err(failed)
+                self.frames.send(Bytes::from(plain)).await.map_err(failed)
             }
             Some((t, _)) => {
-                let pieces = secure::seal(t, plain)?;
+                let pieces = secure::seal(t, &plain)?;
                 for p in pieces {
                     self.traffic.count_sent(p.len() + 4);
                     self.frames.feed(p).await.map_err(failed)?;
