@@ -23,6 +23,8 @@ pub(crate) enum Command {
         id: RequestId,
         op: ControlOp,
     },
+    /// Compute embeddings beside the generations.
+    Embed(Box<crate::embedder::EmbedJob>),
     /// Look at the shared flags (shutdown).
     Wake,
 }

@@ -16,6 +16,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::commands::{Command, ControlOp, Submission};
 use crate::config::EngineConfig;
+use crate::embedder::{EmbedError, EmbedJob, Embeddings};
 use crate::engine_loop::{self, Shared};
 use crate::events::Event;
 use crate::model::{ModelInfo, ModelState, PromptError};
@@ -70,6 +71,33 @@ pub enum SubmitError {
     NoModel,
 }
 
+/// An input to embed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EmbedInput {
+    Text(String),
+    /// Token ids of this model's vocabulary, used as they are.
+    Tokens(Vec<u32>),
+}
+
+/// Why embeddings were not computed: the engine could not take the request, or the inputs or
+/// the model do not allow it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum EmbedFailure {
+    #[error(transparent)]
+    Submit(#[from] SubmitError),
+    #[error(transparent)]
+    Embed(#[from] EmbedError),
+}
+
+impl From<PromptError> for EmbedFailure {
+    fn from(e: PromptError) -> Self {
+        Self::Submit(e.into())
+    }
+}
+
+/// Embedding requests that may wait for the engine thread at once.
+const EMBED_QUEUE: usize = 32;
+
 /// Why a control could not be delivered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum ControlError {
@@ -105,6 +133,8 @@ struct Inner {
     shared: Arc<Shared>,
     next_id: AtomicU64,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// Embedding requests handed to the engine thread and not answered yet.
+    embed_jobs: AtomicUsize,
 }
 
 /// A generation's event stream. Dropping it cancels the generation.
@@ -201,7 +231,8 @@ impl Engine {
     /// engine does; called outside one, the engine thread hands them over itself.
     pub fn start(config: EngineConfig) -> Self {
         let admission = Admission::new(config.slots, config.queue_capacity);
-        let (commands, rx) = sync_channel(config.slots + config.queue_capacity + CONTROL_CAPACITY);
+        let (commands, rx) =
+            sync_channel(config.slots + config.queue_capacity + CONTROL_CAPACITY + EMBED_QUEUE);
         let model = ModelId::from_file_name(
             &config
                 .model_path
@@ -245,6 +276,7 @@ impl Engine {
                 // Millisecond time in the high bits keeps ids unique across restarts.
                 next_id: AtomicU64::new(base << 20),
                 thread: Mutex::new(Some(thread)),
+                embed_jobs: AtomicUsize::new(0),
             }),
         }
     }
@@ -312,19 +344,7 @@ impl Engine {
     /// model is not ready, the prompt does not fit the context, or the queue is full.
     pub fn submit(&self, request: Request) -> Result<Generation, SubmitError> {
         let submitted = Instant::now();
-        let model = match settled(&self.inner.state.borrow()) {
-            Some(Ok(m)) => m,
-            Some(Err(e)) => return Err(e),
-            None => {
-                let (model, percent) = match &*self.inner.state.borrow() {
-                    ModelState::Loading {
-                        model, progress, ..
-                    } => (model.clone(), (progress * 100.0) as u8),
-                    _ => (ModelId(String::new()), 0),
-                };
-                return Err(SubmitError::ModelLoading { model, percent });
-            }
-        };
+        let model = self.serving()?;
         let tokens = match &request.prompt {
             Prompt::Chat(messages) => model.prompter.tokenize(&model.prompter.render(messages)?),
             Prompt::Text(text) => model.prompter.tokenize(text),
@@ -332,6 +352,9 @@ impl Engine {
         };
         if tokens.is_empty() {
             return Err(PromptError::Empty.into());
+        }
+        if let Some(g) = &request.params.grammar {
+            model.prompter.check_grammar(g)?;
         }
         if tokens.len() >= model.ctx_per_slot as usize {
             return Err(SubmitError::ContextLengthExceeded {
@@ -389,6 +412,99 @@ impl Engine {
                 commands: self.inner.commands.clone(),
             },
         })
+    }
+
+    /// The model when it is ready to take requests; otherwise why not.
+    fn serving(&self) -> Result<Arc<ModelInfo>, SubmitError> {
+        match settled(&self.inner.state.borrow()) {
+            Some(r) => r,
+            None => {
+                let (model, percent) = match &*self.inner.state.borrow() {
+                    ModelState::Loading {
+                        model, progress, ..
+                    } => (model.clone(), (progress * 100.0) as u8),
+                    _ => (ModelId(String::new()), 0),
+                };
+                Err(SubmitError::ModelLoading { model, percent })
+            }
+        }
+    }
+
+    /// Embeddings of `inputs`, one vector each (not normalized), computed beside the running
+    /// generations (see `embedder`). With `truncate`, an input longer than
+    /// [`EMBED_MAX_TOKENS`](crate::EMBED_MAX_TOKENS) keeps its beginning; without, it is refused.
+    pub async fn embed(
+        &self,
+        inputs: Vec<EmbedInput>,
+        truncate: bool,
+    ) -> Result<Embeddings, EmbedFailure> {
+        let submitted = Instant::now();
+        let model = self.serving()?;
+        if inputs.is_empty() {
+            return Err(EmbedError::NoInput.into());
+        }
+        let max = model.embed_max_tokens as usize;
+        let mut tokens = Vec::with_capacity(inputs.len());
+        for (index, input) in inputs.into_iter().enumerate() {
+            let mut t = match input {
+                EmbedInput::Text(text) => model.prompter.tokenize(&text),
+                EmbedInput::Tokens(ids) => model.prompter.tokens_from_ids(&ids)?,
+            };
+            if t.is_empty() {
+                return Err(EmbedError::EmptyInput { index }.into());
+            }
+            if t.len() > max {
+                if !truncate {
+                    return Err(EmbedError::TooLong {
+                        index,
+                        tokens: t.len(),
+                        max: model.embed_max_tokens,
+                    }
+                    .into());
+                }
+                t.truncate(max);
+            }
+            tokens.push(t);
+        }
+        let waiting = &self.inner.embed_jobs;
+        if waiting.fetch_add(1, Ordering::AcqRel) >= EMBED_QUEUE {
+            waiting.fetch_sub(1, Ordering::AcqRel);
+            return Err(SubmitError::QueueFull {
+                slots: self.inner.shared.admission.slots(),
+                queued: EMBED_QUEUE,
+                retry_after: Duration::from_secs(1),
+            }
+            .into());
+        }
+        // Counted out however this ends, a dropped caller included.
+        struct Waiting<'a>(&'a AtomicUsize);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        let _waiting = Waiting(waiting);
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let job = EmbedJob {
+            inputs: tokens,
+            reply,
+            submitted,
+        };
+        self.inner
+            .commands
+            .try_send(Command::Embed(Box::new(job)))
+            .map_err(|e| match e {
+                TrySendError::Full(_) => SubmitError::QueueFull {
+                    slots: self.inner.shared.admission.slots(),
+                    queued: self.inner.shared.admission.in_flight(),
+                    retry_after: Duration::from_secs(1),
+                },
+                TrySendError::Disconnected(_) => SubmitError::ShuttingDown,
+            })?;
+        answer
+            .await
+            .map_err(|_| SubmitError::ShuttingDown)?
+            .map_err(Into::into)
     }
 
     /// Stop the engine thread: running generations end with a `ShuttingDown` error. Blocks

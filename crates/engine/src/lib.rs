@@ -8,6 +8,7 @@
 //! ## Layout
 //! - [`handle`]: [`Engine`] (start, model state, submit, stats, shutdown), [`Generation`],
 //!   [`Controller`] (stop / pause / resume / modify / regenerate).
+//! - `embedder`: embeddings in a second context on the same weights, beside generation.
 //! - `engine_loop`: the loop every engine thread runs, over a `Backend`: `scheduler` (llama.cpp:
 //!   slots, chunked prefill, one decode per step, sampling) or `scripted` (scripted tokens
 //!   instead of a model, for door benchmarks, fault and timing tests); `commands`: what handle
@@ -18,6 +19,8 @@
 //! - [`template`]: the GGUF's Jinja chat template rendered with minijinja.
 //! - [`gguf`]: a GGUF file's header metadata, read without loading a model (the parser is
 //!   `hearth_protocol::gguf`).
+//! - [`grammar`]: JSON formats and schemas as llama.cpp grammars, checked before a request
+//!   queues.
 //! - `text`: UTF-8 assembly and stop-string hold-back; `sampling`: sampler chains, logprobs.
 //! - [`config`]: [`EngineConfig`] and physical-core detection.
 //! - `cpu_share`: fewer llama.cpp threads while other programs keep cores busy; `omp`: the
@@ -36,9 +39,11 @@ mod backend;
 mod commands;
 pub mod config;
 mod cpu_share;
+mod embedder;
 mod engine_loop;
 pub mod events;
 pub mod gguf;
+pub mod grammar;
 pub mod handle;
 mod loader;
 pub mod model;
@@ -50,8 +55,10 @@ pub mod template;
 mod text;
 
 pub use config::{EngineConfig, Script};
+pub use embedder::{normalize, EmbedError, Embeddings, EMBED_MAX_TOKENS};
 pub use events::{Candidate, Done, Event, Failure, FailureKind, Timing, TokenEvent, TokenLogprobs};
 pub use handle::{
-    ControlError, Controller, Engine, EngineStats, Events, Generation, Prompt, Request, SubmitError,
+    ControlError, Controller, EmbedFailure, EmbedInput, Engine, EngineStats, Events, Generation,
+    Prompt, Request, SubmitError,
 };
 pub use model::{ModelInfo, ModelState, PromptError};

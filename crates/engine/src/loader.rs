@@ -138,6 +138,7 @@ pub(crate) fn info(
         n_ctx_train: n_ctx_train(loaded),
         ctx_per_slot,
         slots,
+        embed_max_tokens: crate::embedder::max_tokens(n_ctx_train(loaded)),
         gguf: loaded.gguf.clone(),
         prompter: Prompter::new(model.clone(), template_source),
     })

@@ -59,6 +59,8 @@ pub struct ModelInfo {
     /// The context each request gets, in tokens.
     pub ctx_per_slot: u32,
     pub slots: usize,
+    /// The most tokens one embedding input may have.
+    pub embed_max_tokens: u32,
     pub(crate) prompter: Prompter,
 }
 
@@ -115,6 +117,8 @@ pub enum PromptError {
     Empty,
     #[error("token id {0} is not in the model's vocabulary")]
     InvalidToken(u32),
+    #[error(transparent)]
+    Grammar(#[from] crate::grammar::GrammarError),
 }
 
 /// Template + tokenizer, usable from any thread (llama.cpp's vocabulary is read-only after
@@ -172,6 +176,13 @@ impl Prompter {
     /// Tokenize as llama-server does: BOS when the vocabulary asks for it, special tokens parsed.
     pub(crate) fn tokenize(&self, text: &str) -> Vec<LlamaToken> {
         self.model.vocab().tokenize(text.as_bytes(), true, true)
+    }
+
+    /// A grammar this model's vocabulary can follow (built once here and dropped; the engine
+    /// builds its own).
+    pub(crate) fn check_grammar(&self, grammar: &str) -> Result<(), PromptError> {
+        crate::grammar::sampler(&self.model, grammar)?;
+        Ok(())
     }
 
     /// Ids from outside, checked against the vocabulary: an id beyond it would crash llama.cpp.

@@ -1,23 +1,32 @@
-//! Sampler chains from [`SamplingParams`] (in llama-server's order: penalties, top-k, top-p,
-//! temperature, then a seeded draw; greedy at temperature 0) and log-probabilities computed
-//! from the raw logits, as OpenAI reports them.
+//! Sampler chains from [`SamplingParams`] (in llama-server's order: grammar, penalties, top-k,
+//! top-p, temperature, then a seeded draw; greedy at temperature 0) and log-probabilities
+//! computed from the raw logits, as OpenAI reports them.
 
 use hearth_protocol::SamplingParams;
+use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::logit_bias::LlamaLogitBias;
 use llama_cpp_2::token::LlamaToken;
 
+use crate::grammar::{self, GrammarError};
+
 /// How many recent tokens repetition penalties look at (llama-server's `repeat_last_n`).
 const PENALTY_LAST_N: i32 = 64;
 
-/// `eog` lists the model's end-of-generation tokens, banned when `ignore_eos` is set.
+/// `eog` lists the model's end-of-generation tokens, banned when `ignore_eos` is set. Fails
+/// only on a grammar the model cannot use (requests are checked for that before they queue).
 pub(crate) fn build_sampler(
+    model: &LlamaModel,
     params: &SamplingParams,
     seed: u32,
-    n_vocab: i32,
     eog: &[LlamaToken],
-) -> LlamaSampler {
-    let mut chain = Vec::with_capacity(6);
+) -> Result<LlamaSampler, GrammarError> {
+    let n_vocab = model.n_vocab();
+    let mut chain = Vec::with_capacity(7);
+    // First, so every later sampler sees only the tokens the grammar allows.
+    if let Some(g) = &params.grammar {
+        chain.push(grammar::sampler(model, g)?);
+    }
     if params.ignore_eos && !eog.is_empty() {
         let bans: Vec<LlamaLogitBias> = eog
             .iter()
@@ -49,7 +58,7 @@ pub(crate) fn build_sampler(
         chain.push(LlamaSampler::temp(params.temperature));
         chain.push(LlamaSampler::dist(seed));
     }
-    LlamaSampler::chain_simple(chain)
+    Ok(LlamaSampler::chain_simple(chain))
 }
 
 /// The chosen token's log-probability and the `top_n` most likely tokens (descending), from

@@ -23,6 +23,7 @@ use tokio::sync::watch;
 use crate::commands::{Command, ControlOp, Courier, Outbox, Submission};
 use crate::config::{EngineConfig, DEFAULT_CTX_PER_SLOT};
 use crate::cpu_share::Governor;
+use crate::embedder::Embedder;
 use crate::engine_loop;
 use crate::engine_loop::{final_state, stop_message, Shared};
 use crate::events::{
@@ -95,7 +96,6 @@ pub(crate) fn run(
     };
     let mut sched = Scheduler {
         eog,
-        n_vocab: model.n_vocab(),
         model: &model,
         ctx,
         batch: LlamaBatch::new(config.n_batch as usize, 1),
@@ -111,6 +111,7 @@ pub(crate) fn run(
         cached: vec![Vec::new(); slots],
         courier: Courier::new(runtime.as_ref()),
         governor: Governor::new(threads as usize),
+        embedder: Embedder::new(&model, backend, threads),
     };
     engine_loop::serve(&mut sched, &commands);
     let reason = shared.stop_reason().unwrap_or(FailureKind::ShuttingDown);
@@ -157,7 +158,6 @@ struct Scheduler<'m> {
     queue: VecDeque<Box<Submission>>,
     /// Finished generations whose last events still wait for their reader.
     draining: Vec<Outbox>,
-    n_vocab: i32,
     /// End-of-generation tokens, for `ignore_eos`.
     eog: Vec<LlamaToken>,
     n_batch: usize,
@@ -174,6 +174,8 @@ struct Scheduler<'m> {
     /// How many of the context's threads a decode may use (fewer while other programs keep
     /// cores busy).
     governor: Governor,
+    /// Embedding requests, computed in their own context between generation steps.
+    embedder: Embedder<'m>,
 }
 
 /// How many leading tokens two sequences share.
@@ -221,7 +223,8 @@ impl engine_loop::Backend for Scheduler<'_> {
 
 impl Scheduler<'_> {
     fn has_runnable_work(&self) -> bool {
-        !self.queue.is_empty() && self.slots.iter().any(Option::is_none)
+        self.embedder.has_work()
+            || !self.queue.is_empty() && self.slots.iter().any(Option::is_none)
             || self
                 .slots
                 .iter()
@@ -242,6 +245,7 @@ impl Scheduler<'_> {
         match command {
             Command::Submit(s) => self.queue.push_back(s),
             Command::Control { id, op } => self.control(id, op),
+            Command::Embed(job) => self.embedder.push(*job),
             Command::Wake => {}
         }
     }
@@ -270,8 +274,11 @@ impl Scheduler<'_> {
                         slot.fixed_seed = patch.seed;
                     }
                     let seed = slot.fixed_seed.unwrap_or_else(fresh_seed);
-                    slot.sampler = build_sampler(&slot.params, seed, self.n_vocab, &self.eog);
-                    // Penalties must see the history they would have seen.
+                    match build_sampler(self.model, &slot.params, seed, &self.eog) {
+                        Ok(sampler) => slot.sampler = sampler,
+                        Err(e) => return self.fail(i, FailureKind::Decode, e.to_string()),
+                    }
+                    // Penalties (and a grammar) must see the history they would have seen.
                     slot.sampler.accept_many(slot.generated.iter());
                     if let Some(stops) = patch.stop {
                         match slot.stop.set_stops(stops) {
@@ -361,19 +368,23 @@ impl Scheduler<'_> {
         self.housekeeping();
         self.admit();
         if !self.fill_batch() {
-            return false;
+            // Nothing generates: embeddings may take the whole engine.
+            return self.embedder.step(false);
         }
         // Events of the commands just handled and of readers that caught up go out now, not
         // after a decode that may be a long prefill chunk.
         self.courier.deliver();
         let threads = self.governor.limit(Instant::now());
         self.shared.threads.store(threads, Ordering::Relaxed);
+        let started = Instant::now();
         let decoded = if threads < self.governor.configured() {
             omp::with_thread_limit(threads, || self.ctx.decode(&mut self.batch))
         } else {
             self.ctx.decode(&mut self.batch)
         };
-        self.governor.decoded(Instant::now());
+        let now = Instant::now();
+        self.governor.decoded(now);
+        self.embedder.earn(now - started);
         if let Err(e) = decoded {
             let message = format!("llama.cpp decode failed: {e}");
             tracing::error!(%message);
@@ -404,6 +415,8 @@ impl Scheduler<'_> {
             self.on_token(i, token, lp);
         }
         self.courier.deliver();
+        // A share of the time decoding took.
+        self.embedder.step(true);
         true
     }
 
@@ -430,9 +443,22 @@ impl Scheduler<'_> {
                 return;
             }
             let s = self.queue.pop_front().expect("queue is not empty");
+            let seed = s.params.seed.unwrap_or_else(fresh_seed);
+            let sampler = match build_sampler(self.model, &s.params, seed, &self.eog) {
+                Ok(sampler) => sampler,
+                Err(e) => {
+                    let mut out = Outbox::new(s.events, s.stalled, &self.courier);
+                    out.send(Event::Error(Failure {
+                        kind: FailureKind::Decode,
+                        message: e.to_string(),
+                    }));
+                    self.shared.admission.release(1);
+                    self.retire(out);
+                    continue;
+                }
+            };
             let (seq, reused) = self.reuse_prefix(&s.tokens);
             let now = Instant::now();
-            let seed = s.params.seed.unwrap_or_else(fresh_seed);
             self.slots[seq] = Some(Slot {
                 id: s.id,
                 seq: seq as i32,
@@ -440,7 +466,7 @@ impl Scheduler<'_> {
                 n_past: reused as i32,
                 reused,
                 pending: None,
-                sampler: build_sampler(&s.params, seed, self.n_vocab, &self.eog),
+                sampler,
                 fixed_seed: s.params.seed,
                 stop: StopMatcher::new(s.params.stop.clone()),
                 params: s.params,
@@ -731,11 +757,13 @@ impl Scheduler<'_> {
     /// `regenerate`: drop everything generated, keep the prompt's KV cache, and decode the
     /// last prompt token again to get fresh logits.
     fn restart(&mut self, i: usize) {
-        let n_vocab = self.n_vocab;
         let slot = self.slots[i].as_mut().expect("slot present");
         slot.out.send(Event::Restarted);
         let seed = slot.fixed_seed.unwrap_or_else(fresh_seed);
-        slot.sampler = build_sampler(&slot.params, seed, n_vocab, &self.eog);
+        match build_sampler(self.model, &slot.params, seed, &self.eog) {
+            Ok(sampler) => slot.sampler = sampler,
+            Err(e) => return self.fail(i, FailureKind::Decode, e.to_string()),
+        }
         slot.generated.clear();
         slot.utf8.reset();
         slot.stop.reset();

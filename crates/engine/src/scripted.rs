@@ -15,6 +15,7 @@ use tokio::sync::watch;
 
 use crate::commands::{Command, ControlOp, Courier, Outbox, Submission};
 use crate::config::{EngineConfig, Script, DEFAULT_CTX_PER_SLOT};
+use crate::embedder::EmbedError;
 use crate::engine_loop;
 use crate::engine_loop::{final_state, stop_message, Shared};
 use crate::events::{Done, Event, Failure, FailureKind, Timing, TokenEvent};
@@ -126,6 +127,12 @@ impl Scripted {
         match command {
             Command::Submit(s) => self.queue.push_back(s),
             Command::Wake => {}
+            // Scripted words have no vectors behind them.
+            Command::Embed(job) => {
+                let _ = job.reply.send(Err(EmbedError::Unsupported(
+                    "the scripted engine computes no embeddings".into(),
+                )));
+            }
             Command::Control { id, op } => {
                 if let Some(i) = self
                     .slots

@@ -31,6 +31,9 @@ pub struct SamplingParams {
     /// Never end at end-of-sequence (llama-server's `ignore_eos`): generation runs to
     /// `max_tokens` or the end of the context. Benchmarks use it for fixed-length runs.
     pub ignore_eos: bool,
+    /// A GBNF grammar (llama.cpp's grammar sampling) every generated token must follow: what
+    /// a door makes of a JSON format or schema. Doors build it; the engine checks it.
+    pub grammar: Option<String>,
 }
 
 impl Default for SamplingParams {
@@ -48,6 +51,7 @@ impl Default for SamplingParams {
             stop: Vec::new(),
             top_logprobs: None,
             ignore_eos: false,
+            grammar: None,
         }
     }
 }

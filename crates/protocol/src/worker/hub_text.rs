@@ -109,6 +109,9 @@ pub struct HearthTask {
     pub stop: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ignore_eos: Option<bool>,
+    /// A GBNF grammar the answer must follow (a JSON format or schema the client asked for).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grammar: Option<String>,
 }
 
 /// A text frame from the hub.
