@@ -4,7 +4,7 @@
 //! `tests/fuzz_corpus.rs` both call [`run`], so a crash the fuzzer found is replayed by
 //! `make test` on stable Rust once its input is in the corpus.
 
-use crate::{auth_ws, batch, cluster, gguf, openai, streaming, worker};
+use crate::{auth_ws, batch, cluster, gguf, ollama, openai, streaming, worker};
 
 /// Every target, by the name of its corpus folder (`fuzz/corpus/<name>`).
 pub const TARGETS: &[&str] = &[
@@ -16,6 +16,9 @@ pub const TARGETS: &[&str] = &[
     "openai_completion",
     "gguf_header",
     "cluster_message",
+    "ollama_chat",
+    "ollama_generate",
+    "ollama_embed",
 ];
 
 /// Run `target` on `data`. Unknown names are a programming error (they panic).
@@ -29,6 +32,9 @@ pub fn run(target: &str, data: &[u8]) {
         "openai_completion" => openai_completion(data),
         "gguf_header" => gguf_header(data),
         "cluster_message" => cluster_message(data),
+        "ollama_chat" => ollama_chat(data),
+        "ollama_generate" => ollama_generate(data),
+        "ollama_embed" => ollama_embed(data),
         other => panic!("no fuzz target {other}"),
     }
 }
@@ -128,6 +134,59 @@ pub fn openai_completion(data: &[u8]) {
     }
 }
 
+/// `/api/chat`, and the input as a `keep_alive` duration string.
+pub fn ollama_chat(data: &[u8]) {
+    if let Ok(body) = ollama::parse_body::<ollama::ChatBody>(data) {
+        if let Ok(chat) = body.validate(Some(512)) {
+            assert!(!chat.model.trim().is_empty());
+            assert!(chat
+                .params
+                .max_tokens
+                .is_none_or(|m| (1..=512).contains(&m)));
+            assert!(chat.num_ctx.is_none_or(|n| (1..=512).contains(&n)));
+            assert!((0.0..=2.0).contains(&chat.params.temperature));
+            for m in &chat.messages {
+                assert!(["system", "user", "assistant", "tool"].contains(&m.role.as_str()));
+            }
+        }
+    }
+    if let Ok(text) = std::str::from_utf8(data) {
+        let value = serde_json::Value::String(text.to_owned());
+        if let Ok(Some(ollama::KeepAlive::Forever)) = ollama::KeepAlive::parse(Some(&value)) {
+            assert!(text.starts_with('-'));
+        }
+    }
+}
+
+pub fn ollama_generate(data: &[u8]) {
+    if let Ok(body) = ollama::parse_body::<ollama::GenerateBody>(data) {
+        if let Ok(generate) = body.validate(Some(512)) {
+            assert!(generate
+                .params
+                .max_tokens
+                .is_none_or(|m| (1..=512).contains(&m)));
+            if generate.raw {
+                assert!(generate.system.is_none() && generate.context.is_empty());
+            }
+            assert!(!generate.messages().is_empty());
+        }
+    }
+}
+
+/// `/api/embed` and the older `/api/embeddings`.
+pub fn ollama_embed(data: &[u8]) {
+    if let Ok(body) = ollama::parse_body::<ollama::EmbedBody>(data) {
+        if let Ok(embed) = body.validate() {
+            assert!(embed.inputs.len() <= crate::limits::MAX_EMBEDDING_INPUTS);
+        }
+    }
+    if let Ok(body) = ollama::parse_body::<ollama::EmbeddingsBody>(data) {
+        if let Ok(embed) = body.validate() {
+            assert!(embed.inputs.len() <= 1);
+        }
+    }
+}
+
 pub fn gguf_header(data: &[u8]) {
     if let Ok(info) = gguf::GgufInfo::parse(data) {
         // Nothing read can be longer than the input.
@@ -155,7 +214,7 @@ mod tests {
     #[test]
     fn every_target_takes_empty_and_random_input() {
         let mut x: u32 = 0x9E37_79B9;
-        for target in TARGETS {
+        for target in TARGETS.iter() {
             run(target, b"");
             for len in [1, 3, 4, 7, 64, 300] {
                 let bytes: Vec<u8> = (0..len)
@@ -168,6 +227,32 @@ mod tests {
                     .collect();
                 run(target, &bytes);
             }
+        }
+    }
+
+    #[test]
+    fn targets_awaiting_a_corpus_take_valid_requests() {
+        for (target, body) in [
+            (
+                "ollama_chat",
+                r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"options":{"num_predict":-1,"num_ctx":256},"keep_alive":"5m"}"#,
+            ),
+            ("ollama_chat", "-1h30m"),
+            (
+                "ollama_generate",
+                r#"{"model":"m","prompt":"[INST] hi [/INST]","raw":true,"format":"json"}"#,
+            ),
+            (
+                "ollama_generate",
+                r#"{"model":"m","prompt":"hi","system":"s","context":[1,2]}"#,
+            ),
+            (
+                "ollama_embed",
+                r#"{"model":"m","input":["a","b"],"dimensions":2}"#,
+            ),
+            ("ollama_embed", r#"{"model":"m","prompt":"a"}"#),
+        ] {
+            run(target, body.as_bytes());
         }
     }
 }

@@ -10,6 +10,9 @@
 //! - [`generation`]: the internal sampling parameters, finish reasons and usage, and their
 //!   validation (every door validates through here so the rules are the same everywhere).
 //! - [`openai`]: the OpenAI HTTP API (chat completions, completions, models, errors, SSE chunks).
+//! - [`embeddings`]: OpenAI's embeddings API (`/v1/embeddings`): inputs, float or base64 vectors.
+//! - [`ollama`]: Ollama's HTTP API (`/api/chat`, `/api/generate`, `/api/embed`, tags, show, ps,
+//!   pull, errors): request bodies, their validation, and response lines.
 //! - [`streaming`]: the `/generate` streaming WebSocket protocol (`protocols/streaming-ws.md`).
 //! - [`utf8`]: the one streaming UTF-8 decoder (engine tokens, worker frames).
 //! - [`worker`]: the worker protocol's task frames and binary result frames (`protocols/worker-node.md`).
@@ -26,11 +29,13 @@
 pub mod auth_ws;
 pub mod batch;
 pub mod cluster;
+pub mod embeddings;
 pub mod fuzzing;
 pub mod generation;
 pub mod gguf;
 pub mod ids;
 pub mod limits;
+pub mod ollama;
 pub mod openai;
 pub mod streaming;
 pub mod utf8;

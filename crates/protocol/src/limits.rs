@@ -35,3 +35,6 @@ pub const MAX_TOP_LOGPROBS: u8 = 20;
 
 /// Longest feedback text stored from a client.
 pub const MAX_FEEDBACK_TEXT_BYTES: usize = 16 * 1024;
+
+/// Inputs in one embeddings request (OpenAI's own limit for `input` arrays).
+pub const MAX_EMBEDDING_INPUTS: usize = 2048;

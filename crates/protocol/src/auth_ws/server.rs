@@ -6,6 +6,9 @@ use serde::{Serialize, Serializer};
 
 use super::WireId;
 
+/// The `details` of an entry: Ollama's own object, shared with `/api/tags`.
+pub use crate::ollama::ModelDetails;
+
 impl Serialize for WireId {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
@@ -169,14 +172,6 @@ pub struct ModelEntry {
     pub modified_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub details: Option<ModelDetails>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ModelDetails {
-    pub format: &'static str,
-    pub family: String,
-    pub parameter_size: Option<String>,
-    pub quantization_level: Option<String>,
 }
 
 #[cfg(test)]

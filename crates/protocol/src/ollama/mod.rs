@@ -1,0 +1,239 @@
+//! Ollama's HTTP API (`/api/*`, Ollama's `docs/api.md`) as Hearth serves it: request bodies
+//! parsed leniently (unknown fields ignored) and validated strictly into what the engine needs,
+//! the response lines with Ollama's field names and units, and Ollama's `{"error": "..."}`.
+//!
+//! Choices where Ollama is loose, each explained where it is made: values Ollama clamps or
+//! passes on silently (temperature above 2, `repeat_penalty` 0) are refused with a 400 like
+//! every other Hearth door; `template`, `suffix`, images, tools and thinking are refused since
+//! a node cannot honour them; a negative or zero `num_predict` means "no limit" and a negative
+//! `seed` means "random", as in Ollama's own runner.
+
+pub mod chat;
+pub mod generate;
+pub mod keep_alive;
+pub mod models;
+pub mod options;
+pub mod request;
+pub mod response;
+
+pub use chat::OllamaChat;
+pub use generate::OllamaGenerate;
+pub use keep_alive::{KeepAlive, DEFAULT_KEEP_ALIVE};
+pub use models::{ModelDetails, PsModel, PsResponse, ShowResponse, TagsModel, TagsResponse};
+pub use options::{ollama_defaults, Format, Options};
+pub use request::{
+    ChatBody, DeleteBody, EmbedBody, EmbeddingsBody, GenerateBody, OllamaEmbed, PullBody, ShowBody,
+    WireMessage,
+};
+pub use response::{
+    nanos, ChatChunk, ChatResponse, DoneReason, EmbedResponse, EmbeddingsResponse, ErrorBody,
+    GenerateChunk, GenerateResponse, Metrics, ProgressLine, VersionResponse,
+};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::generation::{ParamError, SamplingParams};
+
+/// A request Ollama's way refused: the HTTP status and the text of `{"error": "..."}`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct OllamaError {
+    pub status: u16,
+    pub message: String,
+}
+
+impl OllamaError {
+    /// 400: the body or one of its values is wrong.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self {
+            status: 400,
+            message: message.into(),
+        }
+    }
+
+    /// 404 in Ollama's words for a model it does not have.
+    pub fn model_not_found(name: &str) -> Self {
+        Self {
+            status: 404,
+            message: format!("model {name:?} not found, try pulling it first"),
+        }
+    }
+
+    /// The JSON body to send: `{"error": "..."}`.
+    pub fn body(&self) -> ErrorBody {
+        ErrorBody {
+            error: self.message.clone(),
+        }
+    }
+}
+
+impl From<ParamError> for OllamaError {
+    /// A sampling value out of range, named by its Ollama option name.
+    fn from(e: ParamError) -> Self {
+        let message = match e.param {
+            "repetition_penalty" => e.message.replace("repetition_penalty", "repeat_penalty"),
+            "max_tokens" => e.message.replace("max_tokens", "num_predict"),
+            _ => e.message,
+        };
+        Self::bad_request(message)
+    }
+}
+
+/// Parse a JSON body; anything serde refuses (bad JSON, a value of the wrong type) is a 400
+/// carrying serde's description, and an empty body is Ollama's "missing request body".
+///
+/// Derived structs would also read a JSON array, field by position; Ollama's bodies, messages
+/// and options are objects, so an array where one belongs is refused (here for the body, by
+/// `options::deserialize_options` and the messages' reader in `request`).
+pub fn parse_body<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, OllamaError> {
+    match body.iter().find(|b| !b.is_ascii_whitespace()) {
+        None => return Err(OllamaError::bad_request("missing request body")),
+        Some(b'{') => {}
+        Some(_) if serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok() => {
+            return Err(OllamaError::bad_request(
+                "invalid request body: expected a JSON object",
+            ))
+        }
+        Some(_) => {}
+    }
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let parsed: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let message = inner.to_string();
+        // Nested parsers (options, messages) name their own field.
+        if path.is_empty() || path == "." || message.starts_with(path.as_str()) {
+            OllamaError::bad_request(message)
+        } else {
+            OllamaError::bad_request(format!("{path}: {message}"))
+        }
+    })?;
+    de.end()
+        .map_err(|e| OllamaError::bad_request(e.to_string()))?;
+    Ok(parsed)
+}
+
+/// The model a body names: `model`, or the older `name` when `model` is empty.
+pub(crate) fn model_name(model: &str, name: Option<&str>) -> Result<String, OllamaError> {
+    let chosen = if model.is_empty() {
+        name.unwrap_or("")
+    } else {
+        model
+    };
+    if chosen.trim().is_empty() {
+        return Err(OllamaError::bad_request("model is required"));
+    }
+    Ok(chosen.to_owned())
+}
+
+/// What every generation body shares, validated.
+struct Common {
+    params: SamplingParams,
+    num_ctx: Option<u32>,
+    format: Option<Format>,
+    keep_alive: Option<KeepAlive>,
+}
+
+fn common(
+    model: &str,
+    options: Option<&Options>,
+    format: Option<&Value>,
+    keep_alive: Option<&Value>,
+    think: Option<&Value>,
+    max_context: Option<u32>,
+) -> Result<Common, OllamaError> {
+    let none = Options::default();
+    let (params, num_ctx) = options.unwrap_or(&none).validate(max_context)?;
+    check_think(model, think)?;
+    Ok(Common {
+        params,
+        num_ctx,
+        format: Format::parse(format)?,
+        keep_alive: KeepAlive::parse(keep_alive)?,
+    })
+}
+
+/// `think`: a boolean or a level, as Ollama checks it. Asking for thinking is refused as
+/// Ollama refuses it for a model without the capability: a node returns no separate
+/// `thinking` text.
+fn check_think(model: &str, think: Option<&Value>) -> Result<(), OllamaError> {
+    let wants = match think {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(Value::String(s)) if ["low", "medium", "high", "max"].contains(&s.as_str()) => true,
+        Some(other) => {
+            return Err(OllamaError::bad_request(format!(
+                "invalid think value: {other} (must be true, false, \"low\", \"medium\", \"high\" or \"max\")"
+            )))
+        }
+    };
+    if wants {
+        return Err(OllamaError::bad_request(format!(
+            "{model:?} does not support thinking"
+        )));
+    }
+    Ok(())
+}
+
+fn refuse_images(model: &str, images: Option<&Vec<Value>>) -> Result<(), OllamaError> {
+    if images.is_some_and(|i| !i.is_empty()) {
+        return Err(OllamaError::bad_request(format!(
+            "{model:?} does not support vision: this node serves text-only models"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn errors_have_ollamas_wording_and_body() {
+        let e = OllamaError::model_not_found("llama3.2");
+        assert_eq!(e.status, 404);
+        assert_eq!(
+            serde_json::to_value(e.body()).unwrap(),
+            json!({"error": "model \"llama3.2\" not found, try pulling it first"})
+        );
+        let e = OllamaError::from(ParamError::new(
+            "repetition_penalty",
+            "repetition_penalty must be > 0 (1 disables it), got 0",
+        ));
+        assert_eq!(e.status, 400);
+        assert!(e.message.starts_with("repeat_penalty must be"), "{e}");
+    }
+
+    #[test]
+    fn parse_body_maps_every_failure_to_400() {
+        for body in [
+            &b""[..],
+            b"  \n",
+            b"{",
+            b"[1]",
+            br#"["m"]"#,
+            b"\"m\"",
+            br#"{"model": 3}"#,
+        ] {
+            let e = parse_body::<ChatBody>(body).expect_err("refused");
+            assert_eq!(e.status, 400, "{e}");
+        }
+        assert_eq!(
+            parse_body::<ChatBody>(b"").unwrap_err().message,
+            "missing request body"
+        );
+    }
+
+    #[test]
+    fn model_or_name() {
+        assert_eq!(model_name("a", Some("b")).unwrap(), "a");
+        assert_eq!(model_name("", Some("b")).unwrap(), "b");
+        assert_eq!(
+            model_name("", None).unwrap_err().message,
+            "model is required"
+        );
+        assert!(model_name(" ", None).is_err());
+    }
+}
