@@ -87,12 +87,12 @@ PY
   say "model at $models_dir/$model_name"
 fi
 
-# --- Python test client (the official openai package) -----------------------------------------
+# --- Python test clients (the official openai and ollama packages) -----------------------------
 venv="$root/.venv"
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import openai, websockets' >/dev/null 2>&1; then
-  say "creating $venv with the openai and websockets packages"
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import openai, websockets, ollama' >/dev/null 2>&1; then
+  say "creating $venv with the openai, websockets and ollama packages"
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet 'openai>=1.40,<3' 'websockets>=14,<17'
+  "$venv/bin/pip" install --quiet 'openai>=1.40,<3' 'websockets>=14,<17' 'ollama>=0.4,<1'
 fi
 
 # --- Web UI and browser tests (npm registry only) -------------------------------------------

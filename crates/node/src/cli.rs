@@ -92,6 +92,10 @@ pub struct ServeArgs {
     /// (e.g. /sys/class/thermal/thermal_zone0/temp) instead of every sensor.
     #[arg(long, env = "HEARTH_THERMAL_ZONE", value_parser = parse_thermal_zone)]
     thermal_zone: Option<PathBuf>,
+    /// Also listen on this port, with the same rules as the main one: Ollama's clients expect
+    /// 11434 (off by default, so it never collides with an installed Ollama).
+    #[arg(long, env = "HEARTH_OLLAMA_PORT")]
+    ollama_port: Option<u16>,
     /// The LAN cluster's TCP port (0 picks a free one) [default: 8421, or a free one when
     /// another program holds 8421].
     #[arg(long, env = "HEARTH_CLUSTER_PORT")]
@@ -139,6 +143,7 @@ impl ServeArgs {
         c.script = self.scripted.then(hearth_engine::Script::default);
         c.key_storage = self.key_storage;
         c.thermal_zone = self.thermal_zone;
+        c.ollama_port = self.ollama_port;
         c.cluster = Some(crate::cluster::ClusterConfig {
             port: self.cluster_port,
             passcode: self.passcode.filter(|p| !p.is_empty()),

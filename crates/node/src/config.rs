@@ -61,6 +61,9 @@ pub struct NodeConfig {
     pub thermal_zone: Option<PathBuf>,
     /// The LAN cluster (`--cluster-port`, `--passcode`, `--tealenet-compat`).
     pub cluster: Option<crate::cluster::ClusterConfig>,
+    /// A second port serving every door (`--ollama-port`, Ollama's 11434 for its clients),
+    /// bound where the main port is and moved with it on and off the LAN.
+    pub ollama_port: Option<u16>,
 }
 
 impl NodeConfig {
@@ -91,6 +94,7 @@ impl NodeConfig {
             limits: crate::server::listen::Limits::default(),
             thermal_zone: None,
             cluster: None,
+            ollama_port: None,
         }
     }
 

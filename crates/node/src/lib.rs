@@ -108,6 +108,8 @@ struct Inner {
     /// The cluster's listener, when it runs: it follows the doors on and off the LAN.
     cluster: std::sync::Mutex<Option<ClusterRun>>,
     addr: std::sync::Mutex<SocketAddr>,
+    /// The second port (`--ollama-port`), which follows the main one on and off the LAN.
+    ollama_addr: std::sync::Mutex<Option<SocketAddr>>,
     grace: Duration,
     /// Worker mode's connection to its hub (`--join`).
     worker: std::sync::Mutex<Option<JoinHandle<()>>>,
@@ -214,6 +216,19 @@ impl Node {
         let addr = listener
             .local_addr()
             .map_err(|source| NodeError::Bind { addr: bind, source })?;
+        let ollama_listener = match config.ollama_port {
+            Some(port) => {
+                let at = SocketAddr::new(bind_host, port);
+                let l = TcpListener::bind(at)
+                    .await
+                    .map_err(|source| NodeError::Bind { addr: at, source })?;
+                let at = l
+                    .local_addr()
+                    .map_err(|source| NodeError::Bind { addr: at, source })?;
+                Some((l, at))
+            }
+            None => None,
+        };
         // The cluster's listener, where the doors listen; on the LAN only with a passcode
         // (without one any machine there could use this node without an API key).
         let cluster_listener = match &config.cluster {
@@ -319,6 +334,17 @@ impl Node {
         );
         tracing::info!(%addr, name = %config.name, exposed, "listening");
         let mut tasks = vec![task];
+        let ollama_addr = ollama_listener.map(|(l, at)| {
+            tasks.push(server::listen::serve(
+                l,
+                app.clone(),
+                stop.clone(),
+                limits,
+                connections.clone(),
+            ));
+            tracing::info!(addr = %at, "listening on the Ollama port too");
+            at
+        });
         let cluster = match cluster_listener {
             Some((l, c)) => {
                 let at = l.local_addr().map_err(|source| NodeError::Bind {
@@ -368,6 +394,7 @@ impl Node {
                 connections,
                 cluster: std::sync::Mutex::new(cluster),
                 addr: std::sync::Mutex::new(addr),
+                ollama_addr: std::sync::Mutex::new(ollama_addr),
                 grace: config.shutdown_grace,
                 worker: std::sync::Mutex::new(worker),
                 _lock: lock,
@@ -405,6 +432,11 @@ impl Node {
     /// Where the node listens now.
     pub fn addr(&self) -> SocketAddr {
         *self.inner.addr.lock().expect("addr lock")
+    }
+
+    /// Where the second port (`--ollama-port`) listens now, when there is one.
+    pub fn ollama_addr(&self) -> Option<SocketAddr> {
+        *self.inner.ollama_addr.lock().expect("ollama addr lock")
     }
 
     /// Cluster peers connected now.
@@ -466,6 +498,8 @@ impl Node {
                     self.inner.connections.clone(),
                 );
                 listening.tasks.push(task);
+                self.follow_with_ollama_port(&mut listening, old_addr.ip())
+                    .await;
                 return Err(NodeError::Bind { addr, source });
             }
         };
@@ -481,11 +515,39 @@ impl Node {
         listening.tasks.retain(|t| !t.is_finished());
         listening.tasks.push(task);
         *self.inner.addr.lock().expect("addr lock") = addr;
+        self.follow_with_ollama_port(&mut listening, host).await;
         tracing::info!(%addr, exposed, "rebound");
         if let Some(task) = self.rebind_cluster(host).await {
             listening.tasks.push(task);
         }
         Ok(addr)
+    }
+
+    /// Listen on the second port (`--ollama-port`) at `host`, under the doors' current stop
+    /// token (its previous listener stopped with the previous token).
+    async fn follow_with_ollama_port(&self, listening: &mut Listening, host: IpAddr) {
+        let Some(old) = self.ollama_addr() else {
+            return;
+        };
+        let at = SocketAddr::new(host, old.port());
+        let bound = match bind_retrying(at).await {
+            Ok(l) => {
+                let task = server::listen::serve(
+                    l,
+                    self.inner.app.clone(),
+                    listening.stop.clone(),
+                    self.inner.state.limits,
+                    self.inner.connections.clone(),
+                );
+                listening.tasks.push(task);
+                Some(at)
+            }
+            Err(e) => {
+                tracing::warn!(addr = %at, error = %e, "the Ollama port could not follow the main one; it is closed");
+                None
+            }
+        };
+        *self.inner.ollama_addr.lock().expect("ollama addr lock") = bound;
     }
 
     /// Move the cluster's listener (and close its connections) to where the doors now listen;

@@ -342,3 +342,38 @@ async fn a_worker_lost_after_its_last_token_leaves_nothing_to_place() {
     );
     hub.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_in_a_required_format_is_not_continued_from_part_of_it() {
+    // The grammar travels in Hearth's task; a lost worker's half-made JSON could not be carried
+    // on by another (its grammar starts from the top), so the answer fails and says why.
+    let hub = start_hub_with(1, false, |_| {}).await;
+    let join = format!("token={TOKEN}&model={MODEL_ID}&max_concurrency=1&hearth=1");
+    let (mut first, _) = raw_worker(&hub, &format!("{join}&name=first")).await;
+    let (_second, _) = raw_worker(&hub, &format!("{join}&name=second")).await;
+    wait_workers(&hub, 2).await;
+    let url = hub.url("/api/chat");
+    let answer = tokio::spawn(async move {
+        let r = client()
+            .post(url)
+            .json(
+                &json!({"model": MODEL_ID, "stream": false, "format": "json",
+                "messages": user("Greet in JSON."), "options": {"temperature": 0}}),
+            )
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.json::<Value>().await.unwrap())
+    });
+    let task = next_frame(&mut first).await;
+    let grammar = task["hearth"]["grammar"].as_str().unwrap_or_default();
+    assert!(grammar.contains("root ::="), "{task}");
+    send_counted(&mut first, task_id(&task), b"{\"greeting\": ", 4).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    drop(first);
+    let (status, v) = answer.await.unwrap();
+    assert!(status >= 500, "{status}: {v}");
+    let message = v["error"].as_str().unwrap_or_default();
+    assert!(message.contains("cannot be continued"), "{v}");
+    hub.stop().await;
+}

@@ -208,17 +208,36 @@ async fn the_lan_toggle_needs_a_key_there_and_closes_the_door_when_off() {
         .local_addr()
         .unwrap()
         .port();
+    let ollama_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let t = TestNode::start_with(|c| {
         c.parallel = 1;
         c.port = port;
+        c.ollama_port = Some(ollama_port);
     })
     .await;
     let node = t.node().clone();
     let lan_url = |path: &str| format!("http://{}:{port}{path}", ns.host_ip);
+    let ollama_lan = format!("http://{}:{ollama_port}/api/tags", ns.host_ip);
+    let ollama_here = format!("http://127.0.0.1:{ollama_port}/api/tags");
+    let status_here = |url: String| async move {
+        common::client()
+            .get(url)
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    };
 
-    // Loopback only: nothing listens on the LAN address.
+    // Loopback only: nothing listens on the LAN address, on either port.
     assert!(!node.is_exposed());
     assert_eq!(ns.http_status(&lan_url("/api/status"), None), None);
+    assert_eq!(ns.http_status(&ollama_lan, None), None);
+    assert_eq!(status_here(ollama_here.clone()).await, 200);
 
     // Exposed: the LAN side needs a key; loopback does not.
     let (_, secret) = node.store().create_key("lan test".into()).await.unwrap();
@@ -238,6 +257,10 @@ async fn the_lan_toggle_needs_a_key_there_and_closes_the_door_when_off() {
         Some(200)
     );
     assert_eq!(ns.http_status(&lan_url("/v1/models"), None), Some(401));
+    // The Ollama port follows, with the same rule.
+    assert_eq!(ns.http_status(&ollama_lan, None), Some(401));
+    assert_eq!(ns.http_status(&ollama_lan, Some(&secret)), Some(200));
+    assert_eq!(status_here(ollama_here.clone()).await, 200);
     // The web UI's own files stay reachable, so a browser there can be given a key.
     assert_eq!(ns.http_status(&lan_url("/"), None), Some(200));
     // WebSockets without a key are closed with 1008, the signed-challenge socket on `/` too
@@ -316,6 +339,8 @@ async fn the_lan_toggle_needs_a_key_there_and_closes_the_door_when_off() {
     node.set_exposed(false).await.unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(ns.http_status(&lan_url("/api/status"), Some(&secret)), None);
+    assert_eq!(ns.http_status(&ollama_lan, Some(&secret)), None);
+    assert_eq!(status_here(ollama_here).await, 200);
     let r = common::client()
         .get(t.url("/api/status"))
         .send()

@@ -1,5 +1,5 @@
-//! The official `openai` Python package (installed into `.venv` by `scripts/setup.sh`) as a
-//! real client of the OpenAI door: models, chat, streaming with usage, completions, errors.
+//! The official `openai` and `ollama` Python packages (installed into `.venv` by
+//! `scripts/setup.sh`) as real clients of the OpenAI and Ollama doors and of embeddings.
 
 mod common;
 
@@ -17,5 +17,42 @@ async fn the_official_openai_python_client_works() {
         .arg(MODEL_ID);
     let (stdout, _) = run_peer(cmd, "the python client").await;
     assert!(stdout.contains("openai client OK"), "{stdout}");
+    t.stop().await;
+}
+
+/// The official `ollama` Python package, unchanged, against the Ollama door (on its own port,
+/// as an Ollama user would point `OLLAMA_HOST` at it): list, show, ps, chat and generate
+/// streamed and not, options, JSON format and schema, embed, and its own errors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_ollama_python_client_works() {
+    let t = TestNode::start_with(|c| {
+        c.parallel = 2;
+        c.ollama_port = Some(0);
+    })
+    .await;
+    let ollama = format!(
+        "http://{}",
+        t.node().ollama_addr().expect("the Ollama port")
+    );
+    let mut cmd = Command::new(venv_python());
+    cmd.arg(repo_root().join("tests/ollama_client.py"))
+        .arg(&ollama)
+        .arg(MODEL_ID);
+    let (stdout, _) = run_peer(cmd, "the ollama python client").await;
+    assert!(stdout.contains("ollama client OK"), "{stdout}");
+    t.stop().await;
+}
+
+/// The `openai` package's `embeddings.create`: a string, a batch, base64, token ids, and two
+/// close sentences nearer each other than two unrelated ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_openai_python_client_makes_embeddings() {
+    let t = TestNode::start(1).await;
+    let mut cmd = Command::new(venv_python());
+    cmd.arg(repo_root().join("tests/openai_embeddings.py"))
+        .arg(&t.base)
+        .arg(MODEL_ID);
+    let (stdout, _) = run_peer(cmd, "the python embeddings client").await;
+    assert!(stdout.contains("openai embeddings OK"), "{stdout}");
     t.stop().await;
 }

@@ -198,9 +198,11 @@ pub(crate) fn prepare(task: &Task, model: &ModelInfo) -> Result<Request, TaskFai
         ignore_eos: ext.ignore_eos,
         ..RawParams::default()
     };
-    let params = raw
+    let mut params = raw
         .validate(&SamplingParams::default(), Some(ctx))
         .map_err(|e| invalid(format!("{}: {}", e.param, e.message)))?;
+    // The engine checks it against the model before the task queues.
+    params.grammar = ext.grammar;
     let prompt = match ext.prompt {
         Some(p) => Prompt::Text(p),
         None => {

@@ -23,6 +23,11 @@ pub struct Generation {
 }
 
 impl Generation {
+    /// Running on this node's engine directly (its tokens carry this model's ids).
+    pub fn is_local(&self) -> bool {
+        matches!(self.events.0, EventsInner::Local(_))
+    }
+
     pub(crate) fn local(g: hearth_engine::Generation) -> Self {
         Self {
             id: g.id,

@@ -217,7 +217,9 @@ impl Router {
             return self.host.submit(request).map(Generation::local);
         };
         let serve_local = target.local.is_some() && hub.serves_locally();
-        let need_hearth = matches!(prompt, RemotePrompt::Text(_));
+        // Raw text prompts and grammars travel only in Hearth's task extension.
+        let need_hearth =
+            matches!(prompt, RemotePrompt::Text(_)) || request.params.grammar.is_some();
         // A conversation's next turn prefers the place that ran its last one.
         let conversation = match &prompt {
             RemotePrompt::Chat(m) => Some(m.as_slice()),

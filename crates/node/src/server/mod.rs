@@ -3,10 +3,12 @@
 //! listener stops and the engine is stopped). The doors, each only translating between its
 //! protocol and `crate::route`:
 //! - `/v1/models`, `/v1/chat/completions`, `/v1/completions`: the OpenAI API (`openai`);
+//!   `/v1/embeddings` (`embeddings`, shared with the Ollama door);
 //! - `/generate`: the streaming WebSocket (`generate`);
 //! - `/ws` and `/api/ws`: the batch WebSocket (`batch`);
 //! - `/` (upgrade) and `/api/auth/register`: the signed-challenge door ([`auth`]);
 //! - `/node`: hub mode's worker door (`hub_door`);
+//! - `/api/chat`, `/api/generate`, `/api/embed`, `/api/tags`, ...: the Ollama API (`ollama`);
 //! - `/api/...`: the UI's API (`api`) and chat (`chat`), live status `/api/events`
 //!   (`events`), `/api/status` (`status`);
 //! - `/metrics` (`metrics`); and the web UI's files for every other `GET` (`ui`).
@@ -18,6 +20,7 @@ pub mod auth;
 pub(crate) mod batch;
 pub(crate) mod chat;
 pub(crate) mod cluster_api;
+pub(crate) mod embeddings;
 pub(crate) mod error;
 pub(crate) mod events;
 pub(crate) mod generate;
@@ -25,9 +28,11 @@ pub(crate) mod hub_door;
 pub mod listen;
 pub(crate) mod metrics;
 pub(crate) mod node_settings;
+pub(crate) mod ollama;
 pub(crate) mod openai;
 pub mod security;
 pub(crate) mod status;
+pub(crate) mod stream;
 pub(crate) mod ui;
 pub(crate) mod ws;
 
@@ -96,6 +101,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/models", get(openai::models))
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/completions", post(openai::completions))
+        .route("/v1/embeddings", post(embeddings::openai))
         .route("/", get(auth::root))
         .route("/api/auth/register", post(auth::register))
         .route("/generate", get(generate::upgrade))
@@ -103,6 +109,16 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/metrics", get(metrics::metrics))
         .route("/ws", get(batch::upgrade))
         .route("/api/ws", get(batch::upgrade))
+        .route("/api/chat", post(ollama::chat))
+        .route("/api/generate", post(ollama::generate))
+        .route("/api/embed", post(ollama::embed))
+        .route("/api/embeddings", post(ollama::embeddings))
+        .route("/api/tags", get(ollama::tags))
+        .route("/api/show", post(ollama::show))
+        .route("/api/ps", get(ollama::ps))
+        .route("/api/version", get(ollama::version))
+        .route("/api/pull", post(ollama::pull))
+        .route("/api/delete", axum::routing::delete(ollama::delete))
         .route("/api/status", get(status::status))
         .route("/api/events", get(events::upgrade))
         .route("/api/models", get(api::list_models))

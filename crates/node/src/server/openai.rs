@@ -3,7 +3,7 @@
 //! `stream_options.include_usage`). It only translates: validation is hearth-protocol's, token
 //! counts and finish reasons are the engine's. A client that disconnects cancels its generation.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -16,7 +16,9 @@ use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::{stream, StreamExt as _};
-use hearth_engine::{Done, Event, Prompt, Request, TokenEvent};
+use hearth_engine::{Done, Prompt, Request, TokenEvent};
+
+use super::stream::{Collected, End};
 
 use crate::route::{Generation, Target};
 use hearth_protocol::openai::{
@@ -29,7 +31,7 @@ use super::error::ApiError;
 use super::AppState;
 
 /// How long a request waits for a model that is still loading.
-const MODEL_WAIT: Duration = Duration::from_secs(120);
+pub(crate) const MODEL_WAIT: Duration = Duration::from_secs(120);
 
 fn now_secs() -> u64 {
     SystemTime::now()
@@ -38,7 +40,7 @@ fn now_secs() -> u64 {
         .unwrap_or(0)
 }
 
-fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+pub(crate) fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
     body.map_err(|e| {
         let status = e.status();
         let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
@@ -72,42 +74,14 @@ pub(crate) async fn models(State(state): State<Arc<AppState>>) -> Json<oa::Model
     })
 }
 
-/// Everything a non-streaming response needs.
-struct Collected {
-    text: String,
-    tokens: Vec<TokenEvent>,
-    done: Done,
-}
-
 async fn collect(
     gen: &mut Generation,
     shutdown: &CancellationToken,
     keep_tokens: bool,
 ) -> Result<Collected, ApiError> {
-    let mut text = String::new();
-    let mut tokens = Vec::new();
-    loop {
-        let event = tokio::select! {
-            e = gen.events.recv() => e,
-            () = shutdown.cancelled() => return Err(ApiError::shutting_down()),
-        };
-        match event {
-            Some(Event::Token(t)) => {
-                text.push_str(&t.text);
-                if keep_tokens {
-                    tokens.push(t);
-                }
-            }
-            Some(Event::Restarted) => {
-                text.clear();
-                tokens.clear();
-            }
-            Some(Event::Paused | Event::Resumed | Event::Modified) => {}
-            Some(Event::Done(done)) => return Ok(Collected { text, tokens, done }),
-            Some(Event::Error(f)) => return Err(ApiError::from_failure(&f)),
-            None => return Err(ApiError::shutting_down()),
-        }
-    }
+    super::stream::collect(gen, shutdown, keep_tokens)
+        .await
+        .map_err(|f| f.map_or_else(ApiError::shutting_down, |f| ApiError::from_failure(&f)))
 }
 
 fn timings(d: &Done) -> oa::Timings {
@@ -428,13 +402,8 @@ fn json_error(e: &ErrorBody) -> String {
     serde_json::to_string(e).unwrap_or_else(|_| r#"{"error":{"message":"internal error","type":"server_error","param":null,"code":null}}"#.into())
 }
 
-/// Most ready events coalesced into one write, so a burst costs one write but a slow burst
-/// never holds back what is already generated for long.
-const MAX_BURST: usize = 64;
-
 /// Stream a generation as SSE: `first` chunks, one chunk per token, the closing chunks, then
-/// `[DONE]`. Errors (and shutdown) become an OpenAI error object before `[DONE]`. Events that
-/// are already waiting are written together.
+/// `[DONE]`. Errors (and shutdown) become an OpenAI error object before `[DONE]`.
 fn sse_response<T, D>(
     gen: Generation,
     shutdown: CancellationToken,
@@ -446,75 +415,16 @@ where
     T: FnMut(&TokenEvent) -> Option<String> + Send + 'static,
     D: FnOnce(&Done) -> Vec<String> + Send + 'static,
 {
-    struct St<T, D> {
-        gen: Generation,
-        shutdown: CancellationToken,
-        queue: VecDeque<String>,
-        on_token: T,
-        on_done: Option<D>,
-        finished: bool,
-    }
-    impl<T: FnMut(&TokenEvent) -> Option<String>, D: FnOnce(&Done) -> Vec<String>> St<T, D> {
-        fn handle(&mut self, event: Option<Event>) {
-            match event {
-                Some(Event::Token(t)) => {
-                    if let Some(c) = (self.on_token)(&t) {
-                        self.queue.push_back(c);
-                    }
-                }
-                // OpenAI clients have no controls; nothing to tell them.
-                Some(Event::Restarted | Event::Paused | Event::Resumed | Event::Modified) => {}
-                Some(Event::Done(d)) => {
-                    if let Some(f) = self.on_done.take() {
-                        self.queue.extend(f(&d));
-                    }
-                    self.finish(None);
-                }
-                Some(Event::Error(f)) => self.finish(Some(ApiError::from_failure(&f).body)),
-                None => self.finish(Some(ApiError::shutting_down().body)),
-            }
-        }
-
-        fn finish(&mut self, error: Option<ErrorBody>) {
-            if let Some(e) = error {
-                self.queue.push_back(json_error(&e));
-            }
-            self.queue.push_back("[DONE]".into());
-            self.finished = true;
-        }
-    }
-    let st = St {
-        gen,
-        shutdown,
-        queue: first.into(),
-        on_token,
-        on_done: Some(on_done),
-        finished: false,
+    let on_end = |end: End<'_>| {
+        let mut out = match end {
+            End::Done => vec![],
+            End::Failed(f) => vec![json_error(&ApiError::from_failure(f).body)],
+            End::ShuttingDown => vec![json_error(&ApiError::shutting_down().body)],
+        };
+        out.push("[DONE]".into());
+        out
     };
-    // Each turn takes every event already waiting, so they leave in one write.
-    let batches = stream::unfold(st, |mut st| async move {
-        while st.queue.is_empty() && !st.finished {
-            let event = tokio::select! {
-                e = st.gen.events.recv() => e,
-                () = st.shutdown.cancelled() => None,
-            };
-            st.handle(event);
-            for _ in 0..MAX_BURST {
-                if st.finished {
-                    break;
-                }
-                match st.gen.events.try_recv() {
-                    Some(e) => st.handle(Some(e)),
-                    None => break,
-                }
-            }
-        }
-        if st.queue.is_empty() {
-            return None;
-        }
-        let batch: Vec<String> = st.queue.drain(..).collect();
-        Some((batch, st))
-    });
+    let batches = super::stream::batches(gen, shutdown, first, on_token, on_done, on_end);
     let events = batches.flat_map(|batch| {
         stream::iter(
             batch

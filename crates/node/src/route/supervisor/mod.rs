@@ -263,6 +263,12 @@ impl Job {
     /// failed (too many losses, or nowhere left).
     async fn re_place(&mut self, what: String) -> Option<Placement> {
         self.losses += 1;
+        // A grammar starts from its first symbol: text cut mid-way through cannot be carried on.
+        if self.params.grammar.is_some() && !self.delivered.is_empty() {
+            let msg = format!("{what}; an answer in a required format (JSON) cannot be continued from part of it elsewhere");
+            self.fail(msg).await;
+            return None;
+        }
         if self.losses > MAX_REDISPATCHES {
             self.hub.count_unserved();
             let msg =
@@ -295,10 +301,11 @@ impl Job {
         }
     }
 
-    /// Raw prompts, and sampled answers with text already delivered, need a place that
-    /// understands Hearth's extension (or this node).
+    /// Raw prompts, grammars, and sampled answers with text already delivered, need a place
+    /// that understands Hearth's extension (or this node).
     fn need_hearth(&self) -> bool {
         matches!(self.prompt, RemotePrompt::Text(_))
+            || self.params.grammar.is_some()
             || (!self.delivered.is_empty() && !self.params.is_greedy())
     }
 
@@ -396,6 +403,7 @@ impl Job {
             seed: params.seed.map(i64::from),
             stop: (!params.stop.is_empty()).then(|| params.stop.clone()),
             ignore_eos: params.ignore_eos.then_some(true),
+            grammar: params.grammar.clone(),
         });
         let skip = if continuing && !r.hearth {
             self.delivered.clone()

@@ -1,0 +1,323 @@
+//! `POST /api/chat` and `POST /api/generate`: validated by `hearth_protocol::ollama`, placed by
+//! the route (this node, a hub worker or a LAN peer), answered as NDJSON lines (one per token,
+//! then a final line with `done_reason` and Ollama's nanosecond metrics) or, with
+//! `"stream": false`, as one object. A `format` (JSON, or a JSON schema) becomes a llama.cpp
+//! grammar; `/api/generate` answers with `context` (the token ids to send back) when this
+//! node's model ran it.
+
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures_util::{Stream, StreamExt as _};
+use hearth_engine::{Done, Failure, Prompt, Request, TokenEvent};
+use hearth_protocol::ollama::{
+    parse_body, ChatBody, ChatResponse, DoneReason, ErrorBody, Format, GenerateBody,
+    GenerateResponse, Metrics, OllamaError,
+};
+use hearth_protocol::SamplingParams;
+
+use super::{error, failure_error, model_name, now_rfc3339, resolve_error, submit_error, Reply};
+use crate::route::{Generation, Target};
+use crate::server::openai::MODEL_WAIT;
+use crate::server::stream::{self, End};
+use crate::server::AppState;
+
+/// The body's bytes, or Ollama's error for a body that is too large or never arrived.
+pub(super) fn read_body(body: Result<Bytes, BytesRejection>) -> Result<Bytes, OllamaError> {
+    body.map_err(|e| OllamaError {
+        status: e.status().as_u16(),
+        message: e.body_text(),
+    })
+}
+
+/// What `model` means here, and how long finding it took (waiting for a model that loads).
+pub(super) async fn resolve(
+    state: &AppState,
+    model: &str,
+) -> Result<(Target, Duration), OllamaError> {
+    if model.trim().is_empty() {
+        return Err(OllamaError::bad_request("model is required"));
+    }
+    let started = Instant::now();
+    let target = state
+        .router
+        .resolve(Some(model_name(model)), MODEL_WAIT)
+        .await
+        .map_err(|e| resolve_error(e, model))?;
+    Ok((target, started.elapsed()))
+}
+
+/// `format` as a grammar on `params`.
+fn constrain(params: &mut SamplingParams, format: Option<Format>) -> Result<(), OllamaError> {
+    let grammar = match format {
+        None => return Ok(()),
+        Some(Format::Json) => hearth_engine::grammar::json_object(),
+        Some(Format::Schema(schema)) => hearth_engine::grammar::from_json_schema(&schema),
+    };
+    params.grammar =
+        Some(grammar.map_err(|e| OllamaError::bad_request(format!("invalid format: {e}")))?);
+    Ok(())
+}
+
+/// Models stay loaded until the UI unloads them: an unload cannot be honoured yet.
+fn refuse_unload() -> OllamaError {
+    OllamaError::bad_request(
+        "keep_alive 0 (unload) is not supported yet: models stay loaded until they are unloaded in Hearth's UI",
+    )
+}
+
+fn metrics(d: &Done, received: Instant, load: Duration) -> Metrics {
+    let t = &d.timing;
+    let decoding = t.total.saturating_sub(t.first_token.unwrap_or(t.total));
+    Metrics {
+        total_duration: hearth_protocol::ollama::nanos(received.elapsed()),
+        load_duration: hearth_protocol::ollama::nanos(load),
+        prompt_eval_count: d.usage.prompt_tokens,
+        prompt_eval_duration: hearth_protocol::ollama::nanos(t.prefill),
+        eval_count: d.usage.completion_tokens,
+        eval_duration: hearth_protocol::ollama::nanos(decoding),
+    }
+}
+
+fn line<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_else(|e| error_line(&e.to_string()))
+}
+
+fn error_line(message: &str) -> String {
+    serde_json::to_string(&ErrorBody {
+        error: message.to_owned(),
+    })
+    .unwrap_or_else(|_| r#"{"error":"internal error"}"#.into())
+}
+
+fn end_lines(end: End<'_>) -> Vec<String> {
+    match end {
+        End::Done => vec![],
+        End::Failed(f) => vec![error_line(&failure_error(Some(f)).message)],
+        End::ShuttingDown => vec![error_line(&failure_error(None).message)],
+    }
+}
+
+/// NDJSON: each batch of lines leaves in one write.
+fn ndjson(batches: impl Stream<Item = Vec<String>> + Send + 'static) -> Response {
+    let body = Body::from_stream(batches.map(|lines| {
+        let mut text = lines.join("\n");
+        text.push('\n');
+        Ok::<_, Infallible>(Bytes::from(text))
+    }));
+    let mut response = body.into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-ndjson"),
+    );
+    response
+}
+
+fn collected_error(f: Option<Failure>) -> Reply {
+    Reply(failure_error(f.as_ref()))
+}
+
+pub(crate) async fn chat(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, Reply> {
+    let received = Instant::now();
+    let body = read_body(body)?;
+    let wire: ChatBody = parse_body(&body)?;
+    let (target, load) = resolve(&state, &wire.model).await?;
+    let mut req = wire.validate(target.ctx())?;
+    let model = req.model.clone();
+    if req.is_load_only() {
+        if req.is_unload() {
+            return Err(refuse_unload().into());
+        }
+        let done = ChatResponse::done(&model, &now_rfc3339(), "", DoneReason::Load, None);
+        return Ok(Json(done).into_response());
+    }
+    constrain(&mut req.params, req.format.take())?;
+    let mut gen = state
+        .router
+        .submit(
+            &target,
+            Request {
+                prompt: Prompt::Chat(req.messages),
+                params: req.params,
+            },
+        )
+        .map_err(submit_error)?;
+    if !req.stream {
+        let c = stream::collect(&mut gen, &state.shutdown, false)
+            .await
+            .map_err(collected_error)?;
+        let done = ChatResponse::done(
+            &model,
+            &now_rfc3339(),
+            c.text,
+            c.done.reason.into(),
+            Some(metrics(&c.done, received, load)),
+        );
+        return Ok(Json(done).into_response());
+    }
+    let on_token = {
+        let model = model.clone();
+        move |t: &TokenEvent| -> Option<String> {
+            (!t.text.is_empty())
+                .then(|| line(&ChatResponse::chunk(&model, &now_rfc3339(), t.text.clone())))
+        }
+    };
+    let on_done = move |d: &Done| -> Vec<String> {
+        vec![line(&ChatResponse::done(
+            &model,
+            &now_rfc3339(),
+            "",
+            d.reason.into(),
+            Some(metrics(d, received, load)),
+        ))]
+    };
+    Ok(ndjson(stream::batches(
+        gen,
+        state.shutdown.clone(),
+        vec![],
+        on_token,
+        on_done,
+        end_lines,
+    )))
+}
+
+pub(crate) async fn generate(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, Reply> {
+    let received = Instant::now();
+    let body = read_body(body)?;
+    let wire: GenerateBody = parse_body(&body)?;
+    let (target, load) = resolve(&state, &wire.model).await?;
+    let mut req = wire.validate(target.ctx())?;
+    let model = req.model.clone();
+    if req.is_load_only() {
+        if req.is_unload() {
+            return Err(refuse_unload().into());
+        }
+        let done = GenerateResponse::done(&model, &now_rfc3339(), "", DoneReason::Load, None);
+        return Ok(Json(done).into_response());
+    }
+    constrain(&mut req.params, req.format.take())?;
+    // The token ids of the prompt as this node's model reads it: the start of `context`, which
+    // is answered only when this node's model ran the whole answer (tokens with ids).
+    let mut context: Option<Vec<u32>> = None;
+    let prompt = if req.raw {
+        Prompt::Text(req.prompt.clone())
+    } else if let Some(info) = &target.local {
+        let rendered = info
+            .render_chat(&req.messages())
+            .map_err(|e| error(StatusCode::BAD_REQUEST, e.to_string()))?;
+        let mut ids = std::mem::take(&mut req.context);
+        let continuing = !ids.is_empty();
+        ids.extend(info.tokenize(&rendered));
+        context = Some(ids.clone());
+        if continuing {
+            // Token ids are this node's own: such a request runs here.
+            Prompt::Tokens(ids)
+        } else {
+            Prompt::Chat(req.messages())
+        }
+    } else if req.context.is_empty() {
+        Prompt::Chat(req.messages())
+    } else {
+        return Err(OllamaError::bad_request(format!(
+            "context (token ids) can only continue on a node that has '{model}' itself; send the conversation to /api/chat instead"
+        ))
+        .into());
+    };
+    let mut gen = state
+        .router
+        .submit(
+            &target,
+            Request {
+                prompt,
+                params: req.params,
+            },
+        )
+        .map_err(submit_error)?;
+    // Only this engine's tokens carry its ids.
+    let context = context.filter(|_| gen.is_local());
+    let with_ids = |mut ids: Vec<u32>, tokens: &[TokenEvent]| {
+        ids.extend(tokens.iter().filter_map(token_id));
+        ids
+    };
+    if !req.stream {
+        let c = stream::collect(&mut gen, &state.shutdown, context.is_some())
+            .await
+            .map_err(collected_error)?;
+        let mut done = GenerateResponse::done(
+            &model,
+            &now_rfc3339(),
+            c.text,
+            c.done.reason.into(),
+            Some(metrics(&c.done, received, load)),
+        );
+        done.context = context.map(|ids| with_ids(ids, &c.tokens));
+        return Ok(Json(done).into_response());
+    }
+    Ok(generate_stream(gen, &state, model, context, received, load))
+}
+
+/// The token's id (text released at the end, a held-back tail, has none).
+fn token_id(t: &TokenEvent) -> Option<u32> {
+    t.id.and_then(|id| u32::try_from(id).ok())
+}
+
+fn generate_stream(
+    gen: Generation,
+    state: &AppState,
+    model: String,
+    context: Option<Vec<u32>>,
+    received: Instant,
+    load: Duration,
+) -> Response {
+    let context = Arc::new(Mutex::new(context));
+    let on_token = {
+        let model = model.clone();
+        let context = context.clone();
+        move |t: &TokenEvent| -> Option<String> {
+            if let (Some(id), Ok(mut c)) = (token_id(t), context.lock()) {
+                if let Some(ids) = c.as_mut() {
+                    ids.push(id);
+                }
+            }
+            (!t.text.is_empty()).then(|| {
+                line(&GenerateResponse::chunk(
+                    &model,
+                    &now_rfc3339(),
+                    t.text.clone(),
+                ))
+            })
+        }
+    };
+    let on_done = move |d: &Done| -> Vec<String> {
+        let mut done = GenerateResponse::done(
+            &model,
+            &now_rfc3339(),
+            "",
+            d.reason.into(),
+            Some(metrics(d, received, load)),
+        );
+        done.context = context.lock().ok().and_then(|mut c| c.take());
+        vec![line(&done)]
+    };
+    ndjson(stream::batches(
+        gen,
+        state.shutdown.clone(),
+        vec![],
+        on_token,
+        on_done,
+        end_lines,
+    ))
+}

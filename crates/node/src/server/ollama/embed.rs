@@ -1,0 +1,91 @@
+//! `POST /api/embed` (unit-length vectors, several inputs, `truncate`, `dimensions`) and the
+//! older `POST /api/embeddings` (one prompt, the vector as the model pools it), computed by
+//! this node's model through `server::embeddings::compute`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use hearth_engine::{EmbedError, EmbedFailure, EmbedInput, Embeddings};
+use hearth_protocol::ollama::{
+    nanos, parse_body, EmbedBody, EmbedResponse, EmbeddingsBody, OllamaEmbed, OllamaError,
+};
+
+use super::chat::{read_body, resolve};
+use super::{error, model_name, resolve_error, submit_error, Reply};
+use crate::server::embeddings::{compute, EmbedProblem};
+use crate::server::AppState;
+
+fn problem(p: EmbedProblem, requested: &str) -> OllamaError {
+    match p {
+        EmbedProblem::Resolve(e) => resolve_error(e, requested),
+        EmbedProblem::Remote(m) => OllamaError::bad_request(EmbedProblem::remote_message(&m)),
+        EmbedProblem::Engine(EmbedFailure::Submit(e)) => submit_error(e),
+        // Ollama's words for an input longer than the context, with `truncate: false`.
+        EmbedProblem::Engine(EmbedFailure::Embed(e @ EmbedError::TooLong { .. })) => {
+            OllamaError::bad_request(format!("input length exceeds the context length: {e}"))
+        }
+        EmbedProblem::Engine(EmbedFailure::Embed(e @ EmbedError::Failed(_))) => {
+            error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+        }
+        EmbedProblem::Engine(EmbedFailure::Embed(e)) => OllamaError::bad_request(e.to_string()),
+    }
+}
+
+/// The validated request's vectors, or `None` for a load-only request (no input).
+async fn run(state: &AppState, req: &OllamaEmbed) -> Result<Option<Embeddings>, OllamaError> {
+    if req.is_load_only() {
+        // Still an unknown model's 404.
+        resolve(state, &req.model).await?;
+        return Ok(None);
+    }
+    let inputs = req.inputs.iter().cloned().map(EmbedInput::Text).collect();
+    compute(state, Some(model_name(&req.model)), inputs, req.truncate)
+        .await
+        .map(|(_, e)| Some(e))
+        .map_err(|p| problem(p, &req.model))
+}
+
+pub(crate) async fn embed(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<EmbedResponse>, Reply> {
+    let received = Instant::now();
+    let body = read_body(body)?;
+    let req = parse_body::<EmbedBody>(&body)?.validate()?;
+    let out = run(&state, &req).await?;
+    let (mut vectors, tokens) = out.map_or((Vec::new(), 0), |e| (e.vectors, e.prompt_tokens));
+    for v in &mut vectors {
+        // Matryoshka-style shortening, as Ollama does: cut, then unit length again.
+        if let Some(d) = req.dimensions.filter(|d| (*d as usize) < v.len()) {
+            v.truncate(d as usize);
+        }
+        hearth_engine::normalize(v);
+    }
+    Ok(Json(EmbedResponse {
+        model: req.model,
+        embeddings: vectors,
+        total_duration: nanos(received.elapsed()),
+        load_duration: 0,
+        prompt_eval_count: tokens,
+    }))
+}
+
+pub(crate) async fn embeddings(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<hearth_protocol::ollama::EmbeddingsResponse>, Reply> {
+    let body = read_body(body)?;
+    let req = parse_body::<EmbeddingsBody>(&body)?.validate()?;
+    let out = run(&state, &req).await?;
+    let embedding = out
+        .and_then(|e| e.vectors.into_iter().next())
+        .unwrap_or_default();
+    Ok(Json(hearth_protocol::ollama::EmbeddingsResponse {
+        embedding,
+    }))
+}

@@ -1,0 +1,162 @@
+//! The one loop that turns a generation's events into a streaming door's messages (OpenAI's
+//! SSE chunks, Ollama's NDJSON lines): one message per token, the closing ones, and how the
+//! stream ends. Events already waiting are taken together so that a burst leaves in one write,
+//! but a slow burst never holds back what is already generated. Also the non-streaming
+//! counterpart, [`collect`].
+
+use std::collections::VecDeque;
+
+use futures_util::{stream, Stream};
+use hearth_engine::{Done, Event, Failure, TokenEvent};
+use tokio_util::sync::CancellationToken;
+
+use crate::route::Generation;
+
+/// Most ready events coalesced into one write.
+const MAX_BURST: usize = 64;
+
+/// How a stream ended, for its door's last messages.
+#[derive(Debug)]
+pub(crate) enum End<'a> {
+    /// `Done` arrived (its messages came from `on_done`).
+    Done,
+    Failed(&'a Failure),
+    /// The node is shutting down, or the generation's stream closed without an end.
+    ShuttingDown,
+}
+
+/// The door's messages for `gen`: `first`, then `on_token`'s per token, `on_done`'s at the
+/// end, and `on_end`'s last of all (exactly once, however the stream ends). Each item is the
+/// messages that leave in one write.
+pub(crate) fn batches<T, D, E>(
+    gen: Generation,
+    shutdown: CancellationToken,
+    first: Vec<String>,
+    on_token: T,
+    on_done: D,
+    on_end: E,
+) -> impl Stream<Item = Vec<String>> + Send
+where
+    T: FnMut(&TokenEvent) -> Option<String> + Send + 'static,
+    D: FnOnce(&Done) -> Vec<String> + Send + 'static,
+    E: FnOnce(End<'_>) -> Vec<String> + Send + 'static,
+{
+    struct St<T, D, E> {
+        gen: Generation,
+        shutdown: CancellationToken,
+        queue: VecDeque<String>,
+        on_token: T,
+        on_done: Option<D>,
+        on_end: Option<E>,
+    }
+    impl<T, D, E> St<T, D, E>
+    where
+        T: FnMut(&TokenEvent) -> Option<String>,
+        D: FnOnce(&Done) -> Vec<String>,
+        E: FnOnce(End<'_>) -> Vec<String>,
+    {
+        fn finished(&self) -> bool {
+            self.on_end.is_none()
+        }
+
+        fn handle(&mut self, event: Option<Event>) {
+            match event {
+                Some(Event::Token(t)) => {
+                    if let Some(c) = (self.on_token)(&t) {
+                        self.queue.push_back(c);
+                    }
+                }
+                // Clients of these doors have no controls; nothing to tell them.
+                Some(Event::Restarted | Event::Paused | Event::Resumed | Event::Modified) => {}
+                Some(Event::Done(d)) => {
+                    if let Some(f) = self.on_done.take() {
+                        self.queue.extend(f(&d));
+                    }
+                    self.end(End::Done);
+                }
+                Some(Event::Error(f)) => self.end(End::Failed(&f)),
+                None => self.end(End::ShuttingDown),
+            }
+        }
+
+        fn end(&mut self, end: End<'_>) {
+            if let Some(f) = self.on_end.take() {
+                self.queue.extend(f(end));
+            }
+        }
+    }
+    let st = St {
+        gen,
+        shutdown,
+        queue: first.into(),
+        on_token,
+        on_done: Some(on_done),
+        on_end: Some(on_end),
+    };
+    // Each turn takes every event already waiting, so they leave in one write.
+    stream::unfold(st, |mut st| async move {
+        while st.queue.is_empty() && !st.finished() {
+            let event = tokio::select! {
+                e = st.gen.events.recv() => e,
+                () = st.shutdown.cancelled() => None,
+            };
+            st.handle(event);
+            for _ in 0..MAX_BURST {
+                if st.finished() {
+                    break;
+                }
+                match st.gen.events.try_recv() {
+                    Some(e) => st.handle(Some(e)),
+                    None => break,
+                }
+            }
+        }
+        if st.queue.is_empty() {
+            return None;
+        }
+        let batch: Vec<String> = st.queue.drain(..).collect();
+        Some((batch, st))
+    })
+}
+
+/// Everything a non-streaming response needs.
+#[derive(Debug)]
+pub(crate) struct Collected {
+    pub(crate) text: String,
+    /// Every token event, when asked for (log-probabilities, token ids).
+    pub(crate) tokens: Vec<TokenEvent>,
+    pub(crate) done: Done,
+}
+
+/// Wait for the whole answer. Fails with the generation's failure, or `None` when the node is
+/// shutting down.
+pub(crate) async fn collect(
+    gen: &mut Generation,
+    shutdown: &CancellationToken,
+    keep_tokens: bool,
+) -> Result<Collected, Option<Failure>> {
+    let mut text = String::new();
+    let mut tokens = Vec::new();
+    loop {
+        let event = tokio::select! {
+            e = gen.events.recv() => e,
+            () = shutdown.cancelled() => return Err(None),
+        };
+        match event {
+            Some(Event::Token(t)) => {
+                text.push_str(&t.text);
+                if keep_tokens {
+                    tokens.push(t);
+                }
+            }
+            Some(Event::Restarted) => {
+                text.clear();
+                tokens.clear();
+            }
+            Some(Event::Paused | Event::Resumed | Event::Modified) => {}
+            Some(Event::Done(done)) => return Ok(Collected { text, tokens, done }),
+            Some(Event::Error(f)) => return Err(Some(f)),
+            None => return Err(None),
+        }
+    }
+}
