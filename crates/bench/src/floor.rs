@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::context::params::{LlamaContextParams, LlamaPoolingType};
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::llama_batch::LlamaBatch;
@@ -93,6 +93,42 @@ impl Floor {
         let t0 = Instant::now();
         ctx.decode(&mut batch)?;
         Ok(n as f64 / t0.elapsed().as_secs_f64())
+    }
+
+    /// Embedding inputs per second: `rounds` decodes of all `inputs` together (one sequence
+    /// each) in an embedding context made as the node makes its own (mean pooling, one cache
+    /// for every sequence, 2048 tokens), reading every pooled vector.
+    pub(crate) fn embed_rate(&self, inputs: &[Vec<LlamaToken>], rounds: usize) -> Result<f64> {
+        let n_ctx = 2048;
+        let params = LlamaContextParams::default()
+            .with_embeddings(true)
+            .with_pooling_type(LlamaPoolingType::Mean)
+            .with_n_ctx(NonZeroU32::new(n_ctx))
+            .with_n_batch(n_ctx)
+            .with_n_ubatch(n_ctx)
+            .with_n_seq_max(inputs.len() as u32)
+            .with_kv_unified(true)
+            .with_n_threads(self.threads)
+            .with_n_threads_batch(self.threads);
+        let mut ctx = self.model.new_context(&self.backend, params)?;
+        let mut batch = LlamaBatch::new(n_ctx as usize, inputs.len() as i32);
+        let mut width = 0;
+        let t0 = Instant::now();
+        for _ in 0..rounds {
+            batch.clear();
+            for (seq, input) in inputs.iter().enumerate() {
+                for (pos, t) in input.iter().enumerate() {
+                    batch.add(*t, pos as i32, &[seq as i32], true)?;
+                }
+            }
+            ctx.clear_kv_cache();
+            ctx.decode(&mut batch)?;
+            for seq in 0..inputs.len() {
+                width += ctx.embeddings_seq_ith(seq as i32)?.to_vec().len();
+            }
+        }
+        anyhow::ensure!(width > 0, "no vectors");
+        Ok((rounds * inputs.len()) as f64 / t0.elapsed().as_secs_f64())
     }
 
     /// A context with `prompt` prefilled into every sequence, ready for decode measurements.

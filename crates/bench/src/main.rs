@@ -9,6 +9,7 @@ mod cluster;
 mod cpu;
 mod floor;
 mod node;
+mod ollama;
 mod report;
 mod sharing;
 
@@ -393,6 +394,11 @@ async fn run(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<Figure>> 
     let mut figures = Vec::new();
     if args.only.is_none() || args.only == Some(Part::Decode) {
         figures.extend(node_figures(args, model, node_bin).await?);
+        // The decode part's floor is gone (one llama.cpp backend per process at a time).
+        let pairs = args.pairs.div_ceil(2);
+        figures.extend(
+            ollama::embed_figures(model, node_bin, args.threads, args.tokens, pairs).await?,
+        );
     }
     if args.only.is_none() || args.only == Some(Part::Doors) {
         figures.extend(door_figures(args, model, node_bin).await?);
@@ -517,6 +523,7 @@ async fn node_figures(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<
     }
     // Twice the decode runs' tokens: the floor beside a busy core decodes a few tokens/s.
     let sharing = sharing::figures(&mut session, &http, &base, args.tokens * 2).await?;
+    let ollama = ollama::door_figures(&http, &base, args.tokens, args.pairs).await?;
     drop(node);
 
     eprintln!("memory with one slot");
@@ -597,6 +604,7 @@ async fn node_figures(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<
         }
     }
     figures.extend(sharing);
+    figures.extend(ollama);
     figures.push(Figure::new(
         "floor drift between consecutive floor runs (next / previous)",
         "ratio",

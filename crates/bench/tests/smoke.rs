@@ -68,6 +68,11 @@ fn a_quick_benchmark_run_reports_every_figure() {
         "cluster: a provider's kill to the client's next token",
         "cluster: a silent peer (link cut) noticed",
         "cluster: 4 nodes, bytes sent per node per second (idle)",
+        "node decode, 1 stream (Ollama NDJSON)",
+        "node embeddings (/v1/embeddings)",
+        "floor embeddings (llama.cpp, 16 inputs per decode)",
+        "node decode, 1 stream beside embeddings",
+        "resident memory with the embedding context, 2 slots",
     ] {
         let f = get(name);
         let m = f["median"].as_f64().unwrap();
@@ -100,6 +105,26 @@ fn a_quick_benchmark_run_reports_every_figure() {
             4,
             "{floor}"
         );
+    }
+    // The Ollama door against the OpenAI door, embeddings against their floor, decoding
+    // beside embeddings against decoding alone: ratios measured in this run.
+    for (name, against) in [
+        (
+            "node decode, 1 stream (Ollama NDJSON)",
+            "node decode, 1 stream (OpenAI SSE, around it)",
+        ),
+        (
+            "node embeddings (/v1/embeddings)",
+            "floor embeddings (llama.cpp, 16 inputs per decode)",
+        ),
+        (
+            "node decode, 1 stream beside embeddings",
+            "node decode, 1 stream alone (around it)",
+        ),
+    ] {
+        let f = get(name);
+        assert_eq!(f["floor"], against, "{f}");
+        assert!(f["ratio"].as_f64().unwrap() > 0.0, "{f}");
     }
     let agg = get("node aggregate decode x 8");
     assert!(agg["ratio"].as_f64().unwrap() > 0.0);

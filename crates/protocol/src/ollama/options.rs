@@ -37,6 +37,10 @@ pub struct Options {
     pub stop: Option<StopField>,
     #[serde(default)]
     pub num_ctx: Option<Number>,
+    /// Hearth's (llama-server's) `ignore_eos`, not Ollama's: generate to `num_predict` even past
+    /// the end of sequence. Benchmarks use it for fixed-length runs.
+    #[serde(default)]
+    pub ignore_eos: Option<bool>,
 }
 
 /// Read `options` only from an object (or `null`): a derived struct would also take an array
@@ -111,7 +115,7 @@ impl Options {
             max_tokens,
             stop: self.stop.clone(),
             top_logprobs: None,
-            ignore_eos: None,
+            ignore_eos: self.ignore_eos,
         };
         let params = raw.validate(&ollama_defaults(), context)?;
         Ok((params, num_ctx))
@@ -196,6 +200,9 @@ mod tests {
         assert_eq!((p.frequency_penalty, p.presence_penalty), (1.0, 1.5));
         let (p, _) = options(json!({"stop": "END"})).validate(None).unwrap();
         assert_eq!(p.stop, vec!["END".to_string()]);
+        assert!(!p.ignore_eos);
+        let (p, _) = options(json!({"ignore_eos": true})).validate(None).unwrap();
+        assert!(p.ignore_eos);
     }
 
     #[test]
