@@ -1,7 +1,7 @@
 //! The Ollama door beyond what the official client checks: an NDJSON chat stream served by a
 //! hub worker (the route at work, a JSON schema's grammar travelling with the task), bad input
-//! answered in Ollama's error shape while the node keeps serving, and `/api/tags` agreeing
-//! with `/v1/models`.
+//! answered in Ollama's error shape while the node keeps serving, `/api/tags` agreeing with
+//! `/v1/models`, and embeddings with the pooling a GGUF names.
 
 mod common;
 
@@ -257,4 +257,90 @@ async fn tags_and_the_openai_model_list_agree() {
     let ps = t.get_json("/api/ps").await;
     assert_eq!(ps["models"][0]["name"], MODEL_ID, "{ps}");
     t.stop().await;
+}
+
+/// The default model copied with `<arch>.pooling_type` set in its GGUF header (by llama.cpp's
+/// own `gguf` Python package), into `dir` as `name.gguf`.
+async fn pooled_copy(dir: &std::path::Path, name: &str, pooling: u32) {
+    let mut cmd = std::process::Command::new(common::process::venv_python());
+    cmd.arg(common::process::repo_root().join("tests/pooled_model.py"))
+        .arg(common::model_path())
+        .arg(dir.join(format!("{name}.gguf")))
+        .arg(pooling.to_string());
+    common::process::run_peer(cmd, "the GGUF copy").await;
+}
+
+async fn embedding(t: &TestNode, model: &str) -> (u16, Value) {
+    let body = json!({"model": model, "input": "The cat sat on the mat."}).to_string();
+    let r = client()
+        .post(t.url("/v1/embeddings"))
+        .body(body)
+        .header("content-type", "application/json")
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.json().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_embedding_models_own_pooling_is_used() {
+    // The same weights with last-token pooling named in the GGUF (as an embedding model's
+    // header names its pooling) give other vectors than the chat model's mean pooling; a
+    // reranker's rank pooling makes no embeddings and says so.
+    let dir = tempfile::tempdir().unwrap();
+    pooled_copy(dir.path(), "last", 3).await;
+    pooled_copy(dir.path(), "rank", 4).await;
+    let vector = |v: &Value| -> Vec<f64> {
+        v["data"][0]["embedding"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{v}"))
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect()
+    };
+    let plain = TestNode::start(1).await;
+    let (_, mean) = embedding(&plain, MODEL_ID).await;
+    plain.stop().await;
+    let models = dir.path().to_owned();
+    let last = TestNode::start_with(|c| {
+        c.parallel = 1;
+        c.models_dir = models.clone();
+        c.model = Some("last".into());
+    })
+    .await;
+    let (status, pooled) = embedding(&last, "last").await;
+    assert_eq!(status, 200, "{pooled}");
+    let cosine: f64 = vector(&mean)
+        .iter()
+        .zip(vector(&pooled))
+        .map(|(a, b)| a * b)
+        .sum();
+    assert!(
+        cosine < 0.95,
+        "last-token pooling gave the mean's vector: cosine {cosine}"
+    );
+    last.stop().await;
+    let rank = TestNode::start_with(|c| {
+        c.parallel = 1;
+        c.models_dir = models.clone();
+        c.model = Some("rank".into());
+    })
+    .await;
+    let (status, v) = embedding(&rank, "rank").await;
+    assert_eq!(status, 400, "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("reranker"),
+        "{v}"
+    );
+    // It still generates.
+    let (status, g) = ollama(
+        &rank,
+        "/api/generate",
+        json!({"model": "rank", "prompt": "Hi",
+        "stream": false, "options": {"num_predict": 2}})
+        .to_string(),
+    )
+    .await;
+    assert_eq!(status, 200, "{g}");
+    rank.stop().await;
 }
