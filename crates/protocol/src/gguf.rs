@@ -38,6 +38,11 @@ pub struct GgufInfo {
     pub quantization: Option<String>,
     pub context_length: Option<u64>,
     pub block_count: Option<u64>,
+    /// The width of the model's hidden state (`{arch}.embedding_length`).
+    pub embedding_length: Option<u64>,
+    /// Attention heads, and the key/value heads (fewer under grouped-query attention).
+    pub head_count: Option<u64>,
+    pub head_count_kv: Option<u64>,
     pub chat_template: Option<String>,
     pub tensor_count: u64,
 }
@@ -74,7 +79,17 @@ impl GgufInfo {
                     let v = rd.scalar_u64(ty)?;
                     info.quantization = v.map(|v| file_type_name(v).to_owned());
                 }
-                (k, _) if k.ends_with(".context_length") || k.ends_with(".block_count") => {
+                (k, _)
+                    if [
+                        ".context_length",
+                        ".block_count",
+                        ".embedding_length",
+                        ".attention.head_count",
+                        ".attention.head_count_kv",
+                    ]
+                    .iter()
+                    .any(|s| k.ends_with(s)) =>
+                {
                     if let Some(v) = rd.scalar_u64(ty)? {
                         arch_keys.push((key, v));
                     }
@@ -88,6 +103,9 @@ impl GgufInfo {
                 match rest {
                     "context_length" => info.context_length = Some(v),
                     "block_count" => info.block_count = Some(v),
+                    "embedding_length" => info.embedding_length = Some(v),
+                    "attention.head_count" => info.head_count = Some(v),
+                    "attention.head_count_kv" => info.head_count_kv = Some(v),
                     _ => {}
                 }
             }
@@ -271,10 +289,13 @@ mod tests {
     }
 
     fn sample() -> Vec<u8> {
-        let mut h = header(5);
+        let mut h = header(8);
         kv_str(&mut h, "general.architecture", "llama");
         kv_u32(&mut h, "general.file_type", 3);
         kv_u32(&mut h, "llama.context_length", 8192);
+        kv_u32(&mut h, "llama.embedding_length", 576);
+        kv_u32(&mut h, "llama.attention.head_count", 9);
+        kv_u32(&mut h, "llama.attention.head_count_kv", 3);
         // an array of strings, skipped
         let k = "tokenizer.ggml.tokens";
         h.extend((k.len() as u64).to_le_bytes());
@@ -296,6 +317,8 @@ mod tests {
         assert_eq!(info.architecture, "llama");
         assert_eq!(info.quantization.as_deref(), Some("Q4_1"));
         assert_eq!(info.context_length, Some(8192));
+        assert_eq!(info.embedding_length, Some(576));
+        assert_eq!((info.head_count, info.head_count_kv), (Some(9), Some(3)));
         assert_eq!(info.chat_template.as_deref(), Some("{{ x }}"));
     }
 

@@ -22,8 +22,12 @@ pub struct ModelId(pub String);
 
 impl ModelId {
     /// The id of a GGUF file name (`SmolLM2-135M-Instruct.Q4_1.gguf` ->
-    /// `SmolLM2-135M-Instruct.Q4_1`).
+    /// `SmolLM2-135M-Instruct.Q4_1`); a split model's shard names the model (`big-00001-of-00003.gguf`
+    /// -> `big`).
     pub fn from_file_name(name: &str) -> Self {
+        if let Some((model, _, _)) = split_shard(name) {
+            return Self(model.to_owned());
+        }
         Self(name.strip_suffix(".gguf").unwrap_or(name).to_owned())
     }
 
@@ -44,9 +48,36 @@ impl fmt::Display for ModelId {
     }
 }
 
+/// A shard of a split model, named as llama.cpp's `gguf-split` names them:
+/// `NAME-00001-of-00003.gguf` -> (`NAME`, 1, 3).
+pub fn split_shard(file: &str) -> Option<(&str, u32, u32)> {
+    let stem = file.strip_suffix(".gguf")?;
+    let (rest, count) = stem.rsplit_once("-of-")?;
+    let (name, index) = rest.rsplit_once('-')?;
+    let digits = |s: &str| s.len() == 5 && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(index) || !digits(count) || name.is_empty() {
+        return None;
+    }
+    let (index, count) = (index.parse().ok()?, count.parse().ok()?);
+    (1..=count).contains(&index).then_some((name, index, count))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn split_shards_are_read_like_llama_cpp() {
+        assert_eq!(split_shard("big-00001-of-00003.gguf"), Some(("big", 1, 3)));
+        assert_eq!(split_shard("a-b-00002-of-00002.gguf"), Some(("a-b", 2, 2)));
+        assert_eq!(split_shard("big-00004-of-00003.gguf"), None);
+        assert_eq!(split_shard("big-1-of-3.gguf"), None);
+        assert_eq!(split_shard("plain.gguf"), None);
+        assert_eq!(
+            ModelId::from_file_name("big-00001-of-00003.gguf").as_str(),
+            "big"
+        );
+    }
 
     #[test]
     fn model_id_strips_suffix_and_matches_both_forms() {
