@@ -36,6 +36,14 @@ pub struct ServeArgs {
     /// Context per slot in tokens [default: min(4096, the model's)].
     #[arg(long, env = "HEARTH_CTX")]
     ctx: Option<u32>,
+    /// How long a model loaded for a request stays loaded without requests: seconds, or a
+    /// duration like 5m or 1h (as Ollama's keep_alive; 0 unloads it once idle).
+    #[arg(long, env = "HEARTH_KEEP_ALIVE", value_parser = parse_keep_alive, default_value = "5m")]
+    keep_alive: Duration,
+    /// MiB all loaded models may take together; the least recently used one is unloaded to
+    /// make room [default: the memory free when a model loads].
+    #[arg(long, env = "HEARTH_MEMORY_LIMIT")]
+    memory_limit: Option<u64>,
     /// Requests that may wait for a slot before new ones are refused.
     #[arg(long, env = "HEARTH_QUEUE", default_value_t = hearth_engine::config::DEFAULT_QUEUE_CAPACITY)]
     queue: usize,
@@ -139,6 +147,8 @@ impl ServeArgs {
         }
         c.ctx = self.ctx;
         c.queue = self.queue;
+        c.keep_alive = self.keep_alive;
+        c.memory_limit = self.memory_limit.map(|mib| mib << 20);
         c.min_load_time = self.min_load_ms.map(Duration::from_millis);
         c.script = self.scripted.then(hearth_engine::Script::default);
         c.key_storage = self.key_storage;
@@ -193,6 +203,20 @@ fn parse_seconds(s: &str) -> Result<f64, String> {
         Ok(v) if (0.1..=3600.0).contains(&v) => Ok(v),
         _ => Err(format!("`{s}` is not a number of seconds from 0.1 to 3600")),
     }
+}
+
+/// Seconds (`300`) or a duration (`5m`, `1h30m`), at most a week.
+pub fn parse_keep_alive(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let d = match s.parse::<u64>() {
+        Ok(secs) => Duration::from_secs(secs),
+        Err(_) => humantime::parse_duration(s)
+            .map_err(|e| format!("`{s}` is not seconds or a duration like 5m: {e}"))?,
+    };
+    if d > Duration::from_secs(7 * 24 * 3600) {
+        return Err(format!("`{s}` is longer than a week"));
+    }
+    Ok(d)
 }
 
 fn parse_batch_defaults(s: &str) -> Result<hearth_protocol::batch::BatchDefaults, String> {

@@ -39,6 +39,12 @@ pub struct NodeConfig {
     /// Context per slot, in tokens.
     pub ctx: Option<u32>,
     pub queue: usize,
+    /// Where Ollama and LM Studio keep models, for importing them.
+    pub import_roots: crate::models::import::Roots,
+    /// How long a model loaded for a request stays loaded idle (`--keep-alive`).
+    pub keep_alive: Duration,
+    /// Bytes all loaded models may take (`--memory-limit`); `None`: what is free.
+    pub memory_limit: Option<u64>,
     /// See `EngineConfig::min_load_time`.
     pub min_load_time: Option<Duration>,
     /// Serve scripted tokens instead of running the model (door benchmarks, fault tests).
@@ -83,6 +89,9 @@ impl NodeConfig {
             threads: hearth_engine::config::physical_cores(),
             ctx: None,
             queue: hearth_engine::config::DEFAULT_QUEUE_CAPACITY,
+            import_roots: crate::models::import::Roots::of_user(),
+            keep_alive: crate::models::DEFAULT_KEEP_ALIVE,
+            memory_limit: None,
             min_load_time: None,
             script: None,
             shutdown_grace: Duration::from_secs(3),

@@ -14,8 +14,9 @@
 //! - [`route`]: the one path every request takes: `resolve` a model name, `submit` a request;
 //!   pure placement over candidates (`route::place`) and the supervisor that continues an
 //!   answer when its remote provider is lost.
-//! - [`host`]: [`host::ModelHost`], which engine (and model) serves this node now; the route
-//!   submits here for requests it places on this node.
+//! - [`models`]: the registry of model files, and [`models::ModelHost`], the engines of the
+//!   models loaded here (loaded on demand, unloaded when idle or for room); the route submits
+//!   here for requests it places on this node.
 //! - [`hub`]: the registry of remote providers (hub mode's workers, the cluster's peers) and
 //!   worker mode (`hub::join`, `--join`): serve a hub's tasks with this node's engine.
 //! - [`cluster`]: the LAN cluster (`--cluster-port`, `--peer`, discovery): Hearth peers over
@@ -41,8 +42,8 @@ pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod data_dir;
-pub mod host;
 pub mod hub;
+pub mod models;
 pub mod route;
 pub mod server;
 pub mod store;
@@ -57,7 +58,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub use config::NodeConfig;
-use host::{EngineSettings, ModelHost};
+use models::{EngineSettings, ModelHost};
 use server::AppState;
 use store::Store;
 
@@ -257,6 +258,8 @@ impl Node {
             queue_capacity: config.queue,
             min_load_time: config.min_load_time,
             script: config.script.clone(),
+            keep_alive: config.keep_alive,
+            memory_limit: config.memory_limit,
         });
         if let Some(path) = model_path {
             host.load(path).await;
@@ -270,6 +273,7 @@ impl Node {
             host.set_throttle_cap(cap);
         }
         let shutdown = CancellationToken::new();
+        host.spawn_keep_alive(shutdown.child_token());
         let telemetry = telemetry::spawn(
             host.clone(),
             shutdown.child_token(),
@@ -282,6 +286,7 @@ impl Node {
             store,
             node_name: config.name.clone(),
             models_dir: config.models_dir.clone(),
+            import_roots: config.import_roots.clone(),
             chats: server::chat::Chats::default(),
             telemetry,
             exposure: server::security::Exposure::new(exposed, allowed_hosts),
@@ -299,6 +304,7 @@ impl Node {
             // The registry of remote providers: a hub's workers, and the cluster's peers.
             router: route::Router::new(
                 host.clone(),
+                models::Registry::new(&config.models_dir),
                 config
                     .hub
                     .clone()

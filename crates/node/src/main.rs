@@ -2,6 +2,7 @@
 //! also be set with a `HEARTH_<FLAG>` environment variable (DESIGN.md §8).
 
 mod client;
+mod models_cli;
 
 use std::path::PathBuf;
 
@@ -40,6 +41,8 @@ enum Command {
     Identity(client::IdentityArgs),
     /// Clients registered with this node's signed-challenge door: list, revoke.
     Clients(client::ClientsArgs),
+    /// The models folder: list, import from Ollama or LM Studio, rm.
+    Models(models_cli::ModelsArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -78,6 +81,7 @@ fn main() -> anyhow::Result<()> {
         Command::Client(args) => runtime.block_on(client::client(args)),
         Command::Identity(args) => runtime.block_on(client::identity(args)),
         Command::Clients(args) => runtime.block_on(client::clients(args)),
+        Command::Models(args) => models_cli::models(args),
     }
 }
 

@@ -14,7 +14,7 @@ use sysinfo::{Components, System};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::host::ModelHost;
+use crate::models::ModelHost;
 
 /// How often a snapshot is taken.
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(1);

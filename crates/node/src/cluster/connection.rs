@@ -180,7 +180,7 @@ impl Session {
         let mut beat = tokio::time::interval(HEARTBEAT_EVERY);
         beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // A model loaded or unloaded here is announced at once, not at the next beat.
-        let mut model_state = self.me.state.host.state();
+        let mut model_state = self.me.state.host.loaded();
         let mut announced = self.me.loaded_models();
         let mut pulse = tokio::time::interval(PING_EVERY);
         pulse.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -229,7 +229,7 @@ impl Session {
                     }
                 }
                 Ok(()) = model_state.changed() => {
-                    // Loading progress changes the state often; only a new set of models counts.
+                    // Sent only when the set of models changed since the last announcement.
                     let now = self.me.loaded_models();
                     if now == announced {
                         continue;

@@ -271,9 +271,10 @@ impl Me {
     pub(crate) fn loaded_models(&self) -> Vec<String> {
         self.state
             .host
-            .model()
-            .map(|m| vec![m.id.to_string()])
-            .unwrap_or_default()
+            .loaded_models()
+            .iter()
+            .map(ToString::to_string)
+            .collect()
     }
 
     pub(crate) fn device_info(&self) -> DeviceInfo {

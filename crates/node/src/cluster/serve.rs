@@ -217,18 +217,13 @@ fn start(
     let body: ChatCompletionBody =
         serde_json::from_value(serde_json::Value::Object(request)).map_err(|e| invalid(&e))?;
     let asked = body.model.clone().filter(|m| !m.is_empty());
-    let info = me
-        .state
-        .host
-        .model()
-        .filter(|m| asked.as_deref().is_none_or(|r| m.id.matches(r)))
-        .ok_or_else(|| {
-            let asked = asked.clone().unwrap_or_default();
-            (
-                ErrorCode::ModelNotLoaded,
-                format!("model '{asked}' is not loaded on this node"),
-            )
-        })?;
+    let info = me.state.host.ready_model(asked.as_deref()).ok_or_else(|| {
+        let asked = asked.clone().unwrap_or_default();
+        (
+            ErrorCode::ModelNotLoaded,
+            format!("model '{asked}' is not loaded on this node"),
+        )
+    })?;
     let request = match task.filter(|_| hearth) {
         Some(task) => {
             let text = task
@@ -253,7 +248,7 @@ fn start(
     };
     me.state
         .host
-        .submit(request)
+        .submit(&info.id, request)
         .map(Generation::local)
         .map_err(|e| (submit_code(&e), e.to_string()))
 }

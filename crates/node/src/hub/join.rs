@@ -54,7 +54,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use tokio_util::sync::CancellationToken;
 
 use super::task;
-use crate::host::ModelHost;
+use crate::models::ModelHost;
 use crate::route::Router;
 
 type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;

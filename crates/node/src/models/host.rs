@@ -1,21 +1,27 @@
-//! The model host: which engine (and so which model) serves this node right now. Loading
-//! another model or unloading swaps the engine; the host's state channel follows whichever
-//! engine is current, so doors and the UI watch one thing. Doors never submit here: the
-//! route (`crate::route`) does, for requests it places on this node.
+//! The model host: the engines (one per loaded model) that serve this node. A request for a
+//! model that is not loaded starts its load (one load per model however many requests wait);
+//! models stay loaded while the memory budget allows, the least recently used idle one is
+//! unloaded to make room, and one loaded on demand unloads after `keep_alive` idle. The host's
+//! state channel follows the focus model (the last one loaded), which the UI and worker mode
+//! show; the route submits here for requests it places on this node.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use hearth_engine::{
     Engine, EngineConfig, EngineStats, Generation, ModelInfo, ModelState, Request, SubmitError,
 };
 use hearth_protocol::ModelId;
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
+use super::memory;
 use crate::telemetry::ThermalLevel;
 
-/// How every engine this host starts is configured (all but the model path).
+/// How this host runs engines: every engine's configuration but the model path, and how many
+/// models it keeps and for how long.
 #[derive(Debug, Clone)]
 pub struct EngineSettings {
     pub slots: usize,
@@ -24,7 +30,18 @@ pub struct EngineSettings {
     pub queue_capacity: usize,
     pub min_load_time: Option<std::time::Duration>,
     pub script: Option<hearth_engine::Script>,
+    /// How long a model loaded on demand stays loaded without requests (`--keep-alive`).
+    pub keep_alive: Duration,
+    /// The memory all loaded models may take (`--memory-limit`); `None`: what is free.
+    pub memory_limit: Option<u64>,
 }
+
+/// The shortest idle time before a model unloads by time, even with a keep-alive of zero: a
+/// request that has just seen its model ready has time to submit to it.
+const MIN_IDLE: Duration = Duration::from_secs(2);
+
+/// Ollama's default, which `--keep-alive` follows.
+pub const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(300);
 
 impl EngineSettings {
     fn config(&self, path: PathBuf) -> EngineConfig {
@@ -38,20 +55,70 @@ impl EngineSettings {
             ..EngineConfig::new(path)
         }
     }
+
+    /// The context every slot of an engine gets, for the memory estimate.
+    fn ctx_tokens(&self, gguf: Option<&hearth_protocol::gguf::GgufInfo>) -> u64 {
+        let per_slot = self
+            .ctx_per_slot
+            .map(u64::from)
+            .or_else(|| gguf.and_then(|g| g.context_length).map(|c| c.min(4096)))
+            .unwrap_or(4096);
+        per_slot * self.slots.max(1) as u64
+    }
 }
 
+/// A loaded (or loading) model.
 #[derive(Debug)]
-struct Current {
-    engine: Option<Engine>,
-    /// Bumped on every swap, so a forwarder of an old engine's state stops.
-    generation: u64,
+struct Entry {
+    id: ModelId,
+    engine: Engine,
+    /// Told when it was last asked for, or last seen busy.
+    last_used: Instant,
+    /// Its expected memory (see [`memory::estimate`]).
+    estimate: u64,
+    /// Loaded by the user (at start or in the UI): only memory or the user unloads it.
+    pinned: bool,
+    /// A client's keep-alive for it (Ollama's `keep_alive`), over the host's.
+    keep_alive: Option<Duration>,
+    /// Unique over the host's life, so a forwarder of an unloaded entry stops.
+    serial: u64,
+}
+
+impl Entry {
+    fn busy(&self) -> bool {
+        let s = self.engine.stats();
+        s.active + s.queued > 0
+            || matches!(
+                *self.engine.model_state().borrow(),
+                ModelState::Loading { .. }
+            )
+    }
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    entries: Vec<Entry>,
+    /// The model the host's state channel follows.
+    focus: Option<ModelId>,
+    next_serial: u64,
+    /// How many times each model was loaded.
+    loads: std::collections::HashMap<ModelId, u64>,
+}
+
+impl Inner {
+    fn get(&self, id: &ModelId) -> Option<&Entry> {
+        self.entries.iter().find(|e| &e.id == id)
+    }
 }
 
 #[derive(Debug)]
 pub struct ModelHost {
     settings: EngineSettings,
-    current: Mutex<Current>,
+    inner: Mutex<Inner>,
+    /// The focus model's state.
     state: watch::Sender<ModelState>,
+    /// The models loaded and ready here, for heartbeats and listings.
+    loaded: watch::Sender<Vec<ModelId>>,
     /// The user's cap on the throttle (Settings), kept across model swaps.
     user_cap: AtomicU8,
     /// "Pause serving": throttle 0 whatever the cap.
@@ -63,21 +130,36 @@ pub struct ModelHost {
     thermal: AtomicU8,
 }
 
+/// Why a model was not loaded: the memory it needs is held by models that are busy.
+fn no_room(model: &ModelId, needed: u64, budget: u64) -> SubmitError {
+    SubmitError::LoadFailed {
+        model: model.clone(),
+        message: format!(
+            "not enough memory: it needs about {} MiB, models here may use {} MiB and the ones loaded are busy; try again when they finish",
+            needed >> 20,
+            budget >> 20
+        ),
+    }
+}
+
 impl ModelHost {
     pub fn new(settings: EngineSettings) -> Arc<Self> {
         let (state, _) = watch::channel(ModelState::Unloaded);
+        let (loaded, _) = watch::channel(Vec::new());
         Arc::new(Self {
             settings,
-            current: Mutex::new(Current {
-                engine: None,
-                generation: 0,
-            }),
+            inner: Mutex::new(Inner::default()),
             state,
+            loaded,
             user_cap: AtomicU8::new(100),
             paused: std::sync::atomic::AtomicBool::new(false),
             thermal_throttle: AtomicU8::new(100),
             thermal: AtomicU8::new(ThermalLevel::Nominal as u8),
         })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The throttle in force: the lower of the user's and the machine's (DESIGN.md §4-5).
@@ -131,21 +213,52 @@ impl ModelHost {
     }
 
     fn apply_throttle(&self) {
-        if let Some(e) = self.engine() {
-            e.set_throttle(self.throttle());
+        let level = self.throttle();
+        for e in &self.lock().entries {
+            e.engine.set_throttle(level);
         }
     }
 
-    /// The current engine, if a model is loaded or loading.
+    /// The focus model's engine, if it is loaded or loading.
     pub fn engine(&self) -> Option<Engine> {
-        self.current.lock().ok().and_then(|c| c.engine.clone())
+        let inner = self.lock();
+        let focus = inner.focus.as_ref()?;
+        inner.get(focus).map(|e| e.engine.clone())
     }
 
+    /// The engine of `model`, if it is loaded or loading.
+    pub fn engine_of(&self, model: &ModelId) -> Option<Engine> {
+        self.lock().get(model).map(|e| e.engine.clone())
+    }
+
+    /// The focus model's state.
     pub fn state(&self) -> watch::Receiver<ModelState> {
         self.state.subscribe()
     }
 
-    /// The loaded model, when it is ready.
+    /// The models loaded and ready here, as they change.
+    pub fn loaded(&self) -> watch::Receiver<Vec<ModelId>> {
+        self.loaded.subscribe()
+    }
+
+    /// The models loaded and ready here.
+    pub fn loaded_models(&self) -> Vec<ModelId> {
+        self.loaded.borrow().clone()
+    }
+
+    /// Every model loaded or loading here, the focus model first.
+    pub fn models_here(&self) -> Vec<ModelId> {
+        let inner = self.lock();
+        let mut out: Vec<ModelId> = inner.focus.iter().cloned().collect();
+        for e in &inner.entries {
+            if !out.contains(&e.id) {
+                out.push(e.id.clone());
+            }
+        }
+        out
+    }
+
+    /// The focus model, when it is ready.
     pub fn model(&self) -> Option<Arc<ModelInfo>> {
         match &*self.state.borrow() {
             ModelState::Ready(info) => Some(info.clone()),
@@ -153,7 +266,23 @@ impl ModelHost {
         }
     }
 
-    /// The model being served or loaded, as clients name it.
+    /// `model`, when it is loaded here and ready.
+    pub fn model_info(&self, model: &ModelId) -> Option<Arc<ModelInfo>> {
+        self.engine_of(model)?.model()
+    }
+
+    /// The loaded model a client's name refers to (`None`: the focus model), when ready.
+    pub fn ready_model(&self, requested: Option<&str>) -> Option<Arc<ModelInfo>> {
+        match requested {
+            None => self.model(),
+            Some(r) => {
+                let id = self.models_here().into_iter().find(|m| m.matches(r))?;
+                self.model_info(&id)
+            }
+        }
+    }
+
+    /// The focus model, as clients name it, while it is loaded, loading or failed.
     pub fn model_id(&self) -> Option<ModelId> {
         match &*self.state.borrow() {
             ModelState::Ready(info) => Some(info.id.clone()),
@@ -164,10 +293,51 @@ impl ModelHost {
         }
     }
 
+    /// How many times `model` was loaded since the node started.
+    pub fn loads(&self, model: &ModelId) -> u64 {
+        self.lock().loads.get(model).copied().unwrap_or(0)
+    }
+
+    /// Every engine's load together (the configured slots when none is loaded).
     pub fn stats(&self) -> EngineStats {
-        self.engine().map_or(
+        let engines: Vec<Engine> = self
+            .lock()
+            .entries
+            .iter()
+            .map(|e| e.engine.clone())
+            .collect();
+        let mut total = EngineStats {
+            slots: if engines.is_empty() {
+                self.settings.slots
+            } else {
+                0
+            },
+            active: 0,
+            queued: 0,
+            tokens_generated: 0,
+            requests_finished: 0,
+            threads: self.settings.threads.max(1),
+        };
+        if !engines.is_empty() {
+            // The threads engines use now (fewer while another program keeps a core busy).
+            total.threads = 0;
+        }
+        for s in engines.iter().map(Engine::stats) {
+            total.threads = total.threads.max(s.threads);
+            total.slots += s.slots;
+            total.active += s.active;
+            total.queued += s.queued;
+            total.tokens_generated += s.tokens_generated;
+            total.requests_finished += s.requests_finished;
+        }
+        total
+    }
+
+    /// The load of `model`'s engine (no slots when it is not loaded).
+    pub fn stats_of(&self, model: &ModelId) -> EngineStats {
+        self.engine_of(model).map_or(
             EngineStats {
-                slots: self.settings.slots,
+                slots: 0,
                 active: 0,
                 queued: 0,
                 tokens_generated: 0,
@@ -178,7 +348,7 @@ impl ModelHost {
         )
     }
 
-    /// Wait until the current model is ready (or failed, or there is none).
+    /// Wait until the focus model is ready (or failed, or there is none).
     pub async fn ready(&self) -> Result<Arc<ModelInfo>, SubmitError> {
         let mut rx = self.state.subscribe();
         loop {
@@ -201,11 +371,11 @@ impl ModelHost {
         }
     }
 
-    /// Completes when the current engine next gives a place back (at once when there is no
-    /// engine: submitting says why).
-    pub fn room(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+    /// Completes when `model`'s engine next gives a place back (at once when it is not loaded:
+    /// submitting says why).
+    pub fn room(&self, model: &ModelId) -> impl std::future::Future<Output = ()> + Send + 'static {
         // Subscribed now, not when first polled: a slot freed in between is not missed.
-        let room = self.engine().map(|e| e.room());
+        let room = self.engine_of(model).map(|e| e.room());
         async move {
             if let Some(room) = room {
                 room.await;
@@ -213,40 +383,146 @@ impl ModelHost {
         }
     }
 
-    pub fn submit(&self, request: Request) -> Result<Generation, SubmitError> {
-        match self.engine() {
-            Some(e) => e.submit(request),
-            None => Err(SubmitError::NoModel),
+    /// Submit to `model`'s engine; it counts as used now.
+    pub fn submit(&self, model: &ModelId, request: Request) -> Result<Generation, SubmitError> {
+        let engine = {
+            let mut inner = self.lock();
+            match inner.entries.iter_mut().find(|e| &e.id == model) {
+                Some(e) => {
+                    e.last_used = Instant::now();
+                    e.engine.clone()
+                }
+                None => return Err(SubmitError::NoModel),
+            }
+        };
+        engine.submit(request)
+    }
+
+    /// Load the model at `path` for the user (at start, or from the UI): it becomes the focus
+    /// model and stays loaded until the user unloads it or memory is needed. Returns at once;
+    /// progress shows on [`ModelHost::state`].
+    pub async fn load(self: &Arc<Self>, path: PathBuf) {
+        let id = model_id_of(&path);
+        let started = self.start(&id, path, true, true);
+        if let Err(e) = started {
+            tracing::warn!(model = %id, error = %e, "the model cannot be loaded");
+            self.state.send_replace(ModelState::Failed {
+                model: id,
+                message: e.to_string(),
+            });
         }
     }
 
-    /// Start loading `path`, replacing (and unloading) the current model. Returns at once;
-    /// progress shows on [`ModelHost::state`].
-    pub async fn load(self: &Arc<Self>, path: PathBuf) {
-        let old = self.swap(None);
-        if let Some(old) = old {
-            let _ = tokio::task::spawn_blocking(move || old.unload()).await;
-        }
-        let engine = Engine::start(self.settings.config(path));
-        engine.set_throttle(self.throttle());
-        // Publish "loading" before returning, so nobody sees the old "unloaded" in between.
-        self.state
-            .send_replace(engine.model_state().borrow().clone());
-        let generation = {
-            let mut c = self.current.lock().expect("host lock");
-            c.generation += 1;
-            c.engine = Some(engine.clone());
-            c.generation
+    /// The engine of `id` (file `path`), loading it if it is not loaded: a request's model.
+    /// However many callers ask at once, the model is loaded once. A model whose last load
+    /// failed is loaded again.
+    pub fn ensure(self: &Arc<Self>, id: &ModelId, path: PathBuf) -> Result<Engine, SubmitError> {
+        self.start(id, path, false, false)
+    }
+
+    /// Start (or find) `id`'s engine. Makes room first: the least recently used idle models
+    /// are unloaded until the estimate fits the budget.
+    fn start(
+        self: &Arc<Self>,
+        id: &ModelId,
+        path: PathBuf,
+        pinned: bool,
+        focus: bool,
+    ) -> Result<Engine, SubmitError> {
+        let gguf = hearth_engine::gguf::read(&path).ok();
+        let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        let size = match path.file_name().and_then(|f| f.to_str()) {
+            Some(f) if hearth_protocol::ids::split_shard(f).is_some() => shards_size(&path, size),
+            _ => size,
         };
+        let estimate =
+            memory::estimate(size, gguf.as_ref(), self.settings.ctx_tokens(gguf.as_ref()));
+        let (engine, evicted) = {
+            let mut inner = self.lock();
+            if let Some(e) = inner.entries.iter_mut().find(|e| &e.id == id) {
+                let failed = matches!(*e.engine.model_state().borrow(), ModelState::Failed { .. });
+                if !failed {
+                    e.last_used = Instant::now();
+                    e.pinned |= pinned;
+                    let engine = e.engine.clone();
+                    drop(inner);
+                    if focus {
+                        self.set_focus(Some(id.clone()));
+                    }
+                    return Ok(engine);
+                }
+            }
+            let mut evicted: Vec<Engine> = Vec::new();
+            if let Some(i) = inner.entries.iter().position(|e| &e.id == id) {
+                evicted.push(inner.entries.remove(i).engine);
+            }
+            let used = |inner: &Inner| inner.entries.iter().map(|e| e.estimate).sum::<u64>();
+            let budget = memory::budget(self.settings.memory_limit, used(&inner));
+            while used(&inner) + estimate > budget && !inner.entries.is_empty() {
+                let lru = inner
+                    .entries
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, e)| !e.busy())
+                    .min_by_key(|(_, e)| e.last_used)
+                    .map(|(i, _)| i);
+                let Some(i) = lru else {
+                    return Err(no_room(id, estimate, budget));
+                };
+                let e = inner.entries.remove(i);
+                tracing::info!(model = %e.id, for_model = %id, "unloading the least recently used model to make room");
+                evicted.push(e.engine);
+            }
+            let engine = Engine::start(self.settings.config(path));
+            engine.set_throttle(self.throttle());
+            inner.next_serial += 1;
+            let serial = inner.next_serial;
+            inner.entries.push(Entry {
+                id: id.clone(),
+                engine: engine.clone(),
+                last_used: Instant::now(),
+                estimate,
+                pinned,
+                keep_alive: None,
+                serial,
+            });
+            *inner.loads.entry(id.clone()).or_default() += 1;
+            tracing::info!(model = %id, estimate_mib = estimate >> 20, budget_mib = budget >> 20, "loading");
+            self.forward(id.clone(), engine.clone(), serial);
+            (engine, evicted)
+        };
+        self.retire(evicted);
+        let focus_gone = {
+            let inner = self.lock();
+            inner.focus.as_ref().is_none_or(|f| inner.get(f).is_none())
+        };
+        if focus || focus_gone {
+            self.set_focus(Some(id.clone()));
+        }
+        self.publish_loaded();
+        Ok(engine)
+    }
+
+    /// Follow an engine's state: into the host's state while it is the focus model, and into
+    /// the list of loaded models.
+    fn forward(self: &Arc<Self>, id: ModelId, engine: Engine, serial: u64) {
         let host = self.clone();
         tokio::spawn(async move {
             let mut rx = engine.model_state();
             loop {
                 let s = rx.borrow_and_update().clone();
-                if host.current_generation() != generation {
+                let (current, focused) = {
+                    let inner = host.lock();
+                    let current = inner.entries.iter().any(|e| e.serial == serial);
+                    (current, inner.focus.as_ref() == Some(&id))
+                };
+                if !current {
                     return;
                 }
-                host.state.send_replace(s);
+                if focused {
+                    host.state.send_replace(s);
+                }
+                host.publish_loaded();
                 if rx.changed().await.is_err() {
                     return;
                 }
@@ -254,29 +530,197 @@ impl ModelHost {
         });
     }
 
-    /// Unload the current model; running generations are told it was unloaded.
-    pub async fn unload(&self) {
-        if let Some(old) = self.swap(None) {
-            let _ = tokio::task::spawn_blocking(move || old.unload()).await;
-        }
-        self.state.send_replace(ModelState::Unloaded);
+    /// Make `id` the model the host's state follows (`None`: the most recently used one left).
+    fn set_focus(&self, id: Option<ModelId>) {
+        let state = {
+            let mut inner = self.lock();
+            let id = id.or_else(|| {
+                inner
+                    .entries
+                    .iter()
+                    .max_by_key(|e| e.last_used)
+                    .map(|e| e.id.clone())
+            });
+            inner.focus = id.clone();
+            id.and_then(|id| {
+                inner
+                    .get(&id)
+                    .map(|e| e.engine.model_state().borrow().clone())
+            })
+        };
+        self.state
+            .send_replace(state.unwrap_or(ModelState::Unloaded));
     }
 
-    /// Stop the current engine for good (node shutdown).
+    fn publish_loaded(&self) {
+        let ready: Vec<ModelId> = {
+            let inner = self.lock();
+            inner
+                .entries
+                .iter()
+                .filter(|e| matches!(*e.engine.model_state().borrow(), ModelState::Ready(_)))
+                .map(|e| e.id.clone())
+                .collect()
+        };
+        self.loaded.send_if_modified(|old| {
+            if *old == ready {
+                false
+            } else {
+                *old = ready;
+                true
+            }
+        });
+    }
+
+    /// Unload engines (their running generations are told) off the runtime's threads.
+    fn retire(&self, engines: Vec<Engine>) {
+        if engines.is_empty() {
+            return;
+        }
+        let join = tokio::task::spawn_blocking(move || {
+            for e in engines {
+                e.unload();
+            }
+        });
+        drop(join);
+    }
+
+    /// A client's keep-alive for `model` (Ollama's `keep_alive`): how long it stays loaded
+    /// after its last request, pinned or not; zero unloads it once idle.
+    pub fn set_keep_alive(&self, model: &ModelId, keep_alive: Duration) {
+        if let Some(e) = self.lock().entries.iter_mut().find(|e| &e.id == model) {
+            e.keep_alive = Some(keep_alive);
+        }
+    }
+
+    /// When `model` unloads unless asked for again (`None`: not by time).
+    pub fn expires_in(&self, model: &ModelId) -> Option<Duration> {
+        let inner = self.lock();
+        let e = inner.get(model)?;
+        let keep = e
+            .keep_alive
+            .or((!e.pinned).then_some(self.settings.keep_alive))?;
+        Some(keep.saturating_sub(e.last_used.elapsed()))
+    }
+
+    /// Unload the models idle for longer than their keep-alive, every second until `stop`.
+    pub fn spawn_keep_alive(self: &Arc<Self>, stop: CancellationToken) {
+        let host = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    _ = tick.tick() => {}
+                }
+                let Some(host) = host.upgrade() else { return };
+                host.unload_idle();
+            }
+        });
+    }
+
+    fn unload_idle(&self) {
+        let (expired, focus_gone) = {
+            let mut inner = self.lock();
+            let now = Instant::now();
+            for e in inner.entries.iter_mut().filter(|e| e.busy()) {
+                e.last_used = now;
+            }
+            let keep_alive = self.settings.keep_alive;
+            let mut expired = Vec::new();
+            let mut i = 0;
+            while i < inner.entries.len() {
+                let e = &inner.entries[i];
+                let keep = e.keep_alive.or((!e.pinned).then_some(keep_alive));
+                if keep.is_some_and(|k| e.last_used.elapsed() >= k.max(MIN_IDLE)) {
+                    let e = inner.entries.remove(i);
+                    tracing::info!(model = %e.id, "unloading a model idle past its keep-alive");
+                    expired.push(e.engine);
+                } else {
+                    i += 1;
+                }
+            }
+            let focus_gone = inner.focus.as_ref().is_some_and(|f| inner.get(f).is_none());
+            (expired, focus_gone)
+        };
+        if expired.is_empty() {
+            return;
+        }
+        self.retire(expired);
+        if focus_gone {
+            self.set_focus(None);
+        }
+        self.publish_loaded();
+    }
+
+    /// Unload `model` (`None`: the focus model); running generations are told it was unloaded.
+    /// Returns whether it was loaded.
+    pub async fn unload(&self, model: Option<&ModelId>) -> bool {
+        let removed = {
+            let mut inner = self.lock();
+            let id = model.cloned().or_else(|| inner.focus.clone());
+            let i = id.and_then(|id| inner.entries.iter().position(|e| e.id == id));
+            i.map(|i| inner.entries.remove(i))
+        };
+        let Some(removed) = removed else {
+            return false;
+        };
+        let engine = removed.engine;
+        let _ = tokio::task::spawn_blocking(move || engine.unload()).await;
+        let focus_gone = {
+            let inner = self.lock();
+            inner.focus.as_ref().is_some_and(|f| inner.get(f).is_none())
+        };
+        if focus_gone {
+            self.set_focus(None);
+        }
+        self.publish_loaded();
+        true
+    }
+
+    /// Stop every engine for good (node shutdown).
     pub async fn shutdown(&self) {
-        if let Some(old) = self.swap(None) {
-            let _ = tokio::task::spawn_blocking(move || old.shutdown()).await;
-        }
+        let engines: Vec<Engine> = {
+            let mut inner = self.lock();
+            inner.focus = None;
+            inner.entries.drain(..).map(|e| e.engine).collect()
+        };
+        let _ = tokio::task::spawn_blocking(move || {
+            for e in engines {
+                e.shutdown();
+            }
+        })
+        .await;
         self.state.send_replace(ModelState::Stopped);
+        self.publish_loaded();
     }
+}
 
-    fn swap(&self, engine: Option<Engine>) -> Option<Engine> {
-        let mut c = self.current.lock().expect("host lock");
-        c.generation += 1;
-        std::mem::replace(&mut c.engine, engine)
-    }
+/// The id clients use for the model at `path`.
+pub fn model_id_of(path: &std::path::Path) -> ModelId {
+    ModelId::from_file_name(
+        &path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+    )
+}
 
-    fn current_generation(&self) -> u64 {
-        self.current.lock().map(|c| c.generation).unwrap_or(0)
-    }
+/// A split model's size: every shard beside its first one.
+fn shards_size(first: &std::path::Path, first_size: u64) -> u64 {
+    let Some((name, _, count)) = first
+        .file_name()
+        .and_then(|f| f.to_str())
+        .and_then(hearth_protocol::ids::split_shard)
+    else {
+        return first_size;
+    };
+    let dir = first.parent().unwrap_or(std::path::Path::new("."));
+    (2..=count)
+        .filter_map(|i| {
+            std::fs::metadata(dir.join(format!("{name}-{i:05}-of-{count:05}.gguf"))).ok()
+        })
+        .map(|m| m.len())
+        .sum::<u64>()
+        + first_size
 }

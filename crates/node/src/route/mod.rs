@@ -29,8 +29,8 @@ use tokio_util::sync::CancellationToken;
 pub use generation::{Answerer, Control, ControlError, Events, Generation};
 pub use supervisor::{DISPATCH_WAIT, MAX_REDISPATCHES};
 
-use crate::host::ModelHost;
 use crate::hub::{Hub, Reservation, WorkerId};
+use crate::models::{ModelHost, Registry};
 use place::{Ask, Candidate, Choice};
 use supervisor::RemotePrompt;
 
@@ -87,6 +87,7 @@ fn served_list(served: &[ModelId]) -> String {
 #[derive(Debug, Clone)]
 pub struct Router {
     host: Arc<ModelHost>,
+    registry: Registry,
     hub: Option<Hub>,
     shutdown: CancellationToken,
     next_id: Arc<AtomicU64>,
@@ -95,13 +96,19 @@ pub struct Router {
 }
 
 impl Router {
-    pub fn new(host: Arc<ModelHost>, hub: Option<Hub>, shutdown: CancellationToken) -> Self {
+    pub fn new(
+        host: Arc<ModelHost>,
+        registry: Registry,
+        hub: Option<Hub>,
+        shutdown: CancellationToken,
+    ) -> Self {
         let base = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
         Self {
             host,
+            registry,
             hub,
             shutdown,
             // Like the engine's ids (millisecond time in the high bits), with the top bit set
@@ -120,88 +127,93 @@ impl Router {
         self.hub.as_ref()
     }
 
-    /// Every model this node answers for: its own (when loaded), then its workers'.
+    /// The models folder, whose models this node loads when a request names one.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Every model this node answers for: those loaded here (the focus model first), then its
+    /// workers' and peers', then the ones in its models folder (loaded when asked for).
     pub fn models(&self) -> Vec<ModelId> {
-        let mut out: Vec<ModelId> = self.host.model_id().into_iter().collect();
-        if let Some(hub) = &self.hub {
-            for m in hub.models() {
-                if !out.contains(&m) {
-                    out.push(m);
-                }
+        let mut out = self.host.models_here();
+        let mut add = |m: ModelId| {
+            if !out.contains(&m) {
+                out.push(m);
             }
+        };
+        if let Some(hub) = &self.hub {
+            hub.models().into_iter().for_each(&mut add);
         }
+        self.registry.scan_ids().into_iter().for_each(&mut add);
         out
     }
 
-    /// The model a client's name refers to when only remote providers serve it (not this
-    /// node's own model).
-    fn remote_model(&self, requested: &str) -> Option<ModelId> {
-        if self.host.model_id().is_some_and(|id| id.matches(requested)) {
-            return None;
-        }
-        self.hub.as_ref()?.serves(requested)
-    }
-
-    /// What `requested` (None or empty: this node's model) means here. A model that is still
-    /// loading is waited for up to `wait` (zero: not at all), then reported as loading.
+    /// What `requested` (None or empty: this node's focus model) means here: a model loaded
+    /// here, else one a worker or peer has loaded, else one in the models folder, which starts
+    /// loading now. A model that is loading is waited for up to `wait` (zero: not at all),
+    /// then reported as loading.
     pub async fn resolve(
         &self,
         requested: Option<&str>,
         wait: Duration,
     ) -> Result<Target, ResolveError> {
         let requested = requested.filter(|m| !m.is_empty());
-        if let Some(model) = requested.and_then(|m| self.remote_model(m)) {
-            return Ok(Target { model, local: None });
-        }
-        // No name and no model here (none loaded or loading): the first one a peer or worker
-        // serves, as a client of this node would expect.
-        if requested.is_none() && self.host.model_id().is_none() {
-            if let Some(model) = self
-                .hub
-                .as_ref()
-                .and_then(|h| h.models().into_iter().next())
-            {
-                return Ok(Target { model, local: None });
-            }
-        }
-        // A name that is not this node's model (loaded or loading) is unknown at once.
         let unknown = |m: &str| ResolveError::Unknown {
             requested: m.chars().take(200).collect(),
             served: self.models(),
         };
-        if let (Some(m), Some(own)) = (requested, self.host.model_id()) {
-            if !own.matches(m) {
-                return Err(unknown(m));
+        let engine = match requested {
+            // No name: the focus model; with none here, the first one a peer or worker serves,
+            // as a client of this node would expect.
+            None => match self.host.engine() {
+                Some(engine) => engine,
+                None => {
+                    if let Some(model) = self
+                        .hub
+                        .as_ref()
+                        .and_then(|h| h.models().into_iter().next())
+                    {
+                        return Ok(Target { model, local: None });
+                    }
+                    return Err(self
+                        .host
+                        .ready()
+                        .await
+                        .err()
+                        .unwrap_or(SubmitError::NoModel)
+                        .into());
+                }
+            },
+            Some(m) => {
+                let here = self.host.models_here().into_iter().find(|id| id.matches(m));
+                let healthy = here
+                    .as_ref()
+                    .and_then(|id| self.host.engine_of(id))
+                    .filter(|e| !matches!(*e.model_state().borrow(), ModelState::Failed { .. }));
+                match healthy {
+                    Some(engine) => engine,
+                    None => {
+                        if let Some(model) = self.hub.as_ref().and_then(|h| h.serves(m)) {
+                            return Ok(Target { model, local: None });
+                        }
+                        match self.registry.find(m) {
+                            Some((id, path)) => self.host.ensure(&id, path)?,
+                            None => match here.and_then(|id| self.host.engine_of(&id)) {
+                                Some(failed) => failed,
+                                None => return Err(unknown(m)),
+                            },
+                        }
+                    }
+                }
             }
-        }
+        };
         let ready = tokio::select! {
-            r = tokio::time::timeout(wait, self.host.ready()) => r,
+            r = tokio::time::timeout(wait, engine.ready()) => r,
             () = self.shutdown.cancelled() => return Err(SubmitError::ShuttingDown.into()),
         };
-        let info = match ready {
-            Ok(r) => r?,
-            Err(_) => return Err(self.loading().into()),
-        };
-        match requested {
-            Some(m) if !info.id.matches(m) => Err(unknown(m)),
-            _ => Ok(Target::local(info)),
-        }
-    }
-
-    /// The engine's "still loading" for this node's model.
-    fn loading(&self) -> SubmitError {
-        let state = self.host.state().borrow().clone();
-        match state {
-            ModelState::Loading {
-                model, progress, ..
-            } => SubmitError::ModelLoading {
-                model,
-                percent: (progress * 100.0).floor().clamp(0.0, 99.0) as u8,
-            },
-            _ => SubmitError::ModelLoading {
-                model: self.host.model_id().unwrap_or_default(),
-                percent: 0,
-            },
+        match ready {
+            Ok(r) => Ok(Target::local(r?)),
+            Err(_) => Err(loading(&engine).into()),
         }
     }
 
@@ -210,11 +222,17 @@ impl Router {
     /// its stream.
     pub fn submit(&self, target: &Target, request: Request) -> Result<Generation, SubmitError> {
         let Some(hub) = &self.hub else {
-            return self.host.submit(request).map(Generation::local);
+            return self
+                .host
+                .submit(&target.model, request)
+                .map(Generation::local);
         };
         let Some(prompt) = RemotePrompt::of(&request.prompt) else {
             // Token ids mean this node's tokenizer: such requests (continuations) stay here.
-            return self.host.submit(request).map(Generation::local);
+            return self
+                .host
+                .submit(&target.model, request)
+                .map(Generation::local);
         };
         let serve_local = target.local.is_some() && hub.serves_locally();
         // Raw text prompts and grammars travel only in Hearth's task extension.
@@ -238,7 +256,7 @@ impl Router {
         // Queued here while older requests wait for the first slot anywhere: it waits with
         // them instead of going ahead of them.
         if matches!(placement, Placement::Local) && hub.waiting() > 0 {
-            let s = self.host.stats();
+            let s = self.host.stats_of(&target.model);
             if s.active + s.queued >= s.slots {
                 placement = Placement::Wait;
             }
@@ -251,7 +269,12 @@ impl Router {
             }
         }
         match placement {
-            Placement::Local => return self.host.submit(request).map(Generation::local),
+            Placement::Local => {
+                return self
+                    .host
+                    .submit(&target.model, request)
+                    .map(Generation::local)
+            }
             Placement::Wait if !hub.queue_has_room() => {
                 return Err(SubmitError::QueueFull {
                     slots: hub
@@ -293,8 +316,8 @@ impl Router {
         loop {
             // Ask to be woken before trying, so a place freed in between is not missed
             // (without an engine here, the route's own queue was full: look again shortly).
-            let engine = self.host.engine().is_some();
-            let room = self.host.room();
+            let engine = self.host.engine_of(&target.model).is_some();
+            let room = self.host.room(&target.model);
             let room = async move {
                 if engine {
                     room.await;
@@ -312,6 +335,22 @@ impl Router {
                 () = self.shutdown.cancelled() => return Err(SubmitError::ShuttingDown),
             }
         }
+    }
+}
+
+/// The engine's "still loading" for a model.
+fn loading(engine: &hearth_engine::Engine) -> SubmitError {
+    match engine.model_state().borrow().clone() {
+        ModelState::Loading {
+            model, progress, ..
+        } => SubmitError::ModelLoading {
+            model,
+            percent: (progress * 100.0).floor().clamp(0.0, 99.0) as u8,
+        },
+        _ => SubmitError::ModelLoading {
+            model: ModelId::default(),
+            percent: 0,
+        },
     }
 }
 
@@ -355,10 +394,14 @@ pub enum Provider {
 /// This node's engine as a placement candidate: its real load, throttle and (sensor) thermal
 /// level. Its speed is not compared: it is chosen first whenever it has a free slot.
 fn local_candidate(host: &ModelHost, model: &ModelId) -> Candidate<Provider> {
-    let s = host.stats();
+    let s = host.stats_of(model);
     Candidate {
         id: Provider::Local,
-        models: host.model_id().into_iter().filter(|m| m == model).collect(),
+        models: host
+            .model_info(model)
+            .map(|i| i.id.clone())
+            .into_iter()
+            .collect(),
         free_slots: s.slots.saturating_sub(s.active + s.queued),
         queue_depth: s.queued,
         throttle: host.throttle(),

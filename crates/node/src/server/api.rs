@@ -10,12 +10,9 @@ use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use hearth_engine::ModelState;
-use hearth_protocol::ModelId;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::json;
 
-use super::status::ModelStatus;
 use super::AppState;
 use crate::store::{SettingsPatch, StoreError};
 
@@ -190,138 +187,6 @@ pub(crate) async fn delete_conversation(
 }
 
 // ---------------------------------------------------------------------------------------------
-// Models
-
-#[derive(Debug, Serialize)]
-struct ModelFile {
-    id: String,
-    file: String,
-    size_bytes: u64,
-    loaded: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    architecture: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    quantization: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    context_length: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    parameters: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<String>,
-}
-
-/// Every `.gguf` in the models folder, described from its header.
-fn model_files(dir: &std::path::Path, loaded: Option<&ModelId>) -> Vec<ModelFile> {
-    let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return out;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if !path.is_file() || path.extension().is_none_or(|e| e != "gguf") {
-            continue;
-        }
-        let file = entry.file_name().to_string_lossy().into_owned();
-        let id = ModelId::from_file_name(&file);
-        let size_bytes = entry.metadata().map(|m| m.len()).unwrap_or(0);
-        let loaded = loaded == Some(&id);
-        let mut m = ModelFile {
-            id: id.0,
-            file,
-            size_bytes,
-            loaded,
-            architecture: None,
-            quantization: None,
-            context_length: None,
-            parameters: None,
-            error: None,
-        };
-        match hearth_engine::gguf::read(&path) {
-            Ok(info) => {
-                m.architecture = Some(info.architecture);
-                m.quantization = info.quantization;
-                m.context_length = info.context_length;
-                m.parameters = info.size_label;
-            }
-            Err(e) => m.error = Some(e.to_string()),
-        }
-        out.push(m);
-    }
-    out.sort_by(|a, b| a.id.cmp(&b.id));
-    out
-}
-
-pub(crate) async fn list_models(
-    State(state): State<Arc<AppState>>,
-) -> Result<Response, ApiFailure> {
-    let model_state = state.host.state().borrow().clone();
-    let status = ModelStatus::of(&model_state);
-    let loaded = match &model_state {
-        ModelState::Ready(info) => Some(info.id.clone()),
-        _ => None,
-    };
-    let dir = state.models_dir.clone();
-    let models = tokio::task::spawn_blocking(move || model_files(&dir, loaded.as_ref()))
-        .await
-        .map_err(|e| {
-            ApiFailure::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal_error",
-                e.to_string(),
-            )
-        })?;
-    Ok(Json(json!({
-        "models": models,
-        "loaded": status.id,
-        "state": status.state,
-        "models_dir": state.models_dir.display().to_string(),
-    }))
-    .into_response())
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct LoadBody {
-    id: String,
-}
-
-pub(crate) async fn load_model(
-    State(state): State<Arc<AppState>>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiFailure> {
-    let body: LoadBody = json_body(body)?;
-    // Only plain names in the models folder: no paths, no `..`.
-    if body.id.is_empty() || body.id.contains(['/', '\\']) || body.id.starts_with('.') {
-        return Err(ApiFailure::bad_request(
-            "id must be a model name from GET /api/models",
-        ));
-    }
-    let file = if body.id.ends_with(".gguf") {
-        body.id.clone()
-    } else {
-        format!("{}.gguf", body.id)
-    };
-    let path = state.models_dir.join(&file);
-    if !path.is_file() {
-        return Err(ApiFailure::not_found("model"));
-    }
-    let id = ModelId::from_file_name(&file);
-    tracing::info!(model = %id, "loading requested through the API");
-    state.host.load(path).await;
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(json!({"id": id, "state": "loading"})),
-    )
-        .into_response())
-}
-
-pub(crate) async fn unload_model(State(state): State<Arc<AppState>>) -> Response {
-    tracing::info!("unloading requested through the API");
-    state.host.unload().await;
-    Json(json!({"state": "empty"})).into_response()
-}
-
-// ---------------------------------------------------------------------------------------------
 // API keys (for clients on the LAN). Managed only from this machine.
 
 pub(crate) fn local_only(peer: std::net::SocketAddr) -> Result<(), ApiFailure> {
@@ -389,19 +254,5 @@ mod tests {
         assert_eq!(clean_title("  a\nb ").unwrap(), "a b");
         assert!(clean_title("   ").is_err());
         assert!(clean_title(&"x".repeat(201)).is_err());
-    }
-
-    #[test]
-    fn model_files_reads_headers_and_reports_bad_files() {
-        let dir = std::env::temp_dir().join(format!("hearth-models-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("broken.gguf"), b"not a gguf").unwrap();
-        std::fs::write(dir.join("notes.txt"), b"x").unwrap();
-        let files = model_files(&dir, Some(&ModelId("broken".into())));
-        assert_eq!(files.len(), 1);
-        assert_eq!(files[0].id, "broken");
-        assert!(files[0].loaded);
-        assert!(files[0].error.is_some());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -27,6 +27,7 @@ pub(crate) mod generate;
 pub(crate) mod hub_door;
 pub mod listen;
 pub(crate) mod metrics;
+pub(crate) mod models_api;
 pub(crate) mod node_settings;
 pub(crate) mod ollama;
 pub(crate) mod openai;
@@ -40,12 +41,12 @@ use std::sync::Arc;
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::Uri;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::Router;
 use hearth_protocol::limits::MAX_HTTP_BODY_BYTES;
 use tokio_util::sync::CancellationToken;
 
-use crate::host::ModelHost;
+use crate::models::ModelHost;
 use crate::store::Store;
 
 /// What every door shares.
@@ -57,6 +58,8 @@ pub struct AppState {
     pub node_name: String,
     /// Where GGUF files live.
     pub models_dir: std::path::PathBuf,
+    /// Where other apps keep models that can be imported.
+    pub import_roots: crate::models::import::Roots,
     /// Cancelled when the node begins shutting down.
     pub shutdown: CancellationToken,
     /// Answers streaming into conversations right now.
@@ -121,9 +124,12 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/delete", axum::routing::delete(ollama::delete))
         .route("/api/status", get(status::status))
         .route("/api/events", get(events::upgrade))
-        .route("/api/models", get(api::list_models))
-        .route("/api/models/load", post(api::load_model))
-        .route("/api/models/unload", post(api::unload_model))
+        .route("/api/models", get(models_api::list_models))
+        .route("/api/models/load", post(models_api::load_model))
+        .route("/api/models/unload", post(models_api::unload_model))
+        .route("/api/models/importable", get(models_api::importable))
+        .route("/api/models/import", post(models_api::import))
+        .route("/api/models/{id}", delete(models_api::remove))
         .route(
             "/api/conversations",
             get(api::list_conversations).post(api::create_conversation),

@@ -52,10 +52,8 @@ impl Job {
         let uncounted = if tail.is_empty() {
             0
         } else {
-            match self.host.model() {
-                Some(info) if info.id == self.model => {
-                    u32::try_from(info.count_tokens(tail)).unwrap_or(u32::MAX)
-                }
+            match self.host.model_info(&self.model) {
+                Some(info) => u32::try_from(info.count_tokens(tail)).unwrap_or(u32::MAX),
                 _ => self.frames,
             }
         };
@@ -64,7 +62,7 @@ impl Job {
 
     /// The prompt's tokens by this node's tokenizer, when it holds the same model.
     pub(super) fn local_prompt_tokens(&self) -> Option<u32> {
-        let info = self.host.model().filter(|i| i.id == self.model)?;
+        let info = self.host.model_info(&self.model)?;
         let text = match &self.prompt {
             RemotePrompt::Chat(m) => info.render_chat(m).ok()?,
             RemotePrompt::Text(t) => t.clone(),

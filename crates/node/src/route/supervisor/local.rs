@@ -28,7 +28,7 @@ impl Job {
                 return Outcome::Finished;
             }
         };
-        let mut gen = match self.host.submit(request) {
+        let mut gen = match self.host.submit(&self.model, request) {
             Ok(g) => g,
             Err(e) => {
                 self.fail(e.to_string()).await;
@@ -145,8 +145,8 @@ impl Job {
             tokio::pin!(notified);
             notified.as_mut().enable();
             // This node's engine freeing a slot counts too, when it may take the request.
-            let local = self.local_candidate() && self.host.engine().is_some();
-            let room = self.host.room();
+            let local = self.local_candidate() && self.host.engine_of(&self.model).is_some();
+            let room = self.host.room(&self.model);
             match self.place() {
                 Placement::Wait => {}
                 p => return Outcome::Place(p),

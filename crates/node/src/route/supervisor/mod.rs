@@ -44,8 +44,8 @@ mod local;
 
 use accounting::decode_speed;
 
-use crate::host::ModelHost;
 use crate::hub::{Hub, Reservation, TaskEvent, WorkerId};
+use crate::models::ModelHost;
 use crate::route::generation::{Generation, RemoteOp};
 use crate::route::Placement;
 
@@ -310,7 +310,7 @@ impl Job {
     }
 
     fn local_candidate(&self) -> bool {
-        self.serve_local && self.host.model().is_some_and(|i| i.id == self.model)
+        self.serve_local && self.host.model_info(&self.model).is_some()
     }
 
     fn place(&self) -> Placement {

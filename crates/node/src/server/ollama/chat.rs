@@ -19,7 +19,7 @@ use futures_util::{Stream, StreamExt as _};
 use hearth_engine::{Done, Failure, Prompt, Request, TokenEvent};
 use hearth_protocol::ollama::{
     parse_body, ChatBody, ChatResponse, DoneReason, ErrorBody, Format, GenerateBody,
-    GenerateResponse, Metrics, OllamaError,
+    GenerateResponse, KeepAlive, Metrics, OllamaError,
 };
 use hearth_protocol::SamplingParams;
 
@@ -66,11 +66,45 @@ fn constrain(params: &mut SamplingParams, format: Option<Format>) -> Result<(), 
     Ok(())
 }
 
-/// Models stay loaded until the UI unloads them: an unload cannot be honoured yet.
-fn refuse_unload() -> OllamaError {
-    OllamaError::bad_request(
-        "keep_alive 0 (unload) is not supported yet: models stay loaded until they are unloaded in Hearth's UI",
-    )
+/// Ollama's unload request (no input and `keep_alive: 0`): unload `model` when it is loaded
+/// here, without loading it first. `false` when the request is not one.
+async fn unload_request(
+    state: &AppState,
+    model: &str,
+    keep_alive: Option<&serde_json::Value>,
+    no_input: bool,
+) -> Result<bool, OllamaError> {
+    if !no_input || !KeepAlive::parse(keep_alive)?.is_some_and(KeepAlive::is_unload) {
+        return Ok(false);
+    }
+    if model.trim().is_empty() {
+        return Err(OllamaError::bad_request("model is required"));
+    }
+    let host = state.router.host();
+    let here = host
+        .models_here()
+        .into_iter()
+        .find(|m| m.matches(model_name(model)));
+    match here {
+        Some(id) => {
+            host.unload(Some(&id)).await;
+        }
+        None if state
+            .router
+            .models()
+            .iter()
+            .any(|m| m.matches(model_name(model))) => {}
+        None => return Err(OllamaError::model_not_found(model)),
+    }
+    Ok(true)
+}
+
+/// A request's `keep_alive` for the model that runs it here.
+pub(super) fn keep(state: &AppState, target: &Target, keep_alive: Option<KeepAlive>) {
+    if let (Some(k), Some(_)) = (keep_alive, &target.local) {
+        let d = k.duration().unwrap_or(Duration::MAX);
+        state.router.host().set_keep_alive(&target.model, d);
+    }
 }
 
 fn metrics(d: &Done, received: Instant, load: Duration) -> Metrics {
@@ -131,13 +165,22 @@ pub(crate) async fn chat(
     let received = Instant::now();
     let body = read_body(body)?;
     let wire: ChatBody = parse_body(&body)?;
+    if unload_request(
+        &state,
+        &wire.model,
+        wire.keep_alive.as_ref(),
+        wire.messages.is_empty(),
+    )
+    .await?
+    {
+        let done = ChatResponse::done(&wire.model, &now_rfc3339(), "", DoneReason::Unload, None);
+        return Ok(Json(done).into_response());
+    }
     let (target, load) = resolve(&state, &wire.model).await?;
     let mut req = wire.validate(target.ctx())?;
+    keep(&state, &target, req.keep_alive);
     let model = req.model.clone();
     if req.is_load_only() {
-        if req.is_unload() {
-            return Err(refuse_unload().into());
-        }
         let done = ChatResponse::done(&model, &now_rfc3339(), "", DoneReason::Load, None);
         return Ok(Json(done).into_response());
     }
@@ -198,13 +241,17 @@ pub(crate) async fn generate(
     let received = Instant::now();
     let body = read_body(body)?;
     let wire: GenerateBody = parse_body(&body)?;
+    let no_input = wire.prompt.as_deref().is_none_or(str::is_empty);
+    if unload_request(&state, &wire.model, wire.keep_alive.as_ref(), no_input).await? {
+        let done =
+            GenerateResponse::done(&wire.model, &now_rfc3339(), "", DoneReason::Unload, None);
+        return Ok(Json(done).into_response());
+    }
     let (target, load) = resolve(&state, &wire.model).await?;
     let mut req = wire.validate(target.ctx())?;
+    keep(&state, &target, req.keep_alive);
     let model = req.model.clone();
     if req.is_load_only() {
-        if req.is_unload() {
-            return Err(refuse_unload().into());
-        }
         let done = GenerateResponse::done(&model, &now_rfc3339(), "", DoneReason::Load, None);
         return Ok(Json(done).into_response());
     }

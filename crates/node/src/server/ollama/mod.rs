@@ -6,8 +6,8 @@
 //! Ollama's `{"error": "..."}` with Ollama's status.
 //!
 //! Ollama names models `name:tag`; a model here has no tag, so `name:latest` means `name`.
-//! `keep_alive` is read and checked but models stay loaded until unloaded in the UI (loading
-//! on demand, and so unloading after `keep_alive`, does not exist yet).
+//! A model in the models folder loads when a request names it; a request's `keep_alive` sets
+//! how long it stays loaded idle, and no input with `keep_alive: 0` unloads it.
 
 mod chat;
 mod embed;

@@ -1,7 +1,8 @@
 //! Ollama's model listings, from what the route serves so that `/api/tags` and `/v1/models`
 //! agree: `/api/tags` (every model this node answers for), `/api/ps` (the model loaded here),
-//! `/api/show` (GGUF metadata, template, the parameters requests default to), `/api/version`;
-//! and `/api/pull` and `/api/delete`, refused with the reason until downloads exist. A model's
+//! `/api/show` (GGUF metadata, template, the parameters requests default to), `/api/version`,
+//! `/api/delete` (the models folder's file); and `/api/pull`, refused with the reason until
+//! downloads exist. A model's
 //! `digest` is the SHA-256 of its file, computed once per file (the first listing waits for it).
 
 use std::collections::HashMap;
@@ -11,7 +12,7 @@ use std::time::SystemTime;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::StatusCode;
 use axum::Json;
 use hearth_engine::ModelInfo;
@@ -19,7 +20,6 @@ use hearth_protocol::ollama::{
     ollama_defaults, parse_body, DeleteBody, ModelDetails, PsModel, PsResponse, PullBody, ShowBody,
     ShowResponse, TagsModel, TagsResponse, VersionResponse,
 };
-use hearth_protocol::ModelId;
 use serde_json::{Map, Value};
 use sha2::{Digest as _, Sha256};
 use tokio::sync::OnceCell;
@@ -28,8 +28,7 @@ use super::chat::{read_body, resolve};
 use super::{error, Reply};
 use crate::server::AppState;
 
-/// What `/api/ps` says about when a model unloads: models stay loaded until the UI unloads
-/// them, so never.
+/// What `/api/ps` says about a model that unloads only when the user unloads it.
 const NEVER: &str = "9999-12-31T23:59:59Z";
 
 fn modified(path: &Path) -> Option<SystemTime> {
@@ -88,40 +87,67 @@ fn details(local: Option<&ModelInfo>) -> ModelDetails {
     }
 }
 
-/// This node's own model, when it is the one named `id`.
-fn local(state: &AppState, id: &ModelId) -> Option<Arc<ModelInfo>> {
-    state.router.host().model().filter(|i| &i.id == id)
-}
-
 pub(crate) async fn tags(State(state): State<Arc<AppState>>) -> Json<TagsResponse> {
+    let registry = state.router.registry().clone();
+    let files = tokio::task::spawn_blocking(move || registry.scan())
+        .await
+        .unwrap_or_default();
     let mut models = Vec::new();
     for id in state.router.models() {
-        let info = local(&state, &id);
+        let loaded = state.router.host().model_info(&id);
+        let file = files.iter().find(|f| f.id == id);
+        let path = loaded
+            .as_ref()
+            .map(|i| i.path.clone())
+            .or_else(|| file.map(|f| f.path.clone()));
         models.push(TagsModel {
             name: id.to_string(),
             model: id.to_string(),
-            modified_at: rfc3339(info.as_ref().and_then(|i| modified(&i.path))),
-            size: info.as_ref().map_or(0, |i| i.size_bytes),
-            digest: match &info {
-                Some(i) => digest(&i.path).await,
+            modified_at: rfc3339(path.as_deref().and_then(modified)),
+            size: loaded
+                .as_ref()
+                .map(|i| i.size_bytes)
+                .or(file.map(|f| f.size_bytes))
+                .unwrap_or(0),
+            digest: match &path {
+                Some(p) => digest(p).await,
                 None => String::new(),
             },
-            details: details(info.as_deref()),
+            details: match (&loaded, file.and_then(|f| f.gguf.as_ref())) {
+                (Some(i), _) => details(Some(i)),
+                (None, Some(g)) => ModelDetails::gguf(
+                    g.architecture.clone(),
+                    g.size_label.clone(),
+                    g.quantization.clone(),
+                ),
+                (None, None) => details(None),
+            },
         });
     }
     Json(TagsResponse { models })
 }
 
+/// Every model loaded here, with when it unloads unless used.
 pub(crate) async fn ps(State(state): State<Arc<AppState>>) -> Json<PsResponse> {
+    let host = state.router.host();
     let mut models = Vec::new();
-    if let Some(info) = state.router.host().model() {
+    for id in host.loaded_models() {
+        let Some(info) = host.model_info(&id) else {
+            continue;
+        };
+        let expires_at = match host.expires_in(&id) {
+            Some(left) => SystemTime::now()
+                .checked_add(left)
+                .map_or_else(|| NEVER.into(), |t| rfc3339(Some(t))),
+            None => NEVER.into(),
+        };
         models.push(PsModel {
             name: info.id.to_string(),
             model: info.id.to_string(),
             size: info.size_bytes,
             digest: digest(&info.path).await,
             details: details(Some(&info)),
-            expires_at: NEVER.into(),
+            expires_at,
             size_vram: 0,
             context_length: Some(info.ctx_per_slot),
         });
@@ -225,25 +251,44 @@ pub(crate) async fn pull(
     }
 }
 
+/// `DELETE /api/delete`: the model's files leave the models folder (an imported model's link
+/// only), as `ollama rm` expects; refused while it is loaded, and from other machines.
 pub(crate) async fn delete(
     State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
     body: Result<Bytes, BytesRejection>,
-) -> Reply {
+) -> Result<StatusCode, Reply> {
     let parsed = read_body(body).and_then(|b| parse_body::<DeleteBody>(&b));
-    let name = match parsed.and_then(|p| p.model_name()) {
-        Ok(name) => name,
-        Err(e) => return Reply(e),
-    };
-    let served = state
-        .router
-        .models()
-        .iter()
-        .any(|m| m.matches(super::model_name(&name)));
-    if !served {
-        return Reply(error(
+    let name = parsed.and_then(|p| p.model_name())?;
+    let id = super::model_name(&name).to_owned();
+    if !peer.ip().to_canonical().is_loopback() {
+        return Err(Reply(error(
+            StatusCode::FORBIDDEN,
+            "models can only be deleted on the machine that runs the node",
+        )));
+    }
+    let host = state.router.host();
+    if let Some(loaded) = host.models_here().into_iter().find(|m| m.matches(&id)) {
+        return Err(Reply(error(
+            StatusCode::CONFLICT,
+            format!("model '{loaded}' is loaded: unload it first (keep_alive 0), then delete it"),
+        )));
+    }
+    let registry = state.router.registry().clone();
+    let removed = tokio::task::spawn_blocking(move || registry.remove(&id)).await;
+    match removed {
+        Ok(Ok(_)) => Ok(StatusCode::OK),
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => Err(Reply(error(
             StatusCode::NOT_FOUND,
             format!("model '{name}' not found"),
-        ));
+        ))),
+        Ok(Err(e)) => Err(Reply(error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            e.to_string(),
+        ))),
+        Err(e) => Err(Reply(error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            e.to_string(),
+        ))),
     }
-    not_yet(&state, "deleting models")
 }

@@ -1,0 +1,64 @@
+//! How much memory a model takes once loaded, estimated from its GGUF header before loading
+//! it (the weights, the key/value cache of every slot, llama.cpp's compute buffers), and how
+//! much the node may give to models: `--memory-limit`, else what the machine has free.
+
+use hearth_protocol::gguf::GgufInfo;
+
+/// llama.cpp's compute buffers and the embedding context, beside weights and cache: a
+/// generous allowance for small models, a small share of a big one.
+const OVERHEAD_BYTES: u64 = 64 << 20;
+
+/// The memory a model is expected to take: its file (weights are mapped, and every page is
+/// read while decoding), plus an f16 key/value cache for `ctx_tokens` (every slot's context)
+/// when the header says the model's shape, plus fixed buffers.
+pub fn estimate(size_bytes: u64, gguf: Option<&GgufInfo>, ctx_tokens: u64) -> u64 {
+    let kv = gguf.and_then(|g| {
+        let layers = g.block_count?;
+        let width = g.embedding_length?;
+        let heads = g.head_count.filter(|h| *h > 0)?;
+        let kv_heads = g.head_count_kv.unwrap_or(heads);
+        // keys and values, 2 bytes each, of width * kv_heads / heads per layer and token
+        Some(2 * 2 * layers * ctx_tokens * width * kv_heads / heads)
+    });
+    // Without the shape: a quarter of the weights is a usual cache at these contexts.
+    let kv = kv.unwrap_or(size_bytes / 4);
+    size_bytes.saturating_add(kv).saturating_add(OVERHEAD_BYTES)
+}
+
+/// The memory models may take: the limit given, else the memory available now plus what the
+/// loaded models already take (it is theirs), less a tenth kept for everything else.
+pub fn budget(limit: Option<u64>, loaded_estimates: u64) -> u64 {
+    if let Some(l) = limit {
+        return l;
+    }
+    let available = match sysinfo::System::new() {
+        Ok(mut sys) => {
+            sys.refresh_memory();
+            sys.available_memory()
+        }
+        // Memory cannot be read here: only the limit given bounds the models.
+        Err(_) => return u64::MAX,
+    };
+    (available.saturating_add(loaded_estimates)) / 10 * 9
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cache_follows_the_models_shape() {
+        let g = GgufInfo {
+            block_count: Some(30),
+            embedding_length: Some(576),
+            head_count: Some(9),
+            head_count_kv: Some(3),
+            ..GgufInfo::default()
+        };
+        // 30 layers * 8192 tokens * 576 * 3/9 * 2 (k, v) * 2 bytes = 188,743,680
+        assert_eq!(estimate(0, Some(&g), 8192), 188_743_680 + OVERHEAD_BYTES);
+        assert_eq!(estimate(400, None, 8192), 500 + OVERHEAD_BYTES);
+        assert_eq!(budget(Some(7), u64::MAX), 7);
+        assert!(budget(None, 0) > 0);
+    }
+}

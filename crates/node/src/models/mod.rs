@@ -1,0 +1,12 @@
+//! Models on this node: the registry of GGUF files it can load (`registry`), the memory a
+//! model takes and the budget for all of them (`memory`), and the host of the loaded models'
+//! engines, which loads on demand, unloads the least recently used and the idle (`host`); and
+//! models of Ollama and LM Studio linked in without a copy (`import`).
+
+pub mod host;
+pub mod import;
+pub mod memory;
+pub mod registry;
+
+pub use host::{model_id_of, EngineSettings, ModelHost, DEFAULT_KEEP_ALIVE};
+pub use registry::{ModelFile, Registry};

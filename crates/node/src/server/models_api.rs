@@ -1,0 +1,236 @@
+//! The Models page's API: the registry's models with their state here (`GET /api/models`),
+//! load and unload, what Ollama and LM Studio have that can be imported without a copy, import,
+//! and delete (refused for a loaded model). Changes to files are made only from this machine.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{ConnectInfo, Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use hearth_engine::ModelState;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::api::{json_body, local_only, ApiFailure};
+use super::status::ModelStatus;
+use super::AppState;
+use crate::models::{import, ModelFile, ModelHost};
+
+fn internal(e: impl std::fmt::Display) -> ApiFailure {
+    ApiFailure::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal_error",
+        e.to_string(),
+    )
+}
+
+/// A model of the registry as the Models page shows it: its file and header, and whether it
+/// is loaded here.
+#[derive(Debug, Serialize)]
+struct ModelRow {
+    #[serde(flatten)]
+    file: ModelFile,
+    loaded: bool,
+    /// `loaded`, `loading`, `failed` or `available` (on disk, not loaded).
+    state: &'static str,
+    /// Times it was loaded since the node started.
+    loads: u64,
+    /// Seconds until it unloads unless used (absent: not by time).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unloads_in_s: Option<u64>,
+}
+
+fn model_row(host: &ModelHost, file: ModelFile) -> ModelRow {
+    let state = match host
+        .engine_of(&file.id)
+        .map(|e| e.model_state().borrow().clone())
+    {
+        Some(ModelState::Ready(_)) => "loaded",
+        Some(ModelState::Loading { .. }) => "loading",
+        Some(ModelState::Failed { .. }) => "failed",
+        _ => "available",
+    };
+    ModelRow {
+        loaded: state == "loaded",
+        state,
+        loads: host.loads(&file.id),
+        unloads_in_s: (state == "loaded")
+            .then(|| host.expires_in(&file.id).map(|d| d.as_secs()))
+            .flatten(),
+        file,
+    }
+}
+
+pub(crate) async fn list_models(
+    State(state): State<Arc<AppState>>,
+) -> Result<Response, ApiFailure> {
+    let model_state = state.host.state().borrow().clone();
+    let status = ModelStatus::of(&model_state);
+    let registry = state.router.registry().clone();
+    let files = tokio::task::spawn_blocking(move || registry.scan())
+        .await
+        .map_err(internal)?;
+    let models: Vec<ModelRow> = files
+        .into_iter()
+        .map(|f| model_row(&state.host, f))
+        .collect();
+    Ok(Json(json!({
+        "models": models,
+        "loaded": status.id,
+        "loaded_models": state.host.loaded_models(),
+        "state": status.state,
+        "models_dir": state.models_dir.display().to_string(),
+    }))
+    .into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LoadBody {
+    id: String,
+}
+
+pub(crate) async fn load_model(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiFailure> {
+    let body: LoadBody = json_body(body)?;
+    // Only plain names in the models folder: no paths, no `..`.
+    if !crate::models::registry::plain_name(&body.id) {
+        return Err(ApiFailure::bad_request(
+            "id must be a model name from GET /api/models",
+        ));
+    }
+    let Some((id, path)) = state.router.registry().find(&body.id) else {
+        return Err(ApiFailure::not_found("model"));
+    };
+    tracing::info!(model = %id, "loading requested through the API");
+    state.host.load(path).await;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"id": id, "state": "loading"})),
+    )
+        .into_response())
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct UnloadBody {
+    id: Option<String>,
+}
+
+/// Unload one model (`{"id": ...}`), or the focus model without a body.
+pub(crate) async fn unload_model(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiFailure> {
+    let body: UnloadBody = match &body {
+        Ok(b) if b.is_empty() => UnloadBody::default(),
+        _ => json_body(body)?,
+    };
+    let id = match body.id.as_deref() {
+        Some(name) => Some(
+            state
+                .host
+                .models_here()
+                .into_iter()
+                .find(|m| m.matches(name))
+                .ok_or_else(|| ApiFailure::not_found("loaded model"))?,
+        ),
+        None => None,
+    };
+    tracing::info!(model = ?id, "unloading requested through the API");
+    state.host.unload(id.as_ref()).await;
+    let status = ModelStatus::of(&state.host.state().borrow());
+    Ok(
+        Json(json!({"state": status.state, "loaded_models": state.host.loaded_models()}))
+            .into_response(),
+    )
+}
+
+/// What Ollama and LM Studio have, each marked when it is imported already.
+pub(crate) async fn importable(State(state): State<Arc<AppState>>) -> Result<Response, ApiFailure> {
+    let (roots, dir) = (state.import_roots.clone(), state.models_dir.clone());
+    let found = tokio::task::spawn_blocking(move || import::find(&roots, &dir))
+        .await
+        .map_err(internal)?;
+    Ok(Json(json!({"models": found})).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ImportBody {
+    /// One model by id; absent: every one not imported yet.
+    id: Option<String>,
+}
+
+/// Link models of Ollama or LM Studio into the models folder; they are listed at once.
+pub(crate) async fn import(
+    State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiFailure> {
+    local_only(peer)?;
+    let body: ImportBody = json_body(body)?;
+    let (roots, dir) = (state.import_roots.clone(), state.models_dir.clone());
+    let done = tokio::task::spawn_blocking(move || {
+        let found = import::find(&roots, &dir);
+        let chosen: Vec<_> = match &body.id {
+            Some(id) => found.into_iter().filter(|m| m.id.matches(id)).collect(),
+            None => found.into_iter().filter(|m| !m.imported).collect(),
+        };
+        if chosen.is_empty() && body.id.is_some() {
+            return Err(ApiFailure::not_found("importable model"));
+        }
+        let mut ids = Vec::new();
+        for m in &chosen {
+            import::import(m, &dir).map_err(|e| {
+                ApiFailure::new(StatusCode::CONFLICT, "import_failed", e.to_string())
+            })?;
+            ids.push(m.id.clone());
+        }
+        Ok(ids)
+    })
+    .await
+    .map_err(internal)??;
+    Ok(Json(json!({"imported": done})).into_response())
+}
+
+/// Delete a model's files from the folder (only the link of an imported one); refused while
+/// it is loaded.
+pub(crate) async fn remove(
+    State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiFailure> {
+    local_only(peer)?;
+    if !crate::models::registry::plain_name(&id) {
+        return Err(ApiFailure::bad_request(
+            "id must be a model name from GET /api/models",
+        ));
+    }
+    if let Some(loaded) = state
+        .host
+        .models_here()
+        .into_iter()
+        .find(|m| m.matches(&id))
+    {
+        return Err(ApiFailure::new(
+            StatusCode::CONFLICT,
+            "model_loaded",
+            format!("{loaded} is loaded: unload it first, then delete it"),
+        ));
+    }
+    let registry = state.router.registry().clone();
+    let removed = tokio::task::spawn_blocking(move || registry.remove(&id))
+        .await
+        .map_err(internal)?;
+    match removed {
+        Ok(files) => Ok(Json(json!({"removed": files})).into_response()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(ApiFailure::not_found("model")),
+        Err(e) => Err(internal(e)),
+    }
+}

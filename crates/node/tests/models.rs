@@ -1,0 +1,372 @@
+//! Several models on one node, loaded when a request names them: requests alternating between
+//! two models keep both loaded; under a low memory limit the least recently used one unloads;
+//! ten first requests at once load a model once; a model loaded on demand unloads after the
+//! keep-alive while the one the user chose stays; Ollama's `keep_alive: 0` unloads at once.
+//! The models are the real default model under other names, in a folder the test makes.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::{client, wait_for_secs, without_model, TestNode};
+use serde_json::{json, Value};
+
+/// A models folder holding the default model as each of `names` (`NAME.gguf`).
+fn folder(names: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let model = common::model_path();
+    for name in names {
+        let to = dir.path().join(format!("{name}.gguf"));
+        if std::fs::hard_link(&model, &to).is_err() {
+            std::fs::copy(&model, &to).expect("copy the model");
+        }
+    }
+    dir
+}
+
+/// A short chat answer from `model` through the OpenAI door.
+async fn ask(t: &TestNode, model: &str) -> Value {
+    let r = t
+        .post(
+            "/v1/chat/completions",
+            &json!({"model": model, "max_tokens": 3, "messages": common::user("Hi")}),
+        )
+        .await;
+    let status = r.status();
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["model"], model, "{body}");
+    body
+}
+
+async fn loaded(t: &TestNode) -> Vec<String> {
+    let mut v: Vec<String> = t.get_json("/api/models").await["loaded_models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap().to_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// How many times `id` was loaded, from the Models page's listing.
+async fn loads(t: &TestNode, id: &str) -> u64 {
+    let models = t.get_json("/api/models").await;
+    let row = models["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == id)
+        .unwrap_or_else(|| panic!("{id} is listed: {models}"))
+        .clone();
+    row["loads"].as_u64().unwrap()
+}
+
+async fn start(dir: &Path, f: impl FnOnce(&mut hearth_node::NodeConfig)) -> TestNode {
+    TestNode::start_with(|c| {
+        without_model(c, dir);
+        c.parallel = 2;
+        c.ctx = Some(512);
+        f(c);
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_alternating_between_two_models_keep_both_loaded() {
+    let dir = folder(&["alpha", "beta"]);
+    // With no --model the node loads the first model of the folder, for the user: alpha.
+    let t = start(dir.path(), |_| {}).await;
+    let listed = t.get_json("/v1/models").await;
+    let ids: Vec<&str> = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        ["alpha", "beta"],
+        "every model in the folder is offered"
+    );
+    for model in ["alpha", "beta", "alpha", "beta"] {
+        ask(&t, model).await;
+    }
+    assert_eq!(loaded(&t).await, ["alpha", "beta"]);
+    assert_eq!((loads(&t, "alpha").await, loads(&t, "beta").await), (1, 1));
+    // Ollama's ps lists both: the one loaded for a request unloads after the keep-alive (5
+    // minutes by default), the one loaded for the user does not.
+    let ps = t.get_json("/api/ps").await;
+    let expires: Vec<(&str, bool)> = ps["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let never = m["expires_at"].as_str().unwrap().starts_with("9999");
+            (m["name"].as_str().unwrap(), never)
+        })
+        .collect();
+    assert_eq!(expires, [("alpha", true), ("beta", false)], "{ps}");
+    // A name that is not in the folder is still unknown.
+    let r = t
+        .post(
+            "/v1/chat/completions",
+            &json!({"model": "gamma", "messages": common::user("Hi")}),
+        )
+        .await;
+    assert_eq!(r.status(), 404);
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_a_low_memory_limit_the_least_recently_used_model_unloads() {
+    let dir = folder(&["alpha", "beta"]);
+    let path = dir.path().join("alpha.gguf");
+    let gguf = hearth_engine::gguf::read(&path).unwrap();
+    let size = std::fs::metadata(&path).unwrap().len();
+    let one = hearth_node::models::memory::estimate(size, Some(&gguf), 2 * 512);
+    // Room for one model and a half: the second one needs the first one's place.
+    // alpha is loaded at start (the folder's first model).
+    let t = start(dir.path(), |c| c.memory_limit = Some(one * 3 / 2)).await;
+    ask(&t, "alpha").await;
+    assert_eq!(loaded(&t).await, ["alpha"]);
+    ask(&t, "beta").await;
+    assert_eq!(loaded(&t).await, ["beta"]);
+    ask(&t, "alpha").await;
+    assert_eq!(loaded(&t).await, ["alpha"]);
+    assert_eq!((loads(&t, "alpha").await, loads(&t, "beta").await), (2, 1));
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_first_requests_at_once_load_the_model_once() {
+    let dir = folder(&["alpha", "beta"]);
+    let t = start(dir.path(), |c| c.queue = 16).await;
+    assert_eq!(loads(&t, "beta").await, 0);
+    let answers = futures_util::future::join_all((0..10).map(|_| ask(&t, "beta"))).await;
+    assert_eq!(answers.len(), 10);
+    assert_eq!(loads(&t, "beta").await, 1);
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_model_unloads_after_the_keep_alive_and_the_chosen_one_stays() {
+    let dir = folder(&["alpha", "beta"]);
+    let chosen = dir.path().join("alpha.gguf");
+    let t = start(dir.path(), |c| {
+        c.model = Some(chosen.to_string_lossy().into_owned());
+        c.keep_alive = Duration::from_secs(1);
+    })
+    .await;
+    ask(&t, "beta").await;
+    wait_for_secs(
+        30,
+        async || loaded(&t).await == ["alpha"],
+        "beta unloads when idle",
+    )
+    .await;
+    // The model chosen at start is still there, and beta loads again when asked for.
+    ask(&t, "alpha").await;
+    ask(&t, "beta").await;
+    assert_eq!(loads(&t, "beta").await, 2);
+
+    // Ollama's unload: no prompt and keep_alive 0, for a model loaded or not.
+    let http = client();
+    for model in ["alpha", "beta"] {
+        let r: Value = http
+            .post(t.url("/api/generate"))
+            .json(&json!({"model": model, "keep_alive": 0}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(r["done_reason"], "unload", "{r}");
+    }
+    assert!(loaded(&t).await.is_empty());
+    let r = http
+        .post(t.url("/api/chat"))
+        .json(&json!({"model": "nothing", "messages": [], "keep_alive": 0}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    // A keep_alive on a request holds a model loaded on demand past the node's keep-alive.
+    let r = http
+        .post(t.url("/api/generate"))
+        .json(&json!({"model": "beta", "keep_alive": "1h"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(loaded(&t).await, ["beta"]);
+    t.stop().await;
+}
+
+/// Ollama's folder (`manifests/registry.ollama.ai/library/NAME/latest` naming a blob) and LM
+/// Studio's (`PUBLISHER/REPO/FILE.gguf`) under `root`, made from the default model.
+fn other_apps(root: &Path) -> hearth_node::models::import::Roots {
+    let model = common::model_path();
+    let place = |to: &Path| {
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        if std::fs::hard_link(&model, to).is_err() {
+            std::fs::copy(&model, to).unwrap();
+        }
+    };
+    let ollama = root.join("ollama");
+    let hex = "5e".repeat(32);
+    place(&ollama.join(format!("blobs/sha256-{hex}")));
+    let manifest = ollama.join("manifests/registry.ollama.ai/library/tiny/latest");
+    std::fs::create_dir_all(manifest.parent().unwrap()).unwrap();
+    let layers = json!({"schemaVersion": 2, "layers": [
+        {"mediaType": "application/vnd.ollama.image.model", "digest": format!("sha256:{hex}"), "size": 1},
+        {"mediaType": "application/vnd.ollama.image.template", "digest": format!("sha256:{}", "0".repeat(64)), "size": 1},
+    ]});
+    std::fs::write(&manifest, layers.to_string()).unwrap();
+    let lmstudio = root.join("lmstudio");
+    place(&lmstudio.join("someone/Small-GGUF/Small-Q4.gguf"));
+    hearth_node::models::import::Roots {
+        ollama: vec![ollama],
+        lmstudio: vec![lmstudio],
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn models_of_ollama_and_lm_studio_are_imported_without_a_copy_and_serve() {
+    let apps = tempfile::tempdir().unwrap();
+    let roots = other_apps(apps.path());
+    let models = tempfile::tempdir().unwrap();
+    let t = start(models.path(), |c| c.import_roots = roots).await;
+    // A new machine: no model, and the doors say so.
+    let r = t
+        .post(
+            "/v1/chat/completions",
+            &json!({"messages": common::user("Hi")}),
+        )
+        .await;
+    assert_eq!(r.status(), 503);
+    let found = t.get_json("/api/models/importable").await;
+    let found: Vec<(String, String, bool)> = found["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["id"].as_str().unwrap().to_owned(),
+                m["source"].as_str().unwrap().to_owned(),
+                m["imported"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("Small-Q4".into(), "lmstudio".into(), false),
+            ("tiny".into(), "ollama".into(), false)
+        ]
+    );
+    let r: Value = t
+        .post("/api/models/import", &json!({}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["imported"], json!(["Small-Q4", "tiny"]));
+    // Listed with the size of the file they stand for.
+    let size = std::fs::metadata(common::model_path()).unwrap().len();
+    let listed = t.get_json("/api/models").await;
+    for m in listed["models"].as_array().unwrap() {
+        assert_eq!(m["size_bytes"], size, "{m}");
+        assert!(m["linked_to"].as_str().is_some(), "{m}");
+    }
+    // Referenced in place: links, not copies.
+    for file in ["tiny.gguf", "Small-Q4.gguf"] {
+        let meta = std::fs::symlink_metadata(models.path().join(file)).unwrap();
+        assert!(meta.file_type().is_symlink(), "{file} is a link");
+    }
+    // Both answer at once, without a restart, under their own names (Ollama's with its tag).
+    ask(&t, "tiny").await;
+    ask(&t, "Small-Q4").await;
+    let r: Value = client()
+        .post(t.url("/api/chat"))
+        .json(
+            &json!({"model": "tiny:latest", "stream": false, "options": {"num_predict": 2},
+                      "messages": [{"role": "user", "content": "Hi"}]}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["done"], true, "{r}");
+    // Deleting a loaded model is refused with the reason; once unloaded only the link goes.
+    let http = client();
+    let r = http.delete(t.url("/api/models/tiny")).send().await.unwrap();
+    assert_eq!(r.status(), 409);
+    assert!(r.text().await.unwrap().contains("unload it first"));
+    let r = t.post("/api/models/unload", &json!({"id": "tiny"})).await;
+    assert_eq!(r.status(), 200);
+    let r = http.delete(t.url("/api/models/tiny")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(!models.path().join("tiny.gguf").exists());
+    assert!(apps
+        .path()
+        .join(format!("ollama/blobs/sha256-{}", "5e".repeat(32)))
+        .is_file());
+    let r = http
+        .delete(t.url("/api/models/..%2Fx"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    t.stop().await;
+}
+
+#[test]
+fn the_command_line_imports_lists_and_removes() {
+    let home = tempfile::tempdir().unwrap();
+    let roots = other_apps(home.path());
+    // LM Studio's folder where the command looks for it, under this HOME.
+    std::fs::create_dir_all(home.path().join(".lmstudio")).unwrap();
+    std::fs::rename(&roots.lmstudio[0], home.path().join(".lmstudio/models")).unwrap();
+    let models = home.path().join("models");
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hearth-node"))
+            .arg("models")
+            .args(args)
+            .arg("--models-dir")
+            .arg(&models)
+            .env("HOME", home.path())
+            .env("OLLAMA_MODELS", &roots.ollama[0])
+            .env_remove("HEARTH_MODELS_DIR")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let listed = run(&["import", "--dry-run"]);
+    assert!(
+        listed.contains("Small-Q4") && listed.contains("tiny"),
+        "{listed}"
+    );
+    assert!(run(&["list"]).contains("no models"));
+    assert!(run(&["import", "tiny"]).contains("imported tiny"));
+    assert!(run(&["import"]).contains("imported Small-Q4"));
+    let list = run(&["list"]);
+    assert!(
+        list.contains("tiny") && list.contains("Q4_1") && list.contains("->"),
+        "{list}"
+    );
+    assert!(run(&["rm", "tiny"]).contains("removed tiny.gguf"));
+    assert!(!run(&["list"]).contains("tiny"));
+    assert!(roots.ollama[0].join("blobs").read_dir().unwrap().count() == 1);
+}
