@@ -13,6 +13,7 @@ import type {
   ConversationDetail,
   ConversationPatch,
   CreatedKey,
+  ImportableModel,
   KeysResponse,
   ModelsResponse,
   StatusResponse,
@@ -98,7 +99,14 @@ export const api = {
 
   models: () => request<ModelsResponse>('GET', '/api/models'),
   loadModel: (id: string) => request<{ id: string; state: string }>('POST', '/api/models/load', { id }),
-  unloadModel: () => request<{ state: string }>('POST', '/api/models/unload'),
+  unloadModel: (id?: string) =>
+    request<{ state: string }>('POST', '/api/models/unload', id === undefined ? undefined : { id }),
+  /** Models of Ollama and LM Studio, imported without a copy. */
+  importable: () => request<{ models: ImportableModel[] }>('GET', '/api/models/importable'),
+  importModels: (id?: string) =>
+    request<{ imported: string[] }>('POST', '/api/models/import', id === undefined ? {} : { id }),
+  /** Refused (409) while the model is loaded. */
+  deleteModel: (id: string) => request<{ removed: string[] }>('DELETE', `/api/models/${enc(id)}`),
 
   /** Keys for other machines; 403 unless called from the node's own machine. */
   listKeys: () => request<KeysResponse>('GET', '/api/keys'),

@@ -131,12 +131,33 @@ export interface ModelInfo {
   context_length?: number;
   parameters?: string;
   loaded: boolean;
+  /** Here: loaded, loading, failed, or only on disk (absent from older nodes). */
+  state?: 'loaded' | 'loading' | 'failed' | 'available';
+  /** Times it was loaded since the node started. */
+  loads?: number;
+  /** Seconds until it unloads unless used (a model loaded for a request). */
+  unloads_in_s?: number;
+  /** Where the file is, for a model imported from another app. */
+  linked_to?: string;
+  shards?: number;
   error?: string;
+}
+
+/** A model Ollama or LM Studio has (`GET /api/models/importable`). */
+export interface ImportableModel {
+  id: string;
+  source: 'ollama' | 'lmstudio';
+  path: string;
+  size_bytes: number;
+  imported: boolean;
 }
 
 export interface ModelsResponse {
   models: ModelInfo[];
+  /** The model the node shows as its own (the last one loaded). */
   loaded: string | null;
+  /** Every model loaded here. */
+  loaded_models?: string[];
   state: ModelState;
   /** Where the node looks for GGUF files (absent from older nodes). */
   models_dir?: string;

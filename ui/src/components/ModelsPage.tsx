@@ -1,26 +1,30 @@
 /**
- * The models folder (`GET /api/models`): one row per GGUF file with its header facts, Load and
- * Unload, and a progress bar fed by `/api/events` while a model loads. The list is fetched
- * again whenever the model state changes, so `loaded` stays right.
+ * The models folder (`GET /api/models`): one row per model with its header facts, whether it is
+ * loaded (several can be; requests load the model they name), Load, Unload and Delete, the
+ * models of Ollama and LM Studio to import, and a progress bar fed by `/api/events` while a
+ * model loads. The list is read again when the model state changes and every few seconds.
  */
 import { useCallback, useEffect, useState, type Dispatch } from 'react';
 import { api, errorText } from '../api/client';
 import type { ModelInfo, ModelsResponse } from '../api/types';
 import { formatBytes, formatContext, percent } from '../format';
 import type { LiveAction, LiveState } from '../status/live';
+import { ImportCard } from './ImportCard';
 
 export interface ModelsPageProps {
   live: LiveState;
   dispatch: Dispatch<LiveAction>;
 }
 
-/** How often an empty models folder is read again. */
-const EMPTY_FOLDER_POLL_MS = 3000;
+/** How often the models folder is read again (models load and unload on requests too). */
+const FOLDER_POLL_MS = 3000;
 
 export function ModelsPage({ live, dispatch }: ModelsPageProps) {
   const [data, setData] = useState<ModelsResponse | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [pending, setPending] = useState(false);
+  /** The model whose Delete was pressed once: the row asks to confirm. */
+  const [confirming, setConfirming] = useState<string | null>(null);
   const { model } = live;
 
   const refresh = useCallback(async () => {
@@ -36,13 +40,11 @@ export function ModelsPage({ live, dispatch }: ModelsPageProps) {
     void refresh();
   }, [refresh, model.id, model.state]);
 
-  // An empty folder: look again every few seconds, so a file copied in shows without a reload.
-  const noFiles = data !== null && data.models.length === 0;
+  // Look again every few seconds: a file copied in, a model loaded or unloaded by a request.
   useEffect(() => {
-    if (!noFiles) return undefined;
-    const timer = setInterval(() => void refresh(), EMPTY_FOLDER_POLL_MS);
+    const timer = setInterval(() => void refresh(), FOLDER_POLL_MS);
     return () => clearInterval(timer);
-  }, [noFiles, refresh]);
+  }, [refresh]);
 
   const load = async (id: string) => {
     setPending(true);
@@ -58,12 +60,27 @@ export function ModelsPage({ live, dispatch }: ModelsPageProps) {
     }
   };
 
-  const unload = async () => {
+  const unload = async (id: string) => {
     setPending(true);
     setError(null);
     try {
-      await api.unloadModel();
+      await api.unloadModel(id);
       void api.status().then((status) => dispatch({ kind: 'status', status })).catch(() => undefined);
+      await refresh();
+    } catch (e) {
+      setError(errorText(e));
+    } finally {
+      setPending(false);
+    }
+  };
+
+  const remove = async (m: ModelInfo) => {
+    setConfirming(null);
+    setPending(true);
+    setError(null);
+    try {
+      await api.deleteModel(m.id);
+      await refresh();
     } catch (e) {
       setError(errorText(e));
     } finally {
@@ -75,13 +92,17 @@ export function ModelsPage({ live, dispatch }: ModelsPageProps) {
   const pct = percent(model.progress);
   // The live state is fresher than the list once the node has reported (it names itself).
   const liveKnown = live.node !== null;
-  const isLoaded = (m: ModelInfo) => (liveKnown ? model.id === m.id && model.state === 'ready' : m.loaded);
+  const isLoaded = (m: ModelInfo) =>
+    m.state === 'loaded' || (liveKnown ? model.id === m.id && model.state === 'ready' : m.loaded);
 
   return (
     <section className="page" aria-label="Models">
       <div className="page-head">
         <h1>Models</h1>
-        <p className="muted">GGUF files in the node's models folder. Loading replaces the current model.</p>
+        <p className="muted">
+          GGUF models in the node's models folder. Several can be loaded at once; a request that names a model loads
+          it, and the least recently used one makes room when memory runs short.
+        </p>
       </div>
 
       {loading && (
@@ -114,11 +135,12 @@ export function ModelsPage({ live, dispatch }: ModelsPageProps) {
                 <code data-testid="models-dir">{data.models_dir}</code>
               </>
             ) : null}{' '}
-            and it shows below; then press Load. Until a model is loaded, every client of this node is told
-            that no model is loaded.
+            and it shows below, or import one from another app; then press Load. Until a model is loaded,
+            every client of this node is told that no model is loaded.
           </p>
         </div>
       )}
+      <ImportCard onImported={() => void refresh()} />
       {model.state === 'failed' && (
         <div className="banner error" role="alert" data-testid="model-failed">
           {model.id ?? 'The model'} failed to load{model.error ? `: ${model.error}` : '.'}
@@ -168,6 +190,11 @@ export function ModelsPage({ live, dispatch }: ModelsPageProps) {
                     ) : (
                       loadedRow && <span className="badge badge-ready">Loaded</span>
                     )}
+                    {m.linked_to && (
+                      <div className="muted model-link" data-testid="model-linked" title={m.linked_to}>
+                        imported, used where it is
+                      </div>
+                    )}
                   </td>
                   <td className="num">{formatBytes(m.size_bytes)}</td>
                   <td>{m.quantization ?? '—'}</td>
@@ -176,7 +203,7 @@ export function ModelsPage({ live, dispatch }: ModelsPageProps) {
                   <td className="num">{m.parameters ?? '—'}</td>
                   <td className="actions-col">
                     {loadedRow ? (
-                      <button type="button" className="btn" data-testid="model-unload" disabled={pending} onClick={() => void unload()}>
+                      <button type="button" className="btn" data-testid="model-unload" disabled={pending} onClick={() => void unload(m.id)}>
                         Unload
                       </button>
                     ) : loadingRow ? (
@@ -191,6 +218,22 @@ export function ModelsPage({ live, dispatch }: ModelsPageProps) {
                       >
                         Load
                       </button>
+                    )}
+                    {!loadedRow && !loadingRow && confirming !== m.id && (
+                      <button type="button" className="btn" data-testid="model-delete" disabled={pending} onClick={() => setConfirming(m.id)}>
+                        Delete
+                      </button>
+                    )}
+                    {!loadedRow && !loadingRow && confirming === m.id && (
+                      <span className="confirm-delete" data-testid="model-delete-ask">
+                        {m.linked_to ? 'Remove the link (the other app keeps its file)?' : `Delete ${m.file} from the disk?`}{' '}
+                        <button type="button" className="btn btn-danger" data-testid="model-delete-confirm" disabled={pending} onClick={() => void remove(m)}>
+                          Delete
+                        </button>{' '}
+                        <button type="button" className="btn" data-testid="model-delete-cancel" onClick={() => setConfirming(null)}>
+                          Cancel
+                        </button>
+                      </span>
                     )}
                   </td>
                 </tr>
