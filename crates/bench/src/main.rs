@@ -8,6 +8,7 @@ mod client;
 mod cluster;
 mod cpu;
 mod floor;
+mod models;
 mod node;
 mod ollama;
 mod report;
@@ -90,6 +91,8 @@ enum Part {
     Doors,
     /// The LAN cluster: several node processes on loopback.
     Cluster,
+    /// Models loaded on demand: the time added to a first token, memory with two loaded.
+    Models,
 }
 
 fn default_model() -> PathBuf {
@@ -156,7 +159,7 @@ fn main() -> Result<()> {
             "figures": figures,
         }))?,
     )?;
-    if matches!(args.only, Some(Part::Doors | Part::Cluster)) {
+    if matches!(args.only, Some(Part::Doors | Part::Cluster | Part::Models)) {
         println!("wrote {}", args.out.display());
     } else {
         let series = |prefix: &str| -> Vec<(usize, f64)> {
@@ -405,6 +408,9 @@ async fn run(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<Figure>> 
     }
     if args.only.is_none() || args.only == Some(Part::Cluster) {
         figures.extend(cluster::figures(model, node_bin, args.tokens * 2, args.quick).await?);
+    }
+    if args.only.is_none() || args.only == Some(Part::Models) {
+        figures.extend(models::figures(model, node_bin, args.threads, args.quick).await?);
     }
     Ok(figures)
 }

@@ -73,6 +73,9 @@ fn a_quick_benchmark_run_reports_every_figure() {
         "floor embeddings (llama.cpp, 16 inputs per decode)",
         "node decode, 1 stream beside embeddings",
         "resident memory with the embedding context, 2 slots",
+        "engine load of a model",
+        "added to the first token by loading on demand",
+        "resident memory with two models loaded, idle",
     ] {
         let f = get(name);
         let m = f["median"].as_f64().unwrap();
