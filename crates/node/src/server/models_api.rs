@@ -1,6 +1,7 @@
 //! The Models page's API: the registry's models with their state here (`GET /api/models`),
 //! load and unload, what Ollama and LM Studio have that can be imported without a copy, import,
-//! and delete (refused for a loaded model). Changes to files are made only from this machine.
+//! and delete (refused for a loaded model). Those three read or change this user's files:
+//! they answer only this machine.
 
 use std::sync::Arc;
 
@@ -152,7 +153,12 @@ pub(crate) async fn unload_model(
 }
 
 /// What Ollama and LM Studio have, each marked when it is imported already.
-pub(crate) async fn importable(State(state): State<Arc<AppState>>) -> Result<Response, ApiFailure> {
+pub(crate) async fn importable(
+    State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
+) -> Result<Response, ApiFailure> {
+    // It names files in this user's home: only for this machine.
+    local_only(peer)?;
     let (roots, dir) = (state.import_roots.clone(), state.models_dir.clone());
     let found = tokio::task::spawn_blocking(move || import::find(&roots, &dir))
         .await
