@@ -354,6 +354,9 @@ impl Engine {
             return Err(PromptError::Empty.into());
         }
         if let Some(g) = &request.params.grammar {
+            if request.params.ignore_eos {
+                return Err(PromptError::GrammarWithoutEnd.into());
+            }
             model.prompter.check_grammar(g)?;
         }
         if tokens.len() >= model.ctx_per_slot as usize {

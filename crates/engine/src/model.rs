@@ -119,6 +119,10 @@ pub enum PromptError {
     InvalidToken(u32),
     #[error(transparent)]
     Grammar(#[from] crate::grammar::GrammarError),
+    /// A grammar ends only where the model may end: banning the end tokens would leave llama.cpp
+    /// no token to choose once the grammar is complete (it aborts the process).
+    #[error("a format (grammar) cannot be combined with ignore_eos: the answer must be able to end where the format ends")]
+    GrammarWithoutEnd,
 }
 
 /// Template + tokenizer, usable from any thread (llama.cpp's vocabulary is read-only after

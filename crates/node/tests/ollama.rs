@@ -138,6 +138,17 @@ async fn bad_input_gets_ollamas_errors_and_the_node_keeps_serving() {
             400,
             "format",
         ),
+        // A format with ignore_eos would leave llama.cpp no token to choose (it aborted the
+        // node): refused.
+        (
+            "/api/chat",
+            json!({"model": MODEL_ID, "stream": false, "format": "json",
+                   "messages": [{"role": "user", "content": "Give a JSON object."}],
+                   "options": {"ignore_eos": true, "num_predict": 200}})
+            .to_string(),
+            400,
+            "ignore_eos",
+        ),
         (
             "/api/generate",
             json!({"prompt": "x"}).to_string(),

@@ -51,10 +51,11 @@ pub(crate) async fn compute(
     let Some(info) = target.local else {
         return Err(EmbedProblem::Remote(target.model));
     };
+    // The engine of the model named, not the focus model's.
     let engine = state
         .router
         .host()
-        .engine()
+        .engine_of(&target.model)
         .ok_or(EmbedProblem::Engine(SubmitError::NoModel.into()))?;
     let out = tokio::select! {
         r = engine.embed(inputs, truncate) => r.map_err(EmbedProblem::Engine)?,
