@@ -370,3 +370,52 @@ fn the_command_line_imports_lists_and_removes() {
     assert!(!run(&["list"]).contains("tiny"));
     assert!(roots.ollama[0].join("blobs").read_dir().unwrap().count() == 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ollamas_unload_lets_running_answers_finish() {
+    let dir = folder(&["alpha"]);
+    let t = start(dir.path(), |_| {}).await;
+    ask(&t, "alpha").await;
+    let long = {
+        let url = t.url("/v1/chat/completions");
+        tokio::spawn(async move {
+            client()
+                .post(url)
+                .json(
+                    &json!({"model": "alpha", "max_tokens": 150, "ignore_eos": true,
+                              "messages": common::user("Tell a story.")}),
+                )
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        })
+    };
+    wait_for_secs(
+        30,
+        async || t.get_json("/api/status").await["active"] != 0,
+        "the answer runs",
+    )
+    .await;
+    let r: Value = client()
+        .post(t.url("/api/generate"))
+        .json(&json!({"model": "alpha", "keep_alive": 0}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["done_reason"], "unload", "{r}");
+    let answer = long.await.unwrap();
+    assert_eq!(answer["choices"][0]["finish_reason"], "length", "{answer}");
+    wait_for_secs(
+        30,
+        async || loaded(&t).await.is_empty(),
+        "alpha unloads once idle",
+    )
+    .await;
+    t.stop().await;
+}

@@ -593,6 +593,11 @@ impl ModelHost {
         }
     }
 
+    /// Whether `model` is loading or has requests running or waiting.
+    pub fn is_busy(&self, model: &ModelId) -> bool {
+        self.lock().get(model).is_some_and(Entry::busy)
+    }
+
     /// When `model` unloads unless asked for again (`None`: not by time).
     pub fn expires_in(&self, model: &ModelId) -> Option<Duration> {
         let inner = self.lock();

@@ -86,6 +86,8 @@ async fn unload_request(
         .into_iter()
         .find(|m| m.matches(model_name(model)));
     match here {
+        // Other clients' answers finish first, as with Ollama: the model unloads once idle.
+        Some(id) if host.is_busy(&id) => host.set_keep_alive(&id, Duration::ZERO),
         Some(id) => {
             host.unload(Some(&id)).await;
         }
