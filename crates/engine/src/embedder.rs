@@ -18,6 +18,8 @@ use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
 use tokio::sync::oneshot;
 
+use crate::cpu_share::Governor;
+
 /// The most tokens one input may have (and one decode holds): the embedding context's size,
 /// capped by the model's training context.
 pub const EMBED_MAX_TOKENS: u32 = 2048;
@@ -149,7 +151,8 @@ impl<'m> Embedder<'m> {
     /// Run one batch of embedding inputs. With `generating`, only when time was earned (and
     /// as many inputs as that time allows, at least one); otherwise about [`IDLE_BATCH`] of
     /// them. Answers every job it completes. False when nothing ran.
-    pub(crate) fn step(&mut self, generating: bool) -> bool {
+    /// Its decodes use the threads `governor` allows, as generation's do.
+    pub(crate) fn step(&mut self, generating: bool, governor: &mut Governor) -> bool {
         self.jobs.retain(|r| !r.job.reply.is_closed());
         if self.jobs.is_empty() {
             return false;
@@ -176,7 +179,13 @@ impl<'m> Embedder<'m> {
             return false;
         }
         let started = Instant::now();
-        let result = self.decode(&planned);
+        let threads = governor.limit(started);
+        let result = if threads < governor.configured() {
+            crate::omp::with_thread_limit(threads, || self.decode(&planned))
+        } else {
+            self.decode(&planned)
+        };
+        governor.decoded(Instant::now());
         let spent = started.elapsed();
         if generating {
             self.credit -= spent.as_secs_f64();

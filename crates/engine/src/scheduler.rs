@@ -369,7 +369,7 @@ impl Scheduler<'_> {
         self.admit();
         if !self.fill_batch() {
             // Nothing generates: embeddings may take the whole engine.
-            return self.embedder.step(false);
+            return self.embedder.step(false, &mut self.governor);
         }
         // Events of the commands just handled and of readers that caught up go out now, not
         // after a decode that may be a long prefill chunk.
@@ -416,7 +416,7 @@ impl Scheduler<'_> {
         }
         self.courier.deliver();
         // A share of the time decoding took.
-        self.embedder.step(true);
+        self.embedder.step(true, &mut self.governor);
         true
     }
 
