@@ -323,6 +323,9 @@ def main() -> None:
     assert isinstance(legacy, ollama.EmbeddingsResponse), type(legacy)
     assert len(legacy.embedding) == dim, f"embeddings(): length {len(legacy.embedding)}, expected {dim}"
     assert all(math.isfinite(x) for x in legacy.embedding), "embeddings(): not finite floats"
+    # Ollama's legacy endpoint answers the pooled vector as the model made it, not normalized.
+    assert abs(norm(legacy.embedding) - 1) > 1e-3, (
+        f"embeddings() (legacy): L2 norm {norm(legacy.embedding)}, expected the raw vector (not normalized)")
     assert cosine(legacy.embedding, one.embeddings[0]) > 0.999, (
         "embeddings() (legacy) and embed() point different ways for the same text")
 

@@ -97,6 +97,18 @@ impl ModelInfo {
             .collect()
     }
 
+    /// The token ids of `text` to follow earlier ids (Ollama's `context`): as [`Self::tokenize`]
+    /// without the BOS, which belongs only at the start.
+    pub fn tokenize_after(&self, text: &str) -> Vec<u32> {
+        self.prompter
+            .model
+            .vocab()
+            .tokenize(text.as_bytes(), false, true)
+            .into_iter()
+            .map(|t| t.0 as u32)
+            .collect()
+    }
+
     /// Decode token ids back to text (special tokens hidden), for doors that echo prompts.
     pub fn detokenize(&self, ids: &[i32]) -> String {
         let vocab = self.prompter.model.vocab();

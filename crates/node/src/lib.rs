@@ -109,8 +109,10 @@ struct Inner {
     /// The cluster's listener, when it runs: it follows the doors on and off the LAN.
     cluster: std::sync::Mutex<Option<ClusterRun>>,
     addr: std::sync::Mutex<SocketAddr>,
-    /// The second port (`--ollama-port`), which follows the main one on and off the LAN.
+    /// The second port (`--ollama-port`), which follows the main one on and off the LAN:
+    /// where it listens now (none after a failed move), and the port it keeps.
     ollama_addr: std::sync::Mutex<Option<SocketAddr>>,
+    ollama_port: Option<u16>,
     grace: Duration,
     /// Worker mode's connection to its hub (`--join`).
     worker: std::sync::Mutex<Option<JoinHandle<()>>>,
@@ -401,6 +403,7 @@ impl Node {
                 cluster: std::sync::Mutex::new(cluster),
                 addr: std::sync::Mutex::new(addr),
                 ollama_addr: std::sync::Mutex::new(ollama_addr),
+                ollama_port: ollama_addr.map(|a| a.port()),
                 grace: config.shutdown_grace,
                 worker: std::sync::Mutex::new(worker),
                 _lock: lock,
@@ -532,10 +535,12 @@ impl Node {
     /// Listen on the second port (`--ollama-port`) at `host`, under the doors' current stop
     /// token (its previous listener stopped with the previous token).
     async fn follow_with_ollama_port(&self, listening: &mut Listening, host: IpAddr) {
-        let Some(old) = self.ollama_addr() else {
+        // The configured port, not the current address: after one failed move there is none,
+        // and the next move must still bring the port back.
+        let Some(port) = self.inner.ollama_port else {
             return;
         };
-        let at = SocketAddr::new(host, old.port());
+        let at = SocketAddr::new(host, port);
         let bound = match bind_retrying(at).await {
             Ok(l) => {
                 let task = server::listen::serve(

@@ -15,6 +15,9 @@ pub(crate) struct ModelsArgs {
     /// Where GGUF models live [default: the data dir + models].
     #[arg(long, env = "HEARTH_MODELS_DIR", global = true)]
     models_dir: Option<PathBuf>,
+    /// The node's data dir, as `serve` takes it (its `models` folder is the default).
+    #[arg(long, env = "HEARTH_DATA_DIR", global = true)]
+    data_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -37,9 +40,11 @@ fn mib(bytes: u64) -> String {
 }
 
 pub(crate) fn models(args: ModelsArgs) -> anyhow::Result<()> {
-    let dir = args
-        .models_dir
-        .unwrap_or_else(|| config::default_data_dir().join("models"));
+    let dir = args.models_dir.unwrap_or_else(|| {
+        args.data_dir
+            .unwrap_or_else(config::default_data_dir)
+            .join("models")
+    });
     let registry = Registry::new(&dir);
     match args.action {
         ModelsAction::List => {

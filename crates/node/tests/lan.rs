@@ -260,6 +260,15 @@ async fn the_lan_toggle_needs_a_key_there_and_closes_the_door_when_off() {
     // The Ollama port follows, with the same rule.
     assert_eq!(ns.http_status(&ollama_lan, None), Some(401));
     assert_eq!(ns.http_status(&ollama_lan, Some(&secret)), Some(200));
+    // In Ollama's own error shape, which its clients read.
+    let (status, body) = ns.get(&ollama_lan, None);
+    assert_eq!(status, 401, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .is_some_and(|m| m.contains("API key")),
+        "{body}"
+    );
     assert_eq!(status_here(ollama_here.clone()).await, 200);
     // The web UI's own files stay reachable, so a browser there can be given a key.
     assert_eq!(ns.http_status(&lan_url("/"), None), Some(200));
@@ -343,6 +352,41 @@ async fn the_lan_toggle_needs_a_key_there_and_closes_the_door_when_off() {
     assert_eq!(status_here(ollama_here).await, 200);
     let r = common::client()
         .get(t.url("/api/status"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ollama_port_comes_back_after_a_move_that_failed() {
+    let ns = Netns::create();
+    let ollama_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let t = TestNode::start_with(|c| {
+        c.parallel = 1;
+        c.ollama_port = Some(ollama_port);
+    })
+    .await;
+    let node = t.node().clone();
+    // Another program holds the port on the LAN address: the main port moves, Ollama's cannot.
+    let squatter = std::net::TcpListener::bind(format!("{}:{ollama_port}", ns.host_ip)).unwrap();
+    node.set_exposed(true).await.unwrap();
+    assert_eq!(node.ollama_addr(), None, "the Ollama port could not move");
+    drop(squatter);
+    // Back on loopback, the port listens again.
+    node.set_exposed(false).await.unwrap();
+    let here = format!("127.0.0.1:{ollama_port}");
+    assert_eq!(
+        node.ollama_addr().map(|a| a.to_string()),
+        Some(here.clone())
+    );
+    let r = common::client()
+        .get(format!("http://{here}/api/tags"))
         .send()
         .await
         .unwrap();

@@ -283,6 +283,15 @@ async fn models_of_ollama_and_lm_studio_are_imported_without_a_copy_and_serve() 
         assert_eq!(m["size_bytes"], size, "{m}");
         assert!(m["linked_to"].as_str().is_some(), "{m}");
     }
+    // Ollama's digest is its blob's name: the file is not read to list it.
+    let tags = t.get_json("/api/tags").await;
+    let tiny = tags["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "tiny")
+        .unwrap_or_else(|| panic!("{tags}"));
+    assert_eq!(tiny["digest"], "5e".repeat(32), "{tiny}");
     // Referenced in place: links, not copies.
     for file in ["tiny.gguf", "Small-Q4.gguf"] {
         let meta = std::fs::symlink_metadata(models.path().join(file)).unwrap();
@@ -334,16 +343,18 @@ fn the_command_line_imports_lists_and_removes() {
     // LM Studio's folder where the command looks for it, under this HOME.
     std::fs::create_dir_all(home.path().join(".lmstudio")).unwrap();
     std::fs::rename(&roots.lmstudio[0], home.path().join(".lmstudio/models")).unwrap();
-    let models = home.path().join("models");
+    // The node's data dir, as `serve` takes it: the models folder is in it.
+    let data = home.path().join("data");
     let run = |args: &[&str]| {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_hearth-node"))
             .arg("models")
             .args(args)
-            .arg("--models-dir")
-            .arg(&models)
+            .arg("--data-dir")
+            .arg(&data)
             .env("HOME", home.path())
             .env("OLLAMA_MODELS", &roots.ollama[0])
             .env_remove("HEARTH_MODELS_DIR")
+            .env_remove("HEARTH_DATA_DIR")
             .output()
             .unwrap();
         assert!(
@@ -366,6 +377,7 @@ fn the_command_line_imports_lists_and_removes() {
         list.contains("tiny") && list.contains("Q4_1") && list.contains("->"),
         "{list}"
     );
+    assert!(data.join("models/tiny.gguf").exists());
     assert!(run(&["rm", "tiny"]).contains("removed tiny.gguf"));
     assert!(!run(&["list"]).contains("tiny"));
     assert!(roots.ollama[0].join("blobs").read_dir().unwrap().count() == 1);
@@ -417,5 +429,220 @@ async fn ollamas_unload_lets_running_answers_finish() {
         "alpha unloads once idle",
     )
     .await;
+    t.stop().await;
+}
+
+/// `/api/embed` to `model` with `body`'s other fields: its status and body.
+async fn embed(t: &TestNode, model: &str, body: Value) -> (u16, Value) {
+    let mut body = body;
+    body["model"] = json!(model);
+    let r = client()
+        .post(t.url("/api/embed"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.json().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embeddings_keep_their_model_loaded_and_follow_keep_alive() {
+    let dir = folder(&["alpha", "beta"]);
+    let chosen = dir.path().join("alpha.gguf");
+    let t = start(dir.path(), |c| {
+        c.model = Some(chosen.to_string_lossy().into_owned());
+        c.keep_alive = Duration::from_secs(1);
+    })
+    .await;
+    // A request's keep_alive holds the model past the node's.
+    let (status, body) = embed(&t, "beta", json!({"input": "hi", "keep_alive": "1h"})).await;
+    assert_eq!(status, 200, "{body}");
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(loaded(&t).await, ["alpha", "beta"]);
+    // No input and keep_alive 0 unloads it, as Ollama does.
+    let (status, body) = embed(&t, "beta", json!({"keep_alive": 0})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(loaded(&t).await, ["alpha"]);
+
+    // A long embedding request keeps its model from being reaped while it runs: sized from a
+    // measured batch to outlast the node's keep-alive (1 s, and the 2 s least idle time).
+    let text = "the quiet river runs past the old mill and the green hills. ".repeat(25);
+    let batch: Vec<&str> = vec![text.as_str(); 16];
+    let started = std::time::Instant::now();
+    let (status, body) = embed(&t, "beta", json!({"input": batch})).await;
+    assert_eq!(status, 200, "{body}");
+    let per_batch = started.elapsed().as_secs_f64().max(0.01);
+    let batches = ((8.0 / per_batch).ceil() as usize).clamp(1, 200);
+    let inputs: Vec<&str> = vec![text.as_str(); 16 * batches];
+    let started = std::time::Instant::now();
+    let (status, body) = embed(&t, "beta", json!({"input": inputs})).await;
+    assert_eq!(status, 200, "after {:?}: {body}", started.elapsed());
+    assert_eq!(body["embeddings"].as_array().unwrap().len(), inputs.len());
+    assert!(
+        started.elapsed() > Duration::from_secs(4),
+        "the request must outlast the keep-alive to test anything: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        loads(&t, "beta").await,
+        2,
+        "loaded again only after the unload above"
+    );
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ollamas_show_reads_a_model_without_loading_it() {
+    let dir = folder(&["alpha", "beta"]);
+    let chosen = dir.path().join("alpha.gguf");
+    let t = start(dir.path(), |c| {
+        c.model = Some(chosen.to_string_lossy().into_owned());
+    })
+    .await;
+    let r = client()
+        .post(t.url("/api/show"))
+        .json(&json!({"model": "beta:latest"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let shown: Value = r.json().await.unwrap();
+    // From the file's header, as a loaded model's would be.
+    assert_eq!(shown["details"]["family"], "llama", "{shown}");
+    assert!(!shown["template"].as_str().unwrap().is_empty(), "{shown}");
+    assert!(
+        shown["model_info"]["llama.context_length"]
+            .as_u64()
+            .is_some(),
+        "{shown}"
+    );
+    assert_eq!(loaded(&t).await, ["alpha"], "show loads nothing");
+    assert_eq!(loads(&t, "beta").await, 0);
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_that_cannot_fit_unloads_nothing() {
+    let dir = folder(&["alpha", "beta"]);
+    let path = dir.path().join("alpha.gguf");
+    let gguf = hearth_engine::gguf::read(&path).unwrap();
+    let size = std::fs::metadata(&path).unwrap().len();
+    let one = hearth_node::models::memory::estimate(size, Some(&gguf), 2 * 512);
+    // gamma's header is the model's, its file twice as long: it needs about two models' room.
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.extend(std::iter::repeat_n(0u8, bytes.len()));
+    std::fs::write(dir.path().join("gamma.gguf"), bytes).unwrap();
+    // Room for alpha and beta; gamma fits only if both go, and alpha is busy.
+    let t = start(dir.path(), |c| c.memory_limit = Some(one * 22 / 10)).await;
+    ask(&t, "alpha").await;
+    ask(&t, "beta").await;
+    assert_eq!(loaded(&t).await, ["alpha", "beta"]);
+    let long = {
+        let url = t.url("/v1/chat/completions");
+        tokio::spawn(async move {
+            client()
+                .post(url)
+                .json(
+                    &json!({"model": "alpha", "max_tokens": 400, "ignore_eos": true,
+                              "messages": common::user("Tell a story.")}),
+                )
+                .send()
+                .await
+                .unwrap()
+                .status()
+        })
+    };
+    wait_for_secs(
+        30,
+        async || t.get_json("/api/status").await["active"] != 0,
+        "alpha answers",
+    )
+    .await;
+    let r = t
+        .post(
+            "/v1/chat/completions",
+            &json!({"model": "gamma", "max_tokens": 3, "messages": common::user("Hi")}),
+        )
+        .await;
+    let status = r.status();
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("not enough memory")),
+        "{body}"
+    );
+    assert_eq!(long.await.unwrap(), 200);
+    // beta was not unloaded for nothing: it answers without a second load.
+    ask(&t, "beta").await;
+    assert_eq!(loaded(&t).await, ["alpha", "beta"]);
+    assert_eq!(loads(&t, "beta").await, 1);
+    t.stop().await;
+}
+
+/// Ollama's load-only request for `model` with `keep_alive` when given.
+async fn ollama_load(t: &TestNode, model: &str, keep_alive: Option<Value>) {
+    let mut body = json!({"model": model});
+    if let Some(k) = keep_alive {
+        body["keep_alive"] = k;
+    }
+    let r = client()
+        .post(t.url("/api/generate"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clients_keep_alive_lasts_one_request_and_never_unloads_the_chosen_model() {
+    let dir = folder(&["alpha", "beta"]);
+    let chosen = dir.path().join("alpha.gguf");
+    let t = start(dir.path(), |c| {
+        c.model = Some(chosen.to_string_lossy().into_owned());
+        c.keep_alive = Duration::from_secs(1);
+    })
+    .await;
+    // Clients send their own default with every request; the user's choice outlasts it.
+    ollama_load(&t, "alpha", Some(json!("1s"))).await;
+    // beta is held for an hour, then a request without keep_alive gives it the node's again.
+    ollama_load(&t, "beta", Some(json!("1h"))).await;
+    ollama_load(&t, "beta", None).await;
+    wait_for_secs(
+        30,
+        async || loaded(&t).await == ["alpha"],
+        "beta unloads on the node's keep-alive",
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(loaded(&t).await, ["alpha"], "the chosen model stays");
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_whose_load_failed_can_be_deleted() {
+    let dir = folder(&["alpha"]);
+    // The model's first megabyte: a header that parses, tensors that are not there.
+    let bytes = std::fs::read(common::model_path()).unwrap();
+    std::fs::write(dir.path().join("broken.gguf"), &bytes[..1 << 20]).unwrap();
+    let t = start(dir.path(), |_| {}).await;
+    let r = t
+        .post(
+            "/v1/chat/completions",
+            &json!({"model": "broken", "max_tokens": 3, "messages": common::user("Hi")}),
+        )
+        .await;
+    assert!(r.status().is_server_error(), "{}", r.status());
+    let r = client()
+        .delete(t.url("/api/models/broken"))
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(!dir.path().join("broken.gguf").exists());
     t.stop().await;
 }

@@ -355,3 +355,50 @@ async fn an_embedding_models_own_pooling_is_used() {
     assert_eq!(status, 200, "{g}");
     rank.stop().await;
 }
+
+/// A copy of the default model in `dir` whose header asks for a BOS token
+/// (`tokenizer.ggml.add_bos_token` set), as Llama-family models do; the default model's is off.
+fn model_wanting_bos(dir: &std::path::Path) -> std::path::PathBuf {
+    let mut bytes = std::fs::read(common::model_path()).unwrap();
+    let key = b"tokenizer.ggml.add_bos_token";
+    let at = bytes
+        .windows(key.len())
+        .position(|w| w == key)
+        .expect("the key is in the header");
+    // The key, its type (7: bool, four bytes), then the value's byte.
+    let ty = at + key.len();
+    assert_eq!(bytes[ty..ty + 4], [7, 0, 0, 0], "a bool");
+    bytes[ty + 4] = 1;
+    let path = dir.join("with-bos.gguf");
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_generate_context_continues_without_a_second_bos() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = model_wanting_bos(dir.path());
+    let t = TestNode::start_with(|c| {
+        common::without_model(c, dir.path());
+        c.model = Some(path.to_string_lossy().into_owned());
+    })
+    .await;
+    let ask = |context: Value| {
+        json!({"model": "with-bos", "prompt": "Hi", "stream": false, "context": context,
+        "options": {"num_predict": 2, "temperature": 0}})
+        .to_string()
+    };
+    let (status, first) = ollama(&t, "/api/generate", ask(json!([]))).await;
+    assert_eq!(status, 200, "{first}");
+    let ctx: Vec<u64> = serde_json::from_value(first["context"].clone()).unwrap();
+    // BOS (1) and the template's own first token, which in this vocabulary is the same id.
+    assert_eq!(ctx[..2], [1, 1], "the copy asks for a BOS: {ctx:?}");
+    let (status, second) = ollama(&t, "/api/generate", ask(json!(ctx))).await;
+    assert_eq!(status, 200, "{second}");
+    let ctx2: Vec<u64> = serde_json::from_value(second["context"].clone()).unwrap();
+    assert_eq!(ctx2[..ctx.len()], ctx[..], "the context continues");
+    // The continuation starts with the template's token, not a second BOS before it.
+    assert_eq!(ctx2[ctx.len()], 1, "{ctx2:?}");
+    assert_ne!(ctx2[ctx.len() + 1], 1, "a BOS in the middle: {ctx2:?}");
+    t.stop().await;
+}

@@ -1,10 +1,11 @@
 /**
  * Models Ollama and LM Studio already downloaded (`GET /api/models/importable`), offered for
  * import without a copy: the node links each file into its models folder, where it shows in
- * the table at once. Hidden when there is nothing to import.
+ * the table at once. Hidden when there is nothing to import, and in a browser on another
+ * machine (the list is answered only to the node's own machine).
  */
 import { useCallback, useEffect, useState } from 'react';
-import { api, errorText } from '../api/client';
+import { api, ApiError, errorText } from '../api/client';
 import type { ImportableModel } from '../api/types';
 import { formatBytes } from '../format';
 
@@ -24,7 +25,9 @@ export function ImportCard({ onImported }: ImportCardProps) {
     try {
       setFound((await api.importable()).models);
     } catch (e) {
-      setError(errorText(e));
+      // Another machine's files are only offered on that machine: nothing to show here.
+      if (e instanceof ApiError && e.status === 403) setFound([]);
+      else setError(errorText(e));
     }
   }, []);
 

@@ -6,7 +6,7 @@
 //! show; the route submits here for requests it places on this node.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -39,6 +39,8 @@ pub struct EngineSettings {
 /// The shortest idle time before a model unloads by time, even with a keep-alive of zero: a
 /// request that has just seen its model ready has time to submit to it.
 const MIN_IDLE: Duration = Duration::from_secs(2);
+/// How long a model a request found ready is kept from eviction while that request submits.
+const RESERVE: Duration = Duration::from_secs(1);
 
 /// Ollama's default, which `--keep-alive` follows.
 pub const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(300);
@@ -82,12 +84,17 @@ struct Entry {
     keep_alive: Option<Duration>,
     /// Unique over the host's life, so a forwarder of an unloaded entry stops.
     serial: u64,
+    /// Embedding requests running on it (the engine's stats count generations only).
+    embedding: Arc<AtomicUsize>,
+    /// Until when a request that found it ready may still be on its way to submit.
+    reserved_until: Option<Instant>,
 }
 
 impl Entry {
     fn busy(&self) -> bool {
         let s = self.engine.stats();
         s.active + s.queued > 0
+            || self.embedding.load(Ordering::Relaxed) > 0
             || matches!(
                 *self.engine.model_state().borrow(),
                 ModelState::Loading { .. }
@@ -109,6 +116,10 @@ impl Inner {
     fn get(&self, id: &ModelId) -> Option<&Entry> {
         self.entries.iter().find(|e| &e.id == id)
     }
+
+    fn get_mut(&mut self, id: &ModelId) -> Option<&mut Entry> {
+        self.entries.iter_mut().find(|e| &e.id == id)
+    }
 }
 
 #[derive(Debug)]
@@ -128,6 +139,16 @@ pub struct ModelHost {
     /// The thermal level sensors report (nominal without sensors: an estimate from CPU
     /// pressure is never a reason to send work elsewhere).
     thermal: AtomicU8,
+}
+
+/// An embedding request at work on a model (see [`ModelHost::embedding`]).
+#[derive(Debug)]
+pub struct InUse(Arc<AtomicUsize>);
+
+impl Drop for InUse {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Why a model was not loaded: the memory it needs is held by models that are busy.
@@ -231,6 +252,17 @@ impl ModelHost {
         self.lock().get(model).map(|e| e.engine.clone())
     }
 
+    /// The engine of `model` for an embedding request, and a mark that keeps the model busy
+    /// (neither reaped by its keep-alive nor evicted for another) until it is dropped.
+    pub fn embedding(&self, model: &ModelId) -> Option<(Engine, InUse)> {
+        let mut inner = self.lock();
+        let e = inner.get_mut(model)?;
+        e.last_used = Instant::now();
+        e.reserved_until = None;
+        e.embedding.fetch_add(1, Ordering::Relaxed);
+        Some((e.engine.clone(), InUse(e.embedding.clone())))
+    }
+
     /// The focus model's state.
     pub fn state(&self) -> watch::Receiver<ModelState> {
         self.state.subscribe()
@@ -256,6 +288,22 @@ impl ModelHost {
             }
         }
         out
+    }
+
+    /// The model `name` names when it is loaded or loading here, as a delete must know. One
+    /// whose load failed holds nothing: it is dropped, and `None` is the answer.
+    pub async fn holds(&self, name: &str) -> Option<ModelId> {
+        let (id, failed) = {
+            let inner = self.lock();
+            let e = inner.entries.iter().find(|e| e.id.matches(name))?;
+            let failed = matches!(*e.engine.model_state().borrow(), ModelState::Failed { .. });
+            (e.id.clone(), failed)
+        };
+        if failed {
+            self.unload(Some(&id)).await;
+            return None;
+        }
+        Some(id)
     }
 
     /// The focus model, when it is ready.
@@ -395,7 +443,12 @@ impl ModelHost {
                 None => return Err(SubmitError::NoModel),
             }
         };
-        engine.submit(request)
+        let generation = engine.submit(request)?;
+        // Busy from here on (and idle again once this answer ends).
+        if let Some(e) = self.lock().get_mut(model) {
+            e.reserved_until = None;
+        }
+        Ok(generation)
     }
 
     /// Load the model at `path` for the user (at start, or from the UI): it becomes the focus
@@ -456,19 +509,35 @@ impl ModelHost {
             if let Some(i) = inner.entries.iter().position(|e| &e.id == id) {
                 evicted.push(inner.entries.remove(i).engine);
             }
-            let used = |inner: &Inner| inner.entries.iter().map(|e| e.estimate).sum::<u64>();
-            let budget = memory::budget(self.settings.memory_limit, used(&inner));
-            while used(&inner) + estimate > budget && !inner.entries.is_empty() {
-                let lru = inner
-                    .entries
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, e)| !e.busy())
-                    .min_by_key(|(_, e)| e.last_used)
-                    .map(|(i, _)| i);
-                let Some(i) = lru else {
-                    return Err(no_room(id, estimate, budget));
-                };
+            let used: u64 = inner.entries.iter().map(|e| e.estimate).sum();
+            let budget = memory::budget(self.settings.memory_limit, used);
+            // The idle models to unload, least recently used first, chosen before any is
+            // unloaded: when even all of them would not make room, none is. One that a request
+            // found ready and is about to submit to is kept (see [`ModelHost::touch`]).
+            let mut idle: Vec<(usize, Instant, u64)> = inner
+                .entries
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| !e.busy() && e.reserved_until.is_none_or(|t| t <= Instant::now()))
+                .map(|(i, e)| (i, e.last_used, e.estimate))
+                .collect();
+            idle.sort_by_key(|(_, used_at, _)| *used_at);
+            let mut left = used;
+            let mut victims: Vec<usize> = Vec::new();
+            for (i, _, size) in idle {
+                if left.saturating_add(estimate) <= budget {
+                    break;
+                }
+                left -= size;
+                victims.push(i);
+            }
+            if left.saturating_add(estimate) > budget {
+                drop(inner);
+                self.retire(evicted);
+                return Err(no_room(id, estimate, budget));
+            }
+            victims.sort_unstable_by(|a, b| b.cmp(a));
+            for i in victims {
                 let e = inner.entries.remove(i);
                 tracing::info!(model = %e.id, for_model = %id, "unloading the least recently used model to make room");
                 evicted.push(e.engine);
@@ -485,6 +554,8 @@ impl ModelHost {
                 pinned,
                 keep_alive: None,
                 serial,
+                embedding: Arc::default(),
+                reserved_until: None,
             });
             *inner.loads.entry(id.clone()).or_default() += 1;
             tracing::info!(model = %id, estimate_mib = estimate >> 20, budget_mib = budget >> 20, "loading");
@@ -585,11 +656,27 @@ impl ModelHost {
         drop(join);
     }
 
+    /// A request found `model` ready and is about to submit: it counts as used now, and is
+    /// not unloaded to make room for [`RESERVE`] or until that submit.
+    pub fn touch(&self, model: &ModelId) {
+        if let Some(e) = self.lock().get_mut(model) {
+            e.last_used = Instant::now();
+            e.reserved_until = Some(e.last_used + RESERVE);
+        }
+    }
+
     /// A client's keep-alive for `model` (Ollama's `keep_alive`): how long it stays loaded
-    /// after its last request, pinned or not; zero unloads it once idle.
-    pub fn set_keep_alive(&self, model: &ModelId, keep_alive: Duration) {
-        if let Some(e) = self.lock().entries.iter_mut().find(|e| &e.id == model) {
-            e.keep_alive = Some(keep_alive);
+    /// after its last request; zero unloads it once idle; `None` (a request without one)
+    /// goes back to the node's, as Ollama does. The model the user chose ignores any but
+    /// zero: clients send their default ("5m") with every request, and the user's choice
+    /// outlasts it.
+    pub fn set_keep_alive(&self, model: &ModelId, keep_alive: Option<Duration>) {
+        if let Some(e) = self.lock().get_mut(model) {
+            e.keep_alive = match keep_alive {
+                Some(k) if k.is_zero() => Some(k),
+                _ if e.pinned => None,
+                k => k,
+            };
         }
     }
 

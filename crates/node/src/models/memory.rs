@@ -18,7 +18,13 @@ pub fn estimate(size_bytes: u64, gguf: Option<&GgufInfo>, ctx_tokens: u64) -> u6
         let heads = g.head_count.filter(|h| *h > 0)?;
         let kv_heads = g.head_count_kv.unwrap_or(heads);
         // keys and values, 2 bytes each, of width * kv_heads / heads per layer and token
-        Some(2 * 2 * layers * ctx_tokens * width * kv_heads / heads)
+        // (saturating: the header's numbers are the file's word)
+        Some(
+            [layers, ctx_tokens, width, kv_heads]
+                .into_iter()
+                .fold(4u64, u64::saturating_mul)
+                / heads,
+        )
     });
     // Without the shape: a quarter of the weights is a usual cache at these contexts.
     let kv = kv.unwrap_or(size_bytes / 4);
@@ -58,6 +64,14 @@ mod tests {
         // 30 layers * 8192 tokens * 576 * 3/9 * 2 (k, v) * 2 bytes = 188,743,680
         assert_eq!(estimate(0, Some(&g), 8192), 188_743_680 + OVERHEAD_BYTES);
         assert_eq!(estimate(400, None, 8192), 500 + OVERHEAD_BYTES);
+        // A header's absurd numbers give a huge estimate, never an overflow.
+        let absurd = GgufInfo {
+            block_count: Some(u64::MAX),
+            embedding_length: Some(u64::MAX),
+            head_count: Some(1),
+            ..GgufInfo::default()
+        };
+        assert_eq!(estimate(0, Some(&absurd), 8192), u64::MAX);
         assert_eq!(budget(Some(7), u64::MAX), 7);
         assert!(budget(None, 0) > 0);
     }

@@ -212,7 +212,11 @@ impl Router {
             () = self.shutdown.cancelled() => return Err(SubmitError::ShuttingDown.into()),
         };
         match ready {
-            Ok(r) => Ok(Target::local(r?)),
+            Ok(r) => {
+                let target = Target::local(r?);
+                self.host.touch(&target.model);
+                Ok(target)
+            }
             Err(_) => Err(loading(&engine).into()),
         }
     }

@@ -196,7 +196,7 @@ pub(crate) fn local_only(peer: std::net::SocketAddr) -> Result<(), ApiFailure> {
         Err(ApiFailure::new(
             StatusCode::FORBIDDEN,
             "local_only",
-            "API keys can only be managed on the machine that runs the node",
+            "this can only be done on the machine that runs the node",
         ))
     }
 }

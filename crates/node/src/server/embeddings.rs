@@ -52,10 +52,11 @@ pub(crate) async fn compute(
         return Err(EmbedProblem::Remote(target.model));
     };
     // The engine of the model named, not the focus model's.
-    let engine = state
+    // Marked busy while it runs, so the model is neither reaped nor evicted under it.
+    let (engine, _in_use) = state
         .router
         .host()
-        .engine_of(&target.model)
+        .embedding(&target.model)
         .ok_or(EmbedProblem::Engine(SubmitError::NoModel.into()))?;
     let out = tokio::select! {
         r = engine.embed(inputs, truncate) => r.map_err(EmbedProblem::Engine)?,

@@ -218,12 +218,7 @@ pub(crate) async fn remove(
             "id must be a model name from GET /api/models",
         ));
     }
-    if let Some(loaded) = state
-        .host
-        .models_here()
-        .into_iter()
-        .find(|m| m.matches(&id))
-    {
+    if let Some(loaded) = state.host.holds(&id).await {
         return Err(ApiFailure::new(
             StatusCode::CONFLICT,
             "model_loaded",

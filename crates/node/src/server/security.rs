@@ -162,6 +162,8 @@ fn error(status: StatusCode, path: &str, code: &'static str, message: &str) -> R
     // Each door keeps its own error shape.
     let body = if path.starts_with("/v1/") {
         json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": code}})
+    } else if super::ollama::PATHS.contains(&path) {
+        json!({ "error": message })
     } else if path == "/api/auth/register" {
         json!({"success": false, "error": message, "code": code})
     } else {

@@ -121,8 +121,8 @@ impl Job {
         params.max_tokens = params.max_tokens.map(|m| m.saturating_sub(prior).max(1));
         let info = self
             .host
-            .model()
-            .ok_or_else(|| "this node's model is not loaded".to_owned())?;
+            .model_info(&self.model)
+            .ok_or_else(|| format!("'{}' is not loaded on this node", self.model))?;
         let prompt = crate::route::continuation(&info, self.prompt.to_prompt(), &self.delivered)?;
         Ok(Request { prompt, params })
     }

@@ -387,8 +387,7 @@ impl Job {
             None if r.hearth => None,
             None => Some(
                 self.host
-                    .model()
-                    .filter(|i| i.id == self.model)
+                    .model_info(&self.model)
                     .map_or(DEFAULT_MAX_NEW_TOKENS, |i| i64::from(i.ctx_per_slot)),
             ),
         };

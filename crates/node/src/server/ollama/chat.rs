@@ -77,6 +77,12 @@ async fn unload_request(
     if !no_input || !KeepAlive::parse(keep_alive)?.is_some_and(KeepAlive::is_unload) {
         return Ok(false);
     }
+    unload_named(state, model).await?;
+    Ok(true)
+}
+
+/// Unload the model `model` names here, once its running answers finish.
+pub(super) async fn unload_named(state: &AppState, model: &str) -> Result<(), OllamaError> {
     if model.trim().is_empty() {
         return Err(OllamaError::bad_request("model is required"));
     }
@@ -87,7 +93,7 @@ async fn unload_request(
         .find(|m| m.matches(model_name(model)));
     match here {
         // Other clients' answers finish first, as with Ollama: the model unloads once idle.
-        Some(id) if host.is_busy(&id) => host.set_keep_alive(&id, Duration::ZERO),
+        Some(id) if host.is_busy(&id) => host.set_keep_alive(&id, Some(Duration::ZERO)),
         Some(id) => {
             host.unload(Some(&id)).await;
         }
@@ -98,13 +104,13 @@ async fn unload_request(
             .any(|m| m.matches(model_name(model))) => {}
         None => return Err(OllamaError::model_not_found(model)),
     }
-    Ok(true)
+    Ok(())
 }
 
 /// A request's `keep_alive` for the model that runs it here.
 pub(super) fn keep(state: &AppState, target: &Target, keep_alive: Option<KeepAlive>) {
-    if let (Some(k), Some(_)) = (keep_alive, &target.local) {
-        let d = k.duration().unwrap_or(Duration::MAX);
+    if target.local.is_some() {
+        let d = keep_alive.map(|k| k.duration().unwrap_or(Duration::MAX));
         state.router.host().set_keep_alive(&target.model, d);
     }
 }
@@ -269,7 +275,11 @@ pub(crate) async fn generate(
             .map_err(|e| error(StatusCode::BAD_REQUEST, e.to_string()))?;
         let mut ids = std::mem::take(&mut req.context);
         let continuing = !ids.is_empty();
-        ids.extend(info.tokenize(&rendered));
+        ids.extend(if continuing {
+            info.tokenize_after(&rendered)
+        } else {
+            info.tokenize(&rendered)
+        });
         context = Some(ids.clone());
         if continuing {
             // Token ids are this node's own: such a request runs here.

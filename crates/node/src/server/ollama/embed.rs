@@ -12,10 +12,11 @@ use axum::http::StatusCode;
 use axum::Json;
 use hearth_engine::{EmbedError, EmbedFailure, EmbedInput, Embeddings};
 use hearth_protocol::ollama::{
-    nanos, parse_body, EmbedBody, EmbedResponse, EmbeddingsBody, OllamaEmbed, OllamaError,
+    nanos, parse_body, EmbedBody, EmbedResponse, EmbeddingsBody, KeepAlive, OllamaEmbed,
+    OllamaError,
 };
 
-use super::chat::{read_body, resolve};
+use super::chat::{keep, read_body, resolve, unload_named};
 use super::{error, model_name, resolve_error, submit_error, Reply};
 use crate::server::embeddings::{compute, EmbedProblem};
 use crate::server::AppState;
@@ -38,9 +39,14 @@ fn problem(p: EmbedProblem, requested: &str) -> OllamaError {
 
 /// The validated request's vectors, or `None` for a load-only request (no input).
 async fn run(state: &AppState, req: &OllamaEmbed) -> Result<Option<Embeddings>, OllamaError> {
+    if req.is_load_only() && req.keep_alive.is_some_and(KeepAlive::is_unload) {
+        unload_named(state, &req.model).await?;
+        return Ok(None);
+    }
+    // Still an unknown model's 404 for a load-only request; and the model's keep-alive.
+    let (target, _) = resolve(state, &req.model).await?;
+    keep(state, &target, req.keep_alive);
     if req.is_load_only() {
-        // Still an unknown model's 404.
-        resolve(state, &req.model).await?;
         return Ok(None);
     }
     let inputs = req.inputs.iter().cloned().map(EmbedInput::Text).collect();

@@ -27,6 +27,21 @@ pub(crate) use chat::{chat, generate};
 pub(crate) use embed::{embed, embeddings};
 pub(crate) use models::{delete, ps, pull, show, tags, version};
 
+/// The paths of Ollama's API served here: errors on them, the security layer's too, are
+/// Ollama's `{"error": "..."}`.
+pub(crate) const PATHS: &[&str] = &[
+    "/api/chat",
+    "/api/generate",
+    "/api/embed",
+    "/api/embeddings",
+    "/api/tags",
+    "/api/show",
+    "/api/ps",
+    "/api/version",
+    "/api/pull",
+    "/api/delete",
+];
+
 /// An Ollama-shaped error as an HTTP response.
 #[derive(Debug)]
 pub(crate) struct Reply(pub(crate) OllamaError);

@@ -39,12 +39,20 @@ fn rfc3339(t: Option<SystemTime>) -> String {
     humantime::format_rfc3339_seconds(t.unwrap_or(SystemTime::UNIX_EPOCH)).to_string()
 }
 
+/// How long `/api/tags` waits for a file's SHA-256 before answering without it (the hash goes
+/// on in the background, so a later listing has it): a folder of big models is listed at once.
+const DIGEST_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The file's SHA-256 (hex), computed once per file (by path, size and modification time, so
 /// a replaced file is hashed again) off the runtime's threads; callers asking while it is
-/// computed wait for the same result. `""` when the file cannot be read.
+/// computed wait for the same result, up to [`DIGEST_WAIT`]. An Ollama blob (imported models
+/// link to one) is named by its SHA-256 and is not read. `""` when it is not known (yet).
 async fn digest(path: &Path) -> String {
     type Key = (PathBuf, u64, Option<SystemTime>);
     static DIGESTS: OnceLock<Mutex<HashMap<Key, Arc<OnceCell<String>>>>> = OnceLock::new();
+    if let Some(hex) = ollama_blob_digest(path) {
+        return hex;
+    }
     let Ok(meta) = std::fs::metadata(path) else {
         return String::new();
     };
@@ -53,9 +61,12 @@ async fn digest(path: &Path) -> String {
         Ok(mut known) => known.entry(key).or_default().clone(),
         Err(_) => return String::new(),
     };
+    if let Some(d) = cell.get() {
+        return d.clone();
+    }
     let path = path.to_owned();
-    let hashed = cell
-        .get_or_try_init(|| async move {
+    let hashing = tokio::spawn(async move {
+        cell.get_or_try_init(|| async move {
             tokio::task::spawn_blocking(move || -> std::io::Result<String> {
                 let mut file = std::fs::File::open(&path)?;
                 let mut hasher = Sha256::new();
@@ -65,24 +76,37 @@ async fn digest(path: &Path) -> String {
             .await
             .map_err(std::io::Error::other)?
         })
-        .await;
-    match hashed {
-        Ok(d) => d.clone(),
-        Err(e) => {
+        .await
+        .cloned()
+    });
+    match tokio::time::timeout(DIGEST_WAIT, hashing).await {
+        Ok(Ok(Ok(d))) => d,
+        Ok(Ok(Err(e))) => {
             tracing::warn!(error = %e, "model digest failed");
             String::new()
         }
+        // Still hashing (it goes on), or the task failed.
+        _ => String::new(),
     }
 }
 
-fn details(local: Option<&ModelInfo>) -> ModelDetails {
-    match local {
-        Some(info) => ModelDetails::gguf(
-            info.gguf.architecture.clone(),
-            info.gguf.size_label.clone(),
-            info.gguf.quantization.clone(),
+/// The SHA-256 an Ollama blob's name gives (`sha256-<hex>`), for a file that is (or links
+/// to) one.
+fn ollama_blob_digest(path: &Path) -> Option<String> {
+    let target = std::fs::canonicalize(path).ok()?;
+    let hex = target.file_name()?.to_str()?.strip_prefix("sha256-")?;
+    (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then(|| hex.to_ascii_lowercase())
+}
+
+/// A model's details from its GGUF header; served by a peer or worker, nothing but its name.
+fn details(gguf: Option<&hearth_protocol::gguf::GgufInfo>) -> ModelDetails {
+    match gguf {
+        Some(g) => ModelDetails::gguf(
+            g.architecture.clone(),
+            g.size_label.clone(),
+            g.quantization.clone(),
         ),
-        // Served by a peer or worker: nothing known but its name.
         None => ModelDetails::gguf("", None, None),
     }
 }
@@ -113,15 +137,12 @@ pub(crate) async fn tags(State(state): State<Arc<AppState>>) -> Json<TagsRespons
                 Some(p) => digest(p).await,
                 None => String::new(),
             },
-            details: match (&loaded, file.and_then(|f| f.gguf.as_ref())) {
-                (Some(i), _) => details(Some(i)),
-                (None, Some(g)) => ModelDetails::gguf(
-                    g.architecture.clone(),
-                    g.size_label.clone(),
-                    g.quantization.clone(),
-                ),
-                (None, None) => details(None),
-            },
+            details: details(
+                loaded
+                    .as_ref()
+                    .map(|i| &i.gguf)
+                    .or(file.and_then(|f| f.gguf.as_ref())),
+            ),
         });
     }
     Json(TagsResponse { models })
@@ -146,7 +167,7 @@ pub(crate) async fn ps(State(state): State<Arc<AppState>>) -> Json<PsResponse> {
             model: info.id.to_string(),
             size: info.size_bytes,
             digest: digest(&info.path).await,
-            details: details(Some(&info)),
+            details: details(Some(&info.gguf)),
             expires_at,
             size_vram: 0,
             context_length: Some(info.ctx_per_slot),
@@ -162,18 +183,76 @@ pub(crate) async fn version() -> Json<VersionResponse> {
 }
 
 /// The defaults a request gets, as Modelfile `PARAMETER` lines.
-fn parameters(info: Option<&ModelInfo>) -> String {
+/// Ollama's sampling defaults, as `/api/show`'s parameter lines.
+fn default_parameters() -> Vec<String> {
     let d = ollama_defaults();
-    let mut lines = vec![
+    vec![
         format!("temperature {}", d.temperature),
         format!("top_k {}", d.top_k),
         format!("top_p {}", d.top_p),
         format!("repeat_penalty {}", d.repetition_penalty),
-    ];
-    if let Some(info) = info {
-        lines.push(format!("num_ctx {}", info.ctx_per_slot));
+    ]
+}
+
+/// What `/api/show` tells of a model: a loaded one's facts from its engine, a file in the
+/// models folder's from its GGUF header (without loading it, as Ollama does: clients show
+/// every model of a list), a peer's only its name.
+struct Described {
+    name: String,
+    path: Option<PathBuf>,
+    gguf: Option<hearth_protocol::gguf::GgufInfo>,
+    n_params: Option<u64>,
+    /// The training context: the header's, or the engine's.
+    n_ctx_train: Option<u64>,
+    /// A slot's context, once loaded.
+    ctx_per_slot: Option<u32>,
+}
+
+impl Described {
+    fn loaded(name: String, i: &ModelInfo) -> Self {
+        Self {
+            name,
+            path: Some(i.path.clone()),
+            gguf: Some(i.gguf.clone()),
+            n_params: Some(i.n_params),
+            n_ctx_train: Some(u64::from(i.n_ctx_train)),
+            ctx_per_slot: Some(i.ctx_per_slot),
+        }
     }
-    lines.join("\n")
+
+    /// The model `requested` names, when it is loaded here or in the models folder.
+    async fn here(state: &AppState, requested: &str) -> Option<Self> {
+        let host = state.router.host();
+        if let Some(id) = host
+            .models_here()
+            .into_iter()
+            .find(|m| m.matches(super::model_name(requested)))
+        {
+            if let Some(i) = host.model_info(&id) {
+                return Some(Self::loaded(id.to_string(), &i));
+            }
+        }
+        let registry = state.router.registry().clone();
+        let wanted = super::model_name(requested).to_owned();
+        let (id, path, gguf) = tokio::task::spawn_blocking(move || {
+            let (id, path) = registry.find(&wanted)?;
+            let gguf = hearth_engine::gguf::read(&path).ok();
+            Some((id, path, gguf))
+        })
+        .await
+        .ok()??;
+        if let Some(i) = host.model_info(&id) {
+            return Some(Self::loaded(id.to_string(), &i));
+        }
+        Some(Self {
+            name: id.to_string(),
+            path: Some(path),
+            n_ctx_train: gguf.as_ref().and_then(|g| g.context_length),
+            gguf,
+            n_params: None,
+            ctx_per_slot: None,
+        })
+    }
 }
 
 pub(crate) async fn show(
@@ -182,19 +261,38 @@ pub(crate) async fn show(
 ) -> Result<Json<ShowResponse>, Reply> {
     let body = read_body(body)?;
     let wire: ShowBody = parse_body(&body)?;
-    let (target, _) = resolve(&state, &wire.model_name()?).await?;
-    let info = target.local.as_deref();
-    let template = info
-        .and_then(|i| i.gguf.chat_template.clone())
-        .unwrap_or_default();
-    let parameters = parameters(info);
+    let requested = wire.model_name()?;
+    let d = match Described::here(&state, &requested).await {
+        Some(d) => d,
+        None => {
+            // A peer's or a worker's model (or the door's unknown-model error).
+            let (target, _) = resolve(&state, &requested).await?;
+            match target.local.as_deref() {
+                Some(i) => Described::loaded(target.model.to_string(), i),
+                None => Described {
+                    name: target.model.to_string(),
+                    path: None,
+                    gguf: None,
+                    n_params: None,
+                    n_ctx_train: None,
+                    ctx_per_slot: None,
+                },
+            }
+        }
+    };
+    let g = d.gguf.as_ref();
+    let template = g.and_then(|g| g.chat_template.clone()).unwrap_or_default();
+    let mut lines = default_parameters();
+    if let Some(n) = d.ctx_per_slot {
+        lines.push(format!("num_ctx {n}"));
+    }
+    let parameters = lines.join("\n");
     let mut modelfile = format!(
         "# Modelfile of {}, as Hearth serves it\nFROM {}\n",
-        target.model,
-        info.map_or_else(
-            || target.model.to_string(),
-            |i| i.path.display().to_string()
-        )
+        d.name,
+        d.path
+            .as_ref()
+            .map_or_else(|| d.name.clone(), |p| p.display().to_string())
     );
     if !template.is_empty() {
         modelfile.push_str(&format!("TEMPLATE \"\"\"{template}\"\"\"\n"));
@@ -204,28 +302,32 @@ pub(crate) async fn show(
     }
     let mut model_info = Map::new();
     let mut capabilities = vec!["completion".to_owned()];
-    if let Some(i) = info {
-        let arch = &i.gguf.architecture;
+    if let Some(g) = g {
+        let arch = &g.architecture;
         model_info.insert("general.architecture".into(), Value::from(arch.clone()));
-        model_info.insert("general.parameter_count".into(), Value::from(i.n_params));
-        if let Some(name) = &i.gguf.name {
+        if let Some(n) = d.n_params {
+            model_info.insert("general.parameter_count".into(), Value::from(n));
+        }
+        if let Some(name) = &g.name {
             model_info.insert("general.name".into(), Value::from(name.clone()));
         }
-        if let Some(n) = i.gguf.block_count {
+        if let Some(n) = g.block_count {
             model_info.insert(format!("{arch}.block_count"), Value::from(n));
         }
-        model_info.insert(format!("{arch}.context_length"), Value::from(i.n_ctx_train));
-        // Embeddings are made by this node's own model (mean pooling when it names none).
+        if let Some(n) = d.n_ctx_train {
+            model_info.insert(format!("{arch}.context_length"), Value::from(n));
+        }
+        // Embeddings are made by this node's own models (mean pooling when it names none).
         capabilities.push("embedding".into());
     }
     Ok(Json(ShowResponse {
         modelfile,
         parameters,
         template,
-        details: details(info),
+        details: details(g),
         model_info,
         capabilities,
-        modified_at: rfc3339(info.and_then(|i| modified(&i.path))),
+        modified_at: rfc3339(d.path.as_deref().and_then(modified)),
     }))
 }
 
@@ -268,7 +370,7 @@ pub(crate) async fn delete(
         )));
     }
     let host = state.router.host();
-    if let Some(loaded) = host.models_here().into_iter().find(|m| m.matches(&id)) {
+    if let Some(loaded) = host.holds(&id).await {
         return Err(Reply(error(
             StatusCode::CONFLICT,
             format!("model '{loaded}' is loaded: unload it first (keep_alive 0), then delete it"),
