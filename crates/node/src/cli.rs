@@ -44,6 +44,9 @@ pub struct ServeArgs {
     /// make room [default: the memory free when a model loads].
     #[arg(long, env = "HEARTH_MEMORY_LIMIT")]
     memory_limit: Option<u64>,
+    /// The Hugging Face-style hub models are downloaded from (`OWNER/REPO/FILE.gguf`).
+    #[arg(long, env = "HEARTH_HUB_URL", default_value = crate::models::hub::DEFAULT_HUB_URL)]
+    hub_url: String,
     /// Requests that may wait for a slot before new ones are refused.
     #[arg(long, env = "HEARTH_QUEUE", default_value_t = hearth_engine::config::DEFAULT_QUEUE_CAPACITY)]
     queue: usize,
@@ -133,6 +136,7 @@ impl ServeArgs {
         if let Some(m) = self.models_dir {
             c.models_dir = m;
         }
+        c.hub_url = self.hub_url;
         c.host = self.host;
         c.lan = self.lan;
         c.allowed_hosts = self.allow_host;

@@ -39,6 +39,8 @@ pub struct NodeConfig {
     /// Context per slot, in tokens.
     pub ctx: Option<u32>,
     pub queue: usize,
+    /// The Hugging Face-style hub models are downloaded from (`--hub-url`).
+    pub hub_url: String,
     /// Where Ollama and LM Studio keep models, for importing them.
     pub import_roots: crate::models::import::Roots,
     /// How long a model loaded for a request stays loaded idle (`--keep-alive`).
@@ -89,6 +91,7 @@ impl NodeConfig {
             threads: hearth_engine::config::physical_cores(),
             ctx: None,
             queue: hearth_engine::config::DEFAULT_QUEUE_CAPACITY,
+            hub_url: crate::models::hub::DEFAULT_HUB_URL.to_owned(),
             import_roots: crate::models::import::Roots::of_user(),
             keep_alive: crate::models::DEFAULT_KEEP_ALIVE,
             memory_limit: None,

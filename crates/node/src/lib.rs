@@ -133,6 +133,8 @@ const WORKER_STOP_WAIT: Duration = Duration::from_secs(2);
 
 /// How long a rebind waits for the previous listener's port to be free.
 const REBIND_WAIT: Duration = Duration::from_secs(2);
+/// How long shutdown waits for downloads to write what they have.
+const DOWNLOADS_STOP_WAIT: Duration = Duration::from_secs(5);
 
 impl Node {
     /// Open the database, start loading the model and listen. Returns once the port is bound;
@@ -289,6 +291,11 @@ impl Node {
             node_name: config.name.clone(),
             models_dir: config.models_dir.clone(),
             import_roots: config.import_roots.clone(),
+            downloads: models::Downloads::new(
+                config.models_dir.clone(),
+                config.hub_url.clone(),
+                shutdown.child_token(),
+            ),
             chats: server::chat::Chats::default(),
             telemetry,
             exposure: server::security::Exposure::new(exposed, allowed_hosts),
@@ -322,6 +329,8 @@ impl Node {
             host,
             shutdown,
         });
+        // Downloads a previous run left part way go on.
+        state.downloads.resume_partials();
         let worker = config.join.clone().map(|j| {
             tokio::spawn(hub::join::run(
                 j,
@@ -656,7 +665,13 @@ impl Node {
                 tracing::warn!("the engine did not stop in time");
             }
         };
-        tokio::join!(connections, worker_then_engine);
+        // Downloads keep their partial files; each stops after its last write.
+        let downloads =
+            tokio::time::timeout(DOWNLOADS_STOP_WAIT, self.inner.state.downloads.stopped());
+        let (_, _, stopped) = tokio::join!(connections, worker_then_engine, downloads);
+        if stopped.is_err() {
+            tracing::warn!("a download did not stop in time");
+        }
     }
 }
 

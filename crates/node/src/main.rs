@@ -81,7 +81,7 @@ fn main() -> anyhow::Result<()> {
         Command::Client(args) => runtime.block_on(client::client(args)),
         Command::Identity(args) => runtime.block_on(client::identity(args)),
         Command::Clients(args) => runtime.block_on(client::clients(args)),
-        Command::Models(args) => models_cli::models(args),
+        Command::Models(args) => models_cli::models(args, &runtime),
     }
 }
 

@@ -1,12 +1,13 @@
-//! `hearth-node models list|import|rm`: the models folder from the command line, without a
-//! running node (a running node sees the changes at once: it reads the folder when asked).
+//! `hearth-node models list|pull|import|rm`: the models folder from the command line, without
+//! a running node (a running node sees the changes at once: it reads the folder when asked).
+//! `pull` downloads as the node does (resumable: run it again after an interruption).
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Subcommand;
 use hearth_node::config;
-use hearth_node::models::{import, Registry};
+use hearth_node::models::{import, DownloadState, Downloads, Progress, Registry};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ModelsArgs {
@@ -31,6 +32,13 @@ enum ModelsAction {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Download OWNER/REPO/FILE.gguf from the hub into the folder (resumes a partial one).
+    Pull {
+        model: String,
+        /// The Hugging Face-style hub to download from.
+        #[arg(long, env = "HEARTH_HUB_URL", default_value = hearth_node::models::hub::DEFAULT_HUB_URL)]
+        hub_url: String,
+    },
     /// Delete a model's files from the folder (only the link of an imported model).
     Rm { id: String },
 }
@@ -39,7 +47,7 @@ fn mib(bytes: u64) -> String {
     format!("{:.0} MiB", bytes as f64 / f64::from(1 << 20))
 }
 
-pub(crate) fn models(args: ModelsArgs) -> anyhow::Result<()> {
+pub(crate) fn models(args: ModelsArgs, runtime: &tokio::runtime::Runtime) -> anyhow::Result<()> {
     let dir = args.models_dir.unwrap_or_else(|| {
         args.data_dir
             .unwrap_or_else(config::default_data_dir)
@@ -113,6 +121,7 @@ pub(crate) fn models(args: ModelsArgs) -> anyhow::Result<()> {
                 }
             }
         }
+        ModelsAction::Pull { model, hub_url } => runtime.block_on(pull(&dir, &model, hub_url))?,
         ModelsAction::Rm { id } => {
             let removed = registry
                 .remove(&id)
@@ -123,4 +132,66 @@ pub(crate) fn models(args: ModelsArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Download `model` into `dir`, showing its progress on stderr until it is over.
+async fn pull(dir: &std::path::Path, model: &str, hub: String) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let downloads = Downloads::new(dir.to_path_buf(), hub, stop.clone());
+    let id = downloads.start(model)?.id;
+    let mut changed = downloads.subscribe();
+    let mut shown: Option<std::time::Instant> = None;
+    let end = loop {
+        let p = downloads.get(&id).context("the download vanished")?;
+        if p.state.is_over() {
+            break p;
+        }
+        if shown.is_none_or(|at| at.elapsed() >= std::time::Duration::from_millis(500)) {
+            eprint!("\r{}\x1b[K", progress_line(&p));
+            shown = Some(std::time::Instant::now());
+        }
+        tokio::select! {
+            r = changed.changed() => r.context("downloads stopped")?,
+            _ = tokio::signal::ctrl_c() => {
+                stop.cancel();
+                downloads.stopped().await;
+                eprintln!();
+                anyhow::bail!("stopped; run the same command again to resume where it is");
+            }
+        }
+    };
+    eprintln!();
+    match end.state {
+        DownloadState::Done => {
+            println!(
+                "downloaded {} into {} (SHA-256 {} checked)",
+                end.id,
+                dir.display(),
+                end.sha256.unwrap_or_default()
+            );
+            Ok(())
+        }
+        _ => anyhow::bail!(end.error.unwrap_or_else(|| "cancelled".into())),
+    }
+}
+
+/// `Tiny.gguf  34% 120/350 MiB  12.5 MiB/s  18 s left`
+fn progress_line(p: &Progress) -> String {
+    let total = p.total.unwrap_or(0);
+    let percent = (p.received * 100).checked_div(total).unwrap_or(0);
+    let mut line = format!(
+        "{}  {percent:>3}% {}/{}  {}/s",
+        p.id,
+        mib(p.received),
+        mib(total),
+        mib(p.bytes_per_second as u64)
+    );
+    if let Some(left) = p.seconds_left {
+        line.push_str(&format!("  {left:.0} s left"));
+    }
+    if p.state == DownloadState::Retrying {
+        line.push_str("  (interrupted: resuming)");
+    }
+    line
 }

@@ -1,12 +1,16 @@
 //! Models on this node: the registry of GGUF files it can load (`registry`), the memory a
 //! model takes and the budget for all of them (`memory`), and the host of the loaded models'
 //! engines, which loads on demand, unloads the least recently used and the idle (`host`); and
-//! models of Ollama and LM Studio linked in without a copy (`import`).
+//! models of Ollama and LM Studio linked in without a copy (`import`); downloads from a
+//! Hugging Face-style hub (`hub`, `download`).
 
+pub mod download;
 pub mod host;
+pub mod hub;
 pub mod import;
 pub mod memory;
 pub mod registry;
 
+pub use download::{DownloadError, DownloadState, Downloads, Progress};
 pub use host::{model_id_of, EngineSettings, ModelHost, DEFAULT_KEEP_ALIVE};
 pub use registry::{ModelFile, Registry};

@@ -20,6 +20,7 @@ pub mod auth;
 pub(crate) mod batch;
 pub(crate) mod chat;
 pub(crate) mod cluster_api;
+pub(crate) mod downloads_api;
 pub(crate) mod embeddings;
 pub(crate) mod error;
 pub(crate) mod events;
@@ -60,6 +61,8 @@ pub struct AppState {
     pub models_dir: std::path::PathBuf,
     /// Where other apps keep models that can be imported.
     pub import_roots: crate::models::import::Roots,
+    /// Downloads from the hub into the models folder (`--hub-url`).
+    pub downloads: Arc<crate::models::Downloads>,
     /// Cancelled when the node begins shutting down.
     pub shutdown: CancellationToken,
     /// Answers streaming into conversations right now.
@@ -130,6 +133,11 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/models/importable", get(models_api::importable))
         .route("/api/models/import", post(models_api::import))
         .route("/api/models/{id}", delete(models_api::remove))
+        .route(
+            "/api/models/downloads",
+            get(downloads_api::list).post(downloads_api::start),
+        )
+        .route("/api/models/downloads/{id}", delete(downloads_api::cancel))
         .route(
             "/api/conversations",
             get(api::list_conversations).post(api::create_conversation),

@@ -132,7 +132,7 @@ fn line<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_string(v).unwrap_or_else(|e| error_line(&e.to_string()))
 }
 
-fn error_line(message: &str) -> String {
+pub(super) fn error_line(message: &str) -> String {
     serde_json::to_string(&ErrorBody {
         error: message.to_owned(),
     })
@@ -148,7 +148,7 @@ fn end_lines(end: End<'_>) -> Vec<String> {
 }
 
 /// NDJSON: each batch of lines leaves in one write.
-fn ndjson(batches: impl Stream<Item = Vec<String>> + Send + 'static) -> Response {
+pub(super) fn ndjson(batches: impl Stream<Item = Vec<String>> + Send + 'static) -> Response {
     let body = Body::from_stream(batches.map(|lines| {
         let mut text = lines.join("\n");
         text.push('\n');

@@ -1,8 +1,7 @@
 //! The Ollama door (Ollama's `docs/api.md`): `/api/chat` and `/api/generate` (NDJSON lines, or
 //! one object with `"stream": false`) through the route like every other door, `/api/embed`
 //! and `/api/embeddings` (this node's model), `/api/tags`, `/api/show`, `/api/ps`,
-//! `/api/version`, and `/api/pull` and `/api/delete`, which say that downloads do not exist
-//! yet. It only translates: validation is `hearth_protocol::ollama`'s, and every error is
+//! `/api/version`, `/api/pull` (a download from the hub) and `/api/delete`. It only translates: validation is `hearth_protocol::ollama`'s, and every error is
 //! Ollama's `{"error": "..."}` with Ollama's status.
 //!
 //! Ollama names models `name:tag`; a model here has no tag, so `name:latest` means `name`.
@@ -12,6 +11,7 @@
 mod chat;
 mod embed;
 mod models;
+mod pull;
 
 use std::time::SystemTime;
 
@@ -25,7 +25,8 @@ use crate::route::ResolveError;
 
 pub(crate) use chat::{chat, generate};
 pub(crate) use embed::{embed, embeddings};
-pub(crate) use models::{delete, ps, pull, show, tags, version};
+pub(crate) use models::{delete, ps, show, tags, version};
+pub(crate) use pull::pull;
 
 /// The paths of Ollama's API served here: errors on them, the security layer's too, are
 /// Ollama's `{"error": "..."}`.

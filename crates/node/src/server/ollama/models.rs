@@ -1,9 +1,8 @@
 //! Ollama's model listings, from what the route serves so that `/api/tags` and `/v1/models`
 //! agree: `/api/tags` (every model this node answers for), `/api/ps` (the model loaded here),
 //! `/api/show` (GGUF metadata, template, the parameters requests default to), `/api/version`,
-//! `/api/delete` (the models folder's file); and `/api/pull`, refused with the reason until
-//! downloads exist. A model's
-//! `digest` is the SHA-256 of its file, computed once per file (the first listing waits for it).
+//! `/api/delete` (the models folder's file). A model's `digest` is the SHA-256 of its file,
+//! computed once per file (a listing waits a moment for it), or an Ollama blob's name.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -17,7 +16,7 @@ use axum::http::StatusCode;
 use axum::Json;
 use hearth_engine::ModelInfo;
 use hearth_protocol::ollama::{
-    ollama_defaults, parse_body, DeleteBody, ModelDetails, PsModel, PsResponse, PullBody, ShowBody,
+    ollama_defaults, parse_body, DeleteBody, ModelDetails, PsModel, PsResponse, ShowBody,
     ShowResponse, TagsModel, TagsResponse, VersionResponse,
 };
 use serde_json::{Map, Value};
@@ -329,28 +328,6 @@ pub(crate) async fn show(
         capabilities,
         modified_at: rfc3339(d.path.as_deref().and_then(modified)),
     }))
-}
-
-/// Where GGUF files go, for the refusals below.
-fn not_yet(state: &AppState, what: &str) -> Reply {
-    Reply(error(
-        StatusCode::NOT_IMPLEMENTED,
-        format!(
-            "{what} is not supported by Hearth yet: put GGUF files in {} and load them in Hearth's UI",
-            state.models_dir.display()
-        ),
-    ))
-}
-
-pub(crate) async fn pull(
-    State(state): State<Arc<AppState>>,
-    body: Result<Bytes, BytesRejection>,
-) -> Reply {
-    let parsed = read_body(body).and_then(|b| parse_body::<PullBody>(&b));
-    match parsed.and_then(|p| p.model_name()) {
-        Ok(_) => not_yet(&state, "downloading models"),
-        Err(e) => Reply(e),
-    }
 }
 
 /// `DELETE /api/delete`: the model's files leave the models folder (an imported model's link

@@ -1,0 +1,646 @@
+//! Downloads of models from a hub into the models folder. Each goes to a partial file in
+//! `.downloads/` beside a note of what it must become, so a node stopped mid-download resumes
+//! it when it starts again; an interrupted transfer resumes with an HTTP Range request, with
+//! retries and backoff; the file's SHA-256 is checked against the hub's before it is moved into
+//! place (a mismatch deletes the partial and says so). Progress (bytes, speed, time left) is
+//! what the UI, the CLI and Ollama's pull show.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt as _;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+use tokio::io::{AsyncSeekExt as _, AsyncWriteExt as _};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::hub::{HubError, HubFile, Remote};
+
+/// The folder of partial files, inside the models folder (the registry lists `*.gguf` only).
+pub const PARTIAL_DIR: &str = ".downloads";
+/// Attempts in a row that bring no byte before a download gives up (its partial is kept).
+const MAX_FAILURES: u32 = 8;
+/// How often progress is published while bytes arrive.
+const PUBLISH_EVERY: Duration = Duration::from_millis(200);
+/// A connection that sends nothing for this long is dropped and the download resumed.
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DownloadError {
+    #[error(transparent)]
+    Hub(#[from] HubError),
+    #[error("{0} is already in the models folder")]
+    Exists(String),
+    #[error("the downloaded file's SHA-256 is {got}, the hub says {expected}: the file arrived damaged, and the partial download was deleted")]
+    Mismatch { expected: String, got: String },
+    #[error("the hub sent more than the {0} bytes it announced")]
+    TooLong(u64),
+    #[error("the download failed {attempts} times in a row (last: {last}); the partial file is kept: download it again to resume")]
+    GaveUp { attempts: u32, last: String },
+    #[error("cannot write the download: {0}")]
+    Io(String),
+    #[error("cancelled")]
+    Cancelled,
+    #[error("the node stopped; the download resumes when it starts again")]
+    Stopped,
+}
+
+fn io(e: std::io::Error) -> DownloadError {
+    DownloadError::Io(e.to_string())
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DownloadState {
+    /// Asking the hub what the file is.
+    Starting,
+    Downloading,
+    /// Interrupted: waiting to resume.
+    Retrying,
+    /// Checking the SHA-256.
+    Verifying,
+    Done,
+    Failed,
+    Cancelled,
+}
+
+impl DownloadState {
+    pub fn is_over(self) -> bool {
+        matches!(
+            self,
+            DownloadState::Done | DownloadState::Failed | DownloadState::Cancelled
+        )
+    }
+}
+
+/// One download as the UI and clients see it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Progress {
+    /// The file's name in the models folder (and the model's id there, without `.gguf`).
+    pub id: String,
+    /// `OWNER/REPO/FILE` on the hub.
+    pub model: String,
+    pub state: DownloadState,
+    pub received: u64,
+    pub total: Option<u64>,
+    pub bytes_per_second: f64,
+    pub seconds_left: Option<f64>,
+    /// The SHA-256 the hub announced.
+    pub sha256: Option<String>,
+    /// Interruptions so far.
+    pub retries: u32,
+    pub error: Option<String>,
+}
+
+/// What a partial file must become, kept beside it.
+#[derive(Debug, Serialize, Deserialize)]
+struct Note {
+    model: String,
+    sha256: String,
+    size: u64,
+}
+
+struct Job {
+    source: HubFile,
+    progress: Mutex<Progress>,
+    /// The user's cancel (the partial is deleted); the node's stop keeps it.
+    cancel: CancellationToken,
+}
+
+/// The downloads of this node (or of one `hearth-node models pull`).
+pub struct Downloads {
+    models_dir: PathBuf,
+    hub: String,
+    http: reqwest::Client,
+    jobs: Mutex<Vec<Arc<Job>>>,
+    changed: watch::Sender<u64>,
+    stop: CancellationToken,
+    tasks: tokio_util::task::TaskTracker,
+}
+
+impl std::fmt::Debug for Downloads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Downloads")
+            .field("models_dir", &self.models_dir)
+            .field("hub", &self.hub)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Downloads {
+    /// Downloads from `hub` into `models_dir`, until `stop` (partials are kept then).
+    pub fn new(models_dir: PathBuf, hub: String, stop: CancellationToken) -> Arc<Self> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(15))
+            .read_timeout(READ_TIMEOUT)
+            .user_agent(concat!("hearth/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .unwrap_or_default();
+        Arc::new(Self {
+            models_dir,
+            hub,
+            http,
+            jobs: Mutex::default(),
+            changed: watch::Sender::new(0),
+            stop,
+            tasks: tokio_util::task::TaskTracker::new(),
+        })
+    }
+
+    fn jobs(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Job>>> {
+        self.jobs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn partial_dir(&self) -> PathBuf {
+        self.models_dir.join(PARTIAL_DIR)
+    }
+
+    /// Start downloading `spec` (`OWNER/REPO/FILE.gguf`), or find it already under way.
+    pub fn start(self: &Arc<Self>, spec: &str) -> Result<Progress, DownloadError> {
+        let source = HubFile::parse(spec)?;
+        let id = source.file_name().to_owned();
+        let mut jobs = self.jobs();
+        if let Some(j) = jobs.iter().find(|j| j.source.file_name() == id) {
+            let p = lock(&j.progress).clone();
+            if !p.state.is_over() {
+                return Ok(p);
+            }
+        }
+        if self.models_dir.join(&id).exists() {
+            return Err(DownloadError::Exists(id));
+        }
+        jobs.retain(|j| j.source.file_name() != id);
+        let progress = Progress {
+            id: id.clone(),
+            model: source.spec(),
+            state: DownloadState::Starting,
+            received: 0,
+            total: None,
+            bytes_per_second: 0.0,
+            seconds_left: None,
+            sha256: None,
+            retries: 0,
+            error: None,
+        };
+        let job = Arc::new(Job {
+            source,
+            progress: Mutex::new(progress.clone()),
+            cancel: self.stop.child_token(),
+        });
+        jobs.push(job.clone());
+        drop(jobs);
+        let this = self.clone();
+        self.tasks.spawn(async move { this.run(job).await });
+        self.publish();
+        Ok(progress)
+    }
+
+    /// Every download since the node started, oldest first.
+    pub fn list(&self) -> Vec<Progress> {
+        self.jobs()
+            .iter()
+            .map(|j| lock(&j.progress).clone())
+            .collect()
+    }
+
+    pub fn get(&self, id: &str) -> Option<Progress> {
+        self.jobs()
+            .iter()
+            .find(|j| j.source.file_name() == id)
+            .map(|j| lock(&j.progress).clone())
+    }
+
+    /// Cancel a download under way (its partial file is deleted). False when there is none.
+    pub fn cancel(&self, id: &str) -> bool {
+        let jobs = self.jobs();
+        let Some(j) = jobs.iter().find(|j| j.source.file_name() == id) else {
+            return false;
+        };
+        if lock(&j.progress).state.is_over() {
+            return false;
+        }
+        j.cancel.cancel();
+        true
+    }
+
+    /// Completes once every download has stopped (after the stop token given at the start).
+    pub async fn stopped(&self) {
+        self.tasks.close();
+        self.tasks.wait().await;
+    }
+
+    /// Ticks whenever a download's progress changes.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    /// Wait until download `id` is over, and how it ended.
+    pub async fn wait(&self, id: &str) -> Option<Progress> {
+        let mut rx = self.subscribe();
+        loop {
+            let p = self.get(id)?;
+            if p.state.is_over() {
+                return Some(p);
+            }
+            if rx.changed().await.is_err() {
+                return self.get(id);
+            }
+        }
+    }
+
+    /// Resume the downloads a previous run left part way (their notes in `.downloads/`).
+    pub fn resume_partials(self: &Arc<Self>) {
+        let Ok(entries) = std::fs::read_dir(self.partial_dir()) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            if path.extension().is_none_or(|x| x != "json") {
+                continue;
+            }
+            let note = std::fs::read(&path)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Note>(&b).ok());
+            match note {
+                Some(n) => match self.start(&n.model) {
+                    Ok(_) => tracing::info!(model = %n.model, "resuming a download"),
+                    Err(e) => {
+                        tracing::warn!(model = %n.model, error = %e, "a download left part way cannot resume")
+                    }
+                },
+                None => tracing::warn!(path = %path.display(), "not a download note; left alone"),
+            }
+        }
+    }
+
+    fn publish(&self) {
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    fn update(&self, job: &Job, f: impl FnOnce(&mut Progress)) {
+        f(&mut lock(&job.progress));
+        self.publish();
+    }
+
+    async fn run(self: Arc<Self>, job: Arc<Job>) {
+        let result = self.fetch(&job).await;
+        let id = job.source.file_name().to_owned();
+        let (part, note) = self.partial_paths(&id);
+        let forget = |partial: bool| {
+            if partial {
+                let _ = std::fs::remove_file(&part);
+            }
+            let _ = std::fs::remove_file(&note);
+        };
+        match &result {
+            Ok(()) => tracing::info!(model = %id, "downloaded and verified"),
+            Err(DownloadError::Stopped) => {}
+            Err(DownloadError::Cancelled) => forget(true),
+            // Worth resuming later: the partial and its note stay.
+            Err(DownloadError::GaveUp { .. } | DownloadError::Io(_)) => {}
+            Err(e @ DownloadError::Hub(h)) if h.is_transient() => {
+                tracing::warn!(model = %id, error = %e, "download stopped; resumable");
+            }
+            Err(_) => forget(true),
+        }
+        if let Err(e) = &result {
+            tracing::warn!(model = %id, error = %e, "download ended");
+        }
+        self.update(&job, |p| {
+            p.bytes_per_second = 0.0;
+            p.seconds_left = None;
+            match result {
+                Ok(()) => {
+                    p.state = DownloadState::Done;
+                    p.seconds_left = Some(0.0);
+                }
+                Err(DownloadError::Cancelled) => p.state = DownloadState::Cancelled,
+                Err(e) => {
+                    p.state = DownloadState::Failed;
+                    p.error = Some(e.to_string());
+                }
+            }
+        });
+    }
+
+    fn partial_paths(&self, id: &str) -> (PathBuf, PathBuf) {
+        let dir = self.partial_dir();
+        (
+            dir.join(format!("{id}.part")),
+            dir.join(format!("{id}.json")),
+        )
+    }
+
+    /// Why a job's cancel token fired: the node stops (the partial stays), or the user
+    /// cancelled.
+    fn why_stopped(&self) -> DownloadError {
+        if self.stop.is_cancelled() {
+            DownloadError::Stopped
+        } else {
+            DownloadError::Cancelled
+        }
+    }
+
+    /// Sleep `d`, unless the download is cancelled or the node stops first.
+    async fn pause(&self, job: &Job, d: Duration) -> Result<(), DownloadError> {
+        tokio::select! {
+            () = tokio::time::sleep(d) => Ok(()),
+            () = job.cancel.cancelled() => Err(self.why_stopped()),
+        }
+    }
+
+    async fn fetch(&self, job: &Job) -> Result<(), DownloadError> {
+        let id = job.source.file_name().to_owned();
+        let mut delays =
+            crate::backoff::jittered(Duration::from_millis(500), Duration::from_secs(30));
+        let mut failures = 0u32;
+        // What the file must be, from the hub (retried like the transfer).
+        let remote = loop {
+            let looked = tokio::select! {
+                r = job.source.lookup(&self.http, &self.hub) => r,
+                () = job.cancel.cancelled() => return Err(self.why_stopped()),
+            };
+            match looked {
+                Ok(r) => break r,
+                Err(e) if e.is_transient() && failures + 1 < MAX_FAILURES => {
+                    failures += 1;
+                    self.update(job, |p| {
+                        p.state = DownloadState::Retrying;
+                        p.retries += 1;
+                        p.error = Some(e.to_string());
+                    });
+                    self.pause(job, delays.next().unwrap_or(Duration::from_secs(30)))
+                        .await?;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        };
+        let (part, note_path) = self.partial_paths(&id);
+        std::fs::create_dir_all(self.partial_dir()).map_err(io)?;
+        // A partial of another version of the file starts over.
+        let same = std::fs::read(&note_path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Note>(&b).ok())
+            .is_some_and(|n| n.sha256 == remote.sha256 && n.size == remote.size);
+        if !same {
+            let _ = std::fs::remove_file(&part);
+        }
+        let note = Note {
+            model: job.source.spec(),
+            sha256: remote.sha256.clone(),
+            size: remote.size,
+        };
+        std::fs::write(
+            &note_path,
+            serde_json::to_vec(&note).map_err(|e| DownloadError::Io(e.to_string()))?,
+        )
+        .map_err(io)?;
+        let mut file = tokio::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(&part)
+            .await
+            .map_err(io)?;
+        let mut have = file.metadata().await.map_err(io)?.len();
+        if have > remote.size {
+            file.set_len(0).await.map_err(io)?;
+            have = 0;
+        }
+        // The bytes already here count toward the hash.
+        let mut hasher = hash_prefix(part.clone(), have).await?;
+        file.seek(std::io::SeekFrom::Start(have))
+            .await
+            .map_err(io)?;
+        self.update(job, |p| {
+            p.total = Some(remote.size);
+            p.received = have;
+            p.sha256 = Some(remote.sha256.clone());
+            p.state = DownloadState::Downloading;
+        });
+        let url = job.source.url(&self.hub);
+        failures = 0;
+        while have < remote.size {
+            let before = have;
+            let attempt = tokio::select! {
+                r = self.attempt(job, &url, &remote, &mut file, &mut hasher, &mut have) => r,
+                () = job.cancel.cancelled() => Err(self.why_stopped()),
+            };
+            match attempt {
+                Ok(()) if have == remote.size => break,
+                Ok(()) => {}
+                Err(DownloadError::Hub(e)) if e.is_transient() => {
+                    tracing::info!(model = %id, received = have, error = %e, "download interrupted; resuming");
+                    self.update(job, |p| p.error = Some(e.to_string()));
+                }
+                Err(e) => {
+                    file.flush().await.map_err(io)?;
+                    return Err(e);
+                }
+            }
+            file.flush().await.map_err(io)?;
+            if have > before {
+                failures = 0;
+                delays =
+                    crate::backoff::jittered(Duration::from_millis(500), Duration::from_secs(30));
+            }
+            failures += 1;
+            if failures >= MAX_FAILURES {
+                let last = lock(&job.progress).error.clone().unwrap_or_default();
+                return Err(DownloadError::GaveUp {
+                    attempts: failures,
+                    last,
+                });
+            }
+            self.update(job, |p| {
+                p.state = DownloadState::Retrying;
+                p.retries += 1;
+                p.bytes_per_second = 0.0;
+                p.seconds_left = None;
+            });
+            self.pause(job, delays.next().unwrap_or(Duration::from_secs(30)))
+                .await?;
+            self.update(job, |p| p.state = DownloadState::Downloading);
+        }
+        file.flush().await.map_err(io)?;
+        file.sync_all().await.map_err(io)?;
+        drop(file);
+        self.update(job, |p| p.state = DownloadState::Verifying);
+        let got = hex::encode(hasher.finalize());
+        if got != remote.sha256 {
+            return Err(DownloadError::Mismatch {
+                expected: remote.sha256,
+                got,
+            });
+        }
+        let to = self.models_dir.join(&id);
+        if to.exists() {
+            return Err(DownloadError::Exists(id));
+        }
+        std::fs::rename(&part, &to).map_err(io)?;
+        let _ = std::fs::remove_file(&note_path);
+        Ok(())
+    }
+
+    /// One request for the bytes from `have` on, written as they arrive. Ends when the
+    /// response ends (maybe short: the caller resumes).
+    async fn attempt(
+        &self,
+        job: &Job,
+        url: &str,
+        remote: &Remote,
+        file: &mut tokio::fs::File,
+        hasher: &mut Sha256,
+        have: &mut u64,
+    ) -> Result<(), DownloadError> {
+        let unreachable =
+            |e: reqwest::Error| DownloadError::Hub(HubError::Unreachable(e.to_string()));
+        let mut req = self.http.get(url);
+        if *have > 0 {
+            req = req.header(reqwest::header::RANGE, format!("bytes={have}-"));
+        }
+        let resp = req.send().await.map_err(unreachable)?;
+        let status = resp.status().as_u16();
+        match status {
+            206 => {
+                let from = resp
+                    .headers()
+                    .get(reqwest::header::CONTENT_RANGE)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(range_start);
+                if from != Some(*have) {
+                    return Err(DownloadError::Hub(HubError::BadListing(format!(
+                        "asked for bytes from {have}, got a range from {from:?}"
+                    ))));
+                }
+            }
+            200 => {
+                // The whole file again (no ranges there): start over.
+                if *have > 0 {
+                    file.set_len(0).await.map_err(io)?;
+                    file.seek(std::io::SeekFrom::Start(0)).await.map_err(io)?;
+                    *hasher = Sha256::new();
+                    *have = 0;
+                }
+            }
+            416 if *have == remote.size => return Ok(()),
+            404 => {
+                return Err(DownloadError::Hub(HubError::NotFound {
+                    repo: job.source.repo.clone(),
+                    file: job.source.path.clone(),
+                }))
+            }
+            _ => {
+                return Err(DownloadError::Hub(HubError::Status {
+                    status,
+                    url: url.to_owned(),
+                }))
+            }
+        }
+        let mut body = resp.bytes_stream();
+        let mut meter = Meter::new(*have);
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(unreachable)?;
+            if *have + chunk.len() as u64 > remote.size {
+                return Err(DownloadError::TooLong(remote.size));
+            }
+            file.write_all(&chunk).await.map_err(io)?;
+            hasher.update(&chunk);
+            *have += chunk.len() as u64;
+            if let Some((speed, left)) = meter.tick(*have, remote.size) {
+                let received = *have;
+                self.update(job, |p| {
+                    p.received = received;
+                    p.bytes_per_second = speed;
+                    p.seconds_left = left;
+                });
+            }
+        }
+        let received = *have;
+        self.update(job, |p| p.received = received);
+        Ok(())
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The first byte of a `Content-Range: bytes FROM-TO/SIZE`.
+fn range_start(v: &str) -> Option<u64> {
+    v.strip_prefix("bytes ")?
+        .split('-')
+        .next()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The hash of the first `len` bytes of `path` (a partial file resumed).
+async fn hash_prefix(path: PathBuf, len: u64) -> Result<Sha256, DownloadError> {
+    tokio::task::spawn_blocking(move || -> std::io::Result<Sha256> {
+        let mut hasher = Sha256::new();
+        if len > 0 {
+            let file = std::fs::File::open(&path)?;
+            let copied = std::io::copy(&mut std::io::Read::take(file, len), &mut hasher)?;
+            if copied != len {
+                return Err(std::io::Error::other(
+                    "the partial file is shorter than it was",
+                ));
+            }
+        }
+        Ok(hasher)
+    })
+    .await
+    .map_err(|e| DownloadError::Io(e.to_string()))?
+    .map_err(io)
+}
+
+/// Speed and time left, smoothed, at most every [`PUBLISH_EVERY`].
+struct Meter {
+    at: Instant,
+    bytes: u64,
+    speed: f64,
+}
+
+impl Meter {
+    fn new(bytes: u64) -> Self {
+        Self {
+            at: Instant::now(),
+            bytes,
+            speed: 0.0,
+        }
+    }
+
+    fn tick(&mut self, bytes: u64, total: u64) -> Option<(f64, Option<f64>)> {
+        let elapsed = self.at.elapsed();
+        if elapsed < PUBLISH_EVERY {
+            return None;
+        }
+        let now = (bytes - self.bytes) as f64 / elapsed.as_secs_f64();
+        self.speed = if self.speed == 0.0 {
+            now
+        } else {
+            0.7 * self.speed + 0.3 * now
+        };
+        self.at = Instant::now();
+        self.bytes = bytes;
+        let left = (self.speed > 0.0).then(|| (total - bytes) as f64 / self.speed);
+        Some((self.speed, left))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_ranges_give_their_start() {
+        assert_eq!(range_start("bytes 100-199/200"), Some(100));
+        assert_eq!(range_start("bytes */200"), None);
+        assert_eq!(range_start("items 1-2/3"), None);
+    }
+}

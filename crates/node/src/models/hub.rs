@@ -1,0 +1,256 @@
+//! Where a download comes from: a Hugging Face-style hub (`--hub-url`). A model is named
+//! `OWNER/REPO/FILE.gguf` (the file may sit in a folder of the repository; `hf.co/` in front
+//! is accepted, as Ollama's clients write it). The file is read from
+//! `{hub}/{OWNER}/{REPO}/resolve/main/{FILE}`, and its size and SHA-256 from the hub's LFS
+//! metadata in the repository's file listing (`{hub}/api/models/{OWNER}/{REPO}/tree/main/{DIR}`),
+//! as the hub's own client reads them.
+
+use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
+use serde::Deserialize;
+
+use super::registry::plain_name;
+
+/// The public hub.
+pub const DEFAULT_HUB_URL: &str = "https://huggingface.co";
+/// The revision downloads take.
+const REVISION: &str = "main";
+/// A file listing is small; anything past this is not one.
+const MAX_LISTING_BYTES: usize = 8 << 20;
+
+/// What a URL path segment may not hold as is.
+const SEGMENT: &AsciiSet = &CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'%')
+    .add(b'/')
+    .add(b'<')
+    .add(b'>')
+    .add(b'?')
+    .add(b'`')
+    .add(b'{')
+    .add(b'}');
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HubError {
+    #[error("'{0}' is not a model to download: name it OWNER/REPO/FILE.gguf, as on the hub (for example bartowski/SmolLM2-135M-Instruct-GGUF/SmolLM2-135M-Instruct-Q4_K_M.gguf)")]
+    BadName(String),
+    #[error("the hub has no file {file} in {repo}")]
+    NotFound { repo: String, file: String },
+    #[error("the hub gives no SHA-256 for {0} (it is not stored with LFS), so it cannot be checked; download refused")]
+    NoDigest(String),
+    #[error("the hub answered {status} for {url}")]
+    Status { status: u16, url: String },
+    #[error("the hub could not be reached: {0}")]
+    Unreachable(String),
+    #[error("the hub's file listing is not what it should be: {0}")]
+    BadListing(String),
+}
+
+impl HubError {
+    /// Whether trying again later may work (the network, or the hub busy).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            HubError::Unreachable(_) => true,
+            HubError::Status { status, .. } => *status == 429 || *status >= 500,
+            _ => false,
+        }
+    }
+}
+
+/// A file of a hub repository.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HubFile {
+    /// `OWNER/REPO`.
+    pub repo: String,
+    /// Its path in the repository.
+    pub path: String,
+}
+
+/// What the hub says of a file: what must arrive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Remote {
+    pub size: u64,
+    /// Lowercase hex.
+    pub sha256: String,
+}
+
+impl HubFile {
+    /// `OWNER/REPO/[DIR/]FILE.gguf`, with `hf.co/` or `huggingface.co/` in front or not.
+    pub fn parse(spec: &str) -> Result<Self, HubError> {
+        let bad = || HubError::BadName(spec.chars().take(300).collect());
+        let s = spec.trim();
+        let s = ["https://", "http://"]
+            .iter()
+            .fold(s, |s, p| s.strip_prefix(p).unwrap_or(s));
+        let s = ["hf.co/", "huggingface.co/"]
+            .iter()
+            .fold(s, |s, p| s.strip_prefix(p).unwrap_or(s));
+        let parts: Vec<&str> = s.split('/').collect();
+        if parts.len() < 3 {
+            return Err(bad());
+        }
+        let ok = |p: &&str| {
+            !p.is_empty()
+                && *p != "."
+                && *p != ".."
+                && !p.contains('\\')
+                && !p.chars().any(char::is_control)
+        };
+        if !parts.iter().all(ok) {
+            return Err(bad());
+        }
+        let file = parts[parts.len() - 1];
+        if !file.to_ascii_lowercase().ends_with(".gguf") || !plain_name(file) {
+            return Err(bad());
+        }
+        Ok(Self {
+            repo: format!("{}/{}", parts[0], parts[1]),
+            path: parts[2..].join("/"),
+        })
+    }
+
+    /// The name it takes in the models folder: the file's own name.
+    pub fn file_name(&self) -> &str {
+        self.path.rsplit('/').next().unwrap_or(&self.path)
+    }
+
+    /// `OWNER/REPO/PATH`, as a user names it.
+    pub fn spec(&self) -> String {
+        format!("{}/{}", self.repo, self.path)
+    }
+
+    fn encoded(path: &str) -> String {
+        path.split('/')
+            .map(|p| utf8_percent_encode(p, SEGMENT).to_string())
+            .collect::<Vec<_>>()
+            .join("/")
+    }
+
+    /// Where its bytes are.
+    pub fn url(&self, hub: &str) -> String {
+        format!(
+            "{}/{}/resolve/{REVISION}/{}",
+            hub.trim_end_matches('/'),
+            Self::encoded(&self.repo),
+            Self::encoded(&self.path)
+        )
+    }
+
+    /// The listing of the folder it is in.
+    fn listing_url(&self, hub: &str) -> String {
+        let dir = self.path.rsplit_once('/').map(|(d, _)| d);
+        let mut url = format!(
+            "{}/api/models/{}/tree/{REVISION}",
+            hub.trim_end_matches('/'),
+            Self::encoded(&self.repo)
+        );
+        if let Some(d) = dir {
+            url.push('/');
+            url.push_str(&Self::encoded(d));
+        }
+        url
+    }
+
+    /// Its size and SHA-256, from the hub's LFS metadata.
+    pub async fn lookup(&self, http: &reqwest::Client, hub: &str) -> Result<Remote, HubError> {
+        let url = self.listing_url(hub);
+        let resp = http
+            .get(&url)
+            .send()
+            .await
+            .map_err(|e| HubError::Unreachable(e.to_string()))?;
+        let status = resp.status().as_u16();
+        if status == 404 {
+            return Err(self.not_found());
+        }
+        if !resp.status().is_success() {
+            return Err(HubError::Status { status, url });
+        }
+        if resp
+            .content_length()
+            .is_some_and(|n| n > MAX_LISTING_BYTES as u64)
+        {
+            return Err(HubError::BadListing("too large".into()));
+        }
+        let body = resp
+            .bytes()
+            .await
+            .map_err(|e| HubError::Unreachable(e.to_string()))?;
+        if body.len() > MAX_LISTING_BYTES {
+            return Err(HubError::BadListing("too large".into()));
+        }
+        let entries: Vec<TreeEntry> =
+            serde_json::from_slice(&body).map_err(|e| HubError::BadListing(e.to_string()))?;
+        let entry = entries
+            .into_iter()
+            .find(|e| e.path == self.path && e.kind == "file")
+            .ok_or_else(|| self.not_found())?;
+        let lfs = entry.lfs.ok_or_else(|| HubError::NoDigest(self.spec()))?;
+        let sha256 = lfs.oid.to_ascii_lowercase();
+        if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(HubError::BadListing(format!(
+                "the LFS oid of {} is not a SHA-256",
+                self.path
+            )));
+        }
+        Ok(Remote {
+            size: lfs.size,
+            sha256,
+        })
+    }
+
+    fn not_found(&self) -> HubError {
+        HubError::NotFound {
+            repo: self.repo.clone(),
+            file: self.path.clone(),
+        }
+    }
+}
+
+/// One entry of a repository's file listing.
+#[derive(Debug, Deserialize)]
+struct TreeEntry {
+    #[serde(rename = "type")]
+    kind: String,
+    path: String,
+    #[serde(default)]
+    lfs: Option<Lfs>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Lfs {
+    oid: String,
+    size: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_owner_repo_and_a_gguf_file() {
+        let f = HubFile::parse("hf.co/owner/repo/sub dir/Model-Q4.gguf").unwrap();
+        assert_eq!(f.repo, "owner/repo");
+        assert_eq!(f.path, "sub dir/Model-Q4.gguf");
+        assert_eq!(f.file_name(), "Model-Q4.gguf");
+        assert_eq!(
+            f.url("http://127.0.0.1:9/"),
+            "http://127.0.0.1:9/owner/repo/resolve/main/sub%20dir/Model-Q4.gguf"
+        );
+        assert_eq!(
+            f.listing_url("http://h"),
+            "http://h/api/models/owner/repo/tree/main/sub%20dir"
+        );
+        for bad in [
+            "owner/Model.gguf",
+            "owner/repo/../x.gguf",
+            "owner/repo/model.bin",
+            "owner//repo/m.gguf",
+            "owner/repo/a\\b.gguf",
+            "",
+        ] {
+            assert!(HubFile::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

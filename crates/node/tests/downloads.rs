@@ -1,0 +1,466 @@
+//! Downloads from a hub, against `tests/hub_server.py` (a Hugging Face-style hub on loopback
+//! serving the default model, written from the hub's documented HTTP surface) with its faults:
+//! connections cut mid-file twice, a node restarted mid-download, a corrupted byte, a cancel;
+//! Ollama's `/api/pull` progress lines; and `hearth-node models pull`. Each finished file
+//! answers requests under its name without a restart.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use common::{client, wait_for_secs, without_model, TestNode};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+const REPO: &str = "hearth-test/Tiny-GGUF";
+const IN_REPO: &str = "quants/Tiny-Q4.gguf";
+const SPEC: &str = "hearth-test/Tiny-GGUF/quants/Tiny-Q4.gguf";
+
+/// The hub, stopped (its stdin closed, then killed) when dropped.
+struct Hub {
+    child: Child,
+    url: String,
+}
+
+impl Hub {
+    fn start() -> Self {
+        let mut child = Command::new(common::process::venv_python())
+            .arg(common::process::repo_root().join("tests/hub_server.py"))
+            .args(["--repo", REPO, "--path", IN_REPO, "--file"])
+            .arg(common::model_path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("the hub server starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port: u16 = line
+            .trim()
+            .strip_prefix("port ")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("the hub's first line: {line:?}"));
+        Self {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    async fn control(&self, faults: Value) {
+        let r = client()
+            .post(format!("{}/_control", self.url))
+            .json(&faults)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+
+    /// The Range header of each file request, in order.
+    async fn ranges(&self) -> Vec<Option<String>> {
+        let log: Vec<Value> = common::get_json_at(format!("{}/_log", self.url))
+            .await
+            .as_array()
+            .unwrap()
+            .clone();
+        log.iter()
+            .map(|e| e["range"].as_str().map(str::to_owned))
+            .collect()
+    }
+}
+
+impl Drop for Hub {
+    fn drop(&mut self) {
+        if let Some(mut stdin) = self.child.stdin.take() {
+            let _ = stdin.flush();
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn model_size() -> u64 {
+    std::fs::metadata(common::model_path()).unwrap().len()
+}
+
+fn sha256_of(path: &Path) -> String {
+    let mut h = Sha256::new();
+    std::io::copy(&mut std::fs::File::open(path).unwrap(), &mut h).unwrap();
+    hex::encode(h.finalize())
+}
+
+/// A node with an empty models folder `models` taking models from `hub`.
+async fn node(models: &Path, hub: &Hub) -> TestNode {
+    let models = models.to_path_buf();
+    let url = hub.url.clone();
+    TestNode::start_with(move |c| {
+        without_model(c, &models);
+        c.hub_url = url;
+        c.parallel = 1;
+        c.ctx = Some(512);
+    })
+    .await
+}
+
+async fn start_download(t: &TestNode) -> Value {
+    let r = t
+        .post("/api/models/downloads", &json!({"model": SPEC}))
+        .await;
+    let status = r.status();
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(body["id"], "Tiny-Q4.gguf", "{body}");
+    body
+}
+
+async fn download(t: &TestNode) -> Value {
+    let all = t.get_json("/api/models/downloads").await;
+    all["downloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["id"] == "Tiny-Q4.gguf")
+        .cloned()
+        .unwrap_or_else(|| panic!("no download: {all}"))
+}
+
+/// Wait until the download is over; its last progress.
+async fn finished(t: &TestNode) -> Value {
+    let mut last = Value::Null;
+    wait_for_secs(
+        120,
+        async || {
+            last = download(t).await;
+            ["done", "failed", "cancelled"].contains(&last["state"].as_str().unwrap())
+        },
+        "the download ends",
+    )
+    .await;
+    last
+}
+
+fn partials(models: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(models.join(".downloads"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default()
+}
+
+/// A short answer from the downloaded model, named as the folder names it.
+async fn answers(t: &TestNode) {
+    let r = t
+        .post(
+            "/v1/chat/completions",
+            &json!({"model": "Tiny-Q4", "max_tokens": 3, "messages": common::user("Hi")}),
+        )
+        .await;
+    let status = r.status();
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(status, 200, "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_download_cut_twice_resumes_is_verified_and_serves() {
+    let hub = Hub::start();
+    let models = tempfile::tempdir().unwrap();
+    let t = node(models.path(), &hub).await;
+    // Before: no model here, and the door says so.
+    let r = t
+        .post(
+            "/v1/chat/completions",
+            &json!({"model": "Tiny-Q4", "max_tokens": 3, "messages": common::user("Hi")}),
+        )
+        .await;
+    assert_eq!(r.status(), 404);
+    let third = model_size() / 3;
+    hub.control(json!({"drops": 2, "drop_after": third})).await;
+    let started = start_download(&t).await;
+    assert_eq!(started["model"], SPEC, "{started}");
+    let end = finished(&t).await;
+    assert_eq!(end["state"], "done", "{end}");
+    assert_eq!(end["retries"], 2, "{end}");
+    assert_eq!(end["received"], model_size(), "{end}");
+    // Resumed where each cut left it, never from the start.
+    assert_eq!(
+        hub.ranges().await,
+        [
+            None,
+            Some(format!("bytes={third}-")),
+            Some(format!("bytes={}-", 2 * third))
+        ]
+    );
+    let file = models.path().join("Tiny-Q4.gguf");
+    assert_eq!(sha256_of(&file), sha256_of(&common::model_path()));
+    assert_eq!(end["sha256"], sha256_of(&file));
+    assert!(
+        partials(models.path()).is_empty(),
+        "{:?}",
+        partials(models.path())
+    );
+    // It answers at once, and the listings have it.
+    answers(&t).await;
+    let tags = t.get_json("/api/tags").await;
+    assert!(
+        tags["models"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["name"] == "Tiny-Q4"),
+        "{tags}"
+    );
+    // Asked again, the file is there: a clear refusal, not a second copy.
+    let r = t
+        .post("/api/models/downloads", &json!({"model": SPEC}))
+        .await;
+    assert_eq!(r.status(), 409);
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupted_byte_is_caught_and_the_partial_deleted() {
+    let hub = Hub::start();
+    let models = tempfile::tempdir().unwrap();
+    let t = node(models.path(), &hub).await;
+    hub.control(json!({"corrupt_at": model_size() / 2})).await;
+    start_download(&t).await;
+    let end = finished(&t).await;
+    assert_eq!(end["state"], "failed", "{end}");
+    let error = end["error"].as_str().unwrap();
+    assert!(
+        error.contains("SHA-256") && error.contains("deleted"),
+        "{error}"
+    );
+    assert!(!models.path().join("Tiny-Q4.gguf").exists());
+    assert!(
+        partials(models.path()).is_empty(),
+        "{:?}",
+        partials(models.path())
+    );
+    // A bad name and a file the hub does not have: clear errors.
+    let r = t
+        .post("/api/models/downloads", &json!({"model": "../etc/passwd"}))
+        .await;
+    assert_eq!(r.status(), 400);
+    let r = t
+        .post(
+            "/api/models/downloads",
+            &json!({"model": "hearth-test/Tiny-GGUF/quants/Other.gguf"}),
+        )
+        .await;
+    assert_eq!(r.status(), 202);
+    wait_for_secs(
+        30,
+        async || {
+            let all = t.get_json("/api/models/downloads").await;
+            all["downloads"].as_array().unwrap().iter().any(|d| {
+                d["id"] == "Other.gguf"
+                    && d["state"] == "failed"
+                    && d["error"].as_str().is_some_and(|e| e.contains("no file"))
+            })
+        },
+        "a missing file fails with the reason",
+    )
+    .await;
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_download_leaves_nothing() {
+    let hub = Hub::start();
+    let models = tempfile::tempdir().unwrap();
+    let t = node(models.path(), &hub).await;
+    // Slow enough to be cancelled part way (about 30 s for the whole file).
+    hub.control(json!({"rate": model_size() / 30})).await;
+    start_download(&t).await;
+    wait_for_secs(
+        30,
+        async || download(&t).await["received"].as_u64().unwrap() > 0,
+        "bytes arrive",
+    )
+    .await;
+    let r = client()
+        .delete(t.url("/api/models/downloads/Tiny-Q4.gguf"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let end = finished(&t).await;
+    assert_eq!(end["state"], "cancelled", "{end}");
+    assert!(
+        partials(models.path()).is_empty(),
+        "{:?}",
+        partials(models.path())
+    );
+    assert!(!models.path().join("Tiny-Q4.gguf").exists());
+    let r = client()
+        .delete(t.url("/api/models/downloads/Tiny-Q4.gguf"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404, "nothing under way any more");
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_restarted_mid_download_resumes_it() {
+    let hub = Hub::start();
+    let models = tempfile::tempdir().unwrap();
+    let t = node(models.path(), &hub).await;
+    hub.control(json!({"rate": model_size() / 20})).await;
+    start_download(&t).await;
+    let quarter = model_size() / 4;
+    wait_for_secs(
+        60,
+        async || download(&t).await["received"].as_u64().unwrap() > quarter,
+        "a quarter arrives",
+    )
+    .await;
+    t.stop().await;
+    let kept = std::fs::metadata(models.path().join(".downloads/Tiny-Q4.gguf.part"))
+        .unwrap()
+        .len();
+    assert!(kept > quarter, "the partial file stays: {kept} bytes");
+    hub.control(json!({"rate": null})).await;
+    // Started again, the node goes on from the partial file by itself.
+    let t = node(models.path(), &hub).await;
+    let end = finished(&t).await;
+    assert_eq!(end["state"], "done", "{end}");
+    let ranges = hub.ranges().await;
+    assert_eq!(ranges.len(), 2, "{ranges:?}");
+    assert_eq!(ranges[1], Some(format!("bytes={kept}-")));
+    assert_eq!(
+        sha256_of(&models.path().join("Tiny-Q4.gguf")),
+        sha256_of(&common::model_path())
+    );
+    answers(&t).await;
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ollamas_pull_streams_progress_lines() {
+    let hub = Hub::start();
+    let models = tempfile::tempdir().unwrap();
+    let t = node(models.path(), &hub).await;
+    hub.control(json!({"drops": 1, "drop_after": model_size() / 2}))
+        .await;
+    let r = client()
+        .post(t.url("/api/pull"))
+        .json(&json!({"model": format!("hf.co/{SPEC}")}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let text = r.text().await.unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["status"], "pulling manifest", "{text}");
+    let digest = format!("sha256:{}", sha256_of(&common::model_path()));
+    let progress: Vec<&Value> = lines.iter().filter(|l| l["digest"] == digest).collect();
+    assert!(!progress.is_empty(), "{text}");
+    assert!(
+        progress.iter().all(|l| l["total"] == model_size()),
+        "{text}"
+    );
+    let completed: Vec<u64> = progress
+        .iter()
+        .map(|l| l["completed"].as_u64().unwrap())
+        .collect();
+    assert!(completed.windows(2).all(|w| w[0] <= w[1]), "{completed:?}");
+    let statuses: Vec<&str> = lines.iter().filter_map(|l| l["status"].as_str()).collect();
+    assert_eq!(
+        statuses[statuses.len() - 3..],
+        ["verifying sha256 digest", "writing manifest", "success"],
+        "{text}"
+    );
+    answers(&t).await;
+    // Pulled again: the folder has it.
+    let r: Value = client()
+        .post(t.url("/api/pull"))
+        .json(&json!({"model": SPEC, "stream": false}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r, json!({"status": "success"}));
+    // A name that is not a hub file: Ollama's error shape.
+    let r = client()
+        .post(t.url("/api/pull"))
+        .json(&json!({"model": "llama3.2"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let v: Value = r.json().await.unwrap();
+    assert!(
+        v["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("OWNER/REPO/FILE.gguf")),
+        "{v}"
+    );
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_line_pulls_with_resume() {
+    let hub = Hub::start();
+    let data = tempfile::tempdir().unwrap();
+    hub.control(json!({"drops": 1, "drop_after": model_size() / 2}))
+        .await;
+    let url = hub.url.clone();
+    let dir = data.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_hearth-node"))
+            .args(["models", "pull", SPEC, "--hub-url", &url, "--data-dir"])
+            .arg(&dir)
+            .env_remove("HEARTH_MODELS_DIR")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("Tiny-Q4.gguf"), "{stdout}");
+    let file = data.path().join("models/Tiny-Q4.gguf");
+    assert_eq!(sha256_of(&file), sha256_of(&common::model_path()));
+    assert_eq!(
+        hub.ranges().await,
+        [None, Some(format!("bytes={}-", model_size() / 2))],
+        "resumed where the cut left it"
+    );
+}
+
+/// The official `ollama` Python client's `pull`, streamed: its own types read every line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_ollama_client_pulls() {
+    let hub = Hub::start();
+    let models = tempfile::tempdir().unwrap();
+    let t = node(models.path(), &hub).await;
+    let script = r#"
+import sys, ollama
+client = ollama.Client(host=sys.argv[1])
+seen = [p for p in client.pull(sys.argv[2], stream=True)]
+assert seen[0].status == "pulling manifest", seen[0]
+assert any(p.completed and p.total and p.completed == p.total for p in seen), seen
+assert seen[-1].status == "success", seen[-1]
+try:
+    client.pull("no-such-model")
+    raise AssertionError("a name that is not a hub file was accepted")
+except ollama.ResponseError as e:
+    assert e.status_code == 400 and "OWNER/REPO/FILE.gguf" in e.error, e
+print("ollama pull OK", len(seen))
+"#;
+    let mut cmd = std::process::Command::new(common::process::venv_python());
+    cmd.args(["-c", script, &t.base, &format!("hf.co/{SPEC}")]);
+    let (stdout, _) = common::process::run_peer(cmd, "the ollama client's pull").await;
+    assert!(stdout.contains("ollama pull OK"), "{stdout}");
+    answers(&t).await;
+    t.stop().await;
+}
