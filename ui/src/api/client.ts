@@ -13,6 +13,7 @@ import type {
   ConversationDetail,
   ConversationPatch,
   CreatedKey,
+  Download,
   ImportableModel,
   KeysResponse,
   ModelsResponse,
@@ -105,6 +106,10 @@ export const api = {
   importable: () => request<{ models: ImportableModel[] }>('GET', '/api/models/importable'),
   importModels: (id?: string) =>
     request<{ imported: string[] }>('POST', '/api/models/import', id === undefined ? {} : { id }),
+  /** Downloads from the hub (OWNER/REPO/FILE.gguf), with their progress. */
+  downloads: () => request<{ downloads: Download[] }>('GET', '/api/models/downloads'),
+  startDownload: (model: string) => request<Download>('POST', '/api/models/downloads', { model }),
+  cancelDownload: (id: string) => request<{ cancelled: string }>('DELETE', `/api/models/downloads/${enc(id)}`),
   /** Refused (409) while the model is loaded. */
   deleteModel: (id: string) => request<{ removed: string[] }>('DELETE', `/api/models/${enc(id)}`),
 

@@ -144,6 +144,22 @@ export interface ModelInfo {
 }
 
 /** A model Ollama or LM Studio has (`GET /api/models/importable`). */
+/** A download from the hub (`GET /api/models/downloads`). */
+export interface Download {
+  /** The file's name in the models folder. */
+  id: string;
+  /** OWNER/REPO/FILE on the hub. */
+  model: string;
+  state: 'starting' | 'downloading' | 'retrying' | 'verifying' | 'done' | 'failed' | 'cancelled';
+  received: number;
+  total: number | null;
+  bytes_per_second: number;
+  seconds_left: number | null;
+  sha256: string | null;
+  retries: number;
+  error: string | null;
+}
+
 export interface ImportableModel {
   id: string;
   source: 'ollama' | 'lmstudio';

@@ -9,6 +9,7 @@ import { api, errorText } from '../api/client';
 import type { ModelInfo, ModelsResponse } from '../api/types';
 import { formatBytes, formatContext, percent } from '../format';
 import type { LiveAction, LiveState } from '../status/live';
+import { DownloadCard } from './DownloadCard';
 import { ImportCard } from './ImportCard';
 
 export interface ModelsPageProps {
@@ -39,6 +40,7 @@ export function ModelsPage({ live, dispatch }: ModelsPageProps) {
   useEffect(() => {
     void refresh();
   }, [refresh, model.id, model.state]);
+  const onDownloaded = useCallback(() => void refresh(), [refresh]);
 
   // Look again every few seconds: a file copied in, a model loaded or unloaded by a request.
   useEffect(() => {
@@ -135,12 +137,13 @@ export function ModelsPage({ live, dispatch }: ModelsPageProps) {
                 <code data-testid="models-dir">{data.models_dir}</code>
               </>
             ) : null}{' '}
-            and it shows below, or import one from another app; then press Load. Until a model is loaded,
+            and it shows below, import one from another app, or download one; then press Load. Until a model is loaded,
             every client of this node is told that no model is loaded.
           </p>
         </div>
       )}
       <ImportCard onImported={() => void refresh()} />
+      <DownloadCard onDownloaded={onDownloaded} />
       {model.state === 'failed' && (
         <div className="banner error" role="alert" data-testid="model-failed">
           {model.id ?? 'The model'} failed to load{model.error ? `: ${model.error}` : '.'}
