@@ -60,6 +60,10 @@ pub struct ServeArgs {
     /// This node's name, shown with every answer it gives [default: the host name].
     #[arg(long, env = "HEARTH_NAME")]
     name: Option<String>,
+    /// Pause this many milliseconds after each model chunk served to a peer (to stop a
+    /// transfer part way in tests).
+    #[arg(long, env = "HEARTH_TRANSFER_PACE_MS", hide = true)]
+    transfer_pace_ms: Option<u64>,
     /// Make model loading last at least this many milliseconds (to watch loading progress).
     #[arg(long, env = "HEARTH_MIN_LOAD_MS", hide = true)]
     min_load_ms: Option<u64>,
@@ -137,6 +141,7 @@ impl ServeArgs {
             c.models_dir = m;
         }
         c.hub_url = self.hub_url;
+        c.transfer_pace = self.transfer_pace_ms.map(Duration::from_millis);
         c.host = self.host;
         c.lan = self.lan;
         c.allowed_hosts = self.allow_host;

@@ -41,6 +41,8 @@ pub struct NodeConfig {
     pub queue: usize,
     /// The Hugging Face-style hub models are downloaded from (`--hub-url`).
     pub hub_url: String,
+    /// A pause after each model chunk served to a peer (a hidden setting, for tests).
+    pub transfer_pace: Option<Duration>,
     /// Where Ollama and LM Studio keep models, for importing them.
     pub import_roots: crate::models::import::Roots,
     /// How long a model loaded for a request stays loaded idle (`--keep-alive`).
@@ -92,6 +94,7 @@ impl NodeConfig {
             ctx: None,
             queue: hearth_engine::config::DEFAULT_QUEUE_CAPACITY,
             hub_url: crate::models::hub::DEFAULT_HUB_URL.to_owned(),
+            transfer_pace: None,
             import_roots: crate::models::import::Roots::of_user(),
             keep_alive: crate::models::DEFAULT_KEEP_ALIVE,
             memory_limit: None,

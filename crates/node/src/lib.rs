@@ -286,6 +286,8 @@ impl Node {
         let mut allowed_hosts = config.allowed_hosts.clone();
         allowed_hosts.push(config.name.clone());
         allowed_hosts.push(format!("{}.local", config.name));
+        let sharing = Arc::new(cluster::sharing::Sharing::default());
+        sharing.set_pace(config.transfer_pace);
         let state = Arc::new(AppState {
             store,
             node_name: config.name.clone(),
@@ -294,8 +296,10 @@ impl Node {
             downloads: models::Downloads::new(
                 config.models_dir.clone(),
                 config.hub_url.clone(),
+                Some(sharing.clone()),
                 shutdown.child_token(),
             ),
+            sharing,
             chats: server::chat::Chats::default(),
             telemetry,
             exposure: server::security::Exposure::new(exposed, allowed_hosts),

@@ -138,7 +138,7 @@ pub(crate) fn models(args: ModelsArgs, runtime: &tokio::runtime::Runtime) -> any
 async fn pull(dir: &std::path::Path, model: &str, hub: String) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let stop = tokio_util::sync::CancellationToken::new();
-    let downloads = Downloads::new(dir.to_path_buf(), hub, stop.clone());
+    let downloads = Downloads::new(dir.to_path_buf(), hub, None, stop.clone());
     let id = downloads.start(model)?.id;
     let mut changed = downloads.subscribe();
     let mut shown: Option<std::time::Instant> = None;

@@ -48,8 +48,8 @@ test('a model is downloaded from the Models page, with its progress, and loads',
   const field = page.locator(sel('download-name'));
   await field.waitFor({ timeout: 15_000 });
 
-  // A name that is not a hub file: the reason, in the card.
-  await field.fill('tiny');
+  // A name that is a path: refused, with the reason, in the card.
+  await field.fill('../tiny.gguf');
   await page.locator(sel('download-start')).click();
   const refused = page.locator(sel('download-error'));
   await refused.waitFor({ timeout: 10_000 });

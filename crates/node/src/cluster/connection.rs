@@ -12,6 +12,8 @@
 //!   each running request gets an `inferenceError` `unavailable` first;
 //! - the peer serves this node's route as a provider ([`super::provider`]): requests placed on
 //!   it go out as `inferenceRequest`s and its answers come back to their supervisors;
+//! - model sharing goes over it ([`super::sharing`]): the peer's queries and transfers are
+//!   served, and this node's get their answers;
 //! - a frame that is not a message of the document is skipped; one announced over the size
 //!   limit (or that does not decrypt) closes the connection, and so does a peer that takes
 //!   nothing written to it for the node's write timeout.
@@ -48,6 +50,8 @@ const SILENCE_CHECK: Duration = Duration::from_millis(250);
 const DRAIN_WAIT: Duration = Duration::from_millis(100);
 /// Messages the connection's tasks may queue for the peer.
 const OUTBOX_CAPACITY: usize = 256;
+/// Model chunks (1 MiB each) that may wait to go out.
+const TRANSFER_OUTBOX: usize = 2;
 /// How long each shutdown notice may take to go out.
 const SHUTDOWN_WRITE_WAIT: Duration = Duration::from_millis(500);
 
@@ -102,10 +106,14 @@ pub(crate) async fn run(
     let why = Session {
         me,
         kind,
+        peer_name: hello.device_info.name.clone(),
         listed,
         provider,
         running: HashMap::new(),
         next: 0,
+        share_key: 0,
+        share_stop: CancellationToken::new(),
+        transfers_out: None,
     }
     .serve(&mut link, provider_rx, &stop)
     .await;
@@ -151,6 +159,12 @@ struct Session {
     /// on the peer's word or when it leaves.
     running: HashMap<PeerUuid, Running>,
     next: u64,
+    peer_name: String,
+    /// This connection in model sharing ([`super::sharing`]), the transfers it serves (stopped
+    /// with it) and their outbox.
+    share_key: u64,
+    share_stop: CancellationToken,
+    transfers_out: Option<mpsc::Sender<Message>>,
 }
 
 /// A peer's request served here.
@@ -172,6 +186,16 @@ impl Session {
     ) -> String {
         let (out_tx, mut out_rx) = mpsc::channel::<Message>(OUTBOX_CAPACITY);
         let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(PeerUuid, u64)>();
+        // Model chunks wait in an outbox of their own, two at most: a transfer never holds a
+        // file in memory, and heartbeats and answers go first.
+        let (transfers_tx, mut transfers_rx) = mpsc::channel::<Message>(TRANSFER_OUTBOX);
+        let sharing = self
+            .me
+            .state
+            .sharing
+            .connect(self.peer_name.clone(), out_tx.clone());
+        self.share_key = sharing.key;
+        self.transfers_out = Some(transfers_tx);
         let silence_limit = match self.kind {
             Kind::Hearth => HEARTH_SILENCE,
             Kind::TealeNet => TEALENET_SILENCE,
@@ -252,6 +276,11 @@ impl Session {
                         break why;
                     }
                 }
+                Some(m) = transfers_rx.recv() => {
+                    if let Err(why) = link.send(&m).await {
+                        break why;
+                    }
+                }
                 Some((worker, frame)) = provider_rx.recv() => {
                     if let Some(m) = self.provider.message_for(worker, frame) {
                         if let Err(why) = link.send(&m).await {
@@ -269,6 +298,8 @@ impl Session {
         for (_, r) in self.running.drain() {
             r.cancel.cancel();
         }
+        self.share_stop.cancel();
+        drop(sharing);
         why
     }
 
@@ -286,6 +317,15 @@ impl Session {
             Some(Err(e)) => return Err(e),
             Some(Ok(Incoming::Ping)) => None,
             Some(Ok(Incoming::Message(bytes))) => match cm::decode(&bytes) {
+                // A transfer's pieces wait for its writer: the connection is held back.
+                Ok((Message::ModelTransferChunk(c), _)) => {
+                    self.me.state.sharing.deliver(c).await;
+                    None
+                }
+                Ok((Message::ModelTransferComplete(c), _)) => {
+                    self.me.state.sharing.complete(c).await;
+                    None
+                }
                 Ok((m, _)) => self.on_message(m, out, done),
                 Err(e) => {
                     tracing::debug!(error = %e, "skipping a cluster frame");
@@ -342,12 +382,31 @@ impl Session {
                 }
                 None
             }
-            // Model sharing is not served yet: a model query is answered truthfully.
-            Message::ModelQuery(q) => Some(Message::ModelQueryResponse(cm::ModelQueryResponse {
-                model_id: q.model_id,
-                available: false,
-                total_size_bytes: None,
-            })),
+            // Model sharing (its hash may take a while the first time: answered from a task).
+            Message::ModelQuery(q) => {
+                let (state, out) = (self.me.state.clone(), out.clone());
+                tokio::spawn(async move {
+                    let answer = super::sharing::answer(&state, q).await;
+                    let _ = out.send(answer).await;
+                });
+                None
+            }
+            Message::ModelQueryResponse(r) => {
+                self.me.state.sharing.answered(self.share_key, r);
+                None
+            }
+            Message::ModelTransferRequest(r) => {
+                if let Some(to) = &self.transfers_out {
+                    let stop = self.share_stop.child_token();
+                    tokio::spawn(super::sharing::send(
+                        self.me.state.clone(),
+                        r,
+                        to.clone(),
+                        stop,
+                    ));
+                }
+                None
+            }
             other => {
                 tracing::debug!(message = other.name(), "cluster message with nothing to do");
                 None

@@ -22,6 +22,7 @@ pub mod peers;
 mod provider;
 mod secure;
 mod serve;
+pub mod sharing;
 
 pub(crate) use discovery::Discovery;
 pub use discovery::DiscoveryError;

@@ -21,7 +21,7 @@ use super::hub::{HubError, HubFile, Remote};
 /// The folder of partial files, inside the models folder (the registry lists `*.gguf` only).
 pub const PARTIAL_DIR: &str = ".downloads";
 /// Attempts in a row that bring no byte before a download gives up (its partial is kept).
-const MAX_FAILURES: u32 = 8;
+pub(super) const MAX_FAILURES: u32 = 8;
 /// How often progress is published while bytes arrive.
 const PUBLISH_EVERY: Duration = Duration::from_millis(200);
 /// A connection that sends nothing for this long is dropped and the download resumed.
@@ -45,9 +45,13 @@ pub enum DownloadError {
     Cancelled,
     #[error("the node stopped; the download resumes when it starts again")]
     Stopped,
+    #[error("no peer of this cluster has {0} to share")]
+    NoPeerHas(String),
+    #[error("a peer sent {0}: refused")]
+    BadPeer(String),
 }
 
-fn io(e: std::io::Error) -> DownloadError {
+pub(super) fn io(e: std::io::Error) -> DownloadError {
     DownloadError::Io(e.to_string())
 }
 
@@ -91,28 +95,88 @@ pub struct Progress {
     pub sha256: Option<String>,
     /// Interruptions so far.
     pub retries: u32,
+    /// Bytes that were already here when this run of the download started (a resumed one).
+    pub resumed_from: u64,
+    /// The peers it comes from (empty from the hub).
+    pub sources: Vec<String>,
     pub error: Option<String>,
 }
 
 /// What a partial file must become, kept beside it.
 #[derive(Debug, Serialize, Deserialize)]
-struct Note {
-    model: String,
-    sha256: String,
-    size: u64,
+pub(super) struct Note {
+    pub(super) model: String,
+    pub(super) sha256: String,
+    pub(super) size: u64,
+    /// From peers: the ranges of the file and how much of each has arrived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) segments: Option<Vec<Segment>>,
 }
 
-struct Job {
-    source: HubFile,
-    progress: Mutex<Progress>,
+/// A range of a file fetched from one peer at a time: `done` bytes from `start` are written.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub(super) struct Segment {
+    pub(super) start: u64,
+    pub(super) end: u64,
+    pub(super) done: u64,
+}
+
+/// Where a download comes from.
+#[derive(Debug, Clone)]
+pub(super) enum Source {
+    Hub(HubFile),
+    /// The cluster's peers, by the model's name in their folders.
+    Peers(String),
+}
+
+impl Source {
+    /// `OWNER/REPO/FILE.gguf` from the hub; a plain model name from peers.
+    fn parse(spec: &str) -> Result<Self, DownloadError> {
+        let s = spec.trim();
+        if s.contains('/') {
+            return Ok(Source::Hub(HubFile::parse(s)?));
+        }
+        let name = s.strip_suffix(".gguf").unwrap_or(s);
+        if !super::registry::plain_name(name) {
+            return Err(DownloadError::Hub(HubError::BadName(
+                s.chars().take(300).collect(),
+            )));
+        }
+        Ok(Source::Peers(name.to_owned()))
+    }
+
+    /// The file's name in the models folder.
+    fn file_name(&self) -> String {
+        match self {
+            Source::Hub(h) => h.file_name().to_owned(),
+            Source::Peers(name) => format!("{name}.gguf"),
+        }
+    }
+
+    fn spec(&self) -> String {
+        match self {
+            Source::Hub(h) => h.spec(),
+            Source::Peers(name) => name.clone(),
+        }
+    }
+}
+
+pub(super) struct Job {
+    pub(super) id: String,
+    pub(super) source: Source,
+    pub(super) progress: Mutex<Progress>,
     /// The user's cancel (the partial is deleted); the node's stop keeps it.
-    cancel: CancellationToken,
+    pub(super) cancel: CancellationToken,
+    /// Why a peer's transfer was refused, when its cancel came from that.
+    pub(super) refused: Mutex<Option<String>>,
 }
 
 /// The downloads of this node (or of one `hearth-node models pull`).
 pub struct Downloads {
-    models_dir: PathBuf,
+    pub(super) models_dir: PathBuf,
     hub: String,
+    /// The cluster's connections, to fetch a model from peers (none in the CLI).
+    pub(super) peers: Option<Arc<crate::cluster::sharing::Sharing>>,
     http: reqwest::Client,
     jobs: Mutex<Vec<Arc<Job>>>,
     changed: watch::Sender<u64>,
@@ -131,7 +195,12 @@ impl std::fmt::Debug for Downloads {
 
 impl Downloads {
     /// Downloads from `hub` into `models_dir`, until `stop` (partials are kept then).
-    pub fn new(models_dir: PathBuf, hub: String, stop: CancellationToken) -> Arc<Self> {
+    pub fn new(
+        models_dir: PathBuf,
+        hub: String,
+        peers: Option<Arc<crate::cluster::sharing::Sharing>>,
+        stop: CancellationToken,
+    ) -> Arc<Self> {
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(15))
             .read_timeout(READ_TIMEOUT)
@@ -141,6 +210,7 @@ impl Downloads {
         Arc::new(Self {
             models_dir,
             hub,
+            peers,
             http,
             jobs: Mutex::default(),
             changed: watch::Sender::new(0),
@@ -153,16 +223,16 @@ impl Downloads {
         self.jobs.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn partial_dir(&self) -> PathBuf {
+    pub(super) fn partial_dir(&self) -> PathBuf {
         self.models_dir.join(PARTIAL_DIR)
     }
 
     /// Start downloading `spec` (`OWNER/REPO/FILE.gguf`), or find it already under way.
     pub fn start(self: &Arc<Self>, spec: &str) -> Result<Progress, DownloadError> {
-        let source = HubFile::parse(spec)?;
-        let id = source.file_name().to_owned();
+        let source = Source::parse(spec)?;
+        let id = source.file_name();
         let mut jobs = self.jobs();
-        if let Some(j) = jobs.iter().find(|j| j.source.file_name() == id) {
+        if let Some(j) = jobs.iter().find(|j| j.id == id) {
             let p = lock(&j.progress).clone();
             if !p.state.is_over() {
                 return Ok(p);
@@ -171,7 +241,7 @@ impl Downloads {
         if self.models_dir.join(&id).exists() {
             return Err(DownloadError::Exists(id));
         }
-        jobs.retain(|j| j.source.file_name() != id);
+        jobs.retain(|j| j.id != id);
         let progress = Progress {
             id: id.clone(),
             model: source.spec(),
@@ -182,12 +252,16 @@ impl Downloads {
             seconds_left: None,
             sha256: None,
             retries: 0,
+            resumed_from: 0,
+            sources: Vec::new(),
             error: None,
         };
         let job = Arc::new(Job {
+            id: id.clone(),
             source,
             progress: Mutex::new(progress.clone()),
             cancel: self.stop.child_token(),
+            refused: Mutex::new(None),
         });
         jobs.push(job.clone());
         drop(jobs);
@@ -208,14 +282,14 @@ impl Downloads {
     pub fn get(&self, id: &str) -> Option<Progress> {
         self.jobs()
             .iter()
-            .find(|j| j.source.file_name() == id)
+            .find(|j| j.id == id)
             .map(|j| lock(&j.progress).clone())
     }
 
     /// Cancel a download under way (its partial file is deleted). False when there is none.
     pub fn cancel(&self, id: &str) -> bool {
         let jobs = self.jobs();
-        let Some(j) = jobs.iter().find(|j| j.source.file_name() == id) else {
+        let Some(j) = jobs.iter().find(|j| j.id == id) else {
             return false;
         };
         if lock(&j.progress).state.is_over() {
@@ -279,14 +353,22 @@ impl Downloads {
         self.changed.send_modify(|n| *n = n.wrapping_add(1));
     }
 
-    fn update(&self, job: &Job, f: impl FnOnce(&mut Progress)) {
+    pub(super) fn update(&self, job: &Job, f: impl FnOnce(&mut Progress)) {
         f(&mut lock(&job.progress));
         self.publish();
     }
 
     async fn run(self: Arc<Self>, job: Arc<Job>) {
-        let result = self.fetch(&job).await;
-        let id = job.source.file_name().to_owned();
+        let result = match &job.source {
+            Source::Hub(file) => self.fetch(&job, file).await,
+            Source::Peers(name) => self.fetch_from_peers(&job, name).await,
+        };
+        let refused = lock(&job.refused).clone();
+        let result = match (result, refused) {
+            (Err(DownloadError::Cancelled), Some(why)) => Err(DownloadError::BadPeer(why)),
+            (r, _) => r,
+        };
+        let id = job.id.clone();
         let (part, note) = self.partial_paths(&id);
         let forget = |partial: bool| {
             if partial {
@@ -325,7 +407,7 @@ impl Downloads {
         });
     }
 
-    fn partial_paths(&self, id: &str) -> (PathBuf, PathBuf) {
+    pub(super) fn partial_paths(&self, id: &str) -> (PathBuf, PathBuf) {
         let dir = self.partial_dir();
         (
             dir.join(format!("{id}.part")),
@@ -335,7 +417,7 @@ impl Downloads {
 
     /// Why a job's cancel token fired: the node stops (the partial stays), or the user
     /// cancelled.
-    fn why_stopped(&self) -> DownloadError {
+    pub(super) fn why_stopped(&self) -> DownloadError {
         if self.stop.is_cancelled() {
             DownloadError::Stopped
         } else {
@@ -344,22 +426,22 @@ impl Downloads {
     }
 
     /// Sleep `d`, unless the download is cancelled or the node stops first.
-    async fn pause(&self, job: &Job, d: Duration) -> Result<(), DownloadError> {
+    pub(super) async fn pause(&self, job: &Job, d: Duration) -> Result<(), DownloadError> {
         tokio::select! {
             () = tokio::time::sleep(d) => Ok(()),
             () = job.cancel.cancelled() => Err(self.why_stopped()),
         }
     }
 
-    async fn fetch(&self, job: &Job) -> Result<(), DownloadError> {
-        let id = job.source.file_name().to_owned();
+    async fn fetch(&self, job: &Job, source: &HubFile) -> Result<(), DownloadError> {
+        let id = job.id.clone();
         let mut delays =
             crate::backoff::jittered(Duration::from_millis(500), Duration::from_secs(30));
         let mut failures = 0u32;
         // What the file must be, from the hub (retried like the transfer).
         let remote = loop {
             let looked = tokio::select! {
-                r = job.source.lookup(&self.http, &self.hub) => r,
+                r = source.lookup(&self.http, &self.hub) => r,
                 () = job.cancel.cancelled() => return Err(self.why_stopped()),
             };
             match looked {
@@ -391,6 +473,7 @@ impl Downloads {
             model: job.source.spec(),
             sha256: remote.sha256.clone(),
             size: remote.size,
+            segments: None,
         };
         std::fs::write(
             &note_path,
@@ -418,15 +501,16 @@ impl Downloads {
         self.update(job, |p| {
             p.total = Some(remote.size);
             p.received = have;
+            p.resumed_from = have;
             p.sha256 = Some(remote.sha256.clone());
             p.state = DownloadState::Downloading;
         });
-        let url = job.source.url(&self.hub);
+        let url = source.url(&self.hub);
         failures = 0;
         while have < remote.size {
             let before = have;
             let attempt = tokio::select! {
-                r = self.attempt(job, &url, &remote, &mut file, &mut hasher, &mut have) => r,
+                r = self.attempt(job, source, &url, &remote, &mut file, &mut hasher, &mut have) => r,
                 () = job.cancel.cancelled() => Err(self.why_stopped()),
             };
             match attempt {
@@ -487,9 +571,11 @@ impl Downloads {
 
     /// One request for the bytes from `have` on, written as they arrive. Ends when the
     /// response ends (maybe short: the caller resumes).
+    #[allow(clippy::too_many_arguments)]
     async fn attempt(
         &self,
         job: &Job,
+        source: &HubFile,
         url: &str,
         remote: &Remote,
         file: &mut tokio::fs::File,
@@ -529,8 +615,8 @@ impl Downloads {
             416 if *have == remote.size => return Ok(()),
             404 => {
                 return Err(DownloadError::Hub(HubError::NotFound {
-                    repo: job.source.repo.clone(),
-                    file: job.source.path.clone(),
+                    repo: source.repo.clone(),
+                    file: source.path.clone(),
                 }))
             }
             _ => {
@@ -565,7 +651,7 @@ impl Downloads {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -580,7 +666,7 @@ fn range_start(v: &str) -> Option<u64> {
 }
 
 /// The hash of the first `len` bytes of `path` (a partial file resumed).
-async fn hash_prefix(path: PathBuf, len: u64) -> Result<Sha256, DownloadError> {
+pub(super) async fn hash_prefix(path: PathBuf, len: u64) -> Result<Sha256, DownloadError> {
     tokio::task::spawn_blocking(move || -> std::io::Result<Sha256> {
         let mut hasher = Sha256::new();
         if len > 0 {
@@ -600,14 +686,14 @@ async fn hash_prefix(path: PathBuf, len: u64) -> Result<Sha256, DownloadError> {
 }
 
 /// Speed and time left, smoothed, at most every [`PUBLISH_EVERY`].
-struct Meter {
+pub(super) struct Meter {
     at: Instant,
     bytes: u64,
     speed: f64,
 }
 
 impl Meter {
-    fn new(bytes: u64) -> Self {
+    pub(super) fn new(bytes: u64) -> Self {
         Self {
             at: Instant::now(),
             bytes,
@@ -615,7 +701,7 @@ impl Meter {
         }
     }
 
-    fn tick(&mut self, bytes: u64, total: u64) -> Option<(f64, Option<f64>)> {
+    pub(super) fn tick(&mut self, bytes: u64, total: u64) -> Option<(f64, Option<f64>)> {
         let elapsed = self.at.elapsed();
         if elapsed < PUBLISH_EVERY {
             return None;

@@ -33,7 +33,7 @@ const SEGMENT: &AsciiSet = &CONTROLS
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HubError {
-    #[error("'{0}' is not a model to download: name it OWNER/REPO/FILE.gguf, as on the hub (for example bartowski/SmolLM2-135M-Instruct-GGUF/SmolLM2-135M-Instruct-Q4_K_M.gguf)")]
+    #[error("'{0}' is not a model to download: name a file on the hub as OWNER/REPO/FILE.gguf (for example bartowski/SmolLM2-135M-Instruct-GGUF/SmolLM2-135M-Instruct-Q4_K_M.gguf), or a model a peer of this cluster has by its name")]
     BadName(String),
     #[error("the hub has no file {file} in {repo}")]
     NotFound { repo: String, file: String },

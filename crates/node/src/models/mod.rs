@@ -4,11 +4,13 @@
 //! models of Ollama and LM Studio linked in without a copy (`import`); downloads from a
 //! Hugging Face-style hub (`hub`, `download`).
 
+pub mod digest;
 pub mod download;
 pub mod host;
 pub mod hub;
 pub mod import;
 pub mod memory;
+mod peer_download;
 pub mod registry;
 
 pub use download::{DownloadError, DownloadState, Downloads, Progress};

@@ -61,8 +61,10 @@ pub struct AppState {
     pub models_dir: std::path::PathBuf,
     /// Where other apps keep models that can be imported.
     pub import_roots: crate::models::import::Roots,
-    /// Downloads from the hub into the models folder (`--hub-url`).
+    /// Downloads from the hub or from peers into the models folder (`--hub-url`).
     pub downloads: Arc<crate::models::Downloads>,
+    /// Model sharing over the cluster's connections.
+    pub sharing: Arc<crate::cluster::sharing::Sharing>,
     /// Cancelled when the node begins shutting down.
     pub shutdown: CancellationToken,
     /// Answers streaming into conversations right now.

@@ -1,6 +1,7 @@
 //! Model sharing between peers: `modelQuery` / `modelQueryResponse` (who has a model, and
 //! its size), then `modelTransferRequest`, the `modelTransferChunk`s (1 MiB of a file each,
-//! base64, with its byte offset) and `modelTransferComplete`.
+//! base64, with its byte offset) and `modelTransferComplete`. Hearth adds the file's SHA-256
+//! to the answer and a byte range to the request; TealeNet peers ignore both.
 
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
@@ -21,6 +22,9 @@ pub struct ModelQueryResponse {
     pub available: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total_size_bytes: Option<u64>,
+    /// Hearth's extension: the file's SHA-256 (lowercase hex), which the receiver checks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -29,6 +33,12 @@ pub struct ModelTransferRequest {
     pub transfer_id: PeerUuid,
     #[serde(rename = "modelID")]
     pub model_id: String,
+    /// Hearth's extension: only `length` bytes from `offset` of the model's file (a transfer
+    /// resumed, or one range of several sources). Without them, the whole model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub length: Option<u64>,
 }
 
 /// One chunk of one file. The reference sets `isLastChunk` only on the last chunk of the last

@@ -4,9 +4,8 @@
 //! `/api/delete` (the models folder's file). A model's `digest` is the SHA-256 of its file,
 //! computed once per file (a listing waits a moment for it), or an Ollama blob's name.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use axum::body::Bytes;
@@ -20,8 +19,6 @@ use hearth_protocol::ollama::{
     ShowResponse, TagsModel, TagsResponse, VersionResponse,
 };
 use serde_json::{Map, Value};
-use sha2::{Digest as _, Sha256};
-use tokio::sync::OnceCell;
 
 use super::chat::{read_body, resolve};
 use super::{error, Reply};
@@ -42,60 +39,8 @@ fn rfc3339(t: Option<SystemTime>) -> String {
 /// on in the background, so a later listing has it): a folder of big models is listed at once.
 const DIGEST_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// The file's SHA-256 (hex), computed once per file (by path, size and modification time, so
-/// a replaced file is hashed again) off the runtime's threads; callers asking while it is
-/// computed wait for the same result, up to [`DIGEST_WAIT`]. An Ollama blob (imported models
-/// link to one) is named by its SHA-256 and is not read. `""` when it is not known (yet).
 async fn digest(path: &Path) -> String {
-    type Key = (PathBuf, u64, Option<SystemTime>);
-    static DIGESTS: OnceLock<Mutex<HashMap<Key, Arc<OnceCell<String>>>>> = OnceLock::new();
-    if let Some(hex) = ollama_blob_digest(path) {
-        return hex;
-    }
-    let Ok(meta) = std::fs::metadata(path) else {
-        return String::new();
-    };
-    let key = (path.to_owned(), meta.len(), meta.modified().ok());
-    let cell = match DIGESTS.get_or_init(Mutex::default).lock() {
-        Ok(mut known) => known.entry(key).or_default().clone(),
-        Err(_) => return String::new(),
-    };
-    if let Some(d) = cell.get() {
-        return d.clone();
-    }
-    let path = path.to_owned();
-    let hashing = tokio::spawn(async move {
-        cell.get_or_try_init(|| async move {
-            tokio::task::spawn_blocking(move || -> std::io::Result<String> {
-                let mut file = std::fs::File::open(&path)?;
-                let mut hasher = Sha256::new();
-                std::io::copy(&mut file, &mut hasher)?;
-                Ok(hex::encode(hasher.finalize()))
-            })
-            .await
-            .map_err(std::io::Error::other)?
-        })
-        .await
-        .cloned()
-    });
-    match tokio::time::timeout(DIGEST_WAIT, hashing).await {
-        Ok(Ok(Ok(d))) => d,
-        Ok(Ok(Err(e))) => {
-            tracing::warn!(error = %e, "model digest failed");
-            String::new()
-        }
-        // Still hashing (it goes on), or the task failed.
-        _ => String::new(),
-    }
-}
-
-/// The SHA-256 an Ollama blob's name gives (`sha256-<hex>`), for a file that is (or links
-/// to) one.
-fn ollama_blob_digest(path: &Path) -> Option<String> {
-    let target = std::fs::canonicalize(path).ok()?;
-    let hex = target.file_name()?.to_str()?.strip_prefix("sha256-")?;
-    (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
-        .then(|| hex.to_ascii_lowercase())
+    crate::models::digest::sha256(path, Some(DIGEST_WAIT)).await
 }
 
 /// A model's details from its GGUF header; served by a peer or worker, nothing but its name.

@@ -1,0 +1,356 @@
+//! Model sharing over cluster connections (NOTES.md: `modelQuery`, `modelTransferRequest`,
+//! `modelTransferChunk`, `modelTransferComplete`).
+//! - Serving: a query for a model of this node's folder is answered with its size and its
+//!   SHA-256 (Hearth's extension); a transfer streams the file in 1 MiB chunks, each read as it
+//!   goes out through a small outbox of the connection's own, so no file is ever held in
+//!   memory, and pauses between chunks while the engine generates (transfers yield to decoding).
+//!   A Hearth peer may ask for a byte range (a resumed transfer, or one of several sources).
+//! - Fetching: the queries and transfers of this node's downloads
+//!   ([`crate::models::download`]) go out on the connections registered here and get their
+//!   answers back by connection and transfer id.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use base64::Engine as _;
+use hearth_protocol::cluster::{
+    Message, ModelQuery, ModelQueryResponse, ModelTransferChunk, ModelTransferComplete,
+    ModelTransferRequest, PeerUuid,
+};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::models::registry::plain_name;
+use crate::server::AppState;
+
+/// The bytes of one chunk (NOTES.md).
+pub const CHUNK_BYTES: u64 = 1 << 20;
+/// While the engine generates, the pause after each chunk served: decoding keeps the cores.
+const GENERATING_PAUSE: Duration = Duration::from_millis(20);
+/// Pieces of one transfer waiting for its writer.
+const PIECES_WAITING: usize = 4;
+
+/// What arrives for a transfer this node asked for.
+#[derive(Debug)]
+pub enum Piece {
+    Chunk {
+        file_name: String,
+        offset: u64,
+        data: Vec<u8>,
+    },
+    Complete,
+    /// A chunk that cannot be one (not base64, or over 1 MiB).
+    Bad(String),
+}
+
+/// A peer's answer to a query: it has the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Offer {
+    /// The connection it came on.
+    pub conn: u64,
+    pub peer: String,
+    pub size: u64,
+    pub sha256: Option<String>,
+}
+
+#[derive(Debug)]
+struct Conn {
+    peer: String,
+    out: mpsc::Sender<Message>,
+}
+
+#[derive(Debug)]
+struct Query {
+    model: String,
+    answers: mpsc::UnboundedSender<(u64, Option<Offer>)>,
+}
+
+/// The connections model sharing goes over, and this node's queries and transfers on them.
+#[derive(Debug, Default)]
+pub struct Sharing {
+    next: AtomicU64,
+    conns: Mutex<HashMap<u64, Conn>>,
+    queries: Mutex<Vec<Query>>,
+    transfers: Mutex<HashMap<PeerUuid, (u64, mpsc::Sender<Piece>)>>,
+    /// A pause after each chunk served (a hidden setting, for tests that stop a transfer
+    /// part way).
+    pace: Mutex<Option<Duration>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A connection registered for sharing; it leaves (and its transfers end) when dropped.
+#[derive(Debug)]
+pub(crate) struct Registered {
+    sharing: Arc<Sharing>,
+    pub(crate) key: u64,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        lock(&self.sharing.conns).remove(&self.key);
+        // Their senders dropped: each transfer's writer sees the source gone.
+        lock(&self.sharing.transfers).retain(|_, (conn, _)| *conn != self.key);
+    }
+}
+
+impl Sharing {
+    pub fn set_pace(&self, pace: Option<Duration>) {
+        *lock(&self.pace) = pace;
+    }
+
+    pub(crate) fn pace(&self) -> Option<Duration> {
+        *lock(&self.pace)
+    }
+
+    /// A connection with peer `peer`, whose messages go out through `out`.
+    pub(crate) fn connect(
+        self: &Arc<Self>,
+        peer: String,
+        out: mpsc::Sender<Message>,
+    ) -> Registered {
+        let key = self.next.fetch_add(1, Ordering::Relaxed);
+        lock(&self.conns).insert(key, Conn { peer, out });
+        Registered {
+            sharing: self.clone(),
+            key,
+        }
+    }
+
+    /// Ask every connected peer for `model`: the ones that have it, once all answered or
+    /// `wait` is over.
+    pub async fn query(&self, model: &str, wait: Duration) -> Vec<Offer> {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let targets: Vec<(u64, mpsc::Sender<Message>)> = lock(&self.conns)
+            .iter()
+            .map(|(k, c)| (*k, c.out.clone()))
+            .collect();
+        lock(&self.queries).push(Query {
+            model: model.to_owned(),
+            answers: tx.clone(),
+        });
+        let mut asked = 0;
+        for (_, out) in &targets {
+            let q = Message::ModelQuery(ModelQuery {
+                model_id: model.to_owned(),
+            });
+            if out.try_send(q).is_ok() {
+                asked += 1;
+            }
+        }
+        drop(tx);
+        let mut offers = Vec::new();
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut answered = 0;
+        while answered < asked {
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Some((_, offer))) => {
+                    answered += 1;
+                    offers.extend(offer);
+                }
+                _ => break,
+            }
+        }
+        lock(&self.queries).retain(|q| !q.answers.is_closed());
+        drop(rx);
+        lock(&self.queries).retain(|q| !q.answers.is_closed());
+        offers
+    }
+
+    /// A peer's answer to a query.
+    pub(crate) fn answered(&self, conn: u64, r: ModelQueryResponse) {
+        let Some(peer) = lock(&self.conns).get(&conn).map(|c| c.peer.clone()) else {
+            return;
+        };
+        let offer = (r.available && r.total_size_bytes.is_some()).then(|| Offer {
+            conn,
+            peer,
+            size: r.total_size_bytes.unwrap_or(0),
+            sha256: r.sha256.map(|s| s.to_ascii_lowercase()),
+        });
+        for q in lock(&self.queries).iter().filter(|q| q.model == r.model_id) {
+            let _ = q.answers.send((conn, offer.clone()));
+        }
+    }
+
+    /// Ask the peer on `conn` for `length` bytes of `model` from `offset`: its pieces, in order,
+    /// until `Complete` (or the end of the channel: the peer is gone).
+    pub fn request(
+        &self,
+        conn: u64,
+        model: &str,
+        offset: u64,
+        length: u64,
+    ) -> Result<mpsc::Receiver<Piece>, String> {
+        let out = lock(&self.conns)
+            .get(&conn)
+            .map(|c| c.out.clone())
+            .ok_or_else(|| "the peer is no longer connected".to_owned())?;
+        let id = PeerUuid::from_bytes(*uuid::Uuid::new_v4().as_bytes());
+        let (tx, rx) = mpsc::channel(PIECES_WAITING);
+        lock(&self.transfers).insert(id.clone(), (conn, tx));
+        let req = Message::ModelTransferRequest(ModelTransferRequest {
+            transfer_id: id.clone(),
+            model_id: model.to_owned(),
+            offset: Some(offset),
+            length: Some(length),
+        });
+        if out.try_send(req).is_err() {
+            lock(&self.transfers).remove(&id);
+            return Err("the peer's connection is busy".into());
+        }
+        Ok(rx)
+    }
+
+    /// A chunk for one of this node's transfers: handed to its writer (waiting while the
+    /// writer is behind, which holds the connection back).
+    pub(crate) async fn deliver(&self, chunk: ModelTransferChunk) {
+        let Some(tx) = self.sender(&chunk.transfer_id) else {
+            return;
+        };
+        let piece = match chunk.bytes() {
+            Some(data) if data.len() as u64 <= CHUNK_BYTES => Piece::Chunk {
+                file_name: chunk.file_name,
+                offset: chunk.offset,
+                data,
+            },
+            _ => Piece::Bad("a chunk that is not base64 of at most 1 MiB".into()),
+        };
+        if tx.send(piece).await.is_err() {
+            lock(&self.transfers).remove(&chunk.transfer_id);
+        }
+    }
+
+    /// The end of one of this node's transfers.
+    pub(crate) async fn complete(&self, c: ModelTransferComplete) {
+        let tx = lock(&self.transfers)
+            .remove(&c.transfer_id)
+            .map(|(_, tx)| tx);
+        if let Some(tx) = tx {
+            let _ = tx.send(Piece::Complete).await;
+        }
+    }
+
+    fn sender(&self, id: &PeerUuid) -> Option<mpsc::Sender<Piece>> {
+        lock(&self.transfers).get(id).map(|(_, tx)| tx.clone())
+    }
+}
+
+/// The file of model `name` in this node's folder, when it may be shared: a plain name (no
+/// path, no `..`) of a model in one file.
+pub(crate) fn shareable(state: &AppState, name: &str) -> Option<PathBuf> {
+    if !plain_name(name) {
+        return None;
+    }
+    let (_, path) = state.router.registry().find(name)?;
+    let file = path.file_name()?.to_str()?;
+    // A split model travels only as its shards, which one transfer's offsets cannot name.
+    hearth_protocol::ids::split_shard(file)
+        .is_none()
+        .then_some(path)
+}
+
+/// The answer to a peer's query.
+pub(crate) async fn answer(state: &AppState, q: ModelQuery) -> Message {
+    let found = shareable(state, &q.model_id);
+    let size = found
+        .as_ref()
+        .and_then(|p| std::fs::metadata(p).ok())
+        .map(|m| m.len());
+    let sha256 = match (&found, size) {
+        (Some(p), Some(_)) => Some(crate::models::digest::sha256(p, None).await),
+        _ => None,
+    }
+    .filter(|s| !s.is_empty());
+    Message::ModelQueryResponse(ModelQueryResponse {
+        model_id: q.model_id,
+        available: size.is_some(),
+        total_size_bytes: size,
+        sha256,
+    })
+}
+
+/// Serve a peer's transfer request through `out`: the chunks of the range asked for (the whole
+/// file without one), then `modelTransferComplete`. A model this node cannot share completes at
+/// once, empty. Stops when `stop` fires.
+pub(crate) async fn send(
+    state: Arc<AppState>,
+    req: ModelTransferRequest,
+    out: mpsc::Sender<Message>,
+    stop: CancellationToken,
+) {
+    let complete = Message::ModelTransferComplete(ModelTransferComplete {
+        transfer_id: req.transfer_id.clone(),
+        model_id: req.model_id.clone(),
+    });
+    let Some(path) = shareable(&state, &req.model_id) else {
+        tracing::info!(model = %req.model_id.chars().take(200).collect::<String>(), "a peer asked for a model this node does not share");
+        let _ = out.send(complete).await;
+        return;
+    };
+    let file_name = path
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let file = match std::fs::File::open(&path) {
+        Ok(f) => Arc::new(f),
+        Err(e) => {
+            tracing::warn!(error = %e, path = %path.display(), "a shared model cannot be read");
+            let _ = out.send(complete).await;
+            return;
+        }
+    };
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let start = req.offset.unwrap_or(0).min(size);
+    let end = req
+        .length
+        .map_or(size, |l| start.saturating_add(l).min(size));
+    tracing::info!(model = %req.model_id, start, end, "serving a model transfer");
+    let mut pos = start;
+    while pos < end {
+        let n = CHUNK_BYTES.min(end - pos);
+        let f = file.clone();
+        let read = tokio::task::spawn_blocking(move || -> std::io::Result<String> {
+            let mut buf = vec![0u8; n as usize];
+            std::os::unix::fs::FileExt::read_exact_at(&*f, &mut buf, pos)?;
+            Ok(base64::engine::general_purpose::STANDARD.encode(&buf))
+        })
+        .await;
+        let data = match read {
+            Ok(Ok(d)) => d,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "reading a shared model failed; the transfer stops");
+                return;
+            }
+            Err(_) => return,
+        };
+        let chunk = Message::ModelTransferChunk(ModelTransferChunk {
+            transfer_id: req.transfer_id.clone(),
+            file_name: file_name.clone(),
+            offset: pos,
+            data,
+            is_last_chunk: pos + n == end,
+        });
+        tokio::select! {
+            sent = out.send(chunk) => if sent.is_err() { return },
+            () = stop.cancelled() => return,
+        }
+        pos += n;
+        let pause = match (state.host.stats().active > 0, state.sharing.pace()) {
+            (true, p) => Some(p.unwrap_or_default().max(GENERATING_PAUSE)),
+            (false, p) => p,
+        };
+        if let Some(p) = pause {
+            tokio::select! {
+                () = tokio::time::sleep(p) => {}
+                () = stop.cancelled() => return,
+            }
+        }
+    }
+    let _ = out.send(complete).await;
+}

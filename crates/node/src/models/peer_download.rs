@@ -1,0 +1,392 @@
+//! A download from the cluster's peers ([`crate::cluster::sharing`]): every connected peer is
+//! asked for the model; those that have it with the same SHA-256 and size each send a range of
+//! the file (up to [`MAX_SOURCES`] at once), written where it belongs in the partial file as it
+//! arrives. The note beside the partial keeps how much of each range has arrived, so a
+//! transfer cut by a lost peer goes on from another (or the same, back again), and one cut by
+//! a restart resumes from its offsets. The whole file's SHA-256 is checked before it is moved
+//! into place; a chunk with another file's name (a path, `..`) or out of place fails it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sha2::Digest as _;
+
+use super::download::{
+    hash_prefix, io, lock, DownloadError, DownloadState, Downloads, Job, Meter, Note, Segment,
+    MAX_FAILURES,
+};
+use crate::cluster::sharing::{Offer, Piece, Sharing, CHUNK_BYTES};
+
+/// Peers sending ranges of one file at once.
+const MAX_SOURCES: usize = 4;
+/// How long the peers have to answer a query (a peer hashes a file it has not hashed yet).
+const QUERY_WAIT: Duration = Duration::from_secs(30);
+/// The note is saved after about this many bytes of a range.
+const NOTE_EVERY: u64 = 8 << 20;
+
+/// What the ranges' tasks share.
+struct Shared {
+    name: String,
+    /// The file name every chunk must carry.
+    file_name: String,
+    sha256: String,
+    size: u64,
+    offers: Mutex<Vec<Offer>>,
+    segments: Mutex<Vec<Segment>>,
+    received: AtomicU64,
+    meter: Mutex<Meter>,
+    file: Arc<std::fs::File>,
+    note: std::path::PathBuf,
+}
+
+impl Shared {
+    fn save_note(&self) -> Result<(), DownloadError> {
+        let note = Note {
+            model: self.name.clone(),
+            sha256: self.sha256.clone(),
+            size: self.size,
+            segments: Some(lock(&self.segments).clone()),
+        };
+        let tmp = self.note.with_extension("json.tmp");
+        let bytes = serde_json::to_vec(&note).map_err(|e| DownloadError::Io(e.to_string()))?;
+        std::fs::write(&tmp, bytes).map_err(io)?;
+        std::fs::rename(&tmp, &self.note).map_err(io)
+    }
+}
+
+/// The offers to take: those with a SHA-256 (a TealeNet peer gives none, so its file could
+/// not be checked), of the SHA-256 and size most peers agree on.
+fn agreed(offers: Vec<Offer>) -> Option<Vec<Offer>> {
+    let mut groups: Vec<((String, u64), Vec<Offer>)> = Vec::new();
+    for o in offers {
+        let Some(sha) = o.sha256.clone() else {
+            continue;
+        };
+        let key = (sha, o.size);
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, g)) => g.push(o),
+            None => groups.push((key, vec![o])),
+        }
+    }
+    groups
+        .into_iter()
+        .max_by_key(|(_, g)| g.len())
+        .map(|(_, g)| g)
+}
+
+/// `size` bytes in `n` ranges of whole chunks.
+fn split(size: u64, n: usize) -> Vec<Segment> {
+    let chunks = size.div_ceil(CHUNK_BYTES).max(1);
+    let per = chunks.div_ceil(n.max(1) as u64) * CHUNK_BYTES;
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < size {
+        let end = (start + per).min(size);
+        out.push(Segment {
+            start,
+            end,
+            done: 0,
+        });
+        start = end;
+    }
+    out
+}
+
+impl Downloads {
+    pub(super) async fn fetch_from_peers(
+        &self,
+        job: &Job,
+        name: &str,
+    ) -> Result<(), DownloadError> {
+        let sharing = self
+            .peers
+            .clone()
+            .ok_or_else(|| DownloadError::NoPeerHas(name.to_owned()))?;
+        let offers = self.find_offers(job, &sharing, name).await?;
+        let (sha256, size) = (offers[0].sha256.clone().unwrap_or_default(), offers[0].size);
+        let (part, note_path) = self.partial_paths(&job.id);
+        std::fs::create_dir_all(self.partial_dir()).map_err(io)?;
+        // The ranges already here, when the partial is of the same file.
+        let kept = std::fs::read(&note_path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Note>(&b).ok())
+            .filter(|n| n.sha256 == sha256 && n.size == size)
+            .and_then(|n| n.segments)
+            .filter(|_| part.exists());
+        let segments = kept.unwrap_or_else(|| {
+            let _ = std::fs::remove_file(&part);
+            split(size, offers.len().min(MAX_SOURCES))
+        });
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(&part)
+            .map_err(io)?;
+        file.set_len(size).map_err(io)?;
+        let already: u64 = segments.iter().map(|s| s.done).sum();
+        let shared = Arc::new(Shared {
+            name: name.to_owned(),
+            file_name: job.id.clone(),
+            sha256: sha256.clone(),
+            size,
+            segments: Mutex::new(segments),
+            received: AtomicU64::new(already),
+            meter: Mutex::new(Meter::new(already)),
+            offers: Mutex::new(offers),
+            file: Arc::new(file),
+            note: note_path.clone(),
+        });
+        shared.save_note()?;
+        self.update(job, |p| {
+            p.total = Some(size);
+            p.received = already;
+            p.resumed_from = already;
+            p.sha256 = Some(sha256.clone());
+            p.state = DownloadState::Downloading;
+            p.sources = lock(&shared.offers)
+                .iter()
+                .map(|o| o.peer.clone())
+                .collect();
+        });
+        let count = lock(&shared.segments).len();
+        let ranges = (0..count).map(|i| self.fetch_range(job, &sharing, &shared, i));
+        let results = futures_util::future::join_all(ranges).await;
+        shared.save_note()?;
+        if let Some(e) = results.into_iter().find_map(Result::err) {
+            return Err(e);
+        }
+        self.update(job, |p| {
+            p.received = size;
+            p.state = DownloadState::Verifying;
+        });
+        let got = hex::encode(hash_prefix(part.clone(), size).await?.finalize());
+        if got != sha256 {
+            return Err(DownloadError::Mismatch {
+                expected: sha256,
+                got,
+            });
+        }
+        let to = self.models_dir.join(&job.id);
+        if to.exists() {
+            return Err(DownloadError::Exists(job.id.clone()));
+        }
+        std::fs::rename(&part, &to).map_err(io)?;
+        let _ = std::fs::remove_file(&note_path);
+        Ok(())
+    }
+
+    /// The peers to fetch from, asking again (with backoff) while none has the model: peers
+    /// connect some seconds after this node starts.
+    async fn find_offers(
+        &self,
+        job: &Job,
+        sharing: &Sharing,
+        name: &str,
+    ) -> Result<Vec<Offer>, DownloadError> {
+        let mut delays =
+            crate::backoff::jittered(Duration::from_millis(500), Duration::from_secs(10));
+        for attempt in 1..=MAX_FAILURES {
+            let asked = tokio::select! {
+                o = sharing.query(name, QUERY_WAIT) => o,
+                () = job.cancel.cancelled() => return Err(self.why_stopped()),
+            };
+            if let Some(offers) = agreed(asked) {
+                return Ok(offers);
+            }
+            if attempt == MAX_FAILURES {
+                break;
+            }
+            self.update(job, |p| p.error = Some(format!("no peer has {name} yet")));
+            self.pause(job, delays.next().unwrap_or(Duration::from_secs(10)))
+                .await?;
+        }
+        Err(DownloadError::NoPeerHas(name.to_owned()))
+    }
+
+    /// Fetch range `i` to its end, from its own peer first and from the others when one is
+    /// lost.
+    async fn fetch_range(
+        &self,
+        job: &Job,
+        sharing: &Sharing,
+        shared: &Shared,
+        i: usize,
+    ) -> Result<(), DownloadError> {
+        let mut failures = 0u32;
+        let mut which = i;
+        let mut delays =
+            crate::backoff::jittered(Duration::from_millis(300), Duration::from_secs(5));
+        loop {
+            let seg = lock(&shared.segments)[i];
+            let from = seg.start + seg.done;
+            if from >= seg.end {
+                return Ok(());
+            }
+            let offer = {
+                let offers = lock(&shared.offers);
+                offers[which % offers.len()].clone()
+            };
+            let before = seg.done;
+            let outcome = match sharing.request(offer.conn, &shared.name, from, seg.end - from) {
+                Ok(mut rx) => {
+                    tokio::select! {
+                        r = self.receive(job, shared, i, &mut rx) => r,
+                        () = job.cancel.cancelled() => return Err(self.why_stopped()),
+                    }
+                }
+                Err(e) => Err(e),
+            };
+            let _ = shared.save_note();
+            let done = lock(&shared.segments)[i].done;
+            match outcome {
+                Ok(()) if seg.start + done >= seg.end => return Ok(()),
+                Ok(()) => {
+                    tracing::info!(peer = %offer.peer, "a peer ended its range early");
+                }
+                Err(why) => {
+                    tracing::info!(peer = %offer.peer, %why, "a range from a peer stopped; going on from another");
+                }
+            }
+            if done > before {
+                failures = 0;
+            }
+            failures += 1;
+            if failures >= MAX_FAILURES {
+                return Err(DownloadError::GaveUp {
+                    attempts: failures,
+                    last: format!("the peers stopped sending {}", shared.name),
+                });
+            }
+            self.update(job, |p| {
+                p.retries += 1;
+                p.state = DownloadState::Retrying;
+            });
+            self.pause(job, delays.next().unwrap_or(Duration::from_secs(5)))
+                .await?;
+            // The peers connected now (a lost one may be back, under a new connection).
+            let fresh = sharing.query(&shared.name, QUERY_WAIT).await;
+            let fresh: Vec<Offer> = fresh
+                .into_iter()
+                .filter(|o| {
+                    o.sha256.as_deref() == Some(shared.sha256.as_str()) && o.size == shared.size
+                })
+                .collect();
+            if !fresh.is_empty() {
+                self.update(job, |p| {
+                    p.sources = fresh.iter().map(|o| o.peer.clone()).collect();
+                });
+                *lock(&shared.offers) = fresh;
+            }
+            which += 1;
+            self.update(job, |p| p.state = DownloadState::Downloading);
+        }
+    }
+
+    /// The pieces of one request for range `i`, written in place, until the peer completes
+    /// (`Ok`) or stops sending (`Err` with why: another peer goes on). A chunk of another file
+    /// fails the whole download (see [`Downloads::refuse`]).
+    async fn receive(
+        &self,
+        job: &Job,
+        shared: &Shared,
+        i: usize,
+        rx: &mut tokio::sync::mpsc::Receiver<Piece>,
+    ) -> Result<(), String> {
+        let mut since_note = 0u64;
+        while let Some(piece) = rx.recv().await {
+            let (file_name, offset, data) = match piece {
+                Piece::Complete => return Ok(()),
+                Piece::Bad(why) => return Err(why),
+                Piece::Chunk {
+                    file_name,
+                    offset,
+                    data,
+                } => (file_name, offset, data),
+            };
+            let seg = lock(&shared.segments)[i];
+            let at = seg.start + seg.done;
+            if file_name != shared.file_name {
+                let shown: String = file_name.chars().take(200).collect();
+                job.cancel.cancel();
+                self.refuse(
+                    job,
+                    format!("a file named {shown:?} instead of {}", shared.file_name),
+                );
+                return Err("a chunk of another file".into());
+            }
+            if offset != at || data.len() as u64 > seg.end - at {
+                return Err(format!("a chunk at {offset} where {at} was due"));
+            }
+            let file = shared.file.clone();
+            let n = data.len() as u64;
+            tokio::task::spawn_blocking(move || {
+                std::os::unix::fs::FileExt::write_all_at(&*file, &data, offset)
+            })
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+            lock(&shared.segments)[i].done += n;
+            let received = shared.received.fetch_add(n, Ordering::Relaxed) + n;
+            since_note += n;
+            if since_note >= NOTE_EVERY {
+                since_note = 0;
+                let _ = shared.save_note();
+            }
+            let tick = lock(&shared.meter).tick(received, shared.size);
+            match tick {
+                Some((speed, left)) => self.update(job, |p| {
+                    p.received = received;
+                    p.bytes_per_second = speed;
+                    p.seconds_left = left;
+                }),
+                None => lock(&job.progress).received = received,
+            }
+        }
+        Err("the peer is gone".into())
+    }
+
+    /// A peer sent what no peer may: the download fails with the reason (set before the
+    /// cancel that stops it is read as the user's).
+    fn refuse(&self, job: &Job, why: String) {
+        tracing::warn!(model = %job.id, %why, "refused a peer's transfer");
+        lock(&job.refused).get_or_insert(why);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_are_whole_chunks_covering_the_file() {
+        let size = 5 * CHUNK_BYTES + 7;
+        let s = split(size, 2);
+        assert_eq!(s.len(), 2);
+        assert_eq!((s[0].start, s[0].end), (0, 3 * CHUNK_BYTES));
+        assert_eq!((s[1].start, s[1].end), (3 * CHUNK_BYTES, size));
+        assert_eq!(split(10, 4).len(), 1, "a small file is one range");
+    }
+
+    #[test]
+    fn the_hash_most_peers_give_wins_and_peers_without_one_are_left_out() {
+        let offer = |peer: &str, sha: Option<&str>| Offer {
+            conn: 0,
+            peer: peer.into(),
+            size: 10,
+            sha256: sha.map(str::to_owned),
+        };
+        let chosen = agreed(vec![
+            offer("a", Some("11")),
+            offer("b", Some("22")),
+            offer("c", Some("22")),
+            offer("tealenet", None),
+        ])
+        .unwrap();
+        let peers: Vec<&str> = chosen.iter().map(|o| o.peer.as_str()).collect();
+        assert_eq!(peers, ["b", "c"]);
+        assert!(agreed(vec![offer("tealenet", None)]).is_none());
+    }
+}

@@ -1,0 +1,250 @@
+//! Models fetched from the cluster's peers over real TCP on loopback (`modelQuery`,
+//! `modelTransferRequest`, 1 MiB `modelTransferChunk`s): from two peers at once, each sending a
+//! range; a receiver killed (`kill -9`) mid-transfer resumes from its partial file when it
+//! starts again; a peer whose announced SHA-256 is not its file's is caught, and the partial
+//! deleted; names with a path are refused. The file is the default model under another name.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::process::NodeProcess;
+use common::{get_json_at, wait_for_secs, without_model, TestNode};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+fn sha256_of(path: &Path) -> String {
+    let mut h = Sha256::new();
+    std::io::copy(&mut std::fs::File::open(path).unwrap(), &mut h).unwrap();
+    hex::encode(h.finalize())
+}
+
+fn model_size() -> u64 {
+    std::fs::metadata(common::model_path()).unwrap().len()
+}
+
+/// A models folder holding a copy of the default model as `tiny.gguf`.
+fn folder_with_tiny() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(common::model_path(), dir.path().join("tiny.gguf")).unwrap();
+    dir
+}
+
+/// A node sharing `dir`'s models on the cluster (no model loaded), pausing `pace` after each
+/// chunk it serves.
+async fn source(name: &str, dir: &Path, pace: Option<Duration>) -> TestNode {
+    let dir = dir.to_path_buf();
+    let name = name.to_owned();
+    TestNode::start_with(move |c| {
+        c.name = name;
+        without_model(c, &dir);
+        c.cluster = common::cluster_config(Vec::new());
+        c.transfer_pace = pace;
+    })
+    .await
+}
+
+fn cluster_addr(t: &TestNode) -> String {
+    t.node().cluster_addr().unwrap().to_string()
+}
+
+/// `url`'s download of `tiny.gguf`.
+async fn download_at(url: &str) -> Option<Value> {
+    let all = get_json_at(format!("{url}/api/models/downloads")).await;
+    all["downloads"]
+        .as_array()?
+        .iter()
+        .find(|d| d["id"] == "tiny.gguf")
+        .cloned()
+}
+
+async fn start_download(url: &str) {
+    let r = common::client()
+        .post(format!("{url}/api/models/downloads"))
+        .json(&json!({"model": "tiny"}))
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(status, 202, "{body}");
+}
+
+async fn finished(url: &str) -> Value {
+    let mut last = Value::Null;
+    wait_for_secs(
+        120,
+        async || {
+            last = download_at(url).await.unwrap_or_default();
+            last["state"]
+                .as_str()
+                .is_some_and(|s| ["done", "failed", "cancelled"].contains(&s))
+        },
+        "the transfer ends",
+    )
+    .await;
+    last
+}
+
+async fn peers_seen(url: &str) -> usize {
+    get_json_at(format!("{url}/api/cluster")).await["peers"]
+        .as_array()
+        .map_or(0, Vec::len)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_comes_from_two_peers_at_once_is_verified_and_serves() {
+    let (da, db) = (folder_with_tiny(), folder_with_tiny());
+    let a = source("peer-a", da.path(), None).await;
+    let b = source("peer-b", db.path(), None).await;
+    let empty = tempfile::tempdir().unwrap();
+    let peers = vec![cluster_addr(&a), cluster_addr(&b)];
+    let dir = empty.path().to_path_buf();
+    let c = TestNode::start_with(move |c| {
+        c.name = "receiver".into();
+        without_model(c, &dir);
+        c.cluster = common::cluster_config(peers);
+        c.parallel = 1;
+        c.ctx = Some(512);
+    })
+    .await;
+    wait_for_secs(30, async || peers_seen(&c.base).await == 2, "both peers").await;
+    // A path is no model name, here or on any peer.
+    let r = c
+        .post("/api/models/downloads", &json!({"model": "../tiny"}))
+        .await;
+    assert_eq!(r.status(), 400);
+    start_download(&c.base).await;
+    let end = finished(&c.base).await;
+    assert_eq!(end["state"], "done", "{end}");
+    let mut sources: Vec<&str> = end["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    sources.sort();
+    assert_eq!(sources, ["peer-a", "peer-b"], "{end}");
+    let file = empty.path().join("tiny.gguf");
+    assert_eq!(sha256_of(&file), sha256_of(&common::model_path()));
+    assert_eq!(end["sha256"], sha256_of(&file));
+    assert!(!empty.path().join(".downloads/tiny.gguf.part").exists());
+    // It answers at once under its name.
+    let r = c
+        .post(
+            "/v1/chat/completions",
+            &json!({"model": "tiny", "max_tokens": 3, "messages": common::user("Hi")}),
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    c.stop().await;
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_killed_mid_transfer_resumes_from_its_partial_file() {
+    let da = folder_with_tiny();
+    // About 9 s for the whole file: time to kill the receiver part way.
+    let a = source("peer-a", da.path(), Some(Duration::from_millis(100))).await;
+    let home = tempfile::tempdir().unwrap();
+    let data = home.path().join("data");
+    let at = cluster_addr(&a);
+    let args = ["--cluster-port", "0", "--peer", at.as_str()];
+    let mut receiver = NodeProcess::start_without_model(&data, &args);
+    wait_for_secs(
+        30,
+        async || peers_seen(&receiver.url).await == 1,
+        "the peer",
+    )
+    .await;
+    start_download(&receiver.url).await;
+    let quarter = model_size() / 4;
+    wait_for_secs(
+        60,
+        async || {
+            download_at(&receiver.url)
+                .await
+                .and_then(|d| d["received"].as_u64())
+                .is_some_and(|r| r > quarter)
+        },
+        "a quarter arrives",
+    )
+    .await;
+    receiver.child.kill().unwrap();
+    receiver.child.wait().unwrap();
+    let partial = data.join("models/.downloads/tiny.gguf.part");
+    let note: Value = serde_json::from_slice(
+        &std::fs::read(data.join("models/.downloads/tiny.gguf.json")).unwrap(),
+    )
+    .unwrap();
+    let kept: u64 = note["segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["done"].as_u64().unwrap())
+        .sum();
+    assert!(partial.exists() && kept > 0, "{note}");
+    // Started again, it finds the peer and goes on from what it kept.
+    let receiver = NodeProcess::start_without_model(&data, &args);
+    let end = finished(&receiver.url).await;
+    assert_eq!(end["state"], "done", "{end}");
+    assert!(
+        end["resumed_from"].as_u64().unwrap() >= kept,
+        "resumed from {} with {kept} kept",
+        end["resumed_from"]
+    );
+    assert_eq!(
+        sha256_of(&data.join("models/tiny.gguf")),
+        sha256_of(&common::model_path())
+    );
+    drop(receiver);
+    a.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_whose_file_is_not_what_it_announces_is_caught() {
+    let da = folder_with_tiny();
+    let a = source("peer-a", da.path(), None).await;
+    // The peer hashes its file once (here for its tag list), then the file changes under it
+    // with its size and time kept: it goes on announcing the old SHA-256.
+    let tags = a.get_json("/api/tags").await;
+    assert_eq!(
+        tags["models"][0]["digest"],
+        sha256_of(&common::model_path())
+    );
+    let path = da.path().join("tiny.gguf");
+    let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xFF;
+    std::fs::write(&path, bytes).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_modified(modified)
+        .unwrap();
+    let empty = tempfile::tempdir().unwrap();
+    let dir = empty.path().to_path_buf();
+    let at = cluster_addr(&a);
+    let c = TestNode::start_with(move |c| {
+        without_model(c, &dir);
+        c.cluster = common::cluster_config(vec![at]);
+    })
+    .await;
+    wait_for_secs(30, async || peers_seen(&c.base).await == 1, "the peer").await;
+    start_download(&c.base).await;
+    let end = finished(&c.base).await;
+    assert_eq!(end["state"], "failed", "{end}");
+    let error = end["error"].as_str().unwrap();
+    assert!(
+        error.contains("SHA-256") && error.contains("deleted"),
+        "{error}"
+    );
+    assert!(!empty.path().join("tiny.gguf").exists());
+    assert!(!empty.path().join(".downloads/tiny.gguf.part").exists());
+    c.stop().await;
+    a.stop().await;
+}
