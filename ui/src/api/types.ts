@@ -141,14 +141,21 @@ export interface ModelInfo {
   linked_to?: string;
   shards?: number;
   error?: string;
+  /** The cluster's peers that have it loaded. */
+  on_peers?: string[];
 }
 
-/** A model Ollama or LM Studio has (`GET /api/models/importable`). */
-/** A download from the hub (`GET /api/models/downloads`). */
+/** A model only the cluster's peers have (loaded), offered for a transfer. */
+export interface PeerModel {
+  id: string;
+  peers: string[];
+}
+
+/** A download from the hub or from peers (`GET /api/models/downloads`). */
 export interface Download {
   /** The file's name in the models folder. */
   id: string;
-  /** OWNER/REPO/FILE on the hub. */
+  /** OWNER/REPO/FILE on the hub, or the model's name on the peers. */
   model: string;
   state: 'starting' | 'downloading' | 'retrying' | 'verifying' | 'done' | 'failed' | 'cancelled';
   received: number;
@@ -157,9 +164,14 @@ export interface Download {
   seconds_left: number | null;
   sha256: string | null;
   retries: number;
+  /** Bytes already here when this run started (a resumed download). */
+  resumed_from: number;
+  /** The peers it comes from (none from the hub). */
+  sources: string[];
   error: string | null;
 }
 
+/** A model Ollama or LM Studio has (`GET /api/models/importable`). */
 export interface ImportableModel {
   id: string;
   source: 'ollama' | 'lmstudio';
@@ -170,6 +182,9 @@ export interface ImportableModel {
 
 export interface ModelsResponse {
   models: ModelInfo[];
+  /** What the models folder takes on disk (imported models' links take nothing). */
+  disk_bytes?: number;
+  from_peers?: PeerModel[];
   /** The model the node shows as its own (the last one loaded). */
   loaded: string | null;
   /** Every model loaded here. */

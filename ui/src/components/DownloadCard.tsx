@@ -1,16 +1,20 @@
 /**
- * Downloads from the hub (`/api/models/downloads`): a field for `OWNER/REPO/FILE.gguf`, and
- * each download with a progress bar, speed, time left and Cancel. A finished one is in the
- * models table (the parent reads it again); a failed one says why.
+ * Downloads (`/api/models/downloads`): first the models the cluster's peers have and this node
+ * lacks, each with "Get from PEER" (a transfer over the cluster); then a field for a file on
+ * the hub, `OWNER/REPO/FILE.gguf`; and each download with a progress bar, speed, time left and
+ * Cancel. A finished one is in the models table (the parent reads it again); a failed one
+ * says why.
  */
 import { useCallback, useEffect, useRef, useState, type FormEvent } from 'react';
 import { api, errorText } from '../api/client';
-import type { Download } from '../api/types';
+import type { Download, PeerModel } from '../api/types';
 import { formatBytes, percent } from '../format';
 
 export interface DownloadCardProps {
   /** Called when a download finishes, so the models table is read again. */
   onDownloaded: () => void;
+  /** Models only the cluster's peers have. */
+  fromPeers: PeerModel[];
 }
 
 /** How often downloads under way are read. */
@@ -35,7 +39,7 @@ function timeLeft(seconds: number | null): string {
   return `${(seconds / 3600).toFixed(1)} h left`;
 }
 
-export function DownloadCard({ onDownloaded }: DownloadCardProps) {
+export function DownloadCard({ onDownloaded, fromPeers }: DownloadCardProps) {
   const [name, setName] = useState('');
   const [downloads, setDownloads] = useState<Download[]>([]);
   const [error, setError] = useState<string | null>(null);
@@ -65,12 +69,11 @@ export function DownloadCard({ onDownloaded }: DownloadCardProps) {
     return () => clearInterval(timer);
   }, [running, refresh]);
 
-  const start = async (e: FormEvent) => {
-    e.preventDefault();
+  const download = async (model: string) => {
     setPending(true);
     setError(null);
     try {
-      await api.startDownload(name.trim());
+      await api.startDownload(model);
       setName('');
       await refresh();
     } catch (err) {
@@ -79,6 +82,14 @@ export function DownloadCard({ onDownloaded }: DownloadCardProps) {
       setPending(false);
     }
   };
+
+  const start = (e: FormEvent) => {
+    e.preventDefault();
+    void download(name.trim());
+  };
+
+  // A model a download is under way for is not offered again.
+  const offered = fromPeers.filter((m) => !downloads.some((d) => d.id === `${m.id}.gguf` && !isOver(d)));
 
   const cancel = async (id: string) => {
     setError(null);
@@ -93,12 +104,25 @@ export function DownloadCard({ onDownloaded }: DownloadCardProps) {
   return (
     <div className="card download-card" data-testid="download-card">
       <h2>Download a model</h2>
-      <form className="download-form" onSubmit={(e) => void start(e)}>
+      {offered.length > 0 && (
+        <ul className="download-list" data-testid="peer-offers">
+          {offered.map((m) => (
+            <li key={m.id} className="download-head" data-testid="peer-offer" data-model-id={m.id}>
+              <span className="model-id">{m.id}</span>
+              <span className="muted">on {m.peers.join(', ')}: no download from the internet needed</span>
+              <button type="button" className="btn btn-primary" data-testid="peer-get" disabled={pending} onClick={() => void download(m.id)}>
+                Get from {m.peers[0]}
+              </button>
+            </li>
+          ))}
+        </ul>
+      )}
+      <form className="download-form" onSubmit={start}>
         <input
           type="text"
           data-testid="download-name"
-          aria-label="Model to download (OWNER/REPO/FILE.gguf)"
-          placeholder="OWNER/REPO/FILE.gguf, as on Hugging Face"
+          aria-label="Model to download (OWNER/REPO/FILE.gguf, or a peer's model name)"
+          placeholder="OWNER/REPO/FILE.gguf from Hugging Face, or the name of a model a peer has"
           value={name}
           onChange={(e) => setName(e.target.value)}
         />
@@ -125,6 +149,7 @@ export function DownloadCard({ onDownloaded }: DownloadCardProps) {
                   {d.state === 'downloading' || d.state === 'retrying'
                     ? ` · ${formatBytes(d.received)} of ${formatBytes(d.total)} · ${formatBytes(d.bytes_per_second)}/s ${timeLeft(d.seconds_left)}`
                     : ''}
+                  {d.sources.length > 0 ? ` · from ${d.sources.join(', ')}` : ''}
                 </span>
                 {!isOver(d) && (
                   <button type="button" className="btn" data-testid="download-cancel" onClick={() => void cancel(d.id)}>

@@ -104,6 +104,12 @@ export function ModelsPage({ live, dispatch }: ModelsPageProps) {
         <p className="muted">
           GGUF models in the node's models folder. Several can be loaded at once; a request that names a model loads
           it, and the least recently used one makes room when memory runs short.
+          {data?.disk_bytes !== undefined && (
+            <>
+              {' '}
+              <span data-testid="models-disk">{formatBytes(data.disk_bytes)} on disk.</span>
+            </>
+          )}
         </p>
       </div>
 
@@ -143,7 +149,7 @@ export function ModelsPage({ live, dispatch }: ModelsPageProps) {
         </div>
       )}
       <ImportCard onImported={() => void refresh()} />
-      <DownloadCard onDownloaded={onDownloaded} />
+      <DownloadCard onDownloaded={onDownloaded} fromPeers={data?.from_peers ?? []} />
       {model.state === 'failed' && (
         <div className="banner error" role="alert" data-testid="model-failed">
           {model.id ?? 'The model'} failed to load{model.error ? `: ${model.error}` : '.'}
@@ -196,6 +202,11 @@ export function ModelsPage({ live, dispatch }: ModelsPageProps) {
                     {m.linked_to && (
                       <div className="muted model-link" data-testid="model-linked" title={m.linked_to}>
                         imported, used where it is
+                      </div>
+                    )}
+                    {(m.on_peers?.length ?? 0) > 0 && (
+                      <div className="muted model-link" data-testid="model-on-peers">
+                        also loaded on {m.on_peers?.join(', ')}
                       </div>
                     )}
                   </td>

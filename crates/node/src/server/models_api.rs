@@ -42,9 +42,25 @@ struct ModelRow {
     /// Seconds until it unloads unless used (absent: not by time).
     #[serde(skip_serializing_if = "Option::is_none")]
     unloads_in_s: Option<u64>,
+    /// The cluster's peers that have it loaded.
+    on_peers: Vec<String>,
 }
 
-fn model_row(host: &ModelHost, file: ModelFile) -> ModelRow {
+/// Each model the cluster's peers have loaded, and which peers.
+fn peers_models(state: &AppState) -> Vec<(String, Vec<String>)> {
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    for p in state.cluster_peers.list() {
+        for m in &p.loaded_models {
+            match out.iter_mut().find(|(id, _)| id == m) {
+                Some((_, names)) => names.push(p.name.clone()),
+                None => out.push((m.clone(), vec![p.name.clone()])),
+            }
+        }
+    }
+    out
+}
+
+fn model_row(host: &ModelHost, file: ModelFile, peers: &[(String, Vec<String>)]) -> ModelRow {
     let state = match host
         .engine_of(&file.id)
         .map(|e| e.model_state().borrow().clone())
@@ -54,7 +70,13 @@ fn model_row(host: &ModelHost, file: ModelFile) -> ModelRow {
         Some(ModelState::Failed { .. }) => "failed",
         _ => "available",
     };
+    let on_peers = peers
+        .iter()
+        .find(|(id, _)| file.id.matches(id))
+        .map(|(_, names)| names.clone())
+        .unwrap_or_default();
     ModelRow {
+        on_peers,
         loaded: state == "loaded",
         state,
         loads: host.loads(&file.id),
@@ -74,12 +96,27 @@ pub(crate) async fn list_models(
     let files = tokio::task::spawn_blocking(move || registry.scan())
         .await
         .map_err(internal)?;
+    let peers = peers_models(&state);
+    // What the folder takes: its files, not the files an imported model links to.
+    let disk_bytes: u64 = files
+        .iter()
+        .filter(|f| f.linked_to.is_none())
+        .map(|f| f.size_bytes)
+        .sum();
     let models: Vec<ModelRow> = files
         .into_iter()
-        .map(|f| model_row(&state.host, f))
+        .map(|f| model_row(&state.host, f, &peers))
+        .collect();
+    // Models only peers have: offered for a transfer.
+    let from_peers: Vec<serde_json::Value> = peers
+        .iter()
+        .filter(|(id, _)| !models.iter().any(|m| m.file.id.matches(id)))
+        .map(|(id, names)| json!({"id": id, "peers": names}))
         .collect();
     Ok(Json(json!({
         "models": models,
+        "disk_bytes": disk_bytes,
+        "from_peers": from_peers,
         "loaded": status.id,
         "loaded_models": state.host.loaded_models(),
         "state": status.state,
