@@ -346,8 +346,8 @@ def main() -> None:
     expect_error("chat(num_predict 'many', stream)",
                  lambda: client.chat(model, messages=CHAT, options={"num_predict": "many"}, stream=True), status=400)
 
-    # --- pull / delete: not supported yet, so an honest error, never a fake success ------------------
-    e = expect_error("pull('x')", lambda: client.pull("x"), min_status=400)
+    # --- pull / delete of a name that is no hub file / no model here: an honest error -------------------
+    e = expect_error("pull('x')", lambda: client.pull("x"), status=400, mentions=["OWNER/REPO/FILE.gguf"])
     try:
         list(client.pull("x", stream=True))
         raise AssertionError("pull('x', stream=True): no error")

@@ -186,8 +186,8 @@ async fn bad_input_gets_ollamas_errors_and_the_node_keeps_serving() {
         (
             "/api/pull",
             json!({"model": "llama3.2"}).to_string(),
-            501,
-            "not supported",
+            400,
+            "OWNER/REPO/FILE.gguf",
         ),
     ];
     for (path, body, want, says) in cases {

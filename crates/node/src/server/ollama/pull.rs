@@ -32,7 +32,13 @@ pub(crate) async fn pull(
 ) -> Result<Response, Reply> {
     let req = parse_body::<PullBody>(&read_body(body)?)?;
     let name = req.model_name()?;
-    let file = HubFile::parse(&name).map_err(|e| refusal(&e.into()))?;
+    // Pulls come from the hub only (a peer's model is fetched on the Models page).
+    let file = HubFile::parse(&name).map_err(|_| {
+        OllamaError::bad_request(format!(
+            "'{}' is not a model Hearth can pull: name a GGUF file on the hub as OWNER/REPO/FILE.gguf (hf.co/ in front is fine), e.g. bartowski/SmolLM2-135M-Instruct-GGUF/SmolLM2-135M-Instruct-Q4_K_M.gguf",
+            name.chars().take(200).collect::<String>()
+        ))
+    })?;
     let stream = req.stream.unwrap_or(true);
     // A model the folder has is pulled already, as Ollama answers for one it has.
     if state.models_dir.join(file.file_name()).exists() {
