@@ -139,6 +139,10 @@ async fn pull(dir: &std::path::Path, model: &str, hub: String) -> anyhow::Result
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let stop = tokio_util::sync::CancellationToken::new();
     let downloads = Downloads::new(dir.to_path_buf(), hub, None, stop.clone());
+    // A peer's model comes through a running node (its Models page), not the command line.
+    if !model.contains('/') {
+        anyhow::bail!("name a file on the hub as OWNER/REPO/FILE.gguf (a model a peer has is fetched on the Models page of a running node)");
+    }
     let id = downloads.start(model)?.id;
     let mut changed = downloads.subscribe();
     let mut shown: Option<std::time::Instant> = None;

@@ -377,6 +377,15 @@ async fn ollamas_pull_streams_progress_lines() {
         "{text}"
     );
     answers(&t).await;
+    // The name it was pulled by works with the door, as `ollama run` uses it next.
+    let r = client()
+        .post(t.url("/api/chat"))
+        .json(&json!({"model": format!("hf.co/{SPEC}"), "stream": false,
+            "messages": [{"role": "user", "content": "Hi"}], "options": {"num_predict": 2}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
     // Pulled again: the folder has it.
     let r: Value = client()
         .post(t.url("/api/pull"))

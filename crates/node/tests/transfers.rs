@@ -126,6 +126,15 @@ async fn a_model_comes_from_two_peers_at_once_is_verified_and_serves() {
         .collect();
     sources.sort();
     assert_eq!(sources, ["peer-a", "peer-b"], "{end}");
+    // Each sent a range: bytes from both, adding up to the file.
+    let served_a = a.get_json("/api/cluster").await["model_bytes_served"]
+        .as_u64()
+        .unwrap();
+    let served_b = b.get_json("/api/cluster").await["model_bytes_served"]
+        .as_u64()
+        .unwrap();
+    assert!(served_a > 0 && served_b > 0, "{served_a} and {served_b}");
+    assert_eq!(served_a + served_b, model_size());
     let file = empty.path().join("tiny.gguf");
     assert_eq!(sha256_of(&file), sha256_of(&common::model_path()));
     assert_eq!(end["sha256"], sha256_of(&file));

@@ -114,6 +114,7 @@ pub(crate) async fn run(
         share_key: 0,
         share_stop: CancellationToken::new(),
         transfers_out: None,
+        serving: Arc::new(tokio::sync::Semaphore::new(super::sharing::SERVED_AT_ONCE)),
     }
     .serve(&mut link, provider_rx, &stop)
     .await;
@@ -165,6 +166,7 @@ struct Session {
     share_key: u64,
     share_stop: CancellationToken,
     transfers_out: Option<mpsc::Sender<Message>>,
+    serving: Arc<tokio::sync::Semaphore>,
 }
 
 /// A peer's request served here.
@@ -319,11 +321,11 @@ impl Session {
             Some(Ok(Incoming::Message(bytes))) => match cm::decode(&bytes) {
                 // A transfer's pieces wait for its writer: the connection is held back.
                 Ok((Message::ModelTransferChunk(c), _)) => {
-                    self.me.state.sharing.deliver(c).await;
+                    self.me.state.sharing.deliver(self.share_key, c).await;
                     None
                 }
                 Ok((Message::ModelTransferComplete(c), _)) => {
-                    self.me.state.sharing.complete(c).await;
+                    self.me.state.sharing.complete(self.share_key, c).await;
                     None
                 }
                 Ok((m, _)) => self.on_message(m, out, done),
@@ -396,15 +398,20 @@ impl Session {
                 None
             }
             Message::ModelTransferRequest(r) => {
-                if let Some(to) = &self.transfers_out {
-                    let stop = self.share_stop.child_token();
-                    tokio::spawn(super::sharing::send(
-                        self.me.state.clone(),
-                        r,
-                        to.clone(),
-                        stop,
-                    ));
-                }
+                // A few at once per connection: each holds a chunk while it waits to go out.
+                let to = self.transfers_out.clone()?;
+                let Ok(permit) = self.serving.clone().try_acquire_owned() else {
+                    return Some(Message::ModelTransferComplete(cm::ModelTransferComplete {
+                        transfer_id: r.transfer_id,
+                        model_id: r.model_id,
+                    }));
+                };
+                let state = self.me.state.clone();
+                let stop = self.share_stop.child_token();
+                tokio::spawn(async move {
+                    super::sharing::send(state, r, to, stop).await;
+                    drop(permit);
+                });
                 None
             }
             other => {

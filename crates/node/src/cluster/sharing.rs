@@ -32,6 +32,10 @@ pub const CHUNK_BYTES: u64 = 1 << 20;
 const GENERATING_PAUSE: Duration = Duration::from_millis(20);
 /// Pieces of one transfer waiting for its writer.
 const PIECES_WAITING: usize = 4;
+/// How long a connection waits for a transfer's writer to take a piece.
+const WRITER_WAIT: Duration = Duration::from_secs(1);
+/// Transfers one connection may have served at once; more are answered empty at once.
+pub(crate) const SERVED_AT_ONCE: usize = 4;
 
 /// What arrives for a transfer this node asked for.
 #[derive(Debug)]
@@ -65,6 +69,8 @@ struct Conn {
 #[derive(Debug)]
 struct Query {
     model: String,
+    /// The connections asked that have not answered yet: one answer each counts.
+    waiting: std::collections::HashSet<u64>,
     answers: mpsc::UnboundedSender<(u64, Option<Offer>)>,
 }
 
@@ -78,6 +84,8 @@ pub struct Sharing {
     /// A pause after each chunk served (a hidden setting, for tests that stop a transfer
     /// part way).
     pace: Mutex<Option<Duration>>,
+    /// Model bytes served to peers since the node started.
+    served: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -108,6 +116,11 @@ impl Sharing {
         *lock(&self.pace)
     }
 
+    /// Model bytes served to peers since the node started.
+    pub fn served_bytes(&self) -> u64 {
+        self.served.load(Ordering::Relaxed)
+    }
+
     /// A connection with peer `peer`, whose messages go out through `out`.
     pub(crate) fn connect(
         self: &Arc<Self>,
@@ -130,19 +143,21 @@ impl Sharing {
             .iter()
             .map(|(k, c)| (*k, c.out.clone()))
             .collect();
-        lock(&self.queries).push(Query {
-            model: model.to_owned(),
-            answers: tx.clone(),
-        });
-        let mut asked = 0;
-        for (_, out) in &targets {
+        let mut waiting = std::collections::HashSet::new();
+        for (conn, out) in &targets {
             let q = Message::ModelQuery(ModelQuery {
                 model_id: model.to_owned(),
             });
             if out.try_send(q).is_ok() {
-                asked += 1;
+                waiting.insert(*conn);
             }
         }
+        let asked = waiting.len();
+        lock(&self.queries).push(Query {
+            model: model.to_owned(),
+            waiting,
+            answers: tx.clone(),
+        });
         drop(tx);
         let mut offers = Vec::new();
         let deadline = tokio::time::Instant::now() + wait;
@@ -173,8 +188,14 @@ impl Sharing {
             size: r.total_size_bytes.unwrap_or(0),
             sha256: r.sha256.map(|s| s.to_ascii_lowercase()),
         });
-        for q in lock(&self.queries).iter().filter(|q| q.model == r.model_id) {
-            let _ = q.answers.send((conn, offer.clone()));
+        for q in lock(&self.queries)
+            .iter_mut()
+            .filter(|q| q.model == r.model_id)
+        {
+            // Only a connection asked, and only its first answer: a peer cannot vote twice.
+            if q.waiting.remove(&conn) {
+                let _ = q.answers.send((conn, offer.clone()));
+            }
         }
     }
 
@@ -207,37 +228,49 @@ impl Sharing {
         Ok(rx)
     }
 
-    /// A chunk for one of this node's transfers: handed to its writer (waiting while the
-    /// writer is behind, which holds the connection back).
-    pub(crate) async fn deliver(&self, chunk: ModelTransferChunk) {
-        let Some(tx) = self.sender(&chunk.transfer_id) else {
+    /// A chunk for one of this node's transfers, from connection `conn`: handed to its writer,
+    /// waiting while the writer is behind (which holds the connection back) for at most
+    /// [`WRITER_WAIT`]: past that the transfer is dropped and its range goes on later, so the
+    /// connection's pings never stop for long.
+    pub(crate) async fn deliver(&self, conn: u64, chunk: ModelTransferChunk) {
+        let Some(tx) = self.sender(conn, &chunk.transfer_id) else {
             return;
         };
         let piece = match chunk.bytes() {
-            Some(data) if data.len() as u64 <= CHUNK_BYTES => Piece::Chunk {
+            Some(data) if !data.is_empty() && data.len() as u64 <= CHUNK_BYTES => Piece::Chunk {
                 file_name: chunk.file_name,
                 offset: chunk.offset,
                 data,
             },
-            _ => Piece::Bad("a chunk that is not base64 of at most 1 MiB".into()),
+            _ => Piece::Bad("a chunk that is not base64 of 1 byte to 1 MiB".into()),
         };
-        if tx.send(piece).await.is_err() {
-            lock(&self.transfers).remove(&chunk.transfer_id);
+        match tokio::time::timeout(WRITER_WAIT, tx.send(piece)).await {
+            Ok(Ok(())) => {}
+            _ => {
+                lock(&self.transfers).remove(&chunk.transfer_id);
+            }
         }
     }
 
-    /// The end of one of this node's transfers.
-    pub(crate) async fn complete(&self, c: ModelTransferComplete) {
+    /// The end of one of this node's transfers, from connection `conn`.
+    pub(crate) async fn complete(&self, conn: u64, c: ModelTransferComplete) {
+        if self.sender(conn, &c.transfer_id).is_none() {
+            return;
+        }
         let tx = lock(&self.transfers)
             .remove(&c.transfer_id)
             .map(|(_, tx)| tx);
         if let Some(tx) = tx {
-            let _ = tx.send(Piece::Complete).await;
+            let _ = tokio::time::timeout(WRITER_WAIT, tx.send(Piece::Complete)).await;
         }
     }
 
-    fn sender(&self, id: &PeerUuid) -> Option<mpsc::Sender<Piece>> {
-        lock(&self.transfers).get(id).map(|(_, tx)| tx.clone())
+    /// The writer of transfer `id`, when it was asked of the peer on `conn`.
+    fn sender(&self, conn: u64, id: &PeerUuid) -> Option<mpsc::Sender<Piece>> {
+        lock(&self.transfers)
+            .get(id)
+            .filter(|(c, _)| *c == conn)
+            .map(|(_, tx)| tx.clone())
     }
 }
 
@@ -314,6 +347,11 @@ pub(crate) async fn send(
     let mut pos = start;
     while pos < end {
         let n = CHUNK_BYTES.min(end - pos);
+        // A place in the outbox first: a chunk is read only when it can go out.
+        let permit = tokio::select! {
+            p = out.reserve() => match p { Ok(p) => p, Err(_) => return },
+            () = stop.cancelled() => return,
+        };
         let f = file.clone();
         let read = tokio::task::spawn_blocking(move || -> std::io::Result<String> {
             let mut buf = vec![0u8; n as usize];
@@ -324,7 +362,9 @@ pub(crate) async fn send(
         let data = match read {
             Ok(Ok(d)) => d,
             Ok(Err(e)) => {
+                // Completed short: the peer goes on from another source.
                 tracing::warn!(error = %e, "reading a shared model failed; the transfer stops");
+                permit.send(complete);
                 return;
             }
             Err(_) => return,
@@ -336,10 +376,8 @@ pub(crate) async fn send(
             data,
             is_last_chunk: pos + n == end,
         });
-        tokio::select! {
-            sent = out.send(chunk) => if sent.is_err() { return },
-            () = stop.cancelled() => return,
-        }
+        permit.send(chunk);
+        state.sharing.served.fetch_add(n, Ordering::Relaxed);
         pos += n;
         let pause = match (state.host.stats().active > 0, state.sharing.pace()) {
             (true, p) => Some(p.unwrap_or_default().max(GENERATING_PAUSE)),

@@ -45,6 +45,8 @@ pub enum DownloadError {
     Cancelled,
     #[error("the node stopped; the download resumes when it starts again")]
     Stopped,
+    #[error("{file} is being downloaded from {model} already; cancel that first")]
+    Busy { file: String, model: String },
     #[error("no peer of this cluster has {0} to share")]
     NoPeerHas(String),
     #[error("a peer sent {0}: refused")]
@@ -235,6 +237,12 @@ impl Downloads {
         if let Some(j) = jobs.iter().find(|j| j.id == id) {
             let p = lock(&j.progress).clone();
             if !p.state.is_over() {
+                if p.model != source.spec() {
+                    return Err(DownloadError::Busy {
+                        file: id,
+                        model: p.model,
+                    });
+                }
                 return Ok(p);
             }
         }
@@ -380,8 +388,10 @@ impl Downloads {
             Ok(()) => tracing::info!(model = %id, "downloaded and verified"),
             Err(DownloadError::Stopped) => {}
             Err(DownloadError::Cancelled) => forget(true),
-            // Worth resuming later: the partial and its note stay.
-            Err(DownloadError::GaveUp { .. } | DownloadError::Io(_)) => {}
+            // Worth resuming later (the peers may be back): the partial and its note stay.
+            Err(
+                DownloadError::GaveUp { .. } | DownloadError::Io(_) | DownloadError::NoPeerHas(_),
+            ) => {}
             Err(e @ DownloadError::Hub(h)) if h.is_transient() => {
                 tracing::warn!(model = %id, error = %e, "download stopped; resumable");
             }
@@ -465,7 +475,9 @@ impl Downloads {
         let same = std::fs::read(&note_path)
             .ok()
             .and_then(|b| serde_json::from_slice::<Note>(&b).ok())
-            .is_some_and(|n| n.sha256 == remote.sha256 && n.size == remote.size);
+            .is_some_and(|n| {
+                n.sha256 == remote.sha256 && n.size == remote.size && n.segments.is_none()
+            });
         if !same {
             let _ = std::fs::remove_file(&part);
         }

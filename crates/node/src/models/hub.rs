@@ -101,7 +101,8 @@ impl HubFile {
             return Err(bad());
         }
         let file = parts[parts.len() - 1];
-        if !file.to_ascii_lowercase().ends_with(".gguf") || !plain_name(file) {
+        // Lowercase, as the models folder lists them.
+        if !file.ends_with(".gguf") || !plain_name(file) {
             return Err(bad());
         }
         Ok(Self {
@@ -173,12 +174,17 @@ impl HubFile {
         {
             return Err(HubError::BadListing("too large".into()));
         }
-        let body = resp
-            .bytes()
+        let mut resp = resp;
+        let mut body = Vec::new();
+        while let Some(piece) = resp
+            .chunk()
             .await
-            .map_err(|e| HubError::Unreachable(e.to_string()))?;
-        if body.len() > MAX_LISTING_BYTES {
-            return Err(HubError::BadListing("too large".into()));
+            .map_err(|e| HubError::Unreachable(e.to_string()))?
+        {
+            if body.len() + piece.len() > MAX_LISTING_BYTES {
+                return Err(HubError::BadListing("too large".into()));
+            }
+            body.extend_from_slice(&piece);
         }
         let entries: Vec<TreeEntry> =
             serde_json::from_slice(&body).map_err(|e| HubError::BadListing(e.to_string()))?;

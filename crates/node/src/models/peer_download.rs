@@ -22,6 +22,8 @@ use crate::cluster::sharing::{Offer, Piece, Sharing, CHUNK_BYTES};
 const MAX_SOURCES: usize = 4;
 /// How long the peers have to answer a query (a peer hashes a file it has not hashed yet).
 const QUERY_WAIT: Duration = Duration::from_secs(30);
+/// A peer silent this long in a transfer is taken as gone (its range goes on elsewhere).
+const SILENT_PEER: Duration = Duration::from_secs(60);
 /// The note is saved after about this many bytes of a range.
 const NOTE_EVERY: u64 = 8 << 20;
 
@@ -296,7 +298,13 @@ impl Downloads {
         rx: &mut tokio::sync::mpsc::Receiver<Piece>,
     ) -> Result<(), String> {
         let mut since_note = 0u64;
-        while let Some(piece) = rx.recv().await {
+        loop {
+            // A peer that sends nothing for this long is taken as gone.
+            let piece = match tokio::time::timeout(SILENT_PEER, rx.recv()).await {
+                Ok(Some(p)) => p,
+                Ok(None) => return Err("the peer is gone".into()),
+                Err(_) => return Err("the peer sent nothing for a minute".into()),
+            };
             let (file_name, offset, data) = match piece {
                 Piece::Complete => return Ok(()),
                 Piece::Bad(why) => return Err(why),
@@ -345,7 +353,6 @@ impl Downloads {
                 None => lock(&job.progress).received = received,
             }
         }
-        Err("the peer is gone".into())
     }
 
     /// A peer sent what no peer may: the download fails with the reason (set before the

@@ -67,6 +67,8 @@ pub(crate) async fn get(State(state): State<Arc<AppState>>) -> Result<Response, 
         "dialing": dialer.addresses(),
         "known": state.store.known_peers().await?,
         "peers": peers,
+        // Model bytes this node has sent to peers since it started.
+        "model_bytes_served": state.sharing.served_bytes(),
     }))
     .into_response())
 }

@@ -27,7 +27,7 @@ pub(crate) struct StartBody {
 
 pub(crate) fn failure(e: &DownloadError) -> ApiFailure {
     match e {
-        DownloadError::Exists(_) => {
+        DownloadError::Exists(_) | DownloadError::Busy { .. } => {
             ApiFailure::new(StatusCode::CONFLICT, "model_exists", e.to_string())
         }
         _ => ApiFailure::bad_request(e.to_string()),

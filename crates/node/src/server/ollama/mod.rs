@@ -73,7 +73,12 @@ fn error(status: StatusCode, message: impl Into<String>) -> OllamaError {
 
 /// The model a client named, as this node names it (`name:latest` is `name`).
 fn model_name(requested: &str) -> &str {
-    requested.strip_suffix(":latest").unwrap_or(requested)
+    let name = requested.strip_suffix(":latest").unwrap_or(requested);
+    // A model pulled from the hub (`hf.co/OWNER/REPO/FILE.gguf`) is its file here.
+    match name.rsplit_once('/') {
+        Some((_, file)) if file.ends_with(".gguf") => file.strip_suffix(".gguf").unwrap_or(file),
+        _ => name,
+    }
 }
 
 fn resolve_error(e: ResolveError, requested: &str) -> OllamaError {
@@ -130,6 +135,8 @@ mod tests {
         assert_eq!(model_name("smol:latest"), "smol");
         assert_eq!(model_name("smol"), "smol");
         assert_eq!(model_name("smol:q4"), "smol:q4");
+        // Pulled from the hub under its file's name.
+        assert_eq!(model_name("hf.co/o/r/dir/Smol-Q4.gguf"), "Smol-Q4");
     }
 
     #[test]
