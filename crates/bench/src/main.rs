@@ -13,6 +13,7 @@ mod node;
 mod ollama;
 mod report;
 mod sharing;
+mod transfer;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! token beyond loading itself — its first token, less the engine's own load time
 //! (`hearth-engine` in this process, the node's settings, measured in the same run), less the
 //! same request's first token once the model is loaded — and the node's resident memory with
-//! two models loaded and idle.
+//! two models loaded and idle; and a model fetched from a peer ([`crate::transfer`]).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -112,7 +112,9 @@ pub(crate) async fn figures(
     first_token(&http, &base, "beta").await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let rss = node.rss_bytes()? as f64 / f64::from(1 << 20);
-    Ok(vec![
+    drop(node);
+    let mut transfers = crate::transfer::figures(model, node_bin, quick).await?;
+    let mut out = vec![
         Figure::new("engine load of a model", "ms", loads),
         Figure::new("added to the first token by loading on demand", "ms", added).at_most(50.0),
         Figure::new(
@@ -120,5 +122,7 @@ pub(crate) async fn figures(
             "MiB",
             vec![rss],
         ),
-    ])
+    ];
+    out.append(&mut transfers);
+    Ok(out)
 }

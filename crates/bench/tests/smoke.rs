@@ -76,6 +76,8 @@ fn a_quick_benchmark_run_reports_every_figure() {
         "engine load of a model",
         "added to the first token by loading on demand",
         "resident memory with two models loaded, idle",
+        "a model from a peer (query, transfer, SHA-256)",
+        "plain TCP copy of the same file (floor)",
     ] {
         let f = get(name);
         let m = f["median"].as_f64().unwrap();

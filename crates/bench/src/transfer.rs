@@ -1,0 +1,133 @@
+//! A model fetched from a peer: two `hearth-node` processes on loopback, the receiver asking
+//! for the model by name (`POST /api/models/downloads`) until it is verified and in its folder
+//! — the query, 1 MiB base64 chunks over the encrypted cluster connection, the writes, the
+//! SHA-256 — against the floor measured in the same run: a plain TCP copy of the same file on
+//! loopback, read from disk and written to a file.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Value};
+use tokio::io::AsyncWriteExt;
+
+use crate::node::NodeProc;
+use crate::report::Figure;
+
+/// How long one transfer may take before the bench gives up.
+const TRANSFER_LIMIT: Duration = Duration::from_secs(600);
+
+/// A plain TCP copy of `file` to `to` on loopback: its time.
+async fn tcp_copy(file: &Path, to: &Path) -> Result<Duration> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let to = to.to_path_buf();
+    let started = Instant::now();
+    let receiver = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await?;
+        let mut out = tokio::fs::File::create(&to).await?;
+        tokio::io::copy(&mut socket, &mut out).await?;
+        out.flush().await?;
+        anyhow::Ok(())
+    });
+    let mut socket = tokio::net::TcpStream::connect(addr).await?;
+    let mut input = tokio::fs::File::open(file).await?;
+    tokio::io::copy(&mut input, &mut socket).await?;
+    socket.shutdown().await?;
+    drop(socket);
+    receiver.await??;
+    Ok(started.elapsed())
+}
+
+async fn cluster_port(http: &reqwest::Client, base: &str) -> Result<u64> {
+    let status: Value = http
+        .get(format!("{base}/api/status"))
+        .send()
+        .await?
+        .json()
+        .await?;
+    status["cluster"]["port"]
+        .as_u64()
+        .context("the source's cluster port")
+}
+
+/// One transfer of `name` to the node at `base`: from the request to the verified file.
+async fn fetch(http: &reqwest::Client, base: &str, name: &str) -> Result<Duration> {
+    let started = Instant::now();
+    let r = http
+        .post(format!("{base}/api/models/downloads"))
+        .json(&json!({"model": name}))
+        .send()
+        .await?;
+    if r.status().as_u16() != 202 {
+        bail!("starting the transfer: {} {}", r.status(), r.text().await?);
+    }
+    let file = format!("{name}.gguf");
+    while started.elapsed() < TRANSFER_LIMIT {
+        let all: Value = http
+            .get(format!("{base}/api/models/downloads"))
+            .send()
+            .await?
+            .json()
+            .await?;
+        let d = all["downloads"]
+            .as_array()
+            .and_then(|a| a.iter().find(|d| d["id"] == file.as_str()).cloned())
+            .unwrap_or_default();
+        match d["state"].as_str() {
+            Some("done") => return Ok(started.elapsed()),
+            Some("failed" | "cancelled") => bail!("the transfer ended: {d}"),
+            _ => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+    bail!("the transfer took longer than {TRANSFER_LIMIT:?}")
+}
+
+pub(crate) async fn figures(model: &Path, node_bin: &Path, quick: bool) -> Result<Vec<Figure>> {
+    let rounds = if quick { 2 } else { 5 };
+    let source_dir = tempfile::tempdir()?;
+    let shared = source_dir.path().join("tiny.gguf");
+    if std::fs::hard_link(model, &shared).is_err() {
+        std::fs::copy(model, &shared).context("copying the model")?;
+    }
+    let folder = |d: &Path| vec!["--models-dir".to_owned(), d.to_string_lossy().into_owned()];
+    let source = NodeProc::launch(node_bin, None, &folder(source_dir.path()), None)?;
+    let http = reqwest::Client::new();
+    let port = cluster_port(&http, &source.base()).await?;
+    let target_dir = tempfile::tempdir()?;
+    let mut extra = folder(target_dir.path());
+    extra.extend(["--peer".to_owned(), format!("127.0.0.1:{port}")]);
+    let target = NodeProc::launch(node_bin, None, &extra, None)?;
+    let base = target.base();
+    // Connected, and the source's hash cached, before anything is timed.
+    let landed = target_dir.path().join("tiny.gguf");
+    fetch(&http, &base, "tiny").await?;
+    let (mut hearth, mut floor, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    let copy = target_dir.path().join("copy.bin");
+    for round in 1..=rounds {
+        eprintln!("round {round}/{rounds}: a model from a peer, and a plain TCP copy");
+        std::fs::remove_file(&landed)?;
+        let plain = tcp_copy(model, &copy).await?;
+        std::fs::remove_file(&copy)?;
+        let took = fetch(&http, &base, "tiny").await?;
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        hearth.push(ms(took));
+        floor.push(ms(plain));
+        ratios.push(plain.as_secs_f64() / took.as_secs_f64());
+    }
+    let mib = std::fs::metadata(model)?.len() as f64 / f64::from(1 << 20);
+    let rate = |v: &[f64]| v.iter().map(|ms| mib / (ms / 1000.0)).collect::<Vec<_>>();
+    Ok(vec![
+        Figure::new(
+            "a model from a peer (query, transfer, SHA-256)",
+            "MiB/s",
+            rate(&hearth),
+        )
+        .against("plain TCP copy of the same file (floor)", ratios, Some(0.9)),
+        Figure::new(
+            "plain TCP copy of the same file (floor)",
+            "MiB/s",
+            rate(&floor),
+        ),
+    ])
+}
