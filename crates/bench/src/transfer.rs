@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
-use tokio::io::AsyncWriteExt;
 
 use crate::node::NodeProc;
 use crate::report::Figure;
@@ -17,26 +16,31 @@ use crate::report::Figure;
 /// How long one transfer may take before the bench gives up.
 const TRANSFER_LIMIT: Duration = Duration::from_secs(600);
 
-/// A plain TCP copy of `file` to `to` on loopback: its time.
+/// A plain TCP copy of `file` to `to` on loopback, as fast as the kernel does it (the standard
+/// library's copies, which use `sendfile` and `splice` on Linux): its time.
 async fn tcp_copy(file: &Path, to: &Path) -> Result<Duration> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let to = to.to_path_buf();
-    let started = Instant::now();
-    let receiver = tokio::spawn(async move {
-        let (mut socket, _) = listener.accept().await?;
-        let mut out = tokio::fs::File::create(&to).await?;
-        tokio::io::copy(&mut socket, &mut out).await?;
-        out.flush().await?;
-        anyhow::Ok(())
-    });
-    let mut socket = tokio::net::TcpStream::connect(addr).await?;
-    let mut input = tokio::fs::File::open(file).await?;
-    tokio::io::copy(&mut input, &mut socket).await?;
-    socket.shutdown().await?;
-    drop(socket);
-    receiver.await??;
-    Ok(started.elapsed())
+    let (file, to) = (file.to_path_buf(), to.to_path_buf());
+    tokio::task::spawn_blocking(move || -> Result<Duration> {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        let addr = listener.local_addr()?;
+        let started = Instant::now();
+        let receiver = std::thread::spawn(move || -> std::io::Result<()> {
+            let (mut socket, _) = listener.accept()?;
+            let mut out = std::fs::File::create(&to)?;
+            std::io::copy(&mut socket, &mut out)?;
+            Ok(())
+        });
+        let mut socket = std::net::TcpStream::connect(addr)?;
+        let mut input = std::fs::File::open(&file)?;
+        std::io::copy(&mut input, &mut socket)?;
+        socket.shutdown(std::net::Shutdown::Write)?;
+        drop(socket);
+        receiver
+            .join()
+            .map_err(|_| anyhow::anyhow!("the receiving thread panicked"))??;
+        Ok(started.elapsed())
+    })
+    .await?
 }
 
 async fn cluster_port(http: &reqwest::Client, base: &str) -> Result<u64> {
