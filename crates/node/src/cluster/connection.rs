@@ -191,11 +191,11 @@ impl Session {
         // Model chunks wait in an outbox of their own, two at most: a transfer never holds a
         // file in memory, and heartbeats and answers go first.
         let (transfers_tx, mut transfers_rx) = mpsc::channel::<Message>(TRANSFER_OUTBOX);
-        let sharing = self
-            .me
-            .state
-            .sharing
-            .connect(self.peer_name.clone(), out_tx.clone());
+        let sharing = self.me.state.sharing.connect(
+            self.peer_name.clone(),
+            self.kind == Kind::Hearth,
+            out_tx.clone(),
+        );
         self.share_key = sharing.key;
         self.transfers_out = Some(transfers_tx);
         let silence_limit = match self.kind {

@@ -63,6 +63,9 @@ pub struct Offer {
 #[derive(Debug)]
 struct Conn {
     peer: String,
+    /// A Hearth node: the only peers asked, since only they give a SHA-256 to check (and a
+    /// TealeNet peer does not answer for a model it lacks, so every query would wait for it).
+    hearth: bool,
     out: mpsc::Sender<Message>,
 }
 
@@ -121,26 +124,28 @@ impl Sharing {
         self.served.load(Ordering::Relaxed)
     }
 
-    /// A connection with peer `peer`, whose messages go out through `out`.
+    /// A connection with peer `peer` (a Hearth node or not), whose messages go out through `out`.
     pub(crate) fn connect(
         self: &Arc<Self>,
         peer: String,
+        hearth: bool,
         out: mpsc::Sender<Message>,
     ) -> Registered {
         let key = self.next.fetch_add(1, Ordering::Relaxed);
-        lock(&self.conns).insert(key, Conn { peer, out });
+        lock(&self.conns).insert(key, Conn { peer, hearth, out });
         Registered {
             sharing: self.clone(),
             key,
         }
     }
 
-    /// Ask every connected peer for `model`: the ones that have it, once all answered or
+    /// Ask every connected Hearth peer for `model`: the ones that have it, once all answered or
     /// `wait` is over.
     pub async fn query(&self, model: &str, wait: Duration) -> Vec<Offer> {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let targets: Vec<(u64, mpsc::Sender<Message>)> = lock(&self.conns)
             .iter()
+            .filter(|(_, c)| c.hearth)
             .map(|(k, c)| (*k, c.out.clone()))
             .collect();
         let mut waiting = std::collections::HashSet::new();
