@@ -31,21 +31,27 @@ pub fn estimate(size_bytes: u64, gguf: Option<&GgufInfo>, ctx_tokens: u64) -> u6
     size_bytes.saturating_add(kv).saturating_add(OVERHEAD_BYTES)
 }
 
-/// The memory models may take: the limit given, else the memory available now plus what the
-/// loaded models already take (it is theirs), less a tenth kept for everything else.
+/// The memory models may take: the limit given, else [`budget_of`] the machine's memory now.
 pub fn budget(limit: Option<u64>, loaded_estimates: u64) -> u64 {
     if let Some(l) = limit {
         return l;
     }
-    let available = match sysinfo::System::new() {
+    let (available, total) = match sysinfo::System::new() {
         Ok(mut sys) => {
             sys.refresh_memory();
-            sys.available_memory()
+            (sys.available_memory(), sys.total_memory())
         }
         // Memory cannot be read here: only the limit given bounds the models.
         Err(_) => return u64::MAX,
     };
-    (available.saturating_add(loaded_estimates)) / 10 * 9
+    budget_of(available, total, loaded_estimates)
+}
+
+/// The memory available plus what the loaded models already take (it is theirs), never more
+/// than the machine has (Linux counts the page cache holding loaded models' mapped weights as
+/// available: they would count twice), less a tenth kept for everything else.
+pub fn budget_of(available: u64, total: u64, loaded_estimates: u64) -> u64 {
+    available.saturating_add(loaded_estimates).min(total) / 10 * 9
 }
 
 #[cfg(test)]
@@ -72,6 +78,15 @@ mod tests {
             ..GgufInfo::default()
         };
         assert_eq!(estimate(0, Some(&absurd), 8192), u64::MAX);
+    }
+
+    #[test]
+    fn the_budget_never_passes_the_machines_memory() {
+        const GIB: u64 = 1 << 30;
+        // Available counts the cached weights of the loaded models: capped at the machine's.
+        assert_eq!(budget_of(10 * GIB, 16 * GIB, 8 * GIB), 16 * GIB / 10 * 9);
+        assert_eq!(budget_of(4 * GIB, 16 * GIB, 2 * GIB), 6 * GIB / 10 * 9);
+        assert_eq!(budget(Some(123), 0), 123);
         assert_eq!(budget(Some(7), u64::MAX), 7);
         assert!(budget(None, 0) > 0);
     }
