@@ -10,9 +10,8 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use common::{client, wait_for_secs, without_model, TestNode};
+use common::{client, model_size, sha256_of, wait_for_secs, without_model, TestNode};
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 
 const REPO: &str = "hearth-test/Tiny-GGUF";
 const IN_REPO: &str = "quants/Tiny-Q4.gguf";
@@ -80,16 +79,6 @@ impl Drop for Hub {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn model_size() -> u64 {
-    std::fs::metadata(common::model_path()).unwrap().len()
-}
-
-fn sha256_of(path: &Path) -> String {
-    let mut h = Sha256::new();
-    std::io::copy(&mut std::fs::File::open(path).unwrap(), &mut h).unwrap();
-    hex::encode(h.finalize())
 }
 
 /// A node with an empty models folder `models` taking models from `hub`.

@@ -40,6 +40,29 @@ async fn ask(t: &TestNode, model: &str) -> Value {
     body
 }
 
+/// A chat answer of `tokens` tokens from `model` through the OpenAI door, once it is running
+/// (the focus model's `active` in `/api/status`): its status and body when it ends.
+async fn long_answer(
+    t: &TestNode,
+    model: &str,
+    tokens: u32,
+) -> tokio::task::JoinHandle<(u16, Value)> {
+    let url = t.url("/v1/chat/completions");
+    let body = json!({"model": model, "max_tokens": tokens, "ignore_eos": true,
+        "messages": common::user("Tell a story.")});
+    let answer = tokio::spawn(async move {
+        let r = client().post(url).json(&body).send().await.unwrap();
+        (r.status().as_u16(), r.json::<Value>().await.unwrap())
+    });
+    wait_for_secs(
+        30,
+        async || t.get_json("/api/status").await["active"] != 0,
+        "the answer runs",
+    )
+    .await;
+    answer
+}
+
 async fn loaded(t: &TestNode) -> Vec<String> {
     let mut v: Vec<String> = t.get_json("/api/models").await["loaded_models"]
         .as_array()
@@ -388,29 +411,7 @@ async fn ollamas_unload_lets_running_answers_finish() {
     let dir = folder(&["alpha"]);
     let t = start(dir.path(), |_| {}).await;
     ask(&t, "alpha").await;
-    let long = {
-        let url = t.url("/v1/chat/completions");
-        tokio::spawn(async move {
-            client()
-                .post(url)
-                .json(
-                    &json!({"model": "alpha", "max_tokens": 150, "ignore_eos": true,
-                              "messages": common::user("Tell a story.")}),
-                )
-                .send()
-                .await
-                .unwrap()
-                .json::<Value>()
-                .await
-                .unwrap()
-        })
-    };
-    wait_for_secs(
-        30,
-        async || t.get_json("/api/status").await["active"] != 0,
-        "the answer runs",
-    )
-    .await;
+    let long = long_answer(&t, "alpha", 150).await;
     let r: Value = client()
         .post(t.url("/api/generate"))
         .json(&json!({"model": "alpha", "keep_alive": 0}))
@@ -421,7 +422,7 @@ async fn ollamas_unload_lets_running_answers_finish() {
         .await
         .unwrap();
     assert_eq!(r["done_reason"], "unload", "{r}");
-    let answer = long.await.unwrap();
+    let (_, answer) = long.await.unwrap();
     assert_eq!(answer["choices"][0]["finish_reason"], "length", "{answer}");
     wait_for_secs(
         30,
@@ -537,27 +538,7 @@ async fn a_model_that_cannot_fit_unloads_nothing() {
     ask(&t, "alpha").await;
     ask(&t, "beta").await;
     assert_eq!(loaded(&t).await, ["alpha", "beta"]);
-    let long = {
-        let url = t.url("/v1/chat/completions");
-        tokio::spawn(async move {
-            client()
-                .post(url)
-                .json(
-                    &json!({"model": "alpha", "max_tokens": 400, "ignore_eos": true,
-                              "messages": common::user("Tell a story.")}),
-                )
-                .send()
-                .await
-                .unwrap()
-                .status()
-        })
-    };
-    wait_for_secs(
-        30,
-        async || t.get_json("/api/status").await["active"] != 0,
-        "alpha answers",
-    )
-    .await;
+    let long = long_answer(&t, "alpha", 400).await;
     let r = t
         .post(
             "/v1/chat/completions",
@@ -573,7 +554,7 @@ async fn a_model_that_cannot_fit_unloads_nothing() {
             .is_some_and(|m| m.contains("not enough memory")),
         "{body}"
     );
-    assert_eq!(long.await.unwrap(), 200);
+    assert_eq!(long.await.unwrap().0, 200);
     // beta was not unloaded for nothing: it answers without a second load.
     ask(&t, "beta").await;
     assert_eq!(loaded(&t).await, ["alpha", "beta"]);

@@ -10,19 +10,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::process::NodeProcess;
-use common::{get_json_at, wait_for_secs, without_model, TestNode};
+use common::{get_json_at, model_size, sha256_of, wait_for_secs, without_model, TestNode};
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
-
-fn sha256_of(path: &Path) -> String {
-    let mut h = Sha256::new();
-    std::io::copy(&mut std::fs::File::open(path).unwrap(), &mut h).unwrap();
-    hex::encode(h.finalize())
-}
-
-fn model_size() -> u64 {
-    std::fs::metadata(common::model_path()).unwrap().len()
-}
 
 /// A models folder holding a copy of the default model as `tiny.gguf`.
 fn folder_with_tiny() -> tempfile::TempDir {

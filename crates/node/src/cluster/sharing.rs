@@ -176,7 +176,6 @@ impl Sharing {
                 _ => break,
             }
         }
-        lock(&self.queries).retain(|q| !q.answers.is_closed());
         drop(rx);
         lock(&self.queries).retain(|q| !q.answers.is_closed());
         offers

@@ -39,6 +39,19 @@ pub fn without_model(c: &mut NodeConfig, dir: &std::path::Path) {
     c.models_dir = dir.to_path_buf();
 }
 
+/// The default model's size in bytes.
+pub fn model_size() -> u64 {
+    std::fs::metadata(model_path()).unwrap().len()
+}
+
+/// A file's SHA-256, lowercase hex.
+pub fn sha256_of(path: &std::path::Path) -> String {
+    use sha2::Digest as _;
+    let mut h = sha2::Sha256::new();
+    std::io::copy(&mut std::fs::File::open(path).unwrap(), &mut h).unwrap();
+    hex::encode(h.finalize())
+}
+
 /// The default model, fetched by `scripts/setup.sh` (HEARTH_TEST_MODEL overrides).
 pub fn model_path() -> PathBuf {
     let path = std::env::var_os("HEARTH_TEST_MODEL")
