@@ -9,10 +9,13 @@ lowercase UUIDs, and only `heartbeatAck` of its own, as the Rust node does.
                                                       # connected until a line on stdin
     tealenet_peer.py HOST PORT provide PASSCODE MODEL # offer MODEL; answer the node's one
                                                       # inferenceRequest with a fixed text
+    tealenet_peer.py HOST PORT fetch PASSCODE MODEL ABS  # ask for MODEL and for path names
+                                                      # (ABS an absolute one); fetch MODEL whole
 
 Prints one JSON object with what it saw; exits non-zero on anything the documents forbid.
 """
 
+import base64
 import hashlib
 import json
 import socket
@@ -250,6 +253,47 @@ def provide(sock, passcode, model):
     sys.stdin.readline()
 
 
+def transfer(sock, model, seen):
+    """One modelTransferRequest for MODEL: its chunks in order until modelTransferComplete, as
+    (file names seen, number of chunks, SHA-256 of the bytes, total bytes)."""
+    tid = str(uuid.uuid4())
+    send(sock, "modelTransferRequest", {"transferID": tid, "modelID": model})
+    names, chunks, total, digest = set(), 0, 0, hashlib.sha256()
+    while True:
+        name, body = recv_until(sock, {"modelTransferChunk", "modelTransferComplete"}, seen)
+        assert body["transferID"] == tid, body
+        if name == "modelTransferComplete":
+            assert body["modelID"] == model, body
+            return sorted(names), chunks, digest.hexdigest(), total
+        data = base64.b64decode(body["data"], validate=True)
+        # 1,048,576-byte chunks (NOTES.md), the offset the bytes so far, the last one flagged.
+        assert body["offset"] == total, (body["offset"], total)
+        assert len(data) <= 1 << 20 and (len(data) == 1 << 20 or body["isLastChunk"]), body
+        names.add(body["fileName"])
+        chunks += 1
+        total += len(data)
+        digest.update(data)
+
+
+def fetch(sock, passcode, model, absolute):
+    """A consumer fetching MODEL from the node, and asking for names that are paths."""
+    send(sock, "hello", hello(passcode))
+    seen = []
+    recv_until(sock, {"helloAck"}, seen)
+    out = {"answers": {}, "transfers": {}}
+    for asked in [model, "../secret", "../secret.gguf", absolute, "models/../../secret",
+                  "./" + model]:
+        send(sock, "modelQuery", {"modelID": asked})
+        _, r = recv_until(sock, {"modelQueryResponse"}, seen)
+        assert r["modelID"] == asked, r
+        out["answers"][asked] = {"available": r["available"], "size": r.get("totalSizeBytes")}
+    for asked in ["../secret", absolute, model]:
+        names, chunks, sha, total = transfer(sock, asked, seen)
+        out["transfers"][asked] = {"files": names, "chunks": chunks, "sha256": sha,
+                                   "bytes": total}
+    print(json.dumps(out), flush=True)
+
+
 def raw(sock, hexbytes):
     sock.sendall(bytes.fromhex(hexbytes))
     try:
@@ -270,6 +314,8 @@ def main():
         linger(sock, sys.argv[4])
     elif mode == "provide":
         provide(sock, sys.argv[4], sys.argv[5])
+    elif mode == "fetch":
+        fetch(sock, sys.argv[4], sys.argv[5], sys.argv[6])
     elif mode == "raw":
         raw(sock, sys.argv[4])
     else:

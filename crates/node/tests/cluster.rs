@@ -6,7 +6,8 @@
 //! node goes on serving; `/api/status` lists a connected peer with its heartbeat's figures
 //! until its connection closes; sharing the node on the LAN or not leaves the cluster serving;
 //! without `--tealenet-compat` a TealeNet peer is refused, and on the LAN compatibility needs
-//! a passcode.
+//! a passcode. A TealeNet peer fetches a model whole in 1 MiB base64 chunks, and never a file
+//! named by a path.
 
 mod common;
 
@@ -20,11 +21,18 @@ use serde_json::Value;
 const PASSCODE: &str = "open sesame";
 
 async fn compat_node() -> (TestNode, tempfile::TempDir) {
+    compat_node_with(|_| {}).await
+}
+
+async fn compat_node_with(
+    f: impl FnOnce(&mut hearth_node::NodeConfig),
+) -> (TestNode, tempfile::TempDir) {
     // A cool machine, whatever this one's sensors say.
     let dir = tempfile::tempdir().unwrap();
     let zone = dir.path().join("temp");
     std::fs::write(&zone, "40000\n").unwrap();
     let t = TestNode::start_with(|c| {
+        f(c);
         c.parallel = 2;
         c.thermal_zone = Some(zone);
         c.name = "hearth-under-test".into();
@@ -278,6 +286,61 @@ async fn a_tealenet_peer_with_a_model_serves_this_nodes_requests_for_it() {
     stdin.write_all(b"bye\n").await.unwrap();
     drop(stdin);
     let _ = python.wait().await;
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tealenet_peer_fetches_a_model_whole_and_never_a_path() {
+    // The models folder inside another, where a GGUF lies next to it: `../secret` names a real
+    // model file, one the node must not give.
+    let outer = tempfile::tempdir().unwrap();
+    let models = outer.path().join("models");
+    std::fs::create_dir(&models).unwrap();
+    let link = |to: &std::path::Path| {
+        if std::fs::hard_link(common::model_path(), to).is_err() {
+            std::fs::copy(common::model_path(), to).unwrap();
+        }
+    };
+    link(&models.join(format!("{MODEL_ID}.gguf")));
+    let secret = outer.path().join("secret.gguf");
+    link(&secret);
+    let (t, _zone) = compat_node_with(|c| c.models_dir = models.clone()).await;
+    let absolute = secret.to_string_lossy().into_owned();
+    let seen = peer(&t, &["fetch", PASSCODE, MODEL_ID, &absolute]).await;
+    let size = common::model_size();
+    let answers = &seen["answers"];
+    assert_eq!(answers[MODEL_ID]["available"], true, "{seen}");
+    assert_eq!(answers[MODEL_ID]["size"], size, "{seen}");
+    // Names that are paths are never found, whatever file they would reach.
+    for path in [
+        "../secret".into(),
+        "../secret.gguf".into(),
+        absolute.clone(),
+        "models/../../secret".to_owned(),
+        format!("./{MODEL_ID}"),
+    ] {
+        assert_eq!(answers[&path]["available"], false, "{path}: {seen}");
+    }
+    // A transfer of a path completes at once with nothing; the model comes whole, in order,
+    // under its plain file name, with the file's own SHA-256.
+    for path in ["../secret".to_owned(), absolute.clone()] {
+        let sent = &seen["transfers"][&path];
+        assert_eq!(sent["chunks"], 0, "{path}: {seen}");
+        assert_eq!(sent["bytes"], 0, "{path}: {seen}");
+    }
+    let whole = &seen["transfers"][MODEL_ID];
+    assert_eq!(whole["bytes"], size, "{seen}");
+    assert_eq!(whole["chunks"], size.div_ceil(1 << 20), "{seen}");
+    assert_eq!(
+        whole["files"],
+        serde_json::json!([format!("{MODEL_ID}.gguf")]),
+        "{seen}"
+    );
+    assert_eq!(
+        whole["sha256"],
+        common::sha256_of(&common::model_path()),
+        "{seen}"
+    );
     t.stop().await;
 }
 
