@@ -27,6 +27,17 @@ pub struct EngineConfig {
     pub min_load_time: Option<Duration>,
     /// Run the scripted engine instead of llama.cpp (door benchmarks, fault and timing tests).
     pub script: Option<Script>,
+    /// A split model: layers on RPC servers besides this machine's CPU.
+    pub remote: Option<Remote>,
+}
+
+/// Where a split model's remote layers go: the last `layers` of the model, on the devices of
+/// the RPC servers at `endpoints` (HOST:PORT; llama.cpp divides them by the servers' free
+/// memory). A lost server aborts the process, so only a worker process of the node sets this.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Remote {
+    pub endpoints: Vec<String>,
+    pub layers: u32,
 }
 
 /// How the scripted engine produces tokens: a fixed word list, one token per active slot per
@@ -55,6 +66,7 @@ impl EngineConfig {
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
             min_load_time: None,
             script: None,
+            remote: None,
         }
     }
 }

@@ -24,7 +24,9 @@
 //! - `text`: UTF-8 assembly and stop-string hold-back; `sampling`: sampler chains, logprobs.
 //! - [`config`]: [`EngineConfig`] and physical-core detection.
 //! - `cpu_share`: fewer llama.cpp threads while other programs keep cores busy; `omp`: the
-//!   OpenMP thread limit it applies to a decode (the crate's only `unsafe`, with its C shim).
+//!   OpenMP thread limit it applies to a decode (`unsafe`, with its C shim).
+//! - [`rpc`]: llama.cpp's RPC backend: serving this CPU to a split model elsewhere, and the
+//!   remote devices a split model places layers on (the crate's other `unsafe`).
 //!
 //! ## Invariants
 //! - Every generation's stream ends with exactly one `Done` or `Error`.
@@ -48,13 +50,14 @@ pub mod handle;
 mod loader;
 pub mod model;
 mod omp;
+pub mod rpc;
 mod sampling;
 mod scheduler;
 mod scripted;
 pub mod template;
 mod text;
 
-pub use config::{EngineConfig, Script};
+pub use config::{EngineConfig, Remote, Script};
 pub use embedder::{normalize, EmbedError, Embeddings, EMBED_MAX_TOKENS};
 pub use events::{Candidate, Done, Event, Failure, FailureKind, Timing, TokenEvent, TokenLogprobs};
 pub use handle::{

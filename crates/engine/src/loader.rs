@@ -68,7 +68,28 @@ pub(crate) fn load(
     let progress_state = state.clone();
     let progress_id = id.clone();
     let min_load = config.min_load_time;
-    let params = LlamaModelParams::default()
+    let mut params = LlamaModelParams::default();
+    if let (Some(remote), false) = (&config.remote, vocab_only) {
+        let mut devices = Vec::new();
+        for at in &remote.endpoints {
+            match crate::rpc::add_server(at) {
+                Ok(mut d) => devices.append(&mut d),
+                Err(e) => {
+                    fail(state, &id, e.to_string());
+                    return None;
+                }
+            }
+        }
+        params = match params.with_devices(&devices) {
+            Ok(p) => p.with_n_gpu_layers(remote.layers),
+            Err(e) => {
+                fail(state, &id, format!("the remote devices: {e}"));
+                return None;
+            }
+        };
+        tracing::info!(model = %id, ?remote, ?devices, "placing layers on RPC servers");
+    }
+    let params = params
         .with_vocab_only(vocab_only)
         .with_progress_callback(move |p: f32| {
             if let Some(min) = min_load {

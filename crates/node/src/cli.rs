@@ -64,6 +64,18 @@ pub struct ServeArgs {
     /// transfer part way in tests).
     #[arg(long, env = "HEARTH_TRANSFER_PACE_MS", hide = true)]
     transfer_pace_ms: Option<u64>,
+    /// A split model's worker: the RPC servers (HOST:PORT, reached through the node's tunnels)
+    /// that the model's last --split-layers layers go to.
+    #[arg(
+        long = "split-remote",
+        env = "HEARTH_SPLIT_REMOTE",
+        hide = true,
+        value_delimiter = ','
+    )]
+    split_remote: Vec<String>,
+    /// A split model's worker: how many of the model's layers go to the RPC servers.
+    #[arg(long, env = "HEARTH_SPLIT_LAYERS", hide = true, default_value_t = 0)]
+    split_layers: u32,
     /// Make model loading last at least this many milliseconds (to watch loading progress).
     #[arg(long, env = "HEARTH_MIN_LOAD_MS", hide = true)]
     min_load_ms: Option<u64>,
@@ -160,6 +172,10 @@ impl ServeArgs {
         c.memory_limit = self.memory_limit.map(|mib| mib << 20);
         c.min_load_time = self.min_load_ms.map(Duration::from_millis);
         c.script = self.scripted.then(hearth_engine::Script::default);
+        c.remote = (!self.split_remote.is_empty()).then_some(hearth_engine::Remote {
+            endpoints: self.split_remote,
+            layers: self.split_layers,
+        });
         c.key_storage = self.key_storage;
         c.thermal_zone = self.thermal_zone;
         c.ollama_port = self.ollama_port;

@@ -53,6 +53,8 @@ pub struct NodeConfig {
     pub min_load_time: Option<Duration>,
     /// Serve scripted tokens instead of running the model (door benchmarks, fault tests).
     pub script: Option<hearth_engine::Script>,
+    /// Place the model's last layers on these RPC servers (a split model's worker process).
+    pub remote: Option<hearth_engine::Remote>,
     /// How long shutdown waits for open streams to get their final message.
     pub shutdown_grace: Duration,
     /// The batch door's `generation_config` defaults (NOTES.md's, unless overridden).
@@ -100,6 +102,7 @@ impl NodeConfig {
             memory_limit: None,
             min_load_time: None,
             script: None,
+            remote: None,
             shutdown_grace: Duration::from_secs(3),
             batch_defaults: Default::default(),
             auth_timeout: crate::server::auth::DEFAULT_AUTH_TIMEOUT,

@@ -22,6 +22,8 @@
 //! - [`cluster`]: the LAN cluster (`--cluster-port`, `--peer`, discovery): Hearth peers over
 //!   Noise, TealeNet peers in compatibility mode, heartbeats and liveness, peers' requests
 //!   served here and peers as providers of the route.
+//! - [`split`]: a model split across machines with llama.cpp's RPC backend (`rpc-serve`, the
+//!   process that serves this machine's CPU to one tunnel).
 //! - [`auth`]: this node's Ed25519 identity, the signed-challenge door's client keys and the
 //!   limiter of failed attempts.
 //! - [`store`]: `hearth.db` (WAL) and its migrations: feedback, conversations, API keys,
@@ -46,6 +48,7 @@ pub mod hub;
 pub mod models;
 pub mod route;
 pub mod server;
+pub mod split;
 pub mod store;
 pub mod telemetry;
 
@@ -262,6 +265,7 @@ impl Node {
             queue_capacity: config.queue,
             min_load_time: config.min_load_time,
             script: config.script.clone(),
+            remote: config.remote.clone(),
             keep_alive: config.keep_alive,
             memory_limit: config.memory_limit,
         });

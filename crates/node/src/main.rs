@@ -43,6 +43,13 @@ enum Command {
     Clients(client::ClientsArgs),
     /// The models folder: list, import from Ollama or LM Studio, rm.
     Models(models_cli::ModelsArgs),
+    /// Serve this machine's CPU to a peer's split model, over standard input and output
+    /// (started by the node for a split model; never by hand).
+    RpcServe {
+        /// Compute threads [default: the physical cores].
+        #[arg(long)]
+        threads: Option<usize>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -66,6 +73,8 @@ fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|_| EnvFilter::new("info,llama_cpp_2=warn,llama-cpp-2=warn")),
         )
         .with_writer(std::io::stderr)
+        // Colours only for a terminal: a log file gets plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -82,6 +91,10 @@ fn main() -> anyhow::Result<()> {
         Command::Identity(args) => runtime.block_on(client::identity(args)),
         Command::Clients(args) => runtime.block_on(client::clients(args)),
         Command::Models(args) => models_cli::models(args, &runtime),
+        Command::RpcServe { threads } => {
+            let threads = threads.unwrap_or_else(hearth_engine::config::physical_cores);
+            Ok(hearth_node::split::rpc_serve::run(threads)?)
+        }
     }
 }
 

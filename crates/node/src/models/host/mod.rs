@@ -31,6 +31,8 @@ pub struct EngineSettings {
     pub queue_capacity: usize,
     pub min_load_time: Option<std::time::Duration>,
     pub script: Option<hearth_engine::Script>,
+    /// A split model's remote layers (only in a split model's worker process).
+    pub remote: Option<hearth_engine::Remote>,
     /// How long a model loaded on demand stays loaded without requests (`--keep-alive`).
     pub keep_alive: Duration,
     /// The memory all loaded models may take (`--memory-limit`); `None`: what is free.
@@ -52,6 +54,7 @@ impl EngineSettings {
             queue_capacity: self.queue_capacity,
             min_load_time: self.min_load_time,
             script: self.script.clone(),
+            remote: self.remote.clone(),
             ..EngineConfig::new(path)
         }
     }

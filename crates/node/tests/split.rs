@@ -1,0 +1,217 @@
+//! A model split with llama.cpp's RPC backend, in real processes on loopback: `hearth-node
+//! rpc-serve` serves this machine's CPU over its standard input and output (the test carries
+//! them over TCP, where the node's encrypted tunnel will), and a `hearth-node serve` worker
+//! places the default model's last layers on it. Greedy answers match the whole model's; the
+//! server's own port refuses every connection but its tunnel's, and it ends with the tunnel.
+
+mod common;
+
+use std::io::{Read as _, Write as _};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::process::NodeProcess;
+use serde_json::{json, Value};
+
+/// The default model (SmolLM2-135M) has 30 layers: half go to the RPC server.
+const REMOTE_LAYERS: &str = "15";
+
+/// A running `hearth-node rpc-serve`, killed on drop.
+struct RpcServe {
+    child: Child,
+    log: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl RpcServe {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("rpc-serve.log");
+        let child = Command::new(env!("CARGO_BIN_EXE_hearth-node"))
+            .args(["rpc-serve", "--threads", "1"])
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("starting hearth-node rpc-serve");
+        Self {
+            child,
+            log,
+            _dir: dir,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The loopback port ggml's server listens on, from the process's log.
+    fn port(&self) -> u16 {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let log = self.log();
+            if let Some(port) = log
+                .split("at=127.0.0.1:")
+                .nth(1)
+                .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+                .and_then(|p| p.parse().ok())
+            {
+                return port;
+            }
+            assert!(Instant::now() < deadline, "no port in the log: {log}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Carry one TCP connection on a loopback port to and from the process's standard input
+    /// and output (what the node's tunnel does): the port, and the bytes sent to the server.
+    fn tunnel(&mut self) -> (u16, Arc<AtomicU64>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let mut stdin = self.child.stdin.take().unwrap();
+        let mut stdout = self.child.stdout.take().unwrap();
+        let sent = Arc::new(AtomicU64::new(0));
+        let counted = sent.clone();
+        std::thread::spawn(move || {
+            let Ok((conn, _)) = listener.accept() else {
+                return;
+            };
+            let mut back = conn.try_clone().unwrap();
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 1 << 16];
+                while let Ok(n @ 1..) = stdout.read(&mut buf) {
+                    if back.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+                let _ = back.shutdown(std::net::Shutdown::Both);
+            });
+            let mut conn = conn;
+            let mut buf = vec![0u8; 1 << 16];
+            while let Ok(n @ 1..) = conn.read(&mut buf) {
+                if stdin.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+                counted.fetch_add(n as u64, Ordering::Relaxed);
+            }
+        });
+        (port, sent)
+    }
+
+    /// Whether the process ends within `limit`.
+    fn ends_within(&mut self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if self.child.try_wait().unwrap().is_some() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+}
+
+impl Drop for RpcServe {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn greedy(url: &str, prompt: &str) -> String {
+    let r: Value = reqwest::Client::new()
+        .post(format!("{url}/v1/chat/completions"))
+        .json(&json!({
+            "messages": [{"role": "user", "content": prompt}],
+            "temperature": 0, "max_tokens": 40,
+        }))
+        .timeout(Duration::from_secs(120))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    r["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no answer: {r}"))
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_split_over_an_rpc_server_answers_as_the_whole_model() {
+    let mut rpc = RpcServe::start();
+    let (port, sent) = rpc.tunnel();
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let remote = format!("127.0.0.1:{port}");
+    let split = NodeProcess::start(
+        &dirs[0].path().join("data"),
+        &[
+            "--parallel",
+            "1",
+            "--threads",
+            "1",
+            "--split-remote",
+            &remote,
+            "--split-layers",
+            REMOTE_LAYERS,
+        ],
+        None,
+    );
+    let whole = NodeProcess::start(
+        &dirs[1].path().join("data"),
+        &["--parallel", "1", "--threads", "1"],
+        None,
+    );
+    // The remote half of the weights crossed the tunnel when the model loaded.
+    let loaded = sent.load(Ordering::Relaxed);
+    let size = common::model_size();
+    assert!(
+        loaded > size / 4,
+        "{loaded} bytes to the RPC server for a {size}-byte model: {}",
+        rpc.log()
+    );
+    for prompt in ["Name three colours.", "What is the capital of France?"] {
+        let (a, b) = (
+            greedy(&split.url, prompt).await,
+            greedy(&whole.url, prompt).await,
+        );
+        assert!(!a.is_empty());
+        assert_eq!(a, b, "{prompt}");
+    }
+    // Every token computed half on the server: more went to it than the load.
+    assert!(sent.load(Ordering::Relaxed) > loaded);
+    drop(split);
+    // The worker gone, its tunnel closes, and the server with it.
+    assert!(
+        rpc.ends_within(Duration::from_secs(20)),
+        "rpc-serve outlived its tunnel: {}",
+        rpc.log()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rpc_servers_port_refuses_every_connection_but_its_tunnels() {
+    let mut rpc = RpcServe::start();
+    let port = rpc.port();
+    for _ in 0..3 {
+        match TcpStream::connect_timeout(
+            &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+            Duration::from_secs(2),
+        ) {
+            Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused, "{e}"),
+            Ok(_) => panic!("a connection to the RPC port was accepted: {}", rpc.log()),
+        }
+    }
+    // Nothing to serve once its tunnel (standard input) closes.
+    drop(rpc.child.stdin.take());
+    assert!(
+        rpc.ends_within(Duration::from_secs(20)),
+        "rpc-serve outlived its tunnel: {}",
+        rpc.log()
+    );
+}
