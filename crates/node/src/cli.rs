@@ -64,6 +64,10 @@ pub struct ServeArgs {
     /// transfer part way in tests).
     #[arg(long, env = "HEARTH_TRANSFER_PACE_MS", hide = true)]
     transfer_pace_ms: Option<u64>,
+    /// Let peers' split models place layers on this machine: each gets a process of its own
+    /// (`hearth-node rpc-serve`), reached only through the encrypted cluster connection.
+    #[arg(long, env = "HEARTH_SHARE_MEMORY")]
+    share_memory: bool,
     /// A split model's worker: the RPC servers (HOST:PORT, reached through the node's tunnels)
     /// that the model's last --split-layers layers go to.
     #[arg(
@@ -176,6 +180,7 @@ impl ServeArgs {
             endpoints: self.split_remote,
             layers: self.split_layers,
         });
+        c.share_memory = self.share_memory;
         c.key_storage = self.key_storage;
         c.thermal_zone = self.thermal_zone;
         c.ollama_port = self.ollama_port;

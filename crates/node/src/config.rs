@@ -55,6 +55,8 @@ pub struct NodeConfig {
     pub script: Option<hearth_engine::Script>,
     /// Place the model's last layers on these RPC servers (a split model's worker process).
     pub remote: Option<hearth_engine::Remote>,
+    /// Let peers' split models place layers on this machine (`--share-memory`).
+    pub share_memory: bool,
     /// How long shutdown waits for open streams to get their final message.
     pub shutdown_grace: Duration,
     /// The batch door's `generation_config` defaults (NOTES.md's, unless overridden).
@@ -103,6 +105,7 @@ impl NodeConfig {
             min_load_time: None,
             script: None,
             remote: None,
+            share_memory: false,
             shutdown_grace: Duration::from_secs(3),
             batch_defaults: Default::default(),
             auth_timeout: crate::server::auth::DEFAULT_AUTH_TIMEOUT,

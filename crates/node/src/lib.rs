@@ -318,6 +318,11 @@ impl Node {
             cluster_peers: cluster::Peers::default(),
             cluster_dialer: std::sync::OnceLock::new(),
             cluster_rebind: Arc::new(tokio::sync::Notify::new()),
+            splits: Arc::new(split::Splits::new(
+                config.share_memory,
+                addr,
+                config.data_dir.clone(),
+            )),
             // The registry of remote providers: a hub's workers, and the cluster's peers.
             router: route::Router::new(
                 host.clone(),

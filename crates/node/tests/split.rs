@@ -215,3 +215,95 @@ async fn the_rpc_servers_port_refuses_every_connection_but_its_tunnels() {
         rpc.log()
     );
 }
+
+async fn get(url: &str) -> Value {
+    reqwest::get(url).await.unwrap().json().await.unwrap()
+}
+
+/// The split models' placements on the node at `url`, once `model` is in state `want`.
+async fn placement(url: &str, model: &str, want: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let all = get(&format!("{url}/api/models/split")).await;
+        let found = all["splits"]
+            .as_array()
+            .and_then(|s| s.iter().find(|p| p["model"] == model).cloned());
+        if let Some(p) = found.filter(|p| p["state"] == want) {
+            return p;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{model} never became {want}: {all}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The processes `pid` started (from any of its threads), by their command lines.
+fn children(pid: u32) -> Vec<String> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    let list: String = tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .collect::<Vec<_>>()
+        .join(" ");
+    list.split_whitespace()
+        .filter_map(|c| std::fs::read(format!("/proc/{c}/cmdline")).ok())
+        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_split_across_two_nodes_answers_as_the_whole_model() {
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let common_args = ["--parallel", "1", "--threads", "1", "--no-discovery"];
+    let mut sharing_args = common_args.to_vec();
+    sharing_args.extend(["--cluster-port", "0", "--share-memory"]);
+    let sharing = NodeProcess::start_without_model(&dirs[0].path().join("data"), &sharing_args);
+    let port = get(&format!("{}/api/status", sharing.url)).await["cluster"]["port"]
+        .as_u64()
+        .unwrap();
+    let peer = format!("127.0.0.1:{port}");
+    let mut owner_args = common_args.to_vec();
+    owner_args.extend(["--cluster-port", "0", "--peer", &peer]);
+    let owner = NodeProcess::start(&dirs[1].path().join("data"), &owner_args, None);
+    let prompts = ["Name three colours.", "What is the capital of France?"];
+    let mut whole = Vec::new();
+    for prompt in prompts {
+        whole.push(greedy(&owner.url, prompt).await);
+    }
+    let r = reqwest::Client::new()
+        .post(format!("{}/api/models/split", owner.url))
+        .json(&json!({"model": common::MODEL_ID}))
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(body["local_layers"], 15, "{body}");
+    assert_eq!(body["peers"][0]["layers"], 15, "{body}");
+    placement(&owner.url, common::MODEL_ID, "ready").await;
+    // The peer runs the RPC server for it, and the owner a worker process with the model.
+    assert!(
+        children(sharing.child.id())
+            .iter()
+            .any(|c| c.contains("rpc-serve")),
+        "{:?}",
+        children(sharing.child.id())
+    );
+    assert!(
+        children(owner.child.id())
+            .iter()
+            .any(|c| c.contains("--split-remote")),
+        "{:?}",
+        children(owner.child.id())
+    );
+    // No longer loaded whole on the owner (the peer has no model): its worker answers, with
+    // the whole model's text.
+    let models = get(&format!("{}/api/models", owner.url)).await;
+    assert_eq!(models["loaded_models"], json!([]), "{models}");
+    for (prompt, whole) in prompts.iter().zip(&whole) {
+        assert_eq!(&greedy(&owner.url, prompt).await, whole, "{prompt}");
+    }
+}

@@ -170,9 +170,22 @@ pub(crate) async fn accept(mut frames: Frames, me: &Me) -> Result<Admitted, Stri
 /// The connecting side: our Hearth hello (in the `_0` shape, as NOTES.md says a connecting
 /// side writes), the listener's Hearth helloAck, the Noise handshake, and the listener's
 /// first encrypted message.
-pub(crate) async fn dial(mut frames: Frames, me: &Me) -> Result<Admitted, String> {
+pub(crate) async fn dial(frames: Frames, me: &Me) -> Result<Admitted, String> {
+    dial_for(frames, me, None).await
+}
+
+/// [`dial`] for a connection that carries one tunnel of kind `tunnel` (its `hello` says so).
+pub(crate) async fn dial_for(
+    mut frames: Frames,
+    me: &Me,
+    tunnel: Option<&str>,
+) -> Result<Admitted, String> {
     let rules = me.rules();
-    let hello = send(&mut frames, &Message::Hello(me.hello(true)), Shape::Wrapped).await?;
+    let mut ours = me.hello(true);
+    if let Some(h) = ours.hearth.as_mut() {
+        h.tunnel = tunnel.map(str::to_owned);
+    }
+    let hello = send(&mut frames, &Message::Hello(ours), Shape::Wrapped).await?;
     let (ack, _, ack_bytes) = first(&mut frames, "helloAck").await?;
     if !hearth_offer(&ack)? {
         return Err("it answered in plain text; this node connects to Hearth nodes only".into());

@@ -119,6 +119,14 @@ impl Link {
         }
     }
 
+    /// A tunnel's bytes as one encrypted message (a Hearth peer's link only; empty is a ping).
+    pub(crate) async fn send_bytes(&mut self, bytes: Vec<u8>) -> Result<(), String> {
+        if self.noise.is_none() {
+            return Err("a tunnel needs the encrypted transport".into());
+        }
+        self.write(bytes).await
+    }
+
     /// One message's JSON (empty: a ping): a plain frame as it is (no copy), or sealed.
     async fn write(&mut self, plain: Vec<u8>) -> Result<(), String> {
         let failed = |e: std::io::Error| format!("writing failed: {e}");

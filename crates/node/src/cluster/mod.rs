@@ -23,6 +23,7 @@ mod provider;
 mod secure;
 mod serve;
 pub mod sharing;
+pub(crate) mod tunnel;
 
 pub(crate) use discovery::Discovery;
 pub use discovery::DiscoveryError;
@@ -204,6 +205,7 @@ impl Me {
             owner_user_id: None,
             hearth: hearth.then(|| HearthHello {
                 noise: HEARTH_NOISE.into(),
+                tunnel: None,
             }),
         }
     }
@@ -383,7 +385,16 @@ pub(crate) fn listen(
                     () = stop.cancelled() => return,
                 };
                 let why = match admitted {
-                    Ok(a) => connection::run(a, peer, false, me, stop).await.0,
+                    Ok(a) => match tunnel::asked(&a).map(str::to_owned) {
+                        Some(kind) => match tunnel::Tunnel::accepted(a, peer) {
+                            Ok(t) => tokio::select! {
+                                why = crate::split::host::serve(&me.state, &kind, t) => why,
+                                () = stop.cancelled() => "the node is stopping".into(),
+                            },
+                            Err(why) => why,
+                        },
+                        None => connection::run(a, peer, false, me, stop).await.0,
+                    },
                     Err(why) => {
                         tracing::warn!(%peer, "cluster peer refused: {why}");
                         return;

@@ -212,6 +212,8 @@ pub struct Hub {
 #[derive(Debug)]
 struct Inner {
     token_digest: Option<[u8; 32]>,
+    /// The token of this node's own workers (a split model's), set when the first starts.
+    own_digest: std::sync::OnceLock<[u8; 32]>,
     serve_locally: bool,
     task_silence: Duration,
     registry: Mutex<Registry>,
@@ -245,6 +247,7 @@ impl Hub {
         Self {
             inner: Arc::new(Inner {
                 token_digest: config.token.as_deref().map(digest),
+                own_digest: std::sync::OnceLock::new(),
                 serve_locally: config.serve_locally,
                 task_silence: config.task_silence,
                 registry: Mutex::new(Registry::default()),
@@ -279,15 +282,25 @@ impl Hub {
     /// token (nor about its length).
     pub(crate) fn token_matches(&self, token: &str) -> bool {
         use subtle::ConstantTimeEq as _;
-        match &self.inner.token_digest {
-            Some(d) => digest(token).ct_eq(d).into(),
-            None => false,
-        }
+        let given = digest(token);
+        [
+            self.inner.token_digest.as_ref(),
+            self.inner.own_digest.get(),
+        ]
+        .into_iter()
+        .flatten()
+        .any(|d| bool::from(given.ct_eq(d)))
     }
 
-    /// Whether the `/node` door takes workers (`--hub-token`).
+    /// Whether the `/node` door takes workers (`--hub-token`, or this node's own).
     pub fn accepts_workers(&self) -> bool {
-        self.inner.token_digest.is_some()
+        self.inner.token_digest.is_some() || self.inner.own_digest.get().is_some()
+    }
+
+    /// Take this node's own workers (the processes of its split models), which present
+    /// `token`: set once, for the node's life.
+    pub(crate) fn admit_own_workers(&self, token: &str) {
+        let _ = self.inner.own_digest.set(digest(token));
     }
 
     /// Add a worker. One with the same model and name is superseded: removed at once (its

@@ -33,6 +33,7 @@ pub(crate) mod node_settings;
 pub(crate) mod ollama;
 pub(crate) mod openai;
 pub mod security;
+pub(crate) mod split_api;
 pub(crate) mod status;
 pub(crate) mod stream;
 pub(crate) mod ui;
@@ -91,6 +92,8 @@ pub struct AppState {
     pub cluster_dialer: std::sync::OnceLock<Arc<crate::cluster::dial::Dialer>>,
     /// Notified when the cluster's passcode changed: the node moves its listener.
     pub cluster_rebind: Arc<tokio::sync::Notify>,
+    /// Split models: this node's, and whether it shares its memory with peers' ones.
+    pub splits: Arc<crate::split::Splits>,
 }
 
 /// Unknown API paths answer in the OpenAI error format; everything else is the web UI.
@@ -134,6 +137,11 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/models/unload", post(models_api::unload_model))
         .route("/api/models/importable", get(models_api::importable))
         .route("/api/models/import", post(models_api::import))
+        .route(
+            "/api/models/split",
+            get(split_api::list).post(split_api::split),
+        )
+        .route("/api/models/split/{id}", delete(split_api::unsplit))
         .route("/api/models/{id}", delete(models_api::remove))
         .route(
             "/api/models/downloads",

@@ -42,7 +42,15 @@ pub struct Hello {
 pub struct HearthHello {
     /// The Noise protocol name, e.g. [`HEARTH_NOISE`].
     pub noise: String,
+    /// In a `hello`: this connection carries one tunnel of this kind (e.g. [`RPC_TUNNEL`])
+    /// instead of the cluster's messages. Bound into the handshake like the rest of `hello`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tunnel: Option<String>,
 }
+
+/// The tunnel of a split model: ggml's RPC protocol, raw, to a `hearth-node rpc-serve` that the
+/// listening node starts for it.
+pub const RPC_TUNNEL: &str = "rpc";
 
 /// The one transport Hearth nodes speak to each other.
 pub const HEARTH_NOISE: &str = "Noise_XXpsk3_25519_ChaChaPoly_BLAKE2s";

@@ -24,7 +24,9 @@ mod ids;
 mod inference;
 mod models;
 
-pub use handshake::{DeviceInfo, Hardware, HearthHello, Hello, HEARTH_NOISE, PROTOCOL_VERSION};
+pub use handshake::{
+    DeviceInfo, Hardware, HearthHello, Hello, HEARTH_NOISE, PROTOCOL_VERSION, RPC_TUNNEL,
+};
 pub use health::{Heartbeat, ThermalLevel};
 pub use ids::{AppleTime, PeerUuid};
 pub use inference::{

@@ -140,6 +140,8 @@ pub struct ModelHost {
     /// The thermal level sensors report (nominal without sensors: an estimate from CPU
     /// pressure is never a reason to send work elsewhere).
     thermal: AtomicU8,
+    /// Models served by another process of this node (split ones): never loaded here.
+    elsewhere: Mutex<std::collections::HashSet<ModelId>>,
 }
 
 /// An embedding request at work on a model (see [`ModelHost::embedding`]).
@@ -177,7 +179,24 @@ impl ModelHost {
             paused: std::sync::atomic::AtomicBool::new(false),
             thermal_throttle: AtomicU8::new(100),
             thermal: AtomicU8::new(ThermalLevel::Nominal as u8),
+            elsewhere: Mutex::new(std::collections::HashSet::new()),
         })
+    }
+
+    /// How engines are configured here.
+    pub fn settings(&self) -> &EngineSettings {
+        &self.settings
+    }
+
+    /// Whether `model` is served by another process of this node (a split model's worker):
+    /// then it is never loaded here, and a request for it waits for that process.
+    pub fn set_elsewhere(&self, model: &ModelId, elsewhere: bool) {
+        let mut set = self.elsewhere.lock().unwrap_or_else(|p| p.into_inner());
+        if elsewhere {
+            set.insert(model.clone());
+        } else {
+            set.remove(model);
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -471,6 +490,18 @@ impl ModelHost {
     /// However many callers ask at once, the model is loaded once. A model whose last load
     /// failed is loaded again.
     pub fn ensure(self: &Arc<Self>, id: &ModelId, path: PathBuf) -> Result<Engine, SubmitError> {
+        if self
+            .elsewhere
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(id)
+        {
+            // Its worker process loads it (a split model): not ready until that one joins.
+            return Err(SubmitError::ModelLoading {
+                model: id.clone(),
+                percent: 0,
+            });
+        }
         self.start(id, path, false, false)
     }
 

@@ -1,0 +1,160 @@
+//! A Hearth connection that carries one byte stream instead of cluster messages: its `hello`
+//! names the tunnel's kind (`RPC_TUNNEL`: a split model's link to ggml's RPC server), and
+//! after the usual handshake (passcode, device identity) each piece of the stream is one
+//! encrypted message. The listening side's first message says whether it took the tunnel
+//! (`[1]`) or why not (`[0]` and a reason). Both sides ping every second and end a tunnel
+//! whose peer is silent for [`SILENCE`], as cluster connections do, so a vanished machine
+//! ends it in seconds.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
+use tokio::net::TcpStream;
+use tokio_util::codec::Framed;
+
+use super::handshake::{self, Admitted};
+use super::link::{Incoming, Kind, Link};
+use super::Me;
+use crate::server::listen::Held;
+
+/// How often each side pings.
+const PING_EVERY: Duration = Duration::from_secs(1);
+/// A peer heard from not for this long is gone.
+const SILENCE: Duration = Duration::from_millis(3000);
+/// How long a tunnel's connection may take to be made and admitted.
+const OPEN_WAIT: Duration = Duration::from_secs(10);
+/// The most bytes one encrypted message of a tunnel holds.
+const PIECE: usize = 64 * 1024;
+
+/// One admitted tunnel connection, before its bytes flow.
+pub(crate) struct Tunnel {
+    link: Link,
+    /// The peer's device name, for messages.
+    pub(crate) peer_name: String,
+    pub(crate) peer_addr: SocketAddr,
+}
+
+impl std::fmt::Debug for Tunnel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tunnel")
+            .field("peer_name", &self.peer_name)
+            .field("peer_addr", &self.peer_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The kind of tunnel an admitted connection's `hello` asks for, if any.
+pub(crate) fn asked(admitted: &Admitted) -> Option<&str> {
+    admitted.hello.hearth.as_ref()?.tunnel.as_deref()
+}
+
+impl Tunnel {
+    /// The listening side of an admitted connection that asked for a tunnel (a Hearth peer's
+    /// only: its link is encrypted).
+    pub(crate) fn accepted(admitted: Admitted, peer_addr: SocketAddr) -> Result<Self, String> {
+        if admitted.link.kind() != Kind::Hearth {
+            return Err("a tunnel is for Hearth peers only".into());
+        }
+        Ok(Self {
+            peer_name: admitted.hello.device_info.name.clone(),
+            link: admitted.link,
+            peer_addr,
+        })
+    }
+
+    /// The listening side: tell the peer the tunnel is taken, or why not (and end it).
+    pub(crate) async fn answer(&mut self, refused: Option<&str>) -> Result<(), String> {
+        let first = match refused {
+            None => vec![1],
+            Some(why) => [&[0u8][..], why.as_bytes()].concat(),
+        };
+        self.link.send_bytes(first).await
+    }
+
+    /// Connect to the Hearth node at `addr` for a tunnel of kind `kind`, and wait for it to be
+    /// taken.
+    pub(crate) async fn open(me: &Arc<Me>, addr: &str, kind: &str) -> Result<Self, String> {
+        let opening = async {
+            let tcp = TcpStream::connect(addr)
+                .await
+                .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
+            let peer_addr = tcp.peer_addr().map_err(|e| e.to_string())?;
+            if !peer_addr.ip().is_loopback() && me.rules().passcode_hash.is_none() {
+                return Err(format!(
+                    "{peer_addr} is on the LAN, and a cluster on the LAN needs a passcode"
+                ));
+            }
+            let _ = tcp.set_nodelay(true);
+            let held = Held::new(tcp, me.table.outbound(), me.state.limits.write_timeout);
+            let admitted =
+                handshake::dial_for(Framed::new(held, super::codec()), me, Some(kind)).await?;
+            let mut link = admitted.link;
+            let name = admitted.hello.device_info.name;
+            loop {
+                match link.next().await {
+                    Some(Ok(Incoming::Ping)) => {}
+                    Some(Ok(Incoming::Message(m))) if m == [1] => break,
+                    Some(Ok(Incoming::Message(m))) => {
+                        let why = String::from_utf8_lossy(m.get(1..).unwrap_or_default());
+                        return Err(format!("{name} refused: {why}"));
+                    }
+                    Some(Err(e)) => return Err(format!("{name}: {e}")),
+                    None => return Err(format!("{name} closed the connection")),
+                }
+            }
+            Ok(Self {
+                peer_name: name,
+                link,
+                peer_addr,
+            })
+        };
+        tokio::time::timeout(OPEN_WAIT, opening)
+            .await
+            .map_err(|_| format!("no tunnel to {addr} within {} s", OPEN_WAIT.as_secs()))?
+    }
+
+    /// Carry bytes between the tunnel and a local stream (`from` read into the tunnel, the
+    /// tunnel's bytes written to `to`) until either side ends: why it ended.
+    pub(crate) async fn pump(
+        mut self,
+        mut from: impl AsyncRead + Unpin,
+        mut to: impl AsyncWrite + Unpin,
+    ) -> String {
+        let mut buf = vec![0u8; PIECE];
+        let mut ping = tokio::time::interval(PING_EVERY);
+        ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                read = from.read(&mut buf) => match read {
+                    Ok(0) => return "the local side closed".into(),
+                    Ok(n) => {
+                        if let Err(e) = self.link.send_bytes(buf[..n].to_vec()).await {
+                            return format!("sending to {}: {e}", self.peer_name);
+                        }
+                    }
+                    Err(e) => return format!("the local side failed: {e}"),
+                },
+                incoming = self.link.next() => match incoming {
+                    None => return format!("{} closed the tunnel", self.peer_name),
+                    Some(Err(e)) => return format!("from {}: {e}", self.peer_name),
+                    Some(Ok(Incoming::Ping)) => {}
+                    Some(Ok(Incoming::Message(bytes))) => {
+                        if let Err(e) = to.write_all(&bytes).await {
+                            return format!("the local side failed: {e}");
+                        }
+                    }
+                },
+                _ = ping.tick() => {
+                    if self.link.heard().elapsed() > SILENCE {
+                        return format!("{} went silent", self.peer_name);
+                    }
+                    if let Err(e) = self.link.ping().await {
+                        return format!("pinging {}: {e}", self.peer_name);
+                    }
+                }
+            }
+        }
+    }
+}
