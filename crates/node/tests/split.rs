@@ -307,3 +307,94 @@ async fn a_model_split_across_two_nodes_answers_as_the_whole_model() {
         assert_eq!(&greedy(&owner.url, prompt).await, whole, "{prompt}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_peer_ends_only_the_split_which_loads_again_when_it_is_back() {
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let common_args = ["--parallel", "1", "--threads", "1", "--no-discovery"];
+    let sharing_data = dirs[0].path().join("data");
+    let mut sharing_args = common_args.to_vec();
+    sharing_args.extend(["--cluster-port", "0", "--share-memory"]);
+    let mut sharing = NodeProcess::start_without_model(&sharing_data, &sharing_args);
+    let port = get(&format!("{}/api/status", sharing.url)).await["cluster"]["port"]
+        .as_u64()
+        .unwrap()
+        .to_string();
+    // The owner has a second model, which must keep answering.
+    let models = dirs[1].path().join("models");
+    std::fs::create_dir_all(&models).unwrap();
+    std::fs::hard_link(common::model_path(), models.join("other.gguf"))
+        .or_else(|_| std::fs::copy(common::model_path(), models.join("other.gguf")).map(|_| ()))
+        .unwrap();
+    let peer = format!("127.0.0.1:{port}");
+    let models_arg = models.to_string_lossy().into_owned();
+    let mut owner_args = common_args.to_vec();
+    owner_args.extend([
+        "--cluster-port",
+        "0",
+        "--peer",
+        &peer,
+        "--models-dir",
+        &models_arg,
+    ]);
+    let owner = NodeProcess::start(&dirs[1].path().join("data"), &owner_args, None);
+    let prompt = "What is the capital of France?";
+    let whole = greedy(&owner.url, prompt).await;
+    let http = reqwest::Client::new();
+    let r = http
+        .post(format!("{}/api/models/split", owner.url))
+        .json(&json!({"model": common::MODEL_ID}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    placement(&owner.url, common::MODEL_ID, "ready").await;
+    // A long answer, and the peer holding half the layers killed in the middle of it.
+    let long = tokio::spawn({
+        let (http, url) = (http.clone(), owner.url.clone());
+        async move {
+            http.post(format!("{url}/v1/chat/completions"))
+                .json(&json!({
+                    "messages": [{"role": "user", "content": "Tell me a long story."}],
+                    "max_tokens": 2000, "temperature": 0.8,
+                }))
+                .timeout(Duration::from_secs(120))
+                .send()
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let _ = Command::new("kill")
+        .args(["-9", &sharing.child.id().to_string()])
+        .status();
+    let _ = sharing.child.wait();
+    // The client gets a clear error in its protocol's shape (nobody else can continue it).
+    let answer = long.await.unwrap().expect("the owner answers");
+    let status = answer.status();
+    let body: Value = answer.json().await.unwrap();
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        status.is_server_error() && message.contains("lost mid-answer"),
+        "{status} {body}"
+    );
+    // The owner reports which peer was lost, and goes on serving its other model.
+    let failed = placement(&owner.url, common::MODEL_ID, "failed").await;
+    let why = failed["error"].as_str().unwrap_or_default();
+    assert!(why.contains(&peer), "{failed}");
+    let other: Value = http
+        .post(format!("{}/v1/chat/completions", owner.url))
+        .json(&json!({"model": "other", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 5}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(other["model"], "other", "{other}");
+    // The peer back on its port: the split loads again and answers as before.
+    let mut back_args = common_args.to_vec();
+    back_args.extend(["--cluster-port", &port, "--share-memory"]);
+    let _back = NodeProcess::start_without_model(&sharing_data, &back_args);
+    placement(&owner.url, common::MODEL_ID, "ready").await;
+    assert_eq!(greedy(&owner.url, prompt).await, whole);
+}

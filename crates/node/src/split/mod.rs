@@ -28,6 +28,9 @@ use crate::server::AppState;
 
 /// How long a worker's ggml may take to connect to a tunnel's local end.
 const WORKER_CONNECT_WAIT: Duration = Duration::from_secs(120);
+/// The first pause before a lost split loads again, and the longest.
+const RELOAD_FIRST: Duration = Duration::from_secs(1);
+const RELOAD_MOST: Duration = Duration::from_secs(10);
 
 /// Why a model could not be split.
 #[derive(Debug, thiserror::Error)]
@@ -65,6 +68,13 @@ pub struct PeerShare {
     pub name: String,
     pub addr: String,
     pub layers: u32,
+}
+
+/// What a split model is: its file and layer count.
+struct Split {
+    id: ModelId,
+    path: PathBuf,
+    layers: u32,
 }
 
 struct Running {
@@ -207,6 +217,41 @@ impl Splits {
             .and_then(|n| u32::try_from(n).ok())
             .filter(|&n| n > 1)
             .ok_or_else(|| SplitError::NoLayers(id.0.clone()))?;
+        let stop = state.shutdown.child_token();
+        let attempt = stop.child_token();
+        let (placement, endpoints) = self.launch(state, &id, layers, &attempt).await?;
+        if let Some(hub) = state.router.hub() {
+            hub.admit_own_workers(&self.token);
+        }
+        // The whole model here would take the requests the worker is for.
+        state.host.set_elsewhere(&id, true);
+        state.host.unload(Some(&id)).await;
+        lock(&self.running).insert(
+            id.clone(),
+            Running {
+                placement: placement.clone(),
+                stop: stop.clone(),
+                lost: Vec::new(),
+            },
+        );
+        let split = Split { id, path, layers };
+        tokio::spawn(
+            self.clone()
+                .run(state.clone(), split, (endpoints, attempt), stop),
+        );
+        tracing::info!(?placement, "splitting a model across peers");
+        Ok(placement)
+    }
+
+    /// A tunnel to each peer that shares its memory, each carried to a local port for the
+    /// worker until `attempt` is cancelled: the placement, and the ports as endpoints.
+    async fn launch(
+        self: &Arc<Self>,
+        state: &Arc<AppState>,
+        id: &ModelId,
+        layers: u32,
+        attempt: &CancellationToken,
+    ) -> Result<(Placement, Vec<String>), SplitError> {
         let dialer = state.cluster_dialer.get().ok_or(SplitError::NoCluster)?;
         let me = dialer.me().clone();
         let mut tunnels = Vec::new();
@@ -226,7 +271,6 @@ impl Splits {
             return Err(SplitError::NoPeer(why));
         }
         let (local_layers, remote) = share(layers, tunnels.len());
-        let stop = state.shutdown.child_token();
         let mut endpoints = Vec::new();
         let mut peers = Vec::new();
         for ((addr, tunnel), n) in tunnels.into_iter().zip(&remote) {
@@ -239,7 +283,7 @@ impl Splits {
             });
             tokio::spawn(
                 self.clone()
-                    .carry(id.clone(), listener, tunnel, stop.clone()),
+                    .carry(id.clone(), listener, tunnel, attempt.clone()),
             );
         }
         let placement = Placement {
@@ -249,24 +293,7 @@ impl Splits {
             state: "loading".into(),
             error: None,
         };
-        if let Some(hub) = state.router.hub() {
-            hub.admit_own_workers(&self.token);
-        }
-        // The whole model here would take the requests the worker is for.
-        state.host.set_elsewhere(&id, true);
-        state.host.unload(Some(&id)).await;
-        lock(&self.running).insert(
-            id.clone(),
-            Running {
-                placement: placement.clone(),
-                stop: stop.clone(),
-                lost: Vec::new(),
-            },
-        );
-        let worker = self.worker(&id, &path, &endpoints, remote.iter().sum(), state)?;
-        tokio::spawn(self.clone().watch(state.clone(), id, worker, stop));
-        tracing::info!(?placement, "splitting a model across peers");
-        Ok(placement)
+        Ok((placement, endpoints))
     }
 
     /// `hearth-node serve` for split model `id`, joining this node as a worker.
@@ -305,35 +332,67 @@ impl Splits {
         cmd.spawn()
     }
 
-    /// Wait for the worker to serve, then for it to end (or the split to stop).
-    async fn watch(
+    /// Run the split's worker until the split stops; when the worker ends (a peer was lost:
+    /// ggml aborts it), say why, and load the split again on the peers there are, once some
+    /// share their memory.
+    async fn run(
         self: Arc<Self>,
         state: Arc<AppState>,
-        id: ModelId,
-        mut worker: tokio::process::Child,
+        split: Split,
+        first: (Vec<String>, CancellationToken),
         stop: CancellationToken,
     ) {
-        tokio::select! {
-            status = worker.wait() => {
-                let mut why = match status {
-                    Ok(s) => format!("its worker process ended ({s})"),
-                    Err(e) => format!("its worker process was lost: {e}"),
-                };
-                // The tunnel whose end killed it, when one did (ggml aborts on a lost server).
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                if let Some(r) = lock(&self.running).get(&id) {
-                    if !r.lost.is_empty() {
-                        why = format!("{why}: lost {}", r.lost.join("; "));
+        let Split { id, path, layers } = split;
+        let (mut endpoints, mut attempt) = first;
+        loop {
+            let remote = lock(&self.running)
+                .get(&id)
+                .map_or(0, |r| r.placement.peers.iter().map(|p| p.layers).sum());
+            let why = match self.worker(&id, &path, &endpoints, remote, &state) {
+                Ok(mut worker) => tokio::select! {
+                    status = worker.wait() => match status {
+                        Ok(s) => format!("its worker process ended ({s})"),
+                        Err(e) => format!("its worker process was lost: {e}"),
+                    },
+                    () = stop.cancelled() => {
+                        let _ = worker.kill().await;
+                        return;
                     }
+                },
+                Err(e) => format!("its worker process could not start: {e}"),
+            };
+            attempt.cancel();
+            // The tunnel whose end killed it, when one did, has said so by now.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let lost = lock(&self.running)
+                .get_mut(&id)
+                .map(|r| std::mem::take(&mut r.lost))
+                .unwrap_or_default();
+            let why = if lost.is_empty() {
+                why
+            } else {
+                format!("{why}: lost {}", lost.join("; "))
+            };
+            tracing::warn!(model = %id, %why, "a split model stopped; loading it again when peers share memory");
+            self.set_state(&id, "failed", Some(why.clone()));
+            let mut delays = crate::backoff::jittered(RELOAD_FIRST, RELOAD_MOST);
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep(delays.next().unwrap_or(RELOAD_MOST)) => {}
+                    () = stop.cancelled() => return,
                 }
-                tracing::warn!(model = %id, %why, "a split model stopped");
-                self.set_state(&id, "failed", Some(why));
-                stop.cancel();
-                // The whole model may load here again, when it fits.
-                state.host.set_elsewhere(&id, false);
-            }
-            () = stop.cancelled() => {
-                let _ = worker.kill().await;
+                attempt = stop.child_token();
+                match self.launch(&state, &id, layers, &attempt).await {
+                    Ok((placement, e)) => {
+                        endpoints = e;
+                        if let Some(r) = lock(&self.running).get_mut(&id) {
+                            r.placement = placement;
+                        }
+                        tracing::info!(model = %id, "loading a split model again");
+                        break;
+                    }
+                    Err(e) => self.set_state(&id, "failed", Some(format!("{why}; {e}"))),
+                }
             }
         }
     }
