@@ -4,7 +4,8 @@
 //! to first token the hop adds), the second turn of a long conversation through a peer, the
 //! time from a provider's kill to the client's next token, how fast a dead or silent peer is
 //! noticed, and sixteen scripted nodes fully connected (heartbeat bytes per node, time to
-//! first token against two nodes: nothing may grow faster than the peer count).
+//! first token against two nodes: nothing may grow faster than the peer count), and a model
+//! split across two nodes ([`crate::split`]).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -87,7 +88,7 @@ async fn aggregate(http: &reqwest::Client, base: &str, n: usize, tokens: usize) 
 }
 
 /// One stream's decode rate (tokens after the first over their time) and time to first token.
-fn rate_and_ttft(t: &client::Trace) -> Result<(f64, f64)> {
+pub(crate) fn rate_and_ttft(t: &client::Trace) -> Result<(f64, f64)> {
     let (a, b) = (t.tokens.first(), t.tokens.last());
     let (Some(a), Some(b)) = (a, b) else {
         bail!("no tokens")
@@ -136,6 +137,7 @@ pub(crate) async fn figures(
     out.extend(takeover(&http, model, bin, runs).await?);
     out.extend(detection(&http, model, bin, runs).await?);
     out.extend(mesh(&http, model, bin, runs).await?);
+    out.extend(crate::split::figures(&http, model, bin, tokens, runs.pairs).await?);
     Ok(out)
 }
 

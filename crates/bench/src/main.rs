@@ -13,6 +13,7 @@ mod node;
 mod ollama;
 mod report;
 mod sharing;
+mod split;
 mod transfer;
 
 use std::path::{Path, PathBuf};

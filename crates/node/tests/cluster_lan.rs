@@ -3,7 +3,9 @@
 //! each, shared on that LAN with a passcode and no `--peer`: mDNS discovery (`_teale._tcp`)
 //! finds the peers, a request to a node without the model is served by the one with it, and
 //! cutting that node's link (`ip link set ... down`) takes it out of its peers' lists within
-//! seconds. Needs root (`ip netns`), as CI does. Never aims at any other address.
+//! seconds. A model split between two machines answers across the LAN, while the RPC server
+//! holding its layers is reachable from neither the other machine nor its own (only through
+//! the encrypted tunnel). Needs root (`ip netns`), as CI does. Never aims at any other address.
 
 mod common;
 
@@ -97,8 +99,12 @@ struct Machine {
 
 impl Machine {
     fn start(ns: &str, name: &str, model: bool) -> Self {
+        Self::start_with(ns, name, model, &[])
+    }
+
+    fn start_with(ns: &str, name: &str, model: bool, extra: &[&str]) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let args = [
+        let mut args = vec![
             "--lan",
             "--passcode",
             "lan test",
@@ -107,6 +113,7 @@ impl Machine {
             "--cluster-port",
             "8421",
         ];
+        args.extend(extra);
         let node = NodeProcess::start_in_netns(ns, &dir.path().join("data"), model, &args);
         let port = node.url.rsplit(':').next().unwrap().parse().unwrap();
         Self {
@@ -119,10 +126,11 @@ impl Machine {
 
     /// An HTTP request to the node from its own machine (loopback: no API key needed).
     fn http(&self, path: &str, body: Option<&Value>) -> Value {
-        const SCRIPT: &str = "import sys, urllib.request\n\
+        const SCRIPT: &str = "import sys, urllib.request, urllib.error\n\
             body = sys.argv[2].encode() if len(sys.argv) > 2 else None\n\
             req = urllib.request.Request(sys.argv[1], data=body, headers={'content-type': 'application/json'})\n\
-            print(urllib.request.urlopen(req, timeout=60).read().decode())";
+            try:\n    print(urllib.request.urlopen(req, timeout=60).read().decode())\n\
+            except urllib.error.HTTPError as e:\n    sys.exit(f'{e}: {e.read().decode()}')";
         let url = format!("http://127.0.0.1:{}{path}", self.port);
         let python = venv_python();
         let mut args = vec![
@@ -144,6 +152,23 @@ impl Machine {
             String::from_utf8_lossy(&out.stderr)
         );
         serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// Whether a TCP connection from this machine to `host:port` is taken: `connected`,
+    /// `refused` or `unreachable`.
+    fn connect(&self, host: &str, port: u16) -> String {
+        const SCRIPT: &str = "import socket, sys\n\
+            try:\n    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3); print('connected')\n\
+            except ConnectionRefusedError:\n    print('refused')\n\
+            except OSError:\n    print('unreachable')";
+        let python = venv_python();
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.ns])
+            .arg(python)
+            .args(["-c", SCRIPT, host, &port.to_string()])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
     }
 
     fn peers(&self) -> Vec<String> {
@@ -214,4 +239,45 @@ fn nodes_on_a_lan_find_each_other_serve_each_other_and_notice_a_cut_link() {
         },
     );
     drop(alpha.node);
+}
+
+#[test]
+fn a_model_split_across_the_lan_keeps_its_rpc_server_off_the_network() {
+    let lan = Lan::create(2);
+    let sharer = Machine::start_with(&lan.machines[0], "sharer", false, &["--share-memory"]);
+    let owner = Machine::start(&lan.machines[1], "owner", true);
+    wait(Duration::from_secs(60), "discovery", || {
+        owner.peers().iter().any(|p| p == "sharer")
+    });
+    let split = owner.http("/api/models/split", Some(&json!({"model": MODEL_ID})));
+    assert_eq!(split["peers"][0]["name"], "sharer", "{split}");
+    wait(Duration::from_secs(120), "the split serving", || {
+        owner.http("/api/models/split", None)["splits"][0]["state"] == "ready"
+    });
+    let answer = owner.http(
+        "/v1/chat/completions",
+        Some(&json!({"model": MODEL_ID, "max_tokens": 4,
+            "messages": [{"role": "user", "content": "Hi"}]})),
+    );
+    assert_eq!(answer["model"], MODEL_ID, "{answer}");
+    // The RPC server's port, from the sharer's log.
+    let log = sharer.node.stderr();
+    let port: u16 = log
+        .split("at=127.0.0.1:")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no RPC port in the sharer's log: {log}"));
+    let sharer_ip = format!("{}.1", lan.subnet);
+    // Not from the other machine, not on the sharer's LAN address, not even on its loopback.
+    assert_ne!(owner.connect(&sharer_ip, port), "connected");
+    assert_ne!(sharer.connect(&sharer_ip, port), "connected");
+    assert_eq!(sharer.connect("127.0.0.1", port), "refused");
+    // The split still serves: those attempts reached nothing.
+    let again = owner.http(
+        "/v1/chat/completions",
+        Some(&json!({"model": MODEL_ID, "max_tokens": 4,
+            "messages": [{"role": "user", "content": "Hi"}]})),
+    );
+    assert_eq!(again["model"], MODEL_ID, "{again}");
 }

@@ -17,6 +17,8 @@ import type {
   ImportableModel,
   KeysResponse,
   ModelsResponse,
+  SplitPlacement,
+  SplitsResponse,
   StatusResponse,
 } from './types';
 
@@ -110,6 +112,11 @@ export const api = {
   downloads: () => request<{ downloads: Download[] }>('GET', '/api/models/downloads'),
   startDownload: (model: string) => request<Download>('POST', '/api/models/downloads', { model }),
   cancelDownload: (id: string) => request<{ cancelled: string }>('DELETE', `/api/models/downloads/${enc(id)}`),
+  /** Models split across this node and peers that share their memory. */
+  splits: () => request<SplitsResponse>('GET', '/api/models/split'),
+  splitModel: (model: string) => request<SplitPlacement>('POST', '/api/models/split', { model }),
+  unsplitModel: (model: string) =>
+    request<{ model: string; split: boolean }>('DELETE', `/api/models/split/${enc(model)}`),
   /** Refused (409) while the model is loaded. */
   deleteModel: (id: string) => request<{ removed: string[] }>('DELETE', `/api/models/${enc(id)}`),
 

@@ -171,6 +171,23 @@ export interface Download {
   error: string | null;
 }
 
+/** Where a split model's layers are (`GET /api/models/split`). */
+export interface SplitPlacement {
+  model: string;
+  /** Layers on this machine. */
+  local_layers: number;
+  peers: { name: string; addr: string; layers: number }[];
+  state: 'loading' | 'ready' | 'failed';
+  /** Why it failed (which peer was lost); it loads again once peers share memory. */
+  error?: string;
+}
+
+export interface SplitsResponse {
+  splits: SplitPlacement[];
+  /** Whether this node lets peers' split models use its memory (--share-memory). */
+  share_memory: boolean;
+}
+
 /** A model Ollama or LM Studio has (`GET /api/models/importable`). */
 export interface ImportableModel {
   id: string;

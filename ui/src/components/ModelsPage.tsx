@@ -3,6 +3,8 @@
  * loaded (several can be; requests load the model they name), Load, Unload and Delete, the
  * models of Ollama and LM Studio to import, and a progress bar fed by `/api/events` while a
  * model loads. The list is read again when the model state changes and every few seconds.
+ * Split spreads a model's layers over this machine and the peers that share their memory
+ * ([`SplitCard`] shows where they are).
  */
 import { useCallback, useEffect, useState, type Dispatch } from 'react';
 import { api, errorText } from '../api/client';
@@ -11,6 +13,7 @@ import { formatBytes, formatContext, percent } from '../format';
 import type { LiveAction, LiveState } from '../status/live';
 import { DownloadCard } from './DownloadCard';
 import { ImportCard } from './ImportCard';
+import { SplitCard } from './SplitCard';
 
 export interface ModelsPageProps {
   live: LiveState;
@@ -26,6 +29,8 @@ export function ModelsPage({ live, dispatch }: ModelsPageProps) {
   const [pending, setPending] = useState(false);
   /** The model whose Delete was pressed once: the row asks to confirm. */
   const [confirming, setConfirming] = useState<string | null>(null);
+  /** Bumped when a split starts, so the split card reads the placements at once. */
+  const [splits, setSplits] = useState(0);
   const { model } = live;
 
   const refresh = useCallback(async () => {
@@ -68,6 +73,20 @@ export function ModelsPage({ live, dispatch }: ModelsPageProps) {
     try {
       await api.unloadModel(id);
       void api.status().then((status) => dispatch({ kind: 'status', status })).catch(() => undefined);
+      await refresh();
+    } catch (e) {
+      setError(errorText(e));
+    } finally {
+      setPending(false);
+    }
+  };
+
+  const split = async (id: string) => {
+    setPending(true);
+    setError(null);
+    try {
+      await api.splitModel(id);
+      setSplits((n) => n + 1);
       await refresh();
     } catch (e) {
       setError(errorText(e));
@@ -148,6 +167,7 @@ export function ModelsPage({ live, dispatch }: ModelsPageProps) {
           </p>
         </div>
       )}
+      <SplitCard generation={splits} />
       <ImportCard onImported={() => void refresh()} />
       <DownloadCard onDownloaded={onDownloaded} fromPeers={data?.from_peers ?? []} />
       {model.state === 'failed' && (
@@ -231,6 +251,18 @@ export function ModelsPage({ live, dispatch }: ModelsPageProps) {
                         onClick={() => void load(m.id)}
                       >
                         Load
+                      </button>
+                    )}
+                    {!loadingRow && confirming !== m.id && (
+                      <button
+                        type="button"
+                        className="btn"
+                        data-testid="model-split"
+                        title="Spread its layers over this machine and the peers that share their memory"
+                        disabled={pending || Boolean(m.error)}
+                        onClick={() => void split(m.id)}
+                      >
+                        Split
                       </button>
                     )}
                     {!loadedRow && !loadingRow && confirming !== m.id && (

@@ -118,6 +118,7 @@ mod tests {
             queue_depth: 3,
             is_generating: true,
             silent_ms: 120,
+            listens_at: None,
         };
         let mut registry = Registry::default();
         register(&mut registry, &[peer], (1000, 2000), 2);

@@ -206,6 +206,7 @@ impl Me {
             hearth: hearth.then(|| HearthHello {
                 noise: HEARTH_NOISE.into(),
                 tunnel: None,
+                port: self.state.cluster_port,
             }),
         }
     }

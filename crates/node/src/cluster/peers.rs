@@ -36,6 +36,10 @@ pub struct PeerView {
     pub is_generating: bool,
     /// Milliseconds since the peer's last frame of any kind.
     pub silent_ms: u64,
+    /// Where its cluster listens (the address this node dialed, or the one a Hearth peer
+    /// gave in its hello), for connections back to it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listens_at: Option<String>,
 }
 
 #[derive(Debug)]
@@ -134,6 +138,15 @@ impl Peers {
             queue_depth: 0,
             is_generating: false,
             silent_ms: 0,
+            listens_at: if outbound {
+                Some(addr.to_string())
+            } else {
+                hello
+                    .hearth
+                    .as_ref()
+                    .and_then(|h| h.port)
+                    .map(|p| SocketAddr::new(addr.ip(), p).to_string())
+            },
         };
         peers.insert(
             key,

@@ -256,7 +256,15 @@ impl Splits {
         let me = dialer.me().clone();
         let mut tunnels = Vec::new();
         let mut refused = Vec::new();
-        for addr in dialer.addresses() {
+        // The Hearth peers connected now, once each, where their clusters listen.
+        let peers: Vec<String> = state
+            .cluster_peers
+            .list()
+            .into_iter()
+            .filter(|p| p.kind == "hearth")
+            .filter_map(|p| p.listens_at)
+            .collect();
+        for addr in peers {
             match Tunnel::open(&me, &addr, hearth_protocol::cluster::RPC_TUNNEL).await {
                 Ok(t) => tunnels.push((addr, t)),
                 Err(why) => refused.push(format!("{addr}: {why}")),

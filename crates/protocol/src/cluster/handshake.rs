@@ -46,6 +46,10 @@ pub struct HearthHello {
     /// instead of the cluster's messages. Bound into the handshake like the rest of `hello`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tunnel: Option<String>,
+    /// The port the sender's cluster listens on, so a peer it connected to can open a
+    /// connection back to it (a split model's tunnel).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
 }
 
 /// The tunnel of a split model: ggml's RPC protocol, raw, to a `hearth-node rpc-serve` that the
