@@ -106,21 +106,17 @@ pub fn serve(at: &str, threads: usize) -> RpcError {
 /// devices, say), and a tunnel carries one connection: a backend on the server's first device
 /// is made and kept for the life of the process, which holds that one connection open.
 pub(crate) fn add_server(at: &str) -> Result<Vec<usize>, RpcError> {
+    // Held for the whole registration: ggml's registry is not synchronised.
     static HELD: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     let at_c = endpoint(at)?;
-    {
-        let mut held = HELD
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if !held.iter().any(|h| h == at) {
-            // SAFETY: a NUL-terminated endpoint alive for the call. The backend is never
-            // freed: it is what keeps ggml's connection to the server.
-            let backend = unsafe { ggml_backend_rpc_init(at_c.as_ptr(), 0) };
-            if backend.is_null() {
-                return Err(RpcError::NoDevices(at.to_owned()));
-            }
-            held.push(at.to_owned());
-        }
+    let mut held = HELD
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !held.iter().any(|h| h == at) {
+        // SAFETY: a NUL-terminated endpoint alive for the call (a server that does not answer
+        // aborts the process). The backend is never freed: it keeps ggml's connection.
+        let _backend: ggml_backend_t = unsafe { ggml_backend_rpc_init(at_c.as_ptr(), 0) };
+        held.push(at.to_owned());
     }
     // SAFETY: a NUL-terminated endpoint alive for the call; ggml copies it. Null means the
     // server has no device.
@@ -129,7 +125,8 @@ pub(crate) fn add_server(at: &str) -> Result<Vec<usize>, RpcError> {
         return Err(RpcError::NoDevices(at.to_owned()));
     }
     // SAFETY: `reg` is the valid registry ggml just gave; its devices live as long as the
-    // process. Registering one twice would list its devices twice, so only a new one is added.
+    // process. Registering one twice would list its devices twice, so only a new one is added;
+    // `HELD` keeps other threads of this process out of ggml's registry meanwhile.
     let devices: Vec<ggml_backend_dev_t> = unsafe {
         let count = llama_cpp_sys_2::ggml_backend_reg_dev_count(reg);
         let devices: Vec<_> = (0..count)
@@ -142,12 +139,13 @@ pub(crate) fn add_server(at: &str) -> Result<Vec<usize>, RpcError> {
         }
         devices
     };
-    // SAFETY: reading ggml's device list, which only grows.
+    // SAFETY: reading ggml's device list, which only grows (under `HELD`).
     let all: Vec<ggml_backend_dev_t> = unsafe {
         (0..llama_cpp_sys_2::ggml_backend_dev_count())
             .map(|i| llama_cpp_sys_2::ggml_backend_dev_get(i))
             .collect()
     };
+    drop(held);
     Ok(devices
         .iter()
         .filter_map(|d| all.iter().position(|a| a == d))

@@ -77,6 +77,10 @@ pub struct ServeArgs {
         value_delimiter = ','
     )]
     split_remote: Vec<String>,
+    /// Stop when standard input closes (a split model's worker: the node that started it
+    /// holds it, so the worker never outlives that node).
+    #[arg(long, env = "HEARTH_UNTIL_STDIN_CLOSES", hide = true)]
+    until_stdin_closes: bool,
     /// A split model's worker: how many of the model's layers go to the RPC servers.
     #[arg(long, env = "HEARTH_SPLIT_LAYERS", hide = true, default_value_t = 0)]
     split_layers: u32,
@@ -181,6 +185,7 @@ impl ServeArgs {
             layers: self.split_layers,
         });
         c.share_memory = self.share_memory;
+        c.until_stdin_closes = self.until_stdin_closes;
         c.key_storage = self.key_storage;
         c.thermal_zone = self.thermal_zone;
         c.ollama_port = self.ollama_port;

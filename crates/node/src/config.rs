@@ -57,6 +57,8 @@ pub struct NodeConfig {
     pub remote: Option<hearth_engine::Remote>,
     /// Let peers' split models place layers on this machine (`--share-memory`).
     pub share_memory: bool,
+    /// Stop when standard input closes (a split model's worker: its node holds it).
+    pub until_stdin_closes: bool,
     /// How long shutdown waits for open streams to get their final message.
     pub shutdown_grace: Duration,
     /// The batch door's `generation_config` defaults (NOTES.md's, unless overridden).
@@ -106,6 +108,7 @@ impl NodeConfig {
             script: None,
             remote: None,
             share_memory: false,
+            until_stdin_closes: false,
             shutdown_grace: Duration::from_secs(3),
             batch_defaults: Default::default(),
             auth_timeout: crate::server::auth::DEFAULT_AUTH_TIMEOUT,

@@ -137,7 +137,29 @@ async fn keys(action: KeysAction, data_dir: PathBuf) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Standard input closed (read to its end on a thread of its own).
+async fn stdin_closed() {
+    let _ = tokio::task::spawn_blocking(|| {
+        use std::io::Read as _;
+        let mut buf = [0u8; 64];
+        while matches!(std::io::stdin().read(&mut buf), Ok(1..)) {}
+    })
+    .await;
+}
+
 async fn serve(config: NodeConfig) -> anyhow::Result<()> {
+    // A split model's worker: its node holds its standard input, and it stops when that closes
+    // (the node stopped, or died), or when the model cannot be loaded.
+    let worker = config.remote.is_some();
+    let until_stdin_closes = config.until_stdin_closes;
+    let orphaned = async {
+        if until_stdin_closes {
+            stdin_closed().await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::pin!(orphaned);
     let node = Node::start(config).await.context("starting the node")?;
     let url = format!("http://{}", node.addr());
     println!("Hearth is listening on {url}  (OpenAI API: {url}/v1, streaming WebSocket: ws://{}/generate)", node.addr());
@@ -145,14 +167,27 @@ async fn serve(config: NodeConfig) -> anyhow::Result<()> {
         r = node.host().ready() => match r {
             Ok(info) => println!("Model {} is ready ({} slots, {} tokens of context each)", info.id, info.slots, info.ctx_per_slot),
             Err(hearth_engine::SubmitError::NoModel) => println!("No model yet: open {url} to load one (Models), or put a .gguf file in the models folder"),
-            Err(e) => eprintln!("The model could not be loaded: {e}"),
+            Err(e) => {
+                eprintln!("The model could not be loaded: {e}");
+                if worker {
+                    node.shutdown().await;
+                    anyhow::bail!("a split model's worker without its model: {e}");
+                }
+            }
         },
         () = shutdown_signal() => {
             node.shutdown().await;
             return Ok(());
         }
+        () = &mut orphaned => {
+            node.shutdown().await;
+            return Ok(());
+        }
     }
-    shutdown_signal().await;
+    tokio::select! {
+        () = shutdown_signal() => {}
+        () = &mut orphaned => {}
+    }
     node.shutdown().await;
     Ok(())
 }

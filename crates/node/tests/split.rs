@@ -283,6 +283,12 @@ async fn a_model_split_across_two_nodes_answers_as_the_whole_model() {
     assert_eq!(status, 202, "{body}");
     assert_eq!(body["local_layers"], 15, "{body}");
     assert_eq!(body["peers"][0]["layers"], 15, "{body}");
+    // Half the layers: about half the weights.
+    assert_eq!(
+        body["peers"][0]["bytes"].as_u64(),
+        Some(common::model_size() * 15 / 30),
+        "{body}"
+    );
     placement(&owner.url, common::MODEL_ID, "ready").await;
     // The peer runs the RPC server for it, and the owner a worker process with the model.
     assert!(
@@ -305,6 +311,28 @@ async fn a_model_split_across_two_nodes_answers_as_the_whole_model() {
     assert_eq!(models["loaded_models"], json!([]), "{models}");
     for (prompt, whole) in prompts.iter().zip(&whole) {
         assert_eq!(&greedy(&owner.url, prompt).await, whole, "{prompt}");
+    }
+    // The peer lost while the split is idle: noticed within seconds (its tunnel goes silent
+    // or closes), named, and the worker is stopped.
+    let mut sharing = sharing;
+    let _ = Command::new("kill")
+        .args(["-9", &sharing.child.id().to_string()])
+        .status();
+    let _ = sharing.child.wait();
+    let lost = Instant::now();
+    let failed = placement(&owner.url, common::MODEL_ID, "failed").await;
+    assert!(lost.elapsed() < Duration::from_secs(15), "{failed}");
+    assert!(
+        failed["error"].as_str().unwrap_or_default().contains(&peer),
+        "{failed}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while children(owner.child.id())
+        .iter()
+        .any(|c| c.contains("--split-remote"))
+    {
+        assert!(Instant::now() < deadline, "the worker outlived its tunnel");
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

@@ -41,7 +41,7 @@ test('a model is split across two nodes from the Models page, and served whole a
   });
   const peers = split.locator(sel('split-peer'));
   assert.equal(await peers.count(), 1);
-  assert.match(await peers.first().innerText(), /sharer .*: 15 layers/);
+  assert.match(await peers.first().innerText(), /sharer .*: 15 layers, about [\d.]+ [KMG]?i?B/);
   assert.match(await split.locator(sel('split-placement')).innerText(), /This machine: 15 layers/);
   await screenshot(page, '14-split-serving');
 

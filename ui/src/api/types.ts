@@ -174,9 +174,10 @@ export interface Download {
 /** Where a split model's layers are (`GET /api/models/split`). */
 export interface SplitPlacement {
   model: string;
-  /** Layers on this machine. */
+  /** Layers on this machine, and about the bytes of weights they take. */
   local_layers: number;
-  peers: { name: string; addr: string; layers: number }[];
+  local_bytes: number;
+  peers: { name: string; addr: string; layers: number; bytes: number }[];
   state: 'loading' | 'ready' | 'failed';
   /** Why it failed (which peer was lost); it loads again once peers share memory. */
   error?: string;

@@ -1,12 +1,14 @@
 /**
  * Split models (`GET /api/models/split`): for each model split across this machine and peers
- * that share their memory, how many layers each holds, whether it serves yet, why it failed
+ * that share their memory, how many layers each holds (and about how much memory their weights
+ * take), whether it serves yet, why it failed
  * (which peer was lost; it loads again once peers share memory), and "Serve whole" to end the
  * split. Read every few seconds; hidden while nothing is split.
  */
 import { useCallback, useEffect, useState } from 'react';
 import { api, errorText } from '../api/client';
 import type { SplitsResponse } from '../api/types';
+import { formatBytes } from '../format';
 
 /** How often the placements are read again (a lost peer changes them). */
 const SPLIT_POLL_MS = 2000;
@@ -60,14 +62,16 @@ export function SplitCard({ generation }: SplitCardProps) {
           <div>
             <strong>{s.model}</strong>{' '}
             <span className={s.state === 'ready' ? 'badge badge-ready' : 'badge'} data-testid="split-state">
-              {s.state === 'ready' ? 'Serving' : s.state === 'loading' ? 'Loading…' : 'Lost a peer'}
+              {s.state === 'ready' ? 'Serving' : s.state === 'loading' ? 'Loading…' : 'Stopped: loads again when peers can take it'}
             </span>
           </div>
           <ul className="split-placement" data-testid="split-placement">
-            <li>This machine: {s.local_layers} layers</li>
+            <li>
+              This machine: {s.local_layers} layers, about {formatBytes(s.local_bytes)}
+            </li>
             {s.peers.map((p) => (
               <li key={p.addr} data-testid="split-peer">
-                {p.name} ({p.addr}): {p.layers} layers
+                {p.name} ({p.addr}): {p.layers} layers, about {formatBytes(p.bytes)}
               </li>
             ))}
           </ul>

@@ -2,9 +2,9 @@
 //! names the tunnel's kind (`RPC_TUNNEL`: a split model's link to ggml's RPC server), and
 //! after the usual handshake (passcode, device identity) each piece of the stream is one
 //! encrypted message. The listening side's first message says whether it took the tunnel
-//! (`[1]`) or why not (`[0]` and a reason). Both sides ping every second and end a tunnel
-//! whose peer is silent for [`SILENCE`], as cluster connections do, so a vanished machine
-//! ends it in seconds.
+//! (`[1]`) or why not (`[0]` and a reason). From then on both sides ping every second (while
+//! waiting for the stream's local end too) and end a tunnel whose peer is silent for
+//! [`SILENCE`], as cluster connections do, so a vanished machine ends it in seconds.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -31,8 +31,9 @@ const PIECE: usize = 64 * 1024;
 /// One admitted tunnel connection, before its bytes flow.
 pub(crate) struct Tunnel {
     link: Link,
-    /// The peer's device name, for messages.
+    /// The peer's device name, for messages, and its proven device id.
     pub(crate) peer_name: String,
+    pub(crate) peer_id: String,
     pub(crate) peer_addr: SocketAddr,
 }
 
@@ -59,6 +60,7 @@ impl Tunnel {
         }
         Ok(Self {
             peer_name: admitted.hello.device_info.name.clone(),
+            peer_id: admitted.hello.device_info.id.to_string(),
             link: admitted.link,
             peer_addr,
         })
@@ -92,6 +94,7 @@ impl Tunnel {
                 handshake::dial_for(Framed::new(held, super::codec()), me, Some(kind)).await?;
             let mut link = admitted.link;
             let name = admitted.hello.device_info.name;
+            let peer_id = admitted.hello.device_info.id.to_string();
             loop {
                 match link.next().await {
                     Some(Ok(Incoming::Ping)) => {}
@@ -106,6 +109,7 @@ impl Tunnel {
             }
             Ok(Self {
                 peer_name: name,
+                peer_id,
                 link,
                 peer_addr,
             })
@@ -113,6 +117,42 @@ impl Tunnel {
         tokio::time::timeout(OPEN_WAIT, opening)
             .await
             .map_err(|_| format!("no tunnel to {addr} within {} s", OPEN_WAIT.as_secs()))?
+    }
+
+    /// Keep the tunnel alive (pinging, and hearing the peer's pings) until `fut` is ready: its
+    /// output, or why the tunnel ended first. No bytes may come before the stream starts.
+    pub(crate) async fn idle_until<T>(
+        &mut self,
+        fut: impl std::future::Future<Output = T>,
+    ) -> Result<T, String> {
+        tokio::pin!(fut);
+        let mut ping = tokio::time::interval(PING_EVERY);
+        ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                out = &mut fut => return Ok(out),
+                incoming = self.link.next() => match incoming {
+                    None => return Err(format!("{} closed the tunnel", self.peer_name)),
+                    Some(Err(e)) => return Err(format!("from {}: {e}", self.peer_name)),
+                    Some(Ok(Incoming::Ping)) => {}
+                    Some(Ok(Incoming::Message(_))) => {
+                        return Err(format!("{} sent bytes before the stream began", self.peer_name))
+                    }
+                },
+                _ = ping.tick() => self.keep_alive().await?,
+            }
+        }
+    }
+
+    /// A ping, after checking the peer was heard from lately.
+    async fn keep_alive(&mut self) -> Result<(), String> {
+        if self.link.heard().elapsed() > SILENCE {
+            return Err(format!("{} went silent", self.peer_name));
+        }
+        self.link
+            .ping()
+            .await
+            .map_err(|e| format!("pinging {}: {e}", self.peer_name))
     }
 
     /// Carry bytes between the tunnel and a local stream (`from` read into the tunnel, the
@@ -147,11 +187,8 @@ impl Tunnel {
                     }
                 },
                 _ = ping.tick() => {
-                    if self.link.heard().elapsed() > SILENCE {
-                        return format!("{} went silent", self.peer_name);
-                    }
-                    if let Err(e) = self.link.ping().await {
-                        return format!("pinging {}: {e}", self.peer_name);
+                    if let Err(why) = self.keep_alive().await {
+                        return why;
                     }
                 }
             }

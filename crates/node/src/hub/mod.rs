@@ -212,8 +212,9 @@ pub struct Hub {
 #[derive(Debug)]
 struct Inner {
     token_digest: Option<[u8; 32]>,
-    /// The token of this node's own workers (a split model's), set when the first starts.
-    own_digest: std::sync::OnceLock<[u8; 32]>,
+    /// The token of this node's own workers (a split model's), set when the first starts,
+    /// and the address besides loopback they connect from.
+    own_digest: std::sync::OnceLock<([u8; 32], std::net::IpAddr)>,
     serve_locally: bool,
     task_silence: Duration,
     registry: Mutex<Registry>,
@@ -280,16 +281,21 @@ impl Hub {
 
     /// Compares digests in constant time, so the comparison's timing says nothing about the
     /// token (nor about its length).
-    pub(crate) fn token_matches(&self, token: &str) -> bool {
+    /// Whether a worker connecting from `peer` may join with `token`: the hub's token from
+    /// anywhere, this node's own workers' token only from this machine.
+    pub(crate) fn token_matches(&self, token: &str, peer: std::net::IpAddr) -> bool {
         use subtle::ConstantTimeEq as _;
         let given = digest(token);
-        [
-            self.inner.token_digest.as_ref(),
-            self.inner.own_digest.get(),
-        ]
-        .into_iter()
-        .flatten()
-        .any(|d| bool::from(given.ct_eq(d)))
+        let hubs = self
+            .inner
+            .token_digest
+            .as_ref()
+            .is_some_and(|d| bool::from(given.ct_eq(d)));
+        let own = self.inner.own_digest.get().is_some_and(|(d, ip)| {
+            let here = peer.to_canonical().is_loopback() || peer.to_canonical() == *ip;
+            here && bool::from(given.ct_eq(d))
+        });
+        hubs || own
     }
 
     /// Whether the `/node` door takes workers (`--hub-token`, or this node's own).
@@ -299,8 +305,8 @@ impl Hub {
 
     /// Take this node's own workers (the processes of its split models), which present
     /// `token`: set once, for the node's life.
-    pub(crate) fn admit_own_workers(&self, token: &str) {
-        let _ = self.inner.own_digest.set(digest(token));
+    pub(crate) fn admit_own_workers(&self, token: &str, from: std::net::IpAddr) {
+        let _ = self.inner.own_digest.set((digest(token), from));
     }
 
     /// Add a worker. One with the same model and name is superseded: removed at once (its
@@ -625,8 +631,16 @@ mod tests {
     #[tokio::test]
     async fn placement_reserves_slots_and_routes_frames() {
         let hub = hub();
-        assert!(hub.token_matches("t"));
-        assert!(!hub.token_matches("T"));
+        let lan: std::net::IpAddr = "192.168.1.20".parse().unwrap();
+        let here: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+        assert!(hub.token_matches("t", lan));
+        assert!(!hub.token_matches("T", lan));
+        // This node's own workers' token: from this machine only.
+        hub.admit_own_workers("own", "192.168.1.5".parse().unwrap());
+        assert!(hub.token_matches("own", here));
+        assert!(hub.token_matches("own", "192.168.1.5".parse().unwrap()));
+        assert!(!hub.token_matches("own", lan));
+        assert!(hub.token_matches("t", lan));
         let (out, mut out_rx) = mpsc::channel(8);
         let w = hub.register(join("a", 1, true), out, CancellationToken::new(), None);
         let model = ModelId("SmolLM2-135M-Instruct.Q4_1".into());

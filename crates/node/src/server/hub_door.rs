@@ -175,7 +175,7 @@ async fn serve(
             return;
         }
     };
-    if !hub.token_matches(&token) {
+    if !hub.token_matches(&token, peer.ip()) {
         tracing::warn!(%peer, worker = %join.name, "refused a worker with a wrong token");
         close(&mut socket, wp::CLOSE_BAD_TOKEN, "bad token").await;
         return;

@@ -46,7 +46,9 @@ pub(crate) async fn split(
         Err(e) => {
             let (status, code) = match &e {
                 SplitError::Unknown(_) => (StatusCode::NOT_FOUND, "not_found"),
-                SplitError::Already(_) => (StatusCode::CONFLICT, "already_split"),
+                SplitError::Already(_) | SplitError::Stopped(_) => {
+                    (StatusCode::CONFLICT, "already_split")
+                }
                 SplitError::NoLayers(_) => (StatusCode::BAD_REQUEST, "not_splittable"),
                 SplitError::NoCluster | SplitError::NoPeer(_) => {
                     (StatusCode::CONFLICT, "no_peer_shares_memory")

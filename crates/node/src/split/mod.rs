@@ -1,8 +1,9 @@
 //! A model split across machines with llama.cpp's RPC backend (DESIGN.md §5).
-//! - This node's split models ([`Splits::start`]): an encrypted tunnel to each peer that
-//!   shares its memory, and a worker process (`hearth-node serve` with the model's last layers
-//!   on those tunnels) that joins this node as a provider of the route, like a hub's worker.
-//!   A lost peer kills only that process (ggml aborts it); the node and its other models go on.
+//! - This node's split models ([`Splits::start`], the rest in `owner`): an encrypted tunnel to
+//!   each peer that shares its memory, and a worker process (`hearth-node serve` with the
+//!   model's last layers on those tunnels) that joins this node as a provider of the route,
+//!   like a hub's worker. A lost peer (its tunnel ends) stops only that process; the node and
+//!   its other models go on, and the split is set up again when peers share memory.
 //! - Peers' split models ([`host`]): a tunnel a peer opens starts `hearth-node rpc-serve`
 //!   ([`rpc_serve`]) for it, when this node shares its memory (`--share-memory`).
 //!
@@ -10,27 +11,20 @@
 //! tunnel can reach it: see [`rpc_serve`].
 
 pub mod host;
+mod owner;
 pub mod rpc_serve;
+mod socket_owner;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use hearth_protocol::ModelId;
 use serde::Serialize;
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::cluster::tunnel::Tunnel;
 use crate::server::AppState;
-
-/// How long a worker's ggml may take to connect to a tunnel's local end.
-const WORKER_CONNECT_WAIT: Duration = Duration::from_secs(120);
-/// The first pause before a lost split loads again, and the longest.
-const RELOAD_FIRST: Duration = Duration::from_secs(1);
-const RELOAD_MOST: Duration = Duration::from_secs(10);
 
 /// Why a model could not be split.
 #[derive(Debug, thiserror::Error)]
@@ -47,14 +41,17 @@ pub enum SplitError {
     NoPeer(String),
     #[error("starting the worker process: {0}")]
     Worker(#[from] std::io::Error),
+    #[error("the split of {0} was ended while it started")]
+    Stopped(String),
 }
 
 /// Where a split model's layers are.
 #[derive(Debug, Clone, Serialize)]
 pub struct Placement {
     pub model: String,
-    /// Layers on this machine.
+    /// Layers on this machine, and about the bytes of weights they take.
     pub local_layers: u32,
+    pub local_bytes: u64,
     /// Each peer's name, address and layers.
     pub peers: Vec<PeerShare>,
     /// `loading`, `ready`, or `failed` with why.
@@ -68,6 +65,13 @@ pub struct PeerShare {
     pub name: String,
     pub addr: String,
     pub layers: u32,
+    /// About the bytes of weights its layers take there.
+    pub bytes: u64,
+}
+
+/// About the bytes of weights `layers` of a model's `n` take: its file's share.
+fn weight_bytes(size: u64, layers: u32, n: u32) -> u64 {
+    size.saturating_mul(u64::from(layers)) / u64::from(n.max(1))
 }
 
 /// What a split model is: its file and layer count.
@@ -80,6 +84,8 @@ struct Split {
 struct Running {
     placement: Placement,
     stop: CancellationToken,
+    /// The worker process now, whose connections alone the tunnels' local ends take.
+    worker_pid: Option<u32>,
     /// Why each tunnel that ended did (which peer was lost).
     lost: Vec<String>,
 }
@@ -93,6 +99,8 @@ pub struct Splits {
     /// What this node's workers present to its `/node` door (random, never leaves the machine).
     token: String,
     running: Mutex<HashMap<ModelId, Running>>,
+    /// Peers' split models served here.
+    hosted: host::Hosted,
 }
 
 impl std::fmt::Debug for Splits {
@@ -127,7 +135,13 @@ impl Splits {
             data_dir,
             token: bytes.iter().map(|b| format!("{b:02x}")).collect(),
             running: Mutex::new(HashMap::new()),
+            hosted: host::Hosted::default(),
         }
+    }
+
+    /// The `rpc-serve` processes this node runs for peers.
+    pub(crate) fn hosted(&self) -> &host::Hosted {
+        &self.hosted
     }
 
     /// Whether peers may place layers of their split models on this machine.
@@ -208,9 +222,6 @@ impl Splits {
                 Some((id, info.path.clone()))
             })
             .ok_or_else(|| SplitError::Unknown(name.chars().take(200).collect()))?;
-        if self.is_split(&id) {
-            return Err(SplitError::Already(id.0));
-        }
         let layers = hearth_engine::gguf::read(&path)
             .ok()
             .and_then(|g| g.block_count)
@@ -218,225 +229,59 @@ impl Splits {
             .filter(|&n| n > 1)
             .ok_or_else(|| SplitError::NoLayers(id.0.clone()))?;
         let stop = state.shutdown.child_token();
+        // Held under this model's name from here: a second request finds it split already.
+        {
+            let mut running = lock(&self.running);
+            if running.contains_key(&id) {
+                return Err(SplitError::Already(id.0));
+            }
+            let placement = Placement {
+                model: id.0.clone(),
+                local_layers: layers,
+                local_bytes: 0,
+                peers: Vec::new(),
+                state: "loading".into(),
+                error: None,
+            };
+            running.insert(
+                id.clone(),
+                Running {
+                    placement,
+                    stop: stop.clone(),
+                    worker_pid: None,
+                    lost: Vec::new(),
+                },
+            );
+        }
+        let split = Split { id, path, layers };
         let attempt = stop.child_token();
-        let (placement, endpoints) = self.launch(state, &id, layers, &attempt).await?;
+        let (placement, endpoints) = match self.launch(state, &split, &attempt).await {
+            Ok(l) => l,
+            Err(e) => {
+                lock(&self.running).remove(&split.id);
+                return Err(e);
+            }
+        };
+        // Ended (DELETE) while it started: nothing more starts.
+        match lock(&self.running).get_mut(&split.id) {
+            Some(r) if !stop.is_cancelled() => r.placement = placement.clone(),
+            _ => {
+                attempt.cancel();
+                return Err(SplitError::Stopped(split.id.0));
+            }
+        }
         if let Some(hub) = state.router.hub() {
-            hub.admit_own_workers(&self.token);
+            hub.admit_own_workers(&self.token, self.own_ip());
         }
         // The whole model here would take the requests the worker is for.
-        state.host.set_elsewhere(&id, true);
-        state.host.unload(Some(&id)).await;
-        lock(&self.running).insert(
-            id.clone(),
-            Running {
-                placement: placement.clone(),
-                stop: stop.clone(),
-                lost: Vec::new(),
-            },
-        );
-        let split = Split { id, path, layers };
+        state.host.set_elsewhere(&split.id, true);
+        state.host.unload(Some(&split.id)).await;
         tokio::spawn(
             self.clone()
                 .run(state.clone(), split, (endpoints, attempt), stop),
         );
         tracing::info!(?placement, "splitting a model across peers");
         Ok(placement)
-    }
-
-    /// A tunnel to each peer that shares its memory, each carried to a local port for the
-    /// worker until `attempt` is cancelled: the placement, and the ports as endpoints.
-    async fn launch(
-        self: &Arc<Self>,
-        state: &Arc<AppState>,
-        id: &ModelId,
-        layers: u32,
-        attempt: &CancellationToken,
-    ) -> Result<(Placement, Vec<String>), SplitError> {
-        let dialer = state.cluster_dialer.get().ok_or(SplitError::NoCluster)?;
-        let me = dialer.me().clone();
-        let mut tunnels = Vec::new();
-        let mut refused = Vec::new();
-        // The Hearth peers connected now, once each, where their clusters listen.
-        let peers: Vec<String> = state
-            .cluster_peers
-            .list()
-            .into_iter()
-            .filter(|p| p.kind == "hearth")
-            .filter_map(|p| p.listens_at)
-            .collect();
-        for addr in peers {
-            match Tunnel::open(&me, &addr, hearth_protocol::cluster::RPC_TUNNEL).await {
-                Ok(t) => tunnels.push((addr, t)),
-                Err(why) => refused.push(format!("{addr}: {why}")),
-            }
-        }
-        if tunnels.is_empty() {
-            let why = if refused.is_empty() {
-                "this node has no peers".to_owned()
-            } else {
-                refused.join("; ")
-            };
-            return Err(SplitError::NoPeer(why));
-        }
-        let (local_layers, remote) = share(layers, tunnels.len());
-        let mut endpoints = Vec::new();
-        let mut peers = Vec::new();
-        for ((addr, tunnel), n) in tunnels.into_iter().zip(&remote) {
-            let listener = TcpListener::bind("127.0.0.1:0").await?;
-            endpoints.push(listener.local_addr()?.to_string());
-            peers.push(PeerShare {
-                name: tunnel.peer_name.clone(),
-                addr,
-                layers: *n,
-            });
-            tokio::spawn(
-                self.clone()
-                    .carry(id.clone(), listener, tunnel, attempt.clone()),
-            );
-        }
-        let placement = Placement {
-            model: id.0.clone(),
-            local_layers,
-            peers,
-            state: "loading".into(),
-            error: None,
-        };
-        Ok((placement, endpoints))
-    }
-
-    /// `hearth-node serve` for split model `id`, joining this node as a worker.
-    fn worker(
-        &self,
-        id: &ModelId,
-        path: &std::path::Path,
-        endpoints: &[String],
-        remote_layers: u32,
-        state: &AppState,
-    ) -> std::io::Result<tokio::process::Child> {
-        let dir = self.data_dir.join("split").join(&id.0);
-        std::fs::create_dir_all(&dir)?;
-        let settings = state.host.settings();
-        let hub = SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), self.node_addr.port());
-        let mut cmd = tokio::process::Command::new(std::env::current_exe()?);
-        cmd.arg("serve")
-            .args(["--host", "127.0.0.1", "--port", "0", "--cluster-port", "0"])
-            .args(["--no-discovery", "--key-storage", "file"])
-            .arg("--data-dir")
-            .arg(dir.join("data"))
-            .arg("--models-dir")
-            .arg(dir.join("models"))
-            .arg("--model")
-            .arg(path)
-            .args(["--parallel", &settings.slots.to_string()])
-            .args(["--threads", &settings.threads.to_string()])
-            .args(["--split-remote", &endpoints.join(",")])
-            .args(["--split-layers", &remote_layers.to_string()])
-            .args(["--join", &format!("ws://{hub}/node")])
-            .args(["--name", &Self::worker_name(state)])
-            .env("HEARTH_JOIN_TOKEN", &self.token)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .kill_on_drop(true);
-        cmd.spawn()
-    }
-
-    /// Run the split's worker until the split stops; when the worker ends (a peer was lost:
-    /// ggml aborts it), say why, and load the split again on the peers there are, once some
-    /// share their memory.
-    async fn run(
-        self: Arc<Self>,
-        state: Arc<AppState>,
-        split: Split,
-        first: (Vec<String>, CancellationToken),
-        stop: CancellationToken,
-    ) {
-        let Split { id, path, layers } = split;
-        let (mut endpoints, mut attempt) = first;
-        loop {
-            let remote = lock(&self.running)
-                .get(&id)
-                .map_or(0, |r| r.placement.peers.iter().map(|p| p.layers).sum());
-            let why = match self.worker(&id, &path, &endpoints, remote, &state) {
-                Ok(mut worker) => tokio::select! {
-                    status = worker.wait() => match status {
-                        Ok(s) => format!("its worker process ended ({s})"),
-                        Err(e) => format!("its worker process was lost: {e}"),
-                    },
-                    () = stop.cancelled() => {
-                        let _ = worker.kill().await;
-                        return;
-                    }
-                },
-                Err(e) => format!("its worker process could not start: {e}"),
-            };
-            attempt.cancel();
-            // The tunnel whose end killed it, when one did, has said so by now.
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            let lost = lock(&self.running)
-                .get_mut(&id)
-                .map(|r| std::mem::take(&mut r.lost))
-                .unwrap_or_default();
-            let why = if lost.is_empty() {
-                why
-            } else {
-                format!("{why}: lost {}", lost.join("; "))
-            };
-            tracing::warn!(model = %id, %why, "a split model stopped; loading it again when peers share memory");
-            self.set_state(&id, "failed", Some(why.clone()));
-            let mut delays = crate::backoff::jittered(RELOAD_FIRST, RELOAD_MOST);
-            loop {
-                tokio::select! {
-                    () = tokio::time::sleep(delays.next().unwrap_or(RELOAD_MOST)) => {}
-                    () = stop.cancelled() => return,
-                }
-                attempt = stop.child_token();
-                match self.launch(&state, &id, layers, &attempt).await {
-                    Ok((placement, e)) => {
-                        endpoints = e;
-                        if let Some(r) = lock(&self.running).get_mut(&id) {
-                            r.placement = placement;
-                        }
-                        tracing::info!(model = %id, "loading a split model again");
-                        break;
-                    }
-                    Err(e) => self.set_state(&id, "failed", Some(format!("{why}; {e}"))),
-                }
-            }
-        }
-    }
-}
-
-impl Splits {
-    /// One tunnel's local end: the worker's ggml connects once, and its bytes go to the peer.
-    async fn carry(
-        self: Arc<Self>,
-        model: ModelId,
-        listener: TcpListener,
-        tunnel: Tunnel,
-        stop: CancellationToken,
-    ) {
-        let peer = format!("{} ({})", tunnel.peer_name, tunnel.peer_addr);
-        let accepted = tokio::select! {
-            a = tokio::time::timeout(WORKER_CONNECT_WAIT, listener.accept()) => a,
-            () = stop.cancelled() => return,
-        };
-        drop(listener);
-        let why = match accepted {
-            Ok(Ok((conn, _))) => {
-                let _ = conn.set_nodelay(true);
-                let (from, to) = conn.into_split();
-                tokio::select! {
-                    why = tunnel.pump(from, to) => why,
-                    () = stop.cancelled() => return,
-                }
-            }
-            Ok(Err(e)) => format!("no local connection: {e}"),
-            Err(_) => "the worker never connected".into(),
-        };
-        tracing::warn!(model = %model, %peer, %why, "a split model's tunnel ended");
-        if let Some(r) = lock(&self.running).get_mut(&model) {
-            r.lost.push(format!("{peer}: {why}"));
-        }
     }
 }
 

@@ -11,7 +11,17 @@ use hearth_engine::rpc::RpcError;
 /// How long the server may take to start and accept this process's connection.
 const START_WAIT: Duration = Duration::from_secs(30);
 
+/// Serving a split model needs a Unix descriptor model (the tunnel on standard output, the
+/// RPC server's lock-down).
+#[cfg(not(unix))]
+pub fn run(_threads: usize) -> Result<(), RpcError> {
+    Err(RpcError::Stopped(
+        "serving a split model is supported on Linux and macOS only".into(),
+    ))
+}
+
 /// Serve the tunnel on standard input and output until either side closes it.
+#[cfg(unix)]
 pub fn run(threads: usize) -> Result<(), RpcError> {
     // Before ggml prints anything: its banner goes to standard error, the bytes to the tunnel.
     let mut tunnel_out = hearth_engine::rpc::take_stdout()?;

@@ -189,7 +189,8 @@ impl ModelHost {
     }
 
     /// Whether `model` is served by another process of this node (a split model's worker):
-    /// then it is never loaded here, and a request for it waits for that process.
+    /// then it is never loaded here (a load is refused; a request for it is told it is
+    /// loading until that process serves it).
     pub fn set_elsewhere(&self, model: &ModelId, elsewhere: bool) {
         let mut set = self.elsewhere.lock().unwrap_or_else(|p| p.into_inner());
         if elsewhere {
@@ -490,18 +491,6 @@ impl ModelHost {
     /// However many callers ask at once, the model is loaded once. A model whose last load
     /// failed is loaded again.
     pub fn ensure(self: &Arc<Self>, id: &ModelId, path: PathBuf) -> Result<Engine, SubmitError> {
-        if self
-            .elsewhere
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(id)
-        {
-            // Its worker process loads it (a split model): not ready until that one joins.
-            return Err(SubmitError::ModelLoading {
-                model: id.clone(),
-                percent: 0,
-            });
-        }
         self.start(id, path, false, false)
     }
 
@@ -514,6 +503,18 @@ impl ModelHost {
         pinned: bool,
         focus: bool,
     ) -> Result<Engine, SubmitError> {
+        if self
+            .elsewhere
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(id)
+        {
+            // Its worker process loads it (a split model): not ready until that one joins.
+            return Err(SubmitError::ModelLoading {
+                model: id.clone(),
+                percent: 0,
+            });
+        }
         let gguf = hearth_engine::gguf::read(&path).ok();
         let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
         let size = match path.file_name().and_then(|f| f.to_str()) {
