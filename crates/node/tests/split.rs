@@ -426,3 +426,58 @@ async fn a_lost_peer_ends_only_the_split_which_loads_again_when_it_is_back() {
     placement(&owner.url, common::MODEL_ID, "ready").await;
     assert_eq!(greedy(&owner.url, prompt).await, whole);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_split_across_three_nodes_answers_as_the_whole_model() {
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let common_args = ["--parallel", "1", "--threads", "1", "--no-discovery"];
+    let mut sharing_args = common_args.to_vec();
+    sharing_args.extend(["--cluster-port", "0", "--share-memory"]);
+    let mut peers = Vec::new();
+    let mut sharers = Vec::new();
+    for dir in &dirs[..2] {
+        let node = NodeProcess::start_without_model(&dir.path().join("data"), &sharing_args);
+        let port = get(&format!("{}/api/status", node.url)).await["cluster"]["port"]
+            .as_u64()
+            .unwrap();
+        peers.push(format!("127.0.0.1:{port}"));
+        sharers.push(node);
+    }
+    let mut owner_args = common_args.to_vec();
+    owner_args.extend(["--cluster-port", "0"]);
+    for p in &peers {
+        owner_args.extend(["--peer", p]);
+    }
+    let owner = NodeProcess::start(&dirs[2].path().join("data"), &owner_args, None);
+    let prompt = "Name three colours.";
+    let whole = greedy(&owner.url, prompt).await;
+    // Both peers connected before the split is asked for.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while get(&format!("{}/api/status", owner.url)).await["cluster"]["peers"]
+        .as_array()
+        .map_or(0, Vec::len)
+        < 2
+    {
+        assert!(Instant::now() < deadline, "the owner never had both peers");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let r = reqwest::Client::new()
+        .post(format!("{}/api/models/split", owner.url))
+        .json(&json!({"model": common::MODEL_ID}))
+        .send()
+        .await
+        .unwrap();
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["local_layers"], 10, "{body}");
+    assert_eq!(body["peers"].as_array().map(Vec::len), Some(2), "{body}");
+    placement(&owner.url, common::MODEL_ID, "ready").await;
+    for s in &sharers {
+        assert!(
+            children(s.child.id())
+                .iter()
+                .any(|c| c.contains("rpc-serve")),
+            "each peer serves a share"
+        );
+    }
+    assert_eq!(greedy(&owner.url, prompt).await, whole);
+}
