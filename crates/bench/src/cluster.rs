@@ -19,7 +19,7 @@ use crate::report::{median, percentile, Figure};
 
 const PROMPT: &str = "Write a short story about a robot learning to paint.";
 
-fn s(v: &str) -> String {
+pub(crate) fn s(v: &str) -> String {
     v.to_owned()
 }
 
@@ -28,7 +28,7 @@ async fn get(http: &reqwest::Client, url: String) -> Result<Value> {
 }
 
 /// The node's cluster port, as `127.0.0.1:PORT`.
-async fn cluster_addr(http: &reqwest::Client, node: &NodeProc) -> Result<String> {
+pub(crate) async fn cluster_addr(http: &reqwest::Client, node: &NodeProc) -> Result<String> {
     let v = get(http, format!("{}/api/cluster", node.base())).await?;
     let port = v["port"].as_u64().context("no cluster port")?;
     Ok(format!("127.0.0.1:{port}"))

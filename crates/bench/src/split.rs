@@ -12,14 +12,11 @@ use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
 use crate::client;
+use crate::cluster::{cluster_addr, s};
 use crate::node::NodeProc;
 use crate::report::Figure;
 
 const PROMPT: &str = "Write a short story about a robot learning to paint.";
-
-fn s(v: &str) -> String {
-    v.to_owned()
-}
 
 /// Bytes the node at `base` sent and received on cluster connections (tunnels included).
 async fn cluster_bytes(http: &reqwest::Client, base: &str) -> Result<u64> {
@@ -81,17 +78,8 @@ pub(crate) async fn figures(
     let mut sharing = one.to_vec();
     sharing.push(s("--share-memory"));
     let half = NodeProc::launch(bin, None, &sharing, Some(1))?;
-    let status: Value = http
-        .get(format!("{}/api/status", half.base()))
-        .send()
-        .await?
-        .json()
-        .await?;
-    let port = status["cluster"]["port"]
-        .as_u64()
-        .context("the sharing node's cluster port")?;
     let mut owning = one.to_vec();
-    owning.extend([s("--peer"), format!("127.0.0.1:{port}")]);
+    owning.extend([s("--peer"), cluster_addr(http, &half).await?]);
     let owner = NodeProc::launch(bin, Some(model), &owning, Some(0))?;
     let id = model
         .file_stem()

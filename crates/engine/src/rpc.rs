@@ -220,7 +220,7 @@ fn listening_fd(port: u16) -> Option<libc::c_int> {
             let mut listening: libc::c_int = 0;
             let mut opt_len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
             // SAFETY: both calls only write into the buffers given, whose lengths they are
-            // told; a descriptor that is not a socket makes them fail, and is skipped.
+            // told; a descriptor that is not a socket makes them fail, and is passed over.
             let named = unsafe {
                 libc::getsockname(fd, (&raw mut addr).cast(), &raw mut len) == 0
                     && libc::getsockopt(

@@ -122,20 +122,29 @@ impl Drop for RpcServe {
     }
 }
 
-async fn greedy(url: &str, prompt: &str) -> String {
-    let r: Value = reqwest::Client::new()
+/// A chat completion from the node at `url`, as JSON.
+async fn chat(url: &str, body: Value) -> Value {
+    reqwest::Client::new()
         .post(format!("{url}/v1/chat/completions"))
-        .json(&json!({
-            "messages": [{"role": "user", "content": prompt}],
-            "temperature": 0, "max_tokens": 40,
-        }))
+        .json(&body)
         .timeout(Duration::from_secs(120))
         .send()
         .await
         .unwrap()
         .json()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+async fn greedy(url: &str, prompt: &str) -> String {
+    let r = chat(
+        url,
+        json!({
+            "messages": [{"role": "user", "content": prompt}],
+            "temperature": 0, "max_tokens": 40,
+        }),
+    )
+    .await;
     r["choices"][0]["message"]["content"]
         .as_str()
         .unwrap_or_else(|| panic!("no answer: {r}"))
@@ -220,6 +229,13 @@ async fn get(url: &str) -> Value {
     reqwest::get(url).await.unwrap().json().await.unwrap()
 }
 
+/// The port the cluster of the node at `url` listens on.
+async fn cluster_port(url: &str) -> u64 {
+    get(&format!("{url}/api/status")).await["cluster"]["port"]
+        .as_u64()
+        .expect("the node's cluster port")
+}
+
 /// The split models' placements on the node at `url`, once `model` is in state `want`.
 async fn placement(url: &str, model: &str, want: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -260,9 +276,7 @@ async fn a_model_split_across_two_nodes_answers_as_the_whole_model() {
     let mut sharing_args = common_args.to_vec();
     sharing_args.extend(["--cluster-port", "0", "--share-memory"]);
     let sharing = NodeProcess::start_without_model(&dirs[0].path().join("data"), &sharing_args);
-    let port = get(&format!("{}/api/status", sharing.url)).await["cluster"]["port"]
-        .as_u64()
-        .unwrap();
+    let port = cluster_port(&sharing.url).await;
     let peer = format!("127.0.0.1:{port}");
     let mut owner_args = common_args.to_vec();
     owner_args.extend(["--cluster-port", "0", "--peer", &peer]);
@@ -344,10 +358,7 @@ async fn a_lost_peer_ends_only_the_split_which_loads_again_when_it_is_back() {
     let mut sharing_args = common_args.to_vec();
     sharing_args.extend(["--cluster-port", "0", "--share-memory"]);
     let mut sharing = NodeProcess::start_without_model(&sharing_data, &sharing_args);
-    let port = get(&format!("{}/api/status", sharing.url)).await["cluster"]["port"]
-        .as_u64()
-        .unwrap()
-        .to_string();
+    let port = cluster_port(&sharing.url).await.to_string();
     // The owner has a second model, which must keep answering.
     let models = dirs[1].path().join("models");
     std::fs::create_dir_all(&models).unwrap();
@@ -409,15 +420,11 @@ async fn a_lost_peer_ends_only_the_split_which_loads_again_when_it_is_back() {
     let failed = placement(&owner.url, common::MODEL_ID, "failed").await;
     let why = failed["error"].as_str().unwrap_or_default();
     assert!(why.contains(&peer), "{failed}");
-    let other: Value = http
-        .post(format!("{}/v1/chat/completions", owner.url))
-        .json(&json!({"model": "other", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 5}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let other = chat(
+        &owner.url,
+        json!({"model": "other", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 5}),
+    )
+    .await;
     assert_eq!(other["model"], "other", "{other}");
     // The peer back on its port: the split loads again and answers as before.
     let mut back_args = common_args.to_vec();
@@ -437,9 +444,7 @@ async fn a_model_split_across_three_nodes_answers_as_the_whole_model() {
     let mut sharers = Vec::new();
     for dir in &dirs[..2] {
         let node = NodeProcess::start_without_model(&dir.path().join("data"), &sharing_args);
-        let port = get(&format!("{}/api/status", node.url)).await["cluster"]["port"]
-            .as_u64()
-            .unwrap();
+        let port = cluster_port(&node.url).await;
         peers.push(format!("127.0.0.1:{port}"));
         sharers.push(node);
     }
