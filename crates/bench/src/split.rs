@@ -76,9 +76,11 @@ pub(crate) async fn figures(
     let one = [s("--threads"), s("1"), s("--parallel"), s("1")];
     let whole = NodeProc::launch(bin, Some(model), &one, Some(0))?;
     let mut sharing = one.to_vec();
-    sharing.push(s("--share-memory"));
+    sharing.extend([s("--share-memory"), s("1024")]);
     let half = NodeProc::launch(bin, None, &sharing, Some(1))?;
     let mut owning = one.to_vec();
+    // Equal offers: half the layers each.
+    owning.extend([s("--memory-limit"), s("1024")]);
     owning.extend([s("--peer"), cluster_addr(http, &half).await?]);
     let owner = NodeProc::launch(bin, Some(model), &owning, Some(0))?;
     let id = model

@@ -65,9 +65,17 @@ pub struct ServeArgs {
     #[arg(long, env = "HEARTH_TRANSFER_PACE_MS", hide = true)]
     transfer_pace_ms: Option<u64>,
     /// Let peers' split models place layers on this machine: each gets a process of its own
-    /// (`hearth-node rpc-serve`), reached only through the encrypted cluster connection.
-    #[arg(long, env = "HEARTH_SHARE_MEMORY")]
-    share_memory: bool,
+    /// (`hearth-node rpc-serve`), reached only through the encrypted cluster connection. Up
+    /// to MIB mebibytes in all when given, else what the machine has free.
+    #[arg(
+        long,
+        env = "HEARTH_SHARE_MEMORY",
+        value_name = "MIB",
+        num_args = 0..=1,
+        default_missing_value = "all",
+        value_parser = parse_share_memory
+    )]
+    share_memory: Option<u64>,
     /// A split model's worker: the RPC servers (HOST:PORT, reached through the node's tunnels)
     /// that the model's last --split-layers layers go to.
     #[arg(
@@ -241,6 +249,19 @@ fn parse_seconds(s: &str) -> Result<f64, String> {
 }
 
 /// Seconds (`300`) or a duration (`5m`, `1h30m`), at most a week.
+/// `--share-memory`'s limit: `all` (what is free) or a number of MiB, in bytes.
+fn parse_share_memory(s: &str) -> Result<u64, String> {
+    match s.trim() {
+        "all" | "" => Ok(u64::MAX),
+        n => n
+            .parse::<u64>()
+            .ok()
+            .filter(|&mib| mib > 0)
+            .and_then(|mib| mib.checked_mul(1 << 20))
+            .ok_or_else(|| format!("--share-memory takes a number of MiB or `all`, not {n:?}")),
+    }
+}
+
 pub fn parse_keep_alive(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let d = match s.parse::<u64>() {

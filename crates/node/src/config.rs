@@ -55,8 +55,9 @@ pub struct NodeConfig {
     pub script: Option<hearth_engine::Script>,
     /// Place the model's last layers on these RPC servers (a split model's worker process).
     pub remote: Option<hearth_engine::Remote>,
-    /// Let peers' split models place layers on this machine (`--share-memory`).
-    pub share_memory: bool,
+    /// Let peers' split models place layers on this machine (`--share-memory`), up to this
+    /// many bytes (`u64::MAX`: whatever is free); `None`: never.
+    pub share_memory: Option<u64>,
     /// Stop when standard input closes (a split model's worker: its node holds it).
     pub until_stdin_closes: bool,
     /// How long shutdown waits for open streams to get their final message.
@@ -107,7 +108,7 @@ impl NodeConfig {
             min_load_time: None,
             script: None,
             remote: None,
-            share_memory: false,
+            share_memory: None,
             until_stdin_closes: false,
             shutdown_grace: Duration::from_secs(3),
             batch_defaults: Default::default(),

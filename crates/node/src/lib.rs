@@ -344,6 +344,7 @@ impl Node {
         });
         // Downloads a previous run left part way go on.
         state.downloads.resume_partials();
+        split::split_too_large_models(&state);
         let worker = config.join.clone().map(|j| {
             tokio::spawn(hub::join::run(
                 j,

@@ -248,7 +248,12 @@ fn nodes_on_a_lan_find_each_other_serve_each_other_and_notice_a_cut_link() {
 #[test]
 fn a_model_split_across_the_lan_keeps_its_rpc_server_off_the_network() {
     let lan = Lan::create(2);
-    let sharer = Machine::start_with(&lan.machines[0], "sharer", false, &["--share-memory"]);
+    let sharer = Machine::start_with(
+        &lan.machines[0],
+        "sharer",
+        false,
+        &["--share-memory", "1024"],
+    );
     let owner = Machine::start(&lan.machines[1], "owner", true);
     wait(Duration::from_secs(60), "discovery", || {
         owner.peers().iter().any(|p| p == "sharer")

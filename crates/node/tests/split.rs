@@ -274,12 +274,19 @@ async fn a_model_split_across_two_nodes_answers_as_the_whole_model() {
     let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
     let common_args = ["--parallel", "1", "--threads", "1", "--no-discovery"];
     let mut sharing_args = common_args.to_vec();
-    sharing_args.extend(["--cluster-port", "0", "--share-memory"]);
+    sharing_args.extend(["--cluster-port", "0", "--share-memory", "1024"]);
     let sharing = NodeProcess::start_without_model(&dirs[0].path().join("data"), &sharing_args);
     let port = cluster_port(&sharing.url).await;
     let peer = format!("127.0.0.1:{port}");
     let mut owner_args = common_args.to_vec();
-    owner_args.extend(["--cluster-port", "0", "--peer", &peer]);
+    owner_args.extend([
+        "--cluster-port",
+        "0",
+        "--memory-limit",
+        "1024",
+        "--peer",
+        &peer,
+    ]);
     let owner = NodeProcess::start(&dirs[1].path().join("data"), &owner_args, None);
     let prompts = ["Name three colours.", "What is the capital of France?"];
     let mut whole = Vec::new();
@@ -356,7 +363,7 @@ async fn a_lost_peer_ends_only_the_split_which_loads_again_when_it_is_back() {
     let common_args = ["--parallel", "1", "--threads", "1", "--no-discovery"];
     let sharing_data = dirs[0].path().join("data");
     let mut sharing_args = common_args.to_vec();
-    sharing_args.extend(["--cluster-port", "0", "--share-memory"]);
+    sharing_args.extend(["--cluster-port", "0", "--share-memory", "1024"]);
     let mut sharing = NodeProcess::start_without_model(&sharing_data, &sharing_args);
     let port = cluster_port(&sharing.url).await.to_string();
     // The owner has a second model, which must keep answering.
@@ -428,7 +435,7 @@ async fn a_lost_peer_ends_only_the_split_which_loads_again_when_it_is_back() {
     assert_eq!(other["model"], "other", "{other}");
     // The peer back on its port: the split loads again and answers as before.
     let mut back_args = common_args.to_vec();
-    back_args.extend(["--cluster-port", &port, "--share-memory"]);
+    back_args.extend(["--cluster-port", &port, "--share-memory", "1024"]);
     let _back = NodeProcess::start_without_model(&sharing_data, &back_args);
     placement(&owner.url, common::MODEL_ID, "ready").await;
     assert_eq!(greedy(&owner.url, prompt).await, whole);
@@ -439,7 +446,7 @@ async fn a_model_split_across_three_nodes_answers_as_the_whole_model() {
     let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
     let common_args = ["--parallel", "1", "--threads", "1", "--no-discovery"];
     let mut sharing_args = common_args.to_vec();
-    sharing_args.extend(["--cluster-port", "0", "--share-memory"]);
+    sharing_args.extend(["--cluster-port", "0", "--share-memory", "1024"]);
     let mut peers = Vec::new();
     let mut sharers = Vec::new();
     for dir in &dirs[..2] {
@@ -449,7 +456,7 @@ async fn a_model_split_across_three_nodes_answers_as_the_whole_model() {
         sharers.push(node);
     }
     let mut owner_args = common_args.to_vec();
-    owner_args.extend(["--cluster-port", "0"]);
+    owner_args.extend(["--cluster-port", "0", "--memory-limit", "1024"]);
     for p in &peers {
         owner_args.extend(["--peer", p]);
     }
@@ -485,4 +492,77 @@ async fn a_model_split_across_three_nodes_answers_as_the_whole_model() {
         );
     }
     assert_eq!(greedy(&owner.url, prompt).await, whole);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_too_large_for_its_node_is_split_when_a_request_names_it() {
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let common_args = ["--parallel", "1", "--threads", "1", "--no-discovery"];
+    // Models on the owner may take 200 MiB; the model needs more (its file and cache).
+    let models = dirs[1].path().join("models");
+    std::fs::create_dir_all(&models).unwrap();
+    std::fs::hard_link(common::model_path(), models.join("big.gguf"))
+        .or_else(|_| std::fs::copy(common::model_path(), models.join("big.gguf")).map(|_| ()))
+        .unwrap();
+    let models_arg = models.to_string_lossy().into_owned();
+    let mut owner_args = common_args.to_vec();
+    owner_args.extend(["--cluster-port", "0", "--memory-limit", "200"]);
+    owner_args.extend(["--models-dir", &models_arg]);
+    let owner = NodeProcess::start_unloadable(&dirs[1].path().join("data"), &owner_args);
+    let ask = json!({
+        "model": "big", "temperature": 0, "max_tokens": 8,
+        "messages": [{"role": "user", "content": "What is the capital of France?"}],
+    });
+    // No peer yet: too large, and the error says why it cannot be split either.
+    let alone = chat(&owner.url, ask.clone()).await;
+    let why = alone["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("not enough memory") && why.contains("cannot be split"),
+        "{alone}"
+    );
+    // A peer that shares 1 GiB joins: the next request splits the model over both machines
+    // (this one keeps the layers its 200 MiB have room for) and is answered.
+    let mut sharing_args = common_args.to_vec();
+    sharing_args.extend(["--cluster-port", "0", "--share-memory", "1024"]);
+    sharing_args.extend(["--name", "sharer"]);
+    let sharing = NodeProcess::start_without_model(&dirs[0].path().join("data"), &sharing_args);
+    let peer = format!("127.0.0.1:{}", cluster_port(&sharing.url).await);
+    let added = reqwest::Client::new()
+        .post(format!("{}/api/cluster/peers", owner.url))
+        .json(&json!({"address": peer}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(added.status(), 201);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while get(&format!("{}/api/cluster", owner.url)).await["peers"]
+        .as_array()
+        .is_none_or(Vec::is_empty)
+    {
+        assert!(Instant::now() < deadline, "the owner never met its peer");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let answer = chat(&owner.url, ask).await;
+    let text = answer["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no answer: {answer}"));
+    assert!(!text.is_empty(), "{answer}");
+    let placed = placement(&owner.url, "big", "ready").await;
+    let (here, there) = (
+        placed["local_layers"].as_u64().unwrap(),
+        placed["peers"][0]["layers"].as_u64().unwrap(),
+    );
+    // In proportion to the offers, 200 MiB here against 1024 MiB there: 30 * 1024 / 1224.
+    assert_eq!((here, there), (5, 25), "{placed}");
+    assert!(
+        placed["local_bytes"].as_u64().unwrap() < 200 << 20,
+        "{placed}"
+    );
+    assert_eq!(placed["peers"][0]["name"], "sharer", "{placed}");
+    let loaded = get(&format!("{}/api/models", owner.url)).await;
+    assert_eq!(
+        loaded["loaded_models"],
+        json!([]),
+        "never loaded whole: {loaded}"
+    );
 }

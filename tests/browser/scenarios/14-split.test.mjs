@@ -19,13 +19,13 @@ test('a model is split across two nodes from the Models page, and served whole a
   const sharer = await startNode(t, {
     modelsDir: empty,
     withModel: false,
-    args: ['--name', 'sharer', '--cluster-port', '0', '--no-discovery', '--share-memory', '--threads', '1'],
+    args: ['--name', 'sharer', '--cluster-port', '0', '--no-discovery', '--share-memory', '1024', '--threads', '1'],
   });
   const status = await (await fetch(`${sharer.url}/api/status`)).json();
   const port = status.cluster?.port;
   assert.ok(port, `the sharing node's cluster port: ${JSON.stringify(status.cluster)}`);
   const owner = await startNode(t, {
-    args: ['--name', 'owner', '--cluster-port', '0', '--no-discovery', '--threads', '1', '--peer', `127.0.0.1:${port}`],
+    args: ['--name', 'owner', '--cluster-port', '0', '--no-discovery', '--threads', '1', '--memory-limit', '1024', '--peer', `127.0.0.1:${port}`],
   });
 
   const { page, problems } = await openBrowser(t);

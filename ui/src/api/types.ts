@@ -187,6 +187,8 @@ export interface SplitsResponse {
   splits: SplitPlacement[];
   /** Whether this node lets peers' split models use its memory (--share-memory). */
   share_memory: boolean;
+  /** The most memory it gives them, in MiB (null: what is free). */
+  share_memory_limit_mib: number | null;
 }
 
 /** A model Ollama or LM Studio has (`GET /api/models/importable`). */

@@ -2,7 +2,7 @@
 //! names the tunnel's kind (`RPC_TUNNEL`: a split model's link to ggml's RPC server), and
 //! after the usual handshake (passcode, device identity) each piece of the stream is one
 //! encrypted message. The listening side's first message says whether it took the tunnel
-//! (`[1]`) or why not (`[0]` and a reason). From then on both sides ping every second (while
+//! (`[1]`, then its [`Offer`]: two big-endian u64) or why not (`[0]` and a reason). From then on both sides ping every second (while
 //! waiting for the stream's local end too) and end a tunnel whose peer is silent for
 //! [`SILENCE`], as cluster connections do, so a vanished machine ends it in seconds.
 
@@ -28,6 +28,35 @@ const OPEN_WAIT: Duration = Duration::from_secs(10);
 /// The most bytes one encrypted message of a tunnel holds.
 const PIECE: usize = 64 * 1024;
 
+/// What the side that took a tunnel offers it: the memory it gives (bytes), and the memory its
+/// RPC device reports to llama.cpp, which divides layers among several peers by that figure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Offer {
+    pub(crate) memory: u64,
+    pub(crate) device_memory: u64,
+}
+
+impl Offer {
+    fn encode(self) -> Vec<u8> {
+        let mut m = vec![1];
+        m.extend(self.memory.to_be_bytes());
+        m.extend(self.device_memory.to_be_bytes());
+        m
+    }
+
+    /// A taken tunnel's first message, or `None` when it is not one.
+    fn decode(m: &[u8]) -> Option<Self> {
+        let (&[1], rest) = m.split_at_checked(1)? else {
+            return None;
+        };
+        let (memory, device_memory) = rest.split_at_checked(8)?;
+        Some(Self {
+            memory: u64::from_be_bytes(memory.try_into().ok()?),
+            device_memory: u64::from_be_bytes(device_memory.try_into().ok()?),
+        })
+    }
+}
+
 /// One admitted tunnel connection, before its bytes flow.
 pub(crate) struct Tunnel {
     link: Link,
@@ -35,6 +64,8 @@ pub(crate) struct Tunnel {
     pub(crate) peer_name: String,
     pub(crate) peer_id: String,
     pub(crate) peer_addr: SocketAddr,
+    /// What the peer offered when it took the tunnel (the opening side's only).
+    pub(crate) offer: Option<Offer>,
 }
 
 impl std::fmt::Debug for Tunnel {
@@ -63,14 +94,16 @@ impl Tunnel {
             peer_id: admitted.hello.device_info.id.to_string(),
             link: admitted.link,
             peer_addr,
+            offer: None,
         })
     }
 
-    /// The listening side: tell the peer the tunnel is taken, or why not (and end it).
-    pub(crate) async fn answer(&mut self, refused: Option<&str>) -> Result<(), String> {
-        let first = match refused {
-            None => vec![1],
-            Some(why) => [&[0u8][..], why.as_bytes()].concat(),
+    /// The listening side: tell the peer the tunnel is taken with what it offers, or why not
+    /// (and end it).
+    pub(crate) async fn answer(&mut self, taken: Result<Offer, &str>) -> Result<(), String> {
+        let first = match taken {
+            Ok(offer) => offer.encode(),
+            Err(why) => [&[0u8][..], why.as_bytes()].concat(),
         };
         self.link.send_bytes(first).await
     }
@@ -95,10 +128,14 @@ impl Tunnel {
             let mut link = admitted.link;
             let name = admitted.hello.device_info.name;
             let peer_id = admitted.hello.device_info.id.to_string();
-            loop {
+            let offer = loop {
                 match link.next().await {
                     Some(Ok(Incoming::Ping)) => {}
-                    Some(Ok(Incoming::Message(m))) if m == [1] => break,
+                    Some(Ok(Incoming::Message(m))) if m.first() == Some(&1) => {
+                        break Offer::decode(&m).ok_or_else(|| {
+                            format!("{name} took the tunnel without saying what it offers")
+                        })?
+                    }
                     Some(Ok(Incoming::Message(m))) => {
                         let why = String::from_utf8_lossy(m.get(1..).unwrap_or_default());
                         return Err(format!("{name} refused: {why}"));
@@ -106,12 +143,13 @@ impl Tunnel {
                     Some(Err(e)) => return Err(format!("{name}: {e}")),
                     None => return Err(format!("{name} closed the connection")),
                 }
-            }
+            };
             Ok(Self {
                 peer_name: name,
                 peer_id,
                 link,
                 peer_addr,
+                offer: Some(offer),
             })
         };
         tokio::time::timeout(OPEN_WAIT, opening)
@@ -193,5 +231,22 @@ impl Tunnel {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_offer_is_read_back_and_a_short_one_is_not() {
+        let offer = Offer {
+            memory: 1 << 30,
+            device_memory: 24 << 30,
+        };
+        assert_eq!(Offer::decode(&offer.encode()), Some(offer));
+        assert_eq!(Offer::decode(&[1]), None);
+        assert_eq!(Offer::decode(&offer.encode()[..16]), None);
+        assert_eq!(Offer::decode(&[[0u8].as_slice(), &[7; 16]].concat()), None);
     }
 }

@@ -36,15 +36,18 @@ pub fn budget(limit: Option<u64>, loaded_estimates: u64) -> u64 {
     if let Some(l) = limit {
         return l;
     }
-    let (available, total) = match sysinfo::System::new() {
-        Ok(mut sys) => {
-            sys.refresh_memory();
-            (sys.available_memory(), sys.total_memory())
-        }
-        // Memory cannot be read here: only the limit given bounds the models.
-        Err(_) => return u64::MAX,
+    // Memory cannot be read here: only the limit given bounds the models.
+    let Some((available, total)) = machine() else {
+        return u64::MAX;
     };
     budget_of(available, total, loaded_estimates)
+}
+
+/// The machine's available and total memory now, in bytes.
+pub fn machine() -> Option<(u64, u64)> {
+    let mut sys = sysinfo::System::new().ok()?;
+    sys.refresh_memory();
+    Some((sys.available_memory(), sys.total_memory()))
 }
 
 /// The memory available plus what the loaded models already take (it is theirs), never more

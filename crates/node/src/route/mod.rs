@@ -83,6 +83,27 @@ fn served_list(served: &[ModelId]) -> String {
         .join(", ")
 }
 
+/// Splits a model over the peers that share their memory (see `split::Splits::start`); a
+/// model split already is fine. Why it could not be split otherwise.
+pub type SplitModel = Box<
+    dyn Fn(ModelId) -> futures_util::future::BoxFuture<'static, Result<(), String>> + Send + Sync,
+>;
+
+/// How this node splits a model too large for it, once the node is up.
+#[derive(Default)]
+struct AutoSplit(std::sync::OnceLock<SplitModel>);
+
+impl std::fmt::Debug for AutoSplit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("AutoSplit")
+            .field(&self.0.get().is_some())
+            .finish()
+    }
+}
+
+/// How often a request waiting for a split model looks for its worker.
+const SPLIT_POLL: Duration = Duration::from_millis(100);
+
 /// Places generations on this node's engine or on the hub's workers. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Router {
@@ -93,6 +114,8 @@ pub struct Router {
     next_id: Arc<AtomicU64>,
     /// Where each conversation's latest turn ran.
     affinity: Arc<affinity::Affinity>,
+    /// Splits a model too large for this machine.
+    auto_split: Arc<AutoSplit>,
 }
 
 impl Router {
@@ -115,6 +138,7 @@ impl Router {
             // so a remote generation's id never equals a local one.
             next_id: Arc::new(AtomicU64::new((1 << 63) | (base << 20))),
             affinity: Arc::default(),
+            auto_split: Arc::default(),
         }
     }
 
@@ -197,7 +221,12 @@ impl Router {
                             return Ok(Target { model, local: None });
                         }
                         match self.registry.find(m) {
-                            Some((id, path)) => self.host.ensure(&id, path)?,
+                            Some((id, path)) => {
+                                if let Some(model) = self.split(m, &id, &path, wait).await? {
+                                    return Ok(Target { model, local: None });
+                                }
+                                self.host.ensure(&id, path)?
+                            }
                             None => match here.and_then(|id| self.host.engine_of(&id)) {
                                 Some(failed) => failed,
                                 None => return Err(unknown(m)),
@@ -218,6 +247,59 @@ impl Router {
                 Ok(target)
             }
             Err(_) => Err(loading(&engine).into()),
+        }
+    }
+
+    /// Split models too large for this machine with `split` from now on.
+    pub fn set_auto_split(&self, split: SplitModel) {
+        let _ = self.auto_split.0.set(split);
+    }
+
+    /// `id` (file `path`, asked for as `m`) served split: when it is too large for this
+    /// machine it is split over the peers that share memory (unless it is already), and its
+    /// worker is waited for up to `wait`. `None`: it is not split and fits here.
+    async fn split(
+        &self,
+        m: &str,
+        id: &ModelId,
+        path: &std::path::Path,
+        wait: Duration,
+    ) -> Result<Option<ModelId>, ResolveError> {
+        if !self.host.is_elsewhere(id) {
+            let (Some((need, budget)), Some(split)) =
+                (self.host.too_large(path), self.auto_split.0.get())
+            else {
+                return Ok(None);
+            };
+            tracing::info!(model = %id, need_mib = need >> 20, budget_mib = budget >> 20, "too large for this machine: splitting it over the peers that share memory");
+            if let Err(why) = split(id.clone()).await {
+                return Err(SubmitError::LoadFailed {
+                    model: id.clone(),
+                    message: format!(
+                        "not enough memory: it needs about {} MiB and models here may use {} MiB, and it cannot be split: {why}",
+                        need >> 20,
+                        budget >> 20
+                    ),
+                }
+                .into());
+            }
+        }
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            if let Some(model) = self.hub.as_ref().and_then(|h| h.serves(m)) {
+                return Ok(Some(model));
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(SubmitError::ModelLoading {
+                    model: id.clone(),
+                    percent: 0,
+                }
+                .into());
+            }
+            tokio::select! {
+                () = tokio::time::sleep(SPLIT_POLL.min(wait)) => {}
+                () = self.shutdown.cancelled() => return Err(SubmitError::ShuttingDown.into()),
+            }
         }
     }
 

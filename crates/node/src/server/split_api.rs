@@ -21,6 +21,8 @@ pub(crate) async fn list(State(state): State<Arc<AppState>>) -> Response {
     Json(json!({
         "splits": state.splits.placements(&state),
         "share_memory": state.splits.shares_memory(),
+        // The most this node gives peers' split models, in MiB (null: what is free).
+        "share_memory_limit_mib": state.splits.share_limit().filter(|&l| l != u64::MAX).map(|l| l >> 20),
     }))
     .into_response()
 }
@@ -53,6 +55,7 @@ pub(crate) async fn split(
                 SplitError::NoCluster | SplitError::NoPeer(_) => {
                     (StatusCode::CONFLICT, "no_peer_shares_memory")
                 }
+                SplitError::NoRoom { .. } => (StatusCode::CONFLICT, "not_enough_memory"),
                 SplitError::Worker(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal_error"),
             };
             Err(ApiFailure::new(status, code, e.to_string()))

@@ -2,7 +2,8 @@
 //! `cluster::tunnel`) gets a `hearth-node rpc-serve` process of its own, whose standard input
 //! and output it carries, when this node shares its memory (`--share-memory`), the peer is
 //! one of the cluster's now, and it holds fewer than [`PER_PEER`] (all peers: [`AT_ONCE`]).
-//! The process ends with the tunnel, and the tunnel with the process.
+//! The tunnel's answer offers the memory free here, up to `--share-memory`'s limit. The
+//! process ends with the tunnel, and the tunnel with the process.
 
 use std::collections::HashMap;
 use std::process::Stdio;
@@ -10,7 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use hearth_protocol::cluster::RPC_TUNNEL;
 
-use crate::cluster::tunnel::Tunnel;
+use crate::cluster::tunnel::{Offer, Tunnel};
 use crate::server::AppState;
 
 /// Split models one peer may have on this machine at once, and all peers together.
@@ -61,7 +62,7 @@ pub(crate) async fn serve(state: &AppState, kind: &str, mut tunnel: Tunnel) -> S
             "unknown tunnel {:?}",
             kind.chars().take(40).collect::<String>()
         ))
-    } else if !state.splits.shares_memory() {
+    } else if state.splits.share_limit().is_none() {
         Some("this node does not share its memory with split models (--share-memory)".into())
     } else if !state
         .cluster_peers
@@ -80,7 +81,7 @@ pub(crate) async fn serve(state: &AppState, kind: &str, mut tunnel: Tunnel) -> S
     let _place = match place {
         Ok(p) => p,
         Err(why) => {
-            let _ = tunnel.answer(Some(&why)).await;
+            let _ = tunnel.answer(Err(&why)).await;
             return format!("refused {peer}'s tunnel: {why}");
         }
     };
@@ -89,7 +90,7 @@ pub(crate) async fn serve(state: &AppState, kind: &str, mut tunnel: Tunnel) -> S
         Ok(e) => e,
         Err(e) => {
             let why = format!("cannot find this program: {e}");
-            let _ = tunnel.answer(Some(&why)).await;
+            let _ = tunnel.answer(Err(&why)).await;
             return why;
         }
     };
@@ -103,20 +104,32 @@ pub(crate) async fn serve(state: &AppState, kind: &str, mut tunnel: Tunnel) -> S
         Ok(c) => c,
         Err(e) => {
             let why = format!("cannot start rpc-serve: {e}");
-            let _ = tunnel.answer(Some(&why)).await;
+            let _ = tunnel.answer(Err(&why)).await;
             return why;
         }
     };
     let (Some(to), Some(from)) = (child.stdin.take(), child.stdout.take()) else {
         return "rpc-serve has no standard input or output".into();
     };
-    if let Err(e) = tunnel.answer(None).await {
+    let offer = offer(state.splits.share_limit().unwrap_or(0));
+    if let Err(e) = tunnel.answer(Ok(offer)).await {
         return e;
     }
-    tracing::info!(%peer, "serving a peer's split model: memory and CPU over a tunnel");
+    tracing::info!(%peer, offer_mib = offer.memory >> 20, "serving a peer's split model: memory and CPU over a tunnel");
     let why = tunnel.pump(from, to).await;
     let _ = child.kill().await;
     why
+}
+
+/// What this machine offers a split now: the memory free for models (a tenth is kept for
+/// everything else), up to `limit`, and what its RPC device reports (ggml's CPU device
+/// reports the machine's whole memory).
+fn offer(limit: u64) -> Offer {
+    let (available, total) = crate::models::memory::machine().unwrap_or((0, 0));
+    Offer {
+        memory: (available / 10 * 9).min(limit),
+        device_memory: total,
+    }
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ use hearth_protocol::ModelId;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
+use crate::cluster::tunnel::Offer;
 use crate::server::AppState;
 
 /// Why a model could not be split.
@@ -39,6 +40,8 @@ pub enum SplitError {
     NoCluster,
     #[error("no peer shares its memory: {0}")]
     NoPeer(String),
+    #[error("not enough memory to split {model}: {why}")]
+    NoRoom { model: String, why: String },
     #[error("starting the worker process: {0}")]
     Worker(#[from] std::io::Error),
     #[error("the split of {0} was ended while it started")]
@@ -92,7 +95,9 @@ struct Running {
 
 /// This node's split models, and whether it shares its own memory with peers' ones.
 pub struct Splits {
-    share_memory: bool,
+    /// The most memory peers' split models may have here (`u64::MAX`: what is free); `None`
+    /// when this node does not share its memory.
+    share_memory: Option<u64>,
     /// Where this node's doors listen (its workers join it there).
     node_addr: SocketAddr,
     data_dir: PathBuf,
@@ -116,16 +121,106 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// `n` layers between this machine and `peers` peers, evenly (this machine keeps the rest).
-fn share(n: u32, peers: usize) -> (u32, Vec<u32>) {
-    let machines = peers as u32 + 1;
-    let each = n / machines;
-    let remote = vec![each; peers];
-    (n - each * peers as u32, remote)
+/// `n` layers of a model that needs `need` bytes, between this machine (offering
+/// `local_offer` bytes) and its peers: this machine's layers and each peer's.
+///
+/// The layers this machine gives away are in proportion to what the peers offer against what
+/// all offer, as llama.cpp's `--tensor-split` would place them. Among the peers, llama.cpp
+/// divides them by the memory each peer's device reports (`llama-cpp-2` cannot pass a tensor
+/// split), so that is how they are counted here. Then the count nearest the proportion with
+/// which no machine holds more than it offers is taken, or none when there is no such count.
+fn place(n: u32, need: u64, local_offer: u64, peers: &[Offer]) -> Result<(u32, Vec<u32>), String> {
+    let offered: u64 = peers.iter().map(|p| p.memory).sum();
+    let all = offered.saturating_add(local_offer);
+    let mib = |b: u64| b >> 20;
+    if peers.is_empty() || n < 2 || all < need {
+        return Err(format!(
+            "it needs about {} MiB; this machine gives {} MiB and its peers {} MiB",
+            mib(need),
+            mib(local_offer),
+            mib(offered)
+        ));
+    }
+    let per_layer = need.div_ceil(u64::from(n));
+    let fits = |layers: u32, offer: u64| u64::from(layers).saturating_mul(per_layer) <= offer;
+    let devices: Vec<u64> = peers.iter().map(|p| p.device_memory).collect();
+    let proportion = f64::from(n) * offered as f64 / all.max(1) as f64;
+    (1..n)
+        .map(|remote| (remote, divide(remote, &devices)))
+        .filter(|(remote, each)| {
+            fits(n - remote, local_offer)
+                && each.iter().zip(peers).all(|(&l, p)| fits(l, p.memory))
+        })
+        .min_by(|(a, _), (b, _)| {
+            let off = |r: &u32| (f64::from(*r) - proportion).abs();
+            off(a).total_cmp(&off(b))
+        })
+        .map(|(remote, each)| (n - remote, each))
+        .ok_or_else(|| {
+            format!(
+                "no placement keeps each machine within its offer (about {} MiB a layer; this machine gives {} MiB, its peers {})",
+                mib(per_layer),
+                mib(local_offer),
+                peers
+                    .iter()
+                    .map(|p| format!("{} MiB", mib(p.memory)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+}
+
+/// How llama.cpp divides `layers` offloaded layers among devices that report `memory`: layer
+/// `k` goes to the first device whose running share of the memory passes `k / layers`.
+/// (In `f32`, as llama.cpp computes it, so a count on a boundary lands where it does there.)
+fn divide(layers: u32, memory: &[u64]) -> Vec<u32> {
+    let mut running = 0f32;
+    let mut bounds: Vec<f32> = memory
+        .iter()
+        .map(|&m| {
+            running += m as f32;
+            running
+        })
+        .collect();
+    for b in &mut bounds {
+        *b /= running;
+    }
+    let mut counts = vec![0u32; memory.len()];
+    if memory.is_empty() {
+        return counts;
+    }
+    for k in 0..layers {
+        let at = k as f32 / layers as f32;
+        let device = bounds.partition_point(|&b| b <= at).min(memory.len() - 1);
+        counts[device] += 1;
+    }
+    counts
+}
+
+/// Let the route split a model too large for this machine over the peers that share their
+/// memory, when a request names it.
+pub fn split_too_large_models(state: &Arc<AppState>) {
+    let weak = Arc::downgrade(state);
+    state.router.set_auto_split(Box::new(move |id| {
+        let weak = weak.clone();
+        Box::pin(async move {
+            let state = weak.upgrade().ok_or("the node is stopping")?;
+            // A task of its own: a request that goes away does not leave a split half made.
+            let started = tokio::spawn(async move {
+                let splits = state.splits.clone();
+                splits.start(&state, &id.0).await.map(|_| ())
+            });
+            match started.await {
+                Ok(Ok(())) | Ok(Err(SplitError::Already(_))) => Ok(()),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(e) => Err(format!("the split stopped: {e}")),
+            }
+        })
+    }));
 }
 
 impl Splits {
-    pub fn new(share_memory: bool, node_addr: SocketAddr, data_dir: PathBuf) -> Self {
+    pub fn new(share_memory: Option<u64>, node_addr: SocketAddr, data_dir: PathBuf) -> Self {
         use rand_core::RngCore as _;
         let mut bytes = [0u8; 32];
         rand_core::OsRng.fill_bytes(&mut bytes);
@@ -146,6 +241,11 @@ impl Splits {
 
     /// Whether peers may place layers of their split models on this machine.
     pub fn shares_memory(&self) -> bool {
+        self.share_memory.is_some()
+    }
+
+    /// The most memory peers' split models may have here, when this node shares its memory.
+    pub fn share_limit(&self) -> Option<u64> {
         self.share_memory
     }
 
@@ -289,11 +389,59 @@ impl Splits {
 mod tests {
     use super::*;
 
+    const MIB: u64 = 1 << 20;
+
+    fn peer(memory_mib: u64, device_gib: u64) -> Offer {
+        Offer {
+            memory: memory_mib * MIB,
+            device_memory: device_gib << 30,
+        }
+    }
+
     #[test]
-    fn layers_are_shared_evenly_and_this_machine_keeps_the_rest() {
-        assert_eq!(share(30, 1), (15, vec![15]));
-        assert_eq!(share(30, 2), (10, vec![10, 10]));
-        assert_eq!(share(31, 2), (11, vec![10, 10]));
-        assert_eq!(share(2, 3), (2, vec![0, 0, 0]));
+    fn layers_follow_what_each_machine_offers() {
+        // Equal offers: even shares.
+        assert_eq!(
+            place(30, 300 * MIB, 1024 * MIB, &[peer(1024, 24)]),
+            Ok((15, vec![15]))
+        );
+        assert_eq!(
+            place(30, 300 * MIB, 1024 * MIB, &[peer(1024, 24), peer(1024, 24)]),
+            Ok((10, vec![10, 10]))
+        );
+        // A peer offering twice as much takes twice the layers.
+        assert_eq!(
+            place(30, 300 * MIB, 1024 * MIB, &[peer(2048, 24)]),
+            Ok((10, vec![20]))
+        );
+        // A machine too small for the model keeps what it offers room for.
+        assert_eq!(
+            place(30, 300 * MIB, 50 * MIB, &[peer(1024, 24)]),
+            Ok((1, vec![29]))
+        );
+        // Too little memory in all, or no peer: no placement, and the figures say why.
+        let short = place(30, 3000 * MIB, 1024 * MIB, &[peer(1024, 24)]).unwrap_err();
+        assert!(
+            short.contains("3000 MiB") && short.contains("1024 MiB"),
+            "{short}"
+        );
+        assert!(place(30, 300 * MIB, 1024 * MIB, &[]).is_err());
+    }
+
+    #[test]
+    fn peers_get_layers_as_llama_cpp_divides_them_and_never_past_their_offer() {
+        // Among peers llama.cpp divides by device memory: a peer with twice the memory gets
+        // twice the layers.
+        assert_eq!(divide(30, &[8 << 30, 16 << 30]), vec![10, 20]);
+        assert_eq!(divide(31, &[1, 1]), vec![16, 15]);
+        assert_eq!(divide(3, &[1, 1, 1, 1]), vec![1, 1, 1, 0]);
+        // A peer with much memory but a small offer bounds what all peers take: fewer layers
+        // go away than the offers' proportion, and none past its offer (about 10 MiB a layer).
+        let (local, peers) =
+            place(30, 300 * MIB, 2048 * MIB, &[peer(40, 24), peer(2048, 24)]).unwrap();
+        assert_eq!(peers, vec![4, 4]);
+        assert_eq!(local, 22);
+        // The last layers fit nowhere: refused with each machine's offer.
+        assert!(place(30, 300 * MIB, 10 * MIB, &[peer(10, 24)]).is_err());
     }
 }

@@ -14,8 +14,8 @@ use hearth_protocol::ModelId;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use super::{lock, share, weight_bytes, PeerShare, Placement, Split, SplitError, Splits};
-use crate::cluster::tunnel::Tunnel;
+use super::{lock, place, weight_bytes, PeerShare, Placement, Split, SplitError, Splits};
+use crate::cluster::tunnel::{Offer, Tunnel};
 use crate::server::AppState;
 
 /// How long a worker's ggml may take to connect to a tunnel's local end.
@@ -72,7 +72,11 @@ impl Splits {
             // Carried (and kept alive) from now: opening the next one may take seconds.
             let listener = TcpListener::bind("127.0.0.1:0").await?;
             let endpoint = listener.local_addr()?;
-            opened.push((addr, tunnel.peer_name.clone(), endpoint.to_string()));
+            let offer = tunnel.offer.unwrap_or(Offer {
+                memory: 0,
+                device_memory: 0,
+            });
+            opened.push((addr, tunnel.peer_name.clone(), endpoint.to_string(), offer));
             tokio::spawn(
                 self.clone()
                     .carry(split.id.clone(), listener, tunnel, attempt.clone()),
@@ -87,10 +91,19 @@ impl Splits {
             return Err(SplitError::NoPeer(why));
         }
         let size = std::fs::metadata(&split.path).map_or(0, |m| m.len());
-        let (local_layers, remote) = share(split.layers, opened.len());
+        // What each machine offers now: this one the room its loaded models leave (this
+        // model's own, if loaded whole, is given up), each peer what its tunnel's answer said.
+        let need = state.host.estimate_of(&split.path);
+        let local_offer = state.host.free_for_models(Some(&split.id));
+        let offers: Vec<Offer> = opened.iter().map(|o| o.3).collect();
+        let (local_layers, remote) =
+            place(split.layers, need, local_offer, &offers).map_err(|why| SplitError::NoRoom {
+                model: split.id.0.clone(),
+                why,
+            })?;
         let mut endpoints = Vec::new();
         let mut peers = Vec::new();
-        for ((addr, name, endpoint), n) in opened.into_iter().zip(remote) {
+        for ((addr, name, endpoint, _), n) in opened.into_iter().zip(remote) {
             endpoints.push(endpoint);
             peers.push(PeerShare {
                 name,

@@ -18,6 +18,9 @@ pub struct NodeProcess {
     pub log: std::path::PathBuf,
 }
 
+/// What a node says (on standard error) when its model cannot be loaded.
+const UNLOADABLE: &str = "The model could not be loaded";
+
 impl NodeProcess {
     /// `hearth-node serve --port 0 --data-dir DATA --model <default model> ARGS`, run through
     /// `sh -c "ulimit -n N; exec ..."` when `open_files` is given. Waits for the ready line.
@@ -30,11 +33,18 @@ impl NodeProcess {
         Self::launch(data_dir, None, args, None)
     }
 
+    /// Like [`NodeProcess::start_without_model`], for a node whose folder holds a model it
+    /// cannot load (too large for its memory limit): its second line says so.
+    pub fn start_unloadable(data_dir: &Path, args: &[&str]) -> Self {
+        Self::launch_with(None, data_dir, None, args, None, UNLOADABLE)
+    }
+
     /// Like [`NodeProcess::start`] (with the default model or none) inside network namespace
     /// `ns` (`ip netns exec`).
     pub fn start_in_netns(ns: &str, data_dir: &Path, model: bool, args: &[&str]) -> Self {
         let model = model.then(super::model_path);
-        Self::launch_with(Some(ns), data_dir, model.as_deref(), args, None)
+        let ready = Self::ready_line(model.is_some());
+        Self::launch_with(Some(ns), data_dir, model.as_deref(), args, None, ready)
     }
 
     fn launch(
@@ -43,7 +53,17 @@ impl NodeProcess {
         args: &[&str],
         open_files: Option<u32>,
     ) -> Self {
-        Self::launch_with(None, data_dir, model, args, open_files)
+        let ready = Self::ready_line(model.is_some());
+        Self::launch_with(None, data_dir, model, args, open_files, ready)
+    }
+
+    /// What a node's second line says once it is up, with a model or without.
+    fn ready_line(model: bool) -> &'static str {
+        if model {
+            "is ready"
+        } else {
+            "No model yet"
+        }
     }
 
     fn launch_with(
@@ -52,6 +72,7 @@ impl NodeProcess {
         model: Option<&Path>,
         args: &[&str],
         open_files: Option<u32>,
+        ready_line: &str,
     ) -> Self {
         let bin = env!("CARGO_BIN_EXE_hearth-node");
         let log = data_dir.with_extension("log");
@@ -99,13 +120,17 @@ impl NodeProcess {
             .find(|w| w.starts_with("http://"))
             .unwrap_or_else(|| panic!("no URL in {first:?}"))
             .to_owned();
-        let ready = lines.next().and_then(Result::ok).unwrap_or_default();
-        let ready_line = if model.is_some() {
-            "is ready"
+        if ready_line == UNLOADABLE {
+            // Said on standard error, in the log.
+            let deadline = std::time::Instant::now() + START_LIMIT;
+            while !read(&log).contains(ready_line) {
+                assert!(std::time::Instant::now() < deadline, "{}", read(&log));
+                std::thread::sleep(Duration::from_millis(50));
+            }
         } else {
-            "No model yet"
-        };
-        assert!(ready.contains(ready_line), "{ready}: {}", read(&log));
+            let ready = lines.next().and_then(Result::ok).unwrap_or_default();
+            assert!(ready.contains(ready_line), "{ready}: {}", read(&log));
+        }
         drop(started);
         let addr = url.trim_start_matches("http://").to_owned();
         Self {

@@ -17,6 +17,7 @@ use hearth_protocol::ModelId;
 use tokio::sync::watch;
 
 mod keep_alive;
+mod room;
 
 use super::memory;
 use crate::telemetry::ThermalLevel;
@@ -154,18 +155,6 @@ impl Drop for InUse {
     }
 }
 
-/// Why a model was not loaded: the memory it needs is held by models that are busy.
-fn no_room(model: &ModelId, needed: u64, budget: u64) -> SubmitError {
-    SubmitError::LoadFailed {
-        model: model.clone(),
-        message: format!(
-            "not enough memory: it needs about {} MiB, models here may use {} MiB and the ones loaded are busy; try again when they finish",
-            needed >> 20,
-            budget >> 20
-        ),
-    }
-}
-
 impl ModelHost {
     pub fn new(settings: EngineSettings) -> Arc<Self> {
         let (state, _) = watch::channel(ModelState::Unloaded);
@@ -198,6 +187,14 @@ impl ModelHost {
         } else {
             set.remove(model);
         }
+    }
+
+    /// Whether `model` is served by another process of this node (a split model's worker).
+    pub fn is_elsewhere(&self, model: &ModelId) -> bool {
+        self.elsewhere
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(model)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -503,26 +500,14 @@ impl ModelHost {
         pinned: bool,
         focus: bool,
     ) -> Result<Engine, SubmitError> {
-        if self
-            .elsewhere
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(id)
-        {
+        if self.is_elsewhere(id) {
             // Its worker process loads it (a split model): not ready until that one joins.
             return Err(SubmitError::ModelLoading {
                 model: id.clone(),
                 percent: 0,
             });
         }
-        let gguf = hearth_engine::gguf::read(&path).ok();
-        let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-        let size = match path.file_name().and_then(|f| f.to_str()) {
-            Some(f) if hearth_protocol::ids::split_shard(f).is_some() => shards_size(&path, size),
-            _ => size,
-        };
-        let estimate =
-            memory::estimate(size, gguf.as_ref(), self.settings.ctx_tokens(gguf.as_ref()));
+        let estimate = self.estimate_of(&path);
         let (engine, evicted) = {
             let mut inner = self.lock();
             if let Some(e) = inner.entries.iter_mut().find(|e| &e.id == id) {
@@ -567,7 +552,7 @@ impl ModelHost {
             if left.saturating_add(estimate) > budget {
                 drop(inner);
                 self.retire(evicted);
-                return Err(no_room(id, estimate, budget));
+                return Err(room::no_room(id, estimate, budget));
             }
             victims.sort_unstable_by(|a, b| b.cmp(a));
             for i in victims {
@@ -749,23 +734,4 @@ pub fn model_id_of(path: &std::path::Path) -> ModelId {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
     )
-}
-
-/// A split model's size: every shard beside its first one.
-fn shards_size(first: &std::path::Path, first_size: u64) -> u64 {
-    let Some((name, _, count)) = first
-        .file_name()
-        .and_then(|f| f.to_str())
-        .and_then(hearth_protocol::ids::split_shard)
-    else {
-        return first_size;
-    };
-    let dir = first.parent().unwrap_or(std::path::Path::new("."));
-    (2..=count)
-        .filter_map(|i| {
-            std::fs::metadata(dir.join(format!("{name}-{i:05}-of-{count:05}.gguf"))).ok()
-        })
-        .map(|m| m.len())
-        .sum::<u64>()
-        + first_size
 }

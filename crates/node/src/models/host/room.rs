@@ -1,0 +1,95 @@
+//! How much memory a model needs here and how much models here may take: the estimate (a
+//! split model's worker counts only its own layers), the room left, and why a model does not
+//! fit.
+
+use std::path::Path;
+
+use hearth_engine::SubmitError;
+use hearth_protocol::ModelId;
+
+use super::ModelHost;
+use crate::models::memory;
+
+impl ModelHost {
+    /// The memory the model in `path` is expected to take here: all of it, or in a split
+    /// model's worker only the share of the layers not on the RPC servers.
+    pub fn estimate_of(&self, path: &Path) -> u64 {
+        let gguf = hearth_engine::gguf::read(path).ok();
+        let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        let size = match path.file_name().and_then(|f| f.to_str()) {
+            Some(f) if hearth_protocol::ids::split_shard(f).is_some() => shards_size(path, size),
+            _ => size,
+        };
+        let whole = memory::estimate(size, gguf.as_ref(), self.settings.ctx_tokens(gguf.as_ref()));
+        match (&self.settings.remote, gguf.and_then(|g| g.block_count)) {
+            (Some(remote), Some(n)) if n > 0 => {
+                let here = n.saturating_sub(u64::from(remote.layers));
+                u64::try_from(u128::from(whole) * u128::from(here) / u128::from(n))
+                    .unwrap_or(u64::MAX)
+            }
+            _ => whole,
+        }
+    }
+
+    /// The memory models may take here that the loaded ones (but `besides`) do not hold.
+    pub fn free_for_models(&self, besides: Option<&ModelId>) -> u64 {
+        let used: u64 = self
+            .lock()
+            .entries
+            .iter()
+            .filter(|e| Some(&e.id) != besides)
+            .map(|e| e.estimate)
+            .sum();
+        memory::budget(self.settings.memory_limit, used).saturating_sub(used)
+    }
+
+    /// Whether the model in `path` needs more memory than models here may take even with
+    /// every other one unloaded: what it needs and what they may take, when it does.
+    pub fn too_large(&self, path: &Path) -> Option<(u64, u64)> {
+        let need = self.estimate_of(path);
+        let used: u64 = self.lock().entries.iter().map(|e| e.estimate).sum();
+        let budget = memory::budget(self.settings.memory_limit, used);
+        (need > budget).then_some((need, budget))
+    }
+}
+
+/// Why a model was not loaded: it is larger than models here may take, or the memory it needs
+/// is held by models that are busy.
+pub(super) fn no_room(model: &ModelId, needed: u64, budget: u64) -> SubmitError {
+    let message = if needed > budget {
+        format!(
+            "not enough memory: it needs about {} MiB and models here may use {} MiB; peers started with --share-memory can hold part of it (a split model)",
+            needed >> 20,
+            budget >> 20
+        )
+    } else {
+        format!(
+            "not enough memory: it needs about {} MiB, models here may use {} MiB and the ones loaded are busy; try again when they finish",
+            needed >> 20,
+            budget >> 20
+        )
+    };
+    SubmitError::LoadFailed {
+        model: model.clone(),
+        message,
+    }
+}
+
+/// A split model's size: every shard beside its first one.
+fn shards_size(first: &Path, first_size: u64) -> u64 {
+    let Some((name, _, count)) = first
+        .file_name()
+        .and_then(|f| f.to_str())
+        .and_then(hearth_protocol::ids::split_shard)
+    else {
+        return first_size;
+    };
+    let dir = first.parent().unwrap_or(std::path::Path::new("."));
+    (2..=count)
+        .filter_map(|i| {
+            std::fs::metadata(dir.join(format!("{name}-{i:05}-of-{count:05}.gguf"))).ok()
+        })
+        .map(|m| m.len())
+        .sum::<u64>()
+        + first_size
+}
