@@ -49,6 +49,9 @@ enum Command {
         /// Compute threads [default: the physical cores].
         #[arg(long)]
         threads: Option<usize>,
+        /// MiB the peer's layers may take here (what the node offered it) [default: no limit].
+        #[arg(long)]
+        memory_limit: Option<u64>,
     },
 }
 
@@ -91,9 +94,13 @@ fn main() -> anyhow::Result<()> {
         Command::Identity(args) => runtime.block_on(client::identity(args)),
         Command::Clients(args) => runtime.block_on(client::clients(args)),
         Command::Models(args) => models_cli::models(args, &runtime),
-        Command::RpcServe { threads } => {
+        Command::RpcServe {
+            threads,
+            memory_limit,
+        } => {
             let threads = threads.unwrap_or_else(hearth_engine::config::physical_cores);
-            Ok(hearth_node::split::rpc_serve::run(threads)?)
+            let memory = memory_limit.map(|mib| mib.saturating_mul(1 << 20));
+            Ok(hearth_node::split::rpc_serve::run(threads, memory)?)
         }
     }
 }

@@ -28,10 +28,15 @@ struct RpcServe {
 
 impl RpcServe {
     fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    fn start_with(args: &[&str]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("rpc-serve.log");
         let child = Command::new(env!("CARGO_BIN_EXE_hearth-node"))
             .args(["rpc-serve", "--threads", "1"])
+            .args(args)
             .env("RUST_LOG", "info")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -199,6 +204,53 @@ async fn a_model_split_over_an_rpc_server_answers_as_the_whole_model() {
     assert!(
         rpc.ends_within(Duration::from_secs(20)),
         "rpc-serve outlived its tunnel: {}",
+        rpc.log()
+    );
+}
+
+#[test]
+fn an_rpc_server_takes_no_more_memory_than_its_node_offered() {
+    // Allowed 16 MiB, asked for every layer (about 94 MiB of weights): the server refuses the
+    // buffer, the worker says its model could not load and ends.
+    let mut rpc = RpcServe::start_with(&["--memory-limit", "16"]);
+    let (port, _) = rpc.tunnel();
+    let dir = tempfile::tempdir().unwrap();
+    let (out, err) = (dir.path().join("worker.out"), dir.path().join("worker.log"));
+    let mut worker = Command::new(env!("CARGO_BIN_EXE_hearth-node"))
+        .args([
+            "serve",
+            "--port",
+            "0",
+            "--key-storage",
+            "file",
+            "--data-dir",
+        ])
+        .arg(dir.path().join("data"))
+        .arg("--model")
+        .arg(common::model_path())
+        .args(["--parallel", "1", "--threads", "1", "--split-layers", "30"])
+        .args(["--split-remote", &format!("127.0.0.1:{port}")])
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(status) = worker.try_wait().unwrap() {
+            break status;
+        }
+        if read(&out).contains("is ready") || Instant::now() > deadline {
+            let _ = worker.kill();
+            panic!("the worker loaded past its server's limit: {}", read(&out));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(!status.success(), "{status}");
+    assert!(read(&err).contains("could not be loaded"), "{}", read(&err));
+    assert!(
+        rpc.log().contains("failed to allocate buffer"),
+        "{}",
         rpc.log()
     );
 }

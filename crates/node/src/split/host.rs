@@ -2,8 +2,8 @@
 //! `cluster::tunnel`) gets a `hearth-node rpc-serve` process of its own, whose standard input
 //! and output it carries, when this node shares its memory (`--share-memory`), the peer is
 //! one of the cluster's now, and it holds fewer than [`PER_PEER`] (all peers: [`AT_ONCE`]).
-//! The tunnel's answer offers the memory free here, up to `--share-memory`'s limit. The
-//! process ends with the tunnel, and the tunnel with the process.
+//! The tunnel's answer offers the memory free here, up to `--share-memory`'s limit, and the
+//! process may allocate no more than that. It ends with the tunnel, and the tunnel with it.
 
 use std::collections::HashMap;
 use std::process::Stdio;
@@ -94,8 +94,11 @@ pub(crate) async fn serve(state: &AppState, kind: &str, mut tunnel: Tunnel) -> S
             return why;
         }
     };
+    // What this machine offers now, which the process may not pass.
+    let offer = offer(state.splits.share_limit().unwrap_or(0));
     let spawned = tokio::process::Command::new(exe)
         .args(["rpc-serve", "--threads", &threads.to_string()])
+        .args(["--memory-limit", &(offer.memory >> 20).max(1).to_string()])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .kill_on_drop(true)
@@ -111,7 +114,6 @@ pub(crate) async fn serve(state: &AppState, kind: &str, mut tunnel: Tunnel) -> S
     let (Some(to), Some(from)) = (child.stdin.take(), child.stdout.take()) else {
         return "rpc-serve has no standard input or output".into();
     };
-    let offer = offer(state.splits.share_limit().unwrap_or(0));
     if let Err(e) = tunnel.answer(Ok(offer)).await {
         return e;
     }

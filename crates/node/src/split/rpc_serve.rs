@@ -2,6 +2,8 @@
 //! tunnel is the process's standard input and output (the node that starts it carries them
 //! over its encrypted connection with the peer); the server's loopback port serves only this
 //! process's own connection and refuses every other, and the process ends with the tunnel.
+//! On Linux the process may map only what the node offered the peer (`--memory-limit`) beyond
+//! what it holds once the server is up, and a little for threads.
 
 use std::io::{Read, Write};
 use std::time::Duration;
@@ -10,23 +12,48 @@ use hearth_engine::rpc::RpcError;
 
 /// How long the server may take to start and accept this process's connection.
 const START_WAIT: Duration = Duration::from_secs(30);
+/// Address space beyond the offer: the server's own buffers, and each compute thread's stack.
+#[cfg(target_os = "linux")]
+const SLACK: u64 = 32 << 20;
+#[cfg(target_os = "linux")]
+const PER_THREAD: u64 = 16 << 20;
 
 /// Serving a split model needs a Unix descriptor model (the tunnel on standard output, the
 /// RPC server's lock-down).
 #[cfg(not(unix))]
-pub fn run(_threads: usize) -> Result<(), RpcError> {
+pub fn run(_threads: usize, _memory: Option<u64>) -> Result<(), RpcError> {
     Err(RpcError::Stopped(
         "serving a split model is supported on Linux and macOS only".into(),
     ))
 }
 
-/// Serve the tunnel on standard input and output until either side closes it.
+/// Serve the tunnel on standard input and output until either side closes it, allocating at
+/// most `memory` bytes for the peer's layers when given.
 #[cfg(unix)]
-pub fn run(threads: usize) -> Result<(), RpcError> {
+pub fn run(threads: usize, memory: Option<u64>) -> Result<(), RpcError> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    hearth_engine::rpc::one_malloc_arena();
     // Before ggml prints anything: its banner goes to standard error, the bytes to the tunnel.
     let mut tunnel_out = hearth_engine::rpc::take_stdout()?;
     let (server, _thread) = hearth_engine::rpc::serve_one(threads, START_WAIT)?;
     let at = server.peer_addr()?;
+    if let Some(memory) = memory {
+        #[cfg(target_os = "linux")]
+        {
+            let slack = SLACK + PER_THREAD * threads as u64;
+            let limit = hearth_engine::rpc::limit_memory(memory.saturating_add(slack))?;
+            tracing::info!(
+                memory_mib = memory >> 20,
+                limit_mib = limit >> 20,
+                "the peer's layers may take no more than it was offered"
+            );
+        }
+        #[cfg(not(target_os = "linux"))]
+        tracing::warn!(
+            memory_mib = memory >> 20,
+            "no memory limit on this system: the peer is trusted to keep to its offer"
+        );
+    }
     tracing::info!(%at, threads, "serving this machine's CPU to one tunnel");
     let mut to_server = server.try_clone()?;
     let inbound = std::thread::Builder::new()
