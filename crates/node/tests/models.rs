@@ -627,3 +627,69 @@ async fn a_model_whose_load_failed_can_be_deleted() {
     assert!(!dir.path().join("broken.gguf").exists());
     t.stop().await;
 }
+
+/// The digest `/api/tags` gives `model` on the node at `url`, once it has one.
+async fn tag_digest(url: &str, model: &str) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let tags: Value = client()
+            .get(format!("{url}/api/tags"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let digest = tags["models"]
+            .as_array()
+            .and_then(|m| m.iter().find(|m| m["model"] == model))
+            .and_then(|m| m["digest"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        if !digest.is_empty() {
+            return digest;
+        }
+        assert!(std::time::Instant::now() < deadline, "no digest: {tags}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_models_digest_is_kept_across_restarts_until_its_file_changes() {
+    use common::process::NodeProcess;
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("models");
+    std::fs::create_dir_all(&models).unwrap();
+    let other = models.join("other.gguf");
+    std::fs::copy(common::model_path(), &other).unwrap();
+    let models_arg = models.to_string_lossy().into_owned();
+    let args = ["--models-dir", models_arg.as_str(), "--parallel", "1"];
+    let data = dir.path().join("data");
+    let node = NodeProcess::start(&data, &args, None);
+    let first = tag_digest(&node.url, "other").await;
+    drop(node);
+    // A byte changed, with the file's size and time kept: a digest read again from the file
+    // would differ, the kept one does not.
+    let modified = std::fs::metadata(&other).unwrap().modified().unwrap();
+    let mut bytes = std::fs::read(&other).unwrap();
+    *bytes.last_mut().unwrap() ^= 0xff;
+    std::fs::write(&other, &bytes).unwrap();
+    let file = std::fs::File::options().write(true).open(&other).unwrap();
+    file.set_modified(modified).unwrap();
+    drop(file);
+    let node = NodeProcess::start(&data, &args, None);
+    assert_eq!(
+        tag_digest(&node.url, "other").await,
+        first,
+        "kept, not read again"
+    );
+    // Its time changed: the file is another one, hashed anew.
+    let file = std::fs::File::options().write(true).open(&other).unwrap();
+    file.set_modified(modified + Duration::from_secs(60))
+        .unwrap();
+    drop(file);
+    let again = tag_digest(&node.url, "other").await;
+    assert_ne!(again, first);
+    use sha2::Digest as _;
+    assert_eq!(again, hex::encode(sha2::Sha256::digest(&bytes)));
+}

@@ -300,7 +300,7 @@ pub(crate) async fn answer(state: &AppState, q: ModelQuery) -> Message {
         .and_then(|p| std::fs::metadata(p).ok())
         .map(|m| m.len());
     let sha256 = match (&found, size) {
-        (Some(p), Some(_)) => Some(crate::models::digest::sha256(p, None).await),
+        (Some(p), Some(_)) => Some(crate::models::digest::sha256(&state.store, p, None).await),
         _ => None,
     }
     .filter(|s| !s.is_empty());

@@ -1,12 +1,13 @@
 //! The node's SQLite database (`hearth.db` in the data dir, WAL mode): opening it (a damaged
 //! file is refused, never replaced), schema migrations by `PRAGMA user_version`, and
 //! `/generate` feedback; the UI's conversations and messages ([`conversations`]), API keys
-//! ([`keys`]), the signed-challenge door's clients ([`clients`]) and the cluster's known peers
-//! ([`peers`]) each have a file. One
+//! ([`keys`]), the signed-challenge door's clients ([`clients`]), the cluster's known peers
+//! ([`peers`]) and model files' digests ([`digests`]) each have a file. One
 //! connection behind a mutex; every call runs on tokio's blocking pool.
 
 pub mod clients;
 pub mod conversations;
+pub mod digests;
 pub mod keys;
 pub mod peers;
 
@@ -111,6 +112,7 @@ const MIGRATIONS: &[&str] = &[
     );",
     clients::MIGRATION,
     peers::MIGRATION,
+    digests::MIGRATION,
 ];
 
 /// Make `path` (and the WAL files next to it, when they exist) readable by this user only.

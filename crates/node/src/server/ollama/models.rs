@@ -39,8 +39,8 @@ fn rfc3339(t: Option<SystemTime>) -> String {
 /// on in the background, so a later listing has it): a folder of big models is listed at once.
 const DIGEST_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
-async fn digest(path: &Path) -> String {
-    crate::models::digest::sha256(path, Some(DIGEST_WAIT)).await
+async fn digest(state: &AppState, path: &Path) -> String {
+    crate::models::digest::sha256(&state.store, path, Some(DIGEST_WAIT)).await
 }
 
 /// A model's details from its GGUF header; served by a peer or worker, nothing but its name.
@@ -78,7 +78,7 @@ pub(crate) async fn tags(State(state): State<Arc<AppState>>) -> Json<TagsRespons
                 .or(file.map(|f| f.size_bytes))
                 .unwrap_or(0),
             digest: match &path {
-                Some(p) => digest(p).await,
+                Some(p) => digest(&state, p).await,
                 None => String::new(),
             },
             details: details(
@@ -110,7 +110,7 @@ pub(crate) async fn ps(State(state): State<Arc<AppState>>) -> Json<PsResponse> {
             name: info.id.to_string(),
             model: info.id.to_string(),
             size: info.size_bytes,
-            digest: digest(&info.path).await,
+            digest: digest(&state, &info.path).await,
             details: details(Some(&info.gguf)),
             expires_at,
             size_vram: 0,
