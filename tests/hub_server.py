@@ -13,7 +13,8 @@ Faults for tests, set with POST /_control (JSON, every key optional):
 - `corrupt_at`: the byte at that file offset is sent flipped (null: none);
 - `rate`: bytes per second for file bodies (null: as fast as possible);
 - `no_ranges`: ignore Range and send the whole file with 200;
-- `missing`: the file is not there (404).
+- `missing`: the file is not there (404);
+- `announce_size`: the listing gives the file this size (null: its own).
 GET /_log lists the file requests seen: `{"path", "range"}`.
 
 Run: hub_server.py --repo OWNER/REPO --file PATH [--path IN/REPO/NAME.gguf]; prints
@@ -41,7 +42,7 @@ class Hub:
         self.sha256 = hashlib.sha256(data).hexdigest()
         self.lock = threading.Lock()
         self.faults = {"drops": 0, "drop_after": None, "corrupt_at": None, "rate": None,
-                       "no_ranges": False, "missing": False}
+                       "no_ranges": False, "missing": False, "announce_size": None}
         self.log = []
 
 
@@ -101,10 +102,11 @@ def make_handler(hub):
             ]
             with hub.lock:
                 missing = hub.faults["missing"]
+                size = hub.faults["announce_size"] or len(hub.data)
             if not missing:
                 entries.append({
-                    "type": "file", "oid": "0" * 40, "size": len(hub.data), "path": hub.path,
-                    "lfs": {"oid": hub.sha256, "size": len(hub.data), "pointerSize": 134},
+                    "type": "file", "oid": "0" * 40, "size": size, "path": hub.path,
+                    "lfs": {"oid": hub.sha256, "size": size, "pointerSize": 134},
                 })
             self.reply_json(200, entries)
 

@@ -281,32 +281,9 @@ pub fn take_stdout() -> std::io::Result<std::fs::File> {
     }
 }
 
-/// Keep this process's address space within what it maps now plus `extra` bytes: what a
-/// peer's split model may allocate here. An allocation past it fails (ggml's server refuses
-/// the buffer, or this process ends), and the machine's memory is never at stake. The limit.
-#[cfg(target_os = "linux")]
-pub fn limit_memory(extra: u64) -> Result<u64, RpcError> {
-    let status = std::fs::read_to_string("/proc/self/status")?;
-    let now_kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmSize:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .ok_or_else(|| RpcError::Backend("no VmSize in /proc/self/status".into()))?;
-    let limit = now_kib.saturating_mul(1024).saturating_add(extra);
-    let rl = libc::rlimit {
-        rlim_cur: limit,
-        rlim_max: limit,
-    };
-    // SAFETY: setrlimit only reads the struct given, and changes this process's own limit.
-    if unsafe { libc::setrlimit(libc::RLIMIT_AS, &rl) } != 0 {
-        return Err(std::io::Error::last_os_error().into());
-    }
-    Ok(limit)
-}
-
 /// One malloc arena for the whole process (glibc reserves 64 MiB of address space for each
-/// thread's arena otherwise, which [`limit_memory`] would count). Call before any thread
-/// starts.
+/// thread's arena otherwise, which a limit on the address space would count). Call before
+/// any thread starts.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub fn one_malloc_arena() {
     // SAFETY: mallopt sets a tunable of glibc's allocator; with no other thread running yet

@@ -256,6 +256,26 @@ async fn a_corrupted_byte_is_caught_and_the_partial_deleted() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_larger_than_the_free_disk_fails_at_once_and_writes_nothing() {
+    let hub = Hub::start();
+    let models = tempfile::tempdir().unwrap();
+    let t = node(models.path(), &hub).await;
+    // An exbibyte: no disk here has that much free.
+    hub.control(json!({"announce_size": 1u64 << 60})).await;
+    start_download(&t).await;
+    let end = finished(&t).await;
+    assert_eq!(end["state"], "failed", "{end}");
+    let error = end["error"].as_str().unwrap();
+    assert!(
+        error.contains("not enough disk space") && error.contains("MiB free"),
+        "{error}"
+    );
+    assert!(hub.ranges().await.is_empty(), "no byte was asked for");
+    assert!(!models.path().join("Tiny-Q4.gguf").exists());
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_download_leaves_nothing() {
     let hub = Hub::start();
     let models = tempfile::tempdir().unwrap();

@@ -51,6 +51,12 @@ pub enum DownloadError {
     NoPeerHas(String),
     #[error("a peer sent {0}: refused")]
     BadPeer(String),
+    #[error("not enough disk space: the model needs {need_mib} MiB more and {dir} has {free_mib} MiB free (and 100 MiB is kept free)")]
+    NoSpace {
+        dir: String,
+        need_mib: u64,
+        free_mib: u64,
+    },
 }
 
 pub(super) fn io(e: std::io::Error) -> DownloadError {
@@ -505,6 +511,7 @@ impl Downloads {
             file.set_len(0).await.map_err(io)?;
             have = 0;
         }
+        super::disk::ensure_room(&self.partial_dir(), remote.size - have)?;
         // The bytes already here count toward the hash.
         let mut hasher = hash_prefix(part.clone(), have).await?;
         file.seek(std::io::SeekFrom::Start(have))

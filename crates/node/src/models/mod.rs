@@ -5,6 +5,7 @@
 //! Hugging Face-style hub (`hub`, `download`).
 
 pub mod digest;
+mod disk;
 pub mod download;
 pub mod host;
 pub mod hub;

@@ -120,6 +120,8 @@ impl Downloads {
             let _ = std::fs::remove_file(&part);
             split(size, offers.len().min(MAX_SOURCES))
         });
+        let done: u64 = segments.iter().map(|s| s.done).sum();
+        super::disk::ensure_room(&self.partial_dir(), size.saturating_sub(done))?;
         let file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)

@@ -41,7 +41,7 @@ pub fn run(threads: usize, memory: Option<u64>) -> Result<(), RpcError> {
         #[cfg(target_os = "linux")]
         {
             let slack = SLACK + PER_THREAD * threads as u64;
-            let limit = hearth_engine::rpc::limit_memory(memory.saturating_add(slack))?;
+            let limit = limit_memory(memory.saturating_add(slack))?;
             tracing::info!(
                 memory_mib = memory >> 20,
                 limit_mib = limit >> 20,
@@ -75,6 +75,22 @@ pub fn run(threads: usize, memory: Option<u64>) -> Result<(), RpcError> {
     );
     sent?;
     Ok(())
+}
+
+/// Keep this process's address space within what it maps now plus `extra` bytes: what a
+/// peer's split model may allocate here. An allocation past it fails (ggml's server refuses
+/// the buffer, or this process ends), and the machine's memory is never at stake. The limit.
+#[cfg(target_os = "linux")]
+fn limit_memory(extra: u64) -> Result<u64, RpcError> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let now_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmSize:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .ok_or_else(|| RpcError::Backend("no VmSize in /proc/self/status".into()))?;
+    let limit = now_kib.saturating_mul(1024).saturating_add(extra);
+    rlimit::setrlimit(rlimit::Resource::AS, limit, limit)?;
+    Ok(limit)
 }
 
 /// Copy until the reader ends, each read passed on at once. Not `std::io::copy`: between a pipe
