@@ -317,18 +317,14 @@ impl Downloads {
                 } => (file_name, offset, data),
             };
             let seg = lock(&shared.segments)[i];
-            let at = seg.start + seg.done;
-            if file_name != shared.file_name {
-                let shown: String = file_name.chars().take(200).collect();
-                job.cancel.cancel();
-                self.refuse(
-                    job,
-                    format!("a file named {shown:?} instead of {}", shared.file_name),
-                );
-                return Err("a chunk of another file".into());
-            }
-            if offset != at || data.len() as u64 > seg.end - at {
-                return Err(format!("a chunk at {offset} where {at} was due"));
+            match check_chunk(&shared.file_name, seg, &file_name, offset, data.len() as u64) {
+                Ok(()) => {}
+                Err(ChunkFault::OtherFile(why)) => {
+                    job.cancel.cancel();
+                    self.refuse(job, why);
+                    return Err("a chunk of another file".into());
+                }
+                Err(ChunkFault::OutOfPlace(why)) => return Err(why),
             }
             let file = shared.file.clone();
             let n = data.len() as u64;
@@ -365,9 +361,79 @@ impl Downloads {
     }
 }
 
+/// Why a chunk is not written.
+#[derive(Debug, PartialEq, Eq)]
+enum ChunkFault {
+    /// Named for another file (a path, `..`, another name): the peer is refused.
+    OtherFile(String),
+    /// Not where its range goes on, or past its end: that peer's range stops.
+    OutOfPlace(String),
+}
+
+/// Whether a chunk named `file_name` at `offset` with `len` bytes may be written for `seg` of
+/// the file named `expected`. The peer's name is only compared, never made into a path.
+fn check_chunk(
+    expected: &str,
+    seg: Segment,
+    file_name: &str,
+    offset: u64,
+    len: u64,
+) -> Result<(), ChunkFault> {
+    if file_name != expected {
+        let shown: String = file_name.chars().take(200).collect();
+        return Err(ChunkFault::OtherFile(format!(
+            "a file named {shown:?} instead of {expected}"
+        )));
+    }
+    let at = seg.start + seg.done;
+    if offset != at || len > seg.end - at {
+        return Err(ChunkFault::OutOfPlace(format!(
+            "a chunk at {offset} where {at} was due"
+        )));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_chunks_of_this_file_in_their_place_are_written() {
+        let seg = Segment {
+            start: CHUNK_BYTES,
+            end: 3 * CHUNK_BYTES,
+            done: CHUNK_BYTES,
+        };
+        let due = 2 * CHUNK_BYTES;
+        assert_eq!(check_chunk("m.gguf", seg, "m.gguf", due, CHUNK_BYTES), Ok(()));
+        for name in [
+            "../m.gguf",
+            "/tmp/m.gguf",
+            "sub/m.gguf",
+            "./m.gguf",
+            "M.gguf",
+            "m.gguf\0",
+            "",
+        ] {
+            assert!(
+                matches!(
+                    check_chunk("m.gguf", seg, name, due, 1),
+                    Err(ChunkFault::OtherFile(_))
+                ),
+                "{name:?}"
+            );
+        }
+        for (offset, len) in [(0, 1), (due + 1, 1), (due, CHUNK_BYTES + 1)] {
+            assert!(
+                matches!(
+                    check_chunk("m.gguf", seg, "m.gguf", offset, len),
+                    Err(ChunkFault::OutOfPlace(_))
+                ),
+                "{offset} {len}"
+            );
+        }
+    }
 
     #[test]
     fn ranges_are_whole_chunks_covering_the_file() {
