@@ -455,6 +455,46 @@ async fn the_command_line_pulls_with_resume() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_line_leaves_a_download_the_node_is_making_alone() {
+    let hub = Hub::start();
+    let models = tempfile::tempdir().unwrap();
+    let t = node(models.path(), &hub).await;
+    hub.control(json!({"rate": model_size() / 10})).await;
+    start_download(&t).await;
+    wait_for_secs(
+        60,
+        async || download(&t).await["received"].as_u64().unwrap() > 0,
+        "the node's download under way",
+    )
+    .await;
+    // The same file into the same folder from the command line: refused, nothing touched.
+    let (url, dir) = (hub.url.clone(), models.path().to_path_buf());
+    let data = tempfile::tempdir().unwrap();
+    let data_dir = data.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_hearth-node"))
+            .args(["models", "pull", SPEC, "--hub-url", &url, "--data-dir"])
+            .arg(&data_dir)
+            .env("HEARTH_MODELS_DIR", &dir)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("another Hearth process"), "{stderr}");
+    hub.control(json!({"rate": null})).await;
+    let end = finished(&t).await;
+    assert_eq!(end["state"], "done", "{end}");
+    assert_eq!(
+        sha256_of(&models.path().join("Tiny-Q4.gguf")),
+        sha256_of(&common::model_path())
+    );
+    t.stop().await;
+}
+
 /// The official `ollama` Python client's `pull`, streamed: its own types read every line.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_ollama_client_pulls() {

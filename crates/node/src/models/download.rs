@@ -5,7 +5,7 @@
 //! place (a mismatch deletes the partial and says so). Progress (bytes, speed, time left) is
 //! what the UI, the CLI and Ollama's pull show.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -51,6 +51,8 @@ pub enum DownloadError {
     NoPeerHas(String),
     #[error("a peer sent {0}: refused")]
     BadPeer(String),
+    #[error("{0} is being downloaded into this folder by another Hearth process (the node, or `hearth-node models pull`); wait for it or cancel it there")]
+    Elsewhere(String),
     #[error("not enough disk space: the model needs {need_mib} MiB more and {dir} has {free_mib} MiB free (and 100 MiB is kept free)")]
     NoSpace {
         dir: String,
@@ -394,9 +396,14 @@ impl Downloads {
             Ok(()) => tracing::info!(model = %id, "downloaded and verified"),
             Err(DownloadError::Stopped) => {}
             Err(DownloadError::Cancelled) => forget(true),
+            // Another process's files: not this one's to touch.
+            Err(DownloadError::Elsewhere(_)) => {}
             // Worth resuming later (the peers may be back): the partial and its note stay.
             Err(
-                DownloadError::GaveUp { .. } | DownloadError::Io(_) | DownloadError::NoPeerHas(_),
+                DownloadError::GaveUp { .. }
+                | DownloadError::Io(_)
+                | DownloadError::NoPeerHas(_)
+                | DownloadError::NoSpace { .. },
             ) => {}
             Err(e @ DownloadError::Hub(h)) if h.is_transient() => {
                 tracing::warn!(model = %id, error = %e, "download stopped; resumable");
@@ -477,6 +484,7 @@ impl Downloads {
         };
         let (part, note_path) = self.partial_paths(&id);
         std::fs::create_dir_all(self.partial_dir()).map_err(io)?;
+        let file = open_partial(&part)?;
         // A partial of another version of the file starts over.
         let same = std::fs::read(&note_path)
             .ok()
@@ -485,7 +493,7 @@ impl Downloads {
                 n.sha256 == remote.sha256 && n.size == remote.size && n.segments.is_none()
             });
         if !same {
-            let _ = std::fs::remove_file(&part);
+            file.set_len(0).map_err(io)?;
         }
         let note = Note {
             model: job.source.spec(),
@@ -498,14 +506,7 @@ impl Downloads {
             serde_json::to_vec(&note).map_err(|e| DownloadError::Io(e.to_string()))?,
         )
         .map_err(io)?;
-        let mut file = tokio::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(&part)
-            .await
-            .map_err(io)?;
+        let mut file = tokio::fs::File::from_std(file);
         let mut have = file.metadata().await.map_err(io)?.len();
         if have > remote.size {
             file.set_len(0).await.map_err(io)?;
@@ -667,6 +668,28 @@ impl Downloads {
         let received = *have;
         self.update(job, |p| p.received = received);
         Ok(())
+    }
+}
+
+/// The partial file at `part`, opened to be written and held for this process alone (an
+/// advisory lock the other Hearth processes respect: the node and `hearth-node models pull`
+/// never write one partial at once). It goes with the file.
+pub(super) fn open_partial(part: &Path) -> Result<std::fs::File, DownloadError> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(part)
+        .map_err(io)?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(DownloadError::Elsewhere(
+            part.file_name()
+                .map(|n| n.to_string_lossy().trim_end_matches(".part").to_owned())
+                .unwrap_or_default(),
+        )),
+        Err(std::fs::TryLockError::Error(e)) => Err(io(e)),
     }
 }
 

@@ -13,8 +13,8 @@ use std::time::Duration;
 use sha2::Digest as _;
 
 use super::download::{
-    hash_prefix, io, lock, DownloadError, DownloadState, Downloads, Job, Meter, Note, Segment,
-    MAX_FAILURES,
+    hash_prefix, io, lock, open_partial, DownloadError, DownloadState, Downloads, Job, Meter, Note,
+    Segment, MAX_FAILURES,
 };
 use crate::cluster::sharing::{Offer, Piece, Sharing, CHUNK_BYTES};
 
@@ -109,26 +109,23 @@ impl Downloads {
         let (sha256, size) = (offers[0].sha256.clone().unwrap_or_default(), offers[0].size);
         let (part, note_path) = self.partial_paths(&job.id);
         std::fs::create_dir_all(self.partial_dir()).map_err(io)?;
+        let file = open_partial(&part)?;
         // The ranges already here, when the partial is of the same file.
+        let had = file.metadata().map_err(io)?.len();
         let kept = std::fs::read(&note_path)
             .ok()
             .and_then(|b| serde_json::from_slice::<Note>(&b).ok())
-            .filter(|n| n.sha256 == sha256 && n.size == size)
-            .and_then(|n| n.segments)
-            .filter(|_| part.exists());
-        let segments = kept.unwrap_or_else(|| {
-            let _ = std::fs::remove_file(&part);
-            split(size, offers.len().min(MAX_SOURCES))
-        });
+            .filter(|n| n.sha256 == sha256 && n.size == size && had == size)
+            .and_then(|n| n.segments);
+        let segments = match kept {
+            Some(kept) => kept,
+            None => {
+                file.set_len(0).map_err(io)?;
+                split(size, offers.len().min(MAX_SOURCES))
+            }
+        };
         let done: u64 = segments.iter().map(|s| s.done).sum();
         super::disk::ensure_room(&self.partial_dir(), size.saturating_sub(done))?;
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(&part)
-            .map_err(io)?;
         file.set_len(size).map_err(io)?;
         let already: u64 = segments.iter().map(|s| s.done).sum();
         let shared = Arc::new(Shared {
@@ -317,7 +314,13 @@ impl Downloads {
                 } => (file_name, offset, data),
             };
             let seg = lock(&shared.segments)[i];
-            match check_chunk(&shared.file_name, seg, &file_name, offset, data.len() as u64) {
+            match check_chunk(
+                &shared.file_name,
+                seg,
+                &file_name,
+                offset,
+                data.len() as u64,
+            ) {
                 Ok(()) => {}
                 Err(ChunkFault::OtherFile(why)) => {
                     job.cancel.cancel();
@@ -406,7 +409,10 @@ mod tests {
             done: CHUNK_BYTES,
         };
         let due = 2 * CHUNK_BYTES;
-        assert_eq!(check_chunk("m.gguf", seg, "m.gguf", due, CHUNK_BYTES), Ok(()));
+        assert_eq!(
+            check_chunk("m.gguf", seg, "m.gguf", due, CHUNK_BYTES),
+            Ok(())
+        );
         for name in [
             "../m.gguf",
             "/tmp/m.gguf",
