@@ -102,6 +102,7 @@ pub(crate) fn models(args: ModelsArgs, runtime: &tokio::runtime::Runtime) -> any
                     "nothing to import: no model of Ollama or LM Studio that is not here already"
                 );
             }
+            let mut failed = 0;
             for m in chosen {
                 let from = format!("{:?}", m.source).to_lowercase();
                 if dry_run {
@@ -111,14 +112,20 @@ pub(crate) fn models(args: ModelsArgs, runtime: &tokio::runtime::Runtime) -> any
                         mib(m.size_bytes),
                         m.path.display()
                     );
+                } else if let Err(e) = import::import(m, &dir) {
+                    // The others are still imported.
+                    eprintln!("not imported: {}: {e}", m.id);
+                    failed += 1;
                 } else {
-                    import::import(m, &dir)?;
                     println!(
                         "imported {} from {from} ({}), no copy made",
                         m.id,
                         m.path.display()
                     );
                 }
+            }
+            if failed > 0 {
+                anyhow::bail!("{failed} model(s) could not be imported (see above)");
             }
         }
         ModelsAction::Pull { model, hub_url } => runtime.block_on(pull(&dir, &model, hub_url))?,

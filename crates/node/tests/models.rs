@@ -259,6 +259,40 @@ fn other_apps(root: &Path) -> hearth_node::models::import::Roots {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn importing_all_goes_past_a_model_whose_name_is_taken() {
+    let apps = tempfile::tempdir().unwrap();
+    let roots = other_apps(apps.path());
+    let models = tempfile::tempdir().unwrap();
+    // Another file has LM Studio's model's name already.
+    std::fs::write(models.path().join("Small-Q4.gguf"), b"not that model").unwrap();
+    let t = start(models.path(), |c| c.import_roots = roots).await;
+    let r = t.post("/api/models/import", &json!({})).await;
+    assert_eq!(r.status(), 200);
+    let r: Value = r.json().await.unwrap();
+    assert_eq!(r["imported"], json!(["tiny"]), "{r}");
+    assert_eq!(r["failed"][0]["id"], "Small-Q4", "{r}");
+    assert!(
+        r["failed"][0]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("another file")),
+        "{r}"
+    );
+    let link = std::fs::symlink_metadata(models.path().join("tiny.gguf")).unwrap();
+    assert!(link.file_type().is_symlink());
+    assert_eq!(
+        std::fs::read(models.path().join("Small-Q4.gguf")).unwrap(),
+        b"not that model",
+        "the file there is untouched"
+    );
+    // Asked for alone, it is refused with the reason.
+    let r = t
+        .post("/api/models/import", &json!({"id": "Small-Q4"}))
+        .await;
+    assert_eq!(r.status(), 409);
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn models_of_ollama_and_lm_studio_are_imported_without_a_copy_and_serve() {
     let apps = tempfile::tempdir().unwrap();
     let roots = other_apps(apps.path());

@@ -107,7 +107,11 @@ export const api = {
   /** Models of Ollama and LM Studio, imported without a copy. */
   importable: () => request<{ models: ImportableModel[] }>('GET', '/api/models/importable'),
   importModels: (id?: string) =>
-    request<{ imported: string[] }>('POST', '/api/models/import', id === undefined ? {} : { id }),
+    request<{ imported: string[]; failed: { id: string; error: string }[] }>(
+      'POST',
+      '/api/models/import',
+      id === undefined ? {} : { id },
+    ),
   /** Downloads from the hub (OWNER/REPO/FILE.gguf), with their progress. */
   downloads: () => request<{ downloads: Download[] }>('GET', '/api/models/downloads'),
   startDownload: (model: string) => request<Download>('POST', '/api/models/downloads', { model }),

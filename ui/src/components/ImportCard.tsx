@@ -39,7 +39,9 @@ export function ImportCard({ onImported }: ImportCardProps) {
     setPending(true);
     setError(null);
     try {
-      await api.importModels(id);
+      const { failed } = await api.importModels(id);
+      // The others went in; these say why not.
+      if (failed.length > 0) setError(failed.map((f) => `${f.id}: ${f.error}`).join('; '));
       onImported();
       await refresh();
     } catch (e) {

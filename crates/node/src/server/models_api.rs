@@ -228,18 +228,28 @@ pub(crate) async fn import(
         if chosen.is_empty() && body.id.is_some() {
             return Err(ApiFailure::not_found("importable model"));
         }
-        let mut ids = Vec::new();
+        // Each on its own: one that cannot be linked (its name taken) leaves the others be.
+        let (mut ids, mut failed) = (Vec::new(), Vec::new());
         for m in &chosen {
-            import::import(m, &dir).map_err(|e| {
-                ApiFailure::new(StatusCode::CONFLICT, "import_failed", e.to_string())
-            })?;
-            ids.push(m.id.clone());
+            match import::import(m, &dir) {
+                Ok(()) => ids.push(m.id.clone()),
+                Err(e) => failed.push(json!({"id": m.id, "error": e.to_string()})),
+            }
         }
-        Ok(ids)
+        if ids.is_empty() && !failed.is_empty() {
+            let why: Vec<&str> = failed.iter().filter_map(|f| f["error"].as_str()).collect();
+            return Err(ApiFailure::new(
+                StatusCode::CONFLICT,
+                "import_failed",
+                why.join("; "),
+            ));
+        }
+        Ok((ids, failed))
     })
     .await
     .map_err(internal)??;
-    Ok(Json(json!({"imported": done})).into_response())
+    let (imported, failed) = done;
+    Ok(Json(json!({"imported": imported, "failed": failed})).into_response())
 }
 
 /// Delete a model's files from the folder (only the link of an imported one); refused while
