@@ -618,3 +618,101 @@ async fn a_model_too_large_for_its_node_is_split_when_a_request_names_it() {
         "never loaded whole: {loaded}"
     );
 }
+
+/// Whether any process `pid` started has `what` in its command line.
+fn runs(pid: u32, what: &str) -> bool {
+    children(pid).iter().any(|c| c.contains(what))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_split_ended_as_it_starts_leaves_nothing_and_its_worker_inherits_no_setting() {
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let common_args = ["--parallel", "1", "--threads", "1", "--no-discovery"];
+    let mut sharing_args = common_args.to_vec();
+    sharing_args.extend(["--cluster-port", "0", "--share-memory", "1024"]);
+    let sharing = NodeProcess::start_without_model(&dirs[0].path().join("data"), &sharing_args);
+    let peer = format!("127.0.0.1:{}", cluster_port(&sharing.url).await);
+    let mut owner_args = common_args.to_vec();
+    owner_args.extend([
+        "--cluster-port",
+        "0",
+        "--memory-limit",
+        "1024",
+        "--peer",
+        &peer,
+    ]);
+    // A setting of the owner's own, from its environment.
+    let owner = NodeProcess::start_with_env(
+        &dirs[1].path().join("data"),
+        &owner_args,
+        &[("HEARTH_ALLOW_HOST", "owner.example")],
+    );
+    let http = reqwest::Client::new();
+    let split_url = format!("{}/api/models/split", owner.url);
+    let model_url = format!("{split_url}/{}", common::MODEL_ID);
+    // Split and ended at once, a few times: whichever comes first, nothing is left running
+    // and the model answers whole again.
+    for round in 0..3 {
+        let post = http
+            .post(&split_url)
+            .json(&json!({"model": common::MODEL_ID}))
+            .send();
+        let delete = async {
+            tokio::time::sleep(Duration::from_millis(5 * round)).await;
+            http.delete(&model_url).send().await
+        };
+        let (posted, deleted) = tokio::join!(post, delete);
+        let (posted, deleted) = (posted.unwrap().status(), deleted.unwrap().status());
+        if posted == 202 && deleted == 404 {
+            // The DELETE came before the split existed: end it now.
+            assert_eq!(http.delete(&model_url).send().await.unwrap().status(), 200);
+        } else {
+            assert!(
+                [202, 409].contains(&posted.as_u16()) && deleted == 200,
+                "{posted} {deleted}"
+            );
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while runs(owner.child.id(), "--split-remote") || runs(sharing.child.id(), "rpc-serve") {
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: a split process outlived its end"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(get(&split_url).await["splits"], json!([]), "round {round}");
+        let answer = greedy(&owner.url, "Hi").await;
+        assert!(!answer.is_empty());
+    }
+    // Split for good: its worker gets none of the owner's HEARTH_* settings, only its token.
+    let r = http
+        .post(&split_url)
+        .json(&json!({"model": common::MODEL_ID}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    placement(&owner.url, common::MODEL_ID, "ready").await;
+    let worker = std::fs::read_dir(format!("/proc/{}/task", owner.child.id()))
+        .unwrap()
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|l| {
+            l.split_whitespace()
+                .filter_map(|p| p.parse::<u32>().ok())
+                .collect::<Vec<_>>()
+        })
+        .find(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("--split-remote"))
+        })
+        .expect("the worker process");
+    let environ = std::fs::read(format!("/proc/{worker}/environ")).unwrap();
+    let hearth: Vec<String> = environ
+        .split(|b| *b == 0)
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .filter(|v| v.starts_with("HEARTH_"))
+        .map(|v| v.split('=').next().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(hearth, ["HEARTH_JOIN_TOKEN"], "{hearth:?}");
+}

@@ -86,6 +86,8 @@ struct Split {
 
 struct Running {
     placement: Placement,
+    /// The model's file.
+    path: PathBuf,
     stop: CancellationToken,
     /// The worker process now, whose connections alone the tunnels' local ends take.
     worker_pid: Option<u32>,
@@ -197,6 +199,17 @@ fn divide(layers: u32, memory: &[u64]) -> Vec<u32> {
     counts
 }
 
+/// A model no longer split, served whole here again: loaded now when this node has no model
+/// loaded and it fits (a request naming no model finds it, as before the split).
+async fn serve_whole(state: &AppState, path: &std::path::Path) {
+    if !state.shutdown.is_cancelled()
+        && state.host.engine().is_none()
+        && state.host.too_large(path).is_none()
+    {
+        state.host.load(path.to_owned()).await;
+    }
+}
+
 /// Let the route split a model too large for this machine over the peers that share their
 /// memory, when a request names it.
 pub fn split_too_large_models(state: &Arc<AppState>) {
@@ -289,14 +302,16 @@ impl Splits {
         }
     }
 
-    /// Stop serving `model` split: its worker and tunnels end, and it loads here again when
-    /// asked for. Whether it was split.
-    pub fn stop(&self, state: &AppState, model: &ModelId) -> bool {
+    /// Stop serving `model` split: its worker and tunnels end, and it loads here again, at
+    /// once when no other model is here and it fits, else when asked for. Whether it was
+    /// split.
+    pub async fn stop(&self, state: &AppState, model: &ModelId) -> bool {
         let Some(r) = lock(&self.running).remove(model) else {
             return false;
         };
         r.stop.cancel();
         state.host.set_elsewhere(model, false);
+        serve_whole(state, &r.path).await;
         true
     }
 
@@ -347,6 +362,7 @@ impl Splits {
                 id.clone(),
                 Running {
                     placement,
+                    path: path.clone(),
                     stop: stop.clone(),
                     worker_pid: None,
                     lost: Vec::new(),
@@ -362,20 +378,30 @@ impl Splits {
                 return Err(e);
             }
         };
-        // Ended (DELETE) while it started: nothing more starts.
-        match lock(&self.running).get_mut(&split.id) {
-            Some(r) if !stop.is_cancelled() => r.placement = placement.clone(),
-            _ => {
-                attempt.cancel();
-                return Err(SplitError::Stopped(split.id.0));
+        // Ended (DELETE) while it started: nothing more starts. The check and the mark that
+        // the model is served elsewhere (the whole model here would take the requests the
+        // worker is for) happen under `stop`'s lock, so each of the two sees the other.
+        {
+            let mut running = lock(&self.running);
+            match running.get_mut(&split.id) {
+                Some(r) if !stop.is_cancelled() => r.placement = placement.clone(),
+                _ => {
+                    attempt.cancel();
+                    return Err(SplitError::Stopped(split.id.0));
+                }
             }
+            state.host.set_elsewhere(&split.id, true);
         }
         if let Some(hub) = state.router.hub() {
             hub.admit_own_workers(&self.token, self.own_ip());
         }
-        // The whole model here would take the requests the worker is for.
-        state.host.set_elsewhere(&split.id, true);
         state.host.unload(Some(&split.id)).await;
+        // Ended while the whole model was unloading: served whole again.
+        if stop.is_cancelled() {
+            attempt.cancel();
+            serve_whole(state, &split.path).await;
+            return Err(SplitError::Stopped(split.id.0));
+        }
         tokio::spawn(
             self.clone()
                 .run(state.clone(), split, (endpoints, attempt), stop),

@@ -21,6 +21,17 @@ pub struct NodeProcess {
 /// What a node says (on standard error) when its model cannot be loaded.
 const UNLOADABLE: &str = "The model could not be loaded";
 
+/// How a node process is started (see `NodeProcess::launch_with`).
+#[derive(Default)]
+struct Launch<'a> {
+    netns: Option<&'a str>,
+    model: Option<&'a Path>,
+    args: &'a [&'a str],
+    open_files: Option<u32>,
+    ready_line: &'a str,
+    env: &'a [(&'a str, &'a str)],
+}
+
 impl NodeProcess {
     /// `hearth-node serve --port 0 --data-dir DATA --model <default model> ARGS`, run through
     /// `sh -c "ulimit -n N; exec ..."` when `open_files` is given. Waits for the ready line.
@@ -36,15 +47,45 @@ impl NodeProcess {
     /// Like [`NodeProcess::start_without_model`], for a node whose folder holds a model it
     /// cannot load (too large for its memory limit): its second line says so.
     pub fn start_unloadable(data_dir: &Path, args: &[&str]) -> Self {
-        Self::launch_with(None, data_dir, None, args, None, UNLOADABLE)
+        Self::launch_with(
+            data_dir,
+            Launch {
+                args,
+                ready_line: UNLOADABLE,
+                ..Launch::default()
+            },
+        )
+    }
+
+    /// Like [`NodeProcess::start`], with these environment variables set.
+    pub fn start_with_env(data_dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Self {
+        let model = super::model_path();
+        Self::launch_with(
+            data_dir,
+            Launch {
+                model: Some(&model),
+                args,
+                ready_line: Self::ready_line(true),
+                env,
+                ..Launch::default()
+            },
+        )
     }
 
     /// Like [`NodeProcess::start`] (with the default model or none) inside network namespace
     /// `ns` (`ip netns exec`).
     pub fn start_in_netns(ns: &str, data_dir: &Path, model: bool, args: &[&str]) -> Self {
         let model = model.then(super::model_path);
-        let ready = Self::ready_line(model.is_some());
-        Self::launch_with(Some(ns), data_dir, model.as_deref(), args, None, ready)
+        Self::launch_with(
+            data_dir,
+            Launch {
+                netns: Some(ns),
+                model: model.as_deref(),
+                args,
+                ready_line: Self::ready_line(model.is_some()),
+                ..Launch::default()
+            },
+        )
     }
 
     fn launch(
@@ -53,8 +94,16 @@ impl NodeProcess {
         args: &[&str],
         open_files: Option<u32>,
     ) -> Self {
-        let ready = Self::ready_line(model.is_some());
-        Self::launch_with(None, data_dir, model, args, open_files, ready)
+        Self::launch_with(
+            data_dir,
+            Launch {
+                model,
+                args,
+                open_files,
+                ready_line: Self::ready_line(model.is_some()),
+                ..Launch::default()
+            },
+        )
     }
 
     /// What a node's second line says once it is up, with a model or without.
@@ -66,14 +115,15 @@ impl NodeProcess {
         }
     }
 
-    fn launch_with(
-        netns: Option<&str>,
-        data_dir: &Path,
-        model: Option<&Path>,
-        args: &[&str],
-        open_files: Option<u32>,
-        ready_line: &str,
-    ) -> Self {
+    fn launch_with(data_dir: &Path, how: Launch<'_>) -> Self {
+        let Launch {
+            netns,
+            model,
+            args,
+            open_files,
+            ready_line,
+            env,
+        } = how;
         let bin = env!("CARGO_BIN_EXE_hearth-node");
         let log = data_dir.with_extension("log");
         let mut cmd = match open_files {
@@ -103,6 +153,7 @@ impl NodeProcess {
                     .flatten(),
             )
             .args(args)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log).expect("log file"));
         // Killed and reaped if anything below panics; killed if it is not ready in time (a
