@@ -709,10 +709,21 @@ fn range_start(v: &str) -> Option<u64> {
 
 /// The hash of the first `len` bytes of `path` (a partial file resumed).
 pub(super) async fn hash_prefix(path: PathBuf, len: u64) -> Result<Sha256, DownloadError> {
+    hash_on(path, Sha256::new(), 0, len).await
+}
+
+/// `hasher` fed the bytes of the file at `path` from `from` to `to`.
+pub(super) async fn hash_on(
+    path: PathBuf,
+    mut hasher: Sha256,
+    from: u64,
+    to: u64,
+) -> Result<Sha256, DownloadError> {
     tokio::task::spawn_blocking(move || -> std::io::Result<Sha256> {
-        let mut hasher = Sha256::new();
+        let len = to.saturating_sub(from);
         if len > 0 {
-            let file = std::fs::File::open(&path)?;
+            let mut file = std::fs::File::open(&path)?;
+            std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(from))?;
             let copied = std::io::copy(&mut std::io::Read::take(file, len), &mut hasher)?;
             if copied != len {
                 return Err(std::io::Error::other(

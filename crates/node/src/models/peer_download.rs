@@ -13,8 +13,8 @@ use std::time::Duration;
 use sha2::Digest as _;
 
 use super::download::{
-    hash_prefix, io, lock, open_partial, DownloadError, DownloadState, Downloads, Job, Meter, Note,
-    Segment, MAX_FAILURES,
+    hash_on, hash_prefix, io, lock, open_partial, DownloadError, DownloadState, Downloads, Job,
+    Meter, Note, Segment, MAX_FAILURES,
 };
 use crate::cluster::sharing::{Offer, Piece, Sharing, CHUNK_BYTES};
 
@@ -40,6 +40,9 @@ struct Shared {
     meter: Mutex<Meter>,
     file: Arc<std::fs::File>,
     note: std::path::PathBuf,
+    /// The SHA-256 of the file's first bytes, fed as chunks arrive where it stops (the first
+    /// range's, in order): only what it has not seen is read again to verify the file.
+    hashed: Arc<Mutex<(sha2::Sha256, u64)>>,
 }
 
 impl Shared {
@@ -128,6 +131,9 @@ impl Downloads {
         super::disk::ensure_room(&self.partial_dir(), size.saturating_sub(done))?;
         file.set_len(size).map_err(io)?;
         let already: u64 = segments.iter().map(|s| s.done).sum();
+        // The first range's bytes already here start the hash.
+        let first = segments.iter().find(|s| s.start == 0).map_or(0, |s| s.done);
+        let hashed = Arc::new(Mutex::new((hash_prefix(part.clone(), first).await?, first)));
         let shared = Arc::new(Shared {
             name: name.to_owned(),
             file_name: job.id.clone(),
@@ -139,6 +145,7 @@ impl Downloads {
             offers: Mutex::new(offers),
             file: Arc::new(file),
             note: note_path.clone(),
+            hashed,
         });
         shared.save_note()?;
         self.update(job, |p| {
@@ -163,7 +170,11 @@ impl Downloads {
             p.received = size;
             p.state = DownloadState::Verifying;
         });
-        let got = hex::encode(hash_prefix(part.clone(), size).await?.finalize());
+        let (hasher, seen) = {
+            let h = lock(&shared.hashed);
+            (h.0.clone(), h.1)
+        };
+        let got = hex::encode(hash_on(part.clone(), hasher, seen, size).await?.finalize());
         if got != sha256 {
             return Err(DownloadError::Mismatch {
                 expected: sha256,
@@ -329,10 +340,16 @@ impl Downloads {
                 }
                 Err(ChunkFault::OutOfPlace(why)) => return Err(why),
             }
-            let file = shared.file.clone();
+            let (file, hashed) = (shared.file.clone(), shared.hashed.clone());
             let n = data.len() as u64;
             tokio::task::spawn_blocking(move || {
-                std::os::unix::fs::FileExt::write_all_at(&*file, &data, offset)
+                std::os::unix::fs::FileExt::write_all_at(&*file, &data, offset)?;
+                let mut h = lock(&hashed);
+                if h.1 == offset {
+                    h.0.update(&data);
+                    h.1 += n;
+                }
+                Ok::<_, std::io::Error>(())
             })
             .await
             .map_err(|e| e.to_string())?
