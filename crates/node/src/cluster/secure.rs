@@ -221,7 +221,6 @@ pub(crate) async fn respond(
 pub(crate) fn seal(t: &mut snow::TransportState, plain: &[u8]) -> Result<Vec<Bytes>, String> {
     let mut out = Vec::with_capacity(plain.len() / PIECE_BYTES + 1);
     let mut pieces = plain.chunks(PIECE_BYTES).peekable();
-    let mut buf = vec![0u8; NOISE_FRAME_BYTES];
     let mut piece_plain = Vec::with_capacity(PIECE_BYTES + 1);
     loop {
         let piece = pieces.next().unwrap_or(&[]);
@@ -229,10 +228,13 @@ pub(crate) fn seal(t: &mut snow::TransportState, plain: &[u8]) -> Result<Vec<Byt
         piece_plain.clear();
         piece_plain.push(u8::from(more));
         piece_plain.extend_from_slice(piece);
+        // Sealed straight into the frame that goes out (its length: the tag's 16 bytes more).
+        let mut sealed = vec![0u8; piece_plain.len() + 16];
         let n = t
-            .write_message(&piece_plain, &mut buf)
+            .write_message(&piece_plain, &mut sealed)
             .map_err(|e| format!("encrypting failed: {e}"))?;
-        out.push(Bytes::copy_from_slice(&buf[..n]));
+        sealed.truncate(n);
+        out.push(Bytes::from(sealed));
         if !more {
             return Ok(out);
         }
@@ -243,6 +245,8 @@ pub(crate) fn seal(t: &mut snow::TransportState, plain: &[u8]) -> Result<Vec<Byt
 #[derive(Debug, Default)]
 pub(crate) struct Opener {
     partial: Vec<u8>,
+    /// One Noise message's plain text, kept between messages (not zeroed for each).
+    buf: Vec<u8>,
 }
 
 impl Opener {
@@ -253,11 +257,11 @@ impl Opener {
         frame: &[u8],
         limit: usize,
     ) -> Result<Option<Vec<u8>>, String> {
-        let mut buf = vec![0u8; NOISE_FRAME_BYTES];
-        let n = t.read_message(frame, &mut buf).map_err(|_| {
+        self.buf.resize(NOISE_FRAME_BYTES, 0);
+        let n = t.read_message(frame, &mut self.buf).map_err(|_| {
             "a frame that does not decrypt (plain text from a Hearth peer?)".to_owned()
         })?;
-        let (&flag, piece) = buf[..n]
+        let (&flag, piece) = self.buf[..n]
             .split_first()
             .ok_or("an encrypted frame without its flag")?;
         if self.partial.len() + piece.len() > limit {
