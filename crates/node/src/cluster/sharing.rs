@@ -15,7 +15,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use base64::Engine as _;
 use hearth_protocol::cluster::{
     Message, ModelQuery, ModelQueryResponse, ModelTransferChunk, ModelTransferComplete,
     ModelTransferRequest, PeerUuid,
@@ -360,7 +359,7 @@ pub(crate) async fn send(
         let read = tokio::task::spawn_blocking(move || -> std::io::Result<String> {
             let mut buf = vec![0u8; n as usize];
             std::os::unix::fs::FileExt::read_exact_at(&*f, &mut buf, pos)?;
-            Ok(base64::engine::general_purpose::STANDARD.encode(&buf))
+            Ok(ModelTransferChunk::encode(&buf))
         })
         .await;
         let data = match read {

@@ -211,7 +211,7 @@ fn write_chunk(name: &str, chunk: &ModelTransferChunk, shape: Shape) -> Vec<u8> 
         data: String::new(),
         is_last_chunk: chunk.is_last_chunk,
     };
-    let mut out = write(name, &hollow, shape);
+    let out = write(name, &hollow, shape);
     match out.windows(KEY.len()).position(|w| w == KEY) {
         Some(at) => {
             let quote = at + KEY.len() - 1;

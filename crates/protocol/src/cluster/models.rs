@@ -3,7 +3,6 @@
 //! base64, with its byte offset) and `modelTransferComplete`. Hearth adds the file's SHA-256
 //! to the answer and a byte range to the request; TealeNet peers ignore both.
 
-use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
 use super::ids::PeerUuid;
@@ -58,11 +57,14 @@ pub struct ModelTransferChunk {
 }
 
 impl ModelTransferChunk {
-    /// The chunk's bytes; `None` when `data` is not base64.
+    /// The chunk's bytes; `None` when `data` is not base64 (standard alphabet, padded).
     pub fn bytes(&self) -> Option<Vec<u8>> {
-        base64::engine::general_purpose::STANDARD
-            .decode(&self.data)
-            .ok()
+        base64_simd::STANDARD.decode_to_vec(&self.data).ok()
+    }
+
+    /// `bytes` as a chunk's `data`.
+    pub fn encode(bytes: &[u8]) -> String {
+        base64_simd::STANDARD.encode_to_string(bytes)
     }
 }
 
@@ -72,4 +74,34 @@ pub struct ModelTransferComplete {
     pub transfer_id: PeerUuid,
     #[serde(rename = "modelID")]
     pub model_id: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(data: &str) -> ModelTransferChunk {
+        ModelTransferChunk {
+            transfer_id: PeerUuid::from_bytes([2; 16]),
+            file_name: "m.gguf".into(),
+            offset: 0,
+            data: data.into(),
+            is_last_chunk: false,
+        }
+    }
+
+    #[test]
+    fn a_chunks_data_is_standard_padded_base64_both_ways() {
+        let bytes: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
+        let data = ModelTransferChunk::encode(&bytes);
+        assert_eq!(
+            data,
+            base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &bytes)
+        );
+        assert_eq!(chunk(&data).bytes(), Some(bytes));
+        assert_eq!(chunk("QUJD").bytes().as_deref(), Some(&b"ABC"[..]));
+        for bad in ["QUI", "QU!D", "QUJD\n", "-_8=", "QQ=="[..3].into()] {
+            assert_eq!(chunk(bad).bytes(), None, "{bad:?}");
+        }
+    }
 }
