@@ -14,6 +14,7 @@ mod ollama;
 mod report;
 mod sharing;
 mod split;
+mod tealenet;
 mod transfer;
 
 use std::path::{Path, PathBuf};

@@ -2,7 +2,8 @@
 //! for the model by name (`POST /api/models/downloads`) until it is verified and in its folder
 //! — the query, 1 MiB base64 chunks over the encrypted cluster connection, the writes, the
 //! SHA-256 — against the floor measured in the same run: a plain TCP copy of the same file on
-//! loopback, read from disk and written to a file.
+//! loopback, read from disk and written to a file. And the same model fetched by a TealeNet
+//! peer over a compatibility connection (`tealenet`) against the same floor.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -96,6 +97,10 @@ pub(crate) async fn figures(model: &Path, node_bin: &Path, quick: bool) -> Resul
     }
     let folder = |d: &Path| vec!["--models-dir".to_owned(), d.to_string_lossy().into_owned()];
     let source = NodeProc::launch(node_bin, None, &folder(source_dir.path()), None)?;
+    // The same folder served to TealeNet peers (plain text, on loopback).
+    let mut compat_args = folder(source_dir.path());
+    compat_args.push("--tealenet-compat".to_owned());
+    let compat = NodeProc::launch(node_bin, None, &compat_args, None)?;
     let http = reqwest::Client::new();
     let port = cluster_port(&http, &source.base()).await?;
     let target_dir = tempfile::tempdir()?;
@@ -107,17 +112,29 @@ pub(crate) async fn figures(model: &Path, node_bin: &Path, quick: bool) -> Resul
     let landed = target_dir.path().join("tiny.gguf");
     fetch(&http, &base, "tiny").await?;
     let (mut hearth, mut floor, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut teale, mut teale_ratios) = (Vec::new(), Vec::new());
     let copy = target_dir.path().join("copy.bin");
+    let teale_port = u16::try_from(cluster_port(&http, &compat.base()).await?)?;
+    let teale_file = target_dir.path().join("teale.bin");
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     for round in 1..=rounds {
-        eprintln!("round {round}/{rounds}: a model from a peer, and a plain TCP copy");
+        eprintln!(
+            "round {round}/{rounds}: a model from a peer, by a TealeNet peer, and a plain TCP copy"
+        );
         std::fs::remove_file(&landed)?;
         let plain = tcp_copy(model, &copy).await?;
         std::fs::remove_file(&copy)?;
         let took = fetch(&http, &base, "tiny").await?;
-        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
         hearth.push(ms(took));
         floor.push(ms(plain));
         ratios.push(plain.as_secs_f64() / took.as_secs_f64());
+        let to = teale_file.clone();
+        let by_teale =
+            tokio::task::spawn_blocking(move || crate::tealenet::fetch(teale_port, "tiny", &to))
+                .await??;
+        std::fs::remove_file(&teale_file)?;
+        teale.push(ms(by_teale));
+        teale_ratios.push(plain.as_secs_f64() / by_teale.as_secs_f64());
     }
     let mib = std::fs::metadata(model)?.len() as f64 / f64::from(1 << 20);
     let rate = |v: &[f64]| v.iter().map(|ms| mib / (ms / 1000.0)).collect::<Vec<_>>();
@@ -128,6 +145,16 @@ pub(crate) async fn figures(model: &Path, node_bin: &Path, quick: bool) -> Resul
             rate(&hearth),
         )
         .against("plain TCP copy of the same file (floor)", ratios, Some(0.9)),
+        Figure::new(
+            "a model fetched by a TealeNet peer (base64 in plain JSON)",
+            "MiB/s",
+            rate(&teale),
+        )
+        .against(
+            "plain TCP copy of the same file (floor)",
+            teale_ratios,
+            Some(0.7),
+        ),
         Figure::new(
             "plain TCP copy of the same file (floor)",
             "MiB/s",
