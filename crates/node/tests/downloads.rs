@@ -276,6 +276,24 @@ async fn a_model_larger_than_the_free_disk_fails_at_once_and_writes_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_note_half_written_when_the_node_stopped_is_cleared_at_start() {
+    let hub = Hub::start();
+    let models = tempfile::tempdir().unwrap();
+    let partials_dir = models.path().join(".downloads");
+    std::fs::create_dir_all(&partials_dir).unwrap();
+    let half = partials_dir.join("Tiny-Q4.gguf.json.tmp");
+    std::fs::write(&half, b"{\"model\": \"hearth-te").unwrap();
+    let t = node(models.path(), &hub).await;
+    assert!(!half.exists(), "{:?}", partials(models.path()));
+    assert_eq!(
+        t.get_json("/api/models/downloads").await["downloads"],
+        json!([]),
+        "nothing resumed from it"
+    );
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_download_leaves_nothing() {
     let hub = Hub::start();
     let models = tempfile::tempdir().unwrap();

@@ -123,6 +123,17 @@ pub(super) struct Note {
     pub(super) segments: Option<Vec<Segment>>,
 }
 
+impl Note {
+    /// Write the note at `path` whole or not at all (a crash mid-write leaves the old one):
+    /// written beside it, then renamed over it.
+    pub(super) fn save(&self, path: &Path) -> Result<(), DownloadError> {
+        let tmp = path.with_extension("json.tmp");
+        let bytes = serde_json::to_vec(self).map_err(|e| DownloadError::Io(e.to_string()))?;
+        std::fs::write(&tmp, bytes).map_err(io)?;
+        std::fs::rename(&tmp, path).map_err(io)
+    }
+}
+
 /// A range of a file fetched from one peer at a time: `done` bytes from `start` are written.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub(super) struct Segment {
@@ -347,6 +358,11 @@ impl Downloads {
         };
         for e in entries.flatten() {
             let path = e.path();
+            // A note half written when the node stopped: the note it was replacing is whole.
+            if path.to_string_lossy().ends_with(".json.tmp") {
+                let _ = std::fs::remove_file(&path);
+                continue;
+            }
             if path.extension().is_none_or(|x| x != "json") {
                 continue;
             }
@@ -501,11 +517,7 @@ impl Downloads {
             size: remote.size,
             segments: None,
         };
-        std::fs::write(
-            &note_path,
-            serde_json::to_vec(&note).map_err(|e| DownloadError::Io(e.to_string()))?,
-        )
-        .map_err(io)?;
+        note.save(&note_path)?;
         let mut file = tokio::fs::File::from_std(file);
         let mut have = file.metadata().await.map_err(io)?.len();
         if have > remote.size {

@@ -47,16 +47,13 @@ struct Shared {
 
 impl Shared {
     fn save_note(&self) -> Result<(), DownloadError> {
-        let note = Note {
+        Note {
             model: self.name.clone(),
             sha256: self.sha256.clone(),
             size: self.size,
             segments: Some(lock(&self.segments).clone()),
-        };
-        let tmp = self.note.with_extension("json.tmp");
-        let bytes = serde_json::to_vec(&note).map_err(|e| DownloadError::Io(e.to_string()))?;
-        std::fs::write(&tmp, bytes).map_err(io)?;
-        std::fs::rename(&tmp, &self.note).map_err(io)
+        }
+        .save(&self.note)
     }
 }
 
