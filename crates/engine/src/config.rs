@@ -31,9 +31,10 @@ pub struct EngineConfig {
     pub remote: Option<Remote>,
 }
 
-/// Where a split model's remote layers go: the last `layers` of the model, on the devices of
-/// the RPC servers at `endpoints` (HOST:PORT; llama.cpp divides them by the servers' free
-/// memory). A lost server aborts the process, so only a worker process of the node sets this.
+/// Where a split model's remote layers go: the last `layers` of llama.cpp's offloaded units
+/// (`n_gpu_layers`: the model's last `layers - 1` layers and its output layer), on the devices
+/// of the RPC servers at `endpoints` (HOST:PORT; llama.cpp divides them by the memory the
+/// servers report). A lost server aborts the process, so only a worker process of the node sets this.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Remote {
     pub endpoints: Vec<String>,

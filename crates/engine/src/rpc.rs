@@ -281,13 +281,13 @@ pub fn take_stdout() -> std::io::Result<std::fs::File> {
     }
 }
 
-/// One malloc arena for the whole process (glibc reserves 64 MiB of address space for each
-/// thread's arena otherwise, which a limit on the address space would count). Call before
-/// any thread starts.
+/// No more malloc arenas for the process (glibc reserves 64 MiB of address space for each
+/// new thread's arena otherwise, which a limit on the address space would count). Call
+/// before the RPC server's threads start; arenas made before stay, and are counted.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub fn one_malloc_arena() {
-    // SAFETY: mallopt sets a tunable of glibc's allocator; with no other thread running yet
-    // nothing allocates meanwhile.
+    // SAFETY: mallopt sets a tunable of glibc's allocator under the allocator's own lock;
+    // glibc allows it while other threads allocate.
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, 1);
     }

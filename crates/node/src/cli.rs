@@ -248,20 +248,23 @@ fn parse_seconds(s: &str) -> Result<f64, String> {
     }
 }
 
-/// Seconds (`300`) or a duration (`5m`, `1h30m`), at most a week.
-/// `--share-memory`'s limit: `all` (what is free) or a number of MiB, in bytes.
+/// `--share-memory`'s limit: `all` (what is free; also `true`, `yes` or `on`, as the flag's
+/// environment variable was once a switch) or a number of MiB, in bytes.
 fn parse_share_memory(s: &str) -> Result<u64, String> {
-    match s.trim() {
-        "all" | "" => Ok(u64::MAX),
+    match s.trim().to_ascii_lowercase().as_str() {
+        "all" | "" | "true" | "yes" | "on" => Ok(u64::MAX),
         n => n
             .parse::<u64>()
             .ok()
             .filter(|&mib| mib > 0)
             .and_then(|mib| mib.checked_mul(1 << 20))
-            .ok_or_else(|| format!("--share-memory takes a number of MiB or `all`, not {n:?}")),
+            .ok_or_else(|| {
+                format!("--share-memory takes a number of MiB or `all` (leave it out not to share), not {n:?}")
+            }),
     }
 }
 
+/// Seconds (`300`) or a duration (`5m`, `1h30m`), at most a week.
 pub fn parse_keep_alive(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let d = match s.parse::<u64>() {

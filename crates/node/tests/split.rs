@@ -210,9 +210,10 @@ async fn a_model_split_over_an_rpc_server_answers_as_the_whole_model() {
 
 #[test]
 fn an_rpc_server_takes_no_more_memory_than_its_node_offered() {
-    // Allowed 16 MiB, asked for every layer (about 94 MiB of weights): the server refuses the
-    // buffer, the worker says its model could not load and ends.
-    let mut rpc = RpcServe::start_with(&["--memory-limit", "16"]);
+    // Allowed 1 MiB (and its slack, 80 MiB for one thread), asked for every layer (about 94
+    // MiB of weights): the server refuses the buffer, the worker says its model could not
+    // load and ends.
+    let mut rpc = RpcServe::start_with(&["--memory-limit", "1"]);
     let (port, _) = rpc.tunnel();
     let dir = tempfile::tempdir().unwrap();
     let (out, err) = (dir.path().join("worker.out"), dir.path().join("worker.log"));
@@ -532,8 +533,17 @@ async fn a_model_split_across_three_nodes_answers_as_the_whole_model() {
         .await
         .unwrap();
     let body: Value = r.json().await.unwrap();
+    // 31 units (30 layers and the output) by equal offers: 10 here, 21 away, which llama.cpp
+    // divides 11 and 10 between the peers, the output with the second.
     assert_eq!(body["local_layers"], 10, "{body}");
-    assert_eq!(body["peers"].as_array().map(Vec::len), Some(2), "{body}");
+    let layers: Vec<u64> = body["peers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["layers"].as_u64().unwrap())
+        .collect();
+    assert_eq!(layers, [11, 9], "{body}");
+    assert_eq!(body["peers"][1]["output"], true, "{body}");
     placement(&owner.url, common::MODEL_ID, "ready").await;
     for s in &sharers {
         assert!(
@@ -550,7 +560,7 @@ async fn a_model_split_across_three_nodes_answers_as_the_whole_model() {
 async fn a_model_too_large_for_its_node_is_split_when_a_request_names_it() {
     let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
     let common_args = ["--parallel", "1", "--threads", "1", "--no-discovery"];
-    // Models on the owner may take 200 MiB; the model needs more (its file and cache).
+    // Models on the owner may take 100 MiB; the model needs more (its file and cache).
     let models = dirs[1].path().join("models");
     std::fs::create_dir_all(&models).unwrap();
     std::fs::hard_link(common::model_path(), models.join("big.gguf"))
@@ -558,7 +568,7 @@ async fn a_model_too_large_for_its_node_is_split_when_a_request_names_it() {
         .unwrap();
     let models_arg = models.to_string_lossy().into_owned();
     let mut owner_args = common_args.to_vec();
-    owner_args.extend(["--cluster-port", "0", "--memory-limit", "200"]);
+    owner_args.extend(["--cluster-port", "0", "--memory-limit", "100"]);
     owner_args.extend(["--models-dir", &models_arg]);
     let owner = NodeProcess::start_unloadable(&dirs[1].path().join("data"), &owner_args);
     let ask = json!({
@@ -572,10 +582,10 @@ async fn a_model_too_large_for_its_node_is_split_when_a_request_names_it() {
         why.contains("not enough memory") && why.contains("cannot be split"),
         "{alone}"
     );
-    // A peer that shares 1 GiB joins: the next request splits the model over both machines
-    // (this one keeps the layers its 200 MiB have room for) and is answered.
+    // A peer that shares 512 MiB joins: the next request splits the model over both machines
+    // (this one keeps the layers its 100 MiB have room for) and is answered.
     let mut sharing_args = common_args.to_vec();
-    sharing_args.extend(["--cluster-port", "0", "--share-memory", "1024"]);
+    sharing_args.extend(["--cluster-port", "0", "--share-memory", "512"]);
     sharing_args.extend(["--name", "sharer"]);
     let sharing = NodeProcess::start_without_model(&dirs[0].path().join("data"), &sharing_args);
     let peer = format!("127.0.0.1:{}", cluster_port(&sharing.url).await);
@@ -604,10 +614,12 @@ async fn a_model_too_large_for_its_node_is_split_when_a_request_names_it() {
         placed["local_layers"].as_u64().unwrap(),
         placed["peers"][0]["layers"].as_u64().unwrap(),
     );
-    // In proportion to the offers, 200 MiB here against 1024 MiB there: 30 * 1024 / 1224.
+    // In proportion to the offers, 100 MiB here against 512 MiB there: 31 units (the layers
+    // and the output) * 512 / 612 = 25.9 away, so 5 layers here, 25 and the output there.
     assert_eq!((here, there), (5, 25), "{placed}");
+    assert_eq!(placed["peers"][0]["output"], true, "{placed}");
     assert!(
-        placed["local_bytes"].as_u64().unwrap() < 200 << 20,
+        placed["local_bytes"].as_u64().unwrap() < 100 << 20,
         "{placed}"
     );
     assert_eq!(placed["peers"][0]["name"], "sharer", "{placed}");

@@ -17,6 +17,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::hub::{HubError, HubFile, Remote};
+pub(super) use super::partial::{hash_on, hash_prefix, held_here, open_partial, Note};
 
 /// The folder of partial files, inside the models folder (the registry lists `*.gguf` only).
 pub const PARTIAL_DIR: &str = ".downloads";
@@ -110,28 +111,6 @@ pub struct Progress {
     /// The peers it comes from (empty from the hub).
     pub sources: Vec<String>,
     pub error: Option<String>,
-}
-
-/// What a partial file must become, kept beside it.
-#[derive(Debug, Serialize, Deserialize)]
-pub(super) struct Note {
-    pub(super) model: String,
-    pub(super) sha256: String,
-    pub(super) size: u64,
-    /// From peers: the ranges of the file and how much of each has arrived.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) segments: Option<Vec<Segment>>,
-}
-
-impl Note {
-    /// Write the note at `path` whole or not at all (a crash mid-write leaves the old one):
-    /// written beside it, then renamed over it.
-    pub(super) fn save(&self, path: &Path) -> Result<(), DownloadError> {
-        let tmp = path.with_extension("json.tmp");
-        let bytes = serde_json::to_vec(self).map_err(|e| DownloadError::Io(e.to_string()))?;
-        std::fs::write(&tmp, bytes).map_err(io)?;
-        std::fs::rename(&tmp, path).map_err(io)
-    }
 }
 
 /// A range of a file fetched from one peer at a time: `done` bytes from `start` are written.
@@ -359,8 +338,15 @@ impl Downloads {
         for e in entries.flatten() {
             let path = e.path();
             // A note half written when the node stopped: the note it was replacing is whole.
-            if path.to_string_lossy().ends_with(".json.tmp") {
-                let _ = std::fs::remove_file(&path);
+            if let Some(id) = path.to_string_lossy().strip_suffix(".json.tmp") {
+                // Unless another process (the command line) is writing that download now.
+                let id = Path::new(id)
+                    .file_name()
+                    .map(|f| f.to_string_lossy().into_owned());
+                let (part, _) = self.partial_paths(&id.unwrap_or_default());
+                if held_here(&part).is_some() || !part.exists() {
+                    let _ = std::fs::remove_file(&path);
+                }
                 continue;
             }
             if path.extension().is_none_or(|x| x != "json") {
@@ -403,6 +389,11 @@ impl Downloads {
         let id = job.id.clone();
         let (part, note) = self.partial_paths(&id);
         let forget = |partial: bool| {
+            // Only while holding the partial: another process may have taken it since.
+            let held = held_here(&part);
+            if held.is_none() && part.exists() {
+                return;
+            }
             if partial {
                 let _ = std::fs::remove_file(&part);
             }
@@ -583,7 +574,7 @@ impl Downloads {
         }
         file.flush().await.map_err(io)?;
         file.sync_all().await.map_err(io)?;
-        drop(file);
+        // The file (and its lock) stays open until it is renamed into place.
         self.update(job, |p| p.state = DownloadState::Verifying);
         let got = hex::encode(hasher.finalize());
         if got != remote.sha256 {
@@ -598,6 +589,7 @@ impl Downloads {
         }
         std::fs::rename(&part, &to).map_err(io)?;
         let _ = std::fs::remove_file(&note_path);
+        drop(file);
         Ok(())
     }
 
@@ -683,28 +675,6 @@ impl Downloads {
     }
 }
 
-/// The partial file at `part`, opened to be written and held for this process alone (an
-/// advisory lock the other Hearth processes respect: the node and `hearth-node models pull`
-/// never write one partial at once). It goes with the file.
-pub(super) fn open_partial(part: &Path) -> Result<std::fs::File, DownloadError> {
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .open(part)
-        .map_err(io)?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(DownloadError::Elsewhere(
-            part.file_name()
-                .map(|n| n.to_string_lossy().trim_end_matches(".part").to_owned())
-                .unwrap_or_default(),
-        )),
-        Err(std::fs::TryLockError::Error(e)) => Err(io(e)),
-    }
-}
-
 pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -717,37 +687,6 @@ fn range_start(v: &str) -> Option<u64> {
         .trim()
         .parse()
         .ok()
-}
-
-/// The hash of the first `len` bytes of `path` (a partial file resumed).
-pub(super) async fn hash_prefix(path: PathBuf, len: u64) -> Result<Sha256, DownloadError> {
-    hash_on(path, Sha256::new(), 0, len).await
-}
-
-/// `hasher` fed the bytes of the file at `path` from `from` to `to`.
-pub(super) async fn hash_on(
-    path: PathBuf,
-    mut hasher: Sha256,
-    from: u64,
-    to: u64,
-) -> Result<Sha256, DownloadError> {
-    tokio::task::spawn_blocking(move || -> std::io::Result<Sha256> {
-        let len = to.saturating_sub(from);
-        if len > 0 {
-            let mut file = std::fs::File::open(&path)?;
-            std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(from))?;
-            let copied = std::io::copy(&mut std::io::Read::take(file, len), &mut hasher)?;
-            if copied != len {
-                return Err(std::io::Error::other(
-                    "the partial file is shorter than it was",
-                ));
-            }
-        }
-        Ok(hasher)
-    })
-    .await
-    .map_err(|e| DownloadError::Io(e.to_string()))?
-    .map_err(io)
 }
 
 /// Speed and time left, smoothed, at most every [`PUBLISH_EVERY`].

@@ -11,6 +11,7 @@ pub mod host;
 pub mod hub;
 pub mod import;
 pub mod memory;
+mod partial;
 mod peer_download;
 pub mod registry;
 

@@ -68,7 +68,7 @@ pub(crate) async fn unsplit(
     Path(id): Path<String>,
 ) -> Result<Response, ApiFailure> {
     let model = hearth_protocol::ModelId(id.strip_suffix(".gguf").unwrap_or(&id).to_owned());
-    if state.splits.stop(&state, &model).await {
+    if state.splits.stop(&state, &model) {
         Ok(Json(json!({"model": model, "split": false})).into_response())
     } else {
         Err(ApiFailure::not_found("split model"))

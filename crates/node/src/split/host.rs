@@ -18,39 +18,70 @@ use crate::server::AppState;
 pub(crate) const PER_PEER: usize = 2;
 pub(crate) const AT_ONCE: usize = 4;
 
-/// The `rpc-serve` processes this node runs, by peer device id.
+/// The `rpc-serve` processes this node runs: how many for each peer (by device id), and the
+/// memory offered to them all.
 #[derive(Debug, Default)]
-pub struct Hosted(Arc<Mutex<HashMap<String, usize>>>);
+pub struct Hosted(Arc<Mutex<Held>>);
 
-/// One peer's place among them, given back when dropped.
-struct Place(Arc<Mutex<HashMap<String, usize>>>, String);
+#[derive(Debug, Default)]
+struct Held {
+    by_peer: HashMap<String, usize>,
+    offered: u64,
+}
+
+/// One peer's place among them and what it was offered, given back when dropped.
+struct Place {
+    all: Arc<Mutex<Held>>,
+    peer: String,
+    offer: Offer,
+}
 
 impl Drop for Place {
     fn drop(&mut self) {
-        let mut all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(n) = all.get_mut(&self.1) {
+        let mut all = self.all.lock().unwrap_or_else(PoisonError::into_inner);
+        all.offered = all.offered.saturating_sub(self.offer.memory);
+        if let Some(n) = all.by_peer.get_mut(&self.peer) {
             *n -= 1;
             if *n == 0 {
-                all.remove(&self.1);
+                all.by_peer.remove(&self.peer);
             }
         }
     }
 }
 
 impl Hosted {
-    fn take(&self, peer: &str) -> Result<Place, String> {
+    /// A place for `peer` with what this machine offers it: the memory free for models (a
+    /// tenth kept for everything else), at most what is left of the `limit` (`--share-memory
+    /// MIB` is for all places together; `u64::MAX`: none).
+    fn take(&self, peer: &str, limit: u64, machine: (u64, u64)) -> Result<Place, String> {
         let mut all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if all.values().sum::<usize>() >= AT_ONCE {
+        if all.by_peer.values().sum::<usize>() >= AT_ONCE {
             return Err(format!("this node serves {AT_ONCE} split models already"));
         }
-        let n = all.entry(peer.to_owned()).or_default();
-        if *n >= PER_PEER {
+        if all.by_peer.get(peer).copied().unwrap_or(0) >= PER_PEER {
             return Err(format!(
                 "this node serves {PER_PEER} of that peer's split models already"
             ));
         }
-        *n += 1;
-        Ok(Place(self.0.clone(), peer.to_owned()))
+        let (available, total) = machine;
+        // A limit is one for all places; what is free the system counts as they take it.
+        let memory = match limit {
+            u64::MAX => available / 10 * 9,
+            limit => (available / 10 * 9).min(limit.saturating_sub(all.offered)),
+        };
+        if memory == 0 {
+            return Err("this node has given all the memory it shares already".into());
+        }
+        *all.by_peer.entry(peer.to_owned()).or_default() += 1;
+        all.offered = all.offered.saturating_add(memory);
+        Ok(Place {
+            all: self.0.clone(),
+            peer: peer.to_owned(),
+            offer: Offer {
+                memory,
+                device_memory: total,
+            },
+        })
     }
 }
 
@@ -76,9 +107,13 @@ pub(crate) async fn serve(state: &AppState, kind: &str, mut tunnel: Tunnel) -> S
     };
     let place = match refused {
         Some(why) => Err(why),
-        None => state.splits.hosted().take(&tunnel.peer_id),
+        None => state.splits.hosted().take(
+            &tunnel.peer_id,
+            state.splits.share_limit().unwrap_or(0),
+            crate::models::memory::machine().unwrap_or((0, 0)),
+        ),
     };
-    let _place = match place {
+    let place = match place {
         Ok(p) => p,
         Err(why) => {
             let _ = tunnel.answer(Err(&why)).await;
@@ -94,8 +129,8 @@ pub(crate) async fn serve(state: &AppState, kind: &str, mut tunnel: Tunnel) -> S
             return why;
         }
     };
-    // What this machine offers now, which the process may not pass.
-    let offer = offer(state.splits.share_limit().unwrap_or(0));
+    // What this machine offers, which the process may not pass.
+    let offer = place.offer;
     let spawned = tokio::process::Command::new(exe)
         .args(["rpc-serve", "--threads", &threads.to_string()])
         .args(["--memory-limit", &(offer.memory >> 20).max(1).to_string()])
@@ -123,17 +158,6 @@ pub(crate) async fn serve(state: &AppState, kind: &str, mut tunnel: Tunnel) -> S
     why
 }
 
-/// What this machine offers a split now: the memory free for models (a tenth is kept for
-/// everything else), up to `limit`, and what its RPC device reports (ggml's CPU device
-/// reports the machine's whole memory).
-fn offer(limit: u64) -> Offer {
-    let (available, total) = crate::models::memory::machine().unwrap_or((0, 0));
-    Offer {
-        memory: (available / 10 * 9).min(limit),
-        device_memory: total,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,13 +165,39 @@ mod tests {
     #[test]
     fn a_peer_gets_a_few_places_and_all_peers_a_few_more() {
         let hosted = Hosted::default();
-        let a1 = hosted.take("a").unwrap();
-        let _a2 = hosted.take("a").unwrap();
-        assert!(hosted.take("a").is_err(), "a third for one peer");
-        let _b1 = hosted.take("b").unwrap();
-        let _b2 = hosted.take("b").unwrap();
-        assert!(hosted.take("c").is_err(), "a fifth in all");
+        let plenty = (u64::MAX / 2, u64::MAX / 2);
+        let take = |p: &str| hosted.take(p, u64::MAX, plenty);
+        let a1 = take("a").unwrap();
+        let _a2 = take("a").unwrap();
+        assert!(take("a").is_err(), "a third for one peer");
+        let _b1 = take("b").unwrap();
+        let _b2 = take("b").unwrap();
+        assert!(take("c").is_err(), "a fifth in all");
         drop(a1);
-        assert!(hosted.take("c").is_ok(), "a place given back is free again");
+        assert!(take("c").is_ok(), "a place given back is free again");
+    }
+
+    #[test]
+    fn the_shared_memory_is_offered_once_in_all() {
+        const GIB: u64 = 1 << 30;
+        let hosted = Hosted::default();
+        // 10 GiB free: the limit of 4 GiB is what all places share.
+        let machine = (10 * GIB, 16 * GIB);
+        let first = hosted.take("a", 4 * GIB, machine).unwrap();
+        assert_eq!(first.offer.memory, 4 * GIB);
+        assert_eq!(first.offer.device_memory, 16 * GIB);
+        assert!(hosted.take("b", 4 * GIB, machine).is_err(), "nothing left");
+        drop(first);
+        let again = hosted.take("b", 4 * GIB, machine).unwrap();
+        assert_eq!(again.offer.memory, 4 * GIB, "given back when it ends");
+        // Without a limit, what is free (less a tenth), which the system lowers as each
+        // process takes its share.
+        let all = Hosted::default();
+        let one = all.take("a", u64::MAX, machine).unwrap();
+        assert_eq!(one.offer.memory, 9 * GIB);
+        assert_eq!(
+            all.take("b", u64::MAX, machine).unwrap().offer.memory,
+            9 * GIB
+        );
     }
 }

@@ -68,6 +68,8 @@ pub struct PeerShare {
     pub name: String,
     pub addr: String,
     pub layers: u32,
+    /// Whether it also holds the model's output layer (the last peer that has layers).
+    pub output: bool,
     /// About the bytes of weights its layers take there.
     pub bytes: u64,
 }
@@ -123,16 +125,31 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Where a split model's layers go: this machine's, each peer's, and which peer also holds
+/// the output layer (llama.cpp offloads the last layers and then the output, as one more
+/// unit of `n_gpu_layers`: `remote_units`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Shares {
+    local: u32,
+    peers: Vec<u32>,
+    output_on: usize,
+    remote_units: u32,
+}
+
 /// `n` layers of a model that needs `need` bytes, between this machine (offering
-/// `local_offer` bytes) and its peers: this machine's layers and each peer's.
+/// `local_offer` bytes) and its peers.
 ///
-/// The layers this machine gives away are in proportion to what the peers offer against what
-/// all offer, as llama.cpp's `--tensor-split` would place them. Among the peers, llama.cpp
+/// llama.cpp counts `n + 1` units (the layers and the output layer) and offloads the last
+/// ones; the units this machine gives away are in proportion to what the peers offer against
+/// what all offer, as its `--tensor-split` would place them. Among the peers, llama.cpp
 /// divides them by the memory each peer's device reports (`llama-cpp-2` cannot pass a tensor
-/// split), so that is how they are counted here. Then the count nearest the proportion with
-/// which no machine holds more than it offers is taken, or none when there is no such count.
-fn place(n: u32, need: u64, local_offer: u64, peers: &[Offer]) -> Result<(u32, Vec<u32>), String> {
-    let offered: u64 = peers.iter().map(|p| p.memory).sum();
+/// split), so that is how they are counted here, and the output goes with the last unit.
+/// Then the count nearest the proportion (more given away on a tie) with which no machine
+/// holds more than it offers is taken (each unit, the output too, taken as `need / n`), or
+/// none when there is no such count. This machine keeps a layer, and each split gives away
+/// at least one.
+fn place(n: u32, need: u64, local_offer: u64, peers: &[Offer]) -> Result<Shares, String> {
+    let offered: u64 = peers.iter().map(|p| p.memory).fold(0, u64::saturating_add);
     let all = offered.saturating_add(local_offer);
     let mib = |b: u64| b >> 20;
     if peers.is_empty() || n < 2 || all < need {
@@ -143,25 +160,36 @@ fn place(n: u32, need: u64, local_offer: u64, peers: &[Offer]) -> Result<(u32, V
             mib(offered)
         ));
     }
-    let per_layer = need.div_ceil(u64::from(n));
-    let fits = |layers: u32, offer: u64| u64::from(layers).saturating_mul(per_layer) <= offer;
+    let units = n + 1;
+    let per_unit = need.div_ceil(u64::from(n));
+    let fits = |count: u32, offer: u64| u64::from(count).saturating_mul(per_unit) <= offer;
     let devices: Vec<u64> = peers.iter().map(|p| p.device_memory).collect();
-    let proportion = f64::from(n) * offered as f64 / all.max(1) as f64;
-    (1..n)
+    let proportion = f64::from(units) * offered as f64 / all.max(1) as f64;
+    (2..units)
         .map(|remote| (remote, divide(remote, &devices)))
         .filter(|(remote, each)| {
-            fits(n - remote, local_offer)
-                && each.iter().zip(peers).all(|(&l, p)| fits(l, p.memory))
+            fits(units - remote, local_offer)
+                && each.iter().zip(peers).all(|(&u, p)| fits(u, p.memory))
         })
         .min_by(|(a, _), (b, _)| {
             let off = |r: &u32| (f64::from(*r) - proportion).abs();
-            off(a).total_cmp(&off(b))
+            off(a).total_cmp(&off(b)).then(b.cmp(a))
         })
-        .map(|(remote, each)| (n - remote, each))
+        .map(|(remote, mut each)| {
+            // The last unit, the output layer, is on the last device that got any.
+            let output_on = each.iter().rposition(|&u| u > 0).unwrap_or(0);
+            each[output_on] -= 1;
+            Shares {
+                local: units - remote,
+                peers: each,
+                output_on,
+                remote_units: remote,
+            }
+        })
         .ok_or_else(|| {
             format!(
                 "no placement keeps each machine within its offer (about {} MiB a layer; this machine gives {} MiB, its peers {})",
-                mib(per_layer),
+                mib(per_unit),
                 mib(local_offer),
                 peers
                     .iter()
@@ -172,15 +200,17 @@ fn place(n: u32, need: u64, local_offer: u64, peers: &[Offer]) -> Result<(u32, V
         })
 }
 
-/// How llama.cpp divides `layers` offloaded layers among devices that report `memory`: layer
+/// How llama.cpp divides `layers` offloaded units among devices that report `memory`: unit
 /// `k` goes to the first device whose running share of the memory passes `k / layers`.
-/// (In `f32`, as llama.cpp computes it, so a count on a boundary lands where it does there.)
+/// (In `f32`, as llama.cpp computes it, so a count on a boundary lands where it does there;
+/// devices that report nothing are taken as equal, as llama.cpp falls back to the host's.)
 fn divide(layers: u32, memory: &[u64]) -> Vec<u32> {
+    let equal = memory.iter().all(|&m| m == 0);
     let mut running = 0f32;
     let mut bounds: Vec<f32> = memory
         .iter()
         .map(|&m| {
-            running += m as f32;
+            running += if equal { 1.0 } else { m as f32 };
             running
         })
         .collect();
@@ -201,12 +231,15 @@ fn divide(layers: u32, memory: &[u64]) -> Vec<u32> {
 
 /// A model no longer split, served whole here again: loaded now when this node has no model
 /// loaded and it fits (a request naming no model finds it, as before the split).
-async fn serve_whole(state: &AppState, path: &std::path::Path) {
+/// Loaded as a request would load it: it unloads when idle, as before the split.
+fn serve_whole(state: &AppState, id: &ModelId, path: &std::path::Path) {
     if !state.shutdown.is_cancelled()
         && state.host.engine().is_none()
         && state.host.too_large(path).is_none()
     {
-        state.host.load(path.to_owned()).await;
+        if let Err(e) = state.host.ensure(id, path.to_owned()) {
+            tracing::warn!(model = %id, error = %e, "the model no longer split cannot be loaded whole");
+        }
     }
 }
 
@@ -305,13 +338,19 @@ impl Splits {
     /// Stop serving `model` split: its worker and tunnels end, and it loads here again, at
     /// once when no other model is here and it fits, else when asked for. Whether it was
     /// split.
-    pub async fn stop(&self, state: &AppState, model: &ModelId) -> bool {
-        let Some(r) = lock(&self.running).remove(model) else {
-            return false;
+    pub fn stop(&self, state: &AppState, model: &ModelId) -> bool {
+        let r = {
+            // Removed and cancelled under the lock: a start that checks its token under it
+            // knows whether the entry there is its own.
+            let mut running = lock(&self.running);
+            let Some(r) = running.remove(model) else {
+                return false;
+            };
+            r.stop.cancel();
+            r
         };
-        r.stop.cancel();
         state.host.set_elsewhere(model, false);
-        serve_whole(state, &r.path).await;
+        serve_whole(state, model, &r.path);
         true
     }
 
@@ -374,7 +413,11 @@ impl Splits {
         let (placement, endpoints) = match self.launch(state, &split, &attempt).await {
             Ok(l) => l,
             Err(e) => {
-                lock(&self.running).remove(&split.id);
+                // Ours unless it was ended meanwhile (then the entry, if any, is a newer one).
+                let mut running = lock(&self.running);
+                if !stop.is_cancelled() {
+                    running.remove(&split.id);
+                }
                 return Err(e);
             }
         };
@@ -399,7 +442,7 @@ impl Splits {
         // Ended while the whole model was unloading: served whole again.
         if stop.is_cancelled() {
             attempt.cancel();
-            serve_whole(state, &split.path).await;
+            serve_whole(state, &split.id, &split.path);
             return Err(SplitError::Stopped(split.id.0));
         }
         tokio::spawn(
@@ -424,26 +467,43 @@ mod tests {
         }
     }
 
+    /// `place`'s shares as (this machine's layers, each peer's, which peer has the output).
+    fn placed(
+        n: u32,
+        need: u64,
+        local: u64,
+        peers: &[Offer],
+    ) -> Result<(u32, Vec<u32>, usize), String> {
+        place(n, need, local, peers).map(|s| {
+            // Every unit is somewhere: the layers, and the output once.
+            assert_eq!(s.local + s.peers.iter().sum::<u32>(), n);
+            assert_eq!(s.remote_units, s.peers.iter().sum::<u32>() + 1);
+            (s.local, s.peers, s.output_on)
+        })
+    }
+
     #[test]
     fn layers_follow_what_each_machine_offers() {
-        // Equal offers: even shares.
+        // Equal offers: 31 units (30 layers and the output) halved, more given away on a tie.
         assert_eq!(
-            place(30, 300 * MIB, 1024 * MIB, &[peer(1024, 24)]),
-            Ok((15, vec![15]))
+            placed(30, 300 * MIB, 1024 * MIB, &[peer(1024, 24)]),
+            Ok((15, vec![15], 0))
         );
+        // Three machines: 31 * 2/3 = 20.7 units away, which llama.cpp divides 11 and 10, the
+        // output with the second peer.
         assert_eq!(
-            place(30, 300 * MIB, 1024 * MIB, &[peer(1024, 24), peer(1024, 24)]),
-            Ok((10, vec![10, 10]))
+            placed(30, 300 * MIB, 1024 * MIB, &[peer(1024, 24), peer(1024, 24)]),
+            Ok((10, vec![11, 9], 1))
         );
         // A peer offering twice as much takes twice the layers.
         assert_eq!(
-            place(30, 300 * MIB, 1024 * MIB, &[peer(2048, 24)]),
-            Ok((10, vec![20]))
+            placed(30, 300 * MIB, 1024 * MIB, &[peer(2048, 24)]),
+            Ok((10, vec![20], 0))
         );
         // A machine too small for the model keeps what it offers room for.
         assert_eq!(
-            place(30, 300 * MIB, 50 * MIB, &[peer(1024, 24)]),
-            Ok((1, vec![29]))
+            placed(30, 300 * MIB, 50 * MIB, &[peer(1024, 24)]),
+            Ok((1, vec![29], 0))
         );
         // Too little memory in all, or no peer: no placement, and the figures say why.
         let short = place(30, 3000 * MIB, 1024 * MIB, &[peer(1024, 24)]).unwrap_err();
@@ -452,21 +512,28 @@ mod tests {
             "{short}"
         );
         assert!(place(30, 300 * MIB, 1024 * MIB, &[]).is_err());
+        // Offers a peer makes up cannot overflow the sum.
+        let huge = Offer {
+            memory: u64::MAX,
+            device_memory: u64::MAX,
+        };
+        assert!(place(30, 300 * MIB, 1024 * MIB, &[huge, huge]).is_ok());
     }
 
     #[test]
     fn peers_get_layers_as_llama_cpp_divides_them_and_never_past_their_offer() {
         // Among peers llama.cpp divides by device memory: a peer with twice the memory gets
-        // twice the layers.
+        // twice the units.
         assert_eq!(divide(30, &[8 << 30, 16 << 30]), vec![10, 20]);
         assert_eq!(divide(31, &[1, 1]), vec![16, 15]);
         assert_eq!(divide(3, &[1, 1, 1, 1]), vec![1, 1, 1, 0]);
-        // A peer with much memory but a small offer bounds what all peers take: fewer layers
-        // go away than the offers' proportion, and none past its offer (about 10 MiB a layer).
-        let (local, peers) =
-            place(30, 300 * MIB, 2048 * MIB, &[peer(40, 24), peer(2048, 24)]).unwrap();
-        assert_eq!(peers, vec![4, 4]);
-        assert_eq!(local, 22);
+        // Devices that report nothing are taken as equal.
+        assert_eq!(divide(4, &[0, 0]), vec![2, 2]);
+        // A peer with much memory but a small offer bounds what all peers take: fewer units
+        // go away than the offers' proportion, and none past its offer (about 10 MiB a unit).
+        let (local, peers, output_on) =
+            placed(30, 300 * MIB, 2048 * MIB, &[peer(40, 24), peer(2048, 24)]).unwrap();
+        assert_eq!((local, peers, output_on), (23, vec![4, 3], 1));
         // The last layers fit nowhere: refused with each machine's offer.
         assert!(place(30, 300 * MIB, 10 * MIB, &[peer(10, 24)]).is_err());
     }

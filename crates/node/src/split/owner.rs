@@ -96,19 +96,22 @@ impl Splits {
         let need = state.host.estimate_of(&split.path);
         let local_offer = state.host.free_for_models(Some(&split.id));
         let offers: Vec<Offer> = opened.iter().map(|o| o.3).collect();
-        let (local_layers, remote) =
+        let shares =
             place(split.layers, need, local_offer, &offers).map_err(|why| SplitError::NoRoom {
                 model: split.id.0.clone(),
                 why,
             })?;
+        let local_layers = shares.local;
         let mut endpoints = Vec::new();
         let mut peers = Vec::new();
-        for ((addr, name, endpoint, _), n) in opened.into_iter().zip(remote) {
+        for (i, ((addr, name, endpoint, _), n)) in opened.into_iter().zip(shares.peers).enumerate()
+        {
             endpoints.push(endpoint);
             peers.push(PeerShare {
                 name,
                 addr,
                 layers: n,
+                output: i == shares.output_on,
                 bytes: weight_bytes(size, n, split.layers),
             });
         }
@@ -180,9 +183,10 @@ impl Splits {
         let (mut endpoints, mut attempt) = first;
         let mut delays = crate::backoff::jittered(RELOAD_FIRST, RELOAD_MOST);
         loop {
-            let remote = lock(&self.running)
-                .get(&split.id)
-                .map_or(0, |r| r.placement.peers.iter().map(|p| p.layers).sum());
+            // llama.cpp's offloaded units: the peers' layers and the output layer.
+            let remote = lock(&self.running).get(&split.id).map_or(0, |r| {
+                r.placement.peers.iter().map(|p| p.layers).sum::<u32>() + 1
+            });
             let started = Instant::now();
             let why = match self.worker(&split.id, &split.path, &endpoints, remote, &state) {
                 Ok(mut worker) => {

@@ -13,8 +13,10 @@ use hearth_engine::rpc::RpcError;
 /// How long the server may take to start and accept this process's connection.
 const START_WAIT: Duration = Duration::from_secs(30);
 /// Address space beyond the offer: the server's own buffers, and each compute thread's stack.
+/// And a quarter of the offer: ggml receives each tensor whole before copying it into place,
+/// so the largest one it is sent (an output layer) is held twice for a moment.
 #[cfg(target_os = "linux")]
-const SLACK: u64 = 32 << 20;
+const SLACK: u64 = 64 << 20;
 #[cfg(target_os = "linux")]
 const PER_THREAD: u64 = 16 << 20;
 
@@ -40,7 +42,7 @@ pub fn run(threads: usize, memory: Option<u64>) -> Result<(), RpcError> {
     if let Some(memory) = memory {
         #[cfg(target_os = "linux")]
         {
-            let slack = SLACK + PER_THREAD * threads as u64;
+            let slack = SLACK + PER_THREAD * threads as u64 + memory / 4;
             let limit = limit_memory(memory.saturating_add(slack))?;
             tracing::info!(
                 memory_mib = memory >> 20,

@@ -23,7 +23,8 @@ impl ModelHost {
         let whole = memory::estimate(size, gguf.as_ref(), self.settings.ctx_tokens(gguf.as_ref()));
         match (&self.settings.remote, gguf.and_then(|g| g.block_count)) {
             (Some(remote), Some(n)) if n > 0 => {
-                let here = n.saturating_sub(u64::from(remote.layers));
+                // `remote.layers` counts the output layer too (llama.cpp's offloaded units).
+                let here = (n + 1).saturating_sub(u64::from(remote.layers)).min(n);
                 u64::try_from(u128::from(whole) * u128::from(here) / u128::from(n))
                     .unwrap_or(u64::MAX)
             }
