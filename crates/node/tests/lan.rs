@@ -362,16 +362,29 @@ async fn the_lan_toggle_needs_a_key_there_and_closes_the_door_when_off() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_ollama_port_comes_back_after_a_move_that_failed() {
     let ns = Netns::create();
-    let ollama_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let t = TestNode::start_with(|c| {
-        c.parallel = 1;
-        c.ollama_port = Some(ollama_port);
-    })
-    .await;
+    // A free port, taken again by the node: another test may take it in between, so a few
+    // tries.
+    let mut tries = 0;
+    let (t, ollama_port) = loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let started = TestNode::try_start_with(|c| {
+            c.parallel = 1;
+            c.ollama_port = Some(port);
+        })
+        .await;
+        match started {
+            Ok(t) => break (t, port),
+            Err(e) if tries < 5 => {
+                tries += 1;
+                eprintln!("port {port} was taken meanwhile ({e}); another");
+            }
+            Err(e) => panic!("node starts: {e}"),
+        }
+    };
     let node = t.node().clone();
     // Another program holds the port on the LAN address: the main port moves, Ollama's cannot.
     let squatter = std::net::TcpListener::bind(format!("{}:{ollama_port}", ns.host_ip)).unwrap();

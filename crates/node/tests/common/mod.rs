@@ -90,6 +90,13 @@ impl TestNode {
     }
 
     pub async fn start_with(f: impl FnOnce(&mut NodeConfig)) -> Self {
+        Self::try_start_with(f).await.expect("node starts")
+    }
+
+    /// Like [`TestNode::start_with`], with why the node did not start.
+    pub async fn try_start_with(
+        f: impl FnOnce(&mut NodeConfig),
+    ) -> Result<Self, hearth_node::NodeError> {
         let dir = tempfile::tempdir().expect("temp dir");
         let model = model_path();
         let mut config = NodeConfig::new(dir.path().join("data"));
@@ -101,17 +108,17 @@ impl TestNode {
         config.key_storage = hearth_node::auth::identity::KeyStorage::File;
         f(&mut config);
         let wait_ready = config.min_load_time.is_none() && config.model.is_some();
-        let node = Node::start(config).await.expect("node starts");
+        let node = Node::start(config).await?;
         if wait_ready {
             node.host().ready().await.expect("model loads");
         }
         let addr = node.addr();
-        Self {
+        Ok(Self {
             node: Some(node),
             dir,
             base: format!("http://{addr}"),
             ws_base: format!("ws://{addr}"),
-        }
+        })
     }
 
     pub fn node(&self) -> &Node {
