@@ -293,20 +293,27 @@ async fn a_note_half_written_when_the_node_stopped_is_cleared_at_start() {
     t.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cancelled_download_leaves_nothing() {
+/// A node downloading the model from a hub that sends it in about `seconds`, once its first
+/// bytes have arrived.
+async fn under_way(seconds: u64) -> (Hub, tempfile::TempDir, TestNode) {
     let hub = Hub::start();
     let models = tempfile::tempdir().unwrap();
     let t = node(models.path(), &hub).await;
-    // Slow enough to be cancelled part way (about 30 s for the whole file).
-    hub.control(json!({"rate": model_size() / 30})).await;
+    hub.control(json!({"rate": model_size() / seconds})).await;
     start_download(&t).await;
     wait_for_secs(
-        30,
+        60,
         async || download(&t).await["received"].as_u64().unwrap() > 0,
         "bytes arrive",
     )
     .await;
+    (hub, models, t)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_download_leaves_nothing() {
+    // Slow enough to be cancelled part way (about 30 s for the whole file).
+    let (_hub, models, t) = under_way(30).await;
     let r = client()
         .delete(t.url("/api/models/downloads/Tiny-Q4.gguf"))
         .send()
@@ -475,17 +482,7 @@ async fn the_command_line_pulls_with_resume() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_command_line_leaves_a_download_the_node_is_making_alone() {
-    let hub = Hub::start();
-    let models = tempfile::tempdir().unwrap();
-    let t = node(models.path(), &hub).await;
-    hub.control(json!({"rate": model_size() / 10})).await;
-    start_download(&t).await;
-    wait_for_secs(
-        60,
-        async || download(&t).await["received"].as_u64().unwrap() > 0,
-        "the node's download under way",
-    )
-    .await;
+    let (hub, models, t) = under_way(10).await;
     // The same file into the same folder from the command line: refused, nothing touched.
     let (url, dir) = (hub.url.clone(), models.path().to_path_buf());
     let data = tempfile::tempdir().unwrap();

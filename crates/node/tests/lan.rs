@@ -199,20 +199,21 @@ impl Drop for Netns {
     }
 }
 
+/// A loopback port free now (another program may take it before it is used).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lan_toggle_needs_a_key_there_and_closes_the_door_when_off() {
     let ns = Netns::create();
     // A fixed free port: the node keeps its port across rebinds.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let ollama_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
+    let ollama_port = free_port();
     let t = TestNode::start_with(|c| {
         c.parallel = 1;
         c.port = port;
@@ -366,11 +367,7 @@ async fn the_ollama_port_comes_back_after_a_move_that_failed() {
     // tries.
     let mut tries = 0;
     let (t, ollama_port) = loop {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = free_port();
         let started = TestNode::try_start_with(|c| {
             c.parallel = 1;
             c.ollama_port = Some(port);

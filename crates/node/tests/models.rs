@@ -666,14 +666,7 @@ async fn a_model_whose_load_failed_can_be_deleted() {
 async fn tag_digest(url: &str, model: &str) -> String {
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
-        let tags: Value = client()
-            .get(format!("{url}/api/tags"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let tags = common::get_json_at(format!("{url}/api/tags")).await;
         let digest = tags["models"]
             .as_array()
             .and_then(|m| m.iter().find(|m| m["model"] == model))

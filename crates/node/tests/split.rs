@@ -8,6 +8,7 @@ mod common;
 
 use std::io::{Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -310,36 +311,63 @@ async fn placement(url: &str, model: &str, want: &str) -> Value {
 
 /// The processes `pid` started (from any of its threads), by their command lines.
 fn children(pid: u32) -> Vec<String> {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
-    let list: String = tasks
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
-        .collect::<Vec<_>>()
-        .join(" ");
-    list.split_whitespace()
+    child_pids(pid)
+        .into_iter()
         .filter_map(|c| std::fs::read(format!("/proc/{c}/cmdline")).ok())
         .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
         .collect()
 }
 
+/// The processes `pid` started (from any of its threads).
+fn child_pids(pid: u32) -> Vec<u32> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|l| {
+            l.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// What every node of these tests runs with: one slot, one thread, no discovery.
+const COMMON: [&str; 5] = ["--parallel", "1", "--threads", "1", "--no-discovery"];
+
+/// A node without a model that shares `mib` MiB with peers' split models (and `extra`), and
+/// the address its cluster listens on.
+async fn sharer(data: &Path, mib: &str, extra: &[&str]) -> (NodeProcess, String) {
+    let mut args = COMMON.to_vec();
+    args.extend(["--cluster-port", "0", "--share-memory", mib]);
+    args.extend(extra);
+    let node = NodeProcess::start_without_model(data, &args);
+    let peer = format!("127.0.0.1:{}", cluster_port(&node.url).await);
+    (node, peer)
+}
+
+/// An owner's arguments: [`COMMON`], a cluster, models here may take `mib` MiB (1024: as much
+/// as a sharer offers), then `extra`.
+fn owner_args<'a>(mib: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = COMMON.to_vec();
+    args.extend(["--cluster-port", "0", "--memory-limit", mib]);
+    args.extend(extra);
+    args
+}
+
+/// The default model in folder `dir` as `name` (a link, or a copy where links fail).
+fn model_in(dir: &Path, name: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::hard_link(common::model_path(), dir.join(name))
+        .or_else(|_| std::fs::copy(common::model_path(), dir.join(name)).map(|_| ()))
+        .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_model_split_across_two_nodes_answers_as_the_whole_model() {
     let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
-    let common_args = ["--parallel", "1", "--threads", "1", "--no-discovery"];
-    let mut sharing_args = common_args.to_vec();
-    sharing_args.extend(["--cluster-port", "0", "--share-memory", "1024"]);
-    let sharing = NodeProcess::start_without_model(&dirs[0].path().join("data"), &sharing_args);
-    let port = cluster_port(&sharing.url).await;
-    let peer = format!("127.0.0.1:{port}");
-    let mut owner_args = common_args.to_vec();
-    owner_args.extend([
-        "--cluster-port",
-        "0",
-        "--memory-limit",
-        "1024",
-        "--peer",
-        &peer,
-    ]);
+    let (sharing, peer) = sharer(&dirs[0].path().join("data"), "1024", &[]).await;
+    let owner_args = owner_args("1024", &["--peer", &peer]);
     let owner = NodeProcess::start(&dirs[1].path().join("data"), &owner_args, None);
     let prompts = ["Name three colours.", "What is the capital of France?"];
     let mut whole = Vec::new();
@@ -413,21 +441,14 @@ async fn a_model_split_across_two_nodes_answers_as_the_whole_model() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_peer_ends_only_the_split_which_loads_again_when_it_is_back() {
     let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
-    let common_args = ["--parallel", "1", "--threads", "1", "--no-discovery"];
     let sharing_data = dirs[0].path().join("data");
-    let mut sharing_args = common_args.to_vec();
-    sharing_args.extend(["--cluster-port", "0", "--share-memory", "1024"]);
-    let mut sharing = NodeProcess::start_without_model(&sharing_data, &sharing_args);
-    let port = cluster_port(&sharing.url).await.to_string();
+    let (mut sharing, peer) = sharer(&sharing_data, "1024", &[]).await;
+    let port = peer.rsplit(':').next().unwrap_or_default().to_owned();
     // The owner has a second model, which must keep answering.
     let models = dirs[1].path().join("models");
-    std::fs::create_dir_all(&models).unwrap();
-    std::fs::hard_link(common::model_path(), models.join("other.gguf"))
-        .or_else(|_| std::fs::copy(common::model_path(), models.join("other.gguf")).map(|_| ()))
-        .unwrap();
-    let peer = format!("127.0.0.1:{port}");
+    model_in(&models, "other.gguf");
     let models_arg = models.to_string_lossy().into_owned();
-    let mut owner_args = common_args.to_vec();
+    let mut owner_args = COMMON.to_vec();
     owner_args.extend([
         "--cluster-port",
         "0",
@@ -487,7 +508,7 @@ async fn a_lost_peer_ends_only_the_split_which_loads_again_when_it_is_back() {
     .await;
     assert_eq!(other["model"], "other", "{other}");
     // The peer back on its port: the split loads again and answers as before.
-    let mut back_args = common_args.to_vec();
+    let mut back_args = COMMON.to_vec();
     back_args.extend(["--cluster-port", &port, "--share-memory", "1024"]);
     let _back = NodeProcess::start_without_model(&sharing_data, &back_args);
     placement(&owner.url, common::MODEL_ID, "ready").await;
@@ -497,19 +518,14 @@ async fn a_lost_peer_ends_only_the_split_which_loads_again_when_it_is_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_model_split_across_three_nodes_answers_as_the_whole_model() {
     let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-    let common_args = ["--parallel", "1", "--threads", "1", "--no-discovery"];
-    let mut sharing_args = common_args.to_vec();
-    sharing_args.extend(["--cluster-port", "0", "--share-memory", "1024"]);
     let mut peers = Vec::new();
     let mut sharers = Vec::new();
     for dir in &dirs[..2] {
-        let node = NodeProcess::start_without_model(&dir.path().join("data"), &sharing_args);
-        let port = cluster_port(&node.url).await;
-        peers.push(format!("127.0.0.1:{port}"));
+        let (node, peer) = sharer(&dir.path().join("data"), "1024", &[]).await;
+        peers.push(peer);
         sharers.push(node);
     }
-    let mut owner_args = common_args.to_vec();
-    owner_args.extend(["--cluster-port", "0", "--memory-limit", "1024"]);
+    let mut owner_args = owner_args("1024", &[]);
     for p in &peers {
         owner_args.extend(["--peer", p]);
     }
@@ -559,17 +575,11 @@ async fn a_model_split_across_three_nodes_answers_as_the_whole_model() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_model_too_large_for_its_node_is_split_when_a_request_names_it() {
     let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
-    let common_args = ["--parallel", "1", "--threads", "1", "--no-discovery"];
     // Models on the owner may take 100 MiB; the model needs more (its file and cache).
     let models = dirs[1].path().join("models");
-    std::fs::create_dir_all(&models).unwrap();
-    std::fs::hard_link(common::model_path(), models.join("big.gguf"))
-        .or_else(|_| std::fs::copy(common::model_path(), models.join("big.gguf")).map(|_| ()))
-        .unwrap();
+    model_in(&models, "big.gguf");
     let models_arg = models.to_string_lossy().into_owned();
-    let mut owner_args = common_args.to_vec();
-    owner_args.extend(["--cluster-port", "0", "--memory-limit", "100"]);
-    owner_args.extend(["--models-dir", &models_arg]);
+    let owner_args = owner_args("100", &["--models-dir", &models_arg]);
     let owner = NodeProcess::start_unloadable(&dirs[1].path().join("data"), &owner_args);
     let ask = json!({
         "model": "big", "temperature": 0, "max_tokens": 8,
@@ -584,11 +594,7 @@ async fn a_model_too_large_for_its_node_is_split_when_a_request_names_it() {
     );
     // A peer that shares 512 MiB joins: the next request splits the model over both machines
     // (this one keeps the layers its 100 MiB have room for) and is answered.
-    let mut sharing_args = common_args.to_vec();
-    sharing_args.extend(["--cluster-port", "0", "--share-memory", "512"]);
-    sharing_args.extend(["--name", "sharer"]);
-    let sharing = NodeProcess::start_without_model(&dirs[0].path().join("data"), &sharing_args);
-    let peer = format!("127.0.0.1:{}", cluster_port(&sharing.url).await);
+    let (_sharing, peer) = sharer(&dirs[0].path().join("data"), "512", &["--name", "sharer"]).await;
     let added = reqwest::Client::new()
         .post(format!("{}/api/cluster/peers", owner.url))
         .json(&json!({"address": peer}))
@@ -639,20 +645,8 @@ fn runs(pid: u32, what: &str) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_split_ended_as_it_starts_leaves_nothing_and_its_worker_inherits_no_setting() {
     let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
-    let common_args = ["--parallel", "1", "--threads", "1", "--no-discovery"];
-    let mut sharing_args = common_args.to_vec();
-    sharing_args.extend(["--cluster-port", "0", "--share-memory", "1024"]);
-    let sharing = NodeProcess::start_without_model(&dirs[0].path().join("data"), &sharing_args);
-    let peer = format!("127.0.0.1:{}", cluster_port(&sharing.url).await);
-    let mut owner_args = common_args.to_vec();
-    owner_args.extend([
-        "--cluster-port",
-        "0",
-        "--memory-limit",
-        "1024",
-        "--peer",
-        &peer,
-    ]);
+    let (sharing, peer) = sharer(&dirs[0].path().join("data"), "1024", &[]).await;
+    let owner_args = owner_args("1024", &["--peer", &peer]);
     // A setting of the owner's own, from its environment.
     let owner = NodeProcess::start_with_env(
         &dirs[1].path().join("data"),
@@ -705,15 +699,8 @@ async fn a_split_ended_as_it_starts_leaves_nothing_and_its_worker_inherits_no_se
         .unwrap();
     assert_eq!(r.status(), 202);
     placement(&owner.url, common::MODEL_ID, "ready").await;
-    let worker = std::fs::read_dir(format!("/proc/{}/task", owner.child.id()))
-        .unwrap()
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
-        .flat_map(|l| {
-            l.split_whitespace()
-                .filter_map(|p| p.parse::<u32>().ok())
-                .collect::<Vec<_>>()
-        })
+    let worker = child_pids(owner.child.id())
+        .into_iter()
         .find(|pid| {
             std::fs::read(format!("/proc/{pid}/cmdline"))
                 .is_ok_and(|c| String::from_utf8_lossy(&c).contains("--split-remote"))

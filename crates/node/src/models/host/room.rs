@@ -32,15 +32,19 @@ impl ModelHost {
         }
     }
 
-    /// The memory models may take here that the loaded ones (but `besides`) do not hold.
-    pub fn free_for_models(&self, besides: Option<&ModelId>) -> u64 {
-        let used: u64 = self
-            .lock()
+    /// The memory the loaded models (but `besides`) are expected to hold.
+    fn used(&self, besides: Option<&ModelId>) -> u64 {
+        self.lock()
             .entries
             .iter()
             .filter(|e| Some(&e.id) != besides)
             .map(|e| e.estimate)
-            .sum();
+            .sum()
+    }
+
+    /// The memory models may take here that the loaded ones (but `besides`) do not hold.
+    pub fn free_for_models(&self, besides: Option<&ModelId>) -> u64 {
+        let used = self.used(besides);
         memory::budget(self.settings.memory_limit, used).saturating_sub(used)
     }
 
@@ -48,8 +52,7 @@ impl ModelHost {
     /// every other one unloaded: what it needs and what they may take, when it does.
     pub fn too_large(&self, path: &Path) -> Option<(u64, u64)> {
         let need = self.estimate_of(path);
-        let used: u64 = self.lock().entries.iter().map(|e| e.estimate).sum();
-        let budget = memory::budget(self.settings.memory_limit, used);
+        let budget = memory::budget(self.settings.memory_limit, self.used(None));
         (need > budget).then_some((need, budget))
     }
 }
