@@ -16,6 +16,7 @@ use std::process::Command;
 use common::process::{repo_root, run_peer, venv_python, NodeProcess};
 use common::{TestNode, MODEL_ID};
 use hearth_node::cluster::ClusterConfig;
+use hearth_protocol::cluster::HEARTH_NOISE_AES;
 use serde_json::Value;
 
 const PASSCODE: &str = "open sesame";
@@ -384,6 +385,18 @@ fn hello(id: &str, passcode: Option<&str>, hearth: bool) -> Value {
     serde_json::json!({"hello": {"_0": h}})
 }
 
+/// Whether this machine has AES instructions (the node then offers and takes AES-256-GCM).
+fn aes_here() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return std::arch::is_x86_feature_detected!("aes")
+        && std::arch::is_x86_feature_detected!("pclmulqdq");
+    #[cfg(target_arch = "aarch64")]
+    return std::arch::is_aarch64_feature_detected!("aes")
+        && std::arch::is_aarch64_feature_detected!("pmull");
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    return false;
+}
+
 async fn connect(t: &TestNode) -> tokio::net::TcpStream {
     tokio::net::TcpStream::connect(t.node().cluster_addr().unwrap())
         .await
@@ -406,9 +419,26 @@ async fn a_hearth_hello_gets_no_passcode_hash_and_plain_text_after_it_is_refused
         "{ack}"
     );
     assert!(ack.get("clusterPasscodeHash").is_none(), "{ack}");
+    assert!(
+        ack["hearth"].get("noiseAlso").is_none(),
+        "an ack names one: {ack}"
+    );
     // Plain text where the handshake must go on: closed.
     write_frame(&mut tcp, &serde_json::json!({"heartbeat": {"_0": {}}})).await;
     assert_eq!(read_frame(&mut tcp).await, None);
+    // A hello that also offers AES-256-GCM gets it when this machine has AES instructions.
+    let mut tcp = connect(&t).await;
+    let mut offer = hello(id, None, true);
+    offer["hello"]["_0"]["hearth"]["noiseAlso"] =
+        serde_json::json!(["Noise_XX_25519_AESGCM_SHA256", HEARTH_NOISE_AES]);
+    write_frame(&mut tcp, &offer).await;
+    let ack = read_frame(&mut tcp).await.expect("a helloAck");
+    let taken = if aes_here() {
+        HEARTH_NOISE_AES
+    } else {
+        hearth_protocol::cluster::HEARTH_NOISE
+    };
+    assert_eq!(ack["helloAck"]["_0"]["hearth"]["noise"], taken, "{ack}");
     // A Hearth hello that sends its passcode hash in the clear: closed before any answer.
     let mut tcp = connect(&t).await;
     write_frame(&mut tcp, &hello(id, Some(PASSCODE), true)).await;
@@ -485,6 +515,12 @@ async fn the_node_opens_as_a_hearth_node_and_takes_no_plain_answer() {
         hearth_protocol::cluster::HEARTH_NOISE,
         "{hello}"
     );
+    let also = if aes_here() {
+        serde_json::json!([HEARTH_NOISE_AES])
+    } else {
+        Value::Null
+    };
+    assert_eq!(h["hearth"]["noiseAlso"], also, "{hello}");
     assert!(h.get("clusterPasscodeHash").is_none(), "{hello}");
     assert_eq!(
         h["loadedModels"],

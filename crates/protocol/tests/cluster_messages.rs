@@ -311,3 +311,62 @@ fn hearths_own_control_message_and_error_codes_read_and_write_back() {
         assert_eq!(serde_json::to_value(code).unwrap(), json!(code.as_str()));
     }
 }
+
+#[test]
+fn hearths_binary_chunk_and_the_request_that_offers_to_take_it() {
+    use hearth_protocol::cluster::{decode_owned, encode_owned, HearthChunk};
+    let id = "550E8400-E29B-41D4-A716-446655440000";
+    // A request asks for binary chunks only when it takes them; without, it is the document's.
+    let (m, _) = decode(&bytes(&examples()[8])).unwrap();
+    let Message::ModelTransferRequest(mut req) = m else {
+        panic!()
+    };
+    assert!(!req.binary_chunks);
+    let plain: Value = serde_json::from_slice(&encode(
+        &Message::ModelTransferRequest(req.clone()),
+        Shape::Plain,
+    ))
+    .unwrap();
+    assert_eq!(plain, examples()[8], "nothing added when not asked");
+    req.binary_chunks = true;
+    let asked: Value = serde_json::from_slice(&encode(
+        &Message::ModelTransferRequest(req.clone()),
+        Shape::Plain,
+    ))
+    .unwrap();
+    assert_eq!(asked["modelTransferRequest"]["binaryChunks"], true);
+    let (back, _) = decode(&bytes(&asked)).unwrap();
+    assert_eq!(back, Message::ModelTransferRequest(req));
+    // A binary chunk goes out as its bytes and reads back by its first byte, JSON or not.
+    let data: Vec<u8> = (0..=255u8).cycle().take(5000).collect();
+    let chunk = HearthChunk::build(
+        PeerUuid::parse(id).unwrap(),
+        "m.gguf".into(),
+        1 << 20,
+        true,
+        data.len(),
+        |b| {
+            b.extend_from_slice(&data);
+            Ok::<(), ()>(())
+        },
+    )
+    .unwrap();
+    let m = Message::HearthChunk(chunk.clone());
+    assert_eq!(m.name(), "hearthChunk");
+    let wire = encode_owned(m.clone(), Shape::Wrapped);
+    assert_eq!(wire, encode(&m, Shape::Plain));
+    assert_eq!(wire[0], 0);
+    for (got, _) in [decode(&wire).unwrap(), decode_owned(wire.clone()).unwrap()] {
+        let Message::HearthChunk(c) = got else {
+            panic!("{got:?}")
+        };
+        assert_eq!(c.data(), &data[..]);
+        assert_eq!((c.offset, c.is_last_chunk), (1 << 20, true));
+        assert_eq!(c.file_name, "m.gguf");
+        assert_eq!(c.transfer_id.as_str(), id);
+    }
+    // JSON still reads through the owned path.
+    let (json, _) = decode_owned(bytes(&examples()[6])).unwrap();
+    assert_eq!(json.name(), "modelQuery");
+    assert!(decode_owned(vec![0, 9]).is_err());
+}

@@ -13,7 +13,7 @@
 //! - the peer serves this node's route as a provider ([`super::provider`]): requests placed on
 //!   it go out as `inferenceRequest`s and its answers come back to their supervisors;
 //! - model sharing goes over it ([`super::sharing`]): the peer's queries and transfers are
-//!   served, and this node's get their answers;
+//!   served, and this node's get their answers (a Hearth peer's chunks may be binary);
 //! - a frame that is not a message of the document is skipped; one announced over the size
 //!   limit (or that does not decrypt) closes the connection, and so does a peer that takes
 //!   nothing written to it for the node's write timeout.
@@ -279,7 +279,7 @@ impl Session {
                     }
                 }
                 Some(m) = transfers_rx.recv() => {
-                    if let Err(why) = link.send(&m).await {
+                    if let Err(why) = link.send_owned(m).await {
                         break why;
                     }
                 }
@@ -318,10 +318,18 @@ impl Session {
             None => return Err("it closed the connection".to_owned()),
             Some(Err(e)) => return Err(e),
             Some(Ok(Incoming::Ping)) => None,
-            Some(Ok(Incoming::Message(bytes))) => match cm::decode(&bytes) {
+            Some(Ok(Incoming::Message(bytes))) => match cm::decode_owned(bytes) {
                 // A transfer's pieces wait for its writer: the connection is held back.
                 Ok((Message::ModelTransferChunk(c), _)) => {
                     self.me.state.sharing.deliver(self.share_key, c).await;
+                    None
+                }
+                Ok((Message::HearthChunk(c), _)) if self.kind == Kind::Hearth => {
+                    self.me
+                        .state
+                        .sharing
+                        .deliver_binary(self.share_key, c)
+                        .await;
                     None
                 }
                 Ok((Message::ModelTransferComplete(c), _)) => {
@@ -408,8 +416,9 @@ impl Session {
                 };
                 let state = self.me.state.clone();
                 let stop = self.share_stop.child_token();
+                let binary = self.kind == Kind::Hearth;
                 tokio::spawn(async move {
-                    super::sharing::send(state, r, to, stop).await;
+                    super::sharing::send(state, r, to, stop, binary).await;
                     drop(permit);
                 });
                 None

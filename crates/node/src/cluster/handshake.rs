@@ -1,8 +1,9 @@
 //! Admitting a peer, on either side of a new connection. The connecting side sends `hello`,
 //! the listener answers `helloAck`; nothing else may come first (NOTES.md).
 //! - Between Hearth nodes both carry the `hearth` field (no passcode hash) and the connection
-//!   goes on in the Noise transport of [`super::secure`]: a different passcode fails it, and
-//!   each side's device id must be the one its device key gives.
+//!   goes on in the Noise transport of [`super::secure`] the listener chose from the hello's
+//!   offer: a different passcode fails it, and each side's device id must be the one its
+//!   device key gives.
 //! - A plain `hello` (a TealeNet peer) is taken only with `--tealenet-compat`, with the same
 //!   passcode hash as ours (or both none), and never from a device that has proved to be a
 //!   Hearth node: a Hearth node never talks plain text with another one.
@@ -18,7 +19,7 @@
 use std::sync::Arc;
 
 use futures_util::{SinkExt as _, StreamExt as _};
-use hearth_protocol::cluster::{self as cm, Hello, Message, PeerUuid, Shape, HEARTH_NOISE};
+use hearth_protocol::cluster::{self as cm, HearthHello, Hello, Message, PeerUuid, Shape};
 
 use tokio_util::bytes::Bytes;
 
@@ -74,21 +75,15 @@ fn prologue(hello: &[u8], ack: &[u8]) -> Vec<u8> {
     p
 }
 
-/// The transport a Hearth hello asks for, checked.
-fn hearth_offer(hello: &Hello) -> Result<bool, String> {
+/// The transport a Hearth hello (or helloAck) is about, when it is a Hearth one.
+fn hearth_offer(hello: &Hello) -> Result<Option<&HearthHello>, String> {
     let Some(h) = &hello.hearth else {
-        return Ok(false);
+        return Ok(None);
     };
-    if h.noise != HEARTH_NOISE {
-        return Err(format!(
-            "it offers {}, this node speaks {HEARTH_NOISE}",
-            h.noise
-        ));
-    }
     if hello.cluster_passcode_hash.is_some() {
         return Err("a Hearth node that sends its passcode hash in the clear".into());
     }
-    Ok(true)
+    Ok(Some(h))
 }
 
 /// The proven device must be the one the hello named, and not this node.
@@ -140,11 +135,17 @@ pub(crate) fn passcodes_match(ours: Option<&str>, theirs: Option<&str>) -> bool 
 pub(crate) async fn accept(mut frames: Frames, me: &Me) -> Result<Admitted, String> {
     let rules = me.rules();
     let (hello, shape, hello_bytes) = first(&mut frames, "hello").await?;
-    if hearth_offer(&hello)? {
-        let ack = send(&mut frames, &Message::HelloAck(me.hello(true)), shape).await?;
+    if let Some(offer) = hearth_offer(&hello)? {
+        let noise = secure::choose(offer, secure::aes_instructions())?;
+        let mut ours = me.hello(true);
+        if let Some(h) = ours.hearth.as_mut() {
+            h.noise = noise.to_owned();
+            h.noise_also.clear();
+        }
+        let ack = send(&mut frames, &Message::HelloAck(ours), shape).await?;
         let prologue = prologue(&hello_bytes, &ack);
         let (transport, proven) =
-            secure::respond(&mut frames, &rules.keys, me.slots(), &prologue).await?;
+            secure::respond(&mut frames, &rules.keys, me.slots(), noise, &prologue).await?;
         check_proof(me, &hello, &proven)?;
         let mut link = Link::encrypted(frames, transport, me.state.cluster_peers.clone());
         // The first encrypted message: it tells the connecting side the passcode matched.
@@ -182,17 +183,20 @@ pub(crate) async fn dial_for(
 ) -> Result<Admitted, String> {
     let rules = me.rules();
     let mut ours = me.hello(true);
+    let mut also = Vec::new();
     if let Some(h) = ours.hearth.as_mut() {
         h.tunnel = tunnel.map(str::to_owned);
+        also.clone_from(&h.noise_also);
     }
     let hello = send(&mut frames, &Message::Hello(ours), Shape::Wrapped).await?;
     let (ack, _, ack_bytes) = first(&mut frames, "helloAck").await?;
-    if !hearth_offer(&ack)? {
+    let Some(answer) = hearth_offer(&ack)? else {
         return Err("it answered in plain text; this node connects to Hearth nodes only".into());
-    }
+    };
+    let noise = secure::taken(answer, &also)?;
     let prologue = prologue(&hello, &ack_bytes);
     let (transport, proven) =
-        secure::initiate(&mut frames, &rules.keys, me.slots(), &prologue).await?;
+        secure::initiate(&mut frames, &rules.keys, me.slots(), noise, &prologue).await?;
     check_proof(me, &ack, &proven)?;
     let mut link = Link::encrypted(frames, transport, me.state.cluster_peers.clone());
     // The listener's first encrypted message proves it has the passcode too (the pre-shared

@@ -33,7 +33,7 @@ impl Kind {
 /// What arrived.
 #[derive(Debug)]
 pub(crate) enum Incoming {
-    /// A whole cluster message's JSON.
+    /// A whole cluster message (its JSON, or a Hearth peer's binary chunk).
     Message(Vec<u8>),
     /// A Hearth peer's liveness ping.
     Ping,
@@ -110,6 +110,11 @@ impl Link {
         self.write(cm::encode(m, self.shape)).await
     }
 
+    /// [`Self::send`], taking the message: a binary model chunk goes out without a copy.
+    pub(crate) async fn send_owned(&mut self, m: Message) -> Result<(), String> {
+        self.write(cm::encode_owned(m, self.shape)).await
+    }
+
     /// A liveness ping (Hearth peers only; a TealeNet peer gets nothing).
     pub(crate) async fn ping(&mut self) -> Result<(), String> {
         if self.noise.is_some() {
@@ -136,11 +141,10 @@ impl Link {
                 self.frames.send(Bytes::from(plain)).await.map_err(failed)
             }
             Some((t, _)) => {
-                let pieces = secure::seal(t, &plain)?;
-                for p in pieces {
-                    self.traffic.count_sent(p.len() + 4);
-                    self.frames.feed(p).await.map_err(failed)?;
-                }
+                // Sealed straight into the codec's write buffer (every write flushes it whole
+                // before the next, so it holds this message's frames only).
+                let sent = secure::seal_into(t, &plain, self.frames.write_buffer_mut())?;
+                self.traffic.count_sent(sent);
                 SinkExt::<Bytes>::flush(&mut self.frames)
                     .await
                     .map_err(failed)

@@ -207,6 +207,7 @@ impl Me {
                 noise: HEARTH_NOISE.into(),
                 tunnel: None,
                 port: self.state.cluster_port,
+                noise_also: secure::also_offered(secure::aes_instructions()),
             }),
         }
     }

@@ -1,5 +1,6 @@
-//! The encrypted transport between Hearth nodes: Noise XXpsk3 (`snow`) over the cluster's
-//! length-delimited frames, one Noise message per frame. The pre-shared key is the passcode
+//! The encrypted transport between Hearth nodes: Noise XXpsk3 (`snow`, its ciphers from
+//! `ring`) over the cluster's length-delimited frames, one Noise message per frame. The cipher
+//! is ChaCha20-Poly1305, or AES-256-GCM when both machines have AES instructions ([`choose`]). The pre-shared key is the passcode
 //! through Argon2id, so neither the passcode nor its hash crosses the LAN and a wrong one
 //! fails the handshake; each side's Noise static key is signed by its Ed25519 device identity,
 //! whose key also gives its device id, so a peer cannot claim another's id.
@@ -12,9 +13,9 @@ use std::sync::Arc;
 
 use ed25519_dalek::{Signature, Verifier as _, VerifyingKey};
 use futures_util::{SinkExt as _, StreamExt as _};
-use hearth_protocol::cluster::HEARTH_NOISE;
+use hearth_protocol::cluster::{HearthHello, HEARTH_NOISE, HEARTH_NOISE_AES};
 use serde::{Deserialize, Serialize};
-use tokio_util::bytes::Bytes;
+use tokio_util::bytes::{BufMut as _, Bytes, BytesMut};
 
 use super::Frames;
 use crate::auth::identity::{device_id, Identity};
@@ -24,6 +25,8 @@ use crate::auth::identity::{device_id, Identity};
 pub(crate) const NOISE_FRAME_BYTES: usize = 65535;
 /// Bytes of a cluster message in one Noise message: the limit less the tag and the flag.
 pub(crate) const PIECE_BYTES: usize = NOISE_FRAME_BYTES - 16 - 1;
+/// The room made for a message of several pieces: a model chunk (1 MiB) and its header.
+const LONG_MESSAGE_ROOM: usize = (1 << 20) + 4096;
 /// What a signature covers besides the static key (so it can serve no other purpose).
 const SIGNING_CONTEXT: &[u8] = b"hearth cluster static key v1:";
 /// Argon2id's salt: fixed, since both sides must derive the same key before they have spoken.
@@ -68,7 +71,7 @@ impl std::fmt::Debug for Keys {
 impl Keys {
     /// A fresh Noise static key for this run, and the passcode's key (slow: call it once).
     pub(crate) fn new(passcode: Option<&str>, identity: Arc<Identity>) -> Self {
-        let kp = snow::Builder::new(params())
+        let kp = snow::Builder::new(params(HEARTH_NOISE))
             .generate_keypair()
             .expect("the default resolver makes X25519 keys");
         Self {
@@ -79,9 +82,15 @@ impl Keys {
         }
     }
 
-    /// A handshake with this node's static key and the passcode's key, `prologue` bound in.
-    fn handshake(&self, prologue: &[u8], initiator: bool) -> Result<snow::HandshakeState, String> {
-        let builder = snow::Builder::new(params())
+    /// A handshake of protocol `noise` with this node's static key and the passcode's key,
+    /// `prologue` bound in.
+    fn handshake(
+        &self,
+        noise: &str,
+        prologue: &[u8],
+        initiator: bool,
+    ) -> Result<snow::HandshakeState, String> {
+        let builder = snow::Builder::new(params(noise))
             .local_private_key(&self.static_private)
             .prologue(prologue)
             .psk(3, &self.psk);
@@ -106,8 +115,64 @@ impl Keys {
     }
 }
 
-fn params() -> snow::params::NoiseParams {
-    HEARTH_NOISE.parse().expect("a valid Noise protocol name")
+/// `noise`, one of the protocols [`choose`] gives.
+fn params(noise: &str) -> snow::params::NoiseParams {
+    noise.parse().expect("a valid Noise protocol name")
+}
+
+/// Whether this machine has the instructions that make AES-256-GCM fast and constant-time.
+pub(crate) fn aes_instructions() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("aes")
+            && std::arch::is_x86_feature_detected!("pclmulqdq")
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        std::arch::is_aarch64_feature_detected!("aes")
+            && std::arch::is_aarch64_feature_detected!("pmull")
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        false
+    }
+}
+
+/// What this node's `hello` offers besides [`HEARTH_NOISE`].
+pub(crate) fn also_offered(aes_here: bool) -> Vec<String> {
+    if aes_here {
+        vec![HEARTH_NOISE_AES.to_owned()]
+    } else {
+        Vec::new()
+    }
+}
+
+/// The listener's choice for a peer's `hello`: AES-256-GCM when both machines have AES
+/// instructions (the peer offers it only then), else the protocol every Hearth node speaks.
+pub(crate) fn choose(offer: &HearthHello, aes_here: bool) -> Result<&'static str, String> {
+    if offer.noise != HEARTH_NOISE {
+        return Err(format!(
+            "it offers {}, this node speaks {HEARTH_NOISE}",
+            offer.noise
+        ));
+    }
+    if aes_here && offer.noise_also.iter().any(|n| n == HEARTH_NOISE_AES) {
+        Ok(HEARTH_NOISE_AES)
+    } else {
+        Ok(HEARTH_NOISE)
+    }
+}
+
+/// The protocol a listener's `helloAck` took, when this node offered it (`also`: the others
+/// it offered besides [`HEARTH_NOISE`]).
+pub(crate) fn taken(ack: &HearthHello, also: &[String]) -> Result<&'static str, String> {
+    match ack.noise.as_str() {
+        HEARTH_NOISE => Ok(HEARTH_NOISE),
+        HEARTH_NOISE_AES if also.iter().any(|n| n == HEARTH_NOISE_AES) => Ok(HEARTH_NOISE_AES),
+        other => Err(format!(
+            "it answers with {other}, which this node did not offer"
+        )),
+    }
 }
 
 /// Who the other side proved to be.
@@ -178,9 +243,10 @@ pub(crate) async fn initiate(
     frames: &mut Frames,
     keys: &Keys,
     slots: usize,
+    noise: &str,
     prologue: &[u8],
 ) -> Result<(snow::TransportState, Proven), String> {
-    let mut hs = keys.handshake(prologue, true)?;
+    let mut hs = keys.handshake(noise, prologue, true)?;
     let mut buf = vec![0u8; NOISE_FRAME_BYTES];
     let n = hs.write_message(&[], &mut buf).map_err(noise_err)?;
     send_frame(frames, &buf[..n]).await?;
@@ -200,9 +266,10 @@ pub(crate) async fn respond(
     frames: &mut Frames,
     keys: &Keys,
     slots: usize,
+    noise: &str,
     prologue: &[u8],
 ) -> Result<(snow::TransportState, Proven), String> {
-    let mut hs = keys.handshake(prologue, false)?;
+    let mut hs = keys.handshake(noise, prologue, false)?;
     let mut payload = vec![0u8; NOISE_FRAME_BYTES];
     let msg = next_frame(frames).await?;
     hs.read_message(&msg, &mut payload).map_err(noise_err)?;
@@ -217,26 +284,34 @@ pub(crate) async fn respond(
     Ok((hs.into_transport_mode().map_err(noise_err)?, proven))
 }
 
-/// One cluster message (empty: a ping) as Noise messages.
-pub(crate) fn seal(t: &mut snow::TransportState, plain: &[u8]) -> Result<Vec<Bytes>, String> {
-    let mut out = Vec::with_capacity(plain.len() / PIECE_BYTES + 1);
+/// One cluster message (empty: a ping) as Noise messages, each written into `out` as one
+/// frame of the cluster's codec (its 4-byte big-endian length, then the message): sealed
+/// straight into the buffer that goes out. The bytes written.
+pub(crate) fn seal_into(
+    t: &mut snow::TransportState,
+    plain: &[u8],
+    out: &mut BytesMut,
+) -> Result<usize, String> {
+    let before = out.len();
+    out.reserve(plain.len() + (plain.len() / PIECE_BYTES + 1) * (4 + 16 + 1));
     let mut pieces = plain.chunks(PIECE_BYTES).peekable();
-    let mut piece_plain = Vec::with_capacity(PIECE_BYTES + 1);
+    let mut piece_plain = Vec::with_capacity(PIECE_BYTES.min(plain.len()) + 1);
     loop {
         let piece = pieces.next().unwrap_or(&[]);
         let more = pieces.peek().is_some();
         piece_plain.clear();
         piece_plain.push(u8::from(more));
         piece_plain.extend_from_slice(piece);
-        // Sealed straight into the frame that goes out (its length: the tag's 16 bytes more).
-        let mut sealed = vec![0u8; piece_plain.len() + 16];
+        let sealed_len = piece_plain.len() + 16;
+        out.put_u32(u32::try_from(sealed_len).expect("a piece is under 64 KiB"));
+        let at = out.len();
+        out.resize(at + sealed_len, 0);
         let n = t
-            .write_message(&piece_plain, &mut sealed)
+            .write_message(&piece_plain, &mut out[at..])
             .map_err(|e| format!("encrypting failed: {e}"))?;
-        sealed.truncate(n);
-        out.push(Bytes::from(sealed));
+        debug_assert_eq!(n, sealed_len);
         if !more {
-            return Ok(out);
+            return Ok(out.len() - before);
         }
     }
 }
@@ -267,6 +342,10 @@ impl Opener {
         if self.partial.len() + piece.len() > limit {
             return Err(format!("a message over {limit} bytes"));
         }
+        if self.partial.is_empty() && flag == 1 {
+            // A long message (most often a model chunk): its room at once, not grown by doubling.
+            self.partial.reserve(limit.min(LONG_MESSAGE_ROOM));
+        }
         self.partial.extend_from_slice(piece);
         match flag {
             0 => Ok(Some(std::mem::take(&mut self.partial))),
@@ -281,14 +360,22 @@ mod tests {
     use super::*;
 
     fn pair(psk_a: [u8; 32], psk_b: [u8; 32]) -> (snow::HandshakeState, snow::HandshakeState) {
-        let b = snow::Builder::new(params());
+        pair_of(HEARTH_NOISE, psk_a, psk_b)
+    }
+
+    fn pair_of(
+        noise: &str,
+        psk_a: [u8; 32],
+        psk_b: [u8; 32],
+    ) -> (snow::HandshakeState, snow::HandshakeState) {
+        let b = snow::Builder::new(params(noise));
         let (ka, kb) = (b.generate_keypair().unwrap(), b.generate_keypair().unwrap());
-        let a = snow::Builder::new(params())
+        let a = snow::Builder::new(params(noise))
             .local_private_key(&ka.private)
             .psk(3, &psk_a)
             .build_initiator()
             .unwrap();
-        let b = snow::Builder::new(params())
+        let b = snow::Builder::new(params(noise))
             .local_private_key(&kb.private)
             .psk(3, &psk_b)
             .build_responder()
@@ -310,6 +397,24 @@ mod tests {
         Ok((a.into_transport_mode()?, b.into_transport_mode()?))
     }
 
+    /// [`seal_into`] an empty buffer, read back as the codec's frames.
+    fn seal(t: &mut snow::TransportState, plain: &[u8]) -> Vec<Bytes> {
+        use tokio_util::codec::Decoder as _;
+        let mut out = BytesMut::from(&b"left"[..]);
+        let n = seal_into(t, plain, &mut out).unwrap();
+        assert_eq!(&out[..4], b"left", "appended after what was there");
+        let mut out = out.split_off(4);
+        assert_eq!(n, out.len());
+        let mut codec = crate::cluster::codec();
+        codec.set_max_frame_length(NOISE_FRAME_BYTES);
+        let mut frames = Vec::new();
+        while let Some(f) = codec.decode(&mut out).unwrap() {
+            frames.push(f.freeze());
+        }
+        assert!(out.is_empty(), "whole frames only");
+        frames
+    }
+
     #[test]
     fn the_passcode_key_is_argon2id_and_depends_on_the_passcode() {
         let k = derive_psk(Some("sesame"));
@@ -327,13 +432,19 @@ mod tests {
 
     #[test]
     fn large_messages_travel_in_pieces_and_pings_are_empty() {
+        for noise in [HEARTH_NOISE, HEARTH_NOISE_AES] {
+            pieces_and_pings(noise);
+        }
+    }
+
+    fn pieces_and_pings(noise: &str) {
         let k = derive_psk(Some("same"));
-        let (a, b) = pair(k, k);
+        let (a, b) = pair_of(noise, k, k);
         let (mut a, mut b) = run(a, b).unwrap();
         let big: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
         let mut opener = Opener::default();
         for message in [big.clone(), Vec::new(), b"{}".to_vec()] {
-            let frames = seal(&mut a, &message).unwrap();
+            let frames = seal(&mut a, &message);
             assert_eq!(frames.len(), message.len() / PIECE_BYTES + 1);
             let mut got = None;
             for f in &frames {
@@ -344,7 +455,7 @@ mod tests {
             assert_eq!(got.as_deref(), Some(&message[..]));
         }
         // Over the limit: refused while reassembling.
-        let frames = seal(&mut a, &big).unwrap();
+        let frames = seal(&mut a, &big);
         let err = frames
             .iter()
             .map(|f| opener.open(&mut b, f, 100_000))
@@ -352,6 +463,44 @@ mod tests {
         assert!(err.is_some_and(|e| e.contains("over 100000")));
         // Plain text in place of an encrypted frame.
         assert!(opener.open(&mut b, br#"{"hello":{}}"#, 1 << 20).is_err());
+    }
+
+    #[test]
+    fn aes_is_taken_only_when_both_machines_have_it_and_the_answer_must_be_offered() {
+        let offer = |also: &[&str]| HearthHello {
+            noise: HEARTH_NOISE.into(),
+            tunnel: None,
+            port: None,
+            noise_also: also.iter().map(|s| (*s).to_owned()).collect(),
+        };
+        let both = offer(&[HEARTH_NOISE_AES]);
+        assert_eq!(choose(&both, true), Ok(HEARTH_NOISE_AES));
+        assert_eq!(choose(&both, false), Ok(HEARTH_NOISE));
+        // A peer without AES instructions, or a node from before the field: ChaCha20-Poly1305.
+        assert_eq!(choose(&offer(&[]), true), Ok(HEARTH_NOISE));
+        assert_eq!(
+            choose(&offer(&["Noise_XX_448_AESGCM_SHA512"]), true),
+            Ok(HEARTH_NOISE)
+        );
+        let mut foreign = offer(&[HEARTH_NOISE_AES]);
+        foreign.noise = "Noise_NN_25519_AESGCM_SHA256".into();
+        assert!(choose(&foreign, true).is_err());
+        // The dialling side takes only what it offered.
+        assert_eq!(taken(&offer(&[]), &also_offered(true)), Ok(HEARTH_NOISE));
+        let mut aes = offer(&[]);
+        aes.noise = HEARTH_NOISE_AES.into();
+        assert_eq!(taken(&aes, &also_offered(true)), Ok(HEARTH_NOISE_AES));
+        assert!(taken(&aes, &also_offered(false)).is_err());
+        assert!(taken(&foreign, &also_offered(true)).is_err());
+        assert!(also_offered(false).is_empty());
+    }
+
+    #[test]
+    fn the_two_protocols_do_not_talk_to_each_other() {
+        let k = derive_psk(None);
+        let (a, _) = pair_of(HEARTH_NOISE, k, k);
+        let (_, b) = pair_of(HEARTH_NOISE_AES, k, k);
+        assert!(run(a, b).is_err());
     }
 
     #[test]

@@ -16,10 +16,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use hearth_protocol::cluster::{
-    Message, ModelQuery, ModelQueryResponse, ModelTransferChunk, ModelTransferComplete,
-    ModelTransferRequest, PeerUuid,
+    HearthChunk, Message, ModelQuery, ModelQueryResponse, ModelTransferChunk,
+    ModelTransferComplete, ModelTransferRequest, PeerUuid,
 };
 use tokio::sync::mpsc;
+use tokio_util::bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
 use crate::models::registry::plain_name;
@@ -42,7 +43,7 @@ pub enum Piece {
     Chunk {
         file_name: String,
         offset: u64,
-        data: Vec<u8>,
+        data: Bytes,
     },
     Complete,
     /// A chunk that cannot be one (not base64, or over 1 MiB).
@@ -223,6 +224,7 @@ impl Sharing {
             model_id: model.to_owned(),
             offset: Some(offset),
             length: Some(length),
+            binary_chunks: true,
         });
         if out.try_send(req).is_err() {
             lock(&self.transfers).remove(&id);
@@ -240,17 +242,30 @@ impl Sharing {
             return;
         };
         let piece = match chunk.bytes() {
-            Some(data) if !data.is_empty() && data.len() as u64 <= CHUNK_BYTES => Piece::Chunk {
-                file_name: chunk.file_name,
-                offset: chunk.offset,
-                data,
-            },
-            _ => Piece::Bad("a chunk that is not base64 of 1 byte to 1 MiB".into()),
+            Some(data) => piece(chunk.file_name, chunk.offset, Bytes::from(data)),
+            None => Piece::Bad("a chunk that is not base64".into()),
         };
+        self.hand_over(tx, &chunk.transfer_id, piece).await;
+    }
+
+    /// A binary chunk (from a Hearth peer) for one of this node's transfers: as [`Self::deliver`].
+    pub(crate) async fn deliver_binary(&self, conn: u64, chunk: HearthChunk) {
+        let Some(tx) = self.sender(conn, &chunk.transfer_id) else {
+            return;
+        };
+        let id = chunk.transfer_id.clone();
+        let (file_name, offset) = (chunk.file_name.clone(), chunk.offset);
+        let (wire, at) = chunk.into_wire();
+        let data = Bytes::from(wire).slice(at..);
+        self.hand_over(tx, &id, piece(file_name, offset, data))
+            .await;
+    }
+
+    async fn hand_over(&self, tx: mpsc::Sender<Piece>, id: &PeerUuid, piece: Piece) {
         match tokio::time::timeout(WRITER_WAIT, tx.send(piece)).await {
             Ok(Ok(())) => {}
             _ => {
-                lock(&self.transfers).remove(&chunk.transfer_id);
+                lock(&self.transfers).remove(id);
             }
         }
     }
@@ -277,6 +292,18 @@ impl Sharing {
     }
 }
 
+/// A chunk's piece: its bytes when there are 1 byte to 1 MiB of them.
+fn piece(file_name: String, offset: u64, data: Bytes) -> Piece {
+    if data.is_empty() || data.len() as u64 > CHUNK_BYTES {
+        return Piece::Bad("a chunk of no bytes or over 1 MiB".into());
+    }
+    Piece::Chunk {
+        file_name,
+        offset,
+        data,
+    }
+}
+
 /// The file of model `name` in this node's folder, when it may be shared: a plain name (no
 /// path, no `..`) of a model in one file.
 pub(crate) fn shareable(state: &AppState, name: &str) -> Option<PathBuf> {
@@ -289,6 +316,18 @@ pub(crate) fn shareable(state: &AppState, name: &str) -> Option<PathBuf> {
     hearth_protocol::ids::split_shard(file)
         .is_none()
         .then_some(path)
+}
+
+/// Append `n` bytes of `file` from `pos` to `buf` (read into its spare room, which is not
+/// zeroed first).
+fn read_at(file: &std::fs::File, pos: u64, n: u64, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    use std::io::{Read as _, Seek as _};
+    let mut f = file;
+    f.seek(std::io::SeekFrom::Start(pos))?;
+    if f.take(n).read_to_end(buf)? as u64 != n {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(())
 }
 
 /// The answer to a peer's query.
@@ -312,14 +351,17 @@ pub(crate) async fn answer(state: &AppState, q: ModelQuery) -> Message {
 }
 
 /// Serve a peer's transfer request through `out`: the chunks of the range asked for (the whole
-/// file without one), then `modelTransferComplete`. A model this node cannot share completes at
-/// once, empty. Stops when `stop` fires.
+/// file without one), then `modelTransferComplete`. The chunks are binary when the peer asked
+/// for them and `binary` says the connection can carry them (a Hearth peer's), else base64 in
+/// JSON. A model this node cannot share completes at once, empty. Stops when `stop` fires.
 pub(crate) async fn send(
     state: Arc<AppState>,
     req: ModelTransferRequest,
     out: mpsc::Sender<Message>,
     stop: CancellationToken,
+    binary: bool,
 ) {
+    let binary = binary && req.binary_chunks;
     let complete = Message::ModelTransferComplete(ModelTransferComplete {
         transfer_id: req.transfer_id.clone(),
         model_id: req.model_id.clone(),
@@ -356,14 +398,27 @@ pub(crate) async fn send(
             () = stop.cancelled() => return,
         };
         let f = file.clone();
-        let read = tokio::task::spawn_blocking(move || -> std::io::Result<String> {
-            let mut buf = vec![0u8; n as usize];
-            std::os::unix::fs::FileExt::read_exact_at(&*f, &mut buf, pos)?;
-            Ok(ModelTransferChunk::encode(&buf))
+        let (id, name, last) = (req.transfer_id.clone(), file_name.clone(), pos + n == end);
+        // Read straight into the message that goes out (this task alone reads the file).
+        let read = tokio::task::spawn_blocking(move || -> std::io::Result<Message> {
+            let read = |buf: &mut Vec<u8>| read_at(&f, pos, n, buf);
+            if binary {
+                let c = HearthChunk::build(id, name, pos, last, n as usize, read)?;
+                return Ok(Message::HearthChunk(c));
+            }
+            let mut buf = Vec::with_capacity(n as usize);
+            read(&mut buf)?;
+            Ok(Message::ModelTransferChunk(ModelTransferChunk {
+                transfer_id: id,
+                file_name: name,
+                offset: pos,
+                data: ModelTransferChunk::encode(&buf),
+                is_last_chunk: last,
+            }))
         })
         .await;
-        let data = match read {
-            Ok(Ok(d)) => d,
+        let chunk = match read {
+            Ok(Ok(c)) => c,
             Ok(Err(e)) => {
                 // Completed short: the peer goes on from another source.
                 tracing::warn!(error = %e, "reading a shared model failed; the transfer stops");
@@ -372,13 +427,6 @@ pub(crate) async fn send(
             }
             Err(_) => return,
         };
-        let chunk = Message::ModelTransferChunk(ModelTransferChunk {
-            transfer_id: req.transfer_id.clone(),
-            file_name: file_name.clone(),
-            offset: pos,
-            data,
-            is_last_chunk: pos + n == end,
-        });
         permit.send(chunk);
         state.sharing.served.fetch_add(n, Ordering::Relaxed);
         pos += n;
@@ -394,4 +442,94 @@ pub(crate) async fn send(
         }
     }
     let _ = out.send(complete).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A connection registered for sharing, a transfer asked on it, and that transfer's id.
+    async fn asked(
+        sharing: &Arc<Sharing>,
+    ) -> (Registered, mpsc::Receiver<Piece>, ModelTransferRequest) {
+        let (out, mut sent) = mpsc::channel(4);
+        let conn = sharing.connect("peer".into(), true, out);
+        let rx = sharing.request(conn.key, "m", 0, 10).unwrap();
+        let Some(Message::ModelTransferRequest(req)) = sent.recv().await else {
+            panic!("a transfer request goes out")
+        };
+        (conn, rx, req)
+    }
+
+    fn json_chunk(id: &PeerUuid, data: &str) -> ModelTransferChunk {
+        ModelTransferChunk {
+            transfer_id: id.clone(),
+            file_name: "m.gguf".into(),
+            offset: 0,
+            data: data.into(),
+            is_last_chunk: false,
+        }
+    }
+
+    fn binary_chunk(id: &PeerUuid, data: &[u8]) -> HearthChunk {
+        HearthChunk::build(id.clone(), "m.gguf".into(), 0, false, data.len(), |b| {
+            b.extend_from_slice(data);
+            Ok::<(), ()>(())
+        })
+        .unwrap()
+    }
+
+    async fn next(rx: &mut mpsc::Receiver<Piece>) -> Result<Vec<u8>, String> {
+        match rx.recv().await {
+            Some(Piece::Chunk { data, .. }) => Ok(data.to_vec()),
+            Some(Piece::Bad(why)) => Err(why),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_request_asks_for_binary_chunks_and_either_kind_arrives_as_the_same_bytes() {
+        let sharing = Arc::new(Sharing::default());
+        let (conn, mut rx, req) = asked(&sharing).await;
+        assert!(req.binary_chunks, "a Hearth node takes binary chunks");
+        let id = req.transfer_id;
+        sharing
+            .deliver(
+                conn.key,
+                json_chunk(&id, &ModelTransferChunk::encode(b"hearth")),
+            )
+            .await;
+        assert_eq!(next(&mut rx).await.unwrap(), b"hearth");
+        sharing
+            .deliver_binary(conn.key, binary_chunk(&id, b"hearth"))
+            .await;
+        assert_eq!(next(&mut rx).await.unwrap(), b"hearth");
+        // Bad data, empty or over a megabyte, of either kind: refused.
+        sharing
+            .deliver(conn.key, json_chunk(&id, "not base64"))
+            .await;
+        assert!(next(&mut rx).await.is_err());
+        sharing.deliver(conn.key, json_chunk(&id, "")).await;
+        assert!(next(&mut rx).await.is_err());
+        sharing
+            .deliver_binary(conn.key, binary_chunk(&id, b""))
+            .await;
+        assert!(next(&mut rx).await.is_err());
+        let big = vec![7u8; CHUNK_BYTES as usize + 1];
+        sharing
+            .deliver_binary(conn.key, binary_chunk(&id, &big))
+            .await;
+        assert!(next(&mut rx).await.is_err());
+        // From another connection, or for another transfer: not this transfer's.
+        let (other, _rx2, _) = asked(&sharing).await;
+        sharing
+            .deliver_binary(other.key, binary_chunk(&id, b"x"))
+            .await;
+        let stranger = PeerUuid::from_bytes([3; 16]);
+        sharing
+            .deliver_binary(conn.key, binary_chunk(&stranger, b"x"))
+            .await;
+        drop(conn);
+        assert!(rx.recv().await.is_none(), "nothing else arrived");
+    }
 }

@@ -15,17 +15,21 @@
 //!   `inferenceChunk` keeps OpenAI's own `"finish_reason": null`.
 //! - A message name the document does not have is [`ClusterError::UnknownMessage`]: a newer
 //!   peer's message, which the connection skips.
-//! - One message is Hearth's own, sent only between Hearth nodes (inside their encrypted
-//!   transport): `hearthControl`, which pauses or resumes a running request.
+//! - Two messages are Hearth's own, sent only between Hearth nodes (inside their encrypted
+//!   transport): `hearthControl`, which pauses or resumes a running request, and the binary
+//!   model chunk ([`HearthChunk`], not JSON: [`decode_owned`] tells it by its first byte).
 
+mod binary_chunk;
 mod handshake;
 mod health;
 mod ids;
 mod inference;
 mod models;
 
+pub use binary_chunk::{HearthChunk, BINARY_CHUNK_MARK};
 pub use handshake::{
-    DeviceInfo, Hardware, HearthHello, Hello, HEARTH_NOISE, PROTOCOL_VERSION, RPC_TUNNEL,
+    DeviceInfo, Hardware, HearthHello, Hello, HEARTH_NOISE, HEARTH_NOISE_AES, PROTOCOL_VERSION,
+    RPC_TUNNEL,
 };
 pub use health::{Heartbeat, ThermalLevel};
 pub use ids::{AppleTime, PeerUuid};
@@ -63,6 +67,8 @@ pub enum Message {
     ModelTransferComplete(ModelTransferComplete),
     /// Hearth's own, between Hearth nodes only: pause or resume a running request.
     HearthControl(HearthControl),
+    /// Hearth's own, between Hearth nodes only: a model chunk in binary.
+    HearthChunk(HearthChunk),
 }
 
 /// How a message's payload is laid out (see the module docs).
@@ -105,12 +111,29 @@ impl Message {
             Self::ModelTransferChunk(_) => "modelTransferChunk",
             Self::ModelTransferComplete(_) => "modelTransferComplete",
             Self::HearthControl(_) => "hearthControl",
+            Self::HearthChunk(_) => "hearthChunk",
         }
     }
 }
 
-/// Read one frame's JSON as a cluster message, and the shape it came in.
+/// Read one frame as a cluster message, and the shape it came in: its JSON, or a binary chunk
+/// (whose bytes stay in `bytes`, not copied).
+pub fn decode_owned(bytes: Vec<u8>) -> Result<(Message, Shape), ClusterError> {
+    if bytes.first() == Some(&BINARY_CHUNK_MARK) {
+        return Ok((
+            Message::HearthChunk(HearthChunk::decode(bytes)?),
+            Shape::Wrapped,
+        ));
+    }
+    decode(&bytes)
+}
+
+/// Read one frame's JSON (or a binary chunk, copied) as a cluster message, and the shape it
+/// came in.
 pub fn decode(bytes: &[u8]) -> Result<(Message, Shape), ClusterError> {
+    if bytes.first() == Some(&BINARY_CHUNK_MARK) {
+        return decode_owned(bytes.to_vec());
+    }
     let object: Map<String, Value> =
         serde_json::from_slice(bytes).map_err(|e| ClusterError::NotJson(e.to_string()))?;
     if object.len() != 1 {
@@ -176,6 +199,15 @@ pub fn encode(message: &Message, shape: Shape) -> Vec<u8> {
         Message::ModelTransferChunk(p) => write_chunk(message.name(), p, shape),
         Message::ModelTransferComplete(p) => write(message.name(), p, shape),
         Message::HearthControl(p) => write(message.name(), p, shape),
+        Message::HearthChunk(c) => c.wire().to_vec(),
+    }
+}
+
+/// [`encode`], taking the message: a binary chunk is its bytes as they are (not copied).
+pub fn encode_owned(message: Message, shape: Shape) -> Vec<u8> {
+    match message {
+        Message::HearthChunk(c) => c.into_wire().0,
+        other => encode(&other, shape),
     }
 }
 

@@ -1,7 +1,8 @@
 //! Model sharing between peers: `modelQuery` / `modelQueryResponse` (who has a model, and
 //! its size), then `modelTransferRequest`, the `modelTransferChunk`s (1 MiB of a file each,
 //! base64, with its byte offset) and `modelTransferComplete`. Hearth adds the file's SHA-256
-//! to the answer and a byte range to the request; TealeNet peers ignore both.
+//! to the answer, and a byte range and the offer to take binary chunks to the request;
+//! TealeNet peers ignore them.
 
 use serde::{Deserialize, Serialize};
 
@@ -38,6 +39,14 @@ pub struct ModelTransferRequest {
     pub offset: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub length: Option<u64>,
+    /// Hearth's extension: the chunks may come as [`super::HearthChunk`]s (a Hearth node asks;
+    /// a Hearth sender over the encrypted transport answers so, any other ignores it).
+    #[serde(
+        rename = "binaryChunks",
+        default,
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    pub binary_chunks: bool,
 }
 
 /// One chunk of one file. The reference sets `isLastChunk` only on the last chunk of the last
