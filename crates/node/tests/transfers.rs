@@ -104,9 +104,17 @@ async fn a_model_comes_from_two_peers_at_once_is_verified_and_serves() {
         .post("/api/models/downloads", &json!({"model": "../tiny"}))
         .await;
     assert_eq!(r.status(), 400);
-    start_download(&c.base).await;
-    let end = finished(&c.base).await;
+    // Asked to wait: the answer comes once the transfer is over.
+    let r = c
+        .post(
+            "/api/models/downloads",
+            &json!({"model": "tiny", "wait": true}),
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    let end: Value = r.json().await.unwrap();
     assert_eq!(end["state"], "done", "{end}");
+    assert_eq!(download_at(&c.base).await.unwrap(), end);
     let mut sources: Vec<&str> = end["sources"]
         .as_array()
         .unwrap()

@@ -284,8 +284,13 @@ impl Downloads {
                 })
                 .collect();
             if !fresh.is_empty() {
+                // The peers it comes from: those it came from so far stay listed.
                 self.update(job, |p| {
-                    p.sources = fresh.iter().map(|o| o.peer.clone()).collect();
+                    for o in &fresh {
+                        if !p.sources.contains(&o.peer) {
+                            p.sources.push(o.peer.clone());
+                        }
+                    }
                 });
                 *lock(&shared.offers) = fresh;
             }
@@ -339,18 +344,29 @@ impl Downloads {
             }
             let (file, hashed) = (shared.file.clone(), shared.hashed.clone());
             let n = data.len() as u64;
-            tokio::task::spawn_blocking(move || {
-                std::os::unix::fs::FileExt::write_all_at(&*file, &data, offset)?;
-                let mut h = lock(&hashed);
-                if h.1 == offset {
+            // Written and hashed at once, on two threads (the hash is fed in order: the next
+            // chunk waits for both).
+            let due = lock(&hashed).1 == offset;
+            let hash = due.then(|| {
+                let data = data.clone();
+                tokio::task::spawn_blocking(move || {
+                    let mut h = lock(&hashed);
                     h.0.update(&data);
                     h.1 += n;
-                }
-                Ok::<_, std::io::Error>(())
-            })
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())?;
+                })
+            });
+            let write = tokio::task::spawn_blocking(move || {
+                std::os::unix::fs::FileExt::write_all_at(&*file, &data, offset)
+            });
+            if let Some(hash) = hash {
+                hash.await.map_err(|e| e.to_string())?;
+            }
+            let written = write.await.map_err(|e| e.to_string());
+            if let Err(e) = written.and_then(|w| w.map_err(|e| e.to_string())) {
+                // The hash has bytes the file may not: verifying reads the whole file instead.
+                *lock(&shared.hashed) = (sha2::Sha256::new(), 0);
+                return Err(e);
+            }
             lock(&shared.segments)[i].done += n;
             let received = shared.received.fetch_add(n, Ordering::Relaxed) + n;
             since_note += n;

@@ -1,5 +1,6 @@
 //! Downloads for the Models page: `POST /api/models/downloads` (`{"model":
-//! "OWNER/REPO/FILE.gguf"}`) starts one, `GET` lists them with their progress, `DELETE
+//! "OWNER/REPO/FILE.gguf"}`) starts one (with `"wait": true`, answers when it is over), `GET`
+//! lists them with their progress, `DELETE
 //! /api/models/downloads/{id}` cancels one. A finished file is in the models folder, where a
 //! request naming it loads it.
 
@@ -21,8 +22,11 @@ use crate::models::DownloadError;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct StartBody {
-    /// `OWNER/REPO/FILE.gguf`, as on the hub.
+    /// `OWNER/REPO/FILE.gguf`, as on the hub, or a model name the cluster's peers have.
     model: String,
+    /// Answer once the download is over (a script's way to wait without asking again).
+    #[serde(default)]
+    wait: bool,
 }
 
 pub(crate) fn failure(e: &DownloadError) -> ApiFailure {
@@ -43,7 +47,13 @@ pub(crate) async fn start(
         .downloads
         .start(&body.model)
         .map_err(|e| failure(&e))?;
-    Ok((StatusCode::ACCEPTED, Json(progress)).into_response())
+    if !body.wait {
+        return Ok((StatusCode::ACCEPTED, Json(progress)).into_response());
+    }
+    // Over: the download's last progress, whether it was done, failed or cancelled (the
+    // download goes on if the client leaves first).
+    let over = state.downloads.wait(&progress.id).await.unwrap_or(progress);
+    Ok(Json(over).into_response())
 }
 
 pub(crate) async fn list(State(state): State<Arc<AppState>>) -> Response {
