@@ -2,16 +2,41 @@
 //! 4-byte big-endian length and JSON, every message in the `_0` envelope, chunks of 1 MiB in
 //! base64), written from NOTES.md and protocols/cluster-messages.md: the peer says hello, asks
 //! for the model and writes each chunk at its offset until `modelTransferComplete`. Timed
-//! from the request to the last byte written, as TealeNet does it (it checks no hash).
+//! from the request to the last byte written, as TealeNet does it (it checks no hash). The
+//! peer keeps its buffers from chunk to chunk, so what is timed is the node's serving.
 
+use std::borrow::Cow;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use hearth_protocol::cluster::ModelTransferChunk;
+use serde::Deserialize;
 use serde_json::{json, Value};
+
+/// What the peer reads of a frame: a chunk (borrowed from the frame, `\/` escapes and all),
+/// the end of the transfer, or anything else (skipped).
+#[derive(Deserialize)]
+struct Frame<'a> {
+    #[serde(rename = "modelTransferChunk", borrow)]
+    chunk: Option<Wrapped<'a>>,
+    #[serde(rename = "modelTransferComplete")]
+    complete: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct Wrapped<'a> {
+    #[serde(rename = "_0", borrow)]
+    inner: ChunkIn<'a>,
+}
+
+#[derive(Deserialize)]
+struct ChunkIn<'a> {
+    offset: u64,
+    #[serde(borrow)]
+    data: Cow<'a, str>,
+}
 
 fn send(sock: &mut TcpStream, name: &str, payload: Value) -> Result<()> {
     let body = serde_json::to_vec(&json!({ name: { "_0": payload } }))?;
@@ -20,12 +45,19 @@ fn send(sock: &mut TcpStream, name: &str, payload: Value) -> Result<()> {
     Ok(())
 }
 
-/// The next message: its name and its payload (out of the `_0` envelope).
-fn recv(sock: &mut TcpStream) -> Result<(String, Value)> {
+/// The next frame's bytes, into `body` (kept from frame to frame).
+fn read_frame(sock: &mut TcpStream, body: &mut Vec<u8>) -> Result<()> {
     let mut head = [0u8; 4];
     sock.read_exact(&mut head)?;
-    let mut body = vec![0u8; u32::from_be_bytes(head) as usize];
-    sock.read_exact(&mut body)?;
+    body.resize(u32::from_be_bytes(head) as usize, 0);
+    sock.read_exact(body)?;
+    Ok(())
+}
+
+/// The next message: its name and its payload (out of the `_0` envelope).
+fn recv(sock: &mut TcpStream) -> Result<(String, Value)> {
+    let mut body = Vec::new();
+    read_frame(sock, &mut body)?;
     let Value::Object(m) = serde_json::from_slice(&body)? else {
         bail!("a frame that is not a JSON object");
     };
@@ -66,22 +98,27 @@ pub(crate) fn fetch(port: u16, name: &str, to: &Path) -> Result<Duration> {
         "modelTransferRequest",
         json!({"transferID": tid, "modelID": name}),
     )?;
+    // The frame and the decoded chunk, each in one buffer kept from chunk to chunk.
+    let (mut body, mut bytes) = (Vec::new(), Vec::new());
     let mut written = 0u64;
     loop {
-        let (kind, payload) = recv(&mut sock)?;
-        match kind.as_str() {
-            "modelTransferChunk" => {
-                let chunk: ModelTransferChunk = serde_json::from_value(payload)?;
-                let bytes = chunk.bytes().context("a chunk that is not base64")?;
-                if chunk.offset != written {
-                    bail!("a chunk at {} where {written} was due", chunk.offset);
-                }
-                out.write_all(&bytes)?;
-                written += bytes.len() as u64;
-            }
-            "modelTransferComplete" => break,
-            _ => {}
+        read_frame(&mut sock, &mut body)?;
+        let frame: Frame<'_> = serde_json::from_slice(&body)?;
+        if frame.complete.is_some() {
+            break;
         }
+        let Some(Wrapped { inner: chunk }) = frame.chunk else {
+            continue;
+        };
+        bytes.clear();
+        base64_simd::STANDARD
+            .decode_append(chunk.data.as_bytes(), &mut bytes)
+            .context("a chunk that is not base64")?;
+        if chunk.offset != written {
+            bail!("a chunk at {} where {written} was due", chunk.offset);
+        }
+        out.write_all(&bytes)?;
+        written += bytes.len() as u64;
     }
     out.flush()?;
     if written == 0 {

@@ -44,6 +44,12 @@ async fn tcp_copy(file: &Path, to: &Path) -> Result<Duration> {
     .await?
 }
 
+/// Read `file` whole, so that its pages are in the page cache.
+fn warm(file: &Path) -> Result<()> {
+    std::io::copy(&mut std::fs::File::open(file)?, &mut std::io::sink())?;
+    Ok(())
+}
+
 async fn cluster_port(http: &reqwest::Client, base: &str) -> Result<u64> {
     let status: Value = http
         .get(format!("{base}/api/status"))
@@ -56,40 +62,29 @@ async fn cluster_port(http: &reqwest::Client, base: &str) -> Result<u64> {
         .context("the source's cluster port")
 }
 
-/// One transfer of `name` to the node at `base`: from the request to the verified file.
+/// One transfer of `name` to the node at `base`: from the request to the verified file (the
+/// node answers once it is over, so nothing polls it meanwhile).
 async fn fetch(http: &reqwest::Client, base: &str, name: &str) -> Result<Duration> {
     let started = Instant::now();
     let r = http
         .post(format!("{base}/api/models/downloads"))
-        .json(&json!({"model": name}))
+        .json(&json!({"model": name, "wait": true}))
+        .timeout(TRANSFER_LIMIT)
         .send()
         .await?;
-    if r.status().as_u16() != 202 {
-        bail!("starting the transfer: {} {}", r.status(), r.text().await?);
+    if r.status().as_u16() != 200 {
+        bail!("the transfer: {} {}", r.status(), r.text().await?);
     }
-    let file = format!("{name}.gguf");
-    while started.elapsed() < TRANSFER_LIMIT {
-        let all: Value = http
-            .get(format!("{base}/api/models/downloads"))
-            .send()
-            .await?
-            .json()
-            .await?;
-        let d = all["downloads"]
-            .as_array()
-            .and_then(|a| a.iter().find(|d| d["id"] == file.as_str()).cloned())
-            .unwrap_or_default();
-        match d["state"].as_str() {
-            Some("done") => return Ok(started.elapsed()),
-            Some("failed" | "cancelled") => bail!("the transfer ended: {d}"),
-            _ => tokio::time::sleep(Duration::from_millis(10)).await,
-        }
+    let took = started.elapsed();
+    let end: Value = r.json().await?;
+    if end["state"] != "done" {
+        bail!("the transfer ended: {end}");
     }
-    bail!("the transfer took longer than {TRANSFER_LIMIT:?}")
+    Ok(took)
 }
 
 pub(crate) async fn figures(model: &Path, node_bin: &Path, quick: bool) -> Result<Vec<Figure>> {
-    let rounds = if quick { 2 } else { 5 };
+    let rounds = if quick { 2 } else { 9 };
     let source_dir = tempfile::tempdir()?;
     let shared = source_dir.path().join("tiny.gguf");
     if std::fs::hard_link(model, &shared).is_err() {
@@ -116,23 +111,38 @@ pub(crate) async fn figures(model: &Path, node_bin: &Path, quick: bool) -> Resul
     let copy = target_dir.path().join("copy.bin");
     let teale_port = u16::try_from(cluster_port(&http, &compat.base()).await?)?;
     let teale_file = target_dir.path().join("teale.bin");
+    // The compatibility connection's first transfer too.
+    let to = teale_file.clone();
+    tokio::task::spawn_blocking(move || crate::tealenet::fetch(teale_port, "tiny", &to)).await??;
+    std::fs::remove_file(&teale_file)?;
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     for round in 1..=rounds {
         eprintln!(
             "round {round}/{rounds}: a model from a peer, by a TealeNet peer, and a plain TCP copy"
         );
         std::fs::remove_file(&landed)?;
+        // Each reads the file from the page cache (this machine may page out what it has not
+        // used for a while): the first would pay the disk for the others.
+        warm(model)?;
         let plain = tcp_copy(model, &copy).await?;
         std::fs::remove_file(&copy)?;
+        warm(model)?;
         let took = fetch(&http, &base, "tiny").await?;
         hearth.push(ms(took));
         floor.push(ms(plain));
         ratios.push(plain.as_secs_f64() / took.as_secs_f64());
+        warm(model)?;
         let to = teale_file.clone();
         let by_teale =
             tokio::task::spawn_blocking(move || crate::tealenet::fetch(teale_port, "tiny", &to))
                 .await??;
         std::fs::remove_file(&teale_file)?;
+        eprintln!(
+            "  copy {:.0} ms, from a peer {:.0} ms, by a TealeNet peer {:.0} ms",
+            ms(plain),
+            ms(took),
+            ms(by_teale)
+        );
         teale.push(ms(by_teale));
         teale_ratios.push(plain.as_secs_f64() / by_teale.as_secs_f64());
     }
