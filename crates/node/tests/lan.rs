@@ -214,10 +214,17 @@ async fn the_lan_toggle_needs_a_key_there_and_closes_the_door_when_off() {
     // A fixed free port: the node keeps its port across rebinds.
     let port = free_port();
     let ollama_port = free_port();
+    // The model is a link in the models folder, as an imported one is.
+    let models = tempfile::tempdir().unwrap();
+    let model = common::model_path();
+    let linked = models.path().join(model.file_name().unwrap());
+    std::os::unix::fs::symlink(&model, &linked).unwrap();
     let t = TestNode::start_with(|c| {
         c.parallel = 1;
         c.port = port;
         c.ollama_port = Some(ollama_port);
+        c.models_dir = models.path().to_path_buf();
+        c.model = Some(linked.to_string_lossy().into_owned());
     })
     .await;
     let node = t.node().clone();
@@ -344,6 +351,44 @@ async fn the_lan_toggle_needs_a_key_there_and_closes_the_door_when_off() {
     ]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON answer");
     assert_eq!(v["usage"]["completion_tokens"], 3, "{v}");
+    // Paths on this machine are shown to this machine only: the models folder, where an
+    // imported model's file is, the file in Ollama's Modelfile.
+    let (status, lan) = ns.get(&lan_url("/api/models"), Some(&secret));
+    assert_eq!(status, 200, "{lan}");
+    let here = t.get_json("/api/models").await;
+    let dir = models.path().to_string_lossy().into_owned();
+    assert_eq!(here["models_dir"], dir.as_str(), "{here}");
+    assert_eq!(
+        here["models"][0]["linked_to"],
+        model.to_string_lossy().as_ref()
+    );
+    assert_eq!(lan["models"][0]["imported"], true, "{lan}");
+    assert_eq!(here["models"][0]["imported"], true, "{here}");
+    let lan_text = lan.to_string();
+    assert!(lan["models"][0].get("linked_to").is_none(), "{lan}");
+    assert!(
+        !lan_text.contains(&dir) && !lan_text.contains("/root"),
+        "{lan}"
+    );
+    let show = json!({"model": here["models"][0]["id"]}).to_string();
+    let (status, lan_show) = ns.post(&lan_url("/api/show"), Some(&secret), &show);
+    assert_eq!(status, 200, "{lan_show}");
+    let from = |show: &serde_json::Value| {
+        let file = show["modelfile"].as_str().unwrap_or_default();
+        file.lines()
+            .find_map(|l| l.strip_prefix("FROM "))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(from(&lan_show), here["models"][0]["id"].as_str().unwrap());
+    let here_show = common::client()
+        .post(t.url("/api/show"))
+        .body(show)
+        .send()
+        .await
+        .unwrap();
+    let here_show: serde_json::Value = here_show.json().await.unwrap();
+    assert!(from(&here_show).starts_with(&dir), "{here_show}");
 
     // Back to loopback: nothing listens there again; this machine is still served.
     node.set_exposed(false).await.unwrap();

@@ -339,6 +339,7 @@ async fn models_of_ollama_and_lm_studio_are_imported_without_a_copy_and_serve() 
     for m in listed["models"].as_array().unwrap() {
         assert_eq!(m["size_bytes"], size, "{m}");
         assert!(m["linked_to"].as_str().is_some(), "{m}");
+        assert_eq!(m["imported"], true, "{m}");
     }
     // Ollama's digest is its blob's name: the file is not read to list it.
     let tags = t.get_json("/api/tags").await;

@@ -137,7 +137,9 @@ export interface ModelInfo {
   loads?: number;
   /** Seconds until it unloads unless used (a model loaded for a request). */
   unloads_in_s?: number;
-  /** Where the file is, for a model imported from another app. */
+  /** Imported from another app (a link to its file). */
+  imported?: boolean;
+  /** Where the linked file is (shown to this machine only). */
   linked_to?: string;
   shards?: number;
   error?: string;

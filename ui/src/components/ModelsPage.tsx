@@ -219,7 +219,7 @@ export function ModelsPage({ live, dispatch }: ModelsPageProps) {
                     ) : (
                       loadedRow && <span className="badge badge-ready">Loaded</span>
                     )}
-                    {m.linked_to && (
+                    {m.imported && (
                       <div className="muted model-link" data-testid="model-linked" title={m.linked_to}>
                         imported, used where it is
                       </div>
@@ -272,7 +272,7 @@ export function ModelsPage({ live, dispatch }: ModelsPageProps) {
                     )}
                     {!loadedRow && !loadingRow && confirming === m.id && (
                       <span className="confirm-delete" data-testid="model-delete-ask">
-                        {m.linked_to ? 'Remove the link (the other app keeps its file)?' : `Delete ${m.file} from the disk?`}{' '}
+                        {m.imported ? 'Remove the link (the other app keeps its file)?' : `Delete ${m.file} from the disk?`}{' '}
                         <button type="button" className="btn btn-danger" data-testid="model-delete-confirm" disabled={pending} onClick={() => void remove(m)}>
                           Delete
                         </button>{' '}

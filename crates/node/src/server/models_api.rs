@@ -44,6 +44,9 @@ struct ModelRow {
     unloads_in_s: Option<u64>,
     /// The cluster's peers that have it loaded.
     on_peers: Vec<String>,
+    /// Imported from another app: a link to its file (whose path, `linked_to`, only this
+    /// machine is shown).
+    imported: bool,
 }
 
 /// Each model the cluster's peers have loaded, and which peers.
@@ -77,6 +80,7 @@ fn model_row(host: &ModelHost, file: ModelFile, peers: &[(String, Vec<String>)])
         .unwrap_or_default();
     ModelRow {
         on_peers,
+        imported: file.linked_to.is_some(),
         loaded: state == "loaded",
         state,
         loads: host.loads(&file.id),
@@ -89,7 +93,10 @@ fn model_row(host: &ModelHost, file: ModelFile, peers: &[(String, Vec<String>)])
 
 pub(crate) async fn list_models(
     State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
 ) -> Result<Response, ApiFailure> {
+    // Paths on this machine (its user's home, often) are for this machine only.
+    let here = peer.ip().to_canonical().is_loopback();
     let model_state = state.host.state().borrow().clone();
     let status = ModelStatus::of(&model_state);
     let registry = state.router.registry().clone();
@@ -105,7 +112,13 @@ pub(crate) async fn list_models(
         .sum();
     let models: Vec<ModelRow> = files
         .into_iter()
-        .map(|f| model_row(&state.host, f, &peers))
+        .map(|f| {
+            let mut row = model_row(&state.host, f, &peers);
+            if !here {
+                row.file.linked_to = None;
+            }
+            row
+        })
         .collect();
     // Models only peers have: offered for a transfer.
     let from_peers: Vec<serde_json::Value> = peers
@@ -113,16 +126,18 @@ pub(crate) async fn list_models(
         .filter(|(id, _)| !models.iter().any(|m| m.file.id.matches(id)))
         .map(|(id, names)| json!({"id": id, "peers": names}))
         .collect();
-    Ok(Json(json!({
+    let mut body = json!({
         "models": models,
         "disk_bytes": disk_bytes,
         "from_peers": from_peers,
         "loaded": status.id,
         "loaded_models": state.host.loaded_models(),
         "state": status.state,
-        "models_dir": state.models_dir.display().to_string(),
-    }))
-    .into_response())
+    });
+    if here {
+        body["models_dir"] = state.models_dir.display().to_string().into();
+    }
+    Ok(Json(body).into_response())
 }
 
 #[derive(Debug, Deserialize)]

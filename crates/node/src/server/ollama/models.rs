@@ -201,8 +201,11 @@ impl Described {
 
 pub(crate) async fn show(
     State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<ShowResponse>, Reply> {
+    // The file's path only for this machine; a LAN client is told the model's name.
+    let here = peer.ip().to_canonical().is_loopback();
     let body = read_body(body)?;
     let wire: ShowBody = parse_body(&body)?;
     let requested = wire.model_name()?;
@@ -236,6 +239,7 @@ pub(crate) async fn show(
         d.name,
         d.path
             .as_ref()
+            .filter(|_| here)
             .map_or_else(|| d.name.clone(), |p| p.display().to_string())
     );
     if !template.is_empty() {
