@@ -2,7 +2,8 @@
 //! `modelTransferRequest`, 1 MiB `modelTransferChunk`s): from two peers at once, each sending a
 //! range; a receiver killed (`kill -9`) mid-transfer resumes from its partial file when it
 //! starts again; a peer whose announced SHA-256 is not its file's is caught, and the partial
-//! deleted; names with a path are refused. The file is the default model under another name.
+//! deleted; names with a path are refused; a transfer the receiver gives up stops being sent.
+//! The file is the default model under another name.
 
 mod common;
 
@@ -251,6 +252,53 @@ async fn a_peer_whose_file_is_not_what_it_announces_is_caught() {
     );
     assert!(!empty.path().join("tiny.gguf").exists());
     assert!(!empty.path().join(".downloads/tiny.gguf.part").exists());
+    c.stop().await;
+    a.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transfer_given_up_by_its_receiver_stops_being_sent() {
+    let da = folder_with_tiny();
+    // About 9 s for the whole file: time to cancel part way.
+    let a = source("peer-a", da.path(), Some(Duration::from_millis(100))).await;
+    let empty = tempfile::tempdir().unwrap();
+    let (dir, peers) = (empty.path().to_path_buf(), vec![cluster_addr(&a)]);
+    let c = TestNode::start_with(move |c| {
+        without_model(c, &dir);
+        c.cluster = common::cluster_config(peers);
+    })
+    .await;
+    wait_for_secs(30, async || peers_seen(&c.base).await == 1, "the peer").await;
+    start_download(&c.base).await;
+    wait_for_secs(
+        60,
+        async || {
+            download_at(&c.base)
+                .await
+                .and_then(|d| d["received"].as_u64())
+                .is_some_and(|r| r >= 3 << 20)
+        },
+        "3 MiB arrive",
+    )
+    .await;
+    let r = common::client()
+        .delete(format!("{}/api/models/downloads/tiny.gguf", c.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(finished(&c.base).await["state"], "cancelled");
+    // The peer stops within a chunk or two of being told, well before the file's end.
+    let served = async || {
+        a.get_json("/api/cluster").await["model_bytes_served"]
+            .as_u64()
+            .unwrap()
+    };
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let stopped_at = served().await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(served().await, stopped_at, "still sending");
+    assert!(stopped_at < model_size() / 2, "{stopped_at}");
     c.stop().await;
     a.stop().await;
 }

@@ -13,7 +13,8 @@
 //! - the peer serves this node's route as a provider ([`super::provider`]): requests placed on
 //!   it go out as `inferenceRequest`s and its answers come back to their supervisors;
 //! - model sharing goes over it ([`super::sharing`]): the peer's queries and transfers are
-//!   served, and this node's get their answers (a Hearth peer's chunks may be binary);
+//!   served (until done, or until the peer sends `modelTransferComplete` for one: it gave it
+//!   up), and this node's get their answers (a Hearth peer's chunks may be binary);
 //! - a frame that is not a message of the document is skipped; one announced over the size
 //!   limit (or that does not decrypt) closes the connection, and so does a peer that takes
 //!   nothing written to it for the node's write timeout.
@@ -115,6 +116,7 @@ pub(crate) async fn run(
         share_stop: CancellationToken::new(),
         transfers_out: None,
         serving: Arc::new(tokio::sync::Semaphore::new(super::sharing::SERVED_AT_ONCE)),
+        served: Served::default(),
     }
     .serve(&mut link, provider_rx, &stop)
     .await;
@@ -167,7 +169,13 @@ struct Session {
     share_stop: CancellationToken,
     transfers_out: Option<mpsc::Sender<Message>>,
     serving: Arc<tokio::sync::Semaphore>,
+    /// The transfers served on this connection, each stopped when the peer says it is done
+    /// with it (a `modelTransferComplete` for it) or when the connection ends.
+    served: Served,
 }
+
+/// Transfers being served, by id.
+type Served = Arc<std::sync::Mutex<HashMap<PeerUuid, CancellationToken>>>;
 
 /// A peer's request served here.
 #[derive(Debug)]
@@ -333,7 +341,13 @@ impl Session {
                     None
                 }
                 Ok((Message::ModelTransferComplete(c), _)) => {
-                    self.me.state.sharing.complete(self.share_key, c).await;
+                    let sharing = &self.me.state.sharing;
+                    if sharing.is_ours(self.share_key, &c.transfer_id) {
+                        sharing.complete(self.share_key, c).await;
+                    } else if let Some(stop) = lock_served(&self.served).remove(&c.transfer_id) {
+                        // The peer has given the transfer up: its chunks would be dropped.
+                        stop.cancel();
+                    }
                     None
                 }
                 Ok((m, _)) => self.on_message(m, out, done),
@@ -417,8 +431,11 @@ impl Session {
                 let state = self.me.state.clone();
                 let stop = self.share_stop.child_token();
                 let binary = self.kind == Kind::Hearth;
+                let (served, id) = (self.served.clone(), r.transfer_id.clone());
+                lock_served(&served).insert(id.clone(), stop.clone());
                 tokio::spawn(async move {
                     super::sharing::send(state, r, to, stop, binary).await;
+                    lock_served(&served).remove(&id);
                     drop(permit);
                 });
                 None
@@ -481,6 +498,10 @@ impl Session {
         });
         None
     }
+}
+
+fn lock_served(s: &Served) -> std::sync::MutexGuard<'_, HashMap<PeerUuid, CancellationToken>> {
+    s.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// An `inferenceError` for request `id`.

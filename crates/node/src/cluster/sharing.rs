@@ -77,13 +77,21 @@ struct Query {
     answers: mpsc::UnboundedSender<(u64, Option<Offer>)>,
 }
 
+/// One of this node's transfers: the connection it was asked on, the model, its writer.
+#[derive(Debug)]
+struct Asked {
+    conn: u64,
+    model: String,
+    tx: mpsc::Sender<Piece>,
+}
+
 /// The connections model sharing goes over, and this node's queries and transfers on them.
 #[derive(Debug, Default)]
 pub struct Sharing {
     next: AtomicU64,
     conns: Mutex<HashMap<u64, Conn>>,
     queries: Mutex<Vec<Query>>,
-    transfers: Mutex<HashMap<PeerUuid, (u64, mpsc::Sender<Piece>)>>,
+    transfers: Mutex<HashMap<PeerUuid, Asked>>,
     /// A pause after each chunk served (a hidden setting, for tests that stop a transfer
     /// part way).
     pace: Mutex<Option<Duration>>,
@@ -106,7 +114,7 @@ impl Drop for Registered {
     fn drop(&mut self) {
         lock(&self.sharing.conns).remove(&self.key);
         // Their senders dropped: each transfer's writer sees the source gone.
-        lock(&self.sharing.transfers).retain(|_, (conn, _)| *conn != self.key);
+        lock(&self.sharing.transfers).retain(|_, a| a.conn != self.key);
     }
 }
 
@@ -218,7 +226,12 @@ impl Sharing {
             .ok_or_else(|| "the peer is no longer connected".to_owned())?;
         let id = PeerUuid::from_bytes(*uuid::Uuid::new_v4().as_bytes());
         let (tx, rx) = mpsc::channel(PIECES_WAITING);
-        lock(&self.transfers).insert(id.clone(), (conn, tx));
+        let asked = Asked {
+            conn,
+            model: model.to_owned(),
+            tx,
+        };
+        lock(&self.transfers).insert(id.clone(), asked);
         let req = Message::ModelTransferRequest(ModelTransferRequest {
             transfer_id: id.clone(),
             model_id: model.to_owned(),
@@ -245,7 +258,7 @@ impl Sharing {
             Some(data) => piece(chunk.file_name, chunk.offset, Bytes::from(data)),
             None => Piece::Bad("a chunk that is not base64".into()),
         };
-        self.hand_over(tx, &chunk.transfer_id, piece).await;
+        self.hand_over(conn, tx, &chunk.transfer_id, piece).await;
     }
 
     /// A binary chunk (from a Hearth peer) for one of this node's transfers: as [`Self::deliver`].
@@ -257,17 +270,34 @@ impl Sharing {
         let (file_name, offset) = (chunk.file_name.clone(), chunk.offset);
         let (wire, at) = chunk.into_wire();
         let data = Bytes::from(wire).slice(at..);
-        self.hand_over(tx, &id, piece(file_name, offset, data))
+        self.hand_over(conn, tx, &id, piece(file_name, offset, data))
             .await;
     }
 
-    async fn hand_over(&self, tx: mpsc::Sender<Piece>, id: &PeerUuid, piece: Piece) {
-        match tokio::time::timeout(WRITER_WAIT, tx.send(piece)).await {
-            Ok(Ok(())) => {}
-            _ => {
-                lock(&self.transfers).remove(id);
-            }
+    /// A piece to its writer; a writer gone, or behind for [`WRITER_WAIT`], ends the transfer
+    /// and the peer is asked to stop sending it.
+    async fn hand_over(&self, conn: u64, tx: mpsc::Sender<Piece>, id: &PeerUuid, piece: Piece) {
+        if let Ok(Ok(())) = tokio::time::timeout(WRITER_WAIT, tx.send(piece)).await {
+            return;
         }
+        let Some(asked) = lock(&self.transfers).remove(id) else {
+            return;
+        };
+        // Hearth's use of the message from the receiving side: stop serving this transfer
+        // (only Hearth peers are asked for transfers).
+        let stop = Message::ModelTransferComplete(ModelTransferComplete {
+            transfer_id: id.clone(),
+            model_id: asked.model,
+        });
+        if let Some(c) = lock(&self.conns).get(&conn) {
+            let _ = c.out.try_send(stop);
+        }
+    }
+
+    /// Whether `id` is one of this node's transfers on `conn` (a `modelTransferComplete` for
+    /// any other is the peer asking this node to stop serving it).
+    pub(crate) fn is_ours(&self, conn: u64, id: &PeerUuid) -> bool {
+        self.sender(conn, id).is_some()
     }
 
     /// The end of one of this node's transfers, from connection `conn`.
@@ -275,9 +305,7 @@ impl Sharing {
         if self.sender(conn, &c.transfer_id).is_none() {
             return;
         }
-        let tx = lock(&self.transfers)
-            .remove(&c.transfer_id)
-            .map(|(_, tx)| tx);
+        let tx = lock(&self.transfers).remove(&c.transfer_id).map(|a| a.tx);
         if let Some(tx) = tx {
             let _ = tokio::time::timeout(WRITER_WAIT, tx.send(Piece::Complete)).await;
         }
@@ -287,8 +315,8 @@ impl Sharing {
     fn sender(&self, conn: u64, id: &PeerUuid) -> Option<mpsc::Sender<Piece>> {
         lock(&self.transfers)
             .get(id)
-            .filter(|(c, _)| *c == conn)
-            .map(|(_, tx)| tx.clone())
+            .filter(|a| a.conn == conn)
+            .map(|a| a.tx.clone())
     }
 }
 
@@ -448,17 +476,23 @@ pub(crate) async fn send(
 mod tests {
     use super::*;
 
-    /// A connection registered for sharing, a transfer asked on it, and that transfer's id.
+    /// A connection registered for sharing, a transfer asked on it (its pieces, the request)
+    /// and what goes out to the peer after it.
     async fn asked(
         sharing: &Arc<Sharing>,
-    ) -> (Registered, mpsc::Receiver<Piece>, ModelTransferRequest) {
+    ) -> (
+        Registered,
+        mpsc::Receiver<Piece>,
+        ModelTransferRequest,
+        mpsc::Receiver<Message>,
+    ) {
         let (out, mut sent) = mpsc::channel(4);
         let conn = sharing.connect("peer".into(), true, out);
         let rx = sharing.request(conn.key, "m", 0, 10).unwrap();
         let Some(Message::ModelTransferRequest(req)) = sent.recv().await else {
             panic!("a transfer request goes out")
         };
-        (conn, rx, req)
+        (conn, rx, req, sent)
     }
 
     fn json_chunk(id: &PeerUuid, data: &str) -> ModelTransferChunk {
@@ -490,7 +524,7 @@ mod tests {
     #[tokio::test]
     async fn a_request_asks_for_binary_chunks_and_either_kind_arrives_as_the_same_bytes() {
         let sharing = Arc::new(Sharing::default());
-        let (conn, mut rx, req) = asked(&sharing).await;
+        let (conn, mut rx, req, mut sent) = asked(&sharing).await;
         assert!(req.binary_chunks, "a Hearth node takes binary chunks");
         let id = req.transfer_id;
         sharing
@@ -521,7 +555,7 @@ mod tests {
             .await;
         assert!(next(&mut rx).await.is_err());
         // From another connection, or for another transfer: not this transfer's.
-        let (other, _rx2, _) = asked(&sharing).await;
+        let (other, _rx2, _, _) = asked(&sharing).await;
         sharing
             .deliver_binary(other.key, binary_chunk(&id, b"x"))
             .await;
@@ -529,7 +563,23 @@ mod tests {
         sharing
             .deliver_binary(conn.key, binary_chunk(&stranger, b"x"))
             .await;
-        drop(conn);
-        assert!(rx.recv().await.is_none(), "nothing else arrived");
+        assert!(rx.try_recv().is_err(), "nothing else arrived");
+        assert!(sent.try_recv().is_err(), "nothing asked of the peer yet");
+        // The writer gone: the next chunk ends the transfer and the peer is told to stop.
+        drop(rx);
+        sharing
+            .deliver_binary(conn.key, binary_chunk(&id, b"late"))
+            .await;
+        match sent.try_recv() {
+            Ok(Message::ModelTransferComplete(c)) => {
+                assert_eq!((c.transfer_id, c.model_id.as_str()), (id.clone(), "m"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(!sharing.is_ours(conn.key, &id));
+        sharing
+            .deliver_binary(conn.key, binary_chunk(&id, b"later"))
+            .await;
+        assert!(sent.try_recv().is_err(), "told once");
     }
 }
