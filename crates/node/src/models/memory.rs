@@ -32,15 +32,33 @@ pub fn estimate(size_bytes: u64, gguf: Option<&GgufInfo>, ctx_tokens: u64) -> u6
 }
 
 /// The memory models may take: the limit given, else [`budget_of`] the machine's memory now.
-pub fn budget(limit: Option<u64>, loaded_estimates: u64) -> u64 {
+/// `loaded_estimates` is what the loaded models are expected to hold, `loaded_weights` the part
+/// of it that is their mapped files.
+pub fn budget(limit: Option<u64>, loaded_estimates: u64, loaded_weights: u64) -> u64 {
+    budget_with(limit, machine(), loaded_estimates, loaded_weights)
+}
+
+/// [`budget`] with the machine's available and total memory given (none: unknown).
+fn budget_with(
+    limit: Option<u64>,
+    machine: Option<(u64, u64)>,
+    loaded_estimates: u64,
+    loaded_weights: u64,
+) -> u64 {
     if let Some(l) = limit {
         return l;
     }
     // Memory cannot be read here: only the limit given bounds the models.
-    let Some((available, total)) = machine() else {
+    let Some((available, total)) = machine else {
         return u64::MAX;
     };
-    budget_of(available, total, loaded_estimates)
+    // A loaded model's mapped weights sit in the page cache, which Linux counts as available
+    // already: only the rest of what it holds (its cache, its buffers) comes back on unloading.
+    budget_of(
+        available,
+        total,
+        loaded_estimates.saturating_sub(loaded_weights),
+    )
 }
 
 /// The machine's available and total memory now, in bytes.
@@ -50,11 +68,10 @@ pub fn machine() -> Option<(u64, u64)> {
     Some((sys.available_memory(), sys.total_memory()))
 }
 
-/// The memory available plus what the loaded models already take (it is theirs), never more
-/// than the machine has (Linux counts the page cache holding loaded models' mapped weights as
-/// available: they would count twice), less a tenth kept for everything else.
-pub fn budget_of(available: u64, total: u64, loaded_estimates: u64) -> u64 {
-    available.saturating_add(loaded_estimates).min(total) / 10 * 9
+/// The memory available plus what the loaded models hold besides their mapped weights (it is
+/// theirs), never more than the machine has, less a tenth kept for everything else.
+pub fn budget_of(available: u64, total: u64, loaded_besides_weights: u64) -> u64 {
+    available.saturating_add(loaded_besides_weights).min(total) / 10 * 9
 }
 
 #[cfg(test)]
@@ -89,8 +106,26 @@ mod tests {
         // Available counts the cached weights of the loaded models: capped at the machine's.
         assert_eq!(budget_of(10 * GIB, 16 * GIB, 8 * GIB), 16 * GIB / 10 * 9);
         assert_eq!(budget_of(4 * GIB, 16 * GIB, 2 * GIB), 6 * GIB / 10 * 9);
-        assert_eq!(budget(Some(123), 0), 123);
-        assert_eq!(budget(Some(7), u64::MAX), 7);
-        assert!(budget(None, 0) > 0);
+        assert_eq!(budget(Some(123), 0, 0), 123);
+        assert_eq!(budget(Some(7), u64::MAX, 0), 7);
+        assert!(budget(None, 0, 0) > 0);
+    }
+
+    #[test]
+    fn a_loaded_models_weights_count_once() {
+        const GIB: u64 = 1 << 30;
+        // 4 GiB available, 2 GiB of it the loaded model's weights in the page cache; the model
+        // holds half a GiB more (its cache): unloading it gives back that half only.
+        let machine = Some((4 * GIB, 16 * GIB));
+        let (estimate, weights) = (GIB * 5 / 2, 2 * GIB);
+        assert_eq!(
+            budget_with(None, machine, estimate, weights),
+            GIB * 9 / 2 / 10 * 9
+        );
+        // Nothing loaded: what is available.
+        assert_eq!(budget_with(None, machine, 0, 0), 4 * GIB / 10 * 9);
+        // A limit is the limit, whatever the machine; without memory figures, no bound.
+        assert_eq!(budget_with(Some(GIB), machine, estimate, weights), GIB);
+        assert_eq!(budget_with(None, None, estimate, weights), u64::MAX);
     }
 }

@@ -80,6 +80,8 @@ struct Entry {
     last_used: Instant,
     /// Its expected memory (see [`memory::estimate`]).
     estimate: u64,
+    /// The part of `estimate` that is its mapped file (the page cache holds it).
+    weights: u64,
     /// Loaded by the user (at start or in the UI): only memory or the user unloads it.
     pinned: bool,
     /// A client's keep-alive for it (Ollama's `keep_alive`), over the host's.
@@ -507,7 +509,7 @@ impl ModelHost {
                 percent: 0,
             });
         }
-        let estimate = self.estimate_of(&path);
+        let (estimate, weights) = self.need_of(&path);
         let (engine, evicted) = {
             let mut inner = self.lock();
             if let Some(e) = inner.entries.iter_mut().find(|e| &e.id == id) {
@@ -528,7 +530,8 @@ impl ModelHost {
                 evicted.push(inner.entries.remove(i).engine);
             }
             let used: u64 = inner.entries.iter().map(|e| e.estimate).sum();
-            let budget = memory::budget(self.settings.memory_limit, used);
+            let held: u64 = inner.entries.iter().map(|e| e.weights).sum();
+            let budget = memory::budget(self.settings.memory_limit, used, held);
             // The idle models to unload, least recently used first, chosen before any is
             // unloaded: when even all of them would not make room, none is. One that a request
             // found ready and is about to submit to is kept (see [`ModelHost::touch`]).
@@ -569,6 +572,7 @@ impl ModelHost {
                 engine: engine.clone(),
                 last_used: Instant::now(),
                 estimate,
+                weights,
                 pinned,
                 keep_alive: None,
                 serial,

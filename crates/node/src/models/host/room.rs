@@ -14,6 +14,11 @@ impl ModelHost {
     /// The memory the model in `path` is expected to take here: all of it, or in a split
     /// model's worker only the share of the layers not on the RPC servers.
     pub fn estimate_of(&self, path: &Path) -> u64 {
+        self.need_of(path).0
+    }
+
+    /// [`Self::estimate_of`], and the part of it that is the model's mapped weights here.
+    pub(super) fn need_of(&self, path: &Path) -> (u64, u64) {
         let gguf = hearth_engine::gguf::read(path).ok();
         let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         let size = match path.file_name().and_then(|f| f.to_str()) {
@@ -25,34 +30,46 @@ impl ModelHost {
             (Some(remote), Some(n)) if n > 0 => {
                 // `remote.layers` counts the output layer too (llama.cpp's offloaded units).
                 let here = (n + 1).saturating_sub(u64::from(remote.layers)).min(n);
-                u64::try_from(u128::from(whole) * u128::from(here) / u128::from(n))
-                    .unwrap_or(u64::MAX)
+                let share = |b: u64| {
+                    u64::try_from(u128::from(b) * u128::from(here) / u128::from(n))
+                        .unwrap_or(u64::MAX)
+                };
+                (share(whole), share(size))
             }
-            _ => whole,
+            _ => (whole, size.min(whole)),
         }
     }
 
-    /// The memory the loaded models (but `besides`) are expected to hold.
-    fn used(&self, besides: Option<&ModelId>) -> u64 {
+    /// The memory the loaded models (but `besides`) are expected to hold, and the part of it
+    /// that is their mapped weights.
+    fn used(&self, besides: Option<&ModelId>) -> (u64, u64) {
         self.lock()
             .entries
             .iter()
             .filter(|e| Some(&e.id) != besides)
-            .map(|e| e.estimate)
-            .sum()
+            .fold((0, 0), |(all, w), e| (all + e.estimate, w + e.weights))
+    }
+
+    /// The memory models may take here, given the loaded models (but `besides`).
+    fn budget(&self, besides: Option<&ModelId>) -> (u64, u64) {
+        let (used, weights) = self.used(besides);
+        (
+            memory::budget(self.settings.memory_limit, used, weights),
+            used,
+        )
     }
 
     /// The memory models may take here that the loaded ones (but `besides`) do not hold.
     pub fn free_for_models(&self, besides: Option<&ModelId>) -> u64 {
-        let used = self.used(besides);
-        memory::budget(self.settings.memory_limit, used).saturating_sub(used)
+        let (budget, used) = self.budget(besides);
+        budget.saturating_sub(used)
     }
 
     /// Whether the model in `path` needs more memory than models here may take even with
     /// every other one unloaded: what it needs and what they may take, when it does.
     pub fn too_large(&self, path: &Path) -> Option<(u64, u64)> {
         let need = self.estimate_of(path);
-        let budget = memory::budget(self.settings.memory_limit, self.used(None));
+        let (budget, _) = self.budget(None);
         (need > budget).then_some((need, budget))
     }
 }
