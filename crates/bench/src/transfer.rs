@@ -1,9 +1,9 @@
 //! A model fetched from a peer: two `hearth-node` processes on loopback, the receiver asking
-//! for the model by name (`POST /api/models/downloads`) until it is verified and in its folder
-//! — the query, 1 MiB base64 chunks over the encrypted cluster connection, the writes, the
-//! SHA-256 — against the floor measured in the same run: a plain TCP copy of the same file on
-//! loopback, read from disk and written to a file. And the same model fetched by a TealeNet
-//! peer over a compatibility connection (`tealenet`) against the same floor.
+//! for the model by name (`POST /api/models/downloads`, answered once it is verified and in its
+//! folder) — the query, 1 MiB binary chunks over the encrypted cluster connection, the writes,
+//! the SHA-256 — against the floor measured in the same round: a plain TCP copy of the same
+//! file on loopback, read from the page cache and written to a file. And the same model fetched
+//! by a TealeNet peer over a compatibility connection (`tealenet`) against the same floor.
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -358,19 +358,25 @@ async fn the_lan_toggle_needs_a_key_there_and_closes_the_door_when_off() {
     let here = t.get_json("/api/models").await;
     let dir = models.path().to_string_lossy().into_owned();
     assert_eq!(here["models_dir"], dir.as_str(), "{here}");
-    assert_eq!(
-        here["models"][0]["linked_to"],
-        model.to_string_lossy().as_ref()
-    );
-    assert_eq!(lan["models"][0]["imported"], true, "{lan}");
-    assert_eq!(here["models"][0]["imported"], true, "{here}");
+    let real = |list: &serde_json::Value| {
+        list["models"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["file"] == model.file_name().unwrap().to_str().unwrap())
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(real(&here)["linked_to"], model.to_string_lossy().as_ref());
+    assert_eq!(real(&lan)["imported"], true, "{lan}");
+    assert_eq!(real(&here)["imported"], true, "{here}");
     let lan_text = lan.to_string();
-    assert!(lan["models"][0].get("linked_to").is_none(), "{lan}");
+    assert!(real(&lan).get("linked_to").is_none(), "{lan}");
     assert!(
         !lan_text.contains(&dir) && !lan_text.contains("/root"),
         "{lan}"
     );
-    let show = json!({"model": here["models"][0]["id"]}).to_string();
+    let show = json!({"model": real(&here)["id"]}).to_string();
     let (status, lan_show) = ns.post(&lan_url("/api/show"), Some(&secret), &show);
     assert_eq!(status, 200, "{lan_show}");
     let from = |show: &serde_json::Value| {
@@ -380,7 +386,7 @@ async fn the_lan_toggle_needs_a_key_there_and_closes_the_door_when_off() {
             .unwrap_or_default()
             .to_owned()
     };
-    assert_eq!(from(&lan_show), here["models"][0]["id"].as_str().unwrap());
+    assert_eq!(from(&lan_show), real(&here)["id"].as_str().unwrap());
     let here_show = common::client()
         .post(t.url("/api/show"))
         .body(show)

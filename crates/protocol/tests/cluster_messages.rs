@@ -321,20 +321,20 @@ fn hearths_binary_chunk_and_the_request_that_offers_to_take_it() {
     let Message::ModelTransferRequest(mut req) = m else {
         panic!()
     };
-    assert!(!req.binary_chunks);
+    assert_eq!(req.binary_chunks, 0);
     let plain: Value = serde_json::from_slice(&encode(
         &Message::ModelTransferRequest(req.clone()),
         Shape::Plain,
     ))
     .unwrap();
     assert_eq!(plain, examples()[8], "nothing added when not asked");
-    req.binary_chunks = true;
+    req.binary_chunks = hearth_protocol::cluster::BINARY_CHUNK_VERSION;
     let asked: Value = serde_json::from_slice(&encode(
         &Message::ModelTransferRequest(req.clone()),
         Shape::Plain,
     ))
     .unwrap();
-    assert_eq!(asked["modelTransferRequest"]["binaryChunks"], true);
+    assert_eq!(asked["modelTransferRequest"]["binaryChunks"], 1);
     let (back, _) = decode(&bytes(&asked)).unwrap();
     assert_eq!(back, Message::ModelTransferRequest(req));
     // A binary chunk goes out as its bytes and reads back by its first byte, JSON or not.

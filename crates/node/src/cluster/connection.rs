@@ -421,8 +421,11 @@ impl Session {
             }
             Message::ModelTransferRequest(r) => {
                 // A few at once per connection: each holds a chunk while it waits to go out.
+                // One whose id is being served already is answered empty too.
                 let to = self.transfers_out.clone()?;
-                let Ok(permit) = self.serving.clone().try_acquire_owned() else {
+                let again = lock_served(&self.served).contains_key(&r.transfer_id);
+                let permit = self.serving.clone().try_acquire_owned().ok();
+                let Some(permit) = permit.filter(|_| !again) else {
                     return Some(Message::ModelTransferComplete(cm::ModelTransferComplete {
                         transfer_id: r.transfer_id,
                         model_id: r.model_id,

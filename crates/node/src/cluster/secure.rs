@@ -1,7 +1,7 @@
 //! The encrypted transport between Hearth nodes: Noise XXpsk3 (`snow`, its ciphers from
 //! `ring`) over the cluster's length-delimited frames, one Noise message per frame. The cipher
-//! is ChaCha20-Poly1305, or AES-256-GCM when both machines have AES instructions ([`choose`]). The pre-shared key is the passcode
-//! through Argon2id, so neither the passcode nor its hash crosses the LAN and a wrong one
+//! is ChaCha20-Poly1305, or AES-256-GCM when both machines have AES instructions ([`choose`]).
+//! The pre-shared key is the passcode through Argon2id, so neither the passcode nor its hash crosses the LAN and a wrong one
 //! fails the handshake; each side's Noise static key is signed by its Ed25519 device identity,
 //! whose key also gives its device id, so a peer cannot claim another's id.
 //!
@@ -306,9 +306,14 @@ pub(crate) fn seal_into(
         out.put_u32(u32::try_from(sealed_len).expect("a piece is under 64 KiB"));
         let at = out.len();
         out.resize(at + sealed_len, 0);
-        let n = t
-            .write_message(&piece_plain, &mut out[at..])
-            .map_err(|e| format!("encrypting failed: {e}"))?;
+        let n = match t.write_message(&piece_plain, &mut out[at..]) {
+            Ok(n) => n,
+            Err(e) => {
+                // Nothing of the message stays in the buffer.
+                out.truncate(before);
+                return Err(format!("encrypting failed: {e}"));
+            }
+        };
         debug_assert_eq!(n, sealed_len);
         if !more {
             return Ok(out.len() - before);

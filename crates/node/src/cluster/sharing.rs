@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use hearth_protocol::cluster::{
     HearthChunk, Message, ModelQuery, ModelQueryResponse, ModelTransferChunk,
-    ModelTransferComplete, ModelTransferRequest, PeerUuid,
+    ModelTransferComplete, ModelTransferRequest, PeerUuid, BINARY_CHUNK_VERSION,
 };
 use tokio::sync::mpsc;
 use tokio_util::bytes::Bytes;
@@ -237,7 +237,7 @@ impl Sharing {
             model_id: model.to_owned(),
             offset: Some(offset),
             length: Some(length),
-            binary_chunks: true,
+            binary_chunks: BINARY_CHUNK_VERSION,
         });
         if out.try_send(req).is_err() {
             lock(&self.transfers).remove(&id);
@@ -289,8 +289,13 @@ impl Sharing {
             transfer_id: id.clone(),
             model_id: asked.model,
         });
-        if let Some(c) = lock(&self.conns).get(&conn) {
-            let _ = c.out.try_send(stop);
+        let out = lock(&self.conns).get(&conn).map(|c| c.out.clone());
+        if let Some(out) = out {
+            // Waiting for room in the outbox if need be (this transfer's chunks are dropped
+            // from here on, so this is its only word).
+            tokio::spawn(async move {
+                let _ = tokio::time::timeout(WRITER_WAIT * 5, out.send(stop)).await;
+            });
         }
     }
 
@@ -389,7 +394,7 @@ pub(crate) async fn send(
     stop: CancellationToken,
     binary: bool,
 ) {
-    let binary = binary && req.binary_chunks;
+    let binary = binary && req.binary_chunks == BINARY_CHUNK_VERSION;
     let complete = Message::ModelTransferComplete(ModelTransferComplete {
         transfer_id: req.transfer_id.clone(),
         model_id: req.model_id.clone(),
@@ -525,7 +530,10 @@ mod tests {
     async fn a_request_asks_for_binary_chunks_and_either_kind_arrives_as_the_same_bytes() {
         let sharing = Arc::new(Sharing::default());
         let (conn, mut rx, req, mut sent) = asked(&sharing).await;
-        assert!(req.binary_chunks, "a Hearth node takes binary chunks");
+        assert_eq!(
+            req.binary_chunks, BINARY_CHUNK_VERSION,
+            "a Hearth node takes them"
+        );
         let id = req.transfer_id;
         sharing
             .deliver(
@@ -570,8 +578,9 @@ mod tests {
         sharing
             .deliver_binary(conn.key, binary_chunk(&id, b"late"))
             .await;
-        match sent.try_recv() {
-            Ok(Message::ModelTransferComplete(c)) => {
+        let told = tokio::time::timeout(Duration::from_secs(5), sent.recv()).await;
+        match told {
+            Ok(Some(Message::ModelTransferComplete(c))) => {
                 assert_eq!((c.transfer_id, c.model_id.as_str()), (id.clone(), "m"));
             }
             other => panic!("{other:?}"),
@@ -580,6 +589,7 @@ mod tests {
         sharing
             .deliver_binary(conn.key, binary_chunk(&id, b"later"))
             .await;
-        assert!(sent.try_recv().is_err(), "told once");
+        let again = tokio::time::timeout(Duration::from_millis(200), sent.recv()).await;
+        assert!(again.is_err(), "told once: {again:?}");
     }
 }

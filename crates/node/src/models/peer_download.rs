@@ -345,14 +345,17 @@ impl Downloads {
             let (file, hashed) = (shared.file.clone(), shared.hashed.clone());
             let n = data.len() as u64;
             // Written and hashed at once, on two threads (the hash is fed in order: the next
-            // chunk waits for both).
+            // chunk of this range waits for both, and the hash takes a chunk only where it
+            // stops, checked again under its lock: another range may have reset it).
             let due = lock(&hashed).1 == offset;
             let hash = due.then(|| {
                 let data = data.clone();
                 tokio::task::spawn_blocking(move || {
                     let mut h = lock(&hashed);
-                    h.0.update(&data);
-                    h.1 += n;
+                    if h.1 == offset {
+                        h.0.update(&data);
+                        h.1 += n;
+                    }
                 })
             });
             let write = tokio::task::spawn_blocking(move || {

@@ -49,6 +49,13 @@ struct ModelRow {
     imported: bool,
 }
 
+/// `text` with each of `folders` taken out of the paths it names (file names stay).
+fn without_folders(text: &str, folders: &[std::path::PathBuf]) -> String {
+    folders.iter().fold(text.to_owned(), |t, f| {
+        t.replace(&format!("{}{}", f.display(), std::path::MAIN_SEPARATOR), "")
+    })
+}
+
 /// Each model the cluster's peers have loaded, and which peers.
 fn peers_models(state: &AppState) -> Vec<(String, Vec<String>)> {
     let mut out: Vec<(String, Vec<String>)> = Vec::new();
@@ -115,7 +122,16 @@ pub(crate) async fn list_models(
         .map(|f| {
             let mut row = model_row(&state.host, f, &peers);
             if !here {
-                row.file.linked_to = None;
+                let mut folders = vec![state.models_dir.clone()];
+                folders.extend(
+                    row.file
+                        .linked_to
+                        .take()
+                        .and_then(|l| l.parent().map(Into::into)),
+                );
+                if let Some(e) = row.file.error.as_mut() {
+                    *e = without_folders(e, &folders);
+                }
             }
             row
         })
@@ -295,5 +311,25 @@ pub(crate) async fn remove(
         Ok(files) => Ok(Json(json!({"removed": files})).into_response()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(ApiFailure::not_found("model")),
         Err(e) => Err(internal(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_shown_to_the_lan_names_files_without_their_folders() {
+        let folders = [
+            std::path::PathBuf::from("/home/me/.local/share/hearth/models"),
+            std::path::PathBuf::from("/home/me/.ollama/models/blobs"),
+        ];
+        let text = "cannot read /home/me/.local/share/hearth/models/a.gguf: denied; \
+                    /home/me/.ollama/models/blobs/sha256-1 too";
+        assert_eq!(
+            without_folders(text, &folders),
+            "cannot read a.gguf: denied; sha256-1 too"
+        );
+        assert_eq!(without_folders("no path", &folders), "no path");
     }
 }

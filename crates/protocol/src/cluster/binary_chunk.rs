@@ -1,6 +1,7 @@
 //! Hearth's binary model chunk: what a `modelTransferChunk` carries, without the base64 and the
 //! JSON, sent only between Hearth nodes (inside their encrypted transport) when the request
-//! asked for it ([`super::ModelTransferRequest::binary_chunks`]). A TealeNet peer never sees one.
+//! asked for this layout's version ([`super::ModelTransferRequest::binary_chunks`]). A TealeNet
+//! peer never sees one.
 //!
 //! Layout (big-endian): `0x00` (no JSON text starts with it), the version (1), flags (bit 0:
 //! the file's last chunk), the offset (8 bytes), the transfer id's length (1 byte) and text,
@@ -12,7 +13,8 @@ use super::ClusterError;
 
 /// The first byte of a binary chunk.
 pub const BINARY_CHUNK_MARK: u8 = 0;
-/// The layout's version.
+/// The layout's version, which a request names to ask for it.
+pub const BINARY_CHUNK_VERSION: u32 = 1;
 const VERSION: u8 = 1;
 /// Flag bit: the last chunk of the file.
 const LAST: u8 = 1;

@@ -26,7 +26,7 @@ mod ids;
 mod inference;
 mod models;
 
-pub use binary_chunk::{HearthChunk, BINARY_CHUNK_MARK};
+pub use binary_chunk::{HearthChunk, BINARY_CHUNK_MARK, BINARY_CHUNK_VERSION};
 pub use handshake::{
     DeviceInfo, Hardware, HearthHello, Hello, HEARTH_NOISE, HEARTH_NOISE_AES, PROTOCOL_VERSION,
     RPC_TUNNEL,

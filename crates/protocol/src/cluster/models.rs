@@ -39,14 +39,16 @@ pub struct ModelTransferRequest {
     pub offset: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub length: Option<u64>,
-    /// Hearth's extension: the chunks may come as [`super::HearthChunk`]s (a Hearth node asks;
-    /// a Hearth sender over the encrypted transport answers so, any other ignores it).
-    #[serde(
-        rename = "binaryChunks",
-        default,
-        skip_serializing_if = "std::ops::Not::not"
-    )]
-    pub binary_chunks: bool,
+    /// Hearth's extension: the chunks may come as [`super::HearthChunk`]s of this layout
+    /// version ([`super::BINARY_CHUNK_VERSION`]; 0: not asked). A Hearth node asks; a Hearth
+    /// sender over the encrypted transport that writes that version answers so, and any other
+    /// sends the document's chunks.
+    #[serde(rename = "binaryChunks", default, skip_serializing_if = "is_zero")]
+    pub binary_chunks: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// One chunk of one file. The reference sets `isLastChunk` only on the last chunk of the last
