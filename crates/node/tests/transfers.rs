@@ -77,6 +77,21 @@ async fn finished(url: &str) -> Value {
     last
 }
 
+/// Wait until `url`'s download of `tiny.gguf` has received at least `bytes`.
+async fn arrived(url: &str, bytes: u64) {
+    wait_for_secs(
+        60,
+        async || {
+            download_at(url)
+                .await
+                .and_then(|d| d["received"].as_u64())
+                .is_some_and(|r| r >= bytes)
+        },
+        &format!("{bytes} bytes arrive"),
+    )
+    .await;
+}
+
 async fn peers_seen(url: &str) -> usize {
     get_json_at(format!("{url}/api/cluster")).await["peers"]
         .as_array()
@@ -167,18 +182,7 @@ async fn a_receiver_killed_mid_transfer_resumes_from_its_partial_file() {
     )
     .await;
     start_download(&receiver.url).await;
-    let quarter = model_size() / 4;
-    wait_for_secs(
-        60,
-        async || {
-            download_at(&receiver.url)
-                .await
-                .and_then(|d| d["received"].as_u64())
-                .is_some_and(|r| r > quarter)
-        },
-        "a quarter arrives",
-    )
-    .await;
+    arrived(&receiver.url, model_size() / 4 + 1).await;
     receiver.child.kill().unwrap();
     receiver.child.wait().unwrap();
     let partial = data.join("models/.downloads/tiny.gguf.part");
@@ -270,17 +274,7 @@ async fn a_transfer_given_up_by_its_receiver_stops_being_sent() {
     .await;
     wait_for_secs(30, async || peers_seen(&c.base).await == 1, "the peer").await;
     start_download(&c.base).await;
-    wait_for_secs(
-        60,
-        async || {
-            download_at(&c.base)
-                .await
-                .and_then(|d| d["received"].as_u64())
-                .is_some_and(|r| r >= 3 << 20)
-        },
-        "3 MiB arrive",
-    )
-    .await;
+    arrived(&c.base, 3 << 20).await;
     let r = common::client()
         .delete(format!("{}/api/models/downloads/tiny.gguf", c.base))
         .send()
