@@ -451,6 +451,11 @@ async fn models_unload_and_load_with_progress_on_the_events_socket() {
 
     let r = post(&t, "/api/models/load", json!({"id": common::MODEL_ID})).await;
     assert_eq!(r.status(), 202);
+    // The listing shows the load's progress on the model's row too.
+    let row = get(&t, "/api/models").await["models"][0].clone();
+    assert_eq!(row["state"], "loading", "{row}");
+    let p = row["load_progress"].as_f64().expect("a load's progress");
+    assert!((0.0..=1.0).contains(&p), "{row}");
     let mut progress = Vec::new();
     loop {
         let e = next().await;
@@ -466,6 +471,8 @@ async fn models_unload_and_load_with_progress_on_the_events_socket() {
     }
     assert!(progress.len() >= 3, "{progress:?}");
     assert!(progress.windows(2).all(|w| w[0] <= w[1]));
+    let row = get(&t, "/api/models").await["models"][0].clone();
+    assert!(row.get("load_progress").is_none(), "loaded: {row}");
     assert_eq!(
         t.chat(json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}))
             .await["usage"]["completion_tokens"],

@@ -137,6 +137,8 @@ export interface ModelInfo {
   loads?: number;
   /** Seconds until it unloads unless used (a model loaded for a request). */
   unloads_in_s?: number;
+  /** While it loads: how far, 0 to 1 (any model, not only the one the header shows). */
+  load_progress?: number;
   /** Imported from another app (a link to its file). */
   imported?: boolean;
   /** Where the linked file is (shown to this machine only). */

@@ -219,6 +219,19 @@ export function ModelsPage({ live, dispatch }: ModelsPageProps) {
                     ) : (
                       loadedRow && <span className="badge badge-ready">Loaded</span>
                     )}
+                    {m.state === 'loading' && m.load_progress !== undefined && !(loading && model.id === m.id) && (
+                      <div
+                        className="progress"
+                        data-testid="model-row-progress"
+                        role="progressbar"
+                        aria-valuemin={0}
+                        aria-valuemax={100}
+                        aria-valuenow={percent(m.load_progress)}
+                        aria-label={`Loading ${m.id}`}
+                      >
+                        <div className="progress-bar" style={{ width: `${percent(m.load_progress)}%` }} />
+                      </div>
+                    )}
                     {m.imported && (
                       <div className="muted model-link" data-testid="model-linked" title={m.linked_to}>
                         imported, used where it is

@@ -37,6 +37,9 @@ struct ModelRow {
     loaded: bool,
     /// `loaded`, `loading`, `failed` or `available` (on disk, not loaded).
     state: &'static str,
+    /// While it loads: how far (0 to 1, llama.cpp's loader), whichever model it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    load_progress: Option<f32>,
     /// Times it was loaded since the node started.
     loads: u64,
     /// Seconds until it unloads unless used (absent: not by time).
@@ -71,14 +74,14 @@ fn peers_models(state: &AppState) -> Vec<(String, Vec<String>)> {
 }
 
 fn model_row(host: &ModelHost, file: ModelFile, peers: &[(String, Vec<String>)]) -> ModelRow {
-    let state = match host
+    let (state, load_progress) = match host
         .engine_of(&file.id)
         .map(|e| e.model_state().borrow().clone())
     {
-        Some(ModelState::Ready(_)) => "loaded",
-        Some(ModelState::Loading { .. }) => "loading",
-        Some(ModelState::Failed { .. }) => "failed",
-        _ => "available",
+        Some(ModelState::Ready(_)) => ("loaded", None),
+        Some(ModelState::Loading { progress, .. }) => ("loading", Some(progress.clamp(0.0, 1.0))),
+        Some(ModelState::Failed { .. }) => ("failed", None),
+        _ => ("available", None),
     };
     let on_peers = peers
         .iter()
@@ -90,6 +93,7 @@ fn model_row(host: &ModelHost, file: ModelFile, peers: &[(String, Vec<String>)])
         imported: file.linked_to.is_some(),
         loaded: state == "loaded",
         state,
+        load_progress,
         loads: host.loads(&file.id),
         unloads_in_s: (state == "loaded")
             .then(|| host.expires_in(&file.id).map(|d| d.as_secs()))
