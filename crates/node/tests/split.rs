@@ -476,7 +476,9 @@ async fn a_lost_peer_ends_only_the_split_which_loads_again_when_it_is_back() {
             http.post(format!("{url}/v1/chat/completions"))
                 .json(&json!({
                     "messages": [{"role": "user", "content": "Tell me a long story."}],
-                    "max_tokens": 2000, "temperature": 0.8,
+                    // Never over before the kill (a sampled end of text came after 17 tokens
+                    // once, 550 ms in).
+                    "max_tokens": 2000, "temperature": 0.8, "ignore_eos": true,
                 }))
                 .timeout(Duration::from_secs(120))
                 .send()
