@@ -344,7 +344,9 @@ impl Session {
                     let sharing = &self.me.state.sharing;
                     if sharing.is_ours(self.share_key, &c.transfer_id) {
                         sharing.complete(self.share_key, c).await;
-                    } else if let Some(stop) = lock_served(&self.served).remove(&c.transfer_id) {
+                    } else if let Some(stop) =
+                        super::sharing::lock(&self.served).remove(&c.transfer_id)
+                    {
                         // The peer has given the transfer up: its chunks would be dropped.
                         stop.cancel();
                     }
@@ -423,7 +425,7 @@ impl Session {
                 // A few at once per connection: each holds a chunk while it waits to go out.
                 // One whose id is being served already is answered empty too.
                 let to = self.transfers_out.clone()?;
-                let again = lock_served(&self.served).contains_key(&r.transfer_id);
+                let again = super::sharing::lock(&self.served).contains_key(&r.transfer_id);
                 let permit = self.serving.clone().try_acquire_owned().ok();
                 let Some(permit) = permit.filter(|_| !again) else {
                     return Some(Message::ModelTransferComplete(cm::ModelTransferComplete {
@@ -435,10 +437,10 @@ impl Session {
                 let stop = self.share_stop.child_token();
                 let binary = self.kind == Kind::Hearth;
                 let (served, id) = (self.served.clone(), r.transfer_id.clone());
-                lock_served(&served).insert(id.clone(), stop.clone());
+                super::sharing::lock(&served).insert(id.clone(), stop.clone());
                 tokio::spawn(async move {
                     super::sharing::send(state, r, to, stop, binary).await;
-                    lock_served(&served).remove(&id);
+                    super::sharing::lock(&served).remove(&id);
                     drop(permit);
                 });
                 None
@@ -501,10 +503,6 @@ impl Session {
         });
         None
     }
-}
-
-fn lock_served(s: &Served) -> std::sync::MutexGuard<'_, HashMap<PeerUuid, CancellationToken>> {
-    s.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// An `inferenceError` for request `id`.

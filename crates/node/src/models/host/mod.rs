@@ -529,8 +529,7 @@ impl ModelHost {
             if let Some(i) = inner.entries.iter().position(|e| &e.id == id) {
                 evicted.push(inner.entries.remove(i).engine);
             }
-            let used: u64 = inner.entries.iter().map(|e| e.estimate).sum();
-            let held: u64 = inner.entries.iter().map(|e| e.weights).sum();
+            let (used, held) = room::held(inner.entries.iter());
             let budget = memory::budget(self.settings.memory_limit, used, held);
             // The idle models to unload, least recently used first, chosen before any is
             // unloaded: when even all of them would not make room, none is. One that a request

@@ -43,11 +43,12 @@ impl ModelHost {
     /// The memory the loaded models (but `besides`) are expected to hold, and the part of it
     /// that is their mapped weights.
     fn used(&self, besides: Option<&ModelId>) -> (u64, u64) {
-        self.lock()
-            .entries
-            .iter()
-            .filter(|e| Some(&e.id) != besides)
-            .fold((0, 0), |(all, w), e| (all + e.estimate, w + e.weights))
+        held(
+            self.lock()
+                .entries
+                .iter()
+                .filter(|e| Some(&e.id) != besides),
+        )
     }
 
     /// The memory models may take here, given the loaded models (but `besides`).
@@ -72,6 +73,11 @@ impl ModelHost {
         let (budget, _) = self.budget(None);
         (need > budget).then_some((need, budget))
     }
+}
+
+/// What `entries` are expected to hold, and the part of it that is their mapped weights.
+pub(super) fn held<'a>(entries: impl Iterator<Item = &'a super::Entry>) -> (u64, u64) {
+    entries.fold((0, 0), |(all, w), e| (all + e.estimate, w + e.weights))
 }
 
 /// Why a model was not loaded: it is larger than models here may take, or the memory it needs
