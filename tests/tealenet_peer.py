@@ -9,8 +9,9 @@ lowercase UUIDs, and only `heartbeatAck` of its own, as the Rust node does.
                                                       # connected until a line on stdin
     tealenet_peer.py HOST PORT provide PASSCODE MODEL # offer MODEL; answer the node's one
                                                       # inferenceRequest with a fixed text
-    tealenet_peer.py HOST PORT fetch PASSCODE MODEL ABS  # ask for MODEL and for path names
-                                                      # (ABS an absolute one); fetch MODEL whole
+    tealenet_peer.py HOST PORT fetch PASSCODE MODEL ABS [MORE...]  # ask for MODEL and for
+                                                      # path names (ABS an absolute one); fetch
+                                                      # MODEL (and each of MORE) whole
 
 Prints one JSON object with what it saw; exits non-zero on anything the documents forbid.
 """
@@ -255,28 +256,43 @@ def provide(sock, passcode, model):
 
 def transfer(sock, model, seen):
     """One modelTransferRequest for MODEL: its chunks in order until modelTransferComplete, as
-    (file names seen, number of chunks, SHA-256 of the bytes, total bytes)."""
+    (file names seen, number of chunks, SHA-256 of the bytes, total bytes, and each file in
+    order with its bytes and SHA-256). A model of several files comes one file after another,
+    each from offset 0; a file ends when the next starts or the transfer completes (NOTES.md)."""
     tid = str(uuid.uuid4())
     send(sock, "modelTransferRequest", {"transferID": tid, "modelID": model})
     names, chunks, total, digest = set(), 0, 0, hashlib.sha256()
+    files = []
     while True:
         name, body = recv_until(sock, {"modelTransferChunk", "modelTransferComplete"}, seen)
         assert body["transferID"] == tid, body
         if name == "modelTransferComplete":
             assert body["modelID"] == model, body
-            return sorted(names), chunks, digest.hexdigest(), total
+            each = [{"file": f["file"], "bytes": f["bytes"], "sha256": f["digest"].hexdigest()}
+                    for f in files]
+            return sorted(names), chunks, digest.hexdigest(), total, each
         data = base64.b64decode(body["data"], validate=True)
-        # 1,048,576-byte chunks (NOTES.md), the offset the bytes so far, the last one flagged.
-        assert body["offset"] == total, (body["offset"], total)
-        assert len(data) <= 1 << 20 and (len(data) == 1 << 20 or body["isLastChunk"]), body
+        if not files or files[-1]["file"] != body["fileName"]:
+            assert body["fileName"] not in names, ("a file sent twice", body["fileName"])
+            files.append({"file": body["fileName"], "bytes": 0, "digest": hashlib.sha256(),
+                          "short": False})
+        f = files[-1]
+        # 1,048,576-byte chunks (NOTES.md), the offset the file's bytes so far; only a file's
+        # last chunk is short.
+        assert body["offset"] == f["bytes"], (body["offset"], f["bytes"])
+        assert len(data) <= 1 << 20 and not f["short"], body
+        f["short"] = len(data) < 1 << 20
         names.add(body["fileName"])
         chunks += 1
         total += len(data)
+        f["bytes"] += len(data)
+        f["digest"].update(data)
         digest.update(data)
 
 
-def fetch(sock, passcode, model, absolute):
-    """A consumer fetching MODEL from the node, and asking for names that are paths."""
+def fetch(sock, passcode, model, absolute, more):
+    """A consumer fetching MODEL (and the models in MORE) from the node, and asking for names
+    that are paths."""
     send(sock, "hello", hello(passcode))
     seen = []
     recv_until(sock, {"helloAck"}, seen)
@@ -287,10 +303,14 @@ def fetch(sock, passcode, model, absolute):
         _, r = recv_until(sock, {"modelQueryResponse"}, seen)
         assert r["modelID"] == asked, r
         out["answers"][asked] = {"available": r["available"], "size": r.get("totalSizeBytes")}
-    for asked in ["../secret", absolute, model]:
-        names, chunks, sha, total = transfer(sock, asked, seen)
+    for asked in more:
+        send(sock, "modelQuery", {"modelID": asked})
+        _, r = recv_until(sock, {"modelQueryResponse"}, seen)
+        out["answers"][asked] = {"available": r["available"], "size": r.get("totalSizeBytes")}
+    for asked in ["../secret", absolute, model, *more]:
+        names, chunks, sha, total, each = transfer(sock, asked, seen)
         out["transfers"][asked] = {"files": names, "chunks": chunks, "sha256": sha,
-                                   "bytes": total}
+                                   "bytes": total, "each": each}
     print(json.dumps(out), flush=True)
 
 
@@ -315,7 +335,7 @@ def main():
     elif mode == "provide":
         provide(sock, sys.argv[4], sys.argv[5])
     elif mode == "fetch":
-        fetch(sock, sys.argv[4], sys.argv[5], sys.argv[6])
+        fetch(sock, sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7:])
     elif mode == "raw":
         raw(sock, sys.argv[4])
     else:

@@ -305,9 +305,11 @@ async fn a_tealenet_peer_fetches_a_model_whole_and_never_a_path() {
     link(&models.join(format!("{MODEL_ID}.gguf")));
     let secret = outer.path().join("secret.gguf");
     link(&secret);
+    // And a split model, which comes one shard after another.
+    let shards = common::split_gguf::split_gguf(&common::model_path(), &models, "parts", 2);
     let (t, _zone) = compat_node_with(|c| c.models_dir = models.clone()).await;
     let absolute = secret.to_string_lossy().into_owned();
-    let seen = peer(&t, &["fetch", PASSCODE, MODEL_ID, &absolute]).await;
+    let seen = peer(&t, &["fetch", PASSCODE, MODEL_ID, &absolute, "parts"]).await;
     let size = common::model_size();
     let answers = &seen["answers"];
     assert_eq!(answers[MODEL_ID]["available"], true, "{seen}");
@@ -340,6 +342,24 @@ async fn a_tealenet_peer_fetches_a_model_whole_and_never_a_path() {
     assert_eq!(
         whole["sha256"],
         common::sha256_of(&common::model_path()),
+        "{seen}"
+    );
+    let each: Vec<Value> = shards
+        .iter()
+        .map(|p| {
+            serde_json::json!({
+                "file": p.file_name().unwrap().to_str().unwrap(),
+                "bytes": std::fs::metadata(p).unwrap().len(),
+                "sha256": common::sha256_of(p),
+            })
+        })
+        .collect();
+    let total: u64 = each.iter().map(|f| f["bytes"].as_u64().unwrap()).sum();
+    assert_eq!(answers["parts"]["available"], true, "{seen}");
+    assert_eq!(answers["parts"]["size"], total, "{seen}");
+    assert_eq!(
+        seen["transfers"]["parts"]["each"],
+        Value::Array(each),
         "{seen}"
     );
     t.stop().await;

@@ -296,3 +296,95 @@ async fn a_transfer_given_up_by_its_receiver_stops_being_sent() {
     c.stop().await;
     a.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_split_model_comes_shard_by_shard_each_verified_and_loads() {
+    let da = tempfile::tempdir().unwrap();
+    let shards = common::split_gguf::split_gguf(&common::model_path(), da.path(), "parts", 3);
+    let sizes: Vec<u64> = shards
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .collect();
+    let a = source("peer-a", da.path(), None).await;
+    let empty = tempfile::tempdir().unwrap();
+    let (dir, peers) = (empty.path().to_path_buf(), vec![cluster_addr(&a)]);
+    let c = TestNode::start_with(move |c| {
+        without_model(c, &dir);
+        c.cluster = common::cluster_config(peers);
+        c.parallel = 1;
+        c.ctx = Some(512);
+    })
+    .await;
+    wait_for_secs(30, async || peers_seen(&c.base).await == 1, "the peer").await;
+    let fetch = async || {
+        let r = c
+            .post(
+                "/api/models/downloads",
+                &json!({"model": "parts", "wait": true}),
+            )
+            .await;
+        assert_eq!(r.status(), 200);
+        r.json::<Value>().await.unwrap()
+    };
+    let served = async || {
+        a.get_json("/api/cluster").await["model_bytes_served"]
+            .as_u64()
+            .unwrap()
+    };
+    let end = fetch().await;
+    assert_eq!(end["state"], "done", "{end}");
+    let total: u64 = sizes.iter().sum();
+    assert_eq!(
+        (end["total"].as_u64(), end["received"].as_u64()),
+        (Some(total), Some(total))
+    );
+    assert_eq!(served().await, total);
+    for shard in &shards {
+        let here = empty.path().join(shard.file_name().unwrap());
+        assert_eq!(sha256_of(&here), sha256_of(shard), "{}", here.display());
+    }
+    let left: Vec<_> = std::fs::read_dir(empty.path().join(".downloads"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    // Whole, it is not fetched again.
+    let r = c
+        .post("/api/models/downloads", &json!({"model": "parts"}))
+        .await;
+    assert_eq!(r.status(), 409);
+    // A shard lost: only it comes again, the others are checked and kept.
+    let second = empty.path().join(shards[1].file_name().unwrap());
+    std::fs::remove_file(&second).unwrap();
+    let end = fetch().await;
+    assert_eq!(end["state"], "done", "{end}");
+    assert_eq!(served().await, total + sizes[1]);
+    assert_eq!(
+        end["resumed_from"].as_u64(),
+        Some(sizes[0] + sizes[2]),
+        "{end}"
+    );
+    assert_eq!(sha256_of(&second), sha256_of(&shards[1]));
+    // llama.cpp loads it from its shards, under the model's name.
+    let listed = c.get_json("/api/models").await;
+    let row = listed["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == "parts")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(row["shards"], 3, "{listed}");
+    let r = c
+        .post(
+            "/v1/chat/completions",
+            &json!({"model": "parts", "max_tokens": 3, "messages": common::user("Hi")}),
+        )
+        .await;
+    let status = r.status();
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    c.stop().await;
+    a.stop().await;
+}

@@ -48,6 +48,11 @@ impl fmt::Display for ModelId {
     }
 }
 
+/// The file name of shard `index` of `count` of split model `name` (as [`split_shard`] reads).
+pub fn shard_file(name: &str, index: u32, count: u32) -> String {
+    format!("{name}-{index:05}-of-{count:05}.gguf")
+}
+
 /// A shard of a split model, named as llama.cpp's `gguf-split` names them:
 /// `NAME-00001-of-00003.gguf` -> (`NAME`, 1, 3).
 pub fn split_shard(file: &str) -> Option<(&str, u32, u32)> {

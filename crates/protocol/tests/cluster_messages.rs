@@ -370,3 +370,37 @@ fn hearths_binary_chunk_and_the_request_that_offers_to_take_it() {
     assert_eq!(json.name(), "modelQuery");
     assert!(decode_owned(vec![0, 9]).is_err());
 }
+
+#[test]
+fn a_model_of_several_files_lists_each_and_one_of_them_can_be_asked_for() {
+    let id = "550E8400-E29B-41D4-A716-446655440000";
+    let answer = json!({"modelQueryResponse": {"modelID": "big", "available": true,
+        "totalSizeBytes": 30,
+        "files": [{"fileName": "big-00001-of-00002.gguf", "sizeBytes": 20, "sha256": "aa"},
+                  {"fileName": "big-00002-of-00002.gguf", "sizeBytes": 10, "sha256": "bb"}]}});
+    let (m, _) = decode(&bytes(&answer)).unwrap();
+    let Message::ModelQueryResponse(r) = &m else {
+        panic!("{m:?}")
+    };
+    assert_eq!(r.files.len(), 2);
+    assert_eq!(
+        (r.files[1].file_name.as_str(), r.files[1].size_bytes),
+        ("big-00002-of-00002.gguf", 10)
+    );
+    let back: Value = serde_json::from_slice(&encode(&m, Shape::Plain)).unwrap();
+    assert_eq!(back, answer);
+    // A model of one file says nothing of files, as the document's answer.
+    let (one, _) = decode(&bytes(&examples()[7])).unwrap();
+    let plain: Value = serde_json::from_slice(&encode(&one, Shape::Plain)).unwrap();
+    assert_eq!(plain, examples()[7]);
+    // One file of the model, asked by name.
+    let ask = json!({"modelTransferRequest": {"transferID": id, "modelID": "big",
+        "fileName": "big-00002-of-00002.gguf", "offset": 0, "length": 10}});
+    let (m, _) = decode(&bytes(&ask)).unwrap();
+    let Message::ModelTransferRequest(req) = &m else {
+        panic!("{m:?}")
+    };
+    assert_eq!(req.file_name.as_deref(), Some("big-00002-of-00002.gguf"));
+    let back: Value = serde_json::from_slice(&encode(&m, Shape::Plain)).unwrap();
+    assert_eq!(back, ask);
+}

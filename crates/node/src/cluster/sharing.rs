@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use hearth_protocol::cluster::{
-    HearthChunk, Message, ModelQuery, ModelQueryResponse, ModelTransferChunk,
+    HearthChunk, Message, ModelFileOffer, ModelQuery, ModelQueryResponse, ModelTransferChunk,
     ModelTransferComplete, ModelTransferRequest, PeerUuid, BINARY_CHUNK_VERSION,
 };
 use tokio::sync::mpsc;
@@ -58,6 +58,24 @@ pub struct Offer {
     pub peer: String,
     pub size: u64,
     pub sha256: Option<String>,
+    /// A split model's files (each with its size and SHA-256); empty for a model of one file.
+    pub files: Vec<ModelFileOffer>,
+}
+
+impl Offer {
+    /// Whether the peer has file `file` (`None`: the model's one file) of `size` bytes with
+    /// SHA-256 `sha256`.
+    pub fn has(&self, file: Option<&str>, size: u64, sha256: &str) -> bool {
+        match file {
+            None => {
+                self.files.is_empty() && self.size == size && self.sha256.as_deref() == Some(sha256)
+            }
+            Some(f) => self
+                .files
+                .iter()
+                .any(|o| o.file_name == f && o.size_bytes == size && o.sha256 == sha256),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -199,6 +217,14 @@ impl Sharing {
             peer,
             size: r.total_size_bytes.unwrap_or(0),
             sha256: r.sha256.map(|s| s.to_ascii_lowercase()),
+            files: r
+                .files
+                .into_iter()
+                .map(|f| ModelFileOffer {
+                    sha256: f.sha256.to_ascii_lowercase(),
+                    ..f
+                })
+                .collect(),
         });
         for q in lock(&self.queries)
             .iter_mut()
@@ -211,12 +237,14 @@ impl Sharing {
         }
     }
 
-    /// Ask the peer on `conn` for `length` bytes of `model` from `offset`: its pieces, in order,
-    /// until `Complete` (or the end of the channel: the peer is gone).
+    /// Ask the peer on `conn` for `length` bytes of `model` (of its file `file`, for a split
+    /// model) from `offset`: its pieces, in order, until `Complete` (or the end of the channel:
+    /// the peer is gone).
     pub fn request(
         &self,
         conn: u64,
         model: &str,
+        file: Option<&str>,
         offset: u64,
         length: u64,
     ) -> Result<mpsc::Receiver<Piece>, String> {
@@ -235,6 +263,7 @@ impl Sharing {
         let req = Message::ModelTransferRequest(ModelTransferRequest {
             transfer_id: id.clone(),
             model_id: model.to_owned(),
+            file_name: file.map(str::to_owned),
             offset: Some(offset),
             length: Some(length),
             binary_chunks: BINARY_CHUNK_VERSION,
@@ -337,18 +366,20 @@ fn piece(file_name: String, offset: u64, data: Bytes) -> Piece {
     }
 }
 
-/// The file of model `name` in this node's folder, when it may be shared: a plain name (no
-/// path, no `..`) of a model in one file.
-pub(crate) fn shareable(state: &AppState, name: &str) -> Option<PathBuf> {
+/// The files of model `name` in this node's folder, in order, when it may be shared: a plain
+/// name (no path, no `..`) of a model in one file, or of a split model with every shard here.
+pub(crate) fn shareable(state: &AppState, name: &str) -> Option<Vec<PathBuf>> {
     if !plain_name(name) {
         return None;
     }
-    let (_, path) = state.router.registry().find(name)?;
-    let file = path.file_name()?.to_str()?;
-    // A split model travels only as its shards, which one transfer's offsets cannot name.
-    hearth_protocol::ids::split_shard(file)
-        .is_none()
-        .then_some(path)
+    state.router.registry().files_of(name)
+}
+
+/// A file's name (as chunks carry it).
+fn name_of(path: &std::path::Path) -> String {
+    path.file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// Append `n` bytes of `file` from `pos` to `buf` (read into its spare room, which is not
@@ -363,30 +394,44 @@ fn read_at(file: &std::fs::File, pos: u64, n: u64, buf: &mut Vec<u8>) -> std::io
     Ok(())
 }
 
-/// The answer to a peer's query.
+/// The answer to a peer's query: the model's size and SHA-256, or for a split model the size
+/// and SHA-256 of each shard.
 pub(crate) async fn answer(state: &AppState, q: ModelQuery) -> Message {
-    let found = shareable(state, &q.model_id);
-    let size = found
-        .as_ref()
-        .and_then(|p| std::fs::metadata(p).ok())
-        .map(|m| m.len());
-    let sha256 = match (&found, size) {
-        (Some(p), Some(_)) => Some(crate::models::digest::sha256(&state.store, p, None).await),
-        _ => None,
+    let mut files = Vec::new();
+    for path in shareable(state, &q.model_id).unwrap_or_default() {
+        let Ok(meta) = std::fs::metadata(&path) else {
+            files.clear();
+            break;
+        };
+        let sha256 = crate::models::digest::sha256(&state.store, &path, None).await;
+        files.push(ModelFileOffer {
+            file_name: name_of(&path),
+            size_bytes: meta.len(),
+            sha256,
+        });
     }
-    .filter(|s| !s.is_empty());
+    let total = (!files.is_empty()).then(|| files.iter().map(|f| f.size_bytes).sum());
+    // A split model's files are checked one by one: it has no SHA-256 of its own.
+    let (sha256, files) = match files.len() {
+        1 => (files.pop().map(|f| f.sha256), Vec::new()),
+        _ if files.iter().any(|f| f.sha256.is_empty()) => (None, Vec::new()),
+        _ => (None, files),
+    };
     Message::ModelQueryResponse(ModelQueryResponse {
         model_id: q.model_id,
-        available: size.is_some(),
-        total_size_bytes: size,
-        sha256,
+        available: total.is_some(),
+        total_size_bytes: total,
+        sha256: sha256.filter(|s| !s.is_empty()),
+        files,
     })
 }
 
 /// Serve a peer's transfer request through `out`: the chunks of the range asked for (the whole
-/// file without one), then `modelTransferComplete`. The chunks are binary when the peer asked
-/// for them and `binary` says the connection can carry them (a Hearth peer's), else base64 in
-/// JSON. A model this node cannot share completes at once, empty. Stops when `stop` fires.
+/// file without one; every file of a split model, one after another, unless one is named),
+/// then `modelTransferComplete`. The chunks are binary when the peer asked for them and
+/// `binary` says the connection can carry them (a Hearth peer's), else base64 in JSON. A model
+/// this node cannot share, or a file that is not one of its, completes at once, empty. Stops
+/// when `stop` fires.
 pub(crate) async fn send(
     state: Arc<AppState>,
     req: ModelTransferRequest,
@@ -399,82 +444,128 @@ pub(crate) async fn send(
         transfer_id: req.transfer_id.clone(),
         model_id: req.model_id.clone(),
     });
-    let Some(path) = shareable(&state, &req.model_id) else {
+    let files = shareable(&state, &req.model_id).unwrap_or_default();
+    // Each file to send, with the range of it.
+    let range = |p| (p, req.offset.unwrap_or(0), req.length);
+    let asked: Vec<(PathBuf, u64, Option<u64>)> = match &req.file_name {
+        Some(f) => files
+            .into_iter()
+            .filter(|p| name_of(p) == *f)
+            .map(range)
+            .collect(),
+        None if files.len() == 1 => files.into_iter().map(range).collect(),
+        None => files.into_iter().map(|p| (p, 0, None)).collect(),
+    };
+    if asked.is_empty() {
         tracing::info!(model = %req.model_id.chars().take(200).collect::<String>(), "a peer asked for a model this node does not share");
-        let _ = out.send(complete).await;
-        return;
+    }
+    let to = Outgoing {
+        state: &state,
+        id: &req.transfer_id,
+        model: &req.model_id,
+        out: &out,
+        stop: &stop,
+        binary,
     };
-    let file_name = path
-        .file_name()
-        .map(|f| f.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let file = match std::fs::File::open(&path) {
-        Ok(f) => Arc::new(f),
-        Err(e) => {
-            tracing::warn!(error = %e, path = %path.display(), "a shared model cannot be read");
-            let _ = out.send(complete).await;
+    for (path, offset, length) in asked {
+        if !to.file(&path, offset, length).await {
             return;
-        }
-    };
-    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let start = req.offset.unwrap_or(0).min(size);
-    let end = req
-        .length
-        .map_or(size, |l| start.saturating_add(l).min(size));
-    tracing::info!(model = %req.model_id, start, end, "serving a model transfer");
-    let mut pos = start;
-    while pos < end {
-        let n = CHUNK_BYTES.min(end - pos);
-        // A place in the outbox first: a chunk is read only when it can go out.
-        let permit = tokio::select! {
-            p = out.reserve() => match p { Ok(p) => p, Err(_) => return },
-            () = stop.cancelled() => return,
-        };
-        let f = file.clone();
-        let (id, name, last) = (req.transfer_id.clone(), file_name.clone(), pos + n == end);
-        // Read straight into the message that goes out (this task alone reads the file).
-        let read = tokio::task::spawn_blocking(move || -> std::io::Result<Message> {
-            let read = |buf: &mut Vec<u8>| read_at(&f, pos, n, buf);
-            if binary {
-                let c = HearthChunk::build(id, name, pos, last, n as usize, read)?;
-                return Ok(Message::HearthChunk(c));
-            }
-            let mut buf = Vec::with_capacity(n as usize);
-            read(&mut buf)?;
-            Ok(Message::ModelTransferChunk(ModelTransferChunk {
-                transfer_id: id,
-                file_name: name,
-                offset: pos,
-                data: ModelTransferChunk::encode(&buf),
-                is_last_chunk: last,
-            }))
-        })
-        .await;
-        let chunk = match read {
-            Ok(Ok(c)) => c,
-            Ok(Err(e)) => {
-                // Completed short: the peer goes on from another source.
-                tracing::warn!(error = %e, "reading a shared model failed; the transfer stops");
-                permit.send(complete);
-                return;
-            }
-            Err(_) => return,
-        };
-        permit.send(chunk);
-        state.sharing.served.fetch_add(n, Ordering::Relaxed);
-        pos += n;
-        let pause = match (state.host.stats().active > 0, state.sharing.pace()) {
-            (true, p) => Some(p.unwrap_or_default().max(GENERATING_PAUSE)),
-            (false, p) => p,
-        };
-        if let Some(p) = pause {
-            tokio::select! {
-                () = tokio::time::sleep(p) => {}
-                () = stop.cancelled() => return,
-            }
         }
     }
     let _ = out.send(complete).await;
+}
+
+/// Where one transfer's chunks go.
+struct Outgoing<'a> {
+    state: &'a AppState,
+    id: &'a PeerUuid,
+    model: &'a str,
+    out: &'a mpsc::Sender<Message>,
+    stop: &'a CancellationToken,
+    binary: bool,
+}
+
+impl Outgoing<'_> {
+    /// Send `length` bytes (to the end without) from `offset` of the file at `path`, its last
+    /// chunk flagged. False when the transfer is over: stopped, the peer gone, or the file
+    /// unreadable (then completed short: the peer goes on from another source).
+    async fn file(&self, path: &std::path::Path, offset: u64, length: Option<u64>) -> bool {
+        let complete = || {
+            Message::ModelTransferComplete(ModelTransferComplete {
+                transfer_id: self.id.clone(),
+                model_id: self.model.to_owned(),
+            })
+        };
+        let file_name = name_of(path);
+        let file = match std::fs::File::open(path) {
+            Ok(f) => Arc::new(f),
+            Err(e) => {
+                tracing::warn!(error = %e, path = %path.display(), "a shared model cannot be read");
+                let _ = self.out.send(complete()).await;
+                return false;
+            }
+        };
+        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let start = offset.min(size);
+        let end = length.map_or(size, |l| start.saturating_add(l).min(size));
+        tracing::info!(file = %file_name, start, end, "serving a model transfer");
+        let mut pos = start;
+        while pos < end {
+            let n = CHUNK_BYTES.min(end - pos);
+            // A place in the outbox first: a chunk is read only when it can go out.
+            let permit = tokio::select! {
+                p = self.out.reserve() => match p { Ok(p) => p, Err(_) => return false },
+                () = self.stop.cancelled() => return false,
+            };
+            let f = file.clone();
+            let (id, name, last) = (self.id.clone(), file_name.clone(), pos + n == end);
+            let binary = self.binary;
+            // Read straight into the message that goes out (this task alone reads the file).
+            let read = tokio::task::spawn_blocking(move || -> std::io::Result<Message> {
+                let read = |buf: &mut Vec<u8>| read_at(&f, pos, n, buf);
+                if binary {
+                    let c = HearthChunk::build(id, name, pos, last, n as usize, read)?;
+                    return Ok(Message::HearthChunk(c));
+                }
+                let mut buf = Vec::with_capacity(n as usize);
+                read(&mut buf)?;
+                Ok(Message::ModelTransferChunk(ModelTransferChunk {
+                    transfer_id: id,
+                    file_name: name,
+                    offset: pos,
+                    data: ModelTransferChunk::encode(&buf),
+                    is_last_chunk: last,
+                }))
+            })
+            .await;
+            let chunk = match read {
+                Ok(Ok(c)) => c,
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "reading a shared model failed; the transfer stops");
+                    permit.send(complete());
+                    return false;
+                }
+                Err(_) => return false,
+            };
+            permit.send(chunk);
+            self.state.sharing.served.fetch_add(n, Ordering::Relaxed);
+            pos += n;
+            let pause = match (
+                self.state.host.stats().active > 0,
+                self.state.sharing.pace(),
+            ) {
+                (true, p) => Some(p.unwrap_or_default().max(GENERATING_PAUSE)),
+                (false, p) => p,
+            };
+            if let Some(p) = pause {
+                tokio::select! {
+                    () = tokio::time::sleep(p) => {}
+                    () = self.stop.cancelled() => return false,
+                }
+            }
+        }
+        true
+    }
 }
 
 #[cfg(test)]
@@ -493,7 +584,7 @@ mod tests {
     ) {
         let (out, mut sent) = mpsc::channel(4);
         let conn = sharing.connect("peer".into(), true, out);
-        let rx = sharing.request(conn.key, "m", 0, 10).unwrap();
+        let rx = sharing.request(conn.key, "m", None, 0, 10).unwrap();
         let Some(Message::ModelTransferRequest(req)) = sent.recv().await else {
             panic!("a transfer request goes out")
         };

@@ -169,6 +169,9 @@ pub(super) struct Job {
     pub(super) cancel: CancellationToken,
     /// Why a peer's transfer was refused, when its cancel came from that.
     pub(super) refused: Mutex<Option<String>>,
+    /// The file being written, when not `id` (a split model's shard): its partial is the one
+    /// a cancel deletes.
+    pub(super) writing: Mutex<Option<String>>,
 }
 
 /// The downloads of this node (or of one `hearth-node models pull`).
@@ -247,6 +250,15 @@ impl Downloads {
         if self.models_dir.join(&id).exists() {
             return Err(DownloadError::Exists(id));
         }
+        // A split model whole in the folder (one part way is completed from peers).
+        if let Source::Peers(name) = &source {
+            if super::registry::Registry::new(&self.models_dir)
+                .files_of(name)
+                .is_some()
+            {
+                return Err(DownloadError::Exists(name.clone()));
+            }
+        }
         jobs.retain(|j| j.id != id);
         let progress = Progress {
             id: id.clone(),
@@ -268,6 +280,7 @@ impl Downloads {
             progress: Mutex::new(progress.clone()),
             cancel: self.stop.child_token(),
             refused: Mutex::new(None),
+            writing: Mutex::new(None),
         });
         jobs.push(job.clone());
         drop(jobs);
@@ -387,7 +400,8 @@ impl Downloads {
             (r, _) => r,
         };
         let id = job.id.clone();
-        let (part, note) = self.partial_paths(&id);
+        let writing = lock(&job.writing).clone().unwrap_or_else(|| id.clone());
+        let (part, note) = self.partial_paths(&writing);
         let forget = |partial: bool| {
             // Only while holding the partial: another process may have taken it since.
             let held = held_here(&part);
@@ -586,6 +600,10 @@ impl Downloads {
         let to = self.models_dir.join(&id);
         if to.exists() {
             return Err(DownloadError::Exists(id));
+        }
+        // A cancel while the file was verified still counts.
+        if job.cancel.is_cancelled() {
+            return Err(self.why_stopped());
         }
         std::fs::rename(&part, &to).map_err(io)?;
         let _ = std::fs::remove_file(&note_path);

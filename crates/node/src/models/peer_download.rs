@@ -27,13 +27,32 @@ const SILENT_PEER: Duration = Duration::from_secs(60);
 /// The note is saved after about this many bytes of a range.
 const NOTE_EVERY: u64 = 8 << 20;
 
+/// One file to fetch from peers.
+struct Wanted {
+    /// Its name in the models folder, which every chunk must carry.
+    file_name: String,
+    /// The name a request gives it: a split model's shard (`None`: the model's one file).
+    asked: Option<String>,
+    sha256: String,
+    size: u64,
+    /// The bytes of the download before this file's (a split model's other shards), and of
+    /// the whole download: its progress.
+    base: u64,
+    total: u64,
+}
+
 /// What the ranges' tasks share.
 struct Shared {
     name: String,
     /// The file name every chunk must carry.
     file_name: String,
+    /// The file's name in requests (a split model's shard), see [`Wanted::asked`].
+    asked: Option<String>,
     sha256: String,
     size: u64,
+    /// See [`Wanted::base`].
+    base: u64,
+    total: u64,
     offers: Mutex<Vec<Offer>>,
     segments: Mutex<Vec<Segment>>,
     received: AtomicU64,
@@ -58,14 +77,20 @@ impl Shared {
 }
 
 /// The offers to take: those with a SHA-256 (a TealeNet peer gives none, so its file could
-/// not be checked), of the SHA-256 and size most peers agree on.
+/// not be checked), or a split model's files with theirs, of the SHA-256s and size most peers
+/// agree on.
 fn agreed(offers: Vec<Offer>) -> Option<Vec<Offer>> {
-    let mut groups: Vec<((String, u64), Vec<Offer>)> = Vec::new();
+    type Key = (
+        Option<String>,
+        Vec<hearth_protocol::cluster::ModelFileOffer>,
+        u64,
+    );
+    let mut groups: Vec<(Key, Vec<Offer>)> = Vec::new();
     for o in offers {
-        let Some(sha) = o.sha256.clone() else {
+        if o.sha256.is_none() && o.files.is_empty() {
             continue;
-        };
-        let key = (sha, o.size);
+        }
+        let key = (o.sha256.clone(), o.files.clone(), o.size);
         match groups.iter_mut().find(|(k, _)| *k == key) {
             Some((_, g)) => g.push(o),
             None => groups.push((key, vec![o])),
@@ -96,6 +121,8 @@ fn split(size: u64, n: usize) -> Vec<Segment> {
 }
 
 impl Downloads {
+    /// Fetch model `name` from the peers that have it: its file, or a split model's shards one
+    /// after another.
     pub(super) async fn fetch_from_peers(
         &self,
         job: &Job,
@@ -106,8 +133,106 @@ impl Downloads {
             .clone()
             .ok_or_else(|| DownloadError::NoPeerHas(name.to_owned()))?;
         let offers = self.find_offers(job, &sharing, name).await?;
-        let (sha256, size) = (offers[0].sha256.clone().unwrap_or_default(), offers[0].size);
-        let (part, note_path) = self.partial_paths(&job.id);
+        let first = offers[0].clone();
+        if first.files.is_empty() {
+            let want = Wanted {
+                file_name: job.id.clone(),
+                asked: None,
+                sha256: first.sha256.clone().unwrap_or_default(),
+                size: first.size,
+                base: 0,
+                total: first.size,
+            };
+            return self.fetch_file(job, &sharing, name, offers, want).await;
+        }
+        let files = &first.files;
+        let count = u32::try_from(files.len()).unwrap_or(u32::MAX);
+        for (i, f) in (1..).zip(files) {
+            let expected = hearth_protocol::ids::shard_file(name, i, count);
+            if f.file_name != expected {
+                let shown: String = f.file_name.chars().take(200).collect();
+                return Err(DownloadError::BadPeer(format!(
+                    "a file named {shown:?} instead of {expected}"
+                )));
+            }
+        }
+        let total = files.iter().map(|f| f.size_bytes).sum();
+        // The first shard last: the registry lists a split model by its first shard, so the
+        // model appears once it is whole.
+        let order = (1..files.len()).chain([0]);
+        let mut base = 0;
+        for f in order.map(|i| &files[i]) {
+            let to = self.models_dir.join(&f.file_name);
+            if to.exists() {
+                // Here already (an earlier run of this download): kept when it is that file.
+                self.kept_shard(job, &to, f).await?;
+            } else {
+                let holders = offers
+                    .iter()
+                    .filter(|o| o.has(Some(&f.file_name), f.size_bytes, &f.sha256))
+                    .cloned()
+                    .collect();
+                let want = Wanted {
+                    file_name: f.file_name.clone(),
+                    asked: Some(f.file_name.clone()),
+                    sha256: f.sha256.clone(),
+                    size: f.size_bytes,
+                    base,
+                    total,
+                };
+                self.fetch_file(job, &sharing, name, holders, want).await?;
+            }
+            base += f.size_bytes;
+        }
+        Ok(())
+    }
+
+    /// A split model's shard found in the folder: counted as here when it is the peers' file,
+    /// else the download stops rather than replace it.
+    async fn kept_shard(
+        &self,
+        job: &Job,
+        path: &std::path::Path,
+        f: &hearth_protocol::cluster::ModelFileOffer,
+    ) -> Result<(), DownloadError> {
+        let exists = || DownloadError::Exists(f.file_name.clone());
+        if std::fs::metadata(path).ok().map(|m| m.len()) != Some(f.size_bytes) {
+            return Err(exists());
+        }
+        let got = tokio::select! {
+            h = hash_prefix(path.to_owned(), f.size_bytes) => hex::encode(h?.finalize()),
+            () = job.cancel.cancelled() => return Err(self.why_stopped()),
+        };
+        if got != f.sha256 {
+            return Err(exists());
+        }
+        self.update(job, |p| {
+            p.received += f.size_bytes;
+            p.resumed_from += f.size_bytes;
+        });
+        Ok(())
+    }
+
+    /// Fetch one file from `offers` (up to [`MAX_SOURCES`] ranges at once) into its partial,
+    /// check its SHA-256 and move it into place.
+    async fn fetch_file(
+        &self,
+        job: &Job,
+        sharing: &Sharing,
+        name: &str,
+        offers: Vec<Offer>,
+        want: Wanted,
+    ) -> Result<(), DownloadError> {
+        let Wanted {
+            file_name,
+            asked,
+            sha256,
+            size,
+            base,
+            total,
+        } = want;
+        *lock(&job.writing) = Some(file_name.clone());
+        let (part, note_path) = self.partial_paths(&file_name);
         std::fs::create_dir_all(self.partial_dir()).map_err(io)?;
         let file = open_partial(&part)?;
         // The ranges already here, when the partial is of the same file.
@@ -133,12 +258,15 @@ impl Downloads {
         let hashed = Arc::new(Mutex::new((hash_prefix(part.clone(), first).await?, first)));
         let shared = Arc::new(Shared {
             name: name.to_owned(),
-            file_name: job.id.clone(),
+            file_name: file_name.clone(),
+            asked,
             sha256: sha256.clone(),
             size,
+            base,
+            total,
             segments: Mutex::new(segments),
             received: AtomicU64::new(already),
-            meter: Mutex::new(Meter::new(already)),
+            meter: Mutex::new(Meter::new(base + already)),
             offers: Mutex::new(offers),
             file: Arc::new(file),
             note: note_path.clone(),
@@ -146,25 +274,28 @@ impl Downloads {
         });
         shared.save_note()?;
         self.update(job, |p| {
-            p.total = Some(size);
-            p.received = already;
-            p.resumed_from = already;
-            p.sha256 = Some(sha256.clone());
+            p.total = Some(total);
+            p.received = base + already;
+            p.resumed_from += already;
+            // A split model's shards are checked one by one: it has no SHA-256 of its own.
+            p.sha256 = (shared.asked.is_none()).then(|| sha256.clone());
             p.state = DownloadState::Downloading;
-            p.sources = lock(&shared.offers)
-                .iter()
-                .map(|o| o.peer.clone())
-                .collect();
+            // The peers it comes from: those it came from so far stay listed.
+            for o in lock(&shared.offers).iter() {
+                if !p.sources.contains(&o.peer) {
+                    p.sources.push(o.peer.clone());
+                }
+            }
         });
         let count = lock(&shared.segments).len();
-        let ranges = (0..count).map(|i| self.fetch_range(job, &sharing, &shared, i));
+        let ranges = (0..count).map(|i| self.fetch_range(job, sharing, &shared, i));
         let results = futures_util::future::join_all(ranges).await;
         shared.save_note()?;
         if let Some(e) = results.into_iter().find_map(Result::err) {
             return Err(e);
         }
         self.update(job, |p| {
-            p.received = size;
+            p.received = base + size;
             p.state = DownloadState::Verifying;
         });
         let (hasher, seen) = {
@@ -178,9 +309,13 @@ impl Downloads {
                 got,
             });
         }
-        let to = self.models_dir.join(&job.id);
+        let to = self.models_dir.join(&file_name);
         if to.exists() {
-            return Err(DownloadError::Exists(job.id.clone()));
+            return Err(DownloadError::Exists(file_name));
+        }
+        // A cancel while the file was verified still counts.
+        if job.cancel.is_cancelled() {
+            return Err(self.why_stopped());
         }
         std::fs::rename(&part, &to).map_err(io)?;
         let _ = std::fs::remove_file(&note_path);
@@ -239,15 +374,17 @@ impl Downloads {
                 offers[which % offers.len()].clone()
             };
             let before = seg.done;
-            let outcome = match sharing.request(offer.conn, &shared.name, from, seg.end - from) {
-                Ok(mut rx) => {
-                    tokio::select! {
-                        r = self.receive(job, shared, i, &mut rx) => r,
-                        () = job.cancel.cancelled() => return Err(self.why_stopped()),
+            let asked = shared.asked.as_deref();
+            let outcome =
+                match sharing.request(offer.conn, &shared.name, asked, from, seg.end - from) {
+                    Ok(mut rx) => {
+                        tokio::select! {
+                            r = self.receive(job, shared, i, &mut rx) => r,
+                            () = job.cancel.cancelled() => return Err(self.why_stopped()),
+                        }
                     }
-                }
-                Err(e) => Err(e),
-            };
+                    Err(e) => Err(e),
+                };
             let _ = shared.save_note();
             let done = lock(&shared.segments)[i].done;
             match outcome {
@@ -279,9 +416,7 @@ impl Downloads {
             let fresh = sharing.query(&shared.name, QUERY_WAIT).await;
             let fresh: Vec<Offer> = fresh
                 .into_iter()
-                .filter(|o| {
-                    o.sha256.as_deref() == Some(shared.sha256.as_str()) && o.size == shared.size
-                })
+                .filter(|o| o.has(shared.asked.as_deref(), shared.size, &shared.sha256))
                 .collect();
             if !fresh.is_empty() {
                 // The peers it comes from: those it came from so far stay listed.
@@ -377,7 +512,8 @@ impl Downloads {
                 since_note = 0;
                 let _ = shared.save_note();
             }
-            let tick = lock(&shared.meter).tick(received, shared.size);
+            let received = shared.base + received;
+            let tick = lock(&shared.meter).tick(received, shared.total);
             match tick {
                 Some((speed, left)) => self.update(job, |p| {
                     p.received = received;
@@ -491,6 +627,7 @@ mod tests {
             peer: peer.into(),
             size: 10,
             sha256: sha.map(str::to_owned),
+            files: Vec::new(),
         };
         let chosen = agreed(vec![
             offer("a", Some("11")),

@@ -86,6 +86,23 @@ impl Registry {
         })
     }
 
+    /// Every file of model `name` (a split model's shards in order), when all are in the
+    /// folder.
+    pub fn files_of(&self, name: &str) -> Option<Vec<PathBuf>> {
+        let (_, path) = self.find(name)?;
+        let file = path.file_name()?.to_str()?;
+        let Some((stem, _, count)) = split_name(file) else {
+            return Some(vec![path]);
+        };
+        let files: Vec<PathBuf> = (1..=count)
+            .map(|i| {
+                self.dir
+                    .join(hearth_protocol::ids::shard_file(stem, i, count))
+            })
+            .collect();
+        files.iter().all(|f| f.is_file()).then_some(files)
+    }
+
     /// The ids of the models in the folder, from their file names only (one listing).
     pub fn scan_ids(&self) -> Vec<ModelId> {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
@@ -197,7 +214,7 @@ impl Registry {
         {
             None => names.push(format!("{id}.gguf")),
             Some((name, _, count)) => {
-                names.extend((1..=count).map(|i| format!("{name}-{i:05}-of-{count:05}.gguf")))
+                names.extend((1..=count).map(|i| hearth_protocol::ids::shard_file(name, i, count)))
             }
         }
         let mut removed = vec![];

@@ -5,6 +5,7 @@
 pub mod hub;
 pub mod process;
 pub mod signed;
+pub mod split_gguf;
 pub mod sse;
 
 use std::path::PathBuf;

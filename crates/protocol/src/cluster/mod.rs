@@ -39,7 +39,8 @@ pub use inference::{
 };
 pub use inference::{ControlAction, HearthControl};
 pub use models::{
-    ModelQuery, ModelQueryResponse, ModelTransferChunk, ModelTransferComplete, ModelTransferRequest,
+    ModelFileOffer, ModelQuery, ModelQueryResponse, ModelTransferChunk, ModelTransferComplete,
+    ModelTransferRequest,
 };
 
 use serde::de::DeserializeOwned;

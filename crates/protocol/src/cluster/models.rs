@@ -1,8 +1,9 @@
 //! Model sharing between peers: `modelQuery` / `modelQueryResponse` (who has a model, and
 //! its size), then `modelTransferRequest`, the `modelTransferChunk`s (1 MiB of a file each,
-//! base64, with its byte offset) and `modelTransferComplete`. Hearth adds the file's SHA-256
-//! to the answer, and a byte range and the offer to take binary chunks to the request;
-//! TealeNet peers ignore them.
+//! base64, with its byte offset in its file) and `modelTransferComplete`; a model of several
+//! files (a split GGUF's shards) comes one file after another. Hearth adds the SHA-256 of each
+//! file to the answer, and one file, a byte range and the offer to take binary chunks to the
+//! request; TealeNet peers ignore them.
 
 use serde::{Deserialize, Serialize};
 
@@ -22,9 +23,24 @@ pub struct ModelQueryResponse {
     pub available: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total_size_bytes: Option<u64>,
-    /// Hearth's extension: the file's SHA-256 (lowercase hex), which the receiver checks.
+    /// Hearth's extension: the file's SHA-256 (lowercase hex), which the receiver checks. For a
+    /// model of one file only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
+    /// Hearth's extension: a model of several files (a split GGUF) lists each, in the order a
+    /// whole transfer sends them; `totalSizeBytes` is their sum. Empty for a model of one file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<ModelFileOffer>,
+}
+
+/// One file of a model of several, in a [`ModelQueryResponse`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelFileOffer {
+    pub file_name: String,
+    pub size_bytes: u64,
+    /// Lowercase hex.
+    pub sha256: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,8 +49,13 @@ pub struct ModelTransferRequest {
     pub transfer_id: PeerUuid,
     #[serde(rename = "modelID")]
     pub model_id: String,
+    /// Hearth's extension: only this file of a model of several (one of the answer's
+    /// `files`). Without it, every file of the model, one after another.
+    #[serde(rename = "fileName", default, skip_serializing_if = "Option::is_none")]
+    pub file_name: Option<String>,
     /// Hearth's extension: only `length` bytes from `offset` of the model's file (a transfer
-    /// resumed, or one range of several sources). Without them, the whole model.
+    /// resumed, or one range of several sources); with `fileName`, of that file. Without them,
+    /// the whole file. A model of several files asked for without `fileName` comes whole.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offset: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
