@@ -17,8 +17,9 @@ Faults for tests, set with POST /_control (JSON, every key optional):
 - `announce_size`: the listing gives the file this size (null: its own).
 GET /_log lists the file requests seen: `{"path", "range"}`.
 
-Run: hub_server.py --repo OWNER/REPO --file PATH [--path IN/REPO/NAME.gguf]; prints
-"port N" once it listens on 127.0.0.1.
+Run: hub_server.py --repo OWNER/REPO --file PATH [--path IN/REPO/NAME.gguf], with --file (and
+--path) once per file the repository holds (all in one folder); prints "port N" once it
+listens on 127.0.0.1. Faults apply to every file.
 """
 
 import argparse
@@ -35,11 +36,12 @@ CHUNK = 64 * 1024
 
 
 class Hub:
-    def __init__(self, repo, data, path):
+    def __init__(self, repo, files):
         self.repo = repo
-        self.data = data
-        self.path = path
-        self.sha256 = hashlib.sha256(data).hexdigest()
+        # Each file's path in the repository: its bytes and their SHA-256.
+        self.files = {path: (data, hashlib.sha256(data).hexdigest()) for path, data in files}
+        first = next(iter(self.files))
+        self.folder = first.rsplit("/", 1)[0] if "/" in first else ""
         self.lock = threading.Lock()
         self.faults = {"drops": 0, "drop_after": None, "corrupt_at": None, "rate": None,
                        "no_ranges": False, "missing": False, "announce_size": None}
@@ -91,7 +93,7 @@ def make_handler(hub):
             self.reply_json(404, {"error": "Repository not found"})
 
         def listing(self, folder):
-            here = hub.path.rsplit("/", 1)[0] if "/" in hub.path else ""
+            here = hub.folder
             if folder != here:
                 return self.reply_json(404, {"error": "Entry not found"})
             readme = b"# test repository\n"
@@ -102,12 +104,14 @@ def make_handler(hub):
             ]
             with hub.lock:
                 missing = hub.faults["missing"]
-                size = hub.faults["announce_size"] or len(hub.data)
-            if not missing:
-                entries.append({
-                    "type": "file", "oid": "0" * 40, "size": size, "path": hub.path,
-                    "lfs": {"oid": hub.sha256, "size": size, "pointerSize": 134},
-                })
+                announced = hub.faults["announce_size"]
+            for path, (data, sha256) in hub.files.items():
+                size = announced or len(data)
+                if not missing:
+                    entries.append({
+                        "type": "file", "oid": "0" * 40, "size": size, "path": path,
+                        "lfs": {"oid": sha256, "size": size, "pointerSize": 134},
+                    })
             self.reply_json(200, entries)
 
         def file(self, wanted):
@@ -117,9 +121,10 @@ def make_handler(hub):
                 drop = faults["drops"] > 0 and faults["drop_after"] is not None
                 if drop:
                     hub.faults["drops"] -= 1
-            if wanted != hub.path or faults["missing"]:
+            if wanted not in hub.files or faults["missing"]:
                 return self.reply_json(404, {"error": "Entry not found"})
-            size = len(hub.data)
+            data, sha256 = hub.files[wanted]
+            size = len(data)
             start, end = 0, size - 1
             status = 200
             rng = self.headers.get("Range")
@@ -142,7 +147,7 @@ def make_handler(hub):
             self.send_header("Content-Type", "application/octet-stream")
             self.send_header("Accept-Ranges", "bytes")
             self.send_header("Content-Length", str(end - start + 1))
-            self.send_header("ETag", f'"{hub.sha256}"')
+            self.send_header("ETag", f'"{sha256}"')
             if status == 206:
                 self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
             self.send_header("Connection", "close")
@@ -157,7 +162,7 @@ def make_handler(hub):
                 n = min(CHUNK, end + 1 - pos)
                 if drop and sent + n > faults["drop_after"]:
                     n = faults["drop_after"] - sent
-                piece = bytearray(hub.data[pos:pos + n])
+                piece = bytearray(data[pos:pos + n])
                 at = faults["corrupt_at"]
                 if at is not None and pos <= at < pos + n:
                     piece[at - pos] ^= 0xFF
@@ -186,13 +191,17 @@ def make_handler(hub):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repo", required=True)
-    ap.add_argument("--file", required=True)
-    ap.add_argument("--path", help="the file's path in the repository [its name]")
+    ap.add_argument("--file", required=True, action="append")
+    ap.add_argument("--path", action="append",
+                    help="the file's path in the repository [its name]")
     args = ap.parse_args()
-    with open(args.file, "rb") as f:
-        data = f.read()
-    path = args.path or args.file.rsplit("/", 1)[-1]
-    hub = Hub(args.repo, data, path)
+    paths = args.path or [f.rsplit("/", 1)[-1] for f in args.file]
+    assert len(paths) == len(args.file), "one --path per --file"
+    files = []
+    for name, path in zip(args.file, paths):
+        with open(name, "rb") as f:
+            files.append((path, f.read()))
+    hub = Hub(args.repo, files)
     server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(hub))
     server.daemon_threads = True
     print(f"port {server.server_address[1]}", flush=True)

@@ -25,10 +25,18 @@ struct Hub {
 
 impl Hub {
     fn start() -> Self {
-        let mut child = Command::new(common::process::venv_python())
-            .arg(common::process::repo_root().join("tests/hub_server.py"))
-            .args(["--repo", REPO, "--path", IN_REPO, "--file"])
-            .arg(common::model_path())
+        Self::serving(&[(IN_REPO, common::model_path())])
+    }
+
+    /// A hub whose repository holds `files` (each its path there, and the file).
+    fn serving(files: &[(&str, PathBuf)]) -> Self {
+        let mut cmd = Command::new(common::process::venv_python());
+        cmd.arg(common::process::repo_root().join("tests/hub_server.py"))
+            .args(["--repo", REPO]);
+        for (path, file) in files {
+            cmd.args(["--path", path, "--file"]).arg(file);
+        }
+        let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -535,5 +543,73 @@ print("ollama pull OK", len(seen))
     let (stdout, _) = common::process::run_peer(cmd, "the ollama client's pull").await;
     assert!(stdout.contains("ollama pull OK"), "{stdout}");
     answers(&t).await;
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_split_model_named_by_any_shard_comes_whole_and_loads() {
+    let made = tempfile::tempdir().unwrap();
+    let shards =
+        common::split_gguf::split_gguf(&common::model_path(), made.path(), "Tiny-Split", 3);
+    let in_repo: Vec<(String, PathBuf)> = shards
+        .iter()
+        .map(|p| {
+            let name = p.file_name().unwrap().to_str().unwrap();
+            (format!("split/{name}"), p.clone())
+        })
+        .collect();
+    let files: Vec<(&str, PathBuf)> = in_repo
+        .iter()
+        .map(|(n, p)| (n.as_str(), p.clone()))
+        .collect();
+    let hub = Hub::serving(&files);
+    // Each shard's first request is cut part way: each resumes.
+    hub.control(json!({"drops": 3, "drop_after": 4 << 20}))
+        .await;
+    let models = tempfile::tempdir().unwrap();
+    let t = node(models.path(), &hub).await;
+    let r = t
+        .post(
+            "/api/models/downloads",
+            &json!({"model": format!("{REPO}/split/Tiny-Split-00002-of-00003.gguf"), "wait": true}),
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    let end: Value = r.json().await.unwrap();
+    assert_eq!(end["state"], "done", "{end}");
+    assert_eq!(end["id"], "Tiny-Split-00001-of-00003.gguf", "{end}");
+    let total: u64 = shards
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum();
+    assert_eq!(end["total"].as_u64(), Some(total), "{end}");
+    assert!(end["retries"].as_u64().unwrap() >= 3, "{end}");
+    assert_eq!(end["error"], Value::Null, "{end}");
+    for shard in &shards {
+        let here = models.path().join(shard.file_name().unwrap());
+        assert_eq!(sha256_of(&here), sha256_of(shard), "{}", here.display());
+    }
+    assert!(
+        partials(models.path()).is_empty(),
+        "{:?}",
+        partials(models.path())
+    );
+    // The first shard came last, so the model was never listed without all of its shards.
+    let asked: Vec<Value> = common::get_json_at(format!("{}/_log", hub.url))
+        .await
+        .as_array()
+        .unwrap()
+        .clone();
+    let last = asked.last().unwrap()["path"].as_str().unwrap().to_owned();
+    assert!(last.ends_with("-00001-of-00003.gguf"), "{asked:?}");
+    let r = t
+        .post(
+            "/v1/chat/completions",
+            &json!({"model": "Tiny-Split", "max_tokens": 3, "messages": common::user("Hi")}),
+        )
+        .await;
+    let status = r.status();
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(status, 200, "{body}");
     t.stop().await;
 }

@@ -1,22 +1,18 @@
-//! Downloads of models from a hub into the models folder. Each goes to a partial file in
-//! `.downloads/` beside a note of what it must become, so a node stopped mid-download resumes
-//! it when it starts again; an interrupted transfer resumes with an HTTP Range request, with
-//! retries and backoff; the file's SHA-256 is checked against the hub's before it is moved into
-//! place (a mismatch deletes the partial and says so). Progress (bytes, speed, time left) is
-//! what the UI, the CLI and Ollama's pull show.
+//! Downloads of models into the models folder, from a hub ([`super::hub_download`]) or from
+//! the cluster's peers ([`super::peer_download`]): the jobs, their progress (bytes, speed, time
+//! left: what the UI, the CLI and Ollama's pull show), cancel, and resuming after a restart.
+//! Each file goes to a partial file in `.downloads/` beside a note of what it must become, and
+//! its SHA-256 is checked before it is moved into place (a mismatch deletes the partial).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures_util::StreamExt as _;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest as _, Sha256};
-use tokio::io::{AsyncSeekExt as _, AsyncWriteExt as _};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::hub::{HubError, HubFile, Remote};
+use super::hub::{HubError, HubFile};
 pub(super) use super::partial::{hash_on, hash_prefix, held_here, open_partial, Note};
 
 /// The folder of partial files, inside the models folder (the registry lists `*.gguf` only).
@@ -134,7 +130,16 @@ impl Source {
     fn parse(spec: &str) -> Result<Self, DownloadError> {
         let s = spec.trim();
         if s.contains('/') {
-            return Ok(Source::Hub(HubFile::parse(s)?));
+            let file = HubFile::parse(s)?;
+            // A split model, named by any of its shards, is downloaded whole: named by its first.
+            return Ok(Source::Hub(
+                match hearth_protocol::ids::split_shard(file.file_name()) {
+                    Some((name, i, count)) if i != 1 => {
+                        file.sibling(&hearth_protocol::ids::shard_file(name, 1, count))
+                    }
+                    _ => file,
+                },
+            ));
         }
         let name = s.strip_suffix(".gguf").unwrap_or(s);
         if !super::registry::plain_name(name) {
@@ -153,7 +158,7 @@ impl Source {
         }
     }
 
-    fn spec(&self) -> String {
+    pub(super) fn spec(&self) -> String {
         match self {
             Source::Hub(h) => h.spec(),
             Source::Peers(name) => name.clone(),
@@ -177,10 +182,10 @@ pub(super) struct Job {
 /// The downloads of this node (or of one `hearth-node models pull`).
 pub struct Downloads {
     pub(super) models_dir: PathBuf,
-    hub: String,
+    pub(super) hub: String,
     /// The cluster's connections, to fetch a model from peers (none in the CLI).
     pub(super) peers: Option<Arc<crate::cluster::sharing::Sharing>>,
-    http: reqwest::Client,
+    pub(super) http: reqwest::Client,
     jobs: Mutex<Vec<Arc<Job>>>,
     changed: watch::Sender<u64>,
     stop: CancellationToken,
@@ -391,7 +396,7 @@ impl Downloads {
 
     async fn run(self: Arc<Self>, job: Arc<Job>) {
         let result = match &job.source {
-            Source::Hub(file) => self.fetch(&job, file).await,
+            Source::Hub(file) => self.fetch_from_hub(&job, file).await,
             Source::Peers(name) => self.fetch_from_peers(&job, name).await,
         };
         let refused = lock(&job.refused).clone();
@@ -441,6 +446,8 @@ impl Downloads {
                 Ok(()) => {
                     p.state = DownloadState::Done;
                     p.seconds_left = Some(0.0);
+                    // An interruption it came through is no error of the finished download.
+                    p.error = None;
                 }
                 Err(DownloadError::Cancelled) => p.state = DownloadState::Cancelled,
                 Err(e) => {
@@ -476,221 +483,6 @@ impl Downloads {
             () = job.cancel.cancelled() => Err(self.why_stopped()),
         }
     }
-
-    async fn fetch(&self, job: &Job, source: &HubFile) -> Result<(), DownloadError> {
-        let id = job.id.clone();
-        let mut delays =
-            crate::backoff::jittered(Duration::from_millis(500), Duration::from_secs(30));
-        let mut failures = 0u32;
-        // What the file must be, from the hub (retried like the transfer).
-        let remote = loop {
-            let looked = tokio::select! {
-                r = source.lookup(&self.http, &self.hub) => r,
-                () = job.cancel.cancelled() => return Err(self.why_stopped()),
-            };
-            match looked {
-                Ok(r) => break r,
-                Err(e) if e.is_transient() && failures + 1 < MAX_FAILURES => {
-                    failures += 1;
-                    self.update(job, |p| {
-                        p.state = DownloadState::Retrying;
-                        p.retries += 1;
-                        p.error = Some(e.to_string());
-                    });
-                    self.pause(job, delays.next().unwrap_or(Duration::from_secs(30)))
-                        .await?;
-                }
-                Err(e) => return Err(e.into()),
-            }
-        };
-        let (part, note_path) = self.partial_paths(&id);
-        std::fs::create_dir_all(self.partial_dir()).map_err(io)?;
-        let file = open_partial(&part)?;
-        // A partial of another version of the file starts over.
-        let same = std::fs::read(&note_path)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<Note>(&b).ok())
-            .is_some_and(|n| {
-                n.sha256 == remote.sha256 && n.size == remote.size && n.segments.is_none()
-            });
-        if !same {
-            file.set_len(0).map_err(io)?;
-        }
-        let note = Note {
-            model: job.source.spec(),
-            sha256: remote.sha256.clone(),
-            size: remote.size,
-            segments: None,
-        };
-        note.save(&note_path)?;
-        let mut file = tokio::fs::File::from_std(file);
-        let mut have = file.metadata().await.map_err(io)?.len();
-        if have > remote.size {
-            file.set_len(0).await.map_err(io)?;
-            have = 0;
-        }
-        super::disk::ensure_room(&self.partial_dir(), remote.size - have)?;
-        // The bytes already here count toward the hash.
-        let mut hasher = hash_prefix(part.clone(), have).await?;
-        file.seek(std::io::SeekFrom::Start(have))
-            .await
-            .map_err(io)?;
-        self.update(job, |p| {
-            p.total = Some(remote.size);
-            p.received = have;
-            p.resumed_from = have;
-            p.sha256 = Some(remote.sha256.clone());
-            p.state = DownloadState::Downloading;
-        });
-        let url = source.url(&self.hub);
-        failures = 0;
-        while have < remote.size {
-            let before = have;
-            let attempt = tokio::select! {
-                r = self.attempt(job, source, &url, &remote, &mut file, &mut hasher, &mut have) => r,
-                () = job.cancel.cancelled() => Err(self.why_stopped()),
-            };
-            match attempt {
-                Ok(()) if have == remote.size => break,
-                Ok(()) => {}
-                Err(DownloadError::Hub(e)) if e.is_transient() => {
-                    tracing::info!(model = %id, received = have, error = %e, "download interrupted; resuming");
-                    self.update(job, |p| p.error = Some(e.to_string()));
-                }
-                Err(e) => {
-                    file.flush().await.map_err(io)?;
-                    return Err(e);
-                }
-            }
-            file.flush().await.map_err(io)?;
-            if have > before {
-                failures = 0;
-                delays =
-                    crate::backoff::jittered(Duration::from_millis(500), Duration::from_secs(30));
-            }
-            failures += 1;
-            if failures >= MAX_FAILURES {
-                let last = lock(&job.progress).error.clone().unwrap_or_default();
-                return Err(DownloadError::GaveUp {
-                    attempts: failures,
-                    last,
-                });
-            }
-            self.update(job, |p| {
-                p.state = DownloadState::Retrying;
-                p.retries += 1;
-                p.bytes_per_second = 0.0;
-                p.seconds_left = None;
-            });
-            self.pause(job, delays.next().unwrap_or(Duration::from_secs(30)))
-                .await?;
-            self.update(job, |p| p.state = DownloadState::Downloading);
-        }
-        file.flush().await.map_err(io)?;
-        file.sync_all().await.map_err(io)?;
-        // The file (and its lock) stays open until it is renamed into place.
-        self.update(job, |p| p.state = DownloadState::Verifying);
-        let got = hex::encode(hasher.finalize());
-        if got != remote.sha256 {
-            return Err(DownloadError::Mismatch {
-                expected: remote.sha256,
-                got,
-            });
-        }
-        let to = self.models_dir.join(&id);
-        if to.exists() {
-            return Err(DownloadError::Exists(id));
-        }
-        // A cancel while the file was verified still counts.
-        if job.cancel.is_cancelled() {
-            return Err(self.why_stopped());
-        }
-        std::fs::rename(&part, &to).map_err(io)?;
-        let _ = std::fs::remove_file(&note_path);
-        drop(file);
-        Ok(())
-    }
-
-    /// One request for the bytes from `have` on, written as they arrive. Ends when the
-    /// response ends (maybe short: the caller resumes).
-    #[allow(clippy::too_many_arguments)]
-    async fn attempt(
-        &self,
-        job: &Job,
-        source: &HubFile,
-        url: &str,
-        remote: &Remote,
-        file: &mut tokio::fs::File,
-        hasher: &mut Sha256,
-        have: &mut u64,
-    ) -> Result<(), DownloadError> {
-        let unreachable =
-            |e: reqwest::Error| DownloadError::Hub(HubError::Unreachable(e.to_string()));
-        let mut req = self.http.get(url);
-        if *have > 0 {
-            req = req.header(reqwest::header::RANGE, format!("bytes={have}-"));
-        }
-        let resp = req.send().await.map_err(unreachable)?;
-        let status = resp.status().as_u16();
-        match status {
-            206 => {
-                let from = resp
-                    .headers()
-                    .get(reqwest::header::CONTENT_RANGE)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(range_start);
-                if from != Some(*have) {
-                    return Err(DownloadError::Hub(HubError::BadListing(format!(
-                        "asked for bytes from {have}, got a range from {from:?}"
-                    ))));
-                }
-            }
-            200 => {
-                // The whole file again (no ranges there): start over.
-                if *have > 0 {
-                    file.set_len(0).await.map_err(io)?;
-                    file.seek(std::io::SeekFrom::Start(0)).await.map_err(io)?;
-                    *hasher = Sha256::new();
-                    *have = 0;
-                }
-            }
-            416 if *have == remote.size => return Ok(()),
-            404 => {
-                return Err(DownloadError::Hub(HubError::NotFound {
-                    repo: source.repo.clone(),
-                    file: source.path.clone(),
-                }))
-            }
-            _ => {
-                return Err(DownloadError::Hub(HubError::Status {
-                    status,
-                    url: url.to_owned(),
-                }))
-            }
-        }
-        let mut body = resp.bytes_stream();
-        let mut meter = Meter::new(*have);
-        while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(unreachable)?;
-            if *have + chunk.len() as u64 > remote.size {
-                return Err(DownloadError::TooLong(remote.size));
-            }
-            file.write_all(&chunk).await.map_err(io)?;
-            hasher.update(&chunk);
-            *have += chunk.len() as u64;
-            if let Some((speed, left)) = meter.tick(*have, remote.size) {
-                let received = *have;
-                self.update(job, |p| {
-                    p.received = received;
-                    p.bytes_per_second = speed;
-                    p.seconds_left = left;
-                });
-            }
-        }
-        let received = *have;
-        self.update(job, |p| p.received = received);
-        Ok(())
-    }
 }
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -698,7 +490,7 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// The first byte of a `Content-Range: bytes FROM-TO/SIZE`.
-fn range_start(v: &str) -> Option<u64> {
+pub(super) fn range_start(v: &str) -> Option<u64> {
     v.strip_prefix("bytes ")?
         .split('-')
         .next()?

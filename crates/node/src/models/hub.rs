@@ -116,6 +116,18 @@ impl HubFile {
         self.path.rsplit('/').next().unwrap_or(&self.path)
     }
 
+    /// The file named `name` in the same folder of the same repository.
+    pub fn sibling(&self, name: &str) -> HubFile {
+        let path = match self.path.rsplit_once('/') {
+            Some((folder, _)) => format!("{folder}/{name}"),
+            None => name.to_owned(),
+        };
+        HubFile {
+            repo: self.repo.clone(),
+            path,
+        }
+    }
+
     /// `OWNER/REPO/PATH`, as a user names it.
     pub fn spec(&self) -> String {
         format!("{}/{}", self.repo, self.path)

@@ -9,6 +9,7 @@ mod disk;
 pub mod download;
 pub mod host;
 pub mod hub;
+mod hub_download;
 pub mod import;
 pub mod memory;
 mod partial;

@@ -165,7 +165,7 @@ impl Downloads {
             let to = self.models_dir.join(&f.file_name);
             if to.exists() {
                 // Here already (an earlier run of this download): kept when it is that file.
-                self.kept_shard(job, &to, f).await?;
+                self.kept_shard(job, &to, f.size_bytes, &f.sha256).await?;
             } else {
                 let holders = offers
                     .iter()
@@ -184,32 +184,6 @@ impl Downloads {
             }
             base += f.size_bytes;
         }
-        Ok(())
-    }
-
-    /// A split model's shard found in the folder: counted as here when it is the peers' file,
-    /// else the download stops rather than replace it.
-    async fn kept_shard(
-        &self,
-        job: &Job,
-        path: &std::path::Path,
-        f: &hearth_protocol::cluster::ModelFileOffer,
-    ) -> Result<(), DownloadError> {
-        let exists = || DownloadError::Exists(f.file_name.clone());
-        if std::fs::metadata(path).ok().map(|m| m.len()) != Some(f.size_bytes) {
-            return Err(exists());
-        }
-        let got = tokio::select! {
-            h = hash_prefix(path.to_owned(), f.size_bytes) => hex::encode(h?.finalize()),
-            () = job.cancel.cancelled() => return Err(self.why_stopped()),
-        };
-        if got != f.sha256 {
-            return Err(exists());
-        }
-        self.update(job, |p| {
-            p.received += f.size_bytes;
-            p.resumed_from += f.size_bytes;
-        });
         Ok(())
     }
 

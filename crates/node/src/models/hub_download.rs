@@ -1,0 +1,327 @@
+//! Downloads from a Hugging Face-style hub ([`super::hub`]): the file's size and SHA-256 from
+//! the hub's listing, then its bytes into the partial file, resumed with HTTP Range after an
+//! interruption, and checked before the file is moved into place. A split model's shards
+//! (`NAME-00001-of-0000N.gguf`, named by any one of them) come one after another, the first
+//! last so the model appears whole.
+
+use std::path::Path;
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+use sha2::{Digest as _, Sha256};
+use tokio::io::{AsyncSeekExt as _, AsyncWriteExt as _};
+
+use super::download::{
+    hash_prefix, io, lock, open_partial, range_start, DownloadError, DownloadState, Downloads, Job,
+    Meter, Note, MAX_FAILURES,
+};
+use super::hub::{HubError, HubFile, Remote};
+
+/// Where one file's bytes fall in its download's progress: after `base` bytes (a split
+/// model's other shards), of `total`.
+#[derive(Debug, Clone, Copy)]
+struct Place {
+    base: u64,
+    total: u64,
+}
+
+impl Downloads {
+    /// Download `source` from the hub: the file, or every shard of a split model.
+    pub(super) async fn fetch_from_hub(
+        &self,
+        job: &Job,
+        source: &HubFile,
+    ) -> Result<(), DownloadError> {
+        let Some((name, _, count)) = hearth_protocol::ids::split_shard(source.file_name()) else {
+            let remote = self.lookup(job, source).await?;
+            let at = Place {
+                base: 0,
+                total: remote.size,
+            };
+            return self.fetch_hub_file(job, source, remote, at).await;
+        };
+        let mut shards = Vec::new();
+        for i in 1..=count {
+            let shard = source.sibling(&hearth_protocol::ids::shard_file(name, i, count));
+            let remote = self.lookup(job, &shard).await?;
+            shards.push((shard, remote));
+        }
+        let total = shards.iter().map(|(_, r)| r.size).sum();
+        // The first shard last: the registry lists a split model by its first shard.
+        shards.rotate_left(1);
+        let mut base = 0;
+        for (shard, remote) in shards {
+            let size = remote.size;
+            let to = self.models_dir.join(shard.file_name());
+            if to.exists() {
+                // Here already (an earlier run of this download): kept when it is that file.
+                self.kept_shard(job, &to, size, &remote.sha256).await?;
+            } else {
+                let at = Place { base, total };
+                self.fetch_hub_file(job, &shard, remote, at).await?;
+            }
+            base += size;
+        }
+        Ok(())
+    }
+
+    /// A split model's shard found in the folder: counted as here when it is the file of
+    /// `size` bytes and SHA-256 `sha256` the download brings, else the download stops rather
+    /// than replace it.
+    pub(super) async fn kept_shard(
+        &self,
+        job: &Job,
+        path: &Path,
+        size: u64,
+        sha256: &str,
+    ) -> Result<(), DownloadError> {
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        let exists = || DownloadError::Exists(name.clone().into_owned());
+        if std::fs::metadata(path).ok().map(|m| m.len()) != Some(size) {
+            return Err(exists());
+        }
+        let got = tokio::select! {
+            h = hash_prefix(path.to_owned(), size) => hex::encode(h?.finalize()),
+            () = job.cancel.cancelled() => return Err(self.why_stopped()),
+        };
+        if got != sha256 {
+            return Err(exists());
+        }
+        self.update(job, |p| {
+            p.received += size;
+            p.resumed_from += size;
+        });
+        Ok(())
+    }
+
+    /// What the file must be, from the hub (retried like the transfer).
+    async fn lookup(&self, job: &Job, source: &HubFile) -> Result<Remote, DownloadError> {
+        let mut failures = 0u32;
+        let mut delays =
+            crate::backoff::jittered(Duration::from_millis(500), Duration::from_secs(30));
+        loop {
+            let looked = tokio::select! {
+                r = source.lookup(&self.http, &self.hub) => r,
+                () = job.cancel.cancelled() => return Err(self.why_stopped()),
+            };
+            match looked {
+                Ok(r) => return Ok(r),
+                Err(e) if e.is_transient() && failures + 1 < MAX_FAILURES => {
+                    failures += 1;
+                    self.update(job, |p| {
+                        p.state = DownloadState::Retrying;
+                        p.retries += 1;
+                        p.error = Some(e.to_string());
+                    });
+                    self.pause(job, delays.next().unwrap_or(Duration::from_secs(30)))
+                        .await?;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Download one file of the hub, `remote` as the hub describes it, into its partial and
+    /// then into place.
+    async fn fetch_hub_file(
+        &self,
+        job: &Job,
+        source: &HubFile,
+        remote: Remote,
+        at: Place,
+    ) -> Result<(), DownloadError> {
+        let id = source.file_name().to_owned();
+        *lock(&job.writing) = Some(id.clone());
+        let (part, note_path) = self.partial_paths(&id);
+        std::fs::create_dir_all(self.partial_dir()).map_err(io)?;
+        let file = open_partial(&part)?;
+        // A partial of another version of the file starts over.
+        let same = std::fs::read(&note_path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Note>(&b).ok())
+            .is_some_and(|n| {
+                n.sha256 == remote.sha256 && n.size == remote.size && n.segments.is_none()
+            });
+        if !same {
+            file.set_len(0).map_err(io)?;
+        }
+        let note = Note {
+            model: job.source.spec(),
+            sha256: remote.sha256.clone(),
+            size: remote.size,
+            segments: None,
+        };
+        note.save(&note_path)?;
+        let mut file = tokio::fs::File::from_std(file);
+        let mut have = file.metadata().await.map_err(io)?.len();
+        if have > remote.size {
+            file.set_len(0).await.map_err(io)?;
+            have = 0;
+        }
+        super::disk::ensure_room(&self.partial_dir(), remote.size - have)?;
+        // The bytes already here count toward the hash.
+        let mut hasher = hash_prefix(part.clone(), have).await?;
+        file.seek(std::io::SeekFrom::Start(have))
+            .await
+            .map_err(io)?;
+        self.update(job, |p| {
+            p.total = Some(at.total);
+            p.received = at.base + have;
+            p.resumed_from += have;
+            // A split model's shards are checked one by one: it has no SHA-256 of its own.
+            p.sha256 = (at.total == remote.size).then(|| remote.sha256.clone());
+            p.state = DownloadState::Downloading;
+        });
+        let url = source.url(&self.hub);
+        let mut failures = 0u32;
+        let mut delays =
+            crate::backoff::jittered(Duration::from_millis(500), Duration::from_secs(30));
+        while have < remote.size {
+            let before = have;
+            let attempt = tokio::select! {
+                r = self.attempt(job, source, &url, &remote, at, &mut file, &mut hasher, &mut have) => r,
+                () = job.cancel.cancelled() => Err(self.why_stopped()),
+            };
+            match attempt {
+                Ok(()) if have == remote.size => break,
+                Ok(()) => {}
+                Err(DownloadError::Hub(e)) if e.is_transient() => {
+                    tracing::info!(model = %id, received = have, error = %e, "download interrupted; resuming");
+                    self.update(job, |p| p.error = Some(e.to_string()));
+                }
+                Err(e) => {
+                    file.flush().await.map_err(io)?;
+                    return Err(e);
+                }
+            }
+            file.flush().await.map_err(io)?;
+            if have > before {
+                failures = 0;
+                delays =
+                    crate::backoff::jittered(Duration::from_millis(500), Duration::from_secs(30));
+            }
+            failures += 1;
+            if failures >= MAX_FAILURES {
+                let last = lock(&job.progress).error.clone().unwrap_or_default();
+                return Err(DownloadError::GaveUp {
+                    attempts: failures,
+                    last,
+                });
+            }
+            self.update(job, |p| {
+                p.state = DownloadState::Retrying;
+                p.retries += 1;
+                p.bytes_per_second = 0.0;
+                p.seconds_left = None;
+            });
+            self.pause(job, delays.next().unwrap_or(Duration::from_secs(30)))
+                .await?;
+            self.update(job, |p| p.state = DownloadState::Downloading);
+        }
+        file.flush().await.map_err(io)?;
+        file.sync_all().await.map_err(io)?;
+        // The file (and its lock) stays open until it is renamed into place.
+        self.update(job, |p| p.state = DownloadState::Verifying);
+        let got = hex::encode(hasher.finalize());
+        if got != remote.sha256 {
+            return Err(DownloadError::Mismatch {
+                expected: remote.sha256,
+                got,
+            });
+        }
+        let to = self.models_dir.join(&id);
+        if to.exists() {
+            return Err(DownloadError::Exists(id));
+        }
+        // A cancel while the file was verified still counts.
+        if job.cancel.is_cancelled() {
+            return Err(self.why_stopped());
+        }
+        std::fs::rename(&part, &to).map_err(io)?;
+        let _ = std::fs::remove_file(&note_path);
+        drop(file);
+        Ok(())
+    }
+
+    /// One request for the bytes from `have` on, written as they arrive. Ends when the
+    /// response ends (maybe short: the caller resumes).
+    #[allow(clippy::too_many_arguments)]
+    async fn attempt(
+        &self,
+        job: &Job,
+        source: &HubFile,
+        url: &str,
+        remote: &Remote,
+        at: Place,
+        file: &mut tokio::fs::File,
+        hasher: &mut Sha256,
+        have: &mut u64,
+    ) -> Result<(), DownloadError> {
+        let unreachable =
+            |e: reqwest::Error| DownloadError::Hub(HubError::Unreachable(e.to_string()));
+        let mut req = self.http.get(url);
+        if *have > 0 {
+            req = req.header(reqwest::header::RANGE, format!("bytes={have}-"));
+        }
+        let resp = req.send().await.map_err(unreachable)?;
+        let status = resp.status().as_u16();
+        match status {
+            206 => {
+                let from = resp
+                    .headers()
+                    .get(reqwest::header::CONTENT_RANGE)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(range_start);
+                if from != Some(*have) {
+                    return Err(DownloadError::Hub(HubError::BadListing(format!(
+                        "asked for bytes from {have}, got a range from {from:?}"
+                    ))));
+                }
+            }
+            200 => {
+                // The whole file again (no ranges there): start over.
+                if *have > 0 {
+                    file.set_len(0).await.map_err(io)?;
+                    file.seek(std::io::SeekFrom::Start(0)).await.map_err(io)?;
+                    *hasher = Sha256::new();
+                    *have = 0;
+                }
+            }
+            416 if *have == remote.size => return Ok(()),
+            404 => {
+                return Err(DownloadError::Hub(HubError::NotFound {
+                    repo: source.repo.clone(),
+                    file: source.path.clone(),
+                }))
+            }
+            _ => {
+                return Err(DownloadError::Hub(HubError::Status {
+                    status,
+                    url: url.to_owned(),
+                }))
+            }
+        }
+        let mut body = resp.bytes_stream();
+        let mut meter = Meter::new(at.base + *have);
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(unreachable)?;
+            if *have + chunk.len() as u64 > remote.size {
+                return Err(DownloadError::TooLong(remote.size));
+            }
+            file.write_all(&chunk).await.map_err(io)?;
+            hasher.update(&chunk);
+            *have += chunk.len() as u64;
+            if let Some((speed, left)) = meter.tick(at.base + *have, at.total) {
+                let received = at.base + *have;
+                self.update(job, |p| {
+                    p.received = received;
+                    p.bytes_per_second = speed;
+                    p.seconds_left = left;
+                });
+            }
+        }
+        let received = at.base + *have;
+        self.update(job, |p| p.received = received);
+        Ok(())
+    }
+}
