@@ -57,10 +57,22 @@ pub(crate) fn load(
             return None;
         }
     };
+    // The state's message reaches clients on other machines: it names the model's file, never
+    // its folder (the log has the path).
+    let file = config
+        .model_path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let gguf = match crate::gguf::read(&config.model_path) {
         Ok(g) => g,
         Err(e) => {
-            fail(state, &id, e.to_string());
+            tracing::warn!(path = %config.model_path.display(), error = %e, "the model's header cannot be read");
+            let message = match e {
+                crate::gguf::GgufError::Io { source, .. } => format!("cannot read {file}: {source}"),
+                other => format!("{file}: {other}"),
+            };
+            fail(state, &id, message);
             return None;
         }
     };
@@ -117,10 +129,7 @@ pub(crate) fn load(
             started,
         }),
         Err(e) => {
-            let message = format!(
-                "llama.cpp could not load {}: {e}",
-                config.model_path.display()
-            );
+            let message = format!("llama.cpp could not load {file}: {e}");
             fail(state, &id, message);
             None
         }

@@ -640,9 +640,9 @@ async fn a_clients_keep_alive_lasts_one_request_and_never_unloads_the_chosen_mod
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_model_whose_load_failed_can_be_deleted() {
     let dir = folder(&["alpha"]);
-    // The model's first megabyte: a header that parses, tensors that are not there.
+    // The model's first 16 MiB: a header that parses, tensors that are not there.
     let bytes = std::fs::read(common::model_path()).unwrap();
-    std::fs::write(dir.path().join("broken.gguf"), &bytes[..1 << 20]).unwrap();
+    std::fs::write(dir.path().join("broken.gguf"), &bytes[..16 << 20]).unwrap();
     let t = start(dir.path(), |_| {}).await;
     let r = t
         .post(
@@ -651,6 +651,13 @@ async fn a_model_whose_load_failed_can_be_deleted() {
         )
         .await;
     assert!(r.status().is_server_error(), "{}", r.status());
+    // The reason names the file, never the folder it is in (clients may be on other machines).
+    let body: Value = r.json().await.unwrap();
+    let said = body["error"]["message"].as_str().unwrap_or_default();
+    let folder = dir.path().to_string_lossy().into_owned();
+    assert!(said.contains("broken.gguf") && !said.contains(&folder), "{body}");
+    let status = t.get_json("/api/status").await;
+    assert!(!status.to_string().contains(&folder), "{status}");
     let r = client()
         .delete(t.url("/api/models/broken"))
         .send()

@@ -16,8 +16,8 @@ pub(super) fn ensure_room(dir: &Path, need: u64) -> Result<(), DownloadError> {
         return Ok(());
     };
     if need.saturating_add(RESERVE) > free {
+        tracing::warn!(dir = %dir.display(), need, free, "not enough disk space for a model");
         return Err(DownloadError::NoSpace {
-            dir: dir.display().to_string(),
             need_mib: need.div_ceil(1 << 20),
             free_mib: free >> 20,
         });

@@ -50,12 +50,9 @@ pub enum DownloadError {
     BadPeer(String),
     #[error("{0} is being downloaded into this folder by another Hearth process (the node, or `hearth-node models pull`); wait for it or cancel it there")]
     Elsewhere(String),
-    #[error("not enough disk space: the model needs {need_mib} MiB more and {dir} has {free_mib} MiB free (and 100 MiB is kept free)")]
-    NoSpace {
-        dir: String,
-        need_mib: u64,
-        free_mib: u64,
-    },
+    /// Names no folder: the error reaches clients on other machines.
+    #[error("not enough disk space: the model needs {need_mib} MiB more and the models folder's disk has {free_mib} MiB free (and 100 MiB is kept free)")]
+    NoSpace { need_mib: u64, free_mib: u64 },
 }
 
 pub(super) fn io(e: std::io::Error) -> DownloadError {
