@@ -69,7 +69,9 @@ pub(crate) fn load(
         Err(e) => {
             tracing::warn!(path = %config.model_path.display(), error = %e, "the model's header cannot be read");
             let message = match e {
-                crate::gguf::GgufError::Io { source, .. } => format!("cannot read {file}: {source}"),
+                crate::gguf::GgufError::Io { source, .. } => {
+                    format!("cannot read {file}: {source}")
+                }
                 other => format!("{file}: {other}"),
             };
             fail(state, &id, message);

@@ -270,7 +270,8 @@ impl Node {
             memory_limit: config.memory_limit,
         });
         if let Some(path) = model_path {
-            host.load(path).await;
+            // A failure is the host's state (the UI shows it) and in the log.
+            let _ = host.load(path).await;
         }
         // The throttle cap set on the Settings page.
         if let Some(cap) = store

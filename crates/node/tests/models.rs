@@ -589,6 +589,14 @@ async fn a_model_that_cannot_fit_unloads_nothing() {
             .is_some_and(|m| m.contains("not enough memory")),
         "{body}"
     );
+    // Loaded from the UI, it is the load's error; the model shown stays the one that works.
+    let shown = t.get_json("/api/status").await["model"].clone();
+    let r = t.post("/api/models/load", &json!({"id": "gamma"})).await;
+    let status = r.status();
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "model_load_failed", "{body}");
+    assert_eq!(t.get_json("/api/status").await["model"], shown);
     assert_eq!(long.await.unwrap().0, 200);
     // beta was not unloaded for nothing: it answers without a second load.
     ask(&t, "beta").await;
@@ -655,7 +663,10 @@ async fn a_model_whose_load_failed_can_be_deleted() {
     let body: Value = r.json().await.unwrap();
     let said = body["error"]["message"].as_str().unwrap_or_default();
     let folder = dir.path().to_string_lossy().into_owned();
-    assert!(said.contains("broken.gguf") && !said.contains(&folder), "{body}");
+    assert!(
+        said.contains("broken.gguf") && !said.contains(&folder),
+        "{body}"
+    );
     let status = t.get_json("/api/status").await;
     assert!(!status.to_string().contains(&folder), "{status}");
     let r = client()

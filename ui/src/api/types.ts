@@ -139,6 +139,8 @@ export interface ModelInfo {
   unloads_in_s?: number;
   /** While it loads: how far, 0 to 1 (any model, not only the one the header shows). */
   load_progress?: number;
+  /** Why its last load failed (state `failed`): shown on its row. */
+  load_error?: string;
   /** Imported from another app (a link to its file). */
   imported?: boolean;
   /** Where the linked file is (shown to this machine only). */

@@ -219,6 +219,11 @@ export function ModelsPage({ live, dispatch }: ModelsPageProps) {
                     ) : (
                       loadedRow && <span className="badge badge-ready">Loaded</span>
                     )}
+                    {m.state === 'failed' && m.load_error && !m.error && (
+                      <div className="model-error" role="alert" data-testid="model-load-failed">
+                        Failed to load: {m.load_error}
+                      </div>
+                    )}
                     {m.state === 'loading' && m.load_progress !== undefined && !(loading && model.id === m.id) && (
                       <div
                         className="progress"

@@ -11,7 +11,7 @@ use axum::extract::{ConnectInfo, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use hearth_engine::ModelState;
+use hearth_engine::{ModelState, SubmitError};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -40,6 +40,9 @@ struct ModelRow {
     /// While it loads: how far (0 to 1, llama.cpp's loader), whichever model it is.
     #[serde(skip_serializing_if = "Option::is_none")]
     load_progress: Option<f32>,
+    /// Why its last load failed (`state` `failed`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    load_error: Option<String>,
     /// Times it was loaded since the node started.
     loads: u64,
     /// Seconds until it unloads unless used (absent: not by time).
@@ -74,14 +77,16 @@ fn peers_models(state: &AppState) -> Vec<(String, Vec<String>)> {
 }
 
 fn model_row(host: &ModelHost, file: ModelFile, peers: &[(String, Vec<String>)]) -> ModelRow {
-    let (state, load_progress) = match host
+    let (state, load_progress, load_error) = match host
         .engine_of(&file.id)
         .map(|e| e.model_state().borrow().clone())
     {
-        Some(ModelState::Ready(_)) => ("loaded", None),
-        Some(ModelState::Loading { progress, .. }) => ("loading", Some(progress.clamp(0.0, 1.0))),
-        Some(ModelState::Failed { .. }) => ("failed", None),
-        _ => ("available", None),
+        Some(ModelState::Ready(_)) => ("loaded", None, None),
+        Some(ModelState::Loading { progress, .. }) => {
+            ("loading", Some(progress.clamp(0.0, 1.0)), None)
+        }
+        Some(ModelState::Failed { message, .. }) => ("failed", None, Some(message)),
+        _ => ("available", None, None),
     };
     let on_peers = peers
         .iter()
@@ -94,6 +99,7 @@ fn model_row(host: &ModelHost, file: ModelFile, peers: &[(String, Vec<String>)])
         loaded: state == "loaded",
         state,
         load_progress,
+        load_error,
         loads: host.loads(&file.id),
         unloads_in_s: (state == "loaded")
             .then(|| host.expires_in(&file.id).map(|d| d.as_secs()))
@@ -181,7 +187,18 @@ pub(crate) async fn load_model(
         return Err(ApiFailure::not_found("model"));
     };
     tracing::info!(model = %id, "loading requested through the API");
-    state.host.load(path).await;
+    match state.host.load(path).await {
+        // A split model's worker loads it.
+        Ok(()) | Err(SubmitError::ModelLoading { .. }) => {}
+        Err(e @ SubmitError::ShuttingDown) => {
+            let status = StatusCode::SERVICE_UNAVAILABLE;
+            return Err(ApiFailure::new(status, "shutting_down", e.to_string()));
+        }
+        Err(e) => {
+            let status = StatusCode::CONFLICT;
+            return Err(ApiFailure::new(status, "model_load_failed", e.to_string()));
+        }
+    }
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({"id": id, "state": "loading"})),

@@ -474,16 +474,34 @@ impl ModelHost {
     /// Load the model at `path` for the user (at start, or from the UI): it becomes the focus
     /// model and stays loaded until the user unloads it or memory is needed. Returns at once;
     /// progress shows on [`ModelHost::state`].
-    pub async fn load(self: &Arc<Self>, path: PathBuf) {
+    ///
+    /// A load that cannot start (no room) is the caller's error; it marks the host's state
+    /// failed only when no model is ready, so a model already serving stays the focus.
+    pub async fn load(self: &Arc<Self>, path: PathBuf) -> Result<(), SubmitError> {
         let id = model_id_of(&path);
         let started = self.start(&id, path, true, true);
-        if let Err(e) = started {
+        if let Err(e) = &started {
             tracing::warn!(model = %id, error = %e, "the model cannot be loaded");
-            self.state.send_replace(ModelState::Failed {
-                model: id,
-                message: e.to_string(),
-            });
+            if self.ready_other_than(&id).is_none() {
+                self.state.send_replace(ModelState::Failed {
+                    model: id,
+                    message: e.to_string(),
+                });
+            }
         }
+        started.map(drop)
+    }
+
+    /// The most recently used model other than `id` that is ready.
+    fn ready_other_than(&self, id: &ModelId) -> Option<ModelId> {
+        let inner = self.lock();
+        inner
+            .entries
+            .iter()
+            .filter(|e| &e.id != id)
+            .filter(|e| matches!(*e.engine.model_state().borrow(), ModelState::Ready(_)))
+            .max_by_key(|e| e.last_used)
+            .map(|e| e.id.clone())
     }
 
     /// The engine of `id` (file `path`), loading it if it is not loaded: a request's model.
@@ -611,8 +629,19 @@ impl ModelHost {
                 if !current {
                     return;
                 }
-                if focused {
-                    host.state.send_replace(s);
+                // The focus model failed to load while another is ready: that one is the
+                // focus again (its failure shows on its own row, as LM Studio keeps the model
+                // that works).
+                let back = match (&s, focused) {
+                    (ModelState::Failed { .. }, true) => host.ready_other_than(&id),
+                    _ => None,
+                };
+                match back {
+                    Some(other) => host.set_focus(Some(other)),
+                    None if focused => {
+                        host.state.send_replace(s);
+                    }
+                    None => {}
                 }
                 host.publish_loaded();
                 if rx.changed().await.is_err() {
