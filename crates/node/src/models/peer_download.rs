@@ -61,7 +61,51 @@ struct Shared {
     note: std::path::PathBuf,
     /// The SHA-256 of the file's first bytes, fed as chunks arrive where it stops (the first
     /// range's, in order): only what it has not seen is read again to verify the file.
-    hashed: Arc<Mutex<(sha2::Sha256, u64)>>,
+    hashed: Arc<Hashed>,
+}
+
+/// The SHA-256 of a file's first bytes, fed in order as they arrive.
+struct Hashed {
+    state: Mutex<(sha2::Sha256, u64)>,
+    /// Where it stops, read without the lock: a chunk of another range is never due, and its
+    /// check never waits for a chunk being hashed.
+    to: AtomicU64,
+}
+
+impl Hashed {
+    fn new(hasher: sha2::Sha256, to: u64) -> Self {
+        Self {
+            state: Mutex::new((hasher, to)),
+            to: AtomicU64::new(to),
+        }
+    }
+
+    fn due(&self, offset: u64) -> bool {
+        self.to.load(Ordering::Acquire) == offset
+    }
+
+    /// Feed `data` found at `offset`, when the hash still stops there (checked under its lock:
+    /// another range may have reset it). Blocking: one megabyte of SHA-256.
+    fn feed(&self, offset: u64, data: &[u8]) {
+        let mut h = lock(&self.state);
+        if h.1 == offset {
+            h.0.update(data);
+            h.1 += data.len() as u64;
+            self.to.store(h.1, Ordering::Release);
+        }
+    }
+
+    /// Start again from nothing (the file may not have the bytes the hash has).
+    fn reset(&self) {
+        *lock(&self.state) = (sha2::Sha256::new(), 0);
+        self.to.store(0, Ordering::Release);
+    }
+
+    /// The hash so far, and where it stops.
+    fn snapshot(&self) -> (sha2::Sha256, u64) {
+        let h = lock(&self.state);
+        (h.0.clone(), h.1)
+    }
 }
 
 impl Shared {
@@ -229,7 +273,7 @@ impl Downloads {
         let already: u64 = segments.iter().map(|s| s.done).sum();
         // The first range's bytes already here start the hash.
         let first = segments.iter().find(|s| s.start == 0).map_or(0, |s| s.done);
-        let hashed = Arc::new(Mutex::new((hash_prefix(part.clone(), first).await?, first)));
+        let hashed = Arc::new(Hashed::new(hash_prefix(part.clone(), first).await?, first));
         let shared = Arc::new(Shared {
             name: name.to_owned(),
             file_name: file_name.clone(),
@@ -272,10 +316,7 @@ impl Downloads {
             p.received = base + size;
             p.state = DownloadState::Verifying;
         });
-        let (hasher, seen) = {
-            let h = lock(&shared.hashed);
-            (h.0.clone(), h.1)
-        };
+        let (hasher, seen) = shared.hashed.snapshot();
         let got = hex::encode(hash_on(part.clone(), hasher, seen, size).await?.finalize());
         if got != sha256 {
             return Err(DownloadError::Mismatch {
@@ -454,18 +495,10 @@ impl Downloads {
             let (file, hashed) = (shared.file.clone(), shared.hashed.clone());
             let n = data.len() as u64;
             // Written and hashed at once, on two threads (the hash is fed in order: the next
-            // chunk of this range waits for both, and the hash takes a chunk only where it
-            // stops, checked again under its lock: another range may have reset it).
-            let due = lock(&hashed).1 == offset;
-            let hash = due.then(|| {
+            // chunk of this range waits for both).
+            let hash = hashed.due(offset).then(|| {
                 let data = data.clone();
-                tokio::task::spawn_blocking(move || {
-                    let mut h = lock(&hashed);
-                    if h.1 == offset {
-                        h.0.update(&data);
-                        h.1 += n;
-                    }
-                })
+                tokio::task::spawn_blocking(move || hashed.feed(offset, &data))
             });
             let write = tokio::task::spawn_blocking(move || {
                 std::os::unix::fs::FileExt::write_all_at(&*file, &data, offset)
@@ -476,7 +509,7 @@ impl Downloads {
             let written = write.await.map_err(|e| e.to_string());
             if let Err(e) = written.and_then(|w| w.map_err(|e| e.to_string())) {
                 // The hash has bytes the file may not: verifying reads the whole file instead.
-                *lock(&shared.hashed) = (sha2::Sha256::new(), 0);
+                shared.hashed.reset();
                 return Err(e);
             }
             lock(&shared.segments)[i].done += n;
@@ -582,6 +615,26 @@ mod tests {
                 "{offset} {len}"
             );
         }
+    }
+
+    #[test]
+    fn the_hash_takes_bytes_only_where_it_stops() {
+        let h = Hashed::new(sha2::Sha256::new(), 0);
+        assert!(h.due(0) && !h.due(3));
+        h.feed(3, b"def");
+        assert!(
+            h.due(0),
+            "bytes past where it stops are left for the verify"
+        );
+        h.feed(0, b"abc");
+        h.feed(3, b"def");
+        assert!(h.due(6));
+        let (hasher, to) = h.snapshot();
+        assert_eq!(to, 6);
+        assert_eq!(hasher.finalize()[..], sha2::Sha256::digest(b"abcdef")[..]);
+        h.reset();
+        assert!(h.due(0));
+        assert_eq!(h.snapshot().1, 0);
     }
 
     #[test]
