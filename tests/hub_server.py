@@ -9,7 +9,7 @@ HTTP surface (not from Hearth's code):
 
 Faults for tests, set with POST /_control (JSON, every key optional):
 - `drops` and `drop_after`: the next `drops` responses send `drop_after` bytes of body and then
-  cut the connection;
+  cut the connection; `drops_each`: as `drops`, counted for each file on its own;
 - `corrupt_at`: the byte at that file offset is sent flipped (null: none);
 - `rate`: bytes per second for file bodies (null: as fast as possible);
 - `no_ranges`: ignore Range and send the whole file with 200;
@@ -43,9 +43,12 @@ class Hub:
         first = next(iter(self.files))
         self.folder = first.rsplit("/", 1)[0] if "/" in first else ""
         self.lock = threading.Lock()
-        self.faults = {"drops": 0, "drop_after": None, "corrupt_at": None, "rate": None,
+        self.faults = {"drops": 0, "drops_each": 0, "drop_after": None, "corrupt_at": None,
+                       "rate": None,
                        "no_ranges": False, "missing": False, "announce_size": None}
         self.log = []
+        # Responses cut so far, by file (for `drops_each`).
+        self.cut = {}
 
 
 def make_handler(hub):
@@ -121,6 +124,9 @@ def make_handler(hub):
                 drop = faults["drops"] > 0 and faults["drop_after"] is not None
                 if drop:
                     hub.faults["drops"] -= 1
+                elif faults["drop_after"] is not None and hub.cut.get(wanted, 0) < faults["drops_each"]:
+                    hub.cut[wanted] = hub.cut.get(wanted, 0) + 1
+                    drop = True
             if wanted not in hub.files or faults["missing"]:
                 return self.reply_json(404, {"error": "Entry not found"})
             data, sha256 = hub.files[wanted]

@@ -263,9 +263,12 @@ def transfer(sock, model, seen):
     send(sock, "modelTransferRequest", {"transferID": tid, "modelID": model})
     names, chunks, total, digest = set(), 0, 0, hashlib.sha256()
     files = []
+    flagged = False
     while True:
         name, body = recv_until(sock, {"modelTransferChunk", "modelTransferComplete"}, seen)
         assert body["transferID"] == tid, body
+        # As the reference sends it: only the last chunk of the last file is flagged.
+        assert not flagged or name == "modelTransferComplete", ("a chunk after the last", body)
         if name == "modelTransferComplete":
             assert body["modelID"] == model, body
             each = [{"file": f["file"], "bytes": f["bytes"], "sha256": f["digest"].hexdigest()}
@@ -282,6 +285,7 @@ def transfer(sock, model, seen):
         assert body["offset"] == f["bytes"], (body["offset"], f["bytes"])
         assert len(data) <= 1 << 20 and not f["short"], body
         f["short"] = len(data) < 1 << 20
+        flagged = body["isLastChunk"]
         names.add(body["fileName"])
         chunks += 1
         total += len(data)

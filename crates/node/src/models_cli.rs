@@ -175,12 +175,11 @@ async fn pull(dir: &std::path::Path, model: &str, hub: String) -> anyhow::Result
     eprintln!();
     match end.state {
         DownloadState::Done => {
-            println!(
-                "downloaded {} into {} (SHA-256 {} checked)",
-                end.id,
-                dir.display(),
-                end.sha256.unwrap_or_default()
-            );
+            let checked = match end.shards {
+                Some(n) => format!("the SHA-256 of each of its {n} files checked"),
+                None => format!("SHA-256 {} checked", end.sha256.unwrap_or_default()),
+            };
+            println!("downloaded {} into {} ({checked})", end.id, dir.display());
             Ok(())
         }
         _ => anyhow::bail!(end.error.unwrap_or_else(|| "cancelled".into())),

@@ -549,8 +549,9 @@ print("ollama pull OK", len(seen))
     t.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_split_model_named_by_any_shard_comes_whole_and_loads() {
+/// A hub serving the default model split in 3 shards under `split/`: the shards' own files
+/// (in the returned folder) and the hub.
+fn split_hub() -> (tempfile::TempDir, Vec<PathBuf>, Hub) {
     let made = tempfile::tempdir().unwrap();
     let shards =
         common::split_gguf::split_gguf(&common::model_path(), made.path(), "Tiny-Split", 3);
@@ -566,17 +567,36 @@ async fn a_split_model_named_by_any_shard_comes_whole_and_loads() {
         .map(|(n, p)| (n.as_str(), p.clone()))
         .collect();
     let hub = Hub::serving(&files);
-    // Each shard's first request is cut part way: each resumes.
-    hub.control(json!({"drops": 3, "drop_after": 4 << 20}))
-        .await;
+    (made, shards, hub)
+}
+
+/// The split model's downloads from the hub, named by its second shard (`wait` as in the API).
+async fn start_split(t: &TestNode, wait: bool) -> reqwest::Response {
+    t.post(
+        "/api/models/downloads",
+        &json!({"model": format!("{REPO}/split/Tiny-Split-00002-of-00003.gguf"), "wait": wait}),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_split_model_named_by_any_shard_comes_whole_and_loads() {
+    let (_made, shards, hub) = split_hub();
     let models = tempfile::tempdir().unwrap();
     let t = node(models.path(), &hub).await;
-    let r = t
-        .post(
-            "/api/models/downloads",
-            &json!({"model": format!("{REPO}/split/Tiny-Split-00002-of-00003.gguf"), "wait": true}),
-        )
+    // Too big for the disk, all shards together: it fails before a byte is asked for.
+    hub.control(json!({"announce_size": 1u64 << 60})).await;
+    let end: Value = start_split(&t, true).await.json().await.unwrap();
+    assert_eq!(end["state"], "failed", "{end}");
+    assert!(
+        end["error"].as_str().unwrap().contains("disk space"),
+        "{end}"
+    );
+    assert!(hub.ranges().await.is_empty(), "no byte was asked for");
+    // Each shard's first request is cut part way: each resumes.
+    hub.control(json!({"announce_size": null, "drops_each": 1, "drop_after": 4 << 20}))
         .await;
+    let r = start_split(&t, true).await;
     assert_eq!(r.status(), 200);
     let end: Value = r.json().await.unwrap();
     assert_eq!(end["state"], "done", "{end}");
@@ -605,6 +625,13 @@ async fn a_split_model_named_by_any_shard_comes_whole_and_loads() {
         .clone();
     let last = asked.last().unwrap()["path"].as_str().unwrap().to_owned();
     assert!(last.ends_with("-00001-of-00003.gguf"), "{asked:?}");
+    for shard in &shards {
+        let name = shard.file_name().unwrap().to_str().unwrap();
+        let resumed = asked.iter().any(|a| {
+            a["path"].as_str().is_some_and(|p| p.ends_with(name)) && a["range"].is_string()
+        });
+        assert!(resumed, "{name} was not resumed: {asked:?}");
+    }
     let r = t
         .post(
             "/v1/chat/completions",
@@ -614,5 +641,54 @@ async fn a_split_model_named_by_any_shard_comes_whole_and_loads() {
     let status = r.status();
     let body: Value = r.json().await.unwrap();
     assert_eq!(status, 200, "{body}");
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_split_download_leaves_no_shard() {
+    let (_made, shards, hub) = split_hub();
+    let second = std::fs::metadata(&shards[1]).unwrap().len();
+    // About 2 s a shard.
+    hub.control(json!({"rate": 16 << 20})).await;
+    let models = tempfile::tempdir().unwrap();
+    let t = node(models.path(), &hub).await;
+    let r = start_split(&t, false).await;
+    assert_eq!(r.status(), 202);
+    let id = "Tiny-Split-00001-of-00003.gguf";
+    // The second shard is in place, the third on its way.
+    wait_for_secs(
+        60,
+        async || {
+            let all = t.get_json("/api/models/downloads").await;
+            all["downloads"][0]["received"].as_u64().unwrap_or(0) > second + (2 << 20)
+        },
+        "the second shard and part of the third",
+    )
+    .await;
+    assert!(models.path().join(shards[1].file_name().unwrap()).exists());
+    let r = client()
+        .delete(t.url(&format!("/api/models/downloads/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    wait_for_secs(
+        30,
+        async || t.get_json("/api/models/downloads").await["downloads"][0]["state"] == "cancelled",
+        "the cancel",
+    )
+    .await;
+    let left: Vec<_> = std::fs::read_dir(models.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_file())
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    assert!(
+        partials(models.path()).is_empty(),
+        "{:?}",
+        partials(models.path())
+    );
     t.stop().await;
 }

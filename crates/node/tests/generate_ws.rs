@@ -350,3 +350,65 @@ async fn status_messages_flow_while_the_model_loads() {
     assert_eq!(done["usage"]["completion_tokens"], 3);
     t.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_naming_another_model_waits_for_its_load_and_hears_its_failure() {
+    // The node's model is loaded first; `beta` (a second name for it) and `broken` (a header
+    // with no tensors after it) are loaded by the configs that name them, never the focus.
+    let dir = tempfile::tempdir().unwrap();
+    let model = common::model_path();
+    std::fs::copy(&model, dir.path().join("alpha.gguf")).unwrap();
+    std::fs::copy(&model, dir.path().join("beta.gguf")).unwrap();
+    let bytes = std::fs::read(&model).unwrap();
+    std::fs::write(dir.path().join("broken.gguf"), &bytes[..16 << 20]).unwrap();
+    let models = dir.path().to_path_buf();
+    let t = TestNode::start_with(move |c| {
+        c.parallel = 2;
+        c.models_dir = models.clone();
+        c.model = Some(models.join("alpha.gguf").to_string_lossy().into_owned());
+        c.min_load_time = Some(Duration::from_millis(1500));
+    })
+    .await;
+    let mut ws = t.ws("/generate").await;
+    ws_send(
+        &mut ws,
+        json!({"type": "config", "model": "beta", "prompt": "Hi",
+            "parameters": {"max_tokens": 3, "ignore_eos": true}}),
+    )
+    .await;
+    let init = loop {
+        let m = ws_recv_timeout(&mut ws, Duration::from_secs(30))
+            .await
+            .expect("init once beta is loaded");
+        match m["type"].as_str().unwrap() {
+            "status" => assert_eq!(m["operation"], "model_loading", "{m}"),
+            "init" => break m,
+            other => panic!("unexpected {other}: {m}"),
+        }
+    };
+    assert_eq!(init["model"], "beta", "{init}");
+    let (done, _) = ws_until(&mut ws, "completion").await;
+    assert_eq!(done["usage"]["completion_tokens"], 3);
+    ws_send(
+        &mut ws,
+        json!({"type": "config", "model": "broken", "prompt": "Hi", "parameters": {"max_tokens": 3}}),
+    )
+    .await;
+    let failed = loop {
+        let m = ws_recv_timeout(&mut ws, Duration::from_secs(30))
+            .await
+            .expect("an answer once broken fails to load");
+        if m["type"] != "status" {
+            break m;
+        }
+    };
+    assert_eq!(failed["type"], "error", "{failed}");
+    assert!(
+        failed["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("broken"),
+        "{failed}"
+    );
+    t.stop().await;
+}

@@ -301,6 +301,8 @@ async fn a_transfer_given_up_by_its_receiver_stops_being_sent() {
 async fn a_split_model_comes_shard_by_shard_each_verified_and_loads() {
     let da = tempfile::tempdir().unwrap();
     let shards = common::split_gguf::split_gguf(&common::model_path(), da.path(), "parts", 3);
+    // And a split model of one shard (its file's name is not the model's).
+    let solo = common::split_gguf::split_gguf(&common::model_path(), da.path(), "solo", 1);
     let sizes: Vec<u64> = shards
         .iter()
         .map(|p| std::fs::metadata(p).unwrap().len())
@@ -366,6 +368,18 @@ async fn a_split_model_comes_shard_by_shard_each_verified_and_loads() {
         "{end}"
     );
     assert_eq!(sha256_of(&second), sha256_of(&shards[1]));
+    let solo_size = std::fs::metadata(&solo[0]).unwrap().len();
+    let r = c
+        .post(
+            "/api/models/downloads",
+            &json!({"model": "solo", "wait": true}),
+        )
+        .await;
+    let end: Value = r.json().await.unwrap();
+    assert_eq!(end["state"], "done", "{end}");
+    assert_eq!(end["total"].as_u64(), Some(solo_size), "{end}");
+    let here = empty.path().join("solo-00001-of-00001.gguf");
+    assert_eq!(sha256_of(&here), sha256_of(&solo[0]));
     // llama.cpp loads it from its shards, under the model's name.
     let listed = c.get_json("/api/models").await;
     let row = listed["models"]

@@ -411,9 +411,12 @@ pub(crate) async fn answer(state: &AppState, q: ModelQuery) -> Message {
         });
     }
     let total = (!files.is_empty()).then(|| files.iter().map(|f| f.size_bytes).sum());
-    // A split model's files are checked one by one: it has no SHA-256 of its own.
+    // A split model's files are checked one by one: it has no SHA-256 of its own (a split
+    // model of one shard too: its file's name is not the model's).
+    let one_file =
+        files.len() == 1 && hearth_protocol::ids::split_shard(&files[0].file_name).is_none();
     let (sha256, files) = match files.len() {
-        1 => (files.pop().map(|f| f.sha256), Vec::new()),
+        1 if one_file => (files.pop().map(|f| f.sha256), Vec::new()),
         _ if files.iter().any(|f| f.sha256.is_empty()) => (None, Vec::new()),
         _ => (None, files),
     };
@@ -456,6 +459,7 @@ pub(crate) async fn send(
         None if files.len() == 1 => files.into_iter().map(range).collect(),
         None => files.into_iter().map(|p| (p, 0, None)).collect(),
     };
+    let count = asked.len();
     if asked.is_empty() {
         tracing::info!(model = %req.model_id.chars().take(200).collect::<String>(), "a peer asked for a model this node does not share");
     }
@@ -467,8 +471,10 @@ pub(crate) async fn send(
         stop: &stop,
         binary,
     };
-    for (path, offset, length) in asked {
-        if !to.file(&path, offset, length).await {
+    // As the reference sends a model of several files, only the last file's last chunk is
+    // flagged (NOTES.md: a file ends when the next one starts).
+    for (i, (path, offset, length)) in asked.into_iter().enumerate() {
+        if !to.file(&path, offset, length, i + 1 == count).await {
             return;
         }
     }
@@ -487,9 +493,16 @@ struct Outgoing<'a> {
 
 impl Outgoing<'_> {
     /// Send `length` bytes (to the end without) from `offset` of the file at `path`, its last
-    /// chunk flagged. False when the transfer is over: stopped, the peer gone, or the file
-    /// unreadable (then completed short: the peer goes on from another source).
-    async fn file(&self, path: &std::path::Path, offset: u64, length: Option<u64>) -> bool {
+    /// chunk flagged when `last_file`. False when the transfer is over: stopped, the peer
+    /// gone, or the file unreadable (then completed short: the peer goes on from another
+    /// source).
+    async fn file(
+        &self,
+        path: &std::path::Path,
+        offset: u64,
+        length: Option<u64>,
+        last_file: bool,
+    ) -> bool {
         let complete = || {
             Message::ModelTransferComplete(ModelTransferComplete {
                 transfer_id: self.id.clone(),
@@ -518,7 +531,8 @@ impl Outgoing<'_> {
                 () = self.stop.cancelled() => return false,
             };
             let f = file.clone();
-            let (id, name, last) = (self.id.clone(), file_name.clone(), pos + n == end);
+            let last = last_file && pos + n == end;
+            let (id, name) = (self.id.clone(), file_name.clone());
             let binary = self.binary;
             // Read straight into the message that goes out (this task alone reads the file).
             let read = tokio::task::spawn_blocking(move || -> std::io::Result<Message> {

@@ -103,6 +103,9 @@ pub struct Progress {
     pub resumed_from: u64,
     /// The peers it comes from (empty from the hub).
     pub sources: Vec<String>,
+    /// A split model's number of files (`sha256` is then the current one's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shards: Option<u32>,
     pub error: Option<String>,
 }
 
@@ -171,9 +174,13 @@ pub(super) struct Job {
     pub(super) cancel: CancellationToken,
     /// Why a peer's transfer was refused, when its cancel came from that.
     pub(super) refused: Mutex<Option<String>>,
-    /// The file being written, when not `id` (a split model's shard): its partial is the one
-    /// a cancel deletes.
+    /// The file being written, when not `id` (a split model's shard).
     pub(super) writing: Mutex<Option<String>>,
+    /// Every file of a split model's download (each may have a partial), and the files it
+    /// moved into the folder or found there as its own: a cancel or a failure part way through
+    /// a split model takes them all away.
+    pub(super) files: Mutex<Vec<String>>,
+    pub(super) placed: Mutex<Vec<String>>,
 }
 
 /// The downloads of this node (or of one `hearth-node models pull`).
@@ -274,6 +281,7 @@ impl Downloads {
             retries: 0,
             resumed_from: 0,
             sources: Vec::new(),
+            shards: None,
             error: None,
         };
         let job = Arc::new(Job {
@@ -283,6 +291,8 @@ impl Downloads {
             cancel: self.stop.child_token(),
             refused: Mutex::new(None),
             writing: Mutex::new(None),
+            files: Mutex::default(),
+            placed: Mutex::default(),
         });
         jobs.push(job.clone());
         drop(jobs);
@@ -402,23 +412,9 @@ impl Downloads {
             (r, _) => r,
         };
         let id = job.id.clone();
-        let writing = lock(&job.writing).clone().unwrap_or_else(|| id.clone());
-        let (part, note) = self.partial_paths(&writing);
-        let forget = |partial: bool| {
-            // Only while holding the partial: another process may have taken it since.
-            let held = held_here(&part);
-            if held.is_none() && part.exists() {
-                return;
-            }
-            if partial {
-                let _ = std::fs::remove_file(&part);
-            }
-            let _ = std::fs::remove_file(&note);
-        };
         match &result {
             Ok(()) => tracing::info!(model = %id, "downloaded and verified"),
             Err(DownloadError::Stopped) => {}
-            Err(DownloadError::Cancelled) => forget(true),
             // Another process's files: not this one's to touch.
             Err(DownloadError::Elsewhere(_)) => {}
             // Worth resuming later (the peers may be back): the partial and its note stay.
@@ -427,11 +423,11 @@ impl Downloads {
                 | DownloadError::Io(_)
                 | DownloadError::NoPeerHas(_)
                 | DownloadError::NoSpace { .. },
-            ) => {}
+            ) => self.tidy(&job),
             Err(e @ DownloadError::Hub(h)) if h.is_transient() => {
                 tracing::warn!(model = %id, error = %e, "download stopped; resumable");
             }
-            Err(_) => forget(true),
+            Err(_) => self.forget(&job),
         }
         if let Err(e) = &result {
             tracing::warn!(model = %id, error = %e, "download ended");
@@ -453,6 +449,46 @@ impl Downloads {
                 }
             }
         });
+    }
+
+    /// The files of `job` that may have a partial: a split model's shards, else its file.
+    fn partial_names(&self, job: &Job) -> Vec<String> {
+        let mut names = lock(&job.files).clone();
+        names.extend(lock(&job.writing).clone());
+        if names.is_empty() {
+            names.push(job.id.clone());
+        }
+        names
+    }
+
+    /// A cancelled or failed download leaves nothing: its partials and notes, and a split
+    /// model's shards it placed. A partial is removed only while this process holds it
+    /// (another process may have taken it since).
+    fn forget(&self, job: &Job) {
+        for name in self.partial_names(job) {
+            let (part, note) = self.partial_paths(&name);
+            let held = held_here(&part);
+            if held.is_none() && part.exists() {
+                continue;
+            }
+            let _ = std::fs::remove_file(&part);
+            let _ = std::fs::remove_file(&note);
+        }
+        for name in lock(&job.placed).drain(..) {
+            let _ = std::fs::remove_file(self.models_dir.join(name));
+        }
+    }
+
+    /// A download stopped to resume later keeps its partials; one with no note beside it
+    /// (stopped before a byte was asked for) could never resume, and goes.
+    fn tidy(&self, job: &Job) {
+        for name in self.partial_names(job) {
+            let (part, note) = self.partial_paths(&name);
+            let held = held_here(&part);
+            if part.exists() && !note.exists() && held.is_some() {
+                let _ = std::fs::remove_file(&part);
+            }
+        }
     }
 
     pub(super) fn partial_paths(&self, id: &str) -> (PathBuf, PathBuf) {

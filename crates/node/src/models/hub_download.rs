@@ -4,7 +4,6 @@
 //! (`NAME-00001-of-0000N.gguf`, named by any one of them) come one after another, the first
 //! last so the model appears whole.
 
-use std::path::Path;
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
@@ -16,6 +15,7 @@ use super::download::{
     Meter, Note, MAX_FAILURES,
 };
 use super::hub::{HubError, HubFile, Remote};
+use super::shards::{Shard, Step};
 
 /// Where one file's bytes fall in its download's progress: after `base` bytes (a split
 /// model's other shards), of `total`.
@@ -40,57 +40,24 @@ impl Downloads {
             };
             return self.fetch_hub_file(job, source, remote, at).await;
         };
+        let mut files = Vec::new();
         let mut shards = Vec::new();
         for i in 1..=count {
-            let shard = source.sibling(&hearth_protocol::ids::shard_file(name, i, count));
-            let remote = self.lookup(job, &shard).await?;
-            shards.push((shard, remote));
+            let file = source.sibling(&hearth_protocol::ids::shard_file(name, i, count));
+            let remote = self.lookup(job, &file).await?;
+            shards.push(Shard {
+                name: file.file_name().to_owned(),
+                size: remote.size,
+                sha256: remote.sha256.clone(),
+            });
+            files.push((file, remote));
         }
-        let total = shards.iter().map(|(_, r)| r.size).sum();
-        // The first shard last: the registry lists a split model by its first shard.
-        shards.rotate_left(1);
-        let mut base = 0;
-        for (shard, remote) in shards {
-            let size = remote.size;
-            let to = self.models_dir.join(shard.file_name());
-            if to.exists() {
-                // Here already (an earlier run of this download): kept when it is that file.
-                self.kept_shard(job, &to, size, &remote.sha256).await?;
-            } else {
-                let at = Place { base, total };
-                self.fetch_hub_file(job, &shard, remote, at).await?;
-            }
-            base += size;
+        let (steps, total) = self.plan_split(job, &shards).await?;
+        for Step { index, base } in steps {
+            let (file, remote) = files[index].clone();
+            self.fetch_hub_file(job, &file, remote, Place { base, total })
+                .await?;
         }
-        Ok(())
-    }
-
-    /// A split model's shard found in the folder: counted as here when it is the file of
-    /// `size` bytes and SHA-256 `sha256` the download brings, else the download stops rather
-    /// than replace it.
-    pub(super) async fn kept_shard(
-        &self,
-        job: &Job,
-        path: &Path,
-        size: u64,
-        sha256: &str,
-    ) -> Result<(), DownloadError> {
-        let name = path.file_name().unwrap_or_default().to_string_lossy();
-        let exists = || DownloadError::Exists(name.clone().into_owned());
-        if std::fs::metadata(path).ok().map(|m| m.len()) != Some(size) {
-            return Err(exists());
-        }
-        let got = tokio::select! {
-            h = hash_prefix(path.to_owned(), size) => hex::encode(h?.finalize()),
-            () = job.cancel.cancelled() => return Err(self.why_stopped()),
-        };
-        if got != sha256 {
-            return Err(exists());
-        }
-        self.update(job, |p| {
-            p.received += size;
-            p.resumed_from += size;
-        });
         Ok(())
     }
 
@@ -168,8 +135,8 @@ impl Downloads {
             p.total = Some(at.total);
             p.received = at.base + have;
             p.resumed_from += have;
-            // A split model's shards are checked one by one: it has no SHA-256 of its own.
-            p.sha256 = (at.total == remote.size).then(|| remote.sha256.clone());
+            // The file's (a split model's current shard's: each is checked on its own).
+            p.sha256 = Some(remote.sha256.clone());
             p.state = DownloadState::Downloading;
         });
         let url = source.url(&self.hub);
@@ -238,6 +205,7 @@ impl Downloads {
             return Err(self.why_stopped());
         }
         std::fs::rename(&part, &to).map_err(io)?;
+        lock(&job.placed).push(id);
         let _ = std::fs::remove_file(&note_path);
         drop(file);
         Ok(())

@@ -15,6 +15,7 @@ pub mod memory;
 mod partial;
 mod peer_download;
 pub mod registry;
+mod shards;
 
 pub use download::{DownloadError, DownloadState, Downloads, Progress};
 pub use host::{model_id_of, EngineSettings, ModelHost, DEFAULT_KEEP_ALIVE};

@@ -16,6 +16,7 @@ use super::download::{
     hash_on, hash_prefix, io, lock, open_partial, DownloadError, DownloadState, Downloads, Job,
     Meter, Note, Segment, MAX_FAILURES,
 };
+use super::shards::{Shard, Step, MAX_SHARDS};
 use crate::cluster::sharing::{Offer, Piece, Sharing, CHUNK_BYTES};
 
 /// Peers sending ranges of one file at once.
@@ -190,6 +191,12 @@ impl Downloads {
             return self.fetch_file(job, &sharing, name, offers, want).await;
         }
         let files = &first.files;
+        if files.len() > MAX_SHARDS {
+            return Err(DownloadError::BadPeer(format!(
+                "a model of {} files",
+                files.len()
+            )));
+        }
         let count = u32::try_from(files.len()).unwrap_or(u32::MAX);
         for (i, f) in (1..).zip(files) {
             let expected = hearth_protocol::ids::shard_file(name, i, count);
@@ -200,33 +207,31 @@ impl Downloads {
                 )));
             }
         }
-        let total = files.iter().map(|f| f.size_bytes).sum();
-        // The first shard last: the registry lists a split model by its first shard, so the
-        // model appears once it is whole.
-        let order = (1..files.len()).chain([0]);
-        let mut base = 0;
-        for f in order.map(|i| &files[i]) {
-            let to = self.models_dir.join(&f.file_name);
-            if to.exists() {
-                // Here already (an earlier run of this download): kept when it is that file.
-                self.kept_shard(job, &to, f.size_bytes, &f.sha256).await?;
-            } else {
-                let holders = offers
-                    .iter()
-                    .filter(|o| o.has(Some(&f.file_name), f.size_bytes, &f.sha256))
-                    .cloned()
-                    .collect();
-                let want = Wanted {
-                    file_name: f.file_name.clone(),
-                    asked: Some(f.file_name.clone()),
-                    sha256: f.sha256.clone(),
-                    size: f.size_bytes,
-                    base,
-                    total,
-                };
-                self.fetch_file(job, &sharing, name, holders, want).await?;
-            }
-            base += f.size_bytes;
+        let shards: Vec<Shard> = files
+            .iter()
+            .map(|f| Shard {
+                name: f.file_name.clone(),
+                size: f.size_bytes,
+                sha256: f.sha256.clone(),
+            })
+            .collect();
+        let (steps, total) = self.plan_split(job, &shards).await?;
+        for Step { index, base } in steps {
+            let f = &files[index];
+            let holders = offers
+                .iter()
+                .filter(|o| o.has(Some(&f.file_name), f.size_bytes, &f.sha256))
+                .cloned()
+                .collect();
+            let want = Wanted {
+                file_name: f.file_name.clone(),
+                asked: Some(f.file_name.clone()),
+                sha256: f.sha256.clone(),
+                size: f.size_bytes,
+                base,
+                total,
+            };
+            self.fetch_file(job, &sharing, name, holders, want).await?;
         }
         Ok(())
     }
@@ -295,8 +300,8 @@ impl Downloads {
             p.total = Some(total);
             p.received = base + already;
             p.resumed_from += already;
-            // A split model's shards are checked one by one: it has no SHA-256 of its own.
-            p.sha256 = (shared.asked.is_none()).then(|| sha256.clone());
+            // The file's (a split model's current shard's: each is checked on its own).
+            p.sha256 = Some(sha256.clone());
             p.state = DownloadState::Downloading;
             // The peers it comes from: those it came from so far stay listed.
             for o in lock(&shared.offers).iter() {
@@ -333,6 +338,7 @@ impl Downloads {
             return Err(self.why_stopped());
         }
         std::fs::rename(&part, &to).map_err(io)?;
+        lock(&job.placed).push(file_name);
         let _ = std::fs::remove_file(&note_path);
         Ok(())
     }

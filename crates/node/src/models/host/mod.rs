@@ -111,6 +111,8 @@ struct Inner {
     entries: Vec<Entry>,
     /// The model the host's state channel follows.
     focus: Option<ModelId>,
+    /// The focus before it: the model the focus goes back to when the new one fails to load.
+    focus_before: Option<ModelId>,
     next_serial: u64,
     /// How many times each model was loaded.
     loads: std::collections::HashMap<ModelId, u64>,
@@ -123,6 +125,28 @@ impl Inner {
 
     fn get_mut(&mut self, id: &ModelId) -> Option<&mut Entry> {
         self.entries.iter_mut().find(|e| &e.id == id)
+    }
+
+    fn is_ready(&self, id: &ModelId) -> bool {
+        self.get(id)
+            .is_some_and(|e| matches!(*e.engine.model_state().borrow(), ModelState::Ready(_)))
+    }
+
+    /// A ready model other than `id` for the focus: the focus before, else the most recently
+    /// used one.
+    fn ready_other_than(&self, id: &ModelId) -> Option<ModelId> {
+        if let Some(before) = self
+            .focus_before
+            .as_ref()
+            .filter(|b| *b != id && self.is_ready(b))
+        {
+            return Some(before.clone());
+        }
+        self.entries
+            .iter()
+            .filter(|e| &e.id != id && self.is_ready(&e.id))
+            .max_by_key(|e| e.last_used)
+            .map(|e| e.id.clone())
     }
 }
 
@@ -482,7 +506,7 @@ impl ModelHost {
         let started = self.start(&id, path, true, true);
         if let Err(e) = &started {
             tracing::warn!(model = %id, error = %e, "the model cannot be loaded");
-            if self.ready_other_than(&id).is_none() {
+            if self.lock().ready_other_than(&id).is_none() {
                 self.state.send_replace(ModelState::Failed {
                     model: id,
                     message: e.to_string(),
@@ -490,18 +514,6 @@ impl ModelHost {
             }
         }
         started.map(drop)
-    }
-
-    /// The most recently used model other than `id` that is ready.
-    fn ready_other_than(&self, id: &ModelId) -> Option<ModelId> {
-        let inner = self.lock();
-        inner
-            .entries
-            .iter()
-            .filter(|e| &e.id != id)
-            .filter(|e| matches!(*e.engine.model_state().borrow(), ModelState::Ready(_)))
-            .max_by_key(|e| e.last_used)
-            .map(|e| e.id.clone())
     }
 
     /// The engine of `id` (file `path`), loading it if it is not loaded: a request's model.
@@ -629,19 +641,15 @@ impl ModelHost {
                 if !current {
                     return;
                 }
-                // The focus model failed to load while another is ready: that one is the
-                // focus again (its failure shows on its own row, as LM Studio keeps the model
-                // that works).
-                let back = match (&s, focused) {
-                    (ModelState::Failed { .. }, true) => host.ready_other_than(&id),
-                    _ => None,
-                };
-                match back {
-                    Some(other) => host.set_focus(Some(other)),
-                    None if focused => {
-                        host.state.send_replace(s);
+                if focused {
+                    match s {
+                        // Set again: a model that works becomes the focus instead (see
+                        // [`ModelHost::set_focus`]).
+                        ModelState::Failed { .. } => host.set_focus(Some(id.clone())),
+                        s => {
+                            host.state.send_replace(s);
+                        }
                     }
-                    None => {}
                 }
                 host.publish_loaded();
                 if rx.changed().await.is_err() {
@@ -652,16 +660,32 @@ impl ModelHost {
     }
 
     /// Make `id` the model the host's state follows (`None`: the most recently used one left).
+    /// A model that failed to load is not the focus while another is ready: the one before
+    /// it is, else the most recently used (its failure shows on its own row, as LM Studio
+    /// keeps the model that works).
     fn set_focus(&self, id: Option<ModelId>) {
         let state = {
             let mut inner = self.lock();
-            let id = id.or_else(|| {
+            let mut id = id.or_else(|| {
                 inner
                     .entries
                     .iter()
                     .max_by_key(|e| e.last_used)
                     .map(|e| e.id.clone())
             });
+            let failed = id.as_ref().and_then(|f| inner.get(f)).is_some_and(|e| {
+                matches!(*e.engine.model_state().borrow(), ModelState::Failed { .. })
+            });
+            if let Some(other) = id
+                .as_ref()
+                .filter(|_| failed)
+                .and_then(|f| inner.ready_other_than(f))
+            {
+                id = Some(other);
+            }
+            if inner.focus != id {
+                inner.focus_before = inner.focus.take();
+            }
             inner.focus = id.clone();
             id.and_then(|id| {
                 inner

@@ -114,6 +114,11 @@ impl Session {
         self.socket.close(code, reason).await;
     }
 
+    /// Follow the focus model's state again (after waiting for another's load).
+    pub(super) fn follow_focus(&mut self) {
+        self.model_state = self.state.host.state();
+    }
+
     fn loading(&self) -> bool {
         matches!(*self.model_state.borrow(), ModelState::Loading { .. })
     }
@@ -228,10 +233,14 @@ impl Session {
                     .await;
                 }
                 if let Some(w) = self.waiting.take() {
+                    self.follow_focus();
                     self.start(w.config).await;
                 }
             }
             ModelState::Failed { model, message } => {
+                if self.waiting.is_some() {
+                    self.follow_focus();
+                }
                 if self.waiting.take().is_some() || self.last_percent.is_some() {
                     self.last_percent = None;
                     self.send(&load_failed(&model, &message)).await;
@@ -239,6 +248,7 @@ impl Session {
             }
             ModelState::Stopped | ModelState::Unloaded => {
                 if self.waiting.take().is_some() {
+                    self.follow_focus();
                     self.send(&error(
                         ErrorKind::ModelLoadingError,
                         "the model was unloaded before it finished loading",

@@ -27,8 +27,13 @@ impl Session {
             .await
         {
             Ok(t) => t,
-            Err(ResolveError::Engine(SubmitError::ModelLoading { .. })) => {
-                // Answer once the model is ready; meanwhile `status` messages flow.
+            Err(ResolveError::Engine(SubmitError::ModelLoading { model, .. })) => {
+                // Answer once the model is ready; meanwhile `status` messages flow. Its own
+                // state is followed: the focus model's, which the session follows otherwise,
+                // may be another's.
+                if let Some(engine) = self.state.host.engine_of(&model) {
+                    self.model_state = engine.model_state();
+                }
                 self.waiting = Some(Waiting { config });
                 self.last_percent = None;
                 self.report_loading().await;

@@ -40,8 +40,10 @@ pub(crate) async fn pull(
         ))
     })?;
     let stream = req.stream.unwrap_or(true);
-    // A model the folder has is pulled already, as Ollama answers for one it has.
-    if state.models_dir.join(file.file_name()).exists() {
+    // A model the folder has is pulled already, as Ollama answers for one it has (a split
+    // model, named by any shard, when it has every shard).
+    let model = hearth_protocol::ids::ModelId::from_file_name(file.file_name());
+    if state.router.registry().files_of(model.as_str()).is_some() {
         let done = json!({"status": "success"});
         return Ok(if stream {
             ndjson(futures_util::stream::iter([vec![done.to_string()]]))
