@@ -632,6 +632,20 @@ async fn a_split_model_named_by_any_shard_comes_whole_and_loads() {
         });
         assert!(resumed, "{name} was not resumed: {asked:?}");
     }
+    // Its first shard lost, Ollama's pull of it by another shard's name fetches that one only.
+    let first = models.path().join(shards[0].file_name().unwrap());
+    std::fs::remove_file(&first).unwrap();
+    let r = t
+        .post(
+            "/api/pull",
+            &json!({"model": format!("{REPO}/split/Tiny-Split-00003-of-00003.gguf"), "stream": false}),
+        )
+        .await;
+    let pulled: Value = r.json().await.unwrap();
+    assert_eq!(pulled, json!({"status": "success"}));
+    assert_eq!(sha256_of(&first), sha256_of(&shards[0]));
+    let again = &hub.ranges().await[asked.len()..];
+    assert_eq!(again, [None], "one request, for the first shard");
     let r = t
         .post(
             "/v1/chat/completions",

@@ -739,3 +739,44 @@ async fn a_models_digest_is_kept_across_restarts_until_its_file_changes() {
     use sha2::Digest as _;
     assert_eq!(again, hex::encode(sha2::Sha256::digest(&bytes)));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_that_fails_gives_the_focus_back_to_the_model_before() {
+    let dir = folder(&["alpha", "beta"]);
+    let bytes = std::fs::read(common::model_path()).unwrap();
+    // A header cut short (fails at once), and a header with no tensors (llama.cpp fails).
+    std::fs::write(dir.path().join("garbled.gguf"), &bytes[..1 << 20]).unwrap();
+    std::fs::write(dir.path().join("broken.gguf"), &bytes[..16 << 20]).unwrap();
+    let t = start(dir.path(), |_| {}).await;
+    let focus = async || t.get_json("/api/status").await["model"].clone();
+    let load = async |id: &str| {
+        let r = t.post("/api/models/load", &json!({"id": id})).await;
+        assert_eq!(r.status(), 202, "{id}");
+    };
+    load("alpha").await;
+    wait_for_secs(30, async || focus().await["state"] == "ready", "alpha").await;
+    // beta answers a request (the most recently used), alpha stays the user's choice.
+    ask(&t, "beta").await;
+    for bad in ["garbled", "broken"] {
+        load(bad).await;
+        let row = async || {
+            let all = t.get_json("/api/models").await;
+            all["models"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["id"] == bad)
+                .cloned()
+                .unwrap_or_default()
+        };
+        wait_for_secs(30, async || row().await["state"] == "failed", bad).await;
+        assert!(row().await["load_error"].is_string(), "{bad}");
+        let now = focus().await;
+        assert_eq!(
+            (now["id"].as_str(), now["state"].as_str()),
+            (Some("alpha"), Some("ready")),
+            "{bad}: {now}"
+        );
+    }
+    t.stop().await;
+}
