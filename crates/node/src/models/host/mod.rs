@@ -2,8 +2,8 @@
 //! model that is not loaded starts its load (one load per model however many requests wait);
 //! models stay loaded while the memory budget allows, the least recently used idle one is
 //! unloaded to make room, and one loaded on demand unloads after `keep_alive` idle. The host's
-//! state channel follows the focus model (the last one loaded), which the UI and worker mode
-//! show; the route submits here for requests it places on this node.
+//! state channel follows the focus model ([`focus`]), which the UI and worker mode show; the
+//! route submits here for requests it places on this node.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
@@ -16,6 +16,7 @@ use hearth_engine::{
 use hearth_protocol::ModelId;
 use tokio::sync::watch;
 
+mod focus;
 mod keep_alive;
 mod room;
 
@@ -125,28 +126,6 @@ impl Inner {
 
     fn get_mut(&mut self, id: &ModelId) -> Option<&mut Entry> {
         self.entries.iter_mut().find(|e| &e.id == id)
-    }
-
-    fn is_ready(&self, id: &ModelId) -> bool {
-        self.get(id)
-            .is_some_and(|e| matches!(*e.engine.model_state().borrow(), ModelState::Ready(_)))
-    }
-
-    /// A ready model other than `id` for the focus: the focus before, else the most recently
-    /// used one.
-    fn ready_other_than(&self, id: &ModelId) -> Option<ModelId> {
-        if let Some(before) = self
-            .focus_before
-            .as_ref()
-            .filter(|b| *b != id && self.is_ready(b))
-        {
-            return Some(before.clone());
-        }
-        self.entries
-            .iter()
-            .filter(|e| &e.id != id && self.is_ready(&e.id))
-            .max_by_key(|e| e.last_used)
-            .map(|e| e.id.clone())
     }
 }
 
@@ -623,98 +602,6 @@ impl ModelHost {
         }
         self.publish_loaded();
         Ok(engine)
-    }
-
-    /// Follow an engine's state: into the host's state while it is the focus model, and into
-    /// the list of loaded models.
-    fn forward(self: &Arc<Self>, id: ModelId, engine: Engine, serial: u64) {
-        let host = self.clone();
-        tokio::spawn(async move {
-            let mut rx = engine.model_state();
-            loop {
-                let s = rx.borrow_and_update().clone();
-                let (current, focused) = {
-                    let inner = host.lock();
-                    let current = inner.entries.iter().any(|e| e.serial == serial);
-                    (current, inner.focus.as_ref() == Some(&id))
-                };
-                if !current {
-                    return;
-                }
-                if focused {
-                    match s {
-                        // Set again: a model that works becomes the focus instead (see
-                        // [`ModelHost::set_focus`]).
-                        ModelState::Failed { .. } => host.set_focus(Some(id.clone())),
-                        s => {
-                            host.state.send_replace(s);
-                        }
-                    }
-                }
-                host.publish_loaded();
-                if rx.changed().await.is_err() {
-                    return;
-                }
-            }
-        });
-    }
-
-    /// Make `id` the model the host's state follows (`None`: the most recently used one left).
-    /// A model that failed to load is not the focus while another is ready: the one before
-    /// it is, else the most recently used (its failure shows on its own row, as LM Studio
-    /// keeps the model that works).
-    fn set_focus(&self, id: Option<ModelId>) {
-        let state = {
-            let mut inner = self.lock();
-            let mut id = id.or_else(|| {
-                inner
-                    .entries
-                    .iter()
-                    .max_by_key(|e| e.last_used)
-                    .map(|e| e.id.clone())
-            });
-            let failed = id.as_ref().and_then(|f| inner.get(f)).is_some_and(|e| {
-                matches!(*e.engine.model_state().borrow(), ModelState::Failed { .. })
-            });
-            if let Some(other) = id
-                .as_ref()
-                .filter(|_| failed)
-                .and_then(|f| inner.ready_other_than(f))
-            {
-                id = Some(other);
-            }
-            if inner.focus != id {
-                inner.focus_before = inner.focus.take();
-            }
-            inner.focus = id.clone();
-            id.and_then(|id| {
-                inner
-                    .get(&id)
-                    .map(|e| e.engine.model_state().borrow().clone())
-            })
-        };
-        self.state
-            .send_replace(state.unwrap_or(ModelState::Unloaded));
-    }
-
-    fn publish_loaded(&self) {
-        let ready: Vec<ModelId> = {
-            let inner = self.lock();
-            inner
-                .entries
-                .iter()
-                .filter(|e| matches!(*e.engine.model_state().borrow(), ModelState::Ready(_)))
-                .map(|e| e.id.clone())
-                .collect()
-        };
-        self.loaded.send_if_modified(|old| {
-            if *old == ready {
-                false
-            } else {
-                *old = ready;
-                true
-            }
-        });
     }
 
     /// Unload engines (their running generations are told) off the runtime's threads.
