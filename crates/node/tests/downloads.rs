@@ -147,15 +147,7 @@ fn partials(models: &Path) -> Vec<PathBuf> {
 
 /// A short answer from the downloaded model, named as the folder names it.
 async fn answers(t: &TestNode) {
-    let r = t
-        .post(
-            "/v1/chat/completions",
-            &json!({"model": "Tiny-Q4", "max_tokens": 3, "messages": common::user("Hi")}),
-        )
-        .await;
-    let status = r.status();
-    let body: Value = r.json().await.unwrap();
-    assert_eq!(status, 200, "{body}");
+    common::ask(t, "Tiny-Q4").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -646,15 +638,7 @@ async fn a_split_model_named_by_any_shard_comes_whole_and_loads() {
     assert_eq!(sha256_of(&first), sha256_of(&shards[0]));
     let again = &hub.ranges().await[asked.len()..];
     assert_eq!(again, [None], "one request, for the first shard");
-    let r = t
-        .post(
-            "/v1/chat/completions",
-            &json!({"model": "Tiny-Split", "max_tokens": 3, "messages": common::user("Hi")}),
-        )
-        .await;
-    let status = r.status();
-    let body: Value = r.json().await.unwrap();
-    assert_eq!(status, 200, "{body}");
+    common::ask(&t, "Tiny-Split").await;
     t.stop().await;
 }
 

@@ -9,7 +9,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{client, wait_for_secs, without_model, TestNode};
+use common::{ask, client, wait_for_secs, without_model, TestNode};
 use serde_json::{json, Value};
 
 /// A models folder holding the default model as each of `names` (`NAME.gguf`).
@@ -23,21 +23,6 @@ fn folder(names: &[&str]) -> tempfile::TempDir {
         }
     }
     dir
-}
-
-/// A short chat answer from `model` through the OpenAI door.
-async fn ask(t: &TestNode, model: &str) -> Value {
-    let r = t
-        .post(
-            "/v1/chat/completions",
-            &json!({"model": model, "max_tokens": 3, "messages": common::user("Hi")}),
-        )
-        .await;
-    let status = r.status();
-    let body: Value = r.json().await.unwrap();
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(body["model"], model, "{body}");
-    body
 }
 
 /// A chat answer of `tokens` tokens from `model` through the OpenAI door, once it is running

@@ -153,13 +153,7 @@ async fn a_model_comes_from_two_peers_at_once_is_verified_and_serves() {
     assert_eq!(end["sha256"], sha256_of(&file));
     assert!(!empty.path().join(".downloads/tiny.gguf.part").exists());
     // It answers at once under its name.
-    let r = c
-        .post(
-            "/v1/chat/completions",
-            &json!({"model": "tiny", "max_tokens": 3, "messages": common::user("Hi")}),
-        )
-        .await;
-    assert_eq!(r.status(), 200);
+    common::ask(&c, "tiny").await;
     c.stop().await;
     a.stop().await;
     b.stop().await;
@@ -390,15 +384,7 @@ async fn a_split_model_comes_shard_by_shard_each_verified_and_loads() {
         .cloned()
         .unwrap_or_default();
     assert_eq!(row["shards"], 3, "{listed}");
-    let r = c
-        .post(
-            "/v1/chat/completions",
-            &json!({"model": "parts", "max_tokens": 3, "messages": common::user("Hi")}),
-        )
-        .await;
-    let status = r.status();
-    let body: Value = r.json().await.unwrap();
-    assert_eq!(status, 200, "{body}");
+    common::ask(&c, "parts").await;
     c.stop().await;
     a.stop().await;
 }

@@ -491,6 +491,33 @@ impl Downloads {
         }
     }
 
+    /// A file whose bytes all arrived: when their SHA-256 `got` is the `expected` one, the
+    /// partial `part` becomes `name` in the folder (unless the file is there already, or the
+    /// download was cancelled while it was checked) and its note goes.
+    pub(super) fn place(
+        &self,
+        job: &Job,
+        (part, note): (&Path, &Path),
+        name: String,
+        expected: String,
+        got: String,
+    ) -> Result<(), DownloadError> {
+        if got != expected {
+            return Err(DownloadError::Mismatch { expected, got });
+        }
+        let to = self.models_dir.join(&name);
+        if to.exists() {
+            return Err(DownloadError::Exists(name));
+        }
+        if job.cancel.is_cancelled() {
+            return Err(self.why_stopped());
+        }
+        std::fs::rename(part, &to).map_err(io)?;
+        lock(&job.placed).push(name);
+        let _ = std::fs::remove_file(note);
+        Ok(())
+    }
+
     pub(super) fn partial_paths(&self, id: &str) -> (PathBuf, PathBuf) {
         let dir = self.partial_dir();
         (

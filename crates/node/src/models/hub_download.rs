@@ -190,23 +190,7 @@ impl Downloads {
         // The file (and its lock) stays open until it is renamed into place.
         self.update(job, |p| p.state = DownloadState::Verifying);
         let got = hex::encode(hasher.finalize());
-        if got != remote.sha256 {
-            return Err(DownloadError::Mismatch {
-                expected: remote.sha256,
-                got,
-            });
-        }
-        let to = self.models_dir.join(&id);
-        if to.exists() {
-            return Err(DownloadError::Exists(id));
-        }
-        // A cancel while the file was verified still counts.
-        if job.cancel.is_cancelled() {
-            return Err(self.why_stopped());
-        }
-        std::fs::rename(&part, &to).map_err(io)?;
-        lock(&job.placed).push(id);
-        let _ = std::fs::remove_file(&note_path);
+        self.place(job, (&part, &note_path), id, remote.sha256, got)?;
         drop(file);
         Ok(())
     }

@@ -44,16 +44,10 @@ struct Wanted {
 
 /// What the ranges' tasks share.
 struct Shared {
+    /// The model's name.
     name: String,
-    /// The file name every chunk must carry.
-    file_name: String,
-    /// The file's name in requests (a split model's shard), see [`Wanted::asked`].
-    asked: Option<String>,
-    sha256: String,
-    size: u64,
-    /// See [`Wanted::base`].
-    base: u64,
-    total: u64,
+    /// The file.
+    want: Wanted,
     offers: Mutex<Vec<Offer>>,
     segments: Mutex<Vec<Segment>>,
     received: AtomicU64,
@@ -113,8 +107,8 @@ impl Shared {
     fn save_note(&self) -> Result<(), DownloadError> {
         Note {
             model: self.name.clone(),
-            sha256: self.sha256.clone(),
-            size: self.size,
+            sha256: self.want.sha256.clone(),
+            size: self.want.size,
             segments: Some(lock(&self.segments).clone()),
         }
         .save(&self.note)
@@ -246,14 +240,8 @@ impl Downloads {
         offers: Vec<Offer>,
         want: Wanted,
     ) -> Result<(), DownloadError> {
-        let Wanted {
-            file_name,
-            asked,
-            sha256,
-            size,
-            base,
-            total,
-        } = want;
+        let (size, base, total) = (want.size, want.base, want.total);
+        let (file_name, sha256) = (want.file_name.clone(), want.sha256.clone());
         *lock(&job.writing) = Some(file_name.clone());
         let (part, note_path) = self.partial_paths(&file_name);
         std::fs::create_dir_all(self.partial_dir()).map_err(io)?;
@@ -281,12 +269,7 @@ impl Downloads {
         let hashed = Arc::new(Hashed::new(hash_prefix(part.clone(), first).await?, first));
         let shared = Arc::new(Shared {
             name: name.to_owned(),
-            file_name: file_name.clone(),
-            asked,
-            sha256: sha256.clone(),
-            size,
-            base,
-            total,
+            want,
             segments: Mutex::new(segments),
             received: AtomicU64::new(already),
             meter: Mutex::new(Meter::new(base + already)),
@@ -323,24 +306,8 @@ impl Downloads {
         });
         let (hasher, seen) = shared.hashed.snapshot();
         let got = hex::encode(hash_on(part.clone(), hasher, seen, size).await?.finalize());
-        if got != sha256 {
-            return Err(DownloadError::Mismatch {
-                expected: sha256,
-                got,
-            });
-        }
-        let to = self.models_dir.join(&file_name);
-        if to.exists() {
-            return Err(DownloadError::Exists(file_name));
-        }
-        // A cancel while the file was verified still counts.
-        if job.cancel.is_cancelled() {
-            return Err(self.why_stopped());
-        }
-        std::fs::rename(&part, &to).map_err(io)?;
-        lock(&job.placed).push(file_name);
-        let _ = std::fs::remove_file(&note_path);
-        Ok(())
+        // The partial stays open (and locked) until it is in place.
+        self.place(job, (&part, &note_path), file_name, sha256, got)
     }
 
     /// The peers to fetch from, asking again (with backoff) while none has the model: peers
@@ -395,7 +362,7 @@ impl Downloads {
                 offers[which % offers.len()].clone()
             };
             let before = seg.done;
-            let asked = shared.asked.as_deref();
+            let asked = shared.want.asked.as_deref();
             let outcome =
                 match sharing.request(offer.conn, &shared.name, asked, from, seg.end - from) {
                     Ok(mut rx) => {
@@ -437,7 +404,10 @@ impl Downloads {
             let fresh = sharing.query(&shared.name, QUERY_WAIT).await;
             let fresh: Vec<Offer> = fresh
                 .into_iter()
-                .filter(|o| o.has(shared.asked.as_deref(), shared.size, &shared.sha256))
+                .filter(|o| {
+                    let w = &shared.want;
+                    o.has(w.asked.as_deref(), w.size, &w.sha256)
+                })
                 .collect();
             if !fresh.is_empty() {
                 // The peers it comes from: those it came from so far stay listed.
@@ -484,7 +454,7 @@ impl Downloads {
             };
             let seg = lock(&shared.segments)[i];
             match check_chunk(
-                &shared.file_name,
+                &shared.want.file_name,
                 seg,
                 &file_name,
                 offset,
@@ -525,8 +495,8 @@ impl Downloads {
                 since_note = 0;
                 let _ = shared.save_note();
             }
-            let received = shared.base + received;
-            let tick = lock(&shared.meter).tick(received, shared.total);
+            let received = shared.want.base + received;
+            let tick = lock(&shared.meter).tick(received, shared.want.total);
             match tick {
                 Some((speed, left)) => self.update(job, |p| {
                     p.received = received;

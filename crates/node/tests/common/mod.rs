@@ -40,6 +40,21 @@ pub fn without_model(c: &mut NodeConfig, dir: &std::path::Path) {
     c.models_dir = dir.to_path_buf();
 }
 
+/// A short chat answer from `model` through the OpenAI door: 200, from that model.
+pub async fn ask(t: &TestNode, model: &str) -> Value {
+    let r = t
+        .post(
+            "/v1/chat/completions",
+            &json!({"model": model, "max_tokens": 3, "messages": user("Hi")}),
+        )
+        .await;
+    let status = r.status();
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["model"], model, "{body}");
+    body
+}
+
 /// The default model's size in bytes.
 pub fn model_size() -> u64 {
     std::fs::metadata(model_path()).unwrap().len()
