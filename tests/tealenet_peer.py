@@ -271,6 +271,7 @@ def transfer(sock, model, seen):
         assert not flagged or name == "modelTransferComplete", ("a chunk after the last", body)
         if name == "modelTransferComplete":
             assert body["modelID"] == model, body
+            assert flagged or not files, ("no chunk flagged last", files[-1]["file"])
             each = [{"file": f["file"], "bytes": f["bytes"], "sha256": f["digest"].hexdigest()}
                     for f in files]
             return sorted(names), chunks, digest.hexdigest(), total, each

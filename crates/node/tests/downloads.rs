@@ -576,8 +576,11 @@ async fn a_split_model_named_by_any_shard_comes_whole_and_loads() {
     let (_made, shards, hub) = split_hub();
     let models = tempfile::tempdir().unwrap();
     let t = node(models.path(), &hub).await;
-    // Too big for the disk, all shards together: it fails before a byte is asked for.
-    hub.control(json!({"announce_size": 1u64 << 60})).await;
+    // Each shard fits on the disk, the three together do not: it fails before a byte is
+    // asked for.
+    let free = rustix::fs::statvfs(models.path()).unwrap();
+    let free = free.f_bavail * free.f_frsize;
+    hub.control(json!({"announce_size": free / 2})).await;
     let end: Value = start_split(&t, true).await.json().await.unwrap();
     assert_eq!(end["state"], "failed", "{end}");
     assert!(
@@ -642,28 +645,21 @@ async fn a_split_model_named_by_any_shard_comes_whole_and_loads() {
     t.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cancelled_split_download_leaves_no_shard() {
-    let (_made, shards, hub) = split_hub();
-    let second = std::fs::metadata(&shards[1]).unwrap().len();
-    // About 2 s a shard.
-    hub.control(json!({"rate": 16 << 20})).await;
-    let models = tempfile::tempdir().unwrap();
-    let t = node(models.path(), &hub).await;
-    let r = start_split(&t, false).await;
-    assert_eq!(r.status(), 202);
+/// The model files (not partials) in `models`.
+fn files_in(models: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(models)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Cancel `t`'s split download and wait until it is over.
+async fn cancel_split(t: &TestNode) {
     let id = "Tiny-Split-00001-of-00003.gguf";
-    // The second shard is in place, the third on its way.
-    wait_for_secs(
-        60,
-        async || {
-            let all = t.get_json("/api/models/downloads").await;
-            all["downloads"][0]["received"].as_u64().unwrap_or(0) > second + (2 << 20)
-        },
-        "the second shard and part of the third",
-    )
-    .await;
-    assert!(models.path().join(shards[1].file_name().unwrap()).exists());
     let r = client()
         .delete(t.url(&format!("/api/models/downloads/{id}")))
         .send()
@@ -676,13 +672,54 @@ async fn a_cancelled_split_download_leaves_no_shard() {
         "the cancel",
     )
     .await;
-    let left: Vec<_> = std::fs::read_dir(models.path())
-        .unwrap()
-        .flatten()
-        .filter(|e| e.path().is_file())
-        .map(|e| e.file_name())
-        .collect();
-    assert!(left.is_empty(), "{left:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_split_download_leaves_no_shard_it_placed() {
+    let (_made, shards, hub) = split_hub();
+    let name = |i: usize| {
+        shards[i]
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned()
+    };
+    // About 2 s a shard.
+    hub.control(json!({"rate": 16 << 20})).await;
+    let models = tempfile::tempdir().unwrap();
+    let placed = |i: usize| {
+        let path = models.path().join(name(i));
+        async move {
+            wait_for_secs(60, async || path.exists(), "a shard in place").await;
+        }
+    };
+    let t = node(models.path(), &hub).await;
+    assert_eq!(start_split(&t, false).await.status(), 202);
+    // The second shard is in place, the third on its way.
+    placed(1).await;
+    cancel_split(&t).await;
+    assert_eq!(files_in(models.path()), Vec::<String>::new());
+    assert!(
+        partials(models.path()).is_empty(),
+        "{:?}",
+        partials(models.path())
+    );
+    // The user's own third shard stays; one placed before a restart goes.
+    std::fs::copy(&shards[2], models.path().join(name(2))).unwrap();
+    assert_eq!(start_split(&t, false).await.status(), 202);
+    placed(1).await;
+    t.stop().await;
+    let t = node(models.path(), &hub).await;
+    wait_for_secs(
+        30,
+        async || {
+            t.get_json("/api/models/downloads").await["downloads"][0]["state"] == "downloading"
+        },
+        "the download resumed",
+    )
+    .await;
+    cancel_split(&t).await;
+    assert_eq!(files_in(models.path()), [name(2)]);
     assert!(
         partials(models.path()).is_empty(),
         "{:?}",

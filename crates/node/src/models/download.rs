@@ -19,6 +19,9 @@ pub(super) use super::partial::{hash_on, hash_prefix, held_here, open_partial, N
 pub const PARTIAL_DIR: &str = ".downloads";
 /// Attempts in a row that bring no byte before a download gives up (its partial is kept).
 pub(super) const MAX_FAILURES: u32 = 8;
+/// How long a cancel waits for this download's last write to let go of its partial.
+const FORGET_TRIES: u32 = 20;
+const FORGET_PAUSE: Duration = Duration::from_millis(50);
 /// How often progress is published while bytes arrive.
 const PUBLISH_EVERY: Duration = Duration::from_millis(200);
 /// A connection that sends nothing for this long is dropped and the download resumed.
@@ -413,7 +416,10 @@ impl Downloads {
         };
         let id = job.id.clone();
         match &result {
-            Ok(()) => tracing::info!(model = %id, "downloaded and verified"),
+            Ok(()) => {
+                tracing::info!(model = %id, "downloaded and verified");
+                let _ = std::fs::remove_file(self.record_path(&job));
+            }
             Err(DownloadError::Stopped) => {}
             // Another process's files: not this one's to touch.
             Err(DownloadError::Elsewhere(_)) => {}
@@ -427,7 +433,7 @@ impl Downloads {
             Err(e @ DownloadError::Hub(h)) if h.is_transient() => {
                 tracing::warn!(model = %id, error = %e, "download stopped; resumable");
             }
-            Err(_) => self.forget(&job),
+            Err(_) => self.forget(&job).await,
         }
         if let Err(e) = &result {
             tracing::warn!(model = %id, error = %e, "download ended");
@@ -461,13 +467,37 @@ impl Downloads {
         names
     }
 
-    /// A cancelled or failed download leaves nothing: its partials and notes, and a split
-    /// model's shards it placed. A partial is removed only while this process holds it
-    /// (another process may have taken it since).
-    fn forget(&self, job: &Job) {
-        for name in self.partial_names(job) {
+    /// A cancelled or failed download leaves nothing: its partials and notes (every note in
+    /// `.downloads/` of the same download, from this run or an earlier one), and a split
+    /// model's shards it placed. A partial is removed only while this process can hold it
+    /// (another process may have taken it; a write of this download may still be ending).
+    async fn forget(&self, job: &Job) {
+        let spec = job.source.spec();
+        let mut names = self.partial_names(job);
+        if let Ok(entries) = std::fs::read_dir(self.partial_dir()) {
+            for e in entries.flatten() {
+                let file = e.file_name().to_string_lossy().into_owned();
+                let Some(name) = file.strip_suffix(".json") else {
+                    continue;
+                };
+                let note = std::fs::read(e.path())
+                    .ok()
+                    .and_then(|b| serde_json::from_slice::<Note>(&b).ok());
+                if note.is_some_and(|n| n.model == spec) {
+                    names.push(name.to_owned());
+                }
+            }
+        }
+        for name in names {
             let (part, note) = self.partial_paths(&name);
-            let held = held_here(&part);
+            let mut held = held_here(&part);
+            for _ in 0..FORGET_TRIES {
+                if held.is_some() || !part.exists() {
+                    break;
+                }
+                tokio::time::sleep(FORGET_PAUSE).await;
+                held = held_here(&part);
+            }
             if held.is_none() && part.exists() {
                 continue;
             }
@@ -477,6 +507,13 @@ impl Downloads {
         for name in lock(&job.placed).drain(..) {
             let _ = std::fs::remove_file(self.models_dir.join(name));
         }
+        let _ = std::fs::remove_file(self.record_path(job));
+    }
+
+    /// Where a split model's download records the shards it placed (a [`Note`] whose
+    /// `placed` lists them).
+    pub(super) fn record_path(&self, job: &Job) -> PathBuf {
+        self.partial_dir().join(format!("{}.shards.json", job.id))
     }
 
     /// A download stopped to resume later keeps its partials; one with no note beside it
@@ -513,8 +550,23 @@ impl Downloads {
             return Err(self.why_stopped());
         }
         std::fs::rename(part, &to).map_err(io)?;
-        lock(&job.placed).push(name);
+        let placed = {
+            let mut placed = lock(&job.placed);
+            placed.push(name);
+            placed.clone()
+        };
         let _ = std::fs::remove_file(note);
+        // A split model's shard: recorded, so a cancel after a restart takes it away too.
+        if !lock(&job.files).is_empty() {
+            let record = Note {
+                model: job.source.spec(),
+                sha256: String::new(),
+                size: 0,
+                segments: None,
+                placed,
+            };
+            record.save(&self.record_path(job))?;
+        }
         Ok(())
     }
 

@@ -117,6 +117,7 @@ impl Downloads {
             sha256: remote.sha256.clone(),
             size: remote.size,
             segments: None,
+            placed: Vec::new(),
         };
         note.save(&note_path)?;
         let mut file = tokio::fs::File::from_std(file);

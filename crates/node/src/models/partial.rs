@@ -18,6 +18,10 @@ pub(super) struct Note {
     /// From peers: the ranges of the file and how much of each has arrived.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) segments: Option<Vec<Segment>>,
+    /// A split model's record (`NAME.shards.json`): the shards its download moved into the
+    /// folder so far (a cancel takes them away, a restart resumes the download).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) placed: Vec<String>,
 }
 
 impl Note {

@@ -110,6 +110,7 @@ impl Shared {
             sha256: self.want.sha256.clone(),
             size: self.want.size,
             segments: Some(lock(&self.segments).clone()),
+            placed: Vec::new(),
         }
         .save(&self.note)
     }

@@ -8,7 +8,8 @@ use std::path::Path;
 
 use sha2::Digest as _;
 
-use super::download::{hash_prefix, lock, DownloadError, Downloads, Job};
+use super::download::{hash_prefix, lock, DownloadError, Downloads, Job, Source};
+use super::hub::HubError;
 
 /// Shards a split model may have: five digits (`-00001-of-0000N`).
 pub(super) const MAX_SHARDS: usize = 99_999;
@@ -40,31 +41,49 @@ impl Downloads {
         let total = shards
             .iter()
             .try_fold(0u64, |sum, s| sum.checked_add(s.size))
-            .ok_or_else(|| DownloadError::BadPeer("shard sizes past any disk".into()))?;
+            .ok_or_else(|| {
+                let why = "shard sizes past any disk".to_owned();
+                match job.source {
+                    Source::Hub(_) => DownloadError::Hub(HubError::BadListing(why)),
+                    Source::Peers(_) => DownloadError::BadPeer(why),
+                }
+            })?;
         *lock(&job.files) = shards.iter().map(|s| s.name.clone()).collect();
         self.update(job, |p| {
             p.total = Some(total);
             p.shards = u32::try_from(shards.len()).ok();
         });
+        // The shards an earlier run of this download placed: its own, which a cancel takes
+        // away. Any other shard found here is the user's, and stays.
+        let ours = std::fs::read(self.record_path(job))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<super::partial::Note>(&b).ok())
+            .map(|n| n.placed)
+            .unwrap_or_default();
         let mut kept = 0;
         let mut missing = Vec::new();
         for (i, s) in shards.iter().enumerate() {
             let path = self.models_dir.join(&s.name);
             if path.exists() {
                 self.kept_shard(job, &path, s).await?;
-                lock(&job.placed).push(s.name.clone());
+                if ours.contains(&s.name) {
+                    lock(&job.placed).push(s.name.clone());
+                }
                 kept += s.size;
             } else {
                 missing.push(i);
             }
         }
-        // Room for the shards with nothing here yet (a partial's is checked as it resumes).
-        let fresh: u64 = missing
+        // Room for every shard still to come, less what their partials hold.
+        let need: u64 = missing
             .iter()
-            .filter(|&&i| !self.partial_paths(&shards[i].name).0.exists())
-            .map(|&i| shards[i].size)
+            .map(|&i| {
+                shards[i]
+                    .size
+                    .saturating_sub(self.partial_bytes(&shards[i]))
+            })
             .sum();
-        super::disk::ensure_room(&self.models_dir, fresh)?;
+        super::disk::ensure_room(&self.models_dir, need)?;
         // The first shard last.
         missing.sort_by_key(|&i| i == 0);
         let mut base = kept;
@@ -77,6 +96,23 @@ impl Downloads {
             })
             .collect();
         Ok((steps, total))
+    }
+
+    /// The bytes of `shard` its partial holds, when its note says it is that file.
+    fn partial_bytes(&self, shard: &Shard) -> u64 {
+        let (part, note) = self.partial_paths(&shard.name);
+        let note = std::fs::read(note)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<super::partial::Note>(&b).ok())
+            .filter(|n| n.sha256 == shard.sha256 && n.size == shard.size);
+        match note {
+            // From peers: the ranges' bytes (the file itself is as long as the shard).
+            Some(n) => match n.segments {
+                Some(segments) => segments.iter().map(|s| s.done).sum(),
+                None => std::fs::metadata(part).map_or(0, |m| m.len().min(shard.size)),
+            },
+            None => 0,
+        }
     }
 
     /// A shard found in the folder: counted as here when it is `shard`, else the download

@@ -16,15 +16,15 @@ impl Inner {
             .is_some_and(|e| matches!(*e.engine.model_state().borrow(), ModelState::Ready(_)))
     }
 
-    /// A ready model other than `id` for the focus: the focus before, else the most recently
-    /// used one.
+    /// A ready model other than `id` for the focus: the focus now (when `id` failed before it
+    /// became the focus), else the focus before, else the most recently used one.
     pub(super) fn ready_other_than(&self, id: &ModelId) -> Option<ModelId> {
-        if let Some(before) = self
-            .focus_before
-            .as_ref()
-            .filter(|b| *b != id && self.is_ready(b))
-        {
-            return Some(before.clone());
+        let usable = |m: &&ModelId| *m != id && self.is_ready(m);
+        if let Some(m) = self.focus.as_ref().filter(usable) {
+            return Some(m.clone());
+        }
+        if let Some(m) = self.focus_before.as_ref().filter(usable) {
+            return Some(m.clone());
         }
         self.entries
             .iter()
