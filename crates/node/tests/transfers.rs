@@ -35,6 +35,34 @@ async fn source(name: &str, dir: &Path, pace: Option<Duration>) -> TestNode {
     .await
 }
 
+/// A node named "receiver" with the empty models folder `dir`, joined to the peers at `peers`
+/// (their cluster addresses), once it sees them all.
+async fn receiver(dir: &Path, peers: Vec<String>) -> TestNode {
+    let (dir, count) = (dir.to_path_buf(), peers.len());
+    let c = TestNode::start_with(move |c| {
+        c.name = "receiver".into();
+        without_model(c, &dir);
+        c.cluster = common::cluster_config(peers);
+        c.parallel = 1;
+        c.ctx = Some(512);
+    })
+    .await;
+    wait_for_secs(30, async || peers_seen(&c.base).await == count, "the peers").await;
+    c
+}
+
+/// `c`'s download of `model`, asked to answer once it is over: its last progress.
+async fn fetched(c: &TestNode, model: &str) -> Value {
+    let r = c
+        .post(
+            "/api/models/downloads",
+            &json!({"model": model, "wait": true}),
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    r.json().await.unwrap()
+}
+
 fn cluster_addr(t: &TestNode) -> String {
     t.node().cluster_addr().unwrap().to_string()
 }
@@ -104,31 +132,14 @@ async fn a_model_comes_from_two_peers_at_once_is_verified_and_serves() {
     let a = source("peer-a", da.path(), None).await;
     let b = source("peer-b", db.path(), None).await;
     let empty = tempfile::tempdir().unwrap();
-    let peers = vec![cluster_addr(&a), cluster_addr(&b)];
-    let dir = empty.path().to_path_buf();
-    let c = TestNode::start_with(move |c| {
-        c.name = "receiver".into();
-        without_model(c, &dir);
-        c.cluster = common::cluster_config(peers);
-        c.parallel = 1;
-        c.ctx = Some(512);
-    })
-    .await;
-    wait_for_secs(30, async || peers_seen(&c.base).await == 2, "both peers").await;
+    let c = receiver(empty.path(), vec![cluster_addr(&a), cluster_addr(&b)]).await;
     // A path is no model name, here or on any peer.
     let r = c
         .post("/api/models/downloads", &json!({"model": "../tiny"}))
         .await;
     assert_eq!(r.status(), 400);
     // Asked to wait: the answer comes once the transfer is over.
-    let r = c
-        .post(
-            "/api/models/downloads",
-            &json!({"model": "tiny", "wait": true}),
-        )
-        .await;
-    assert_eq!(r.status(), 200);
-    let end: Value = r.json().await.unwrap();
+    let end = fetched(&c, "tiny").await;
     assert_eq!(end["state"], "done", "{end}");
     assert_eq!(download_at(&c.base).await.unwrap(), end);
     let mut sources: Vec<&str> = end["sources"]
@@ -232,14 +243,7 @@ async fn a_peer_whose_file_is_not_what_it_announces_is_caught() {
         .set_modified(modified)
         .unwrap();
     let empty = tempfile::tempdir().unwrap();
-    let dir = empty.path().to_path_buf();
-    let at = cluster_addr(&a);
-    let c = TestNode::start_with(move |c| {
-        without_model(c, &dir);
-        c.cluster = common::cluster_config(vec![at]);
-    })
-    .await;
-    wait_for_secs(30, async || peers_seen(&c.base).await == 1, "the peer").await;
+    let c = receiver(empty.path(), vec![cluster_addr(&a)]).await;
     start_download(&c.base).await;
     let end = finished(&c.base).await;
     assert_eq!(end["state"], "failed", "{end}");
@@ -260,13 +264,7 @@ async fn a_transfer_given_up_by_its_receiver_stops_being_sent() {
     // About 9 s for the whole file: time to cancel part way.
     let a = source("peer-a", da.path(), Some(Duration::from_millis(100))).await;
     let empty = tempfile::tempdir().unwrap();
-    let (dir, peers) = (empty.path().to_path_buf(), vec![cluster_addr(&a)]);
-    let c = TestNode::start_with(move |c| {
-        without_model(c, &dir);
-        c.cluster = common::cluster_config(peers);
-    })
-    .await;
-    wait_for_secs(30, async || peers_seen(&c.base).await == 1, "the peer").await;
+    let c = receiver(empty.path(), vec![cluster_addr(&a)]).await;
     start_download(&c.base).await;
     arrived(&c.base, 3 << 20).await;
     let r = common::client()
@@ -303,31 +301,13 @@ async fn a_split_model_comes_shard_by_shard_each_verified_and_loads() {
         .collect();
     let a = source("peer-a", da.path(), None).await;
     let empty = tempfile::tempdir().unwrap();
-    let (dir, peers) = (empty.path().to_path_buf(), vec![cluster_addr(&a)]);
-    let c = TestNode::start_with(move |c| {
-        without_model(c, &dir);
-        c.cluster = common::cluster_config(peers);
-        c.parallel = 1;
-        c.ctx = Some(512);
-    })
-    .await;
-    wait_for_secs(30, async || peers_seen(&c.base).await == 1, "the peer").await;
-    let fetch = async || {
-        let r = c
-            .post(
-                "/api/models/downloads",
-                &json!({"model": "parts", "wait": true}),
-            )
-            .await;
-        assert_eq!(r.status(), 200);
-        r.json::<Value>().await.unwrap()
-    };
+    let c = receiver(empty.path(), vec![cluster_addr(&a)]).await;
     let served = async || {
         a.get_json("/api/cluster").await["model_bytes_served"]
             .as_u64()
             .unwrap()
     };
-    let end = fetch().await;
+    let end = fetched(&c, "parts").await;
     assert_eq!(end["state"], "done", "{end}");
     let total: u64 = sizes.iter().sum();
     assert_eq!(
@@ -353,7 +333,7 @@ async fn a_split_model_comes_shard_by_shard_each_verified_and_loads() {
     // A shard lost: only it comes again, the others are checked and kept.
     let second = empty.path().join(shards[1].file_name().unwrap());
     std::fs::remove_file(&second).unwrap();
-    let end = fetch().await;
+    let end = fetched(&c, "parts").await;
     assert_eq!(end["state"], "done", "{end}");
     assert_eq!(served().await, total + sizes[1]);
     assert_eq!(
@@ -363,13 +343,7 @@ async fn a_split_model_comes_shard_by_shard_each_verified_and_loads() {
     );
     assert_eq!(sha256_of(&second), sha256_of(&shards[1]));
     let solo_size = std::fs::metadata(&solo[0]).unwrap().len();
-    let r = c
-        .post(
-            "/api/models/downloads",
-            &json!({"model": "solo", "wait": true}),
-        )
-        .await;
-    let end: Value = r.json().await.unwrap();
+    let end = fetched(&c, "solo").await;
     assert_eq!(end["state"], "done", "{end}");
     assert_eq!(end["total"].as_u64(), Some(solo_size), "{end}");
     let here = empty.path().join("solo-00001-of-00001.gguf");
