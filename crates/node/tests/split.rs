@@ -612,6 +612,34 @@ async fn a_model_too_large_for_its_node_is_split_when_a_request_names_it() {
         assert!(Instant::now() < deadline, "the owner never met its peer");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // Named by a /generate config first: the split starts, and the config is answered once
+    // its worker is ready (no engine of this node shows that load).
+    let ws_url = format!("{}/generate", owner.url.replacen("http", "ws", 1));
+    let (mut ws, _) = tokio_tungstenite::connect_async(ws_url).await.unwrap();
+    common::ws_send(
+        &mut ws,
+        json!({"type": "config", "model": "big", "prompt": "Hi",
+            "parameters": {"max_tokens": 2, "ignore_eos": true}}),
+    )
+    .await;
+    let mut statuses = Vec::new();
+    let init = loop {
+        let m = common::ws_recv_timeout(&mut ws, Duration::from_secs(90))
+            .await
+            .expect("init once the split is ready");
+        if m["type"] != "status" {
+            break m;
+        }
+        statuses.push(m);
+    };
+    assert_eq!(init["type"], "init", "{init}");
+    assert_eq!(
+        statuses.last().map(|s| &s["progress"]),
+        Some(&json!(100)),
+        "{statuses:?}"
+    );
+    let (done, _) = common::ws_until(&mut ws, "completion").await;
+    assert_eq!(done["usage"]["completion_tokens"], 2, "{done}");
     let answer = chat(&owner.url, ask).await;
     let text = answer["choices"][0]["message"]["content"]
         .as_str()

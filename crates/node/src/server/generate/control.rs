@@ -15,6 +15,7 @@ impl Session {
         if matches!(control, Control::Stop) && self.waiting.is_some() {
             // Stopped before the model finished loading: nothing was generated.
             self.waiting = None;
+            self.polled = false;
             self.follow_focus();
             self.send(&status(
                 "stop",

@@ -16,6 +16,7 @@ mod messages;
 mod start;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::route::{self, Events};
 use axum::extract::ws::{WebSocket, WebSocketUpgrade};
@@ -76,7 +77,13 @@ impl Running {
 /// A config that arrived while the model was loading.
 struct Waiting {
     config: Config,
+    /// The model loads where no engine of this node shows it (a split model's worker): the
+    /// config is tried again every [`POLL_LOAD`] instead of waiting on a state channel.
+    poll: bool,
 }
+
+/// How often a config waiting for a model loaded elsewhere is tried again.
+const POLL_LOAD: Duration = Duration::from_secs(1);
 
 struct Session {
     state: Arc<AppState>,
@@ -85,6 +92,8 @@ struct Session {
     last_percent: Option<u8>,
     running: Option<Running>,
     waiting: Option<Waiting>,
+    /// The config waiting now (or last) was tried again until its model was ready.
+    polled: bool,
     /// The last config, for `regenerate` after a generation finished.
     last_config: Option<Config>,
     /// The last request id, for `feedback`.
@@ -101,6 +110,7 @@ impl Session {
             last_percent: None,
             running: None,
             waiting: None,
+            polled: false,
             last_config: None,
             last_request_id: None,
         }
@@ -129,7 +139,8 @@ impl Session {
             self.report_loading().await;
         }
         while self.socket.is_open() {
-            let watching_model = self.loading() || self.waiting.is_some();
+            let polling = self.waiting.as_ref().is_some_and(|w| w.poll);
+            let watching_model = self.loading() || (self.waiting.is_some() && !polling);
             tokio::select! {
                 incoming = self.socket.recv() => match incoming {
                     Incoming::Text(text) => self.on_text(text.as_str()).await,
@@ -164,6 +175,11 @@ impl Session {
                         break;
                     }
                     self.on_model_state().await;
+                }
+                () = tokio::time::sleep(POLL_LOAD), if polling => {
+                    if let Some(w) = self.waiting.take() {
+                        self.start(w.config).await;
+                    }
                 }
                 () = shutdown.cancelled() => {
                     let request_id = self.running.as_ref().map(|r| r.request_id.clone());
@@ -219,6 +235,13 @@ impl Session {
 
     async fn on_model_state(&mut self) {
         let st = self.model_state.borrow_and_update().clone();
+        // A config waiting for a model loaded elsewhere is tried again on its own.
+        if self.waiting.as_ref().is_some_and(|w| w.poll) {
+            if matches!(st, ModelState::Loading { .. }) {
+                self.report_loading().await;
+            }
+            return;
+        }
         match st {
             ModelState::Loading { .. } => self.report_loading().await,
             ModelState::Ready(info) => {

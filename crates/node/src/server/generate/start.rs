@@ -8,7 +8,7 @@ use hearth_engine::{ModelInfo, Prompt, Request, SubmitError};
 use hearth_protocol::streaming::{self as sw, Config, ServerMessage};
 use hearth_protocol::{ChatMessage, SamplingParams};
 
-use super::messages::{invalid, load_failed, submit_error};
+use super::messages::{invalid, load_failed, status, submit_error};
 use super::{Running, Session, Waiting};
 use crate::route::{Generation, ResolveError};
 
@@ -18,6 +18,7 @@ const DEFAULT_TOP_LOGPROBS: i64 = 5;
 impl Session {
     /// Validate a config and submit it; on success send `init`.
     pub(super) async fn start(&mut self, config: Config) {
+        let polled = std::mem::take(&mut self.polled);
         // In hub mode a model that only workers serve is accepted: it runs on a worker, and
         // what this node knows of it is its name.
         let target = match self
@@ -27,16 +28,34 @@ impl Session {
             .await
         {
             Ok(t) => t,
-            Err(ResolveError::Engine(SubmitError::ModelLoading { model, .. })) => {
-                // Answer once the model is ready; meanwhile `status` messages flow. Its own
-                // state is followed: the focus model's, which the session follows otherwise,
-                // may be another's.
-                if let Some(engine) = self.state.host.engine_of(&model) {
-                    self.model_state = engine.model_state();
+            Err(ResolveError::Engine(SubmitError::ModelLoading { model, percent })) => {
+                // Answer once the model is ready; meanwhile `status` messages flow.
+                match self.state.host.engine_of(&model) {
+                    // Its own state is followed: the focus model's, which the session follows
+                    // otherwise, may be another's.
+                    Some(engine) => {
+                        self.model_state = engine.model_state();
+                        self.waiting = Some(Waiting {
+                            config,
+                            poll: false,
+                        });
+                        self.last_percent = None;
+                        self.report_loading().await;
+                    }
+                    // Loaded where no engine of this node shows it (a split model's worker):
+                    // tried again every second, with the route's figure of its progress.
+                    None => {
+                        self.waiting = Some(Waiting { config, poll: true });
+                        self.polled = true;
+                        let percent = percent.min(99);
+                        if self.last_percent != Some(percent) {
+                            self.last_percent = Some(percent);
+                            let text = format!("Loading model {model}");
+                            self.send(&status("model_loading", percent, text, None))
+                                .await;
+                        }
+                    }
                 }
-                self.waiting = Some(Waiting { config });
-                self.last_percent = None;
-                self.report_loading().await;
                 return;
             }
             Err(ResolveError::Engine(SubmitError::LoadFailed { model, message })) => {
@@ -61,6 +80,13 @@ impl Session {
                 return;
             }
         };
+        // Ready after waiting where no state showed its load (a split model's worker).
+        if polled {
+            self.last_percent = None;
+            let text = format!("Model {} loaded", target.model);
+            self.send(&status("model_loading", 100, text, Some(0.0)))
+                .await;
+        }
         let info = target.local.clone();
         let top_logprobs = config
             .options
