@@ -78,12 +78,13 @@ impl Running {
 struct Waiting {
     config: Config,
     /// The model loads where no engine of this node shows it (a split model's worker): the
-    /// config is tried again every [`POLL_LOAD`] instead of waiting on a state channel.
-    poll: bool,
+    /// config is tried again at this time (every [`POLL_LOAD`]) instead of waiting on a state
+    /// channel.
+    poll_at: Option<tokio::time::Instant>,
 }
 
 /// How often a config waiting for a model loaded elsewhere is tried again.
-const POLL_LOAD: Duration = Duration::from_secs(1);
+pub(super) const POLL_LOAD: Duration = Duration::from_secs(1);
 
 struct Session {
     state: Arc<AppState>,
@@ -139,8 +140,8 @@ impl Session {
             self.report_loading().await;
         }
         while self.socket.is_open() {
-            let polling = self.waiting.as_ref().is_some_and(|w| w.poll);
-            let watching_model = self.loading() || (self.waiting.is_some() && !polling);
+            let poll_at = self.waiting.as_ref().and_then(|w| w.poll_at);
+            let watching_model = self.loading() || (self.waiting.is_some() && poll_at.is_none());
             tokio::select! {
                 incoming = self.socket.recv() => match incoming {
                     Incoming::Text(text) => self.on_text(text.as_str()).await,
@@ -176,7 +177,7 @@ impl Session {
                     }
                     self.on_model_state().await;
                 }
-                () = tokio::time::sleep(POLL_LOAD), if polling => {
+                () = tokio::time::sleep_until(poll_at.unwrap_or_else(tokio::time::Instant::now)), if poll_at.is_some() => {
                     if let Some(w) = self.waiting.take() {
                         self.start(w.config).await;
                     }
@@ -236,7 +237,7 @@ impl Session {
     async fn on_model_state(&mut self) {
         let st = self.model_state.borrow_and_update().clone();
         // A config waiting for a model loaded elsewhere is tried again on its own.
-        if self.waiting.as_ref().is_some_and(|w| w.poll) {
+        if self.waiting.as_ref().is_some_and(|w| w.poll_at.is_some()) {
             if matches!(st, ModelState::Loading { .. }) {
                 self.report_loading().await;
             }

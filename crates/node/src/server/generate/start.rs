@@ -37,7 +37,7 @@ impl Session {
                         self.model_state = engine.model_state();
                         self.waiting = Some(Waiting {
                             config,
-                            poll: false,
+                            poll_at: None,
                         });
                         self.last_percent = None;
                         self.report_loading().await;
@@ -45,7 +45,8 @@ impl Session {
                     // Loaded where no engine of this node shows it (a split model's worker):
                     // tried again every second, with the route's figure of its progress.
                     None => {
-                        self.waiting = Some(Waiting { config, poll: true });
+                        let poll_at = Some(tokio::time::Instant::now() + super::POLL_LOAD);
+                        self.waiting = Some(Waiting { config, poll_at });
                         self.polled = true;
                         let percent = percent.min(99);
                         if self.last_percent != Some(percent) {
