@@ -61,15 +61,10 @@ async fn loaded(t: &TestNode) -> Vec<String> {
 
 /// How many times `id` was loaded, from the Models page's listing.
 async fn loads(t: &TestNode, id: &str) -> u64 {
-    let models = t.get_json("/api/models").await;
-    let row = models["models"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["id"] == id)
-        .unwrap_or_else(|| panic!("{id} is listed: {models}"))
-        .clone();
-    row["loads"].as_u64().unwrap()
+    let row = common::model_row(t, id).await;
+    row["loads"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{id} is listed: {row}"))
 }
 
 async fn start(dir: &Path, f: impl FnOnce(&mut hearth_node::NodeConfig)) -> TestNode {
@@ -744,16 +739,7 @@ async fn a_load_that_fails_gives_the_focus_back_to_the_model_before() {
     ask(&t, "beta").await;
     for bad in ["garbled", "broken"] {
         load(bad).await;
-        let row = async || {
-            let all = t.get_json("/api/models").await;
-            all["models"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|m| m["id"] == bad)
-                .cloned()
-                .unwrap_or_default()
-        };
+        let row = async || common::model_row(&t, bad).await;
         wait_for_secs(30, async || row().await["state"] == "failed", bad).await;
         assert!(row().await["load_error"].is_string(), "{bad}");
         // The focus settles (it moves back a moment after the failure) on alpha.

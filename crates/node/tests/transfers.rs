@@ -349,15 +349,8 @@ async fn a_split_model_comes_shard_by_shard_each_verified_and_loads() {
     let here = empty.path().join("solo-00001-of-00001.gguf");
     assert_eq!(sha256_of(&here), sha256_of(&solo[0]));
     // llama.cpp loads it from its shards, under the model's name.
-    let listed = c.get_json("/api/models").await;
-    let row = listed["models"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["id"] == "parts")
-        .cloned()
-        .unwrap_or_default();
-    assert_eq!(row["shards"], 3, "{listed}");
+    let row = common::model_row(&c, "parts").await;
+    assert_eq!(row["shards"], 3, "{row}");
     common::ask(&c, "parts").await;
     c.stop().await;
     a.stop().await;

@@ -53,6 +53,15 @@ pub fn shard_file(name: &str, index: u32, count: u32) -> String {
     format!("{name}-{index:05}-of-{count:05}.gguf")
 }
 
+/// The file a model is named by: a split model's first shard for any of its shards, else
+/// `file` itself.
+pub fn first_file(file: &str) -> String {
+    match split_shard(file) {
+        Some((name, _, count)) => shard_file(name, 1, count),
+        None => file.to_owned(),
+    }
+}
+
 /// A shard of a split model, named as llama.cpp's `gguf-split` names them:
 /// `NAME-00001-of-00003.gguf` -> (`NAME`, 1, 3).
 pub fn split_shard(file: &str) -> Option<(&str, u32, u32)> {
@@ -70,6 +79,19 @@ pub fn split_shard(file: &str) -> Option<(&str, u32, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_split_model_is_named_by_its_first_shard() {
+        assert_eq!(
+            first_file("big-00003-of-00005.gguf"),
+            "big-00001-of-00005.gguf"
+        );
+        assert_eq!(
+            first_file("big-00001-of-00005.gguf"),
+            "big-00001-of-00005.gguf"
+        );
+        assert_eq!(first_file("small.gguf"), "small.gguf");
+    }
 
     #[test]
     fn split_shards_are_read_like_llama_cpp() {

@@ -23,7 +23,6 @@ use tokio::sync::mpsc;
 use tokio_util::bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
-use crate::models::registry::plain_name;
 use crate::server::AppState;
 
 /// The bytes of one chunk (NOTES.md).
@@ -369,9 +368,7 @@ fn piece(file_name: String, offset: u64, data: Bytes) -> Piece {
 /// The files of model `name` in this node's folder, in order, when it may be shared: a plain
 /// name (no path, no `..`) of a model in one file, or of a split model with every shard here.
 pub(crate) fn shareable(state: &AppState, name: &str) -> Option<Vec<PathBuf>> {
-    if !plain_name(name) {
-        return None;
-    }
+    // The registry finds plain names only.
     state.router.registry().files_of(name)
 }
 
@@ -411,14 +408,17 @@ pub(crate) async fn answer(state: &AppState, q: ModelQuery) -> Message {
         });
     }
     let total = (!files.is_empty()).then(|| files.iter().map(|f| f.size_bytes).sum());
-    // A split model's files are checked one by one: it has no SHA-256 of its own (a split
-    // model of one shard too: its file's name is not the model's).
-    let one_file =
-        files.len() == 1 && hearth_protocol::ids::split_shard(&files[0].file_name).is_none();
-    let (sha256, files) = match files.len() {
-        1 if one_file => (files.pop().map(|f| f.sha256), Vec::new()),
-        _ if files.iter().any(|f| f.sha256.is_empty()) => (None, Vec::new()),
-        _ => (None, files),
+    // A split model's files (even one shard: its file's name is not the model's) are checked
+    // one by one: it has no SHA-256 of its own.
+    let split = files
+        .iter()
+        .any(|f| hearth_protocol::ids::split_shard(&f.file_name).is_some());
+    let (sha256, files) = if !split {
+        (files.pop().map(|f| f.sha256), Vec::new())
+    } else if files.iter().any(|f| f.sha256.is_empty()) {
+        (None, Vec::new())
+    } else {
+        (None, files)
     };
     Message::ModelQueryResponse(ModelQueryResponse {
         model_id: q.model_id,
@@ -443,10 +443,6 @@ pub(crate) async fn send(
     binary: bool,
 ) {
     let binary = binary && req.binary_chunks == BINARY_CHUNK_VERSION;
-    let complete = Message::ModelTransferComplete(ModelTransferComplete {
-        transfer_id: req.transfer_id.clone(),
-        model_id: req.model_id.clone(),
-    });
     let files = shareable(&state, &req.model_id).unwrap_or_default();
     // Each file to send, with the range of it.
     let range = |p| (p, req.offset.unwrap_or(0), req.length);
@@ -478,7 +474,7 @@ pub(crate) async fn send(
             return;
         }
     }
-    let _ = out.send(complete).await;
+    let _ = out.send(to.complete()).await;
 }
 
 /// Where one transfer's chunks go.
@@ -492,6 +488,14 @@ struct Outgoing<'a> {
 }
 
 impl Outgoing<'_> {
+    /// The transfer's end.
+    fn complete(&self) -> Message {
+        Message::ModelTransferComplete(ModelTransferComplete {
+            transfer_id: self.id.clone(),
+            model_id: self.model.to_owned(),
+        })
+    }
+
     /// Send `length` bytes (to the end without) from `offset` of the file at `path`, its last
     /// chunk flagged when `last_file`. False when the transfer is over: stopped, the peer
     /// gone, or the file unreadable (then completed short: the peer goes on from another
@@ -503,18 +507,12 @@ impl Outgoing<'_> {
         length: Option<u64>,
         last_file: bool,
     ) -> bool {
-        let complete = || {
-            Message::ModelTransferComplete(ModelTransferComplete {
-                transfer_id: self.id.clone(),
-                model_id: self.model.to_owned(),
-            })
-        };
         let file_name = name_of(path);
         let file = match std::fs::File::open(path) {
             Ok(f) => Arc::new(f),
             Err(e) => {
                 tracing::warn!(error = %e, path = %path.display(), "a shared model cannot be read");
-                let _ = self.out.send(complete()).await;
+                let _ = self.out.send(self.complete()).await;
                 return false;
             }
         };
@@ -556,7 +554,7 @@ impl Outgoing<'_> {
                 Ok(Ok(c)) => c,
                 Ok(Err(e)) => {
                     tracing::warn!(error = %e, "reading a shared model failed; the transfer stops");
-                    permit.send(complete());
+                    permit.send(self.complete());
                     return false;
                 }
                 Err(_) => return false,

@@ -135,14 +135,8 @@ impl Source {
         if s.contains('/') {
             let file = HubFile::parse(s)?;
             // A split model, named by any of its shards, is downloaded whole: named by its first.
-            return Ok(Source::Hub(
-                match hearth_protocol::ids::split_shard(file.file_name()) {
-                    Some((name, i, count)) if i != 1 => {
-                        file.sibling(&hearth_protocol::ids::shard_file(name, 1, count))
-                    }
-                    _ => file,
-                },
-            ));
+            let first = hearth_protocol::ids::first_file(file.file_name());
+            return Ok(Source::Hub(file.sibling(&first)));
         }
         let name = s.strip_suffix(".gguf").unwrap_or(s);
         if !super::registry::plain_name(name) {
@@ -380,9 +374,7 @@ impl Downloads {
             if path.extension().is_none_or(|x| x != "json") {
                 continue;
             }
-            let note = std::fs::read(&path)
-                .ok()
-                .and_then(|b| serde_json::from_slice::<Note>(&b).ok());
+            let note = Note::load(&path);
             match note {
                 Some(n) => match self.start(&n.model) {
                     Ok(_) => tracing::info!(model = %n.model, "resuming a download"),
@@ -480,9 +472,7 @@ impl Downloads {
                 let Some(name) = file.strip_suffix(".json") else {
                     continue;
                 };
-                let note = std::fs::read(e.path())
-                    .ok()
-                    .and_then(|b| serde_json::from_slice::<Note>(&b).ok());
+                let note = Note::load(&e.path());
                 if note.is_some_and(|n| n.model == spec) {
                     names.push(name.to_owned());
                 }

@@ -103,12 +103,9 @@ impl Downloads {
         std::fs::create_dir_all(self.partial_dir()).map_err(io)?;
         let file = open_partial(&part)?;
         // A partial of another version of the file starts over.
-        let same = std::fs::read(&note_path)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<Note>(&b).ok())
-            .is_some_and(|n| {
-                n.sha256 == remote.sha256 && n.size == remote.size && n.segments.is_none()
-            });
+        let same = Note::load(&note_path).is_some_and(|n| {
+            n.sha256 == remote.sha256 && n.size == remote.size && n.segments.is_none()
+        });
         if !same {
             file.set_len(0).map_err(io)?;
         }

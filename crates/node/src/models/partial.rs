@@ -25,6 +25,11 @@ pub(super) struct Note {
 }
 
 impl Note {
+    /// The note at `path`, when there is one it can read.
+    pub(super) fn load(path: &Path) -> Option<Note> {
+        serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+    }
+
     /// Write the note at `path` whole or not at all (a crash mid-write leaves the old one):
     /// written beside it, then renamed over it.
     pub(super) fn save(&self, path: &Path) -> Result<(), DownloadError> {

@@ -249,9 +249,7 @@ impl Downloads {
         let file = open_partial(&part)?;
         // The ranges already here, when the partial is of the same file.
         let had = file.metadata().map_err(io)?.len();
-        let kept = std::fs::read(&note_path)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<Note>(&b).ok())
+        let kept = Note::load(&note_path)
             .filter(|n| n.sha256 == sha256 && n.size == size && had == size)
             .and_then(|n| n.segments);
         let segments = match kept {

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use sha2::Digest as _;
 
-use super::download::{hash_prefix, lock, DownloadError, Downloads, Job, Source};
+use super::download::{hash_prefix, lock, DownloadError, Downloads, Job, Note, Source};
 use super::hub::HubError;
 
 /// Shards a split model may have: five digits (`-00001-of-0000N`).
@@ -55,9 +55,7 @@ impl Downloads {
         });
         // The shards an earlier run of this download placed: its own, which a cancel takes
         // away. Any other shard found here is the user's, and stays.
-        let ours = std::fs::read(self.record_path(job))
-            .ok()
-            .and_then(|b| serde_json::from_slice::<super::partial::Note>(&b).ok())
+        let ours = Note::load(&self.record_path(job))
             .map(|n| n.placed)
             .unwrap_or_default();
         let mut kept = 0;
@@ -101,10 +99,7 @@ impl Downloads {
     /// The bytes of `shard` its partial holds, when its note says it is that file.
     fn partial_bytes(&self, shard: &Shard) -> u64 {
         let (part, note) = self.partial_paths(&shard.name);
-        let note = std::fs::read(note)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<super::partial::Note>(&b).ok())
-            .filter(|n| n.sha256 == shard.sha256 && n.size == shard.size);
+        let note = Note::load(&note).filter(|n| n.sha256 == shard.sha256 && n.size == shard.size);
         match note {
             // From peers: the ranges' bytes (the file itself is as long as the shard).
             Some(n) => match n.segments {

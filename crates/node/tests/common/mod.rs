@@ -55,6 +55,16 @@ pub async fn ask(t: &TestNode, model: &str) -> Value {
     body
 }
 
+/// Model `id`'s row in `GET /api/models` (null when it is not listed).
+pub async fn model_row(t: &TestNode, id: &str) -> Value {
+    let models = t.get_json("/api/models").await;
+    models["models"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|m| m["id"] == id))
+        .cloned()
+        .unwrap_or_default()
+}
+
 /// The default model's size in bytes.
 pub fn model_size() -> u64 {
     std::fs::metadata(model_path()).unwrap().len()

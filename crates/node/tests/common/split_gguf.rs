@@ -32,8 +32,8 @@ impl Reader<'_> {
         String::from_utf8(self.take(n).to_vec()).unwrap()
     }
 
-    /// Pass over one value of GGUF type `ty`.
-    fn skip_value(&mut self, ty: u32) {
+    /// Read past one value of GGUF type `ty`.
+    fn pass_value(&mut self, ty: u32) {
         match ty {
             0 | 1 | 7 => drop(self.take(1)),
             2 | 3 => drop(self.take(2)),
@@ -43,7 +43,7 @@ impl Reader<'_> {
             9 => {
                 let (item, n) = (self.u32(), self.u64());
                 for _ in 0..n {
-                    self.skip_value(item);
+                    self.pass_value(item);
                 }
             }
             other => panic!("GGUF value type {other} is not in the format"),
@@ -73,7 +73,7 @@ pub fn split_gguf(src: &Path, dir: &Path, name: &str, count: u16) -> Vec<PathBuf
             key != "general.alignment",
             "a model with its own alignment is not split here"
         );
-        r.skip_value(ty);
+        r.pass_value(ty);
     }
     let kvs = bytes[kv_start..r.at].to_vec();
     // Each tensor's description without its offset, and its offset.

@@ -15,7 +15,6 @@ impl Session {
         if matches!(control, Control::Stop) && self.waiting.is_some() {
             // Stopped before the model finished loading: nothing was generated.
             self.waiting = None;
-            self.polled = false;
             self.follow_focus();
             self.send(&status(
                 "stop",
@@ -29,7 +28,7 @@ impl Session {
         let Some(running) = self.running.as_ref() else {
             if matches!(control, Control::Regenerate) {
                 if let Some(config) = self.last_config.clone() {
-                    self.start(config).await;
+                    self.start(config, false).await;
                     return;
                 }
             }

@@ -93,8 +93,6 @@ struct Session {
     last_percent: Option<u8>,
     running: Option<Running>,
     waiting: Option<Waiting>,
-    /// The config waiting now (or last) was tried again until its model was ready.
-    polled: bool,
     /// The last config, for `regenerate` after a generation finished.
     last_config: Option<Config>,
     /// The last request id, for `feedback`.
@@ -111,7 +109,6 @@ impl Session {
             last_percent: None,
             running: None,
             waiting: None,
-            polled: false,
             last_config: None,
             last_request_id: None,
         }
@@ -179,7 +176,7 @@ impl Session {
                 }
                 () = tokio::time::sleep_until(poll_at.unwrap_or_else(tokio::time::Instant::now)), if poll_at.is_some() => {
                     if let Some(w) = self.waiting.take() {
-                        self.start(w.config).await;
+                        self.start(w.config, true).await;
                     }
                 }
                 () = shutdown.cancelled() => {
@@ -258,7 +255,7 @@ impl Session {
                 }
                 if let Some(w) = self.waiting.take() {
                     self.follow_focus();
-                    self.start(w.config).await;
+                    self.start(w.config, false).await;
                 }
             }
             ModelState::Failed { model, message } => {
@@ -307,7 +304,7 @@ impl Session {
                     ))
                     .await;
                 } else {
-                    self.start(c).await;
+                    self.start(c, false).await;
                 }
             }
             ClientMessage::Control(c) => self.on_control(c).await,

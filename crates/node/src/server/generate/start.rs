@@ -16,9 +16,9 @@ use crate::route::{Generation, ResolveError};
 const DEFAULT_TOP_LOGPROBS: i64 = 5;
 
 impl Session {
-    /// Validate a config and submit it; on success send `init`.
-    pub(super) async fn start(&mut self, config: Config) {
-        let polled = std::mem::take(&mut self.polled);
+    /// Validate a config and submit it; on success send `init`. `polled`: it is tried again
+    /// after waiting for a model loaded where no state showed its load.
+    pub(super) async fn start(&mut self, config: Config, polled: bool) {
         // In hub mode a model that only workers serve is accepted: it runs on a worker, and
         // what this node knows of it is its name.
         let target = match self
@@ -47,7 +47,6 @@ impl Session {
                     None => {
                         let poll_at = Some(tokio::time::Instant::now() + super::POLL_LOAD);
                         self.waiting = Some(Waiting { config, poll_at });
-                        self.polled = true;
                         let percent = percent.min(99);
                         if self.last_percent != Some(percent) {
                             self.last_percent = Some(percent);

@@ -42,10 +42,7 @@ pub(crate) async fn pull(
     let stream = req.stream.unwrap_or(true);
     // A model the folder has is pulled already, as Ollama answers for one it has (a split
     // model, named by any shard, when it has every shard of the same count).
-    let first = match hearth_protocol::ids::split_shard(file.file_name()) {
-        Some((name, _, count)) => hearth_protocol::ids::shard_file(name, 1, count),
-        None => file.file_name().to_owned(),
-    };
+    let first = hearth_protocol::ids::first_file(file.file_name());
     let model = hearth_protocol::ids::ModelId::from_file_name(&first);
     let here = state.router.registry().files_of(model.as_str());
     if here.is_some_and(|f| f.first().and_then(|p| p.file_name()) == Some(first.as_ref())) {
