@@ -62,6 +62,10 @@ enum KeysAction {
         /// What the key is for (a device or a person).
         #[arg(long)]
         name: String,
+        /// What it reaches: `use`, the model doors (OpenAI, Ollama, the WebSocket protocols);
+        /// `manage`, also the UI's API (conversations, settings, models, downloads).
+        #[arg(long, default_value = "use")]
+        scope: hearth_node::store::KeyScope,
     },
     /// List keys (never their secrets).
     List,
@@ -109,13 +113,15 @@ async fn keys(action: KeysAction, data_dir: PathBuf) -> anyhow::Result<()> {
     let store = hearth_node::store::Store::open(&data_dir)
         .with_context(|| format!("opening the database in {}", data_dir.display()))?;
     match action {
-        KeysAction::Create { name } => {
-            let (key, secret) = store.create_key(name).await?;
+        KeysAction::Create { name, scope } => {
+            let (key, secret) = store.create_key(name, scope).await?;
             println!("{secret}");
             eprintln!(
-                "Created key {} ({}). Keep it: it is not shown again. Clients send it as \
-                 'Authorization: Bearer <key>' or '?token=<key>'.",
-                key.id, key.name
+                "Created key {} ({}, scope {}). Keep it: it is not shown again. Clients send it \
+                 as 'Authorization: Bearer <key>' or '?token=<key>'.",
+                key.id,
+                key.name,
+                key.scope.as_str()
             );
         }
         KeysAction::List => {
@@ -125,10 +131,11 @@ async fn keys(action: KeysAction, data_dir: PathBuf) -> anyhow::Result<()> {
             }
             for k in keys {
                 println!(
-                    "{}\t{}…\t{}\t{}",
+                    "{}\t{}…\t{}\t{}\t{}",
                     k.id,
                     k.prefix,
                     k.name,
+                    k.scope.as_str(),
                     if k.revoked { "revoked" } else { "active" }
                 );
             }

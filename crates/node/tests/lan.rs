@@ -1,8 +1,8 @@
 //! Exposing the node to the LAN, across a real network boundary: the test makes its own
 //! network namespace joined to this host by a veth pair with addresses it assigns, and a
 //! client inside that namespace sees that with the node exposed it answers there only with an
-//! API key (HTTP 401 / WebSocket close 1008 without one), and taken back to loopback nothing
-//! listens there. Needs root (it runs `ip netns`), as CI does. Never aims at any other address.
+//! API key (HTTP 401 / WebSocket close 1008 without one; a key of scope `use` reaches the model
+//! doors only, 403 elsewhere), and taken back to loopback nothing listens there. Needs root (it runs `ip netns`), as CI does. Never aims at any other address.
 
 mod common;
 
@@ -10,6 +10,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use common::TestNode;
+use hearth_node::store::KeyScope;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
@@ -248,7 +249,11 @@ async fn the_lan_toggle_needs_a_key_there_and_closes_the_door_when_off() {
     assert_eq!(status_here(ollama_here.clone()).await, 200);
 
     // Exposed: the LAN side needs a key; loopback does not.
-    let (_, secret) = node.store().create_key("lan test".into()).await.unwrap();
+    let (_, secret) = node
+        .store()
+        .create_key("lan test".into(), KeyScope::Manage)
+        .await
+        .unwrap();
     node.set_exposed(true).await.unwrap();
     assert!(node.is_exposed());
     assert_eq!(ns.http_status(&lan_url("/api/status"), None), Some(401));
@@ -335,6 +340,53 @@ async fn the_lan_toggle_needs_a_key_there_and_closes_the_door_when_off() {
         &lan_url("/api/keys"),
     ]);
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "403");
+    // A key of scope `use` reaches the model doors and nothing of the owner's: no
+    // conversations, status, models page, downloads or event stream.
+    let (_, user) = node
+        .store()
+        .create_key("model user".into(), KeyScope::Use)
+        .await
+        .unwrap();
+    assert_eq!(
+        ns.http_status(&lan_url("/v1/models"), Some(&user)),
+        Some(200)
+    );
+    assert_eq!(ns.http_status(&ollama_lan, Some(&user)), Some(200));
+    for owners in [
+        "/api/conversations",
+        "/api/status",
+        "/api/models",
+        "/metrics",
+    ] {
+        let (status, body) = ns.get(&lan_url(owners), Some(&user));
+        assert_eq!(status, 403, "{owners}: {body}");
+        assert_eq!(body["error"]["code"], "forbidden_scope", "{owners}: {body}");
+    }
+    let (status, body) = ns.post(
+        &lan_url("/api/pull"),
+        Some(&user),
+        r#"{"model":"a/b/c.gguf"}"#,
+    );
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body["error"].as_str().is_some_and(|m| m.contains("scope")),
+        "{body}"
+    );
+    let (status, body) = ns.post(
+        &lan_url("/api/conversations"),
+        Some(&user),
+        r#"{"title":"x"}"#,
+    );
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(
+        ns.websocket_close_code(port, &format!("/api/events?token={user}")),
+        "close 1008"
+    );
+    assert_eq!(
+        ns.websocket_close_code(port, &format!("/?token={user}")),
+        "opcode 1",
+        "the signed-challenge door is a model door"
+    );
     // A real request from the LAN with the key.
     let out = ns.exec(&[
         "curl",
@@ -342,7 +394,7 @@ async fn the_lan_toggle_needs_a_key_there_and_closes_the_door_when_off() {
         "-m",
         "60",
         "-H",
-        &format!("Authorization: Bearer {secret}"),
+        &format!("Authorization: Bearer {user}"),
         "-H",
         "content-type: application/json",
         "-d",
@@ -555,7 +607,12 @@ print(" ".join(state))
     // WebSockets count too, after their upgrade, and across a rebind of the listener: three
     // open event streams fill the address's places, the node is taken off the LAN and exposed
     // again (the streams stay open), and a fourth connection is closed at once.
-    let (_, secret) = t.node().store().create_key("lan cap".into()).await.unwrap();
+    let (_, secret) = t
+        .node()
+        .store()
+        .create_key("lan cap".into(), KeyScope::Manage)
+        .await
+        .unwrap();
     let script = format!(
         r#"
 import socket, base64, os, sys, time

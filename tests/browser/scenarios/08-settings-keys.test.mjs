@@ -51,6 +51,7 @@ test('create an API key, see its secret once, revoke it', { timeout: 180_000 }, 
   const [key] = listed;
   assert.equal(key.name, 'laptop');
   assert.equal(key.revoked, false);
+  assert.equal(key.scope, 'use', 'a new key uses the models only unless asked otherwise');
   assert.ok(secret.startsWith(key.prefix), `secret ${secret.slice(0, 12)}… does not start with prefix ${key.prefix}`);
   assert.ok(!JSON.stringify(listed).includes(secret), 'GET /api/keys must not list the secret');
 
@@ -59,7 +60,19 @@ test('create an API key, see its secret once, revoke it', { timeout: 180_000 }, 
   assert.equal(await row.getAttribute('data-revoked'), 'false');
   assert.match(await row.innerText(), /laptop/);
   assert.equal(await row.locator(sel('key-state')).textContent(), 'Active');
+  assert.equal(await row.locator(sel('key-scope-cell')).getAttribute('data-scope'), 'use');
   await screenshot(page, '08-settings-keys');
+
+  // A key that manages the node, chosen in the form.
+  await page.locator(sel('key-name')).fill('desk');
+  await page.locator(sel('key-scope')).selectOption('manage');
+  await page.locator(sel('key-create')).click();
+  await page.locator(sel('key-secret')).waitFor();
+  const desk = (await apiGet(node, '/api/keys')).keys.find((k) => k.name === 'desk');
+  assert.equal(desk?.scope, 'manage', JSON.stringify(desk));
+  const deskRow = page.locator(`${sel('key-row')}[data-key-id="${desk.id}"]`);
+  assert.equal(await deskRow.locator(sel('key-scope-cell')).getAttribute('data-scope'), 'manage');
+  await page.locator(sel('key-secret-dismiss')).click();
 
   // Shown once: after a reload the key is listed but its secret is nowhere on the page.
   await page.reload({ waitUntil: 'domcontentloaded' });
@@ -70,7 +83,7 @@ test('create an API key, see its secret once, revoke it', { timeout: 180_000 }, 
   // Revoke asks first; cancel keeps the key active, confirm revokes it.
   await row.locator(sel('key-revoke')).click();
   await row.locator(sel('key-revoke-cancel')).click();
-  assert.equal((await apiGet(node, '/api/keys')).keys[0].revoked, false);
+  assert.equal((await apiGet(node, '/api/keys')).keys.find((k) => k.id === key.id).revoked, false);
   await row.locator(sel('key-revoke')).click();
   await row.locator(sel('key-revoke-confirm')).click();
   await page.waitForFunction(
@@ -81,9 +94,9 @@ test('create an API key, see its secret once, revoke it', { timeout: 180_000 }, 
   assert.equal(await row.locator(sel('key-state')).textContent(), 'Revoked');
   assert.equal(await row.locator(sel('key-revoke')).count(), 0, 'a revoked key has no Revoke button');
   const after = (await apiGet(node, '/api/keys')).keys;
-  assert.equal(after.length, 1);
-  assert.equal(after[0].id, key.id);
-  assert.equal(after[0].revoked, true);
+  assert.equal(after.length, 2);
+  assert.equal(after.find((k) => k.id === key.id).revoked, true);
+  assert.equal(after.find((k) => k.id === desk.id).revoked, false, 'only the key asked for is revoked');
 
   // A ?token= in the URL is kept for later and removed from the address bar (loopback needs no
   // key, so the app works with any).

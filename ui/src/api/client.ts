@@ -15,6 +15,7 @@ import type {
   CreatedKey,
   Download,
   ImportableModel,
+  KeyScope,
   KeysResponse,
   ModelsResponse,
   SplitPlacement,
@@ -126,7 +127,7 @@ export const api = {
 
   /** Keys for other machines; 403 unless called from the node's own machine. */
   listKeys: () => request<KeysResponse>('GET', '/api/keys'),
-  createKey: (name: string) => request<CreatedKey>('POST', '/api/keys', { name }),
+  createKey: (name: string, scope: KeyScope = 'use') => request<CreatedKey>('POST', '/api/keys', { name, scope }),
   revokeKey: (id: string) => request<void>('DELETE', `/api/keys/${enc(id)}`),
 
   /** The LAN cluster; changes are 403 unless made from the node's own machine. */

@@ -220,12 +220,17 @@ export interface ModelsResponse {
   models_dir?: string;
 }
 
+/** What a key reaches: the models (`use`), or the node's data and settings too (`manage`). */
+export type KeyScope = 'use' | 'manage';
+
 /** An API key for other machines (`GET /api/keys`); the secret itself is never listed. */
 export interface ApiKey {
   id: string;
   name: string;
   /** The visible start of the secret, e.g. `hearth_1a2b3c4`. */
   prefix: string;
+  /** `use`: the model doors only; `manage`: also this UI's API (absent from older nodes). */
+  scope?: KeyScope;
   created_at: number;
   last_used_at: number | null;
   revoked: boolean;

@@ -7,7 +7,7 @@
  */
 import { useCallback, useEffect, useState, type FormEvent } from 'react';
 import { ApiError, api, errorText } from '../api/client';
-import type { CreatedKey, KeysResponse } from '../api/types';
+import type { CreatedKey, KeyScope, KeysResponse } from '../api/types';
 import { copyText } from '../clipboard';
 import { formatAgo, formatDateTime } from '../format';
 import { checkKeyName, markRevoked, orderKeys } from '../settings/keys';
@@ -19,6 +19,7 @@ export function SettingsPage() {
   const [loadError, setLoadError] = useState<string | null>(null);
   const [forbidden, setForbidden] = useState(false);
   const [name, setName] = useState('');
+  const [scope, setScope] = useState<KeyScope>('use');
   const [formError, setFormError] = useState<string | null>(null);
   const [creating, setCreating] = useState(false);
   const [created, setCreated] = useState<CreatedKey | null>(null);
@@ -53,7 +54,7 @@ export function SettingsPage() {
     setFormError(null);
     setActionError(null);
     try {
-      const made = await api.createKey(checked.name);
+      const made = await api.createKey(checked.name, scope);
       setCreated(made);
       setCopied(null);
       setName('');
@@ -126,7 +127,9 @@ export function SettingsPage() {
         <p className="muted">
           While the node is shared, every request from another machine needs a key. In a browser there, open this node's
           address with <code>?token=&lt;key&gt;</code> added; programs send <code>Authorization: Bearer &lt;key&gt;</code>.
-          Requests from this machine never need one.
+          Requests from this machine never need one. A key that uses the models reaches chat and the model APIs (OpenAI,
+          Ollama, the WebSocket protocols) and nothing of your conversations or settings; give a key that manages the node
+          only to a machine you would let change them.
         </p>
 
         {forbidden ? (
@@ -152,6 +155,20 @@ export function SettingsPage() {
                   setFormError(null);
                 }}
               />
+              <label className="visually-hidden" htmlFor="key-scope">
+                What the key reaches
+              </label>
+              <select
+                id="key-scope"
+                className="text-input"
+                data-testid="key-scope"
+                value={scope}
+                title="Use: chat and the model APIs only. Manage: also conversations, models and settings."
+                onChange={(e) => setScope(e.target.value === 'manage' ? 'manage' : 'use')}
+              >
+                <option value="use">Use the models</option>
+                <option value="manage">Manage the node</option>
+              </select>
               <button type="submit" className="btn btn-primary" data-testid="key-create" disabled={creating || !name.trim()}>
                 <PlusIcon />
                 <span>{creating ? 'Creating…' : 'Create key'}</span>
@@ -208,6 +225,7 @@ export function SettingsPage() {
                   <tr>
                     <th>Name</th>
                     <th>Key</th>
+                    <th>Reaches</th>
                     <th>Created</th>
                     <th>Last used</th>
                     <th>State</th>
@@ -230,6 +248,9 @@ export function SettingsPage() {
                         <code className="key-prefix" data-testid="key-prefix">
                           {k.prefix}…
                         </code>
+                      </td>
+                      <td data-testid="key-scope-cell" data-scope={k.scope ?? 'manage'}>
+                        {k.scope === 'use' ? 'Models only' : 'Everything'}
                       </td>
                       <td title={formatDateTime(k.created_at)}>{formatAgo(k.created_at, now)}</td>
                       <td title={formatDateTime(k.last_used_at)} data-testid="key-last-used">

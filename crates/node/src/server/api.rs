@@ -214,6 +214,9 @@ pub(crate) async fn list_keys(
 #[serde(deny_unknown_fields)]
 pub(crate) struct NewKey {
     name: String,
+    /// `use` (the default) or `manage`.
+    #[serde(default)]
+    scope: crate::store::KeyScope,
 }
 
 pub(crate) async fn create_key(
@@ -224,7 +227,7 @@ pub(crate) async fn create_key(
     local_only(peer)?;
     let body: NewKey = json_body(body)?;
     let name = clean_title(&body.name)?;
-    let (key, secret) = state.store.create_key(name).await?;
+    let (key, secret) = state.store.create_key(name, body.scope).await?;
     Ok((
         StatusCode::CREATED,
         Json(json!({"key": key, "secret": secret})),

@@ -12,7 +12,8 @@
 //! - while the node is exposed to the LAN, a request from a non-loopback address needs an API
 //!   key (`Authorization: Bearer …` or `?token=…`): 401 on HTTP, a close with 1008 on WebSockets.
 //!   The signed-challenge socket on `/` too: its challenge proves the client's key on top of
-//!   the API key. The web UI's static files stay public; everything they call does not;
+//!   the API key. The web UI's static files stay public; everything they call does not. A key
+//!   of scope `use` reaches the model doors only ([`is_model_door`]): anything else is 403;
 //! - no page of the node may be framed by another site (`X-Frame-Options`, CSP
 //!   `frame-ancestors`).
 
@@ -29,6 +30,7 @@ use axum::Json;
 use serde_json::json;
 
 use super::AppState;
+use crate::store::KeyScope;
 
 /// Origins of the desktop app's webview (Linux/macOS, and Windows' form).
 const DESKTOP_ORIGINS: [&str; 3] = [
@@ -172,6 +174,21 @@ fn error(status: StatusCode, path: &str, code: &'static str, message: &str) -> R
     (status, Json(body)).into_response()
 }
 
+/// Ollama's paths that manage the models folder rather than use a model.
+const OLLAMA_MANAGEMENT: [&str; 2] = ["/api/pull", "/api/delete"];
+
+/// What a key of scope `use` reaches: the OpenAI door, Ollama's (but its model management)
+/// and the WebSocket protocols (signed challenge, streaming, batch) with the registration of
+/// the signed-challenge door's clients. Nothing of the owner's data or settings.
+fn is_model_door(path: &str, upgrade: bool) -> bool {
+    if upgrade {
+        return matches!(path, "/" | "/generate" | "/ws" | "/api/ws");
+    }
+    path.starts_with("/v1/")
+        || path == "/api/auth/register"
+        || (super::ollama::PATHS.contains(&path) && !OLLAMA_MANAGEMENT.contains(&path))
+}
+
 /// Methods that only read: everything else changes state or generates.
 fn is_safe_method(method: &Method) -> bool {
     matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
@@ -183,12 +200,15 @@ enum KeyCheck {
     Valid,
     Missing,
     Invalid,
+    /// A `use` key on something beyond the model doors.
+    OutOfScope,
 }
 
 impl KeyCheck {
     fn message(self) -> &'static str {
         match self {
             KeyCheck::Missing => "this node is shared on the LAN: send an API key (Authorization: Bearer <key>, or ?token=<key>)",
+            KeyCheck::OutOfScope => "this API key may use the models only (scope 'use'); the node's data and settings need a key of scope 'manage'",
             _ => "invalid API key",
         }
     }
@@ -261,6 +281,9 @@ pub(crate) async fn guard(
     if needs_key {
         let check = match presented_key(&req) {
             Some(k) => match state.store.verify_key(k).await {
+                Ok(Some(key)) if key.scope == KeyScope::Use && !is_model_door(&path, upgrade) => {
+                    KeyCheck::OutOfScope
+                }
                 Ok(Some(_)) => KeyCheck::Valid,
                 Ok(None) => KeyCheck::Invalid,
                 Err(e) => {
@@ -274,6 +297,14 @@ pub(crate) async fn guard(
             tracing::info!(%peer, %path, ?check, "refused a LAN request without a valid API key");
             if upgrade {
                 return refuse_websocket(req, check).await;
+            }
+            if check == KeyCheck::OutOfScope {
+                return error(
+                    StatusCode::FORBIDDEN,
+                    &path,
+                    "forbidden_scope",
+                    check.message(),
+                );
             }
             let mut resp = error(
                 StatusCode::UNAUTHORIZED,
@@ -320,6 +351,7 @@ async fn refuse_websocket(req: Request, check: KeyCheck) -> Response {
     let (mut parts, _) = req.into_parts();
     let reason = match check {
         KeyCheck::Missing => "an API key is required (?token=<key>)",
+        KeyCheck::OutOfScope => "this API key may use the models only",
         _ => "invalid API key",
     };
     match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
@@ -408,5 +440,46 @@ mod tests {
         );
         assert!(is_public(&Method::GET, "/node", true));
         assert!(!is_public(&Method::POST, "/api/auth/register", false));
+    }
+
+    #[test]
+    fn a_use_key_reaches_the_model_doors_only() {
+        for door in [
+            "/v1/chat/completions",
+            "/v1/models",
+            "/v1/embeddings",
+            "/api/chat",
+            "/api/generate",
+            "/api/tags",
+            "/api/show",
+            "/api/embed",
+            "/api/auth/register",
+        ] {
+            assert!(is_model_door(door, false), "{door}");
+        }
+        for (socket, door) in [
+            ("/", true),
+            ("/generate", true),
+            ("/ws", true),
+            ("/api/ws", true),
+        ] {
+            assert_eq!(is_model_door(socket, true), door, "{socket}");
+        }
+        for owners in [
+            "/api/conversations",
+            "/api/conversations/c1/messages",
+            "/api/status",
+            "/api/models",
+            "/api/downloads",
+            "/api/settings",
+            "/api/keys",
+            "/api/cluster",
+            "/api/pull",
+            "/api/delete",
+            "/metrics",
+        ] {
+            assert!(!is_model_door(owners, false), "{owners}");
+        }
+        assert!(!is_model_door("/api/events", true));
     }
 }

@@ -1,8 +1,10 @@
 //! API keys for clients on the LAN, in `hearth.db`: only a SHA-256 of each secret is kept,
 //! with its first characters so a user can tell keys apart; revoked keys stop working at once.
+//! Each key has a scope ([`KeyScope`]): `use` reaches the model doors only, `manage` the UI's
+//! API too. Keys made before scopes existed keep working as `manage` (their migration).
 
 use rusqlite::{params, OptionalExtension, Row};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{new_id, now_ms, Store, StoreError};
 
@@ -13,10 +15,50 @@ pub struct ApiKey {
     pub id: String,
     pub name: String,
     pub prefix: String,
+    pub scope: KeyScope,
     pub created_at: i64,
     pub last_used_at: Option<i64>,
     pub revoked: bool,
 }
+
+/// What a key reaches (DESIGN.md §6).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KeyScope {
+    /// The model doors: OpenAI, Ollama (but its model management), the WebSocket protocols.
+    #[default]
+    Use,
+    /// Also the UI's API: conversations, settings, models, downloads, the cluster, metrics.
+    Manage,
+}
+
+impl KeyScope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Use => "use",
+            Self::Manage => "manage",
+        }
+    }
+}
+
+impl std::str::FromStr for KeyScope {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "use" => Ok(Self::Use),
+            "manage" => Ok(Self::Manage),
+            other => Err(format!(
+                "'{}' is not a key scope: use or manage",
+                other.chars().take(40).collect::<String>()
+            )),
+        }
+    }
+}
+
+/// Keys made before scopes keep what they reached: everything (`manage`).
+pub(super) const SCOPE_MIGRATION: &str =
+    "ALTER TABLE api_keys ADD COLUMN scope TEXT NOT NULL DEFAULT 'manage';";
 
 /// Lowercase hex SHA-256: how key secrets are stored and looked up. Keys are 256-bit random
 /// values, so a fast hash is enough (no password stretching needed).
@@ -28,21 +70,28 @@ pub fn key_hash(secret: &str) -> String {
 
 fn key_row(r: &Row<'_>) -> rusqlite::Result<ApiKey> {
     let revoked_at: Option<i64> = r.get(5)?;
+    let scope: String = r.get(6)?;
     Ok(ApiKey {
         id: r.get(0)?,
         name: r.get(1)?,
         prefix: r.get(2)?,
+        // A scope this version does not know reaches the least.
+        scope: scope.parse().unwrap_or(KeyScope::Use),
         created_at: r.get(3)?,
         last_used_at: r.get(4)?,
         revoked: revoked_at.is_some(),
     })
 }
 
-const KEY_COLUMNS: &str = "id, name, prefix, created_at, last_used_at, revoked_at";
+const KEY_COLUMNS: &str = "id, name, prefix, created_at, last_used_at, revoked_at, scope";
 
 impl Store {
     /// A new API key: the stored record and the secret, which is shown once and never stored.
-    pub async fn create_key(&self, name: String) -> Result<(ApiKey, String), StoreError> {
+    pub async fn create_key(
+        &self,
+        name: String,
+        scope: KeyScope,
+    ) -> Result<(ApiKey, String), StoreError> {
         self.with(move |c| {
             let secret = format!(
                 "hearth_{}{}",
@@ -52,8 +101,8 @@ impl Store {
             let id = new_id("k");
             let prefix: String = secret.chars().take(14).collect();
             c.execute(
-                "INSERT INTO api_keys (id, name, hash, prefix, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![id, name, key_hash(&secret), prefix, now_ms()],
+                "INSERT INTO api_keys (id, name, hash, prefix, created_at, scope) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![id, name, key_hash(&secret), prefix, now_ms(), scope.as_str()],
             )?;
             let key = c.query_row(
                 &format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE id = ?1"),
@@ -121,7 +170,11 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("hearth-keys-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let store = Store::open(&dir).unwrap();
-        let (key, secret) = store.create_key("laptop".into()).await.unwrap();
+        let (key, secret) = store
+            .create_key("laptop".into(), KeyScope::Use)
+            .await
+            .unwrap();
+        assert_eq!(key.scope, KeyScope::Use);
         assert!(secret.starts_with("hearth_") && secret.len() > 60);
         assert!(secret.starts_with(&key.prefix));
         let stored: String = store
@@ -157,5 +210,32 @@ mod tests {
         assert!(store.verify_key(secret).await.unwrap().is_none());
         assert!(store.list_keys().await.unwrap()[0].revoked);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn keys_made_before_scopes_keep_working_as_manage() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            // A database as the node left it before keys had a scope, with one key in it.
+            let c = rusqlite::Connection::open(dir.path().join("hearth.db")).unwrap();
+            let before = super::super::MIGRATIONS.len() - 1;
+            for (i, sql) in super::super::MIGRATIONS[..before].iter().enumerate() {
+                c.execute_batch(&format!("{sql}; PRAGMA user_version = {};", i + 1))
+                    .unwrap();
+            }
+            c.execute(
+                "INSERT INTO api_keys (id, name, hash, prefix, created_at) VALUES ('k_old', 'old', ?1, 'hearth_old', 1)",
+                [key_hash("hearth_old_secret")],
+            )
+            .unwrap();
+        }
+        let store = Store::open(dir.path()).unwrap();
+        let old = store.verify_key("hearth_old_secret".into()).await.unwrap();
+        assert_eq!(old.map(|k| k.scope), Some(KeyScope::Manage));
+        let (new, _) = store
+            .create_key("new".into(), KeyScope::default())
+            .await
+            .unwrap();
+        assert_eq!(new.scope, KeyScope::Use, "a new key uses the models only");
     }
 }

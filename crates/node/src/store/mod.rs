@@ -14,7 +14,7 @@ pub mod peers;
 pub use conversations::{
     Conversation, Message, MessageStatus, NewMessage, Settings, SettingsPatch, Stats,
 };
-pub use keys::{key_hash, ApiKey};
+pub use keys::{key_hash, ApiKey, KeyScope};
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -113,6 +113,7 @@ const MIGRATIONS: &[&str] = &[
     clients::MIGRATION,
     peers::MIGRATION,
     digests::MIGRATION,
+    keys::SCOPE_MIGRATION,
 ];
 
 /// Make `path` (and the WAL files next to it, when they exist) readable by this user only.
