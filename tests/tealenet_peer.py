@@ -12,6 +12,11 @@ lowercase UUIDs, and only `heartbeatAck` of its own, as the Rust node does.
     tealenet_peer.py HOST PORT fetch PASSCODE MODEL ABS [MORE...]  # ask for MODEL and for
                                                       # path names (ABS an absolute one); fetch
                                                       # MODEL (and each of MORE) whole
+    tealenet_peer.py HOST 0 listen PASSCODE MODEL     # the listening side: print the port, take
+                                                      # hellos (closing those whose passcode hash
+                                                      # differs), answer one inferenceRequest for
+                                                      # MODEL as `provide` does, answer heartbeats
+                                                      # until a line on stdin
 
 Prints one JSON object with what it saw; exits non-zero on anything the documents forbid.
 """
@@ -19,6 +24,7 @@ Prints one JSON object with what it saw; exits non-zero on anything the document
 import base64
 import hashlib
 import json
+import select
 import socket
 import struct
 import sys
@@ -230,6 +236,14 @@ def provide(sock, passcode, model):
                                 "loadedModels": [model], "isGenerating": False,
                                 "queueDepth": 0})
     print(json.dumps({"providing": model}), flush=True)
+    out = answer_one(sock, model, seen)
+    print(json.dumps(out), flush=True)
+    sys.stdin.readline()
+
+
+def answer_one(sock, model, seen):
+    """Wait for one inferenceRequest for MODEL and answer it with PROVIDED_TEXT in OpenAI
+    chunks, as the Rust node streams them; what the request carried."""
     _, req = recv_until(sock, {"inferenceRequest"}, seen)
     rid = req["requestID"]
     body = req["request"]
@@ -248,10 +262,8 @@ def provide(sock, passcode, model):
     chunk({}, finish="stop")
     chunk(None, usage={"prompt_tokens": 9, "completion_tokens": 5, "total_tokens": 14})
     send(sock, "inferenceComplete", {"requestID": rid, "tokensOut": 5})
-    out = {"request_keys": sorted(body), "request_id": rid,
-           "messages": body["messages"], "hearth_fields": [k for k in body if "hearth" in k]}
-    print(json.dumps(out), flush=True)
-    sys.stdin.readline()
+    return {"request_keys": sorted(body), "request_id": rid,
+            "messages": body["messages"], "hearth_fields": [k for k in body if "hearth" in k]}
 
 
 def transfer(sock, model, seen):
@@ -319,6 +331,57 @@ def fetch(sock, passcode, model, absolute, more):
     print(json.dumps(out), flush=True)
 
 
+def listen(host, passcode, model):
+    """The listening side, as the document has it: the connecting side sends hello; a hash
+    that differs from ours (one side without one included) closes the TCP connection; else a
+    plain helloAck with our hash and models. Then the connection is served: heartbeats get a
+    heartbeatAck (this peer sends no heartbeat of its own), and one inferenceRequest for MODEL
+    is answered. Each hello is reported (whether it offered Hearth's transport and carried a
+    hash) as it comes."""
+    ours = hashlib.sha256(passcode.encode()).hexdigest() if passcode else None
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind((host, 0))
+    server.listen(4)
+    server.settimeout(TIMEOUT)
+    print(json.dumps({"listening": server.getsockname()[1]}), flush=True)
+    hellos = []
+    while True:
+        sock, _ = server.accept()
+        sock.settimeout(TIMEOUT)
+        m = recv(sock)
+        if m is None or m[0] != "hello":
+            sock.close()
+            continue
+        h = m[1]
+        hellos.append({"hearth": "hearth" in h, "hash": "clusterPasscodeHash" in h})
+        print(json.dumps({"hello": hellos[-1]}), flush=True)
+        if h.get("clusterPasscodeHash") != ours:
+            sock.close()
+            continue
+        ack = hello(passcode)
+        ack["loadedModels"] = [model]
+        ack["deviceInfo"]["loadedModels"] = [model]
+        send(sock, "helloAck", ack)
+        break
+    seen = []
+    out = answer_one(sock, model, seen)
+    out["hellos"] = hellos
+    print(json.dumps(out), flush=True)
+    # Heartbeats answered until told to stop (a line, or stdin closed).
+    while True:
+        ready, _, _ = select.select([sock, sys.stdin], [], [], TIMEOUT)
+        if sys.stdin in ready or not ready:
+            return
+        m = recv(sock)
+        if m is None:
+            return
+        if m[0] == "heartbeat":
+            send(sock, "heartbeatAck", {"deviceID": str(uuid.uuid4()), "timestamp": 798134401.0,
+                                        "thermalLevel": "nominal", "throttleLevel": 100,
+                                        "loadedModels": [model], "isGenerating": False,
+                                        "queueDepth": 0})
+
+
 def raw(sock, hexbytes):
     sock.sendall(bytes.fromhex(hexbytes))
     try:
@@ -330,6 +393,9 @@ def raw(sock, hexbytes):
 
 def main():
     host, port, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    if mode == "listen":
+        listen(host, sys.argv[4], sys.argv[5])
+        return
     sock = socket.create_connection((host, port), timeout=TIMEOUT)
     if mode == "serve":
         serve(sock, sys.argv[4], sys.argv[5])

@@ -7,47 +7,20 @@
 //! until its connection closes; sharing the node on the LAN or not leaves the cluster serving;
 //! without `--tealenet-compat` a TealeNet peer is refused, and on the LAN compatibility needs
 //! a passcode. A TealeNet peer fetches a model whole in 1 MiB base64 chunks, and never a file
-//! named by a path.
+//! named by a path. Lists of 10^5 entries in any message are refused while the node answers.
 
 mod common;
 
 use std::process::Command;
 
+use common::cluster_peer::{
+    aes_here, compat_node, compat_node_with, connect, hello, read_frame, write_frame, PASSCODE,
+};
 use common::process::{repo_root, run_peer, venv_python, NodeProcess};
 use common::{TestNode, MODEL_ID};
 use hearth_node::cluster::ClusterConfig;
 use hearth_protocol::cluster::HEARTH_NOISE_AES;
 use serde_json::Value;
-
-const PASSCODE: &str = "open sesame";
-
-async fn compat_node() -> (TestNode, tempfile::TempDir) {
-    compat_node_with(|_| {}).await
-}
-
-async fn compat_node_with(
-    f: impl FnOnce(&mut hearth_node::NodeConfig),
-) -> (TestNode, tempfile::TempDir) {
-    // A cool machine, whatever this one's sensors say.
-    let dir = tempfile::tempdir().unwrap();
-    let zone = dir.path().join("temp");
-    std::fs::write(&zone, "40000\n").unwrap();
-    let t = TestNode::start_with(|c| {
-        f(c);
-        c.parallel = 2;
-        c.thermal_zone = Some(zone);
-        c.name = "hearth-under-test".into();
-        c.cluster = Some(ClusterConfig {
-            port: Some(0),
-            passcode: Some(PASSCODE.into()),
-            tealenet_compat: true,
-            peers: Vec::new(),
-            discovery: false,
-        });
-    })
-    .await;
-    (t, dir)
-}
 
 async fn peer(t: &TestNode, args: &[&str]) -> Value {
     let port = t.node().cluster_addr().expect("the cluster listens").port();
@@ -365,64 +338,6 @@ async fn a_tealenet_peer_fetches_a_model_whole_and_never_a_path() {
     t.stop().await;
 }
 
-/// One frame: a 4-byte big-endian length, then the message's JSON.
-async fn write_frame(tcp: &mut tokio::net::TcpStream, m: &Value) {
-    use tokio::io::AsyncWriteExt;
-    let body = m.to_string().into_bytes();
-    let mut frame = u32::try_from(body.len()).unwrap().to_be_bytes().to_vec();
-    frame.extend_from_slice(&body);
-    tcp.write_all(&frame).await.unwrap();
-}
-
-/// The next frame as JSON, or None once the node closed the connection (15 s at most).
-async fn read_frame(tcp: &mut tokio::net::TcpStream) -> Option<Value> {
-    use tokio::io::AsyncReadExt;
-    let read = async {
-        let mut len = [0u8; 4];
-        tcp.read_exact(&mut len).await.ok()?;
-        let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
-        tcp.read_exact(&mut body).await.ok()?;
-        Some(serde_json::from_slice(&body).unwrap())
-    };
-    tokio::time::timeout(std::time::Duration::from_secs(15), read)
-        .await
-        .expect("an answer or a close within 15 s")
-}
-
-/// A `hello` in the `_0` shape from device `id`; `hearth` offers Hearth's transport.
-fn hello(id: &str, passcode: Option<&str>, hearth: bool) -> Value {
-    let mut h = serde_json::json!({
-        "deviceInfo": {"id": id, "name": "raw", "hardware": {"chipFamily": "intelCPU",
-            "chipName": "x", "totalRAMGB": 8.0, "gpuCoreCount": 0, "memoryBandwidthGBs": 10.0},
-            "registeredAt": 0.0, "lastSeenAt": 0.0, "isCurrentDevice": true, "loadedModels": []},
-        "protocolVersion": 1, "loadedModels": []});
-    if let Some(p) = passcode {
-        h["clusterPasscodeHash"] = hearth_node::cluster::passcode_hash(p).into();
-    }
-    if hearth {
-        h["hearth"] = serde_json::json!({"noise": hearth_protocol::cluster::HEARTH_NOISE});
-    }
-    serde_json::json!({"hello": {"_0": h}})
-}
-
-/// Whether this machine has AES instructions (the node then offers and takes AES-256-GCM).
-fn aes_here() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    return std::arch::is_x86_feature_detected!("aes")
-        && std::arch::is_x86_feature_detected!("pclmulqdq");
-    #[cfg(target_arch = "aarch64")]
-    return std::arch::is_aarch64_feature_detected!("aes")
-        && std::arch::is_aarch64_feature_detected!("pmull");
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    return false;
-}
-
-async fn connect(t: &TestNode) -> tokio::net::TcpStream {
-    tokio::net::TcpStream::connect(t.node().cluster_addr().unwrap())
-        .await
-        .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hearth_hello_gets_no_passcode_hash_and_plain_text_after_it_is_refused() {
     let (t, _zone) = compat_node().await;
@@ -509,58 +424,93 @@ async fn a_device_that_proved_to_be_a_hearth_node_is_never_taken_in_plain_text()
     a.stop().await;
 }
 
+/// `count` copies of `entry`, as a JSON array.
+fn many(count: usize, entry: Value) -> Value {
+    Value::Array(vec![entry; count])
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_node_opens_as_a_hearth_node_and_takes_no_plain_answer() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let at = listener.local_addr().unwrap().to_string();
-    // Even with TealeNet compatibility on.
-    let t = TestNode::start_with(|c| {
-        c.cluster = Some(ClusterConfig {
-            port: Some(0),
-            passcode: Some(PASSCODE.into()),
-            tealenet_compat: true,
-            peers: vec![at],
-            discovery: false,
-        });
-    })
-    .await;
-    let (mut tcp, _) = tokio::time::timeout(std::time::Duration::from_secs(15), listener.accept())
-        .await
-        .expect("the node connects within 15 s")
-        .unwrap();
-    let hello = read_frame(&mut tcp).await.expect("its hello");
-    let h = &hello["hello"]["_0"];
-    assert_eq!(
-        h["hearth"]["noise"],
-        hearth_protocol::cluster::HEARTH_NOISE,
-        "{hello}"
-    );
-    let also = if aes_here() {
-        serde_json::json!([HEARTH_NOISE_AES])
-    } else {
-        Value::Null
+async fn lists_of_a_hundred_thousand_entries_are_refused_while_the_node_answers() {
+    let (t, _zone) = compat_node().await;
+    let id = "6B1D0F3E-2A4C-4E8B-9C7D-5F3A1B2C4D6E";
+    let mut tcp = connect(&t).await;
+    let mut h = hello(id, Some(PASSCODE), false);
+    h["hello"]["_0"]["loadedModels"] = serde_json::json!(["teale/one"]);
+    write_frame(&mut tcp, &h).await;
+    assert!(read_frame(&mut tcp).await.is_some(), "a helloAck");
+    let health = |models: Value| {
+        serde_json::json!({"deviceID": id, "thermalLevel": "nominal", "throttleLevel": 100,
+            "loadedModels": models, "isGenerating": false, "queueDepth": 0})
     };
-    assert_eq!(h["hearth"]["noiseAlso"], also, "{hello}");
-    assert!(h.get("clusterPasscodeHash").is_none(), "{hello}");
-    assert_eq!(
-        h["loadedModels"],
-        serde_json::json!([]),
-        "models go encrypted: {hello}"
-    );
-    let id = h["deviceInfo"]["id"].as_str().unwrap();
-    assert_eq!(id, id.to_uppercase());
-    assert!(!hello
-        .to_string()
-        .contains(&hearth_node::cluster::passcode_hash(PASSCODE)));
-    // A plain helloAck, with the right passcode hash: the node hangs up and lists nobody.
-    let mut ack = self::hello(
-        "8D2C54A1-1B7E-4F0A-A5C3-77E1D9B0C2F4",
-        Some(PASSCODE),
-        false,
-    );
-    ack = serde_json::json!({"helloAck": ack["hello"].clone()});
-    write_frame(&mut tcp, &ack).await;
-    assert_eq!(read_frame(&mut tcp).await, None);
-    assert_eq!(t.status().await["cluster"]["peers"], serde_json::json!([]));
+    let listed = async || {
+        let v = t.get_json("/v1/models").await;
+        let ids: Vec<String> = v["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].as_str().unwrap().to_owned())
+            .collect();
+        ids
+    };
+    common::wait_for(
+        async || listed().await.contains(&"teale/one".to_owned()),
+        "the peer's model listed",
+    )
+    .await;
+    // Each message that carries a list, with 10^5 entries (2 MB, under the frame limit), and
+    // a name of 100 kB: refused as they arrive.
+    let names = many(100_000, "teale/flood-model-name".into());
+    let file =
+        serde_json::json!({"fileName": "f-00001-of-00002.gguf", "sizeBytes": 1, "sha256": "00"});
+    for m in [
+        serde_json::json!({"heartbeat": {"_0": health(names.clone())}}),
+        serde_json::json!({"heartbeatAck": {"_0": health(names.clone())}}),
+        serde_json::json!({"heartbeat": {"_0": health(serde_json::json!(["x".repeat(100_000)]))}}),
+        serde_json::json!({"modelQueryResponse": {"_0": {"modelID": "m", "available": true,
+            "totalSizeBytes": 2, "files": many(100_000, file.clone())}}}),
+    ] {
+        write_frame(&mut tcp, &m).await;
+    }
+    // The node answers meanwhile (before the bounds, the first pinned a core for 40 s), and
+    // what the peer said before stands.
+    let models = tokio::time::timeout(std::time::Duration::from_secs(10), listed())
+        .await
+        .expect("/v1/models answered while the peer floods the node");
+    assert!(models.contains(&"teale/one".to_owned()), "{models:?}");
+    assert!(!models.iter().any(|m| m.contains("flood")), "{models:?}");
+    // The connection goes on: a heartbeat of the usual size is answered.
+    write_frame(
+        &mut tcp,
+        &serde_json::json!({"heartbeat": {"_0": health(serde_json::json!(["teale/one"]))}}),
+    )
+    .await;
+    loop {
+        let m = read_frame(&mut tcp)
+            .await
+            .expect("the connection stays open");
+        if m.get("heartbeatAck").is_some() {
+            break;
+        }
+    }
+    // A hello of 10^5 names (at the top or in its deviceInfo) is refused: no helloAck.
+    for at in ["top", "deviceInfo"] {
+        let mut tcp = connect(&t).await;
+        let mut h = hello(
+            "1C2D3E4F-5A6B-4C7D-8E9F-0A1B2C3D4E5F",
+            Some(PASSCODE),
+            false,
+        );
+        if at == "top" {
+            h["hello"]["_0"]["loadedModels"] = names.clone();
+        } else {
+            h["hello"]["_0"]["deviceInfo"]["loadedModels"] = names.clone();
+        }
+        write_frame(&mut tcp, &h).await;
+        assert_eq!(read_frame(&mut tcp).await, None, "{at}");
+    }
+    let v = t
+        .chat(serde_json::json!({"messages": common::user("Hi"), "max_tokens": 2}))
+        .await;
+    assert_eq!(v["usage"]["completion_tokens"], 2, "{v}");
     t.stop().await;
 }

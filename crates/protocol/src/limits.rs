@@ -38,3 +38,22 @@ pub const MAX_FEEDBACK_TEXT_BYTES: usize = 16 * 1024;
 
 /// Inputs in one embeddings request (OpenAI's own limit for `input` arrays).
 pub const MAX_EMBEDDING_INPUTS: usize = 2048;
+
+/// Most model names one cluster message may list (`loadedModels` of `hello`, `helloAck`,
+/// `heartbeat`, `heartbeatAck` and their `deviceInfo`). A node has a handful loaded; each name
+/// becomes a provider of the route, so a peer listing 100,000 (2 MB, under the frame limit)
+/// would pin a core: such a message is refused whole.
+pub const MAX_PEER_MODELS: usize = 256;
+
+/// Longest model name a peer may list, in bytes (GGUF file names are far shorter).
+pub const MAX_PEER_MODEL_NAME_BYTES: usize = 256;
+
+/// Most files of one model a peer may list in `modelQueryResponse.files`: a split GGUF's
+/// shards are numbered with five digits.
+pub const MAX_MODEL_FILES: usize = 99_999;
+
+/// Longest file name in a peer's list of a model's files, in bytes.
+pub const MAX_MODEL_FILE_NAME_BYTES: usize = 512;
+
+/// Most transports a Hearth `hello` may offer beside its own (`noiseAlso`): there are two.
+pub const MAX_NOISE_OFFERS: usize = 8;

@@ -15,7 +15,8 @@
 //! - model sharing goes over it ([`super::sharing`]): the peer's queries and transfers are
 //!   served (until done, or until the peer sends `modelTransferComplete` for one: it gave it
 //!   up), and this node's get their answers (a Hearth peer's chunks may be binary);
-//! - a frame that is not a message of the document is skipped; one announced over the size
+//! - a frame that is not a message of the document is skipped, and so is a message with a list
+//!   past its bound (`hearth_protocol::limits`; logged once); one announced over the size
 //!   limit (or that does not decrypt) closes the connection, and so does a peer that takes
 //!   nothing written to it for the node's write timeout.
 
@@ -117,6 +118,7 @@ pub(crate) async fn run(
         transfers_out: None,
         serving: Arc::new(tokio::sync::Semaphore::new(super::sharing::SERVED_AT_ONCE)),
         served: Served::default(),
+        refusal_logged: false,
     }
     .serve(&mut link, provider_rx, &stop)
     .await;
@@ -172,6 +174,8 @@ struct Session {
     /// The transfers served on this connection, each stopped when the peer says it is done
     /// with it (a `modelTransferComplete` for it) or when the connection ends.
     served: Served,
+    /// Whether a message past the bounds on a peer's lists was logged (once a connection).
+    refusal_logged: bool,
 }
 
 /// Transfers being served, by id.
@@ -353,6 +357,13 @@ impl Session {
                     None
                 }
                 Ok((m, _)) => self.on_message(m, out, done),
+                // A list past its bound: the message is refused whole and what the peer said
+                // before stands (its models, its health).
+                Err(e @ cm::ClusterError::Invalid { .. }) if !self.refusal_logged => {
+                    self.refusal_logged = true;
+                    tracing::warn!(peer = %self.peer_name, error = %e, "refused a cluster message (logged once a connection)");
+                    None
+                }
                 Err(e) => {
                     tracing::debug!(error = %e, "skipping a cluster frame");
                     None

@@ -4,6 +4,13 @@
 //! lasted a while starts the backoff over; a change of the cluster's rules wakes every keeper.
 //! Addresses given by hand are kept for good and remembered in `hearth.db`; discovered ones
 //! (at most [`MAX_DISCOVERED`]) are dropped after [`DISCOVERED_TRIES`] failures in a row.
+//!
+//! Each connection opens with a Hearth hello; a plain answer makes the peer a TealeNet one
+//! when the rules allow it ([`handshake`]). An address given by hand whose listener closed
+//! that hello unanswered, while TealeNet compatibility and a passcode are on, is greeted the
+//! TealeNet way next time (the passcode hash in the clear: a TealeNet listener with a passcode
+//! closes a hello without it), and the Hearth way again after that fails. A discovered
+//! address is a Hearth node's (`app=hearth`): it is never greeted or taken in plain text.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -13,6 +20,7 @@ use tokio::net::TcpStream;
 use tokio_util::codec::Framed;
 use tokio_util::sync::CancellationToken;
 
+use super::handshake::{DialFailure, Greeting};
 use super::{codec, connection, handshake, Me};
 use crate::server::listen::Held;
 
@@ -38,6 +46,9 @@ struct Keeper {
     /// Added by hand (`--peer`, the Cluster page) or known from an earlier run: kept for good
     /// and remembered; a discovered one is neither.
     persistent: bool,
+    /// Found by discovery, where it was announced as a Hearth node's (kept so when it is then
+    /// added by hand): a plain answer there is a downgrade.
+    advertised: bool,
 }
 
 /// The addresses this node keeps connections to. Cheap to share.
@@ -71,7 +82,7 @@ impl Dialer {
     /// Keep a connection to `addr` (`HOST:PORT`) for good; false when it is kept already (a
     /// discovered keeper of it becomes a persistent one).
     pub fn add(self: &Arc<Self>, addr: &str) -> bool {
-        self.keep_address(addr, true)
+        self.keep_address(addr, true, false)
     }
 
     /// Keep a connection to an address discovery found, for as long as it works.
@@ -81,13 +92,14 @@ impl Dialer {
             tracing::debug!(peer = %addr, "too many discovered addresses kept: not this one");
             return false;
         }
-        self.keep_address(addr, false)
+        self.keep_address(addr, false, true)
     }
 
-    fn keep_address(self: &Arc<Self>, addr: &str, persistent: bool) -> bool {
+    fn keep_address(self: &Arc<Self>, addr: &str, persistent: bool, advertised: bool) -> bool {
         let mut keepers = self.lock();
         if let Some(k) = keepers.get_mut(addr) {
             k.persistent |= persistent;
+            k.advertised |= advertised;
             return false;
         }
         let stop = self.stop.child_token();
@@ -96,6 +108,7 @@ impl Dialer {
             Keeper {
                 stop: stop.clone(),
                 persistent,
+                advertised,
             },
         );
         self.runtime
@@ -123,6 +136,20 @@ impl Dialer {
         self.lock().get(addr).is_some_and(|k| k.persistent)
     }
 
+    fn advertised(&self, addr: &str) -> bool {
+        self.lock().get(addr).is_some_and(|k| k.advertised)
+    }
+
+    /// Whether `addr` may be a TealeNet listener that wants the passcode hash in the hello:
+    /// compatibility and a passcode on, given by hand, never announced as a Hearth node's.
+    fn may_be_tealenet(&self, addr: &str) -> bool {
+        let rules = self.me.rules();
+        rules.compat
+            && rules.passcode_hash.is_some()
+            && self.persistent(addr)
+            && !self.advertised(addr)
+    }
+
     /// What this node is to its peers.
     pub(crate) fn me(&self) -> &Arc<Me> {
         &self.me
@@ -143,12 +170,19 @@ fn backoff() -> backon::ExponentialBackoff {
 async fn keep(addr: String, dialer: Arc<Dialer>, stop: CancellationToken) {
     let mut delays = backoff();
     let mut failures = 0;
+    let mut greeting = Greeting::Hearth;
     loop {
         let began = Instant::now();
-        let (why, admitted) = tokio::select! {
-            r = once(&addr, &dialer, &stop) => r,
+        let (why, admitted, unanswered) = tokio::select! {
+            r = once(&addr, &dialer, &stop, greeting) => r,
             () = stop.cancelled() => return,
         };
+        greeting = next_greeting(
+            greeting,
+            admitted,
+            unanswered,
+            dialer.may_be_tealenet(&addr),
+        );
         if began.elapsed() >= HEALTHY_AFTER {
             delays = backoff();
         }
@@ -169,38 +203,63 @@ async fn keep(addr: String, dialer: Arc<Dialer>, stop: CancellationToken) {
     }
 }
 
-/// One connection to `addr`, from connect to close: why it ended, and whether the peer was
-/// admitted.
-async fn once(addr: &str, dialer: &Arc<Dialer>, stop: &CancellationToken) -> (String, bool) {
+/// How to greet `addr` next: the TealeNet way after a Hearth hello its listener closed
+/// unanswered, when that may be a TealeNet listener with a passcode (compatibility and a
+/// passcode on, an address given by hand and never announced as a Hearth node's); the way
+/// that worked while it works; else the Hearth way.
+fn next_greeting(
+    now: Greeting,
+    admitted: bool,
+    unanswered: bool,
+    may_be_tealenet: bool,
+) -> Greeting {
+    match now {
+        _ if admitted => now,
+        Greeting::Hearth if unanswered && may_be_tealenet => Greeting::TealeNet,
+        _ => Greeting::Hearth,
+    }
+}
+
+/// One connection to `addr`, from connect to close: why it ended, whether the peer was
+/// admitted, and whether it closed our hello unanswered.
+async fn once(
+    addr: &str,
+    dialer: &Arc<Dialer>,
+    stop: &CancellationToken,
+    greeting: Greeting,
+) -> (String, bool, bool) {
     let me = &dialer.me;
     let tcp = match tokio::time::timeout(CONNECT_WAIT, TcpStream::connect(addr)).await {
         Err(_) => {
             return (
                 format!("no connection within {} s", CONNECT_WAIT.as_secs()),
                 false,
+                false,
             )
         }
-        Ok(Err(e)) => return (format!("cannot connect: {e}"), false),
+        Ok(Err(e)) => return (format!("cannot connect: {e}"), false, false),
         Ok(Ok(t)) => t,
     };
     let peer = match tcp.peer_addr() {
         Ok(p) => p,
-        Err(e) => return (format!("cannot connect: {e}"), false),
+        Err(e) => return (format!("cannot connect: {e}"), false, false),
     };
     // Without a passcode the transport's key is anyone's: such a cluster stays on this
     // machine, as the listener does.
     if !peer.ip().is_loopback() && me.rules().passcode_hash.is_none() {
         let why =
             format!("{peer} is on the LAN, and a cluster on the LAN needs a passcode (--passcode)");
-        return (why, false);
+        return (why, false, false);
     }
     let _ = tcp.set_nodelay(true);
     let held = Held::new(tcp, me.table.outbound(), me.state.limits.write_timeout);
-    let admitted = match handshake::dial(Framed::new(held, codec()), me).await {
+    let framed = Framed::new(held, codec());
+    let admitted = match handshake::dial(framed, me, greeting, dialer.advertised(addr)).await {
         Ok(a) => a,
-        Err(why) => {
-            tracing::warn!(%peer, "cluster peer refused: {why}");
-            return (why, false);
+        Err(failure) => {
+            tracing::warn!(%peer, ?greeting, "cluster peer refused: {failure}");
+            let unanswered = matches!(failure, DialFailure::Unanswered(_));
+            return (failure.to_string(), false, unanswered);
         }
     };
     // Remembered only when kept for good: a discovered address may be stale tomorrow.
@@ -209,5 +268,26 @@ async fn once(addr: &str, dialer: &Arc<Dialer>, stop: &CancellationToken) -> (St
             tracing::warn!(error = %e, "could not remember a cluster peer");
         }
     }
-    connection::run(admitted, peer, true, me.clone(), stop.clone()).await
+    let (why, listed) = connection::run(admitted, peer, true, me.clone(), stop.clone()).await;
+    (why, listed, false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hearth_hello_closed_unanswered_is_followed_by_a_tealenet_one_where_that_may_help() {
+        use Greeting::{Hearth, TealeNet};
+        // Closed unanswered: the TealeNet way next, where the address may be a TealeNet one.
+        assert_eq!(next_greeting(Hearth, false, true, true), TealeNet);
+        assert_eq!(next_greeting(Hearth, false, true, false), Hearth);
+        // Refused for another reason (a wrong passcode, a Hearth node's answer): unchanged.
+        assert_eq!(next_greeting(Hearth, false, false, true), Hearth);
+        // The way that worked is kept; one that failed goes back to the Hearth way.
+        assert_eq!(next_greeting(TealeNet, true, false, true), TealeNet);
+        assert_eq!(next_greeting(Hearth, true, false, true), Hearth);
+        assert_eq!(next_greeting(TealeNet, false, true, true), Hearth);
+        assert_eq!(next_greeting(TealeNet, false, false, true), Hearth);
+    }
 }

@@ -81,6 +81,13 @@ fn browse(events: &mdns_sd::Receiver<ServiceEvent>, mine: &PeerUuid, dialer: &Ar
         let ServiceEvent::ServiceResolved(info) = event else {
             continue;
         };
+        // A device that announces itself as a Hearth node is never taken in plain text, from
+        // whichever side the connection comes.
+        if let Some(id) = hearth_device(&info) {
+            if &id != mine {
+                dialer.me().remember_hearth(&id);
+            }
+        }
         for addr in to_dial(&info, mine) {
             if dialer.add_discovered(&addr) {
                 tracing::info!(peer = %addr, name = info.get_fullname(), "found a Hearth node on the LAN");
@@ -89,18 +96,21 @@ fn browse(events: &mdns_sd::Receiver<ServiceEvent>, mine: &PeerUuid, dialer: &Ar
     }
 }
 
+/// The device id of a service announced as a Hearth node's (`app=hearth`).
+fn hearth_device(info: &ServiceInfo) -> Option<PeerUuid> {
+    if info.get_property_val_str("app") != Some("hearth") {
+        return None;
+    }
+    info.get_property_val_str("deviceID")
+        .and_then(PeerUuid::parse)
+}
+
 /// The addresses to dial for a resolved service: a Hearth node's (`app=hearth`), not this
 /// one, with a higher id than this node's, at each of its IPv4 addresses that can be another
 /// machine (not loopback, link-local or unspecified). Each is tried: one may be a private
 /// bridge (a container host's), and the duplicate-connection rule keeps one connection.
 fn to_dial(info: &ServiceInfo, mine: &PeerUuid) -> Vec<String> {
-    if info.get_property_val_str("app") != Some("hearth") {
-        return Vec::new();
-    }
-    let Some(theirs) = info
-        .get_property_val_str("deviceID")
-        .and_then(PeerUuid::parse)
-    else {
+    let Some(theirs) = hearth_device(info) else {
         return Vec::new();
     };
     if &theirs == mine || theirs < *mine {

@@ -8,13 +8,18 @@
 //!   passcode hash as ours (or both none), and never from a device that has proved to be a
 //!   Hearth node: a Hearth node never talks plain text with another one.
 //!
-//! This node opens connections as a Hearth node only and takes nothing but a Hearth answer
-//! (the TealeNet passcode hash is no secret on a LAN with TealeNet peers, so a plain answer
-//! could be anyone's): it uses TealeNet peers that connect to it. The plain-text hello and
-//! helloAck are bound into the Noise handshake (its prologue), so nobody on the path can alter
-//! them, and carry no models (those come in the first heartbeat, encrypted). The connecting
-//! side is admitted only once the listener's first encrypted message, which needs the
-//! passcode, has arrived.
+//! This node opens connections as a Hearth node. The plain-text hello and helloAck are bound
+//! into the Noise handshake (its prologue), so nobody on the path can alter them, and carry no
+//! models (those come in the first heartbeat, encrypted). The connecting side is admitted only
+//! once the listener's first encrypted message, which needs the passcode, has arrived.
+//!
+//! A TealeNet peer answers any hello with its plain helloAck (NOTES.md). With
+//! `--tealenet-compat` such an answer makes it a TealeNet peer, as if it had dialled, unless
+//! the answer is a downgrade: a device that proved to be a Hearth node, or an address or
+//! device advertised as one (mDNS `app=hearth`), is never taken in plain text. A TealeNet
+//! listener with a passcode closes a hello without its hash (the Swift app does), so the
+//! dialler may greet such an address the TealeNet way instead ([`Greeting::TealeNet`]: the
+//! hash in the clear, as that protocol has it); see `dial`'s keeper for when.
 
 use std::sync::Arc;
 
@@ -40,18 +45,32 @@ pub(crate) struct Admitted {
 }
 
 /// The peer's first frame, which must be `want` (hello or helloAck), and its bytes.
-async fn first(frames: &mut Frames, want: &str) -> Result<(Hello, Shape, Bytes), String> {
+/// A connection closed or reset before it is [`DialFailure::Unanswered`].
+async fn first(frames: &mut Frames, want: &str) -> Result<(Hello, Shape, Bytes), DialFailure> {
     let frame = match tokio::time::timeout(HELLO_WAIT, frames.next()).await {
-        Err(_) => return Err(format!("no {want} within {} s", HELLO_WAIT.as_secs())),
-        Ok(None) => return Err(format!("it closed before its {want}")),
-        Ok(Some(Err(e))) => return Err(format!("its first frame failed: {e}")),
+        Err(_) => {
+            return Err(DialFailure::Refused(format!(
+                "no {want} within {} s",
+                HELLO_WAIT.as_secs()
+            )))
+        }
+        Ok(None) => {
+            return Err(DialFailure::Unanswered(format!(
+                "it closed before its {want}"
+            )))
+        }
+        Ok(Some(Err(e))) => {
+            return Err(DialFailure::Unanswered(format!(
+                "it broke the connection before its {want}: {e}"
+            )))
+        }
         Ok(Some(Ok(f))) => f.freeze(),
     };
     match cm::decode(&frame) {
         Ok((Message::Hello(h), shape)) if want == "hello" => Ok((h, shape, frame)),
         Ok((Message::HelloAck(h), shape)) if want == "helloAck" => Ok((h, shape, frame)),
-        Ok((other, _)) => Err(format!("it sent {} before {want}", other.name())),
-        Err(e) => Err(format!("its first frame is not a {want}: {e}")),
+        Ok((other, _)) => Err(format!("it sent {} before {want}", other.name()).into()),
+        Err(e) => Err(format!("its first frame is not a {want}: {e}").into()),
     }
 }
 
@@ -101,6 +120,7 @@ fn check_proof(me: &Me, hello: &Hello, proven: &Proven) -> Result<(), String> {
 }
 
 /// A plain (TealeNet) peer: compatibility on, not a known Hearth node, the same passcode.
+/// The same rules whichever side dialled.
 fn check_plain(me: &Me, rules: &Rules, hello: &Hello) -> Result<(), String> {
     if !rules.compat {
         return Err("it is a TealeNet peer (plain text) and TealeNet compatibility is off".into());
@@ -134,7 +154,9 @@ pub(crate) fn passcodes_match(ours: Option<&str>, theirs: Option<&str>) -> bool 
 /// The listening side: the peer's hello, then our helloAck and (Hearth) the Noise handshake.
 pub(crate) async fn accept(mut frames: Frames, me: &Me) -> Result<Admitted, String> {
     let rules = me.rules();
-    let (hello, shape, hello_bytes) = first(&mut frames, "hello").await?;
+    let (hello, shape, hello_bytes) = first(&mut frames, "hello")
+        .await
+        .map_err(|e| e.to_string())?;
     if let Some(offer) = hearth_offer(&hello)? {
         let noise = secure::choose(offer, secure::aes_instructions())?;
         let mut ours = me.hello(true);
@@ -168,19 +190,103 @@ pub(crate) async fn accept(mut frames: Frames, me: &Me) -> Result<Admitted, Stri
     })
 }
 
-/// The connecting side: our Hearth hello (in the `_0` shape, as NOTES.md says a connecting
-/// side writes), the listener's Hearth helloAck, the Noise handshake, and the listener's
-/// first encrypted message.
-pub(crate) async fn dial(frames: Frames, me: &Me) -> Result<Admitted, String> {
-    dial_for(frames, me, None).await
+/// How this node greets a peer it dials.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Greeting {
+    /// As a Hearth node: the transport offered, no passcode hash. A plain answer is taken as a
+    /// TealeNet peer's when the rules allow it.
+    Hearth,
+    /// As a TealeNet peer: a plain hello with the passcode hash (for a TealeNet listener with a
+    /// passcode, which closes a hello without it).
+    TealeNet,
 }
 
-/// [`dial`] for a connection that carries one tunnel of kind `tunnel` (its `hello` says so).
+/// Why a dialled peer was not admitted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum DialFailure {
+    /// It closed the connection after our hello without answering it.
+    Unanswered(String),
+    /// Anything else.
+    Refused(String),
+}
+
+impl std::fmt::Display for DialFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Unanswered(why) | Self::Refused(why) => f.write_str(why),
+        }
+    }
+}
+
+impl From<String> for DialFailure {
+    fn from(why: String) -> Self {
+        Self::Refused(why)
+    }
+}
+
+/// The connecting side, greeting the listener `greeting`'s way. With a Hearth greeting: our
+/// Hearth hello (in the `_0` shape, as NOTES.md says a connecting side writes), then either
+/// the listener's Hearth helloAck, the Noise handshake and its first encrypted message, or a
+/// plain helloAck that the rules take as a TealeNet peer's (`advertised`: this address was
+/// announced as a Hearth node's, so a plain answer there is refused).
+pub(crate) async fn dial(
+    mut frames: Frames,
+    me: &Me,
+    greeting: Greeting,
+    advertised: bool,
+) -> Result<Admitted, DialFailure> {
+    if greeting == Greeting::TealeNet {
+        let rules = me.rules();
+        send(
+            &mut frames,
+            &Message::Hello(me.hello(false)),
+            Shape::Wrapped,
+        )
+        .await?;
+        let (ack, shape, _) = first(&mut frames, "helloAck").await?;
+        if ack.hearth.is_some() {
+            return Err("it answered a plain hello as a Hearth node"
+                .to_owned()
+                .into());
+        }
+        return plain_peer(frames, me, rules, ack, shape, advertised);
+    }
+    dial_for(frames, me, None, advertised).await
+}
+
+/// A plain helloAck to our hello: a TealeNet peer, when the rules take it.
+fn plain_peer(
+    frames: Frames,
+    me: &Me,
+    rules: Arc<Rules>,
+    ack: Hello,
+    shape: Shape,
+    advertised: bool,
+) -> Result<Admitted, DialFailure> {
+    if advertised {
+        return Err(
+            "it answered in plain text at an address advertised as a Hearth node's"
+                .to_owned()
+                .into(),
+        );
+    }
+    check_plain(me, &rules, &ack).map_err(|why| format!("it answered in plain text: {why}"))?;
+    Ok(Admitted {
+        link: Link::plain(frames, shape, me.state.cluster_peers.clone()),
+        hello: ack,
+        proven: None,
+        rules,
+    })
+}
+
+/// The Hearth greeting, for the cluster's messages (`tunnel` None) or for one tunnel of kind
+/// `tunnel` (its `hello` says so; a tunnel is Hearth's own, so a plain answer is refused).
 pub(crate) async fn dial_for(
     mut frames: Frames,
     me: &Me,
     tunnel: Option<&str>,
-) -> Result<Admitted, String> {
+    advertised: bool,
+) -> Result<Admitted, DialFailure> {
     let rules = me.rules();
     let mut ours = me.hello(true);
     let mut also = Vec::new();
@@ -189,9 +295,16 @@ pub(crate) async fn dial_for(
         also.clone_from(&h.noise_also);
     }
     let hello = send(&mut frames, &Message::Hello(ours), Shape::Wrapped).await?;
-    let (ack, _, ack_bytes) = first(&mut frames, "helloAck").await?;
+    let (ack, shape, ack_bytes) = first(&mut frames, "helloAck").await?;
     let Some(answer) = hearth_offer(&ack)? else {
-        return Err("it answered in plain text; this node connects to Hearth nodes only".into());
+        if tunnel.is_some() {
+            return Err(
+                "it answered in plain text; a tunnel goes to Hearth nodes only"
+                    .to_owned()
+                    .into(),
+            );
+        }
+        return plain_peer(frames, me, rules, ack, shape, advertised);
     };
     let noise = secure::taken(answer, &also)?;
     let prologue = prologue(&hello, &ack_bytes);
@@ -204,15 +317,19 @@ pub(crate) async fn dial_for(
     match tokio::time::timeout(HELLO_WAIT, link.next()).await {
         Ok(Some(Ok(Incoming::Ping))) => {}
         Ok(Some(Ok(Incoming::Message(_)))) => {
-            return Err("its first encrypted message is not the expected ping".into())
+            return Err("its first encrypted message is not the expected ping"
+                .to_owned()
+                .into())
         }
-        Ok(Some(Err(e))) => return Err(format!("the handshake failed: {e}")),
+        Ok(Some(Err(e))) => return Err(format!("the handshake failed: {e}").into()),
         Ok(None) => {
             return Err(
-                "it closed the connection after the handshake (a different passcode?)".into(),
+                "it closed the connection after the handshake (a different passcode?)"
+                    .to_owned()
+                    .into(),
             )
         }
-        Err(_) => return Err("no confirmation of the handshake in time".into()),
+        Err(_) => return Err("no confirmation of the handshake in time".to_owned().into()),
     }
     me.remember_hearth(&ack.device_info.id);
     Ok(Admitted {

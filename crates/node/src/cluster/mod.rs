@@ -264,8 +264,14 @@ impl Me {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// `id` is a Hearth node's (it proved so, or announced itself as one on the LAN): it is
+    /// never taken in plain text. At most [`MAX_KNOWN_HEARTH`] are kept (announcements are
+    /// unauthenticated).
     pub(crate) fn remember_hearth(&self, id: &PeerUuid) {
-        self.hearth_lock().insert(id.clone());
+        let mut known = self.hearth_lock();
+        if known.len() < MAX_KNOWN_HEARTH {
+            known.insert(id.clone());
+        }
     }
 
     pub(crate) fn is_known_hearth(&self, id: &PeerUuid) -> bool {
@@ -295,6 +301,9 @@ impl Me {
         }
     }
 }
+
+/// Device ids kept as Hearth nodes', at most: far more than a LAN has.
+const MAX_KNOWN_HEARTH: usize = 4096;
 
 /// What a connection is admitted by: the passcode (its hash for TealeNet peers, its key for
 /// Hearth peers) and whether plain-text TealeNet peers are taken.

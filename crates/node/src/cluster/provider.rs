@@ -6,7 +6,7 @@
 //! peer's chunks, completion and errors become the task's events. When the connection ends
 //! the registrations go, and each task's supervisor continues its answer elsewhere.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 
 use hearth_protocol::cluster::{
@@ -88,22 +88,25 @@ impl Provider {
     /// requests there are cancelled, and continued elsewhere by their supervisors). The
     /// cancellations to send.
     pub(crate) fn models(&mut self, loaded: &[String]) -> Vec<Message> {
-        let mut dropped = Vec::new();
+        // Sets, not searches in lists: linear in what the peer sent (bounded when it was read,
+        // `hearth_protocol::limits::MAX_PEER_MODELS`).
+        let wanted: HashSet<&str> = loaded.iter().map(String::as_str).collect();
+        let mut dropped = HashSet::new();
         self.registered.retain(|r| {
-            let keep = loaded.contains(&r.model);
+            let keep = wanted.contains(r.model.as_str());
             if !keep {
                 self.hub.unregister(r.worker);
                 r.forward.abort();
-                dropped.push(r.worker);
+                dropped.insert(r.worker);
             }
             keep
         });
         let mut cancels = Vec::new();
-        for worker in dropped {
+        if !dropped.is_empty() {
             let ids: Vec<PeerUuid> = self
                 .requests
                 .iter()
-                .filter(|(_, (w, _))| *w == worker)
+                .filter(|(_, (w, _))| dropped.contains(w))
                 .map(|(id, _)| id.clone())
                 .collect();
             for id in ids {
@@ -113,8 +116,9 @@ impl Provider {
                 cancels.push(cancelled(id));
             }
         }
+        let mut have: HashSet<String> = self.registered.iter().map(|r| r.model.clone()).collect();
         for model in loaded {
-            if model.is_empty() || self.registered.iter().any(|r| &r.model == model) {
+            if model.is_empty() || !have.insert(model.clone()) {
                 continue;
             }
             let (outbox, mut rx) = mpsc::channel::<HubFrame>(WORKER_OUTBOX_CAPACITY);

@@ -520,9 +520,10 @@ impl Hub {
     /// Models the workers serve, each once.
     pub fn models(&self) -> Vec<ModelId> {
         let mut out: Vec<ModelId> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for w in self.lock().workers.values() {
             let id = ModelId::from_file_name(&w.join.model);
-            if !out.contains(&id) {
+            if seen.insert(id.clone()) {
                 out.push(id);
             }
         }

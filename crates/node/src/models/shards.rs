@@ -12,7 +12,7 @@ use super::download::{hash_prefix, lock, DownloadError, Downloads, Job, Note, So
 use super::hub::HubError;
 
 /// Shards a split model may have: five digits (`-00001-of-0000N`).
-pub(super) const MAX_SHARDS: usize = 99_999;
+pub(super) const MAX_SHARDS: usize = hearth_protocol::limits::MAX_MODEL_FILES;
 
 /// One shard of a split model: its file name, size and SHA-256.
 #[derive(Debug, Clone)]
@@ -55,8 +55,8 @@ impl Downloads {
         });
         // The shards an earlier run of this download placed: its own, which a cancel takes
         // away. Any other shard found here is the user's, and stays.
-        let ours = Note::load(&self.record_path(job))
-            .map(|n| n.placed)
+        let ours: std::collections::HashSet<String> = Note::load(&self.record_path(job))
+            .map(|n| n.placed.into_iter().collect())
             .unwrap_or_default();
         let mut kept = 0;
         let mut missing = Vec::new();

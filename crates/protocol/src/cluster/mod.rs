@@ -15,11 +15,14 @@
 //!   `inferenceChunk` keeps OpenAI's own `"finish_reason": null`.
 //! - A message name the document does not have is [`ClusterError::UnknownMessage`]: a newer
 //!   peer's message, which the connection skips.
+//! - A list past its bound (model names, a model's files, transports: [`crate::limits`]) makes
+//!   the whole message [`ClusterError::Invalid`], refused as it is read.
 //! - Two messages are Hearth's own, sent only between Hearth nodes (inside their encrypted
 //!   transport): `hearthControl`, which pauses or resumes a running request, and the binary
 //!   model chunk ([`HearthChunk`], not JSON: [`decode_owned`] tells it by its first byte).
 
 mod binary_chunk;
+mod bounds;
 mod handshake;
 mod health;
 mod ids;
@@ -174,6 +177,10 @@ pub fn decode(bytes: &[u8]) -> Result<(Message, Shape), ClusterError> {
             ))
         }
     };
+    bounds::check(&message).map_err(|message_error| ClusterError::Invalid {
+        name: message.name(),
+        message: message_error,
+    })?;
     Ok((message, shape))
 }
 
