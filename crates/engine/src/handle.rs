@@ -69,6 +69,14 @@ pub enum SubmitError {
     ShuttingDown,
     #[error("no model is loaded")]
     NoModel,
+    /// The model cannot be served now, for a while (a split that lost a peer and does not fit
+    /// here whole): try again after `retry_after`.
+    #[error("{message}")]
+    Unavailable {
+        model: ModelId,
+        message: String,
+        retry_after: Duration,
+    },
 }
 
 /// An input to embed.

@@ -257,7 +257,9 @@ fn submit_code(e: &SubmitError) -> ErrorCode {
     match e {
         SubmitError::QueueFull { .. } => ErrorCode::QueueFull,
         SubmitError::ModelLoading { .. } | SubmitError::NoModel => ErrorCode::ModelNotLoaded,
-        SubmitError::ShuttingDown | SubmitError::LoadFailed { .. } => ErrorCode::Unavailable,
+        SubmitError::ShuttingDown
+        | SubmitError::LoadFailed { .. }
+        | SubmitError::Unavailable { .. } => ErrorCode::Unavailable,
         SubmitError::ContextLengthExceeded { .. } | SubmitError::Prompt(_) => {
             ErrorCode::InternalError
         }

@@ -224,9 +224,10 @@ fn submit_failure(e: &SubmitError) -> TaskFailure {
         SubmitError::QueueFull { .. } => "queue_full",
         SubmitError::ModelLoading { .. } => "model_loading",
         SubmitError::Prompt(_) => "invalid_task",
-        SubmitError::LoadFailed { .. } | SubmitError::NoModel | SubmitError::ShuttingDown => {
-            "unavailable"
-        }
+        SubmitError::LoadFailed { .. }
+        | SubmitError::NoModel
+        | SubmitError::ShuttingDown
+        | SubmitError::Unavailable { .. } => "unavailable",
     };
     TaskFailure {
         code: code.into(),

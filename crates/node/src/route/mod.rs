@@ -104,6 +104,10 @@ impl std::fmt::Debug for AutoSplit {
 /// How often a request waiting for a split model looks for its worker.
 const SPLIT_POLL: Duration = Duration::from_millis(100);
 
+/// When a client of a split model that is down and too large for this machine may try again
+/// (the split is tried again within about this long at first).
+const SPLIT_RETRY_AFTER: Duration = Duration::from_secs(5);
+
 /// Places generations on this node's engine or on the hub's workers. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Router {
@@ -160,8 +164,9 @@ impl Router {
     /// workers' and peers', then the ones in its models folder (loaded when asked for).
     pub fn models(&self) -> Vec<ModelId> {
         let mut out = self.host.models_here();
+        let mut seen: std::collections::HashSet<ModelId> = out.iter().cloned().collect();
         let mut add = |m: ModelId| {
-            if !out.contains(&m) {
+            if seen.insert(m.clone()) {
                 out.push(m);
             }
         };
@@ -220,7 +225,8 @@ impl Router {
                         if let Some(model) = self.hub.as_ref().and_then(|h| h.serves(m)) {
                             return Ok(Target { model, local: None });
                         }
-                        match self.registry.find(m) {
+                        // A split model's file may be outside the folder (`--model PATH`).
+                        match self.registry.find(m).or_else(|| self.host.split_file(m)) {
                             Some((id, path)) => {
                                 if let Some(model) = self.split(m, &id, &path, wait).await? {
                                     return Ok(Target { model, local: None });
@@ -265,6 +271,9 @@ impl Router {
         path: &std::path::Path,
         wait: Duration,
     ) -> Result<Option<ModelId>, ResolveError> {
+        if let Some(why) = self.host.split_lost(id) {
+            return self.split_down(id, path, why);
+        }
         if !self.host.is_elsewhere(id) {
             let (Some((need, budget)), Some(split)) =
                 (self.host.too_large(path), self.auto_split.0.get())
@@ -289,6 +298,11 @@ impl Router {
             if let Some(model) = self.hub.as_ref().and_then(|h| h.serves(m)) {
                 return Ok(Some(model));
             }
+            // Its split lost a peer while this request waited: answered now, not at the
+            // deadline.
+            if let Some(why) = self.host.split_lost(id) {
+                return self.split_down(id, path, why);
+            }
             if tokio::time::Instant::now() >= deadline {
                 return Err(SubmitError::ModelLoading {
                     model: id.clone(),
@@ -300,6 +314,29 @@ impl Router {
                 () = tokio::time::sleep(SPLIT_POLL.min(wait)) => {}
                 () = self.shutdown.cancelled() => return Err(SubmitError::ShuttingDown.into()),
             }
+        }
+    }
+
+    /// A split model whose split lost a peer (`why`) and is not set up again yet: served whole
+    /// here when it fits (`None`: load it here), else unavailable for now, naming the peer.
+    fn split_down(
+        &self,
+        id: &ModelId,
+        path: &std::path::Path,
+        why: String,
+    ) -> Result<Option<ModelId>, ResolveError> {
+        match self.host.too_large(path) {
+            None => Ok(None),
+            Some((need, budget)) => Err(SubmitError::Unavailable {
+                model: id.clone(),
+                message: format!(
+                    "{id} is split across machines and its split is down ({why}); it needs about {} MiB and models here may use {} MiB, so it cannot be served whole here. It is set up again when its peers share memory",
+                    need >> 20,
+                    budget >> 20
+                ),
+                retry_after: SPLIT_RETRY_AFTER,
+            }
+            .into()),
         }
     }
 

@@ -418,5 +418,10 @@ fn submit_failure(e: SubmitError) -> ApiFailure {
         SubmitError::ShuttingDown => {
             ApiFailure::new(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", message)
         }
+        SubmitError::Unavailable { .. } => ApiFailure::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "model_unavailable",
+            message,
+        ),
     }
 }

@@ -153,6 +153,16 @@ impl From<SubmitError> for ApiError {
                 Some("messages".into()),
                 message,
             ),
+            SubmitError::Unavailable { retry_after, .. } => Self {
+                retry_after: Some(retry_after.as_secs().max(1)),
+                ..Self::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "server_error",
+                    Some("model_unavailable"),
+                    None,
+                    message,
+                )
+            },
             SubmitError::ShuttingDown => Self::shutting_down(),
             SubmitError::NoModel => Self {
                 retry_after: Some(5),

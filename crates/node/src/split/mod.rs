@@ -349,7 +349,7 @@ impl Splits {
             r.stop.cancel();
             r
         };
-        state.host.set_elsewhere(model, false);
+        state.host.set_elsewhere(model, None);
         serve_whole(state, model, &r.path);
         true
     }
@@ -433,7 +433,7 @@ impl Splits {
                     return Err(SplitError::Stopped(split.id.0));
                 }
             }
-            state.host.set_elsewhere(&split.id, true);
+            state.host.set_elsewhere(&split.id, Some(&split.path));
         }
         if let Some(hub) = state.router.hub() {
             hub.admit_own_workers(&self.token, self.own_ip());

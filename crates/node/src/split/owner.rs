@@ -232,6 +232,9 @@ impl Splits {
             };
             tracing::warn!(model = %split.id, %why, "a split model stopped; loading it again when peers share memory");
             self.set_state(&split.id, "failed", Some(why.clone()));
+            // Requests for it are answered at once meanwhile: served whole here when it fits,
+            // else refused for now with why (never left waiting for a worker that is gone).
+            state.host.set_split_lost(&split.id, why.clone());
             loop {
                 tokio::select! {
                     () = tokio::time::sleep(delays.next().unwrap_or(RELOAD_MOST)) => {}
@@ -241,9 +244,20 @@ impl Splits {
                 match self.launch(&state, &split, &attempt).await {
                     Ok((placement, e)) => {
                         endpoints = e;
-                        if let Some(r) = lock(&self.running).get_mut(&split.id) {
-                            r.placement = placement;
+                        // Under the lock `stop` takes: a split ended meanwhile stays ended.
+                        {
+                            let mut running = lock(&self.running);
+                            match running.get_mut(&split.id) {
+                                Some(r) if !stop.is_cancelled() => r.placement = placement,
+                                _ => {
+                                    attempt.cancel();
+                                    return;
+                                }
+                            }
+                            state.host.set_elsewhere(&split.id, Some(&split.path));
                         }
+                        // Served whole here while the split was down: its worker takes over.
+                        state.host.unload(Some(&split.id)).await;
                         tracing::info!(model = %split.id, "loading a split model again");
                         break;
                     }

@@ -2,6 +2,7 @@
 //! data dir and the real default model, talk to it over HTTP, SSE and WebSocket, and stop it.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod cluster_peer;
 pub mod hub;
 pub mod process;
 pub mod signed;
@@ -382,4 +383,34 @@ pub async fn wait_for_secs(secs: u64, mut cond: impl AsyncFnMut() -> bool, what:
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     panic!("timed out waiting for {what}");
+}
+
+/// A chat completion from the node at `url`, as JSON (two minutes at most).
+pub async fn chat_at(url: &str, body: Value) -> Value {
+    reqwest::Client::new()
+        .post(format!("{url}/v1/chat/completions"))
+        .json(&body)
+        .timeout(Duration::from_secs(120))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// The node at `url`'s greedy answer to `prompt` (40 tokens at most).
+pub async fn greedy_at(url: &str, prompt: &str) -> String {
+    let r = chat_at(
+        url,
+        json!({
+            "messages": [{"role": "user", "content": prompt}],
+            "temperature": 0, "max_tokens": 40,
+        }),
+    )
+    .await;
+    r["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no answer: {r}"))
+        .to_owned()
 }

@@ -41,6 +41,9 @@ use crate::generation::{ParamError, SamplingParams};
 pub struct OllamaError {
     pub status: u16,
     pub message: String,
+    /// Seconds a client may wait before it tries again (`Retry-After`), when the refusal is
+    /// for a while only.
+    pub retry_after: Option<u64>,
 }
 
 impl OllamaError {
@@ -49,6 +52,7 @@ impl OllamaError {
         Self {
             status: 400,
             message: message.into(),
+            retry_after: None,
         }
     }
 
@@ -57,6 +61,7 @@ impl OllamaError {
         Self {
             status: 404,
             message: format!("model {name:?} not found, try pulling it first"),
+            retry_after: None,
         }
     }
 

@@ -146,8 +146,19 @@ pub struct ModelHost {
     /// The thermal level sensors report (nominal without sensors: an estimate from CPU
     /// pressure is never a reason to send work elsewhere).
     thermal: AtomicU8,
-    /// Models served by another process of this node (split ones): never loaded here.
-    elsewhere: Mutex<std::collections::HashSet<ModelId>>,
+    /// Models served by another process of this node (split ones): never loaded here while
+    /// their worker serves them.
+    elsewhere: Mutex<std::collections::HashMap<ModelId, (PathBuf, Elsewhere)>>,
+}
+
+/// A split model's state as this node's engines see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Elsewhere {
+    /// Its worker process serves it, or is starting to: never loaded here.
+    Worker,
+    /// Its split lost a peer and waits to be set up again (why, naming the peer): meanwhile
+    /// it may be loaded whole here, when it fits.
+    Lost(String),
 }
 
 /// An embedding request at work on a model (see [`ModelHost::embedding`]).
@@ -173,7 +184,7 @@ impl ModelHost {
             paused: std::sync::atomic::AtomicBool::new(false),
             thermal_throttle: AtomicU8::new(100),
             thermal: AtomicU8::new(ThermalLevel::Nominal as u8),
-            elsewhere: Mutex::new(std::collections::HashSet::new()),
+            elsewhere: Mutex::new(std::collections::HashMap::new()),
         })
     }
 
@@ -182,24 +193,58 @@ impl ModelHost {
         &self.settings
     }
 
-    /// Whether `model` is served by another process of this node (a split model's worker):
-    /// then it is never loaded here (a load is refused; a request for it is told it is
-    /// loading until that process serves it).
-    pub fn set_elsewhere(&self, model: &ModelId, elsewhere: bool) {
-        let mut set = self.elsewhere.lock().unwrap_or_else(|p| p.into_inner());
-        if elsewhere {
-            set.insert(model.clone());
-        } else {
-            set.remove(model);
+    /// Whether `model` (file `path`) is served by another process of this node (a split
+    /// model's worker; `None`: no longer): then it is never loaded here (a load is refused; a
+    /// request for it is told it is loading until that process serves it).
+    pub fn set_elsewhere(&self, model: &ModelId, path: Option<&std::path::Path>) {
+        let mut map = self.elsewhere_lock();
+        match path {
+            Some(path) => {
+                map.insert(model.clone(), (path.to_owned(), Elsewhere::Worker));
+            }
+            None => {
+                map.remove(model);
+            }
         }
+    }
+
+    /// `model`'s split lost a peer (`why` names it) and is not served by its worker until it
+    /// is set up again: meanwhile it may load whole here.
+    pub fn set_split_lost(&self, model: &ModelId, why: String) {
+        if let Some((_, state)) = self.elsewhere_lock().get_mut(model) {
+            *state = Elsewhere::Lost(why);
+        }
+    }
+
+    /// Why `model`'s split is down, while it is.
+    pub fn split_lost(&self, model: &ModelId) -> Option<String> {
+        match self.elsewhere_lock().get(model) {
+            Some((_, Elsewhere::Lost(why))) => Some(why.clone()),
+            _ => None,
+        }
+    }
+
+    /// The split model a client calls `name`, and its file (which need not be in the models
+    /// folder: one loaded with `--model PATH`).
+    pub fn split_file(&self, name: &str) -> Option<(ModelId, PathBuf)> {
+        self.elsewhere_lock()
+            .iter()
+            .find(|(id, _)| id.matches(name))
+            .map(|(id, (path, _))| (id.clone(), path.clone()))
     }
 
     /// Whether `model` is served by another process of this node (a split model's worker).
     pub fn is_elsewhere(&self, model: &ModelId) -> bool {
-        self.elsewhere
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(model)
+        matches!(
+            self.elsewhere_lock().get(model),
+            Some((_, Elsewhere::Worker))
+        )
+    }
+
+    fn elsewhere_lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<ModelId, (PathBuf, Elsewhere)>> {
+        self.elsewhere.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {

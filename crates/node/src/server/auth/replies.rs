@@ -112,9 +112,11 @@ pub(super) fn submit_error(e: &SubmitError, id: &WireId) -> ServerMessage {
             ErrorCode::InvalidRequest
         }
         SubmitError::QueueFull { .. } => ErrorCode::RateLimited,
+        SubmitError::Unavailable { .. } => ErrorCode::ModelLoading,
     };
     let retry_after = match e {
-        SubmitError::QueueFull { retry_after, .. } => Some(retry_after_secs(*retry_after)),
+        SubmitError::QueueFull { retry_after, .. }
+        | SubmitError::Unavailable { retry_after, .. } => Some(retry_after_secs(*retry_after)),
         _ => None,
     };
     ServerMessage::Error(ErrorMessage {

@@ -121,7 +121,7 @@ pub(super) fn submit_error(e: &SubmitError) -> ServerMessage {
             RecoveryAction::FixRequest,
             None,
         ),
-        SubmitError::NoModel => error(
+        SubmitError::NoModel | SubmitError::Unavailable { .. } => error(
             ErrorKind::ModelLoadingError,
             message,
             true,

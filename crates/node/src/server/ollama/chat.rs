@@ -34,6 +34,7 @@ pub(super) fn read_body(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Ol
     body.map_err(|e| OllamaError {
         status: e.status().as_u16(),
         message: e.body_text(),
+        retry_after: None,
     })
 }
 

@@ -60,7 +60,17 @@ impl IntoResponse for Reply {
         if status.is_server_error() {
             tracing::warn!(%status, message = %self.0.message, "ollama request failed");
         }
-        (status, Json(self.0.body())).into_response()
+        let mut response = (status, Json(self.0.body())).into_response();
+        if let Some(v) = self
+            .0
+            .retry_after
+            .and_then(|s| axum::http::HeaderValue::from_str(&s.to_string()).ok())
+        {
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, v);
+        }
+        response
     }
 }
 
@@ -68,6 +78,7 @@ fn error(status: StatusCode, message: impl Into<String>) -> OllamaError {
     OllamaError {
         status: status.as_u16(),
         message: message.into(),
+        retry_after: None,
     }
 }
 
@@ -101,11 +112,19 @@ fn submit_error(e: SubmitError) -> OllamaError {
             );
         }
         SubmitError::LoadFailed { .. } => StatusCode::INTERNAL_SERVER_ERROR,
-        SubmitError::ModelLoading { .. } | SubmitError::ShuttingDown | SubmitError::NoModel => {
-            StatusCode::SERVICE_UNAVAILABLE
-        }
+        SubmitError::ModelLoading { .. }
+        | SubmitError::ShuttingDown
+        | SubmitError::NoModel
+        | SubmitError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
     };
-    error(status, e.to_string())
+    let retry_after = match &e {
+        SubmitError::Unavailable { retry_after, .. } => Some(retry_after.as_secs().max(1)),
+        _ => None,
+    };
+    OllamaError {
+        retry_after,
+        ..error(status, e.to_string())
+    }
 }
 
 fn failure_error(f: Option<&Failure>) -> OllamaError {
