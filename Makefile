@@ -6,7 +6,7 @@ CARGO ?= cargo
 HEARTH_ARGS ?=
 TARGET_DIR := $(if $(CARGO_TARGET_DIR),$(CARGO_TARGET_DIR),$(CURDIR)/target)
 
-.PHONY: setup run test lint bench package fuzz
+.PHONY: setup run test lint bench package fuzz build-cuda
 
 setup:
 	@./scripts/setup.sh
@@ -45,6 +45,15 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked --profile test -- -D warnings
 
+## llama.cpp's CUDA backend as one more library, for a machine with an NVIDIA card and NVIDIA's
+## CUDA compiler (nvcc) on the PATH: release programs in their own target folder, beside the
+## Vulkan build, never mixed with it. Not part of `make test`.
+CUDA_TARGET_DIR ?= $(TARGET_DIR)/cuda
+build-cuda: setup
+	@command -v nvcc >/dev/null || { echo "nvcc (CUDA's compiler) is not on the PATH: install NVIDIA's CUDA toolkit first"; exit 1; }
+	CARGO_TARGET_DIR="$(CUDA_TARGET_DIR)" $(CARGO) build --release --locked --workspace --bins --features hearth-engine/cuda
+	@echo "Built with CUDA: $(CUDA_TARGET_DIR)/release/hearth-node serve (or hearth-desktop)"
+
 ## Benchmarks (not part of `make test`): ratios against the llama.cpp floor, one table,
 ## bench/results.json and bench/throughput.svg; UPDATE_DOCS=1 rewrites docs/PERFORMANCE.md.
 bench: setup
@@ -61,7 +70,18 @@ fuzz: setup
 package: setup
 	$(CARGO) build --release --locked --workspace --bins
 	$(CARGO) build --release --locked --manifest-path tools/package/Cargo.toml
-	@# Ship the binary without its line tables (the release profile keeps them for profiling).
-	mkdir -p "$(TARGET_DIR)/package"
+	@# Ship the binaries without their line tables (the release profile keeps them for profiling).
+	rm -rf "$(TARGET_DIR)/package/lib"
+	mkdir -p "$(TARGET_DIR)/package/lib/backends"
 	strip --strip-debug -o "$(TARGET_DIR)/package/hearth-desktop" "$(TARGET_DIR)/release/hearth-desktop"
+	strip --strip-debug -o "$(TARGET_DIR)/package/hearth-node" "$(TARGET_DIR)/release/hearth-node"
+	@# llama.cpp's libraries, as the programs load them (the package puts them in
+	@# /usr/lib/hearth, which the programs' run-time path names), and its backends beside them.
+	ldd "$(TARGET_DIR)/release/hearth-desktop" | awk '/lib(llama|ggml)/ {print $$3}' | while read -r lib; do \
+	  strip --strip-unneeded -o "$(TARGET_DIR)/package/lib/$$(basename "$$lib")" "$$lib"; \
+	done
+	base=$$(ldd "$(TARGET_DIR)/release/hearth-desktop" | awk '/libggml-base/ {print $$3}'); \
+	for b in "$$(dirname "$$base")"/../backends/*.so; do \
+	  strip --strip-unneeded -o "$(TARGET_DIR)/package/lib/backends/$$(basename "$$b")" "$$b"; \
+	done
 	"$(TARGET_DIR)/release/hearth-package" "$(CURDIR)" "$(TARGET_DIR)/package"

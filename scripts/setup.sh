@@ -28,7 +28,11 @@ say() { printf '[setup] %s\n' "$*"; }
 # bookworm). xvfb, xauth, xdotool, imagemagick, dbus-x11, webkit2gtk-driver: its test under a
 # virtual X server. iproute2: the LAN test's network namespace.
 # gnome-keyring, libsecret-tools: the identity test that uses a real Secret Service keyring.
+# glslc, spirv-headers, libvulkan-dev: llama.cpp's Vulkan backend (its shaders are compiled at
+# build time; the headers it needs are newer than Debian 12's, see below; the loader it links).
+# mesa-vulkan-drivers: lavapipe, a software Vulkan device the tests run the backend on.
 apt_packages=(cmake libclang1-14 libclang-common-14-dev build-essential libgomp1 pkg-config libsqlite3-dev
+  glslc spirv-headers libvulkan-dev mesa-vulkan-drivers
   python3 python3-venv ca-certificates unzip curl chromium
   libdbus-1-dev libwebkit2gtk-4.1-dev libgtk-3-dev libayatana-appindicator3-dev librsvg2-dev file
   xvfb xauth xdotool imagemagick dbus-x11 webkit2gtk-driver iproute2 gnome-keyring libsecret-tools)
@@ -52,6 +56,45 @@ if [ ${#missing[@]} -gt 0 ]; then
     sleep 2
   done
   [ $ok = 1 ] || { say "apt-get install failed three times"; exit 1; }
+fi
+
+# --- Vulkan headers newer than Debian 12's -----------------------------------------------------
+# ggml's Vulkan backend uses vk::LayerSettingEXT (Vulkan headers 1.3.272 and later); Debian 12
+# has 1.3.239. Debian 13's libvulkan-dev is downloaded from the Debian archive this machine
+# already uses, through a sources list of its own (the system's apt sources and packages are
+# left alone), and only its headers are unpacked into .deps/vulkan; .cargo/config.toml points
+# the build there (VULKAN_SDK). The loader that links and runs is the system's.
+vk_dir="$root/.deps/vulkan"
+if [ "$(uname -s)" = Linux ] && [ ! -f "$vk_dir/usr/include/vulkan/vulkan.hpp" ]; then
+  mirror=""
+  if [ -f /etc/apt/sources.list.d/debian.sources ]; then
+    mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources)
+  fi
+  if [ -z "$mirror" ] && [ -f /etc/apt/sources.list ]; then
+    mirror=$(awk '$1 == "deb" && $0 !~ /security/ {for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) {print $i; exit}}' /etc/apt/sources.list)
+  fi
+  [ -n "$mirror" ] || { say "no Debian archive in the apt sources: cannot fetch the Vulkan headers"; exit 1; }
+  say "fetching Debian 13's Vulkan headers (libvulkan-dev) into .deps/vulkan"
+  apt_dir=$(mktemp -d)
+  chmod 755 "$apt_dir"  # apt fetches as its own user
+  mkdir -p "$apt_dir/lists/partial" "$apt_dir/archives/partial"
+  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror trixie main" >"$apt_dir/sources.list"
+  apt_private=(-o "Dir::Etc::SourceList=$apt_dir/sources.list" -o Dir::Etc::SourceParts=/dev/null
+    -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache::Archives=$apt_dir/archives"
+    -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache= -o APT::Get::List-Cleanup=0)
+  ok=0
+  for attempt in 1 2 3; do
+    if apt-get -qq "${apt_private[@]}" update && (cd "$apt_dir" && apt-get -qq "${apt_private[@]}" download libvulkan-dev); then
+      ok=1; break
+    fi
+    say "fetching the Vulkan headers failed (attempt $attempt), retrying"
+    sleep 2
+  done
+  [ $ok = 1 ] || { say "could not fetch Debian 13's libvulkan-dev"; exit 1; }
+  rm -rf "$vk_dir.part" && mkdir -p "$vk_dir.part"
+  dpkg-deb -x "$apt_dir"/libvulkan-dev_*.deb "$vk_dir.part"
+  rm -rf "$vk_dir" && mv "$vk_dir.part" "$vk_dir"
+  rm -rf "$apt_dir"
 fi
 
 # --- Rust toolchain pieces ---------------------------------------------------------------------

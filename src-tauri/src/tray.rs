@@ -1,5 +1,6 @@
 //! The tray icon: one icon per state (idle, generating, throttled or hot, error), a tooltip
-//! with the model, peers, thermal level and tokens/s, and a menu — Open Hearth, Expose to LAN,
+//! with the model and where it computes (the GPU and its layers there, or the CPU), peers,
+//! thermal level and tokens/s, and a menu — Open Hearth, Expose to LAN,
 //! Pause serving, Quit. A task follows the node's telemetry and model state and updates the
 //! icon and tooltip when they change. Which state and text to show is decided by pure
 //! functions, tested below.
@@ -57,7 +58,7 @@ pub(crate) fn state_of(t: &Telemetry, model: &ModelState) -> TrayState {
 
 pub(crate) fn tooltip(t: &Telemetry, model: &ModelState, exposed: bool, peers: usize) -> String {
     let model = match model {
-        ModelState::Ready(info) => info.id.to_string(),
+        ModelState::Ready(info) => format!("{} on {}", info.id, placement(&info.placement)),
         ModelState::Loading {
             model, progress, ..
         } => format!("{model} (loading {:.0}%)", progress * 100.0),
@@ -86,6 +87,19 @@ pub(crate) fn tooltip(t: &Telemetry, model: &ModelState, exposed: bool, peers: u
         s.push_str(" · shared on the LAN");
     }
     s
+}
+
+/// Where a model computes, in the tray's few words: `GPU 31/31 (Vulkan0, 96 MiB)` or `CPU`.
+fn placement(p: &hearth_engine::Placement) -> String {
+    if p.layers == 0 {
+        return "CPU".into();
+    }
+    let mut at = p.devices.join(", ");
+    if p.vram_bytes > 0 {
+        at.push_str(&format!(", {} MiB", p.vram_bytes >> 20));
+    }
+    let kind = if p.backend == "RPC" { "split" } else { "GPU" };
+    format!("{kind} {}/{} ({at})", p.layers, p.layers_total)
 }
 
 /// Build the tray and start following the node. Returns whether a tray host (a
@@ -306,6 +320,24 @@ mod tests {
         .map(|s| s.icon())
         .collect();
         assert_eq!(icons.len(), 4, "each state has its own icon");
+    }
+
+    #[test]
+    fn the_model_s_place_is_said_in_few_words() {
+        let on = |backend: &str, layers, vram| hearth_engine::Placement {
+            backend: backend.into(),
+            devices: vec!["Vulkan0".into()],
+            layers,
+            layers_total: 31,
+            vram_bytes: vram,
+            ..hearth_engine::Placement::default()
+        };
+        assert_eq!(
+            placement(&on("Vulkan", 31, 96 << 20)),
+            "GPU 31/31 (Vulkan0, 96 MiB)"
+        );
+        assert_eq!(placement(&on("Vulkan", 12, 0)), "GPU 12/31 (Vulkan0)");
+        assert_eq!(placement(&hearth_engine::Placement::cpu(31, None)), "CPU");
     }
 
     #[test]

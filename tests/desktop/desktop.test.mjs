@@ -239,6 +239,8 @@ test('the desktop app: window, chat through the window, quit from the tray', { t
   );
   assert.match(statusLine, /thermal (nominal|fair|serious|critical)/);
   assert.match(statusLine, /peers: 0/);
+  // Where the model computes: this machine's CPU (no GPU here).
+  assert.match(statusLine, /SmolLM2-135M-Instruct\.Q4_1 on CPU/);
   // A second node joins the desktop's cluster: the status line counts it.
   const { port: clusterPort } = await (await fetch(`http://127.0.0.1:${port}/api/cluster`)).json();
   const peer = spawn(join(dirname(APP), 'hearth-node'), [

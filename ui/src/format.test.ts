@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatAgo, formatBytes, formatBytesOf, formatContext, formatDateTime, formatMs, formatNumber, percent } from './format';
+import { formatAgo, formatBytes, formatBytesOf, formatContext, formatDateTime, formatMs, formatNumber, formatPlacement, percent } from './format';
 
 describe('format', () => {
   it('formats sizes in binary units', () => {
@@ -9,6 +9,16 @@ describe('format', () => {
     expect(formatBytes(undefined)).toBe('—');
     expect(formatBytesOf(2147483648, 25769803776)).toBe('2.0 / 24.0 GB');
     expect(formatBytesOf(1, 0)).toBe('—');
+  });
+
+  it('says where a model\'s layers are', () => {
+    const p = (backend: string, devices: string[], layers: number) => ({ backend, devices, layers, layers_total: 31 });
+    expect(formatPlacement(p('Vulkan', ['Vulkan0'], 31))).toBe('GPU 31/31 · Vulkan0');
+    expect(formatPlacement(p('CUDA', ['CUDA0', 'CUDA1'], 20))).toBe('GPU 20/31 · CUDA0, CUDA1');
+    expect(formatPlacement(p('CPU', [], 0))).toBe('CPU');
+    expect(formatPlacement(p('Vulkan', ['Vulkan0'], 0))).toBe('CPU');
+    expect(formatPlacement(p('RPC', ['127.0.0.1:5000'], 16))).toBe('Split 16/31 · peers');
+    expect(formatPlacement(undefined)).toBe('—');
   });
 
   it('formats numbers, durations, contexts and percents', () => {

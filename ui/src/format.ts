@@ -76,3 +76,12 @@ export function formatDateTime(ms: number | null | undefined): string {
   if (ms === null || ms === undefined || !Number.isFinite(ms)) return '';
   return new Date(ms).toLocaleString();
 }
+
+/** Where a model's layers are, in a few words: "GPU 31/31 · Vulkan0", "GPU 20/33 · CUDA0", "CPU". */
+export function formatPlacement(p: { backend: string; devices: string[]; layers: number; layers_total: number } | undefined): string {
+  if (!p) return '—';
+  if (p.layers === 0 || p.backend === 'CPU') return 'CPU';
+  const where = p.backend === 'RPC' ? 'peers' : p.devices.join(', ');
+  const kind = p.backend === 'RPC' ? 'Split' : 'GPU';
+  return `${kind} ${p.layers}/${p.layers_total}${where ? ` · ${where}` : ''}`;
+}

@@ -29,16 +29,94 @@ pub struct EngineConfig {
     pub script: Option<Script>,
     /// A split model: layers on RPC servers besides this machine's CPU.
     pub remote: Option<Remote>,
+    /// How much of the model goes to this machine's GPU, and which one.
+    pub offload: Offload,
+}
+
+/// How much of a model goes to this machine's GPU, and which one (DESIGN.md §4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Offload {
+    pub layers: GpuLayers,
+    pub device: DeviceChoice,
+    /// Bytes of each device's free memory that fitting leaves free (llama.cpp's margin).
+    pub margin: u64,
+}
+
+impl Default for Offload {
+    fn default() -> Self {
+        Self {
+            layers: GpuLayers::Auto,
+            device: DeviceChoice::Any,
+            margin: DEFAULT_GPU_MARGIN,
+        }
+    }
+}
+
+/// What fitting leaves free on each device by default (llama.cpp's own default).
+pub const DEFAULT_GPU_MARGIN: u64 = 1 << 30;
+
+/// How many of a model's layers go to the GPU (`--gpu-layers`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GpuLayers {
+    /// As many as the free video memory holds, less the margin (llama.cpp's fitting).
+    #[default]
+    Auto,
+    /// This many (past the model's count: all of them); 0 keeps the model on the CPU.
+    Count(u32),
+}
+
+impl std::str::FromStr for GpuLayers {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "auto" => Ok(Self::Auto),
+            "all" | "max" => Ok(Self::Count(u32::MAX)),
+            n => n.parse().map(Self::Count).map_err(|_| {
+                format!(
+                    "'{}' is not a layer count: auto, all, or a number (0: the CPU only)",
+                    n.chars().take(40).collect::<String>()
+                )
+            }),
+        }
+    }
+}
+
+/// Which GPU a model goes to (`--device`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum DeviceChoice {
+    /// Every GPU ggml finds (llama.cpp divides the layers between several).
+    #[default]
+    Any,
+    /// None: the CPU only.
+    None,
+    /// The device of this name (`Vulkan0`, `CUDA1`) or whose description has it in (`4090`).
+    Named(String),
+}
+
+impl std::str::FromStr for DeviceChoice {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "" | "auto" | "any" => Ok(Self::Any),
+            "none" | "cpu" => Ok(Self::None),
+            name => Ok(Self::Named(name.to_owned())),
+        }
+    }
 }
 
 /// Where a split model's remote layers go: the last `layers` of llama.cpp's offloaded units
 /// (`n_gpu_layers`: the model's last `layers - 1` layers and its output layer), on the devices
-/// of the RPC servers at `endpoints` (HOST:PORT; llama.cpp divides them by the memory the
-/// servers report). A lost server aborts the process, so only a worker process of the node sets this.
+/// of the RPC servers at `endpoints` (HOST:PORT), `shares[i]` of them on server `i` (the last
+/// units, the output among them, on the last server with any; empty: llama.cpp divides them
+/// by the memory the servers report). A lost server aborts the process, so only a worker
+/// process of the node sets this.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Remote {
     pub endpoints: Vec<String>,
     pub layers: u32,
+    pub shares: Vec<u32>,
 }
 
 /// How the scripted engine produces tokens: a fixed word list, one token per active slot per
@@ -68,6 +146,7 @@ impl EngineConfig {
             min_load_time: None,
             script: None,
             remote: None,
+            offload: Offload::default(),
         }
     }
 }
@@ -106,6 +185,19 @@ fn count_physical_cores(cpuinfo: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn layers_and_devices_are_read_as_the_flags_say() {
+        assert_eq!("auto".parse(), Ok(GpuLayers::Auto));
+        assert_eq!("0".parse(), Ok(GpuLayers::Count(0)));
+        assert_eq!("33".parse(), Ok(GpuLayers::Count(33)));
+        assert_eq!("all".parse(), Ok(GpuLayers::Count(u32::MAX)));
+        assert!("-1".parse::<GpuLayers>().is_err());
+        assert!("many".parse::<GpuLayers>().unwrap_err().contains("auto"));
+        assert_eq!("none".parse(), Ok(DeviceChoice::None));
+        assert_eq!("auto".parse(), Ok(DeviceChoice::Any));
+        assert_eq!("Vulkan1".parse(), Ok(DeviceChoice::Named("Vulkan1".into())));
+    }
 
     #[test]
     fn hyperthreads_count_once() {

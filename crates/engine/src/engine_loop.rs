@@ -34,12 +34,43 @@ pub(crate) struct Shared {
     /// llama.cpp threads the last decode ran with (fewer than configured while other
     /// programs keep cores busy; `cpu_share`).
     pub(crate) threads: AtomicUsize,
+    /// One stream's decode speed, tokens/s, averaged over the generations that finished (an
+    /// `f64`'s bits; 0 until one has): what placement compares nodes by.
+    pub(crate) decode_speed: AtomicU64,
 }
+
+/// How much each finished generation moves the decode speed average.
+const SPEED_WEIGHT: f64 = 0.3;
 
 pub(crate) const STOP_SHUTDOWN: u8 = 1;
 pub(crate) const STOP_UNLOAD: u8 = 2;
 
 impl Shared {
+    /// A generation decoded `tokens` after its first in `decode`: fold its speed into the
+    /// average.
+    pub(crate) fn record_decode(&self, tokens: usize, decode: Duration) {
+        if tokens < 2 || decode.is_zero() {
+            return;
+        }
+        let speed = (tokens - 1) as f64 / decode.as_secs_f64();
+        let _ = self
+            .decode_speed
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
+                let old = f64::from_bits(bits);
+                let new = if old > 0.0 {
+                    old + SPEED_WEIGHT * (speed - old)
+                } else {
+                    speed
+                };
+                Some(new.to_bits())
+            });
+    }
+
+    /// The average decode speed of one stream, tokens/s (0: not measured yet).
+    pub(crate) fn decode_speed(&self) -> f64 {
+        f64::from_bits(self.decode_speed.load(Ordering::Relaxed))
+    }
+
     /// Why the engine must stop, if it must.
     pub(crate) fn stop_reason(&self) -> Option<FailureKind> {
         match self.stopping.load(Ordering::Acquire) {

@@ -116,7 +116,7 @@ pub enum ControlError {
 }
 
 /// A snapshot of the engine's load.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct EngineStats {
     pub slots: usize,
     pub active: usize,
@@ -126,6 +126,8 @@ pub struct EngineStats {
     /// llama.cpp threads in use: the configured count, or fewer while other programs keep
     /// cores busy.
     pub threads: usize,
+    /// One stream's decode speed, tokens/s, averaged over finished generations (0: none yet).
+    pub decode_tokens_per_s: f64,
 }
 
 /// A cheap, cloneable handle to one engine thread.
@@ -238,6 +240,12 @@ impl Engine {
     /// on that runtime (one wake-up per step), so the runtime must keep running while the
     /// engine does; called outside one, the engine thread hands them over itself.
     pub fn start(config: EngineConfig) -> Self {
+        Self::start_after(config, Vec::new())
+    }
+
+    /// [`Engine::start`], unloading `before` first on the new engine's thread: the memory
+    /// they hold (on the GPU above all) is free when this model is fitted to it.
+    pub fn start_after(config: EngineConfig, before: Vec<Engine>) -> Self {
         let admission = Admission::new(config.slots, config.queue_capacity);
         let (commands, rx) =
             sync_channel(config.slots + config.queue_capacity + CONTROL_CAPACITY + EMBED_QUEUE);
@@ -258,6 +266,7 @@ impl Engine {
             active: AtomicUsize::new(0),
             tokens_generated: AtomicU64::new(0),
             requests_finished: AtomicU64::new(0),
+            decode_speed: AtomicU64::new(0),
             stopping: AtomicU8::new(0),
             throttle: AtomicU8::new(100),
             threads: AtomicUsize::new(config.threads.max(1)),
@@ -267,9 +276,16 @@ impl Engine {
         let runtime = tokio::runtime::Handle::try_current().ok();
         let thread = std::thread::Builder::new()
             .name("hearth-engine".into())
-            .spawn(move || match config.script.clone() {
-                Some(script) => scripted::run(config, script, rx, state_tx, thread_shared, runtime),
-                None => scheduler::run(config, rx, state_tx, thread_shared, runtime),
+            .spawn(move || {
+                for e in before {
+                    e.unload();
+                }
+                match config.script.clone() {
+                    Some(script) => {
+                        scripted::run(config, script, rx, state_tx, thread_shared, runtime)
+                    }
+                    None => scheduler::run(config, rx, state_tx, thread_shared, runtime),
+                }
             })
             .expect("spawning the engine thread");
         let base = SystemTime::now()
@@ -330,6 +346,7 @@ impl Engine {
             queued: in_flight.saturating_sub(active),
             tokens_generated: s.tokens_generated.load(Ordering::Relaxed),
             requests_finished: s.requests_finished.load(Ordering::Relaxed),
+            decode_tokens_per_s: s.decode_speed(),
             threads: s.threads.load(Ordering::Relaxed),
         }
     }

@@ -23,6 +23,10 @@
 //!   queues.
 //! - `text`: UTF-8 assembly and stop-string hold-back; `sampling`: sampler chains, logprobs.
 //! - [`config`]: [`EngineConfig`] and physical-core detection.
+//! - [`devices`]: the backends loaded at start (the CPU variant picked, the GPU backends whose
+//!   driver exists) and the devices they offer; `backend`: loading them and llama.cpp once.
+//! - [`offload`]: how many layers go to the GPU (`auto`: llama.cpp's fitting), and fewer when
+//!   a load fails there.
 //! - `cpu_share`: fewer llama.cpp threads while other programs keep cores busy; `omp`: the
 //!   OpenMP thread limit it applies to a decode (`unsafe`, with its C shim).
 //! - [`rpc`]: llama.cpp's RPC backend: serving this CPU to a split model elsewhere, and the
@@ -41,6 +45,7 @@ mod backend;
 mod commands;
 pub mod config;
 mod cpu_share;
+pub mod devices;
 mod embedder;
 mod engine_loop;
 pub mod events;
@@ -49,6 +54,7 @@ pub mod grammar;
 pub mod handle;
 mod loader;
 pub mod model;
+pub mod offload;
 mod omp;
 pub mod rpc;
 mod sampling;
@@ -57,7 +63,9 @@ mod scripted;
 pub mod template;
 mod text;
 
-pub use config::{EngineConfig, Remote, Script};
+pub use backend::loaded as backends;
+pub use config::{DeviceChoice, EngineConfig, GpuLayers, Offload, Remote, Script};
+pub use devices::{Backends, Device, DeviceKind};
 pub use embedder::{normalize, EmbedError, Embeddings, EMBED_MAX_TOKENS};
 pub use events::{Candidate, Done, Event, Failure, FailureKind, Timing, TokenEvent, TokenLogprobs};
 pub use handle::{
@@ -65,3 +73,4 @@ pub use handle::{
     Prompt, Request, SubmitError,
 };
 pub use model::{ModelInfo, ModelState, PromptError};
+pub use offload::Placement;

@@ -1,12 +1,15 @@
 //! Loading a GGUF model with llama.cpp while reporting progress on the engine's state
-//! channel, and turning a loaded model into the [`ModelInfo`] callers see. Shared by the
-//! llama.cpp scheduler and the scripted engine (which loads only the vocabulary).
+//! channel, its layers placed as [`crate::offload`] plans (this machine's GPU, a split model's
+//! remote devices, or the CPU), and turning a loaded model into the [`ModelInfo`] callers see.
+//! Shared by the llama.cpp scheduler and the scripted engine (which loads only the
+//! vocabulary).
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
 use hearth_protocol::ModelId;
+use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
@@ -15,6 +18,7 @@ use tokio::sync::watch;
 use crate::config::EngineConfig;
 use crate::gguf::GgufInfo;
 use crate::model::{ModelInfo, ModelState, Prompter};
+use crate::offload::{Placement, Plan};
 
 pub(crate) struct Loaded {
     pub(crate) id: ModelId,
@@ -22,6 +26,11 @@ pub(crate) struct Loaded {
     pub(crate) gguf: GgufInfo,
     pub(crate) backend: &'static LlamaBackend,
     pub(crate) started: Instant,
+    /// Where its layers went.
+    pub(crate) placement: Placement,
+    /// The devices as they were before it loaded (what it took of their memory is the
+    /// difference once its context is made too).
+    pub(crate) devices_before: Vec<crate::devices::Device>,
 }
 
 pub(crate) fn model_id(path: &Path) -> ModelId {
@@ -42,19 +51,29 @@ pub(crate) fn fail(state: &watch::Sender<ModelState>, model: &ModelId, message: 
     });
 }
 
-/// Load the model (only its vocabulary when `vocab_only`), publishing progress. On failure
-/// the state says why and `None` is returned.
+/// A load that failed with layers on this machine's GPU: tried again with fewer.
+#[derive(Debug)]
+pub(crate) struct Retry {
+    pub(crate) why: String,
+    pub(crate) placement: Box<Placement>,
+}
+
+/// Load the model (only its vocabulary when `vocab_only`), publishing progress, its layers
+/// where `plan` says for a context like `ctx` (made from the model's header). A failure with
+/// layers on this machine's GPU is a [`Retry`]; any other is on the state, and `Err(None)`.
 pub(crate) fn load(
     config: &EngineConfig,
     state: &watch::Sender<ModelState>,
     vocab_only: bool,
-) -> Option<Loaded> {
+    plan: &Plan,
+    ctx: &dyn Fn(&GgufInfo) -> LlamaContextParams,
+) -> Result<Loaded, Option<Retry>> {
     let id = model_id(&config.model_path);
     let backend = match crate::backend::backend() {
         Ok(b) => b,
         Err(e) => {
             fail(state, &id, format!("llama.cpp backend: {e}"));
-            return None;
+            return Err(None);
         }
     };
     // The state's message reaches clients on other machines: it names the model's file, never
@@ -75,67 +94,109 @@ pub(crate) fn load(
                 other => format!("{file}: {other}"),
             };
             fail(state, &id, message);
-            return None;
+            return Err(None);
         }
     };
     let started = Instant::now();
     let progress_state = state.clone();
     let progress_id = id.clone();
     let min_load = config.min_load_time;
-    let mut params = LlamaModelParams::default();
-    if let (Some(remote), false) = (&config.remote, vocab_only) {
-        let mut devices = Vec::new();
-        for at in &remote.endpoints {
-            match crate::rpc::add_server(at) {
-                Ok(mut d) => devices.append(&mut d),
-                Err(e) => {
-                    fail(state, &id, e.to_string());
-                    return None;
+    // Parameters with the progress callback: made anew for each try of a placement.
+    let base = || {
+        let (progress_state, progress_id) = (progress_state.clone(), progress_id.clone());
+        LlamaModelParams::default()
+            .with_vocab_only(vocab_only)
+            .with_progress_callback(move |p: f32| {
+                if let Some(min) = min_load {
+                    // Pace loading so it lasts at least `min` (tests observe progress this way).
+                    let due = min.mul_f32(p.clamp(0.0, 1.0));
+                    let elapsed = started.elapsed();
+                    if due > elapsed {
+                        std::thread::sleep(due - elapsed);
+                    }
                 }
-            }
-        }
-        params = match params.with_devices(&devices) {
-            Ok(p) => p.with_n_gpu_layers(remote.layers),
+                progress_state.send_replace(ModelState::Loading {
+                    model: progress_id.clone(),
+                    progress: p.clamp(0.0, 1.0),
+                    elapsed: started.elapsed(),
+                });
+                true
+            })
+    };
+    let layers_total = gguf
+        .block_count
+        .and_then(|n| u32::try_from(n).ok())
+        .map_or(0, |n| n.saturating_add(1));
+    let devices_before = crate::devices::devices();
+    let (params, placement) = match (&config.remote, vocab_only) {
+        (_, true) => (Box::pin(base()), Placement::cpu(layers_total, None)),
+        (Some(remote), false) => match remote_params(base(), remote, layers_total) {
+            Ok(p) => p,
             Err(e) => {
-                fail(state, &id, format!("the remote devices: {e}"));
-                return None;
+                fail(state, &id, e);
+                return Err(None);
             }
-        };
-        tracing::info!(model = %id, ?remote, ?devices, "placing layers on RPC servers");
-    }
-    let params = params
-        .with_vocab_only(vocab_only)
-        .with_progress_callback(move |p: f32| {
-            if let Some(min) = min_load {
-                // Pace loading so it lasts at least `min` (tests observe progress this way).
-                let due = min.mul_f32(p.clamp(0.0, 1.0));
-                let elapsed = started.elapsed();
-                if due > elapsed {
-                    std::thread::sleep(due - elapsed);
-                }
-            }
-            progress_state.send_replace(ModelState::Loading {
-                model: progress_id.clone(),
-                progress: p.clamp(0.0, 1.0),
-                elapsed: started.elapsed(),
-            });
-            true
-        });
-    tracing::info!(model = %id, path = %config.model_path.display(), vocab_only, "loading model");
+        },
+        (None, false) => plan.params(config, &base, &ctx(&gguf), layers_total),
+    };
+    tracing::info!(model = %id, path = %config.model_path.display(), vocab_only, ?placement, "loading model");
     match LlamaModel::load_from_file(backend, &config.model_path, &params) {
-        Ok(m) => Some(Loaded {
+        Ok(m) => Ok(Loaded {
             id,
             model: Arc::new(m),
             gguf,
             backend,
             started,
+            placement,
+            devices_before,
         }),
+        Err(e) if placement.layers > 0 && config.remote.is_none() => Err(Some(Retry {
+            why: format!("llama.cpp could not load it there: {e}"),
+            placement: Box::new(placement),
+        })),
         Err(e) => {
             let message = format!("llama.cpp could not load {file}: {e}");
             fail(state, &id, message);
-            None
+            Err(None)
         }
     }
+}
+
+/// A split model's parameters: its last `remote.layers` units on the RPC servers' devices.
+fn remote_params(
+    base: LlamaModelParams,
+    remote: &crate::config::Remote,
+    layers_total: u32,
+) -> Result<(std::pin::Pin<Box<LlamaModelParams>>, Placement), String> {
+    let mut devices = Vec::new();
+    // Each server's share goes to its first device (an RPC server of Hearth's has one).
+    let mut split = Vec::new();
+    for (i, at) in remote.endpoints.iter().enumerate() {
+        let theirs = crate::rpc::add_server(at).map_err(|e| e.to_string())?;
+        let share = remote.shares.get(i).copied().unwrap_or(0) as f32;
+        split.extend((0..theirs.len()).map(|d| if d == 0 { share } else { 0.0 }));
+        devices.extend(theirs);
+    }
+    let mut params = base
+        .with_devices(&devices)
+        .map_err(|e| format!("the remote devices: {e}"))?
+        .with_n_gpu_layers(remote.layers);
+    if remote.shares.len() == remote.endpoints.len() {
+        params = params
+            .with_tensor_split(&split)
+            .map_err(|e| format!("the remote devices' shares: {e}"))?;
+    }
+    tracing::info!(?remote, ?devices, "placing layers on RPC servers");
+    let placement = Placement {
+        backend: "RPC".into(),
+        devices: remote.endpoints.clone(),
+        device_descriptions: Vec::new(),
+        layers: remote.layers,
+        layers_total,
+        vram_bytes: 0,
+        note: None,
+    };
+    Ok((Box::pin(params), placement))
 }
 
 /// The model's training context. A vocabulary-only load has no hyperparameters, so the
@@ -172,6 +233,7 @@ pub(crate) fn info(
         slots,
         embed_max_tokens: crate::embedder::max_tokens(n_ctx_train(loaded)),
         gguf: loaded.gguf.clone(),
+        placement: loaded.placement.clone(),
         prompter: Prompter::new(model.clone(), template_source),
     })
 }

@@ -61,6 +61,8 @@ pub struct ModelInfo {
     pub slots: usize,
     /// The most tokens one embedding input may have.
     pub embed_max_tokens: u32,
+    /// Where its layers are: this machine's GPU (how many, how much video memory), or the CPU.
+    pub placement: crate::offload::Placement,
     pub(crate) prompter: Prompter,
 }
 

@@ -12,22 +12,101 @@
 
 use std::ffi::{c_char, CString};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use llama_cpp_sys_2::{ggml_backend_dev_t, ggml_backend_reg_t, ggml_backend_t};
 
-extern "C" {
-    // ggml/include/ggml-rpc.h (the library is linked by llama-cpp-sys-2 with every other ggml
-    // library it builds).
-    fn ggml_backend_rpc_start_server(
-        endpoint: *const c_char,
-        cache_dir: *const c_char,
-        n_threads: usize,
-        n_devices: usize,
-        devices: *mut ggml_backend_dev_t,
-    );
-    fn ggml_backend_rpc_add_server(endpoint: *const c_char) -> ggml_backend_reg_t;
-    fn ggml_backend_rpc_init(endpoint: *const c_char, device: u32) -> ggml_backend_t;
+// ggml/include/ggml-rpc.h. The RPC backend is a library loaded at run time (ggml's
+// GGML_BACKEND_DL), so its functions are looked up, not linked: the two it exports through its
+// registry, and `ggml_backend_rpc_init` from the library itself.
+type StartServer = unsafe extern "C" fn(
+    endpoint: *const c_char,
+    cache_dir: *const c_char,
+    n_threads: usize,
+    n_devices: usize,
+    devices: *mut ggml_backend_dev_t,
+);
+type AddServer = unsafe extern "C" fn(endpoint: *const c_char) -> ggml_backend_reg_t;
+type Init = unsafe extern "C" fn(endpoint: *const c_char, device: u32) -> ggml_backend_t;
+
+/// The RPC backend's functions.
+struct Rpc {
+    start_server: StartServer,
+    add_server: AddServer,
+    init: Init,
+}
+
+/// The RPC backend's functions, found once.
+fn rpc() -> Result<&'static Rpc, RpcError> {
+    static RPC: OnceLock<Result<Rpc, String>> = OnceLock::new();
+    RPC.get_or_init(find)
+        .as_ref()
+        .map_err(|e| RpcError::Backend(e.clone()))
+}
+
+fn find() -> Result<Rpc, String> {
+    crate::backend::backend()?;
+    // SAFETY: lookups in ggml's registry, initialised by the backend held above; the names are
+    // NUL-terminated literals. Each address found is the function of that name, whose
+    // signature ggml-rpc.h gives (the types above).
+    unsafe {
+        let reg = llama_cpp_sys_2::ggml_backend_reg_by_name(c"RPC".as_ptr());
+        if reg.is_null() {
+            return Err("this build of llama.cpp has no RPC backend".into());
+        }
+        let address = |name: &std::ffi::CStr| {
+            let a = llama_cpp_sys_2::ggml_backend_reg_get_proc_address(reg, name.as_ptr());
+            (!a.is_null()).then_some(a)
+        };
+        let start = address(c"ggml_backend_rpc_start_server")
+            .ok_or("the RPC backend has no ggml_backend_rpc_start_server")?;
+        let add = address(c"ggml_backend_rpc_add_server")
+            .ok_or("the RPC backend has no ggml_backend_rpc_add_server")?;
+        let init = symbol_beside(add, c"ggml_backend_rpc_init")
+            .ok_or("the RPC backend's library has no ggml_backend_rpc_init")?;
+        Ok(Rpc {
+            start_server: std::mem::transmute::<*mut std::ffi::c_void, StartServer>(start),
+            add_server: std::mem::transmute::<*mut std::ffi::c_void, AddServer>(add),
+            init: std::mem::transmute::<*mut std::ffi::c_void, Init>(init),
+        })
+    }
+}
+
+/// The address of `name` in the library that holds `known` (or anywhere in the process).
+///
+/// # Safety
+/// `known` must be an address inside a loaded library.
+#[cfg(unix)]
+unsafe fn symbol_beside(
+    known: *mut std::ffi::c_void,
+    name: &std::ffi::CStr,
+) -> Option<*mut std::ffi::c_void> {
+    // SAFETY: `Dl_info` is plain data, valid all zeros; dladdr fills it for an address of a
+    // loaded library. dlopen with RTLD_NOLOAD only finds that library (never loads one), and
+    // the handle stays valid as the library is never unloaded.
+    unsafe {
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        if libc::dladdr(known.cast_const(), &raw mut info) != 0 && !info.dli_fname.is_null() {
+            let lib = libc::dlopen(info.dli_fname, libc::RTLD_NOW | libc::RTLD_NOLOAD);
+            if !lib.is_null() {
+                let s = libc::dlsym(lib, name.as_ptr());
+                if !s.is_null() {
+                    return Some(s);
+                }
+            }
+        }
+        let s = libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr());
+        (!s.is_null()).then_some(s)
+    }
+}
+
+#[cfg(not(unix))]
+unsafe fn symbol_beside(
+    _known: *mut std::ffi::c_void,
+    _name: &std::ffi::CStr,
+) -> Option<*mut std::ffi::c_void> {
+    None
 }
 
 /// What can go wrong before the RPC backend runs.
@@ -70,9 +149,10 @@ pub fn serve(at: &str, threads: usize) -> RpcError {
         Ok(c) => c,
         Err(e) => return e,
     };
-    if let Err(e) = crate::backend::backend() {
-        return RpcError::Backend(e);
-    }
+    let rpc = match rpc() {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
     // SAFETY: a plain lookup in ggml's device registry, initialised by the backend we hold.
     let cpu = unsafe {
         llama_cpp_sys_2::ggml_backend_dev_by_type(llama_cpp_sys_2::GGML_BACKEND_DEVICE_TYPE_CPU)
@@ -84,7 +164,7 @@ pub fn serve(at: &str, threads: usize) -> RpcError {
     // SAFETY: the endpoint is a NUL-terminated string alive for the whole call; the cache
     // directory may be null (no cache); `devices` holds one valid device for the call's length.
     unsafe {
-        ggml_backend_rpc_start_server(
+        (rpc.start_server)(
             at_c.as_ptr(),
             std::ptr::null(),
             threads.max(1),
@@ -108,6 +188,7 @@ pub fn serve(at: &str, threads: usize) -> RpcError {
 pub(crate) fn add_server(at: &str) -> Result<Vec<usize>, RpcError> {
     // Held for the whole registration: ggml's registry is not synchronised.
     static HELD: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let rpc = rpc()?;
     let at_c = endpoint(at)?;
     let mut held = HELD
         .lock()
@@ -115,12 +196,12 @@ pub(crate) fn add_server(at: &str) -> Result<Vec<usize>, RpcError> {
     if !held.iter().any(|h| h == at) {
         // SAFETY: a NUL-terminated endpoint alive for the call (a server that does not answer
         // aborts the process). The backend is never freed: it keeps ggml's connection.
-        let _backend: ggml_backend_t = unsafe { ggml_backend_rpc_init(at_c.as_ptr(), 0) };
+        let _backend: ggml_backend_t = unsafe { (rpc.init)(at_c.as_ptr(), 0) };
         held.push(at.to_owned());
     }
     // SAFETY: a NUL-terminated endpoint alive for the call; ggml copies it. Null means the
     // server has no device.
-    let reg = unsafe { ggml_backend_rpc_add_server(at_c.as_ptr()) };
+    let reg = unsafe { (rpc.add_server)(at_c.as_ptr()) };
     if reg.is_null() {
         return Err(RpcError::NoDevices(at.to_owned()));
     }

@@ -36,7 +36,8 @@ use crate::sampling::{build_sampler, logprobs};
 use crate::text::{StopMatcher, StopScan};
 use hearth_protocol::utf8::Utf8Stream;
 
-/// Thread entry: load the model, then serve until shutdown or until every handle is gone.
+/// Thread entry: load the model, then serve until shutdown or until every handle is gone. A
+/// model or context that fails on the GPU is tried again with fewer layers there.
 pub(crate) fn run(
     config: EngineConfig,
     commands: Receiver<Command>,
@@ -44,45 +45,91 @@ pub(crate) fn run(
     shared: Arc<Shared>,
     runtime: Option<tokio::runtime::Handle>,
 ) {
-    let Some(loaded) = loader::load(&config, &state, false) else {
-        return;
+    let mut plan = crate::offload::Plan::new();
+    loop {
+        let retry = match serve_with(&config, &commands, &state, &shared, runtime.as_ref(), &plan) {
+            Ok(()) => return,
+            Err(retry) => retry,
+        };
+        if !plan.fewer(&retry.placement, retry.why.clone()) {
+            return loader::fail(&state, &model_id_of(&config), retry.why);
+        }
+    }
+}
+
+/// Load the model as `plan` places it and serve it; a [`loader::Retry`] when it failed on
+/// this machine's GPU.
+fn serve_with(
+    config: &EngineConfig,
+    commands: &Receiver<Command>,
+    state: &watch::Sender<ModelState>,
+    shared: &Arc<Shared>,
+    runtime: Option<&tokio::runtime::Handle>,
+    plan: &crate::offload::Plan,
+) -> Result<(), loader::Retry> {
+    let slots = config.slots.max(1);
+    let threads = config.threads.max(1) as i32;
+    let ctx_for = |n_ctx_train: u32| {
+        let per_slot = config
+            .ctx_per_slot
+            .unwrap_or(DEFAULT_CTX_PER_SLOT)
+            .min(n_ctx_train.max(1))
+            .max(32);
+        LlamaContextParams::default()
+            .with_n_ctx(NonZeroU32::new(per_slot * slots as u32))
+            .with_n_batch(config.n_batch)
+            .with_n_ubatch(config.n_batch)
+            .with_n_seq_max(slots as u32)
+            .with_n_threads(threads)
+            .with_n_threads_batch(threads)
+    };
+    let from_header = |g: &crate::gguf::GgufInfo| {
+        ctx_for(
+            g.context_length
+                .and_then(|c| u32::try_from(c).ok())
+                .unwrap_or(u32::MAX),
+        )
+    };
+    let mut loaded = match loader::load(config, state, false, plan, &from_header) {
+        Ok(l) => l,
+        Err(Some(retry)) => return Err(retry),
+        Err(None) => return Ok(()),
     };
     let model = loaded.model.clone();
     let model_id = loaded.id.clone();
     let backend = loaded.backend;
-    let n_ctx_train = model.n_ctx_train();
-    let slots = config.slots.max(1);
-    let per_slot = config
-        .ctx_per_slot
-        .unwrap_or(DEFAULT_CTX_PER_SLOT)
-        .min(n_ctx_train.max(1))
-        .max(32);
-    let threads = config.threads.max(1) as i32;
-    let ctx_params = LlamaContextParams::default()
-        .with_n_ctx(NonZeroU32::new(per_slot * slots as u32))
-        .with_n_batch(config.n_batch)
-        .with_n_ubatch(config.n_batch)
-        .with_n_seq_max(slots as u32)
-        .with_n_threads(threads)
-        .with_n_threads_batch(threads);
-    let ctx = match model.new_context(backend, ctx_params) {
+    let ctx = match model.new_context(backend, ctx_for(model.n_ctx_train())) {
         Ok(c) => c,
+        Err(e) if loaded.placement.layers > 0 && config.remote.is_none() => {
+            return Err(loader::Retry {
+                why: format!("llama.cpp could not create a context there: {e}"),
+                placement: Box::new(loaded.placement),
+            })
+        }
         Err(e) => {
-            return loader::fail(
-                &state,
+            loader::fail(
+                state,
                 &model_id,
                 format!("llama.cpp could not create a context: {e}"),
-            )
+            );
+            return Ok(());
         }
     };
+    loaded.placement.vram_bytes =
+        crate::offload::taken_since(&loaded.devices_before, &loaded.placement.devices);
     let ctx_per_slot = ctx.n_ctx() / slots as u32;
-    let info = loader::info(&loaded, &config, ctx_per_slot, slots);
+    let info = loader::info(&loaded, config, ctx_per_slot, slots);
     tracing::info!(
         model = %model_id,
         seconds = loaded.started.elapsed().as_secs_f32(),
         slots,
         ctx_per_slot,
         threads,
+        backend = %loaded.placement.backend,
+        layers = loaded.placement.layers,
+        layers_total = loaded.placement.layers_total,
+        vram_mib = loaded.placement.vram_bytes >> 20,
+        note = loaded.placement.note.as_deref().unwrap_or(""),
         "model ready"
     );
     state.send_replace(ModelState::Ready(info));
@@ -109,17 +156,22 @@ pub(crate) fn run(
         piece: Vec::with_capacity(64),
         prefill_cursor: 0,
         cached: vec![Vec::new(); slots],
-        courier: Courier::new(runtime.as_ref()),
+        courier: Courier::new(runtime),
         governor: Governor::new(threads as usize),
         embedder: Embedder::new(&model, backend, threads),
     };
-    engine_loop::serve(&mut sched, &commands);
+    engine_loop::serve(&mut sched, commands);
     let reason = shared.stop_reason().unwrap_or(FailureKind::ShuttingDown);
     sched.shutdown(reason);
     // Every event is in its channel before anyone sees the final state.
     sched.courier.close();
     state.send_replace(final_state(reason));
     tracing::info!(model = %model_id, "engine stopped");
+    Ok(())
+}
+
+fn model_id_of(config: &EngineConfig) -> hearth_protocol::ModelId {
+    loader::model_id(&config.model_path)
 }
 
 /// The request a slot is working on.
@@ -726,6 +778,10 @@ impl Scheduler<'_> {
         self.shared
             .requests_finished
             .fetch_add(1, Ordering::Relaxed);
+        if let Some(first) = slot.first_token {
+            self.shared
+                .record_decode(slot.generated.len(), now.saturating_duration_since(first));
+        }
         slot.out.send(Event::Done(done));
         self.release(slot);
     }

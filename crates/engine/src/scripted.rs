@@ -48,7 +48,10 @@ pub(crate) fn run(
     shared: Arc<Shared>,
     runtime: Option<tokio::runtime::Handle>,
 ) {
-    let Some(loaded) = loader::load(&config, &state, true) else {
+    let plan = crate::offload::Plan::new();
+    let no_context =
+        |_: &crate::gguf::GgufInfo| llama_cpp_2::context::params::LlamaContextParams::default();
+    let Ok(loaded) = loader::load(&config, &state, true, &plan, &no_context) else {
         return;
     };
     let slots = config.slots.max(1);
@@ -272,6 +275,12 @@ impl Scripted {
         self.shared
             .requests_finished
             .fetch_add(1, Ordering::Relaxed);
+        if let Some(first) = slot.first_token {
+            self.shared.record_decode(
+                slot.generated as usize,
+                now.saturating_duration_since(first),
+            );
+        }
         slot.out.send(Event::Done(Done {
             reason,
             usage: Usage::new(slot.prompt_tokens, slot.generated),

@@ -36,6 +36,17 @@ pub struct ServeArgs {
     /// Context per slot in tokens [default: min(4096, the model's)].
     #[arg(long, env = "HEARTH_CTX")]
     ctx: Option<u32>,
+    /// Layers of each model on the GPU: auto (as many as its free memory holds, less
+    /// --gpu-margin: llama.cpp's fitting), a number, all, or 0 (the CPU only).
+    #[arg(long, env = "HEARTH_GPU_LAYERS", default_value = "auto")]
+    gpu_layers: hearth_engine::GpuLayers,
+    /// The GPU to use: its name (Vulkan0, CUDA1) or part of its description (4090), or none
+    /// for the CPU only [default: every GPU found].
+    #[arg(long, env = "HEARTH_DEVICE", default_value = "any")]
+    device: hearth_engine::DeviceChoice,
+    /// MiB of each GPU's free memory that fitting (--gpu-layers auto) leaves free.
+    #[arg(long, env = "HEARTH_GPU_MARGIN", default_value_t = hearth_engine::config::DEFAULT_GPU_MARGIN >> 20)]
+    gpu_margin: u64,
     /// How long a model loaded for a request stays loaded without requests: seconds, or a
     /// duration like 5m or 1h (as Ollama's keep_alive; 0 unloads it once idle).
     #[arg(long, env = "HEARTH_KEEP_ALIVE", value_parser = parse_keep_alive, default_value = "5m")]
@@ -92,6 +103,15 @@ pub struct ServeArgs {
     /// A split model's worker: how many of the model's layers go to the RPC servers.
     #[arg(long, env = "HEARTH_SPLIT_LAYERS", hide = true, default_value_t = 0)]
     split_layers: u32,
+    /// A split model's worker: how many of those each RPC server takes, in --split-remote's
+    /// order (llama.cpp's tensor split) [default: by the memory each server reports].
+    #[arg(
+        long = "split-shares",
+        env = "HEARTH_SPLIT_SHARES",
+        hide = true,
+        value_delimiter = ','
+    )]
+    split_shares: Vec<u32>,
     /// Make model loading last at least this many milliseconds (to watch loading progress).
     #[arg(long, env = "HEARTH_MIN_LOAD_MS", hide = true)]
     min_load_ms: Option<u64>,
@@ -183,6 +203,11 @@ impl ServeArgs {
             c.threads = t;
         }
         c.ctx = self.ctx;
+        c.offload = hearth_engine::Offload {
+            layers: self.gpu_layers,
+            device: self.device,
+            margin: self.gpu_margin.saturating_mul(1 << 20),
+        };
         c.queue = self.queue;
         c.keep_alive = self.keep_alive;
         c.memory_limit = self.memory_limit.map(|mib| mib << 20);
@@ -191,6 +216,7 @@ impl ServeArgs {
         c.remote = (!self.split_remote.is_empty()).then_some(hearth_engine::Remote {
             endpoints: self.split_remote,
             layers: self.split_layers,
+            shares: self.split_shares,
         });
         c.share_memory = self.share_memory;
         c.until_stdin_closes = self.until_stdin_closes;

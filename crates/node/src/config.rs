@@ -36,6 +36,9 @@ pub struct NodeConfig {
     pub model: Option<String>,
     pub parallel: usize,
     pub threads: usize,
+    /// How much of a model goes to this machine's GPU, and which one (`--gpu-layers`,
+    /// `--device`, `--gpu-margin`).
+    pub offload: hearth_engine::Offload,
     /// Context per slot, in tokens.
     pub ctx: Option<u32>,
     pub queue: usize,
@@ -98,6 +101,7 @@ impl NodeConfig {
             model: None,
             parallel: hearth_engine::config::DEFAULT_SLOTS,
             threads: hearth_engine::config::physical_cores(),
+            offload: hearth_engine::Offload::default(),
             ctx: None,
             queue: hearth_engine::config::DEFAULT_QUEUE_CAPACITY,
             hub_url: crate::models::hub::DEFAULT_HUB_URL.to_owned(),

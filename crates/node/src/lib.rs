@@ -266,9 +266,11 @@ impl Node {
             min_load_time: config.min_load_time,
             script: config.script.clone(),
             remote: config.remote.clone(),
+            offload: config.offload.clone(),
             keep_alive: config.keep_alive,
             memory_limit: config.memory_limit,
         });
+        log_devices(&config.offload);
         if let Some(path) = model_path {
             // A failure is the host's state (the UI shows it) and in the log.
             let _ = host.load(path).await;
@@ -765,4 +767,26 @@ async fn bind_retrying(addr: SocketAddr) -> std::io::Result<TcpListener> {
             Err(e) => return Err(e),
         }
     }
+}
+
+/// The devices llama.cpp found, and the CPU variant it picked, in the log at start.
+fn log_devices(offload: &hearth_engine::Offload) {
+    let backends = hearth_engine::backends();
+    for d in hearth_engine::devices::devices() {
+        tracing::info!(
+            device = %d.name,
+            kind = ?d.kind,
+            backend = %d.backend,
+            description = %d.description,
+            memory_total_mib = d.memory_total >> 20,
+            memory_free_mib = d.memory_free >> 20,
+            "compute device"
+        );
+    }
+    tracing::info!(
+        cpu_variant = backends.cpu_variant.as_deref().unwrap_or("built in"),
+        gpu_layers = ?offload.layers,
+        device = ?offload.device,
+        "models go to the GPU as these say"
+    );
 }

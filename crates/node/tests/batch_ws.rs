@@ -14,7 +14,9 @@ use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 
 /// Too long to reach end-of-sequence in a few tokens.
-const STORY: &str = "Write a long story about a robot who learns to paint.";
+/// A raw prompt (no chat template) that goes on: its first token is never the end of text, on
+/// whichever CPU variant llama.cpp picks (after "paint." some round the end of text first).
+const STORY: &str = "Once upon a time, a robot who had never seen colour learned to paint. One day";
 const QUESTION: &str = "The three largest cities of France are";
 
 fn greedy(max_new_tokens: u32) -> Value {

@@ -1,7 +1,9 @@
-//! Build `Hearth_<version>_amd64.deb` from the release `hearth-desktop` binary with Tauri's
-//! bundler. Product name, version, identifier and icons come from the root `tauri.conf.json`;
-//! the bundler does not fill in `Depends`, so the libraries the app loads are listed here.
-//! Usage: hearth-package <repo root> <directory holding the release hearth-desktop binary>
+//! Build `Hearth_<version>_amd64.deb` from the release `hearth-desktop` and `hearth-node`
+//! binaries with Tauri's bundler, and llama.cpp's libraries (`lib/`, with its backends in
+//! `lib/backends/`) as `/usr/lib/hearth`, where the programs' run-time path finds them.
+//! Product name, version, identifier and icons come from the root `tauri.conf.json`; the
+//! bundler does not fill in `Depends`, so the libraries the app loads are listed here.
+//! Usage: hearth-package <repo root> <directory holding the release binaries and lib/>
 
 use std::path::PathBuf;
 
@@ -21,8 +23,14 @@ fn main() -> Result<()> {
     };
     let root = PathBuf::from(root);
     let bin_dir = PathBuf::from(bin_dir);
-    if !bin_dir.join("hearth-desktop").is_file() {
-        bail!("{} has no hearth-desktop binary: build it in release mode first", bin_dir.display());
+    for program in ["hearth-desktop", "hearth-node"] {
+        if !bin_dir.join(program).is_file() {
+            bail!("{} has no {program} binary: build it in release mode first", bin_dir.display());
+        }
+    }
+    let libs = bin_dir.join("lib");
+    if !libs.join("backends").is_dir() {
+        bail!("{} has no lib/backends: copy llama.cpp's libraries there first (make package)", bin_dir.display());
     }
     let conf: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(root.join("tauri.conf.json")).context("reading tauri.conf.json")?,
@@ -63,11 +71,15 @@ fn main() -> Result<()> {
             category: None,
             deb: DebianSettings {
                 depends: Some(DEPENDS.iter().map(|d| (*d).to_owned()).collect()),
+                files: [(PathBuf::from("/usr/lib/hearth"), libs.clone())].into(),
                 ..Default::default()
             },
             ..Default::default()
         })
-        .binaries(vec![BundleBinary::new("hearth-desktop".into(), true)])
+        .binaries(vec![
+            BundleBinary::new("hearth-desktop".into(), true),
+            BundleBinary::new("hearth-node".into(), false),
+        ])
         .build()
         .context("bundler settings")?;
     for bundle in bundle_project(&settings).context("building the .deb")? {

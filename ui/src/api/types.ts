@@ -66,12 +66,44 @@ export type ChatEvent =
 
 export type ModelState = 'loading' | 'ready' | 'failed' | 'stopped' | 'empty';
 
+/** Where a loaded model's layers are: the GPU (how many of llama.cpp's units, video memory) or the CPU. */
+export interface Placement {
+  /** `Vulkan`, `CUDA`, `Metal`, `RPC` (a split model's peers) or `CPU`. */
+  backend: string;
+  devices: string[];
+  device_descriptions: string[];
+  layers: number;
+  layers_total: number;
+  vram_bytes: number;
+  /** Why fewer layers than asked are on the GPU. */
+  note?: string;
+}
+
+/** A device llama.cpp computes on (`/api/status`'s `compute.devices`). */
+export interface ComputeDevice {
+  name: string;
+  description: string;
+  backend: string;
+  kind: 'cpu' | 'gpu' | 'integrated_gpu' | 'accelerator' | 'remote' | 'unknown';
+  memory_total: number;
+  memory_free: number;
+}
+
+export interface Compute {
+  /** The CPU variant llama.cpp picked at start (`haswell`, `icelake`...), and its features. */
+  cpu_variant: string | null;
+  cpu_features: string[];
+  devices: ComputeDevice[];
+}
+
 export interface ModelStatus {
   id: string | null;
   state: ModelState;
   progress: number;
   error?: string;
   ctx_per_slot?: number;
+  /** Ready: where its layers are (absent from older nodes). */
+  placement?: Placement;
 }
 
 export interface StatusResponse {
@@ -85,6 +117,8 @@ export interface StatusResponse {
   /** The throttle in force, 0-100, and the user's cap on it (Settings). */
   throttle?: number;
   throttle_cap?: number;
+  /** What computes (absent from older nodes). */
+  compute?: Compute;
 }
 
 export type ThermalLevel = 'nominal' | 'fair' | 'serious' | 'critical';
@@ -149,6 +183,8 @@ export interface ModelInfo {
   error?: string;
   /** The cluster's peers that have it loaded. */
   on_peers?: string[];
+  /** Loaded: where its layers are. */
+  placement?: Placement;
 }
 
 /** A model only the cluster's peers have (loaded), offered for a transfer. */

@@ -9,7 +9,7 @@
 import { useCallback, useEffect, useState, type Dispatch } from 'react';
 import { api, errorText } from '../api/client';
 import type { ModelInfo, ModelsResponse } from '../api/types';
-import { formatBytes, formatContext, percent } from '../format';
+import { formatBytes, formatContext, formatPlacement, percent } from '../format';
 import type { LiveAction, LiveState } from '../status/live';
 import { DownloadCard } from './DownloadCard';
 import { ImportCard } from './ImportCard';
@@ -218,6 +218,23 @@ export function ModelsPage({ live, dispatch }: ModelsPageProps) {
                       </div>
                     ) : (
                       loadedRow && <span className="badge badge-ready">Loaded</span>
+                    )}
+                    {loadedRow && m.placement && (
+                      <span
+                        className={`badge ${m.placement.layers > 0 ? 'badge-active' : ''}`}
+                        data-testid="model-placement"
+                        data-backend={m.placement.backend}
+                        data-layers={m.placement.layers}
+                        title={[
+                          m.placement.device_descriptions.join(', '),
+                          m.placement.vram_bytes > 0 ? `${formatBytes(m.placement.vram_bytes)} of video memory` : '',
+                          m.placement.note ?? '',
+                        ]
+                          .filter(Boolean)
+                          .join(' · ')}
+                      >
+                        {formatPlacement(m.placement)}
+                      </span>
                     )}
                     {m.state === 'failed' && m.load_error && !m.error && (
                       <div className="model-error" role="alert" data-testid="model-load-failed">

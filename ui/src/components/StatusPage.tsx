@@ -1,11 +1,13 @@
 /**
  * The node's health, live from `/api/events`: thermal level (labelled as an estimate when it
  * comes from CPU pressure), throttle, busy slots, queue, tokens/s, CPU and memory, each with a
- * sparkline of the last five minutes; a banner while serving is paused.
+ * sparkline of the last five minutes; a banner while serving is paused; what computes (the GPU
+ * and the model's layers there, the devices, the CPU variant: `ComputeCard`).
  */
 import type { ReactNode } from 'react';
 import { formatBytesOf, formatNumber } from '../format';
 import { HISTORY_WINDOW_MS, type LiveState, type Sample } from '../status/live';
+import { ComputeCard } from './ComputeCard';
 import { Sparkline } from './Sparkline';
 
 interface MetricProps {
@@ -163,6 +165,7 @@ export function StatusPage({ live }: { live: LiveState }) {
           value={memory ? formatBytesOf(memory.used_bytes, memory.total_bytes) : '—'}
         />
       </div>
+      <ComputeCard model={live.model} />
     </section>
   );
 }

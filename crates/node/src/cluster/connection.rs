@@ -138,6 +138,7 @@ pub(super) fn heartbeat(me: &Me) -> Heartbeat {
         queue_depth: u32::try_from(stats.queued).unwrap_or(u32::MAX),
         organization_id: me.rules().passcode_hash.clone(),
         owner_user_id: None,
+        ewma_tokens_per_second: Some(stats.decode_tokens_per_s).filter(|s| *s > 0.0),
     }
 }
 

@@ -177,6 +177,7 @@ impl Provider {
                 cm::ThermalLevel::Serious => ThermalLevel::Serious,
                 cm::ThermalLevel::Critical => ThermalLevel::Critical,
             },
+            tokens_per_s: hb.ewma_tokens_per_second,
         };
         for r in &self.registered {
             self.hub.set_health(r.worker, health);

@@ -140,6 +140,9 @@ pub(crate) struct Health {
     pub(crate) queue_depth: usize,
     pub(crate) throttle: u8,
     pub(crate) thermal: ThermalLevel,
+    /// Its own figure for one stream's decode speed (`ewmaTokensPerSecond`), which placement
+    /// uses until this node has measured the peer itself.
+    pub(crate) tokens_per_s: Option<f64>,
 }
 
 /// What a worker's connection hands to the supervisor of one task.
@@ -192,8 +195,11 @@ struct Worker {
     tasks: HashMap<TaskId, mpsc::UnboundedSender<TaskEvent>>,
     retired: VecDeque<TaskId>,
     completed: u64,
-    /// Measured decode speed of one stream, tokens/s (an average over finished tasks).
+    /// Decode speed of one stream, tokens/s: an average over the tasks this node measured
+    /// there, or, before the first, what the peer says of itself (0: unknown).
     tokens_per_s: f64,
+    /// Tasks whose speed this node measured there.
+    measured_tasks: u64,
     health: Option<Health>,
 }
 
@@ -350,6 +356,7 @@ impl Hub {
                 retired: VecDeque::new(),
                 completed: 0,
                 tokens_per_s: 0.0,
+                measured_tasks: 0,
                 health: None,
             },
         );
@@ -480,6 +487,11 @@ impl Hub {
     pub(crate) fn set_health(&self, worker: WorkerId, health: Health) {
         if let Some(w) = self.lock().workers.get_mut(&worker) {
             w.health = Some(health);
+            if w.measured_tasks == 0 {
+                if let Some(s) = health.tokens_per_s.filter(|s| s.is_finite() && *s > 0.0) {
+                    w.tokens_per_s = s;
+                }
+            }
         }
         self.inner.capacity.notify_waiters();
     }
@@ -490,11 +502,13 @@ impl Hub {
             return;
         }
         if let Some(w) = self.lock().workers.get_mut(&worker) {
-            w.tokens_per_s = if w.tokens_per_s > 0.0 {
+            // The peer's own figure is replaced by this node's first measurement.
+            w.tokens_per_s = if w.measured_tasks > 0 {
                 0.7 * w.tokens_per_s + 0.3 * tokens_per_s
             } else {
                 tokens_per_s
             };
+            w.measured_tasks += 1;
         }
     }
 

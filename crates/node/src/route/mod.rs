@@ -514,8 +514,8 @@ pub enum Provider {
     Worker(WorkerId),
 }
 
-/// This node's engine as a placement candidate: its real load, throttle and (sensor) thermal
-/// level. Its speed is not compared: it is chosen first whenever it has a free slot.
+/// This node's engine as a placement candidate: its real load, throttle, (sensor) thermal
+/// level and measured decode speed, which placement compares with the other places'.
 fn local_candidate(host: &ModelHost, model: &ModelId) -> Candidate<Provider> {
     let s = host.stats_of(model);
     Candidate {
@@ -529,7 +529,7 @@ fn local_candidate(host: &ModelHost, model: &ModelId) -> Candidate<Provider> {
         queue_depth: s.queued,
         throttle: host.throttle(),
         thermal: host.thermal(),
-        tokens_per_s: 0.0,
+        tokens_per_s: s.decode_tokens_per_s,
         local: true,
         continues: true,
         preferred: false,

@@ -1,20 +1,21 @@
 //! Where a request runs: [`place`], a pure function over one [`Candidate`] record per place
-//! that could run it (this node's engine, each hub worker, later each LAN peer). No I/O: the
-//! route builds the records from what it knows now and acts on the [`Choice`].
+//! that could run it (this node's engine, each hub worker, each LAN peer). No I/O: the route
+//! builds the records from what it knows now and acts on the [`Choice`].
 //!
 //! ## Rules (DESIGN.md §5, NOTES.md "cluster-messages")
 //! 1. Only candidates with the model, and for a raw prompt or a continuation only those that
 //!    can continue text (this node, Hearth workers).
 //! 2. A candidate that is paused (throttle 0) or hot (thermal serious or critical) is never
 //!    chosen while another one fits.
-//! 3. The place that served the conversation's previous turn (its prompt cache holds the
-//!    conversation) when it has a free slot and no longer a queue than the others with one.
-//! 4. This node when it has a free slot (no network hop).
-//! 5. Else the candidate with a free slot and the shortest queue, then the highest measured
-//!    speed, then the most free slots, then the first listed.
-//! 6. No free slot anywhere: this node's own queue when it is a candidate and no longer than
-//!    every other's, else wait for the first slot that frees; nobody at all when no candidate
-//!    has the model.
+//! 3. Among the rest, the one expected to finish first ([`finish_s`]): the requests queued
+//!    there and this one, each at that place's measured decode speed; a network hop costs a
+//!    little, and the place that served the conversation's previous turn saves the prefill its
+//!    prompt cache holds. So a free slot on a node three times faster wins over a free slot
+//!    here, and this node wins a tie. A speed not measured yet counts as the slowest measured.
+//! 4. Then this node, then the most free slots, then the first listed.
+//! 5. When the one expected to finish first has no free slot: this node's own queue if it is
+//!    that one, else wait for the first slot that frees; nobody at all when no candidate has
+//!    the model.
 
 use hearth_protocol::ModelId;
 
@@ -87,6 +88,32 @@ pub enum Choice<Id> {
     Nobody,
 }
 
+/// Decode tokens a request is costed at: its length is not known when it is placed.
+const NOMINAL_TOKENS: f64 = 128.0;
+/// What a network hop adds, in seconds.
+const HOP_S: f64 = 0.02;
+/// What a prompt cache that holds the conversation saves, in decode tokens' time.
+const AFFINITY_TOKENS: f64 = 32.0;
+
+/// When `c` would finish the request, in seconds from now, at `speed` tokens/s for a stream
+/// there (its own when measured, else `unmeasured`).
+fn finish_s<Id>(c: &Candidate<Id>, unmeasured: f64) -> f64 {
+    let speed = if c.tokens_per_s > 0.0 && c.tokens_per_s.is_finite() {
+        c.tokens_per_s
+    } else {
+        unmeasured
+    };
+    let one = NOMINAL_TOKENS / speed;
+    let queued = c.queue_depth as f64 + if c.free_slots > 0 { 0.0 } else { 1.0 };
+    let hop = if c.local { 0.0 } else { HOP_S };
+    let saved = if c.preferred {
+        AFFINITY_TOKENS / speed
+    } else {
+        0.0
+    };
+    queued * one + one + hop - saved
+}
+
 pub fn place<Id: Copy>(ask: Ask<'_>, candidates: &[Candidate<Id>]) -> Choice<Id> {
     let eligible: Vec<&Candidate<Id>> = candidates
         .iter()
@@ -100,45 +127,23 @@ pub fn place<Id: Copy>(ask: Ask<'_>, candidates: &[Candidate<Id>]) -> Choice<Id>
         .into_iter()
         .filter(|c| c.fits() || !any_fit)
         .collect();
-    let shortest = pool
+    // A speed not measured yet: the slowest measured (1 token/s when none is, so that the
+    // queues and the hop still decide).
+    let unmeasured = pool
         .iter()
-        .filter(|c| c.free_slots > 0)
-        .map(|c| c.queue_depth)
-        .min();
-    if let Some(p) = pool
-        .iter()
-        .find(|c| c.preferred && c.free_slots > 0 && Some(c.queue_depth) == shortest)
-    {
-        return Choice::Run(p.id);
-    }
-    if let Some(local) = pool.iter().find(|c| c.local && c.free_slots > 0) {
-        return Choice::Run(local.id);
-    }
-    let best = pool
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| c.free_slots > 0)
-        .min_by(|(ia, a), (ib, b)| {
-            a.queue_depth
-                .cmp(&b.queue_depth)
-                .then(b.tokens_per_s.total_cmp(&a.tokens_per_s))
-                .then(b.free_slots.cmp(&a.free_slots))
-                .then(ia.cmp(ib))
-        });
-    if let Some((_, c)) = best {
-        return Choice::Run(c.id);
-    }
-    // Queued here only while this node's queue is the shortest: a request queued behind
-    // others here while a peer's slot frees first would wait longer than it needs to.
-    let shortest_elsewhere = pool
-        .iter()
-        .filter(|c| !c.local)
-        .map(|c| c.queue_depth)
-        .min();
-    match pool.iter().find(|c| c.local) {
-        Some(local) if shortest_elsewhere.is_none_or(|q| local.queue_depth <= q) => {
-            Choice::Run(local.id)
-        }
+        .map(|c| c.tokens_per_s)
+        .filter(|s| *s > 0.0 && s.is_finite())
+        .min_by(f64::total_cmp)
+        .unwrap_or(1.0);
+    let best = pool.iter().enumerate().min_by(|(ia, a), (ib, b)| {
+        finish_s(a, unmeasured)
+            .total_cmp(&finish_s(b, unmeasured))
+            .then(b.local.cmp(&a.local))
+            .then(b.free_slots.cmp(&a.free_slots))
+            .then(ia.cmp(ib))
+    });
+    match best {
+        Some((_, c)) if c.free_slots > 0 || c.local => Choice::Run(c.id),
         _ => Choice::Wait,
     }
 }
@@ -245,10 +250,128 @@ mod tests {
                 Choice::Run(3),
             ),
             (
-                "a shorter queue beats speed",
+                "a queue counts at its place's speed: fast enough, it still wins",
                 vec![queued.clone(), slow.clone()],
                 false,
+                Choice::Run(5),
+            ),
+            (
+                "a queue counts at its place's speed: not fast enough",
+                vec![
+                    Candidate {
+                        tokens_per_s: 60.0,
+                        ..queued.clone()
+                    },
+                    slow.clone(),
+                ],
+                false,
                 Choice::Run(4),
+            ),
+            (
+                "a free slot on a node three times faster beats a free slot here",
+                vec![
+                    Candidate {
+                        tokens_per_s: 30.0,
+                        ..local.clone()
+                    },
+                    Candidate {
+                        tokens_per_s: 90.0,
+                        ..w1.clone()
+                    },
+                ],
+                false,
+                Choice::Run(1),
+            ),
+            (
+                "a node barely faster does not pay for the hop",
+                vec![
+                    Candidate {
+                        tokens_per_s: 100.0,
+                        ..local.clone()
+                    },
+                    Candidate {
+                        tokens_per_s: 100.5,
+                        ..w1.clone()
+                    },
+                ],
+                false,
+                Choice::Run(0),
+            ),
+            (
+                "a speed not measured yet counts as the slowest measured",
+                vec![
+                    local.clone(),
+                    Candidate {
+                        tokens_per_s: 50.0,
+                        ..w1.clone()
+                    },
+                ],
+                false,
+                Choice::Run(0),
+            ),
+            (
+                "the fast node's queue ends sooner than a slot here: wait for it",
+                vec![
+                    Candidate {
+                        tokens_per_s: 30.0,
+                        ..local.clone()
+                    },
+                    Candidate {
+                        tokens_per_s: 300.0,
+                        queue_depth: 3,
+                        ..cand(11, false, 0)
+                    },
+                ],
+                false,
+                Choice::Wait,
+            ),
+            (
+                "a hot fast node is still skipped",
+                vec![
+                    Candidate {
+                        tokens_per_s: 30.0,
+                        ..local.clone()
+                    },
+                    Candidate {
+                        tokens_per_s: 300.0,
+                        thermal: ThermalLevel::Serious,
+                        ..cand(11, false, 4)
+                    },
+                ],
+                false,
+                Choice::Run(0),
+            ),
+            (
+                "a paused fast node is still skipped",
+                vec![
+                    Candidate {
+                        tokens_per_s: 30.0,
+                        ..local.clone()
+                    },
+                    Candidate {
+                        tokens_per_s: 300.0,
+                        throttle: 0,
+                        ..cand(11, false, 4)
+                    },
+                ],
+                false,
+                Choice::Run(0),
+            ),
+            (
+                "the previous turn's place, unless a node much faster finishes first anyway",
+                vec![
+                    Candidate {
+                        tokens_per_s: 90.0,
+                        ..local.clone()
+                    },
+                    Candidate {
+                        preferred: true,
+                        tokens_per_s: 30.0,
+                        ..cand(10, false, 1)
+                    },
+                ],
+                false,
+                Choice::Run(0),
             ),
             (
                 "more free slots break a tie",
@@ -420,21 +543,56 @@ mod tests {
                 Choice::Nobody => prop_assert!(eligible.is_empty()),
                 Choice::Wait => {
                     prop_assert!(!eligible.is_empty());
-                    // Nobody has a free slot among those that fit.
+                    // What is expected to finish first (among those that fit) is elsewhere,
+                    // and busy now.
                     let any_fit = eligible.iter().any(|c| c.fits());
-                    prop_assert!(eligible
+                    let pool: Vec<&&Candidate<u32>> =
+                        eligible.iter().filter(|c| c.fits() || !any_fit).collect();
+                    let unmeasured = pool
                         .iter()
-                        .filter(|c| c.fits() || !any_fit)
-                        .all(|c| c.free_slots == 0));
+                        .map(|c| c.tokens_per_s)
+                        .filter(|s| *s > 0.0)
+                        .min_by(f64::total_cmp)
+                        .unwrap_or(1.0);
+                    let soonest = pool
+                        .iter()
+                        .map(|c| finish_s(c, unmeasured))
+                        .min_by(f64::total_cmp)
+                        .unwrap();
+                    prop_assert!(pool
+                        .iter()
+                        .filter(|c| finish_s(c, unmeasured) <= soonest + 1e-9)
+                        .any(|c| c.free_slots == 0 && !c.local));
                 }
                 Choice::Run(id) => {
                     // Some eligible candidate with that id; ids may repeat, so look for one
                     // that justifies the choice.
                     let chosen: Vec<&&Candidate<u32>> = eligible.iter().filter(|c| c.id == id).collect();
                     prop_assert!(!chosen.is_empty(), "chose {id} without the model");
-                    if eligible.iter().any(|c| c.fits()) {
+                    let any_fit = eligible.iter().any(|c| c.fits());
+                    if any_fit {
                         prop_assert!(chosen.iter().any(|c| c.fits()), "chose a paused or hot {id}");
                     }
+                    // It runs now or in this node's queue, and nothing that fits is expected
+                    // to finish before it.
+                    prop_assert!(chosen.iter().any(|c| c.free_slots > 0 || c.local));
+                    let pool: Vec<&&Candidate<u32>> =
+                        eligible.iter().filter(|c| c.fits() || !any_fit).collect();
+                    let unmeasured = pool
+                        .iter()
+                        .map(|c| c.tokens_per_s)
+                        .filter(|s| *s > 0.0)
+                        .min_by(f64::total_cmp)
+                        .unwrap_or(1.0);
+                    let soonest = pool
+                        .iter()
+                        .map(|c| finish_s(c, unmeasured))
+                        .min_by(f64::total_cmp)
+                        .unwrap();
+                    prop_assert!(
+                        chosen.iter().any(|c| finish_s(c, unmeasured) <= soonest + 1e-9),
+                        "chose {id}, which is not expected to finish first"
+                    );
                 }
             }
         }

@@ -24,6 +24,9 @@ fn status_message(t: &Telemetry, model: &ModelStatus, node: &str) -> Value {
     v["type"] = json!("status");
     v["node"] = json!(node);
     v["model"] = json!({"id": model.id, "state": model.state, "progress": model.progress});
+    if let Some(p) = &model.placement {
+        v["model"]["placement"] = json!(p);
+    }
     v
 }
 

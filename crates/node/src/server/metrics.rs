@@ -1,6 +1,8 @@
 //! `GET /metrics`: the node's figures in OpenMetrics text through `prometheus-client` — engine
 //! load and totals, throttle and thermal level from the telemetry sampler, in hub mode the
-//! workers, and the cluster's peers. Each scrape registers constant samples read from the live state: cheap, read-only.
+//! workers, the cluster's peers, each compute device's memory, and each loaded model's layers
+//! on the GPU and video memory. Each scrape registers constant samples read from the live
+//! state: cheap, read-only.
 
 use std::sync::Arc;
 
@@ -103,6 +105,7 @@ fn registry(state: &AppState) -> Registry {
         Unit::Bytes,
         ConstGauge::new(i64::try_from(t.memory.used_bytes).unwrap_or(i64::MAX)),
     );
+    devices(&mut r, state);
     if let Some(hub) = state.router.hub().filter(|h| h.accepts_workers()) {
         hub.snapshot().register_metrics(&mut r);
     }
@@ -116,4 +119,53 @@ fn registry(state: &AppState) -> Registry {
         );
     }
     r
+}
+
+/// Each device's memory, and each loaded model's layers on the GPU and video memory.
+fn devices(r: &mut Registry, state: &AppState) {
+    let bytes = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    for d in hearth_engine::devices::devices() {
+        let sub = r.sub_registry_with_labels(
+            [
+                ("device".into(), d.name.clone().into()),
+                ("backend".into(), d.backend.clone().into()),
+            ]
+            .into_iter(),
+        );
+        sub.register_with_unit(
+            "hearth_device_memory_total",
+            "Memory of a compute device",
+            Unit::Bytes,
+            ConstGauge::new(bytes(d.memory_total)),
+        );
+        sub.register_with_unit(
+            "hearth_device_memory_free",
+            "Free memory of a compute device",
+            Unit::Bytes,
+            ConstGauge::new(bytes(d.memory_free)),
+        );
+    }
+    for id in state.host.loaded_models() {
+        let Some(info) = state.host.model_info(&id) else {
+            continue;
+        };
+        let p = &info.placement;
+        let sub = r.sub_registry_with_label(("model".into(), id.to_string().into()));
+        sub.register(
+            "hearth_model_gpu_layers",
+            "Layers of a loaded model on the GPU (llama.cpp's units: the layers and the output)",
+            ConstGauge::new(i64::from(p.layers)),
+        );
+        sub.register(
+            "hearth_model_layers",
+            "Layers of a loaded model in all (llama.cpp's units)",
+            ConstGauge::new(i64::from(p.layers_total)),
+        );
+        sub.register_with_unit(
+            "hearth_model_vram",
+            "Video memory a loaded model took",
+            Unit::Bytes,
+            ConstGauge::new(bytes(p.vram_bytes)),
+        );
+    }
 }

@@ -43,6 +43,9 @@ struct ModelRow {
     /// Why its last load failed (`state` `failed`).
     #[serde(skip_serializing_if = "Option::is_none")]
     load_error: Option<String>,
+    /// Loaded: where its layers are (the GPU, how many, its video memory; or the CPU).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    placement: Option<hearth_engine::Placement>,
     /// Times it was loaded since the node started.
     loads: u64,
     /// Seconds until it unloads unless used (absent: not by time).
@@ -77,16 +80,16 @@ fn peers_models(state: &AppState) -> Vec<(String, Vec<String>)> {
 }
 
 fn model_row(host: &ModelHost, file: ModelFile, peers: &[(String, Vec<String>)]) -> ModelRow {
-    let (state, load_progress, load_error) = match host
+    let (state, load_progress, load_error, placement) = match host
         .engine_of(&file.id)
         .map(|e| e.model_state().borrow().clone())
     {
-        Some(ModelState::Ready(_)) => ("loaded", None, None),
+        Some(ModelState::Ready(info)) => ("loaded", None, None, Some(info.placement.clone())),
         Some(ModelState::Loading { progress, .. }) => {
-            ("loading", Some(progress.clamp(0.0, 1.0)), None)
+            ("loading", Some(progress.clamp(0.0, 1.0)), None, None)
         }
-        Some(ModelState::Failed { message, .. }) => ("failed", None, Some(message)),
-        _ => ("available", None, None),
+        Some(ModelState::Failed { message, .. }) => ("failed", None, Some(message), None),
+        _ => ("available", None, None, None),
     };
     let on_peers = peers
         .iter()
@@ -100,6 +103,7 @@ fn model_row(host: &ModelHost, file: ModelFile, peers: &[(String, Vec<String>)])
         state,
         load_progress,
         load_error,
+        placement,
         loads: host.loads(&file.id),
         unloads_in_s: (state == "loaded")
             .then(|| host.expires_in(&file.id).map(|d| d.as_secs()))

@@ -1,5 +1,6 @@
-//! `GET /api/status`: the node's model state and engine load as JSON, for scripts, tests and
-//! the UI. Read-only and cheap: it copies counters, it does not ask the engine thread.
+//! `GET /api/status`: the node's model state (and where its layers are), engine load and the
+//! devices that compute, as JSON, for scripts, tests and the UI. Read-only and cheap: it
+//! copies counters and asks the drivers for free memory, never the engine thread.
 
 use std::sync::Arc;
 
@@ -34,6 +35,29 @@ pub(crate) struct Status {
     /// The LAN cluster, when its port is open: the port and the peers connected now.
     #[serde(skip_serializing_if = "Option::is_none")]
     cluster: Option<ClusterStatus>,
+    /// What computes: the CPU variant llama.cpp picked and the devices it found.
+    compute: Compute,
+}
+
+/// What computes here.
+#[derive(Debug, Serialize)]
+pub(crate) struct Compute {
+    /// The CPU variant llama.cpp picked at start (`icelake`, `haswell`...), and its features.
+    cpu_variant: Option<String>,
+    cpu_features: Vec<String>,
+    /// Every device found (the CPU, GPUs, a split model's remote devices), memory free now.
+    devices: Vec<hearth_engine::Device>,
+}
+
+impl Compute {
+    pub(crate) fn now() -> Self {
+        let backends = hearth_engine::backends();
+        Self {
+            cpu_variant: backends.cpu_variant,
+            cpu_features: backends.cpu_features,
+            devices: hearth_engine::devices::devices(),
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -56,6 +80,9 @@ pub(crate) struct ModelStatus {
     pub(crate) error: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) ctx_per_slot: Option<u32>,
+    /// Ready: where its layers are (the GPU, how many, its video memory; or the CPU).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) placement: Option<hearth_engine::Placement>,
 }
 
 impl ModelStatus {
@@ -87,6 +114,10 @@ impl ModelStatus {
             progress,
             error,
             ctx_per_slot: ctx,
+            placement: match state {
+                ModelState::Ready(info) => Some(info.placement.clone()),
+                _ => None,
+            },
         }
     }
 }
@@ -122,5 +153,6 @@ pub(crate) async fn status(State(state): State<Arc<AppState>>) -> Json<Status> {
                 .unwrap_or_default(),
             peers: state.cluster_peers.list(),
         }),
+        compute: Compute::now(),
     })
 }

@@ -141,13 +141,12 @@ struct Shares {
 ///
 /// llama.cpp counts `n + 1` units (the layers and the output layer) and offloads the last
 /// ones; the units this machine gives away are in proportion to what the peers offer against
-/// what all offer, as its `--tensor-split` would place them. Among the peers, llama.cpp
-/// divides them by the memory each peer's device reports (`llama-cpp-2` cannot pass a tensor
-/// split), so that is how they are counted here, and the output goes with the last unit.
-/// Then the count nearest the proportion (more given away on a tie) with which no machine
-/// holds more than it offers is taken (each unit, the output too, taken as `need / n`), or
-/// none when there is no such count. This machine keeps a layer, and each split gives away
-/// at least one.
+/// what all offer. Among the peers they are divided in proportion to each one's offer too,
+/// as llama.cpp divides units by a tensor split (which the worker is given: each peer's count,
+/// so llama.cpp places exactly these), and the output goes with the last unit. Then the count
+/// nearest the proportion (more given away on a tie) with which no machine holds more than it
+/// offers is taken (each unit, the output too, taken as `need / n`), or none when there is no
+/// such count. This machine keeps a layer, and each split gives away at least one.
 fn place(n: u32, need: u64, local_offer: u64, peers: &[Offer]) -> Result<Shares, String> {
     let offered: u64 = peers.iter().map(|p| p.memory).fold(0, u64::saturating_add);
     let all = offered.saturating_add(local_offer);
@@ -163,10 +162,10 @@ fn place(n: u32, need: u64, local_offer: u64, peers: &[Offer]) -> Result<Shares,
     let units = n + 1;
     let per_unit = need.div_ceil(u64::from(n));
     let fits = |count: u32, offer: u64| u64::from(count).saturating_mul(per_unit) <= offer;
-    let devices: Vec<u64> = peers.iter().map(|p| p.device_memory).collect();
+    let offers: Vec<u64> = peers.iter().map(|p| p.memory).collect();
     let proportion = f64::from(units) * offered as f64 / all.max(1) as f64;
     (2..units)
-        .map(|remote| (remote, divide(remote, &devices)))
+        .map(|remote| (remote, divide(remote, &offers)))
         .filter(|(remote, each)| {
             fits(units - remote, local_offer)
                 && each.iter().zip(peers).all(|(&u, p)| fits(u, p.memory))
@@ -200,10 +199,11 @@ fn place(n: u32, need: u64, local_offer: u64, peers: &[Offer]) -> Result<Shares,
         })
 }
 
-/// How llama.cpp divides `layers` offloaded units among devices that report `memory`: unit
-/// `k` goes to the first device whose running share of the memory passes `k / layers`.
-/// (In `f32`, as llama.cpp computes it, so a count on a boundary lands where it does there;
-/// devices that report nothing are taken as equal, as llama.cpp falls back to the host's.)
+/// How llama.cpp divides `layers` offloaded units among devices by a tensor split of
+/// `memory` (each device's weight: here what each peer offers): unit `k` goes to the first
+/// device whose running share passes `k / layers`. (In `f32`, as llama.cpp computes it, so a
+/// count on a boundary lands where it does there; weights that are all zero count as equal.)
+/// Given the counts it returns as the split, llama.cpp places exactly those counts.
 fn divide(layers: u32, memory: &[u64]) -> Vec<u32> {
     let equal = memory.iter().all(|&m| m == 0);
     let mut running = 0f32;
@@ -521,19 +521,35 @@ mod tests {
     }
 
     #[test]
+    fn counts_given_as_the_tensor_split_are_placed_exactly() {
+        for counts in [
+            vec![11u64, 10],
+            vec![3, 17, 1],
+            vec![0, 5],
+            vec![1, 1, 1, 28],
+            vec![20, 11],
+        ] {
+            let n = u32::try_from(counts.iter().sum::<u64>()).unwrap();
+            let want: Vec<u32> = counts.iter().map(|&c| c as u32).collect();
+            assert_eq!(divide(n, &counts), want, "{counts:?}");
+        }
+    }
+
+    #[test]
     fn peers_get_layers_as_llama_cpp_divides_them_and_never_past_their_offer() {
-        // Among peers llama.cpp divides by device memory: a peer with twice the memory gets
+        // llama.cpp divides by a tensor split's weights: a peer with twice the weight gets
         // twice the units.
         assert_eq!(divide(30, &[8 << 30, 16 << 30]), vec![10, 20]);
         assert_eq!(divide(31, &[1, 1]), vec![16, 15]);
         assert_eq!(divide(3, &[1, 1, 1, 1]), vec![1, 1, 1, 0]);
         // Devices that report nothing are taken as equal.
         assert_eq!(divide(4, &[0, 0]), vec![2, 2]);
-        // A peer with much memory but a small offer bounds what all peers take: fewer units
-        // go away than the offers' proportion, and none past its offer (about 10 MiB a unit).
+        // Peers take units in proportion to their offers whatever their devices' memory (about
+        // 10 MiB a unit): the one offering 40 MiB one, the one offering 2 GiB 14 and the
+        // output; this machine, offering as much as the latter, 15.
         let (local, peers, output_on) =
             placed(30, 300 * MIB, 2048 * MIB, &[peer(40, 24), peer(2048, 24)]).unwrap();
-        assert_eq!((local, peers, output_on), (23, vec![4, 3], 1));
+        assert_eq!((local, peers, output_on), (15, vec![1, 14], 1));
         // The last layers fit nowhere: refused with each machine's offer.
         assert!(place(30, 300 * MIB, 10 * MIB, &[peer(10, 24)]).is_err());
     }

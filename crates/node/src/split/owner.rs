@@ -134,9 +134,11 @@ impl Splits {
         id: &ModelId,
         path: &Path,
         endpoints: &[String],
-        remote_layers: u32,
+        shares: &[u32],
         state: &AppState,
     ) -> std::io::Result<tokio::process::Child> {
+        let remote_layers: u32 = shares.iter().sum();
+        let shares: Vec<String> = shares.iter().map(ToString::to_string).collect();
         let dir = self.data_dir.join("split").join(&id.0);
         std::fs::create_dir_all(&dir)?;
         let settings = state.host.settings();
@@ -160,6 +162,7 @@ impl Splits {
             .args(["--threads", &settings.threads.to_string()])
             .args(["--split-remote", &endpoints.join(",")])
             .args(["--split-layers", &remote_layers.to_string()])
+            .args(["--split-shares", &shares.join(",")])
             .args(["--join", &format!("ws://{hub}/node")])
             .args(["--name", &Self::worker_name(state)])
             .arg("--until-stdin-closes")
@@ -183,12 +186,19 @@ impl Splits {
         let (mut endpoints, mut attempt) = first;
         let mut delays = crate::backoff::jittered(RELOAD_FIRST, RELOAD_MOST);
         loop {
-            // llama.cpp's offloaded units: the peers' layers and the output layer.
-            let remote = lock(&self.running).get(&split.id).map_or(0, |r| {
-                r.placement.peers.iter().map(|p| p.layers).sum::<u32>() + 1
-            });
+            // llama.cpp's offloaded units on each peer: its layers, and the output layer.
+            let shares: Vec<u32> = lock(&self.running)
+                .get(&split.id)
+                .map(|r| {
+                    r.placement
+                        .peers
+                        .iter()
+                        .map(|p| p.layers + u32::from(p.output))
+                        .collect()
+                })
+                .unwrap_or_default();
             let started = Instant::now();
-            let why = match self.worker(&split.id, &split.path, &endpoints, remote, &state) {
+            let why = match self.worker(&split.id, &split.path, &endpoints, &shares, &state) {
                 Ok(mut worker) => {
                     if let Some(r) = lock(&self.running).get_mut(&split.id) {
                         r.worker_pid = worker.id();

@@ -72,6 +72,24 @@ impl NodeProcess {
         )
     }
 
+    /// Like [`NodeProcess::start_with_env`] with no `--model`: the node loads the first model of
+    /// its folder (`--models-dir` among `args`).
+    pub fn start_from_folder_with_env(
+        data_dir: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
+        Self::launch_with(
+            data_dir,
+            Launch {
+                args,
+                ready_line: Self::ready_line(true),
+                env,
+                ..Launch::default()
+            },
+        )
+    }
+
     /// Like [`NodeProcess::start`] (with the default model or none) inside network namespace
     /// `ns` (`ip netns exec`).
     pub fn start_in_netns(ns: &str, data_dir: &Path, model: bool, args: &[&str]) -> Self {

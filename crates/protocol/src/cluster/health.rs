@@ -40,6 +40,14 @@ pub struct Heartbeat {
         skip_serializing_if = "Option::is_none"
     )]
     pub owner_user_id: Option<String>,
+    /// The sender's decode speed for one stream, tokens/s, an average (the Rust node's
+    /// extension, which Hearth sends too once it has measured one).
+    #[serde(
+        default,
+        rename = "ewmaTokensPerSecond",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub ewma_tokens_per_second: Option<f64>,
 }
 
 fn full_speed() -> u8 {

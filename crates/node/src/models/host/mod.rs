@@ -35,6 +35,8 @@ pub struct EngineSettings {
     pub script: Option<hearth_engine::Script>,
     /// A split model's remote layers (only in a split model's worker process).
     pub remote: Option<hearth_engine::Remote>,
+    /// How much of each model goes to this machine's GPU.
+    pub offload: hearth_engine::Offload,
     /// How long a model loaded on demand stays loaded without requests (`--keep-alive`).
     pub keep_alive: Duration,
     /// The memory all loaded models may take (`--memory-limit`); `None`: what is free.
@@ -57,6 +59,7 @@ impl EngineSettings {
             min_load_time: self.min_load_time,
             script: self.script.clone(),
             remote: self.remote.clone(),
+            offload: self.offload.clone(),
             ..EngineConfig::new(path)
         }
     }
@@ -83,6 +86,9 @@ struct Entry {
     estimate: u64,
     /// The part of `estimate` that is its mapped file (the page cache holds it).
     weights: u64,
+    /// The part of `estimate` expected in video memory (on this node's GPUs): the rest is in
+    /// system memory.
+    vram: u64,
     /// Loaded by the user (at start or in the UI): only memory or the user unloads it.
     pinned: bool,
     /// A client's keep-alive for it (Ollama's `keep_alive`), over the host's.
@@ -433,6 +439,7 @@ impl ModelHost {
             tokens_generated: 0,
             requests_finished: 0,
             threads: self.settings.threads.max(1),
+            decode_tokens_per_s: 0.0,
         };
         if !engines.is_empty() {
             // The threads engines use now (fewer while another program keeps a core busy).
@@ -445,6 +452,7 @@ impl ModelHost {
             total.queued += s.queued;
             total.tokens_generated += s.tokens_generated;
             total.requests_finished += s.requests_finished;
+            total.decode_tokens_per_s = total.decode_tokens_per_s.max(s.decode_tokens_per_s);
         }
         total
     }
@@ -459,6 +467,7 @@ impl ModelHost {
                 tokens_generated: 0,
                 requests_finished: 0,
                 threads: self.settings.threads.max(1),
+                decode_tokens_per_s: 0.0,
             },
             |e| e.stats(),
         )
@@ -583,40 +592,62 @@ impl ModelHost {
             if let Some(i) = inner.entries.iter().position(|e| &e.id == id) {
                 evicted.push(inner.entries.remove(i).engine);
             }
-            let (used, held) = room::held(inner.entries.iter());
-            let budget = memory::budget(self.settings.memory_limit, used, held);
-            // The idle models to unload, least recently used first, chosen before any is
-            // unloaded: when even all of them would not make room, none is. One that a request
-            // found ready and is about to submit to is kept (see [`ModelHost::touch`]).
-            let mut idle: Vec<(usize, Instant, u64)> = inner
-                .entries
-                .iter()
-                .enumerate()
-                .filter(|(_, e)| !e.busy() && e.reserved_until.is_none_or(|t| t <= Instant::now()))
-                .map(|(i, e)| (i, e.last_used, e.estimate))
+            // The idle models that may be unloaded, least recently used first. One that a
+            // request found ready and is about to submit to is kept (see [`ModelHost::touch`]).
+            let mut idle: Vec<usize> = (0..inner.entries.len())
+                .filter(|&i| {
+                    let e = &inner.entries[i];
+                    !e.busy() && e.reserved_until.is_none_or(|t| t <= Instant::now())
+                })
                 .collect();
-            idle.sort_by_key(|(_, used_at, _)| *used_at);
+            idle.sort_by_key(|&i| inner.entries[i].last_used);
+            // Video memory first: the model goes to the GPU whole when the room there, with
+            // idle models unloaded from it if need be, holds it; else what fits does (llama.cpp's
+            // fitting) and none is unloaded for it.
+            let (mut victims, vram) = room::on_gpu(
+                &inner.entries,
+                &idle,
+                estimate,
+                self.gpu_room(inner.entries.iter().map(|e| e.vram).sum()),
+            );
+            // Then system memory, for the rest of it: idle models are unloaded until it fits,
+            // chosen before any is unloaded (when even all of them would not make room, none is).
+            let ram = estimate - vram;
+            let kept = || {
+                inner
+                    .entries
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| !victims.contains(i))
+                    .map(|(_, e)| e)
+            };
+            let (used, held) = room::held(kept());
+            let budget = memory::budget(self.settings.memory_limit, used, held);
             let mut left = used;
-            let mut victims: Vec<usize> = Vec::new();
-            for (i, _, size) in idle {
-                if left.saturating_add(estimate) <= budget {
+            for &i in &idle {
+                if left.saturating_add(ram) <= budget {
                     break;
                 }
-                left -= size;
-                victims.push(i);
+                if !victims.contains(&i) {
+                    left -= room::in_ram(&inner.entries[i]);
+                    victims.push(i);
+                }
             }
-            if left.saturating_add(estimate) > budget {
+            if left.saturating_add(ram) > budget {
                 drop(inner);
                 self.retire(evicted);
                 return Err(room::no_room(id, estimate, budget));
             }
             victims.sort_unstable_by(|a, b| b.cmp(a));
+            let mut before = Vec::new();
             for i in victims {
                 let e = inner.entries.remove(i);
                 tracing::info!(model = %e.id, for_model = %id, "unloading the least recently used model to make room");
-                evicted.push(e.engine);
+                before.push(e.engine);
             }
-            let engine = Engine::start(self.settings.config(path));
+            // Unloaded on the new engine's thread before it loads: their memory is free when it
+            // is fitted.
+            let engine = Engine::start_after(self.settings.config(path), before);
             engine.set_throttle(self.throttle());
             inner.next_serial += 1;
             let serial = inner.next_serial;
@@ -626,6 +657,7 @@ impl ModelHost {
                 last_used: Instant::now(),
                 estimate,
                 weights,
+                vram,
                 pinned,
                 keep_alive: None,
                 serial,
@@ -633,7 +665,7 @@ impl ModelHost {
                 reserved_until: None,
             });
             *inner.loads.entry(id.clone()).or_default() += 1;
-            tracing::info!(model = %id, estimate_mib = estimate >> 20, budget_mib = budget >> 20, "loading");
+            tracing::info!(model = %id, estimate_mib = estimate >> 20, vram_mib = vram >> 20, budget_mib = budget >> 20, "loading");
             self.forward(id.clone(), engine.clone(), serial);
             (engine, evicted)
         };

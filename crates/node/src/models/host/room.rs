@@ -1,6 +1,6 @@
 //! How much memory a model needs here and how much models here may take: the estimate (a
-//! split model's worker counts only its own layers), the room left, and why a model does not
-//! fit.
+//! split model's worker counts only its own layers), the room left in system memory and on
+//! the GPUs (each counted apart), and why a model does not fit.
 
 use std::path::Path;
 
@@ -11,6 +11,27 @@ use super::ModelHost;
 use crate::models::memory;
 
 impl ModelHost {
+    /// The video memory models may still take on the GPUs this host places them on, besides
+    /// `held` (what the loaded ones are expected to hold there): each device's free memory
+    /// less the margin, and never more than their total less the margin and `held` (a driver
+    /// that reports no use, a software one, still fills up).
+    pub(super) fn gpu_room(&self, held: u64) -> u64 {
+        if self.settings.remote.is_some() || self.settings.script.is_some() {
+            return 0;
+        }
+        let gpus = hearth_engine::offload::chosen_gpus(&self.settings.offload);
+        let margin = self.settings.offload.margin;
+        let free: u64 = gpus
+            .iter()
+            .map(|g| g.memory_free.saturating_sub(margin))
+            .sum();
+        let total: u64 = gpus
+            .iter()
+            .map(|g| g.memory_total.saturating_sub(margin))
+            .sum();
+        free.min(total.saturating_sub(held))
+    }
+
     /// The memory the model in `path` is expected to take here: all of it, or in a split
     /// model's worker only the share of the layers not on the RPC servers.
     pub fn estimate_of(&self, path: &Path) -> u64 {
@@ -67,17 +88,56 @@ impl ModelHost {
     }
 
     /// Whether the model in `path` needs more memory than models here may take even with
-    /// every other one unloaded: what it needs and what they may take, when it does.
+    /// every other one unloaded (in system memory, after what the GPUs would hold of it): what
+    /// it needs there and what they may take, when it does.
     pub fn too_large(&self, path: &Path) -> Option<(u64, u64)> {
         let need = self.estimate_of(path);
+        let need = need - need.min(self.gpu_room(0));
         let (budget, _) = self.budget(None);
         (need > budget).then_some((need, budget))
     }
 }
 
-/// What `entries` are expected to hold, and the part of it that is their mapped weights.
+/// What `entries` are expected to hold in system memory, and the part of it that is their
+/// mapped weights.
 pub(super) fn held<'a>(entries: impl Iterator<Item = &'a super::Entry>) -> (u64, u64) {
-    entries.fold((0, 0), |(all, w), e| (all + e.estimate, w + e.weights))
+    entries.fold((0, 0), |(all, w), e| {
+        (all + in_ram(e), w + e.weights.saturating_sub(e.vram))
+    })
+}
+
+/// What `e` is expected to hold in system memory (its estimate but what is on the GPU).
+pub(super) fn in_ram(e: &super::Entry) -> u64 {
+    e.estimate.saturating_sub(e.vram)
+}
+
+/// The idle models (`idle`, least recently used first) to unload from the GPU so that a model
+/// needing `need` goes there whole, and how much of it is expected there: all of it when
+/// `room` (the video memory models may still take) with those unloaded holds it, else what
+/// `room` holds with none unloaded.
+pub(super) fn on_gpu(
+    entries: &[super::Entry],
+    idle: &[usize],
+    need: u64,
+    room: u64,
+) -> (Vec<usize>, u64) {
+    if need <= room {
+        return (Vec::new(), need);
+    }
+    let mut freed = room;
+    let mut victims = Vec::new();
+    for &i in idle.iter().filter(|&&i| entries[i].vram > 0) {
+        if freed >= need {
+            break;
+        }
+        freed += entries[i].vram;
+        victims.push(i);
+    }
+    if freed >= need {
+        (victims, need)
+    } else {
+        (Vec::new(), room)
+    }
 }
 
 /// Why a model was not loaded: it is larger than models here may take, or the memory it needs
