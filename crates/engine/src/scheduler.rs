@@ -32,7 +32,7 @@ use crate::events::{
 use crate::loader;
 use crate::model::ModelState;
 use crate::omp;
-use crate::sampling::{build_sampler, logprobs};
+use crate::sampling::{argmax, build_sampler, logprobs, plain_greedy};
 use crate::text::{StopMatcher, StopScan};
 use hearth_protocol::utf8::Utf8Stream;
 
@@ -68,8 +68,8 @@ fn serve_with(
     plan: &crate::offload::Plan,
 ) -> Result<(), loader::Retry> {
     let slots = config.slots.max(1);
-    let threads = config.threads.max(1) as i32;
-    let ctx_for = |n_ctx_train: u32| {
+    let configured = config.threads.max(1) as i32;
+    let ctx_for = |n_ctx_train: u32, threads: i32| {
         let per_slot = config
             .ctx_per_slot
             .unwrap_or(DEFAULT_CTX_PER_SLOT)
@@ -84,11 +84,8 @@ fn serve_with(
             .with_n_threads_batch(threads)
     };
     let from_header = |g: &crate::gguf::GgufInfo| {
-        ctx_for(
-            g.context_length
-                .and_then(|c| u32::try_from(c).ok())
-                .unwrap_or(u32::MAX),
-        )
+        let n_ctx_train = g.context_length.and_then(|c| u32::try_from(c).ok());
+        ctx_for(n_ctx_train.unwrap_or(u32::MAX), configured)
     };
     let mut loaded = match loader::load(config, state, false, plan, &from_header) {
         Ok(l) => l,
@@ -98,7 +95,14 @@ fn serve_with(
     let model = loaded.model.clone();
     let model_id = loaded.id.clone();
     let backend = loaded.backend;
-    let ctx = match model.new_context(backend, ctx_for(model.n_ctx_train())) {
+    // With every layer on the GPU the CPU only feeds it: a few threads do as well, and a pool
+    // of spinning ones would only take cores from the doors and the rest of the machine.
+    let threads = if loaded.placement.on_gpu_whole() {
+        configured.min(config.offload.gpu_threads.max(1) as i32)
+    } else {
+        configured
+    };
+    let ctx = match model.new_context(backend, ctx_for(model.n_ctx_train(), threads)) {
         Ok(c) => c,
         Err(e) if loaded.placement.layers > 0 && config.remote.is_none() => {
             return Err(loader::Retry {
@@ -458,7 +462,16 @@ impl Scheduler<'_> {
             let Some(idx) = slot.batch_idx.take() else {
                 continue;
             };
-            let token = slot.sampler.sample(&self.ctx, idx);
+            let token = if plain_greedy(&slot.params) {
+                let banned: &[LlamaToken] = if slot.params.ignore_eos {
+                    &self.eog
+                } else {
+                    &[]
+                };
+                argmax(self.ctx.get_logits_ith(idx), banned)
+            } else {
+                slot.sampler.sample(&self.ctx, idx)
+            };
             let lp = slot.params.top_logprobs.map(|n| {
                 let (chosen, top) =
                     logprobs(self.ctx.get_logits_ith(idx), token.0 as usize, n as usize);
