@@ -40,6 +40,9 @@ pub struct Offload {
     pub device: DeviceChoice,
     /// Bytes of each device's free memory that fitting leaves free (llama.cpp's margin).
     pub margin: u64,
+    /// llama.cpp's CPU threads for a model whose every layer is on the GPU (fewer than
+    /// `EngineConfig::threads`: the CPU only feeds the GPU then).
+    pub gpu_threads: usize,
 }
 
 impl Default for Offload {
@@ -48,12 +51,18 @@ impl Default for Offload {
             layers: GpuLayers::Auto,
             device: DeviceChoice::Any,
             margin: DEFAULT_GPU_MARGIN,
+            gpu_threads: DEFAULT_GPU_THREADS,
         }
     }
 }
 
 /// What fitting leaves free on each device by default (llama.cpp's own default).
 pub const DEFAULT_GPU_MARGIN: u64 = 1 << 30;
+
+/// llama.cpp's CPU threads for a model wholly on the GPU. On an H200 with 16 cores 1, 2 and 16
+/// threads decoded alike (docs/PERFORMANCE.md): fewer leave the cores to the doors and to
+/// the rest of the machine instead of spinning while the GPU works.
+pub const DEFAULT_GPU_THREADS: usize = 2;
 
 /// How many of a model's layers go to the GPU (`--gpu-layers`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

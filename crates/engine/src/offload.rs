@@ -35,6 +35,11 @@ pub struct Placement {
 }
 
 impl Placement {
+    /// Every layer on this machine's GPU (a split model's remote devices do not count).
+    pub fn on_gpu_whole(&self) -> bool {
+        self.layers > 0 && self.layers >= self.layers_total && self.backend != "RPC"
+    }
+
     /// On the CPU only.
     pub fn cpu(layers_total: u32, note: Option<String>) -> Self {
         Self {

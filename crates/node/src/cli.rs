@@ -47,6 +47,9 @@ pub struct ServeArgs {
     /// MiB of each GPU's free memory that fitting (--gpu-layers auto) leaves free.
     #[arg(long, env = "HEARTH_GPU_MARGIN", default_value_t = hearth_engine::config::DEFAULT_GPU_MARGIN >> 20)]
     gpu_margin: u64,
+    /// llama.cpp threads for a model whose every layer is on the GPU (--threads otherwise).
+    #[arg(long, env = "HEARTH_GPU_THREADS", default_value_t = hearth_engine::config::DEFAULT_GPU_THREADS)]
+    gpu_threads: usize,
     /// How long a model loaded for a request stays loaded without requests: seconds, or a
     /// duration like 5m or 1h (as Ollama's keep_alive; 0 unloads it once idle).
     #[arg(long, env = "HEARTH_KEEP_ALIVE", value_parser = parse_keep_alive, default_value = "5m")]
@@ -207,6 +210,7 @@ impl ServeArgs {
             layers: self.gpu_layers,
             device: self.device,
             margin: self.gpu_margin.saturating_mul(1 << 20),
+            gpu_threads: self.gpu_threads.max(1),
         };
         c.queue = self.queue;
         c.keep_alive = self.keep_alive;
