@@ -136,6 +136,8 @@ fn serve_with(
         note = loaded.placement.note.as_deref().unwrap_or(""),
         "model ready"
     );
+    // The threads the model decodes with, shown before its first decode.
+    shared.threads.store(threads as usize, Ordering::Relaxed);
     state.send_replace(ModelState::Ready(info));
 
     let eog: Vec<LlamaToken> = {

@@ -4,7 +4,8 @@
 //! device and its greedy answer through the OpenAI door starts as the CPU's; `--gpu-layers 0`
 //! and `--device none` keep it on the CPU; an offload that cannot fit (a margin past the
 //! device's memory) or fails (a device buffer limit) goes to the CPU, says so, and the node
-//! serves; a second model takes the GPU from an idle one. `/api/status` lists the devices and
+//! serves; a second model takes the GPU from an idle one; a model wholly on the GPU decodes
+//! with `--gpu-threads` threads. `/api/status` lists the devices and
 //! the CPU variant llama.cpp picked; `/metrics` the layers and memory. Lavapipe computes
 //! slowly: short prompts, few tokens.
 
@@ -49,7 +50,10 @@ async fn complete(node: &NodeProcess, prompt: &str, n: u32) -> String {
 }
 
 fn node(dir: &tempfile::TempDir, args: &[&str], env: &[(&str, &str)]) -> NodeProcess {
-    let mut all = vec!["--parallel", "1", "--threads", "1"];
+    let mut all = vec!["--parallel", "1"];
+    if !args.contains(&"--threads") {
+        all.extend(["--threads", "1"]);
+    }
     all.extend(args);
     NodeProcess::start_with_env(&dir.path().join("data"), &all, env)
 }
@@ -57,9 +61,18 @@ fn node(dir: &tempfile::TempDir, args: &[&str], env: &[(&str, &str)]) -> NodePro
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_default_model_runs_on_the_vulkan_device_and_answers_as_on_the_cpu() {
     let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
-    let gpu = node(&dirs[0], &[], &[LAVAPIPE]);
-    let cpu = node(&dirs[1], &["--gpu-layers", "0"], &[LAVAPIPE]);
+    // Two threads wanted, one when the model is wholly on the GPU.
+    let threads = ["--threads", "2", "--gpu-threads", "1"];
+    let gpu = node(&dirs[0], &threads, &[LAVAPIPE]);
+    let cpu = node(
+        &dirs[1],
+        &[&threads[..], &["--gpu-layers", "0"]].concat(),
+        &[LAVAPIPE],
+    );
     let status = get(&gpu, "/api/status").await;
+    assert_eq!(status["threads"], 1, "{status}");
+    let cpu_status = get(&cpu, "/api/status").await;
+    assert_eq!(cpu_status["threads"], 2, "{cpu_status}");
     let devices = status["compute"]["devices"].as_array().unwrap();
     let vulkan = devices
         .iter()
