@@ -7,7 +7,9 @@ lowercase UUIDs, and only `heartbeatAck` of its own, as the Rust node does.
     tealenet_peer.py HOST PORT raw HEX                # send these bytes first; report what happens
     tealenet_peer.py HOST PORT linger PASSCODE        # hello and a hot heartbeatAck, then stay
                                                       # connected until a line on stdin
-    tealenet_peer.py HOST PORT provide PASSCODE MODEL # offer MODEL; answer the node's one
+    tealenet_peer.py HOST PORT provide PASSCODE MODEL [SPEED [THERMAL]]  # offer MODEL (its
+                                                      # heartbeat with this decode speed and
+                                                      # thermal level); answer the node's one
                                                       # inferenceRequest with a fixed text
     tealenet_peer.py HOST PORT fetch PASSCODE MODEL ABS [MORE...]  # ask for MODEL and for
                                                       # path names (ABS an absolute one); fetch
@@ -223,18 +225,22 @@ def linger(sock, passcode):
 PROVIDED_TEXT = ["Hello", " from", " a", " TealeNet", " peer."]
 
 
-def provide(sock, passcode, model):
+def provide(sock, passcode, model, speed=None, thermal="nominal"):
     """A provider as the Rust node is one: it offers MODEL, answers one request with OpenAI
-    chunks (an empty `delta` first, `choices: []` with usage last), then inferenceComplete."""
+    chunks (an empty `delta` first, `choices: []` with usage last), then inferenceComplete.
+    SPEED is the decode speed its heartbeat reports (`ewmaTokensPerSecond`, as the Rust node
+    sends it), THERMAL its thermal level."""
     payload = hello(passcode)
     payload["loadedModels"] = [model]
     send(sock, "hello", payload)
     seen = []
     recv_until(sock, {"helloAck"}, seen)
-    send(sock, "heartbeatAck", {"deviceID": str(uuid.uuid4()), "timestamp": 798134401.0,
-                                "thermalLevel": "nominal", "throttleLevel": 100,
-                                "loadedModels": [model], "isGenerating": False,
-                                "queueDepth": 0})
+    health = {"deviceID": str(uuid.uuid4()), "timestamp": 798134401.0,
+              "thermalLevel": thermal, "throttleLevel": 100, "loadedModels": [model],
+              "isGenerating": False, "queueDepth": 0}
+    if speed is not None:
+        health["ewmaTokensPerSecond"] = float(speed)
+    send(sock, "heartbeatAck", health)
     print(json.dumps({"providing": model}), flush=True)
     out = answer_one(sock, model, seen)
     print(json.dumps(out), flush=True)
@@ -404,7 +410,7 @@ def main():
     elif mode == "linger":
         linger(sock, sys.argv[4])
     elif mode == "provide":
-        provide(sock, sys.argv[4], sys.argv[5])
+        provide(sock, sys.argv[4], sys.argv[5], *sys.argv[6:8])
     elif mode == "fetch":
         fetch(sock, sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7:])
     elif mode == "raw":
