@@ -297,8 +297,9 @@ async fn a_model_split_across_three_nodes_answers_as_the_whole_model() {
     let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
     let mut peers = Vec::new();
     let mut sharers = Vec::new();
-    for dir in &dirs[..2] {
-        let (node, peer) = sharer(&dir.path().join("data"), "1024", &[]).await;
+    // One peer offers half what the other does.
+    for (dir, mib) in dirs[..2].iter().zip(["512", "1024"]) {
+        let (node, peer) = sharer(&dir.path().join("data"), mib, &[]).await;
         peers.push(peer);
         sharers.push(node);
     }
@@ -306,7 +307,13 @@ async fn a_model_split_across_three_nodes_answers_as_the_whole_model() {
     for p in &peers {
         owner_args.extend(["--peer", p]);
     }
-    let owner = NodeProcess::start(&dirs[2].path().join("data"), &owner_args, None);
+    // llama.cpp's own account of where each layer goes, from the worker (which logs into the
+    // owner's log): the proof that the tensor split is followed.
+    let owner = NodeProcess::start_with_env(
+        &dirs[2].path().join("data"),
+        &owner_args,
+        &[("RUST_LOG", "info,llama-cpp-2=debug")],
+    );
     let prompt = "Name three colours.";
     let whole = greedy(&owner.url, prompt).await;
     // Both peers connected before the split is asked for.
@@ -326,18 +333,29 @@ async fn a_model_split_across_three_nodes_answers_as_the_whole_model() {
         .await
         .unwrap();
     let body: Value = r.json().await.unwrap();
-    // 31 units (30 layers and the output) by equal offers: 10 here, 21 away, which llama.cpp
-    // divides 11 and 10 between the peers, the output with the second.
-    assert_eq!(body["local_layers"], 10, "{body}");
-    let layers: Vec<u64> = body["peers"]
+    // 31 units (30 layers and the output) by the offers, 1024 MiB here, 512 and 1024 MiB
+    // there: 12 here, 19 away, 7 to the peer offering 512 MiB and 12 (11 layers and the
+    // output) to the one offering 1024, in proportion to the offers within one layer.
+    assert_eq!(body["local_layers"], 12, "{body}");
+    let units = |p: &Value| p["layers"].as_u64().unwrap() + u64::from(p["output"] == true);
+    let shares: Vec<(String, u64)> = body["peers"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|p| p["layers"].as_u64().unwrap())
+        .map(|p| (p["addr"].as_str().unwrap().to_owned(), units(p)))
         .collect();
-    assert_eq!(layers, [11, 9], "{body}");
-    assert_eq!(body["peers"][1]["output"], true, "{body}");
+    let of = |addr: &str| shares.iter().find(|(a, _)| a == addr).unwrap().1;
+    assert_eq!((of(&peers[0]), of(&peers[1])), (7, 12), "{body}");
     placement(&owner.url, common::MODEL_ID, "ready").await;
+    // llama.cpp put exactly those units on each peer's device (RPCi is the i-th peer listed).
+    let log = std::fs::read_to_string(&owner.log).unwrap();
+    for (i, (_, n)) in shares.iter().enumerate() {
+        let on = log
+            .lines()
+            .filter(|l| l.contains(&format!("assigned to device RPC{i},")))
+            .count();
+        assert_eq!(on as u64, *n, "RPC{i}: {shares:?}");
+    }
     for s in &sharers {
         assert!(
             children(s.child.id())
