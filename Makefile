@@ -57,7 +57,8 @@ build-cuda: setup
 ## Benchmarks (not part of `make test`): ratios against the llama.cpp floor, one table,
 ## bench/results.json and bench/throughput.svg; UPDATE_DOCS=1 rewrites docs/PERFORMANCE.md.
 bench: setup
-	$(CARGO) build --release --locked -p hearth-node -p hearth-bench
+	@# The workspace's features (not -p's): the same build of llama.cpp as `make run`'s.
+	$(CARGO) build --release --locked --workspace --bin hearth-node --bin hearth-bench
 	"$(TARGET_DIR)/release/hearth-bench" --threads 2 $(if $(UPDATE_DOCS),--update-docs docs/PERFORMANCE.md,)
 
 ## Fuzz every decoder of untrusted input (fuzz/, cargo fuzz) for FUZZ_SECONDS each; new inputs
