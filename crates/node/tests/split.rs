@@ -335,7 +335,8 @@ async fn a_model_split_across_three_nodes_answers_as_the_whole_model() {
     let body: Value = r.json().await.unwrap();
     // 31 units (30 layers and the output) by the offers, 1024 MiB here, 512 and 1024 MiB
     // there: 12 here, 19 away, 7 to the peer offering 512 MiB and 12 (11 layers and the
-    // output) to the one offering 1024, in proportion to the offers within one layer.
+    // output) to the one offering 1024, in proportion to the offers within one layer. The peer
+    // offering most is listed last and holds the output, whichever connected first.
     assert_eq!(body["local_layers"], 12, "{body}");
     let units = |p: &Value| p["layers"].as_u64().unwrap() + u64::from(p["output"] == true);
     let shares: Vec<(String, u64)> = body["peers"]

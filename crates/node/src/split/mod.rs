@@ -143,7 +143,8 @@ struct Shares {
 /// ones; the units this machine gives away are in proportion to what the peers offer against
 /// what all offer. Among the peers they are divided in proportion to each one's offer too,
 /// as llama.cpp divides units by a tensor split (which the worker is given: each peer's count,
-/// so llama.cpp places exactly these), and the output goes with the last unit. Then the count
+/// so llama.cpp places exactly these), and the output goes with the last unit (the owner lists
+/// the peers by offer, the largest last, so it holds the output). Then the count
 /// nearest the proportion (more given away on a tie) with which no machine holds more than it
 /// offers is taken (each unit, the output too, taken as `need / n`), or none when there is no
 /// such count. This machine keeps a layer, and each split gives away at least one.

@@ -90,6 +90,9 @@ impl Splits {
             };
             return Err(SplitError::NoPeer(why));
         }
+        // The peer offering most last, so it holds the output layer (the largest unit), and
+        // the same placement whichever peer connected first.
+        opened.sort_by(|a, b| a.3.memory.cmp(&b.3.memory).then_with(|| a.0.cmp(&b.0)));
         let size = std::fs::metadata(&split.path).map_or(0, |m| m.len());
         // What each machine offers now: this one the room its loaded models leave (this
         // model's own, if loaded whole, is given up), each peer what its tunnel's answer said.
