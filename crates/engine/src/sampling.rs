@@ -74,8 +74,62 @@ pub(crate) fn plain_greedy(params: &SamplingParams) -> bool {
 }
 
 /// The most likely token but `banned` ones (the ends of generation under `ignore_eos`), the
-/// first of equal ones, as llama.cpp's greedy sampler takes it.
+/// first of equal ones, as llama.cpp's greedy sampler takes it ([`argmax_in_order`]'s rule).
+/// One pass in lanes the compiler vectorises, each keeping its largest value and where it
+/// was: 13 µs over 49,152 logits here (40 µs over Qwen's 151,936) against 20 µs (68 µs) for
+/// a plain scan, which waits on each comparison; a token at a time, each stream, while the
+/// GPU waits.
 pub(crate) fn argmax(logits: &[f32], banned: &[LlamaToken]) -> LlamaToken {
+    let is_banned = |i: usize| banned.contains(&LlamaToken::new(i as i32));
+    // The rule's start: the first token not banned. From a NaN there, nothing is larger.
+    match (0..logits.len()).find(|&i| !is_banned(i)) {
+        Some(first) if !logits[first].is_nan() => {}
+        _ => return argmax_in_order(logits, banned),
+    }
+    let mut best = [f32::NEG_INFINITY; LANES];
+    let mut at = [0u32; LANES];
+    let chunks = logits.chunks_exact(LANES);
+    let tail = chunks.remainder();
+    for (n, chunk) in chunks.enumerate() {
+        for k in 0..LANES {
+            // A comparison with NaN is false: NaNs are passed over, as in the rule.
+            let larger = chunk[k] > best[k];
+            best[k] = if larger { chunk[k] } else { best[k] };
+            at[k] = if larger { n as u32 } else { at[k] };
+        }
+    }
+    let mut top: Option<(usize, f32)> = None;
+    for k in 0..LANES {
+        let i = at[k] as usize * LANES + k;
+        // A lane that saw nothing above -inf points at its first token, whatever it holds.
+        if i < logits.len() && logits[i] == best[k] {
+            top = match top {
+                Some((j, y)) if y > best[k] || (y == best[k] && j < i) => Some((j, y)),
+                _ => Some((i, best[k])),
+            };
+        }
+    }
+    let base = logits.len() - tail.len();
+    for (j, &x) in tail.iter().enumerate() {
+        if top.is_none_or(|(_, y)| x > y) {
+            top = Some((base + j, x));
+        }
+    }
+    match top {
+        // The first of the largest values; the rule takes it unless it is banned. Where
+        // nothing is above -inf the lanes may not know which -inf came first: the rule decides.
+        Some((i, y)) if y > f32::NEG_INFINITY && !is_banned(i) => LlamaToken::new(i as i32),
+        _ => argmax_in_order(logits, banned),
+    }
+}
+
+/// Lanes of [`argmax`]: enough independent comparisons to hide each one's latency (8 and 16
+/// were no faster than a plain scan, 64 slower than 32).
+const LANES: usize = 32;
+
+/// llama.cpp's greedy rule, token by token: the first token not banned, then each later one
+/// that is larger (so a NaN taken first stays).
+fn argmax_in_order(logits: &[f32], banned: &[LlamaToken]) -> LlamaToken {
     let mut best: Option<(usize, f32)> = None;
     for (i, &x) in logits.iter().enumerate() {
         if best.is_none_or(|(_, b)| x > b) && !banned.contains(&LlamaToken::new(i as i32)) {
@@ -127,6 +181,52 @@ mod tests {
             t(0),
             "all banned: the first"
         );
+    }
+
+    #[test]
+    fn argmax_with_nothing_above_minus_infinity_takes_the_first_allowed() {
+        // A lane's width of banned NaNs, then -inf first allowed in the second pass, NaNs
+        // after it and in the tail.
+        let mut logits = vec![f32::NAN; 2 * LANES + 1];
+        logits[LANES] = f32::NEG_INFINITY;
+        let banned: Vec<LlamaToken> = (0..LANES as i32).map(LlamaToken::new).collect();
+        assert_eq!(argmax(&logits, &banned), LlamaToken::new(LANES as i32));
+    }
+
+    #[test]
+    fn argmax_in_lanes_follows_the_rule_token_by_token() {
+        // Vectors of every length around the lanes, with ties, NaN, infinities and banned
+        // tokens in many places, against the rule applied one token at a time.
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let specials = [f32::NAN, f32::NEG_INFINITY, f32::INFINITY, 3.0, -0.0, 0.0];
+        for case in 0..20_000 {
+            let len = (next() % (3 * LANES as u64 + 2)) as usize;
+            // One case in eight holds nothing above -inf.
+            let empty = next() % 8 == 0;
+            let logits: Vec<f32> = (0..len)
+                .map(|_| match next() % 10 {
+                    r if empty => [f32::NAN, f32::NEG_INFINITY][(r % 2) as usize],
+                    0 => specials[(next() % specials.len() as u64) as usize],
+                    // Few distinct values, so ties are common.
+                    r => (r % 4) as f32 - 1.5,
+                })
+                .collect();
+            // Up to a lane's width and more banned, mostly among the first tokens.
+            let banned: Vec<LlamaToken> = (0..next() % (LANES as u64 + 4))
+                .map(|_| LlamaToken::new((next() % (len as u64 / 2 + 2)) as i32))
+                .collect();
+            assert_eq!(
+                argmax(&logits, &banned),
+                argmax_in_order(&logits, &banned),
+                "case {case}: {logits:?} banning {banned:?}"
+            );
+        }
     }
 
     #[test]
