@@ -111,6 +111,9 @@ struct Inner {
     connections: Arc<server::listen::PerAddress>,
     /// The cluster's listener, when it runs: it follows the doors on and off the LAN.
     cluster: std::sync::Mutex<Option<ClusterRun>>,
+    /// The cluster's dialer for the node's life (the state holds it weakly), also while its
+    /// listener is closed.
+    dialer: Option<Arc<cluster::dial::Dialer>>,
     addr: std::sync::Mutex<SocketAddr>,
     /// The second port (`--ollama-port`), which follows the main one on and off the LAN:
     /// where it listens now (none after a failed move), and the port it keeps.
@@ -379,7 +382,7 @@ impl Node {
             tracing::info!(addr = %at, "listening on the Ollama port too");
             at
         });
-        let cluster = match cluster_listener {
+        let (cluster, dialer) = match cluster_listener {
             Some((l, c)) => {
                 let at = l.local_addr().map_err(|source| NodeError::Bind {
                     addr: SocketAddr::new(bind_host, 0),
@@ -404,16 +407,17 @@ impl Node {
                     dialer.add(&k.address);
                 }
                 let discovery = discover(&c, &me, &dialer, at);
-                let _ = state.cluster_dialer.set(dialer);
-                Some(ClusterRun {
+                let _ = state.cluster_dialer.set(Arc::downgrade(&dialer));
+                let run = ClusterRun {
                     config: c,
                     me,
                     stop,
                     addr: at,
                     _discovery: discovery,
-                })
+                };
+                (Some(run), Some(dialer))
             }
-            None => None,
+            None => (None, None),
         };
         if exposed {
             tracing::info!("exposed to the LAN: requests from other machines need an API key (hearth-node keys create)");
@@ -427,6 +431,7 @@ impl Node {
                 listening: tokio::sync::Mutex::new(Listening { stop, tasks }),
                 connections,
                 cluster: std::sync::Mutex::new(cluster),
+                dialer,
                 addr: std::sync::Mutex::new(addr),
                 ollama_addr: std::sync::Mutex::new(ollama_addr),
                 ollama_port: ollama_addr.map(|a| a.port()),
@@ -596,7 +601,7 @@ impl Node {
             let run = run.as_ref()?;
             (run.config.clone(), run.me.clone(), run.addr.port())
         };
-        let dialer = self.inner.state.cluster_dialer.get()?.clone();
+        let dialer = self.inner.dialer.clone()?;
         // The passcode in force now (it may have been set or cleared in the UI).
         let host = cluster_host(host, me.rules().passcode_hash.is_some());
         let at = SocketAddr::new(host, port);
@@ -688,6 +693,10 @@ impl Node {
         let (_, _, stopped) = tokio::join!(connections, worker_then_engine, downloads);
         if stopped.is_err() {
             tracing::warn!("a download did not stop in time");
+        }
+        // Answers, downloads and the engine have written their last: hearth.db alone is whole.
+        if let Err(e) = self.inner.state.store.checkpoint().await {
+            tracing::warn!(error = %e, "the database's log was not emptied into hearth.db");
         }
     }
 }

@@ -1,12 +1,16 @@
-//! The data dir at start: a second node on the same `--data-dir` refuses to start and names
-//! the one that holds it (it used to share the identity and mark the first node's streaming
-//! answer interrupted); a database with pages corrupted in the middle is refused with the
-//! file's name and how to recover, and never replaced by an empty one.
+//! The data dir at start and stop: a second node on the same `--data-dir` refuses to start
+//! and names the one that holds it (it used to share the identity and mark the first node's
+//! streaming answer interrupted); a database with pages corrupted in the middle is refused
+//! with the file's name and how to recover, and never replaced by an empty one; after a clean
+//! stop `hearth.db` alone holds everything (it held an empty schema, the rest in its log), and
+//! a node dropped in a program closes its database.
 
 mod common;
 
 use std::io::{Seek, SeekFrom, Write};
-use std::time::Duration;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
 
 use common::process::NodeProcess;
 use serde_json::{json, Value};
@@ -114,4 +118,85 @@ async fn a_database_damaged_in_the_middle_is_refused_and_kept() {
         size,
         "the file was kept"
     );
+}
+
+/// The conversations in `db` copied alone, without its log, as a user backing it up would.
+async fn conversations_in_copy_of(db: &Path) -> usize {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(db, dir.path().join("hearth.db")).unwrap();
+    let store = hearth_node::store::Store::open(dir.path()).unwrap();
+    store.list_conversations(None).await.unwrap().len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_clean_stop_hearth_db_alone_holds_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut node = NodeProcess::start_without_model(&data, &[]);
+    let http = common::client();
+    for i in 0..20 {
+        let r = http
+            .post(format!("{}/api/conversations", node.url))
+            .json(&json!({"title": format!("conversation {i}")}))
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{}", r.status());
+    }
+    let ok = Command::new("kill")
+        .args(["-TERM", &node.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(s) = node.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still running 10 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+    assert_eq!(conversations_in_copy_of(&data.join("hearth.db")).await, 20);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_dropped_in_a_program_closes_its_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let models = dir.path().join("models");
+    std::fs::create_dir_all(&models).unwrap();
+    let mut c = hearth_node::NodeConfig::new(&data);
+    c.models_dir = models;
+    c.port = 0;
+    c.key_storage = hearth_node::auth::identity::KeyStorage::File;
+    // The cluster's dialer reaches the node's state: it must not keep it alive.
+    c.cluster = Some(hearth_node::cluster::ClusterConfig {
+        port: Some(0),
+        passcode: None,
+        tealenet_compat: false,
+        peers: Vec::new(),
+        discovery: false,
+    });
+    let node = hearth_node::Node::start(c).await.unwrap();
+    node.store()
+        .create_conversation("kept".into())
+        .await
+        .unwrap();
+    node.shutdown().await;
+    drop(node);
+    // SQLite removes the log when its last connection closes, that is when the store is freed.
+    let wal = data.join("hearth.db-wal");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while wal.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the database is still open 10 s after the node was dropped"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(conversations_in_copy_of(&data.join("hearth.db")).await, 1);
 }

@@ -24,8 +24,8 @@ const MAX_PASSCODE_CHARS: usize = 256;
 /// The longest `HOST:PORT` taken.
 const MAX_ADDRESS_CHARS: usize = 260;
 
-fn dialer(state: &AppState) -> Result<&Arc<Dialer>, ApiFailure> {
-    state.cluster_dialer.get().ok_or_else(|| {
+fn dialer(state: &AppState) -> Result<Arc<Dialer>, ApiFailure> {
+    state.dialer().ok_or_else(|| {
         ApiFailure::new(
             StatusCode::CONFLICT,
             "cluster_off",

@@ -88,12 +88,21 @@ pub struct AppState {
     /// The cluster's port when it listens, and the peers connected to it.
     pub cluster_port: Option<u16>,
     pub cluster_peers: crate::cluster::Peers,
-    /// The peer addresses this node keeps connections to (set once the cluster runs).
-    pub cluster_dialer: std::sync::OnceLock<Arc<crate::cluster::dial::Dialer>>,
+    /// The peer addresses this node keeps connections to (set once the cluster runs). Weak:
+    /// the node owns the dialer, which reaches this state through the cluster's `Me`, so a
+    /// strong one here would keep the state (and its database) alive after the node is gone.
+    pub cluster_dialer: std::sync::OnceLock<std::sync::Weak<crate::cluster::dial::Dialer>>,
     /// Notified when the cluster's passcode changed: the node moves its listener.
     pub cluster_rebind: Arc<tokio::sync::Notify>,
     /// Split models: this node's, and whether it shares its memory with peers' ones.
     pub splits: Arc<crate::split::Splits>,
+}
+
+impl AppState {
+    /// The cluster's dialer, while the cluster runs.
+    pub fn dialer(&self) -> Option<Arc<crate::cluster::dial::Dialer>> {
+        self.cluster_dialer.get()?.upgrade()
+    }
 }
 
 /// Unknown API paths answer in the OpenAI error format; everything else is the web UI.

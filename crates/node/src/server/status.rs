@@ -146,11 +146,7 @@ pub(crate) async fn status(State(state): State<Arc<AppState>>) -> Json<Status> {
         cluster: state.cluster_port.map(|port| ClusterStatus {
             port,
             device_id: state.identity.device_id(),
-            dialing: state
-                .cluster_dialer
-                .get()
-                .map(|d| d.addresses())
-                .unwrap_or_default(),
+            dialing: state.dialer().map(|d| d.addresses()).unwrap_or_default(),
             peers: state.cluster_peers.list(),
         }),
         compute: Compute::now(),

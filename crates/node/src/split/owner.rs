@@ -49,7 +49,7 @@ impl Splits {
         split: &Split,
         attempt: &CancellationToken,
     ) -> Result<(Placement, Vec<String>), SplitError> {
-        let dialer = state.cluster_dialer.get().ok_or(SplitError::NoCluster)?;
+        let dialer = state.dialer().ok_or(SplitError::NoCluster)?;
         let me = dialer.me().clone();
         // The Hearth peers connected now, once each, where their clusters listen.
         let peers: Vec<String> = state

@@ -3,7 +3,8 @@
 //! `/generate` feedback; the UI's conversations and messages ([`conversations`]), API keys
 //! ([`keys`]), the signed-challenge door's clients ([`clients`]), the cluster's known peers
 //! ([`peers`]) and model files' digests ([`digests`]) each have a file. One
-//! connection behind a mutex; every call runs on tokio's blocking pool.
+//! connection behind a mutex; every call runs on tokio's blocking pool. A clean stop empties
+//! the log into `hearth.db` ([`Store::checkpoint`]).
 
 pub mod clients;
 pub mod conversations;
@@ -198,6 +199,27 @@ impl Store {
         })
         .await
         .map_err(|e| StoreError::Task(e.to_string()))?
+    }
+
+    /// Copy what the write-ahead log holds into `hearth.db` and empty the log, so that after
+    /// a clean stop the database file alone is whole (what a user backs up or copies). SQLite
+    /// does the same when the last connection closes; this does not wait for that.
+    pub async fn checkpoint(&self) -> Result<(), StoreError> {
+        let (busy, frames, copied): (i64, i64, i64) = self
+            .with(|c| {
+                c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })
+            })
+            .await?;
+        if busy != 0 {
+            tracing::warn!(
+                frames,
+                copied,
+                "the database's log could not be emptied: it is in use"
+            );
+        }
+        Ok(())
     }
 
     pub async fn add_feedback(&self, row: FeedbackRow) -> Result<(), StoreError> {
