@@ -7,8 +7,10 @@ nothing else).
 Prints one JSON object: for each count, the decode rate of all requests together (their
 tokens over the time from the first request sent to the last answer: llama-batched-bench's
 S t/s; short prompts, so that nearly all of it is decoding) and the server's own decode rate
-of one (the median request's `timings.predicted_per_second`, where the server reports it);
-and the median time to first token, streamed, of a prompt of about `--prompt-words` tokens on
+of one (the median request's `timings.predicted_per_second`, where the server reports it),
+with each request's time in the queue, in prefill, in decode and outside the server's
+timings (HTTP, the client) and how far apart they were sent and answered, for the best round
+and the others; and the median time to first token, streamed, of a prompt of about `--prompt-words` tokens on
 its own. The decode rounds are not streamed: one Python client parsing a streamed token per
 line from 8 threads at once falls behind a GPU (about 600 lines a second), and would measure
 itself.
@@ -79,8 +81,8 @@ def whole(url, text, tokens):
     if resp.status != 200:
         raise SystemExit(f"{resp.status}: {data[:500]!r}")
     answer = json.loads(data)
-    rate = (answer.get("timings") or {}).get("predicted_per_second")
-    return start, end, answer["usage"]["completion_tokens"], rate
+    timings = answer.get("timings") or {}
+    return start, end, answer["usage"]["completion_tokens"], timings
 
 
 def round_of(url, n, tokens, words, salt):
@@ -97,9 +99,22 @@ def round_of(url, n, tokens, words, salt):
     start = min(r[0] for r in results)
     end = max(r[1] for r in results)
     total = sum(r[2] for r in results)
-    rates = [r[3] for r in results if r[3]]
-    return {"aggregate": total / (end - start), "tokens": total,
-            "server_per_request": statistics.median(rates) if rates else None}
+    rates = [r[3]["predicted_per_second"] for r in results if r[3].get("predicted_per_second")]
+    out = {"aggregate": total / (end - start), "tokens": total,
+           "server_per_request": statistics.median(rates) if rates else None}
+    # Where a round's time went, per request (the server's own timings, where it gives them):
+    # waiting for a slot, prefill, decode, and the rest (HTTP, the client); and how far apart
+    # the requests were sent and answered.
+    if all("predicted_ms" in r[3] for r in results):
+        ms = lambda key: [round(r[3].get(key, 0.0), 1) for r in results]
+        out["queued_ms"], out["prompt_ms"], out["predicted_ms"] = (
+            ms("queued_ms"), ms("prompt_ms"), ms("predicted_ms"))
+        out["outside_ms"] = [round((r[1] - r[0]) * 1000 - r[3].get("queued_ms", 0.0)
+                                   - r[3].get("prompt_ms", 0.0) - r[3]["predicted_ms"], 1)
+                             for r in results]
+    out["sent_spread_ms"] = round((max(r[0] for r in results) - start) * 1000, 1)
+    out["answered_spread_ms"] = round((end - min(r[1] for r in results)) * 1000, 1)
+    return out
 
 
 def main():
@@ -120,6 +135,7 @@ def main():
         rounds = [round_of(args.url, n, args.tokens, 16, f"r{n}-{k}") for k in range(args.rounds)]
         best = max(rounds, key=lambda r: r["aggregate"])
         out["streams"][str(n)] = best
+        out.setdefault("other_rounds", {})[str(n)] = [r for r in rounds if r is not best]
     ttfts, prompt_tokens = [], 0
     for k in range(3):
         s, first, _, _, prompt_tokens = stream(args.url, prompt(args.prompt_words, f"ttft-{k}"), 1)
