@@ -70,7 +70,7 @@ fuzz: setup
 ## An installable .deb of the desktop app, built with Tauri's bundler (tools/package).
 package: setup
 	$(CARGO) build --release --locked --workspace --bins
-	$(CARGO) build --release --locked --manifest-path tools/package/Cargo.toml
+	$(CARGO) build --release --locked --manifest-path tools/package/Cargo.toml --target-dir "$(TARGET_DIR)"
 	@# Ship the binaries without their line tables (the release profile keeps them for profiling).
 	rm -rf "$(TARGET_DIR)/package/lib"
 	mkdir -p "$(TARGET_DIR)/package/lib/backends"
