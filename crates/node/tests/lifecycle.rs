@@ -2,7 +2,8 @@
 //! client that goes away frees its slot, generation ends with `length` at the context's end,
 //! SIGTERM gives every open stream a final message and exits within 5 seconds, and
 //! `/metrics` counts what the engine did; a node on an empty models folder starts, every door
-//! says "no model is loaded" in its own shape, and it serves once a model is loaded.
+//! says "no model is loaded" in its own shape, and it serves once a model is loaded; an SSE
+//! stream waiting in the queue sends a comment every 15 s (a proxy's idle timeout cut it).
 
 mod common;
 
@@ -327,4 +328,61 @@ async fn a_model_asked_for_by_name_must_exist() {
         .await
         .expect_err("no such model");
     assert!(e.to_string().contains("model nowhere not found"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_waiting_in_the_queue_send_a_comment_every_15_seconds() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = NodeProcess::start(
+        &dir.path().join("data"),
+        &["--parallel", "1", "--ctx", "4096"],
+        None,
+    );
+    let http = common::client();
+    // The one slot, busy well past the interval.
+    let mut busy = http
+        .post(format!("{}/v1/chat/completions", node.url))
+        .json(&json!({"messages": user(PROMPT), "max_tokens": 4000, "ignore_eos": true, "stream": true}))
+        .send()
+        .await
+        .unwrap();
+    let _ = busy.chunk().await.unwrap();
+    let openai = http
+        .post(format!("{}/v1/chat/completions", node.url))
+        .json(&json!({"messages": user("Say hi."), "max_tokens": 5, "stream": true}))
+        .send()
+        .await
+        .unwrap();
+    let conversation: serde_json::Value = http
+        .post(format!("{}/api/conversations", node.url))
+        .json(&json!({"title": "waiting"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let chat = http
+        .post(format!(
+            "{}/api/conversations/{}/chat",
+            node.url,
+            conversation["id"].as_str().unwrap()
+        ))
+        .json(&json!({"content": "Say hi."}))
+        .send()
+        .await
+        .unwrap();
+    for (door, mut r) in [("OpenAI", openai), ("the UI's chat", chat)] {
+        let started = Instant::now();
+        let mut text = String::new();
+        while !text.lines().any(|l| l.starts_with(':')) {
+            let left = Duration::from_secs(25).saturating_sub(started.elapsed());
+            match tokio::time::timeout(left, r.chunk()).await {
+                Ok(Ok(Some(c))) => text.push_str(&String::from_utf8_lossy(&c)),
+                other => panic!("{door}: no comment while waiting ({other:?}): {text}"),
+            }
+        }
+    }
+    // Still waiting: the first answer holds the slot.
+    assert!(busy.chunk().await.unwrap().is_some());
 }

@@ -250,7 +250,9 @@ pub(crate) async fn chat(
     let events = stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
     });
-    let mut response = Sse::new(events).into_response();
+    let mut response = Sse::new(events)
+        .keep_alive(super::stream::sse_keep_alive())
+        .into_response();
     response
         .headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));

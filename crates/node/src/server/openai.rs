@@ -432,7 +432,9 @@ where
                 .map(|data| Ok::<_, Infallible>(SseEvent::default().data(data))),
         )
     });
-    let mut response = Sse::new(events).into_response();
+    let mut response = Sse::new(events)
+        .keep_alive(super::stream::sse_keep_alive())
+        .into_response();
     response
         .headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));

@@ -2,7 +2,7 @@
 //! SSE chunks, Ollama's NDJSON lines): one message per token, the closing ones, and how the
 //! stream ends. Events already waiting are taken together so that a burst leaves in one write,
 //! but a slow burst never holds back what is already generated. Also the non-streaming
-//! counterpart, [`collect`].
+//! counterpart, [`collect`], and the SSE doors' keep-alive ([`sse_keep_alive`]).
 
 use std::collections::VecDeque;
 
@@ -14,6 +14,15 @@ use crate::route::Generation;
 
 /// Most ready events coalesced into one write.
 const MAX_BURST: usize = 64;
+
+/// How long an SSE stream stays silent (waiting in the queue, a long prefill) before it sends
+/// a comment, so that a proxy with an idle timeout does not cut it (clients skip comments).
+pub(crate) const SSE_KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// A comment line after [`SSE_KEEP_ALIVE`] of silence.
+pub(crate) fn sse_keep_alive() -> axum::response::sse::KeepAlive {
+    axum::response::sse::KeepAlive::new().interval(SSE_KEEP_ALIVE)
+}
 
 /// How a stream ended, for its door's last messages.
 #[derive(Debug)]
