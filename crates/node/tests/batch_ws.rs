@@ -1,8 +1,8 @@
 //! The batch WebSocket (`/ws` and `/api/ws`, `protocols/batch-ws.md`) against a real node and
 //! the real default model: a batch with an invalid entry, event order and array shapes with and
-//! without `stream_response`, `only_new_tokens` both ways, continuation by the same ids, two
-//! batches at once on one socket, and bad input answered in the door's error shape while the
-//! socket and the node keep serving.
+//! without `stream_response`, `only_new_tokens` both ways, continuation by the same ids (by
+//! the same API key only), two batches at once on one socket, and bad input answered in the
+//! door's error shape while the socket and the node keep serving.
 
 mod common;
 
@@ -471,6 +471,40 @@ async fn continuation_by_the_same_ids() {
         assert_complete_shape(one_of(&third, "c1", "COMPLETE"), 4);
     }
     t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_continuation_is_read_only_by_the_api_key_that_made_it() {
+    let t = TestNode::start(2).await;
+    let store = t.node.as_ref().unwrap().store();
+    let mut secrets = Vec::new();
+    for name in ["a", "b"] {
+        let (_, secret) = store
+            .create_key(name.into(), hearth_node::store::KeyScope::Use)
+            .await
+            .unwrap();
+        secrets.push(secret);
+    }
+    let first = run(
+        &mut t.ws(&format!("/ws?token={}", secrets[0])).await,
+        batch(&[("p", STORY)], json!({"generation_config": greedy(8)})),
+        &["p"],
+    )
+    .await;
+    let made = text_of(one_of(&first, "p", "COMPLETE"));
+    // The same small id from another key, and from this machine without a key, finds nothing.
+    let again = json!({"prompts": [{"request_id": "p"}], "only_new_tokens": false,
+        "generation_config": greedy(4)});
+    for path in [format!("/ws?token={}", secrets[1]), "/ws".to_owned()] {
+        expect_prompt_error(&mut t.ws(&path).await, again.clone(), "prompt is required").await;
+    }
+    // The key that made it continues it, on a new socket.
+    let mut ws = t.ws(&format!("/ws?token={}", secrets[0])).await;
+    let second = run(&mut ws, again, &["p"]).await;
+    assert_eq!(
+        one_of(&second, "p", "INITIALIZED")["text"],
+        format!("{STORY}{made}").as_str()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

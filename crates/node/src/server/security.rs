@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use axum::extract::ws::{close_code, CloseFrame, Message, WebSocketUpgrade};
 use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -126,8 +126,13 @@ fn is_upgrade(headers: &HeaderMap) -> bool {
 
 /// A key from `Authorization: Bearer …` or `?token=…`.
 fn presented_key(req: &Request) -> Option<String> {
-    if let Some(v) = req
-        .headers()
+    presented_key_in(req.headers(), req.uri())
+}
+
+/// The API key a request presents: `Authorization: Bearer KEY`, or `?token=KEY` (browsers'
+/// WebSockets can set no header).
+pub(crate) fn presented_key_in(headers: &HeaderMap, uri: &Uri) -> Option<String> {
+    if let Some(v) = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
     {
@@ -138,7 +143,7 @@ fn presented_key(req: &Request) -> Option<String> {
             return Some(k.trim().to_owned());
         }
     }
-    req.uri().query().and_then(|q| {
+    uri.query().and_then(|q| {
         q.split('&')
             .filter_map(|kv| kv.split_once('='))
             .find(|(k, _)| *k == "token")

@@ -1,7 +1,8 @@
 //! The batch door's continuation cache (NOTES.md "batch-ws"): unfinished batches by their
-//! ordered request ids, each prompt's token ids (prompt + generated) and text, so that the same
-//! ids again continue where they stopped. Shared by all sockets, bounded in entries and bytes,
-//! entries expire an hour after they were stored.
+//! caller and ordered request ids, each prompt's token ids (prompt + generated) and text, so
+//! that the same caller sending the same ids again continues where they stopped. Shared by all
+//! sockets of a caller, bounded in entries and bytes, entries expire an hour after they were
+//! stored.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
@@ -26,6 +27,22 @@ impl Saved {
     }
 }
 
+/// Who stored a batch and its ordered request ids (a `Vec`, so no joining can make two
+/// different id lists collide). Clients number their requests alike (0, 1, 2...): the caller
+/// keeps one client's prompts and answers from another's.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) struct CacheKey {
+    /// The API key's id, or the owner (see `batch::caller`).
+    pub(super) caller: String,
+    pub(super) ids: Vec<String>,
+}
+
+impl CacheKey {
+    fn bytes(&self) -> usize {
+        self.caller.len() + self.ids.iter().map(String::len).sum::<usize>()
+    }
+}
+
 #[derive(Debug)]
 struct CacheEntry {
     /// Token ids only mean something to the model that made them.
@@ -35,12 +52,11 @@ struct CacheEntry {
     bytes: usize,
 }
 
-/// Unfinished batches by their ordered request ids (a `Vec`, so no joining can make two
-/// different id lists collide). Bounded in entries and bytes (the oldest go first); entries
-/// expire `ttl` after they were stored.
+/// Unfinished batches by their [`CacheKey`]. Bounded in entries and bytes (the oldest go
+/// first); entries expire `ttl` after they were stored.
 #[derive(Debug)]
 pub(super) struct ContinuationCache {
-    entries: Mutex<HashMap<Vec<String>, CacheEntry>>,
+    entries: Mutex<HashMap<CacheKey, CacheEntry>>,
     capacity: usize,
     ttl: Duration,
     max_bytes: usize,
@@ -56,7 +72,7 @@ impl ContinuationCache {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<Vec<String>, CacheEntry>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<CacheKey, CacheEntry>> {
         // The map stays consistent even if a holder panicked: every change is one call.
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -65,7 +81,7 @@ impl ContinuationCache {
     /// entry stays (a batch cut short by a disconnect can be continued again).
     pub(super) fn get(
         &self,
-        key: &[String],
+        key: &CacheKey,
         model: &ModelId,
         now: Instant,
     ) -> Option<HashMap<String, Saved>> {
@@ -85,13 +101,12 @@ impl ContinuationCache {
     /// Store (or replace) `key`, evicting expired entries and then the oldest ones as needed.
     pub(super) fn put(
         &self,
-        key: Vec<String>,
+        key: CacheKey,
         model: ModelId,
         prompts: HashMap<String, Saved>,
         now: Instant,
     ) {
-        let bytes: usize = prompts.values().map(Saved::bytes).sum::<usize>()
-            + key.iter().map(String::len).sum::<usize>();
+        let bytes: usize = prompts.values().map(Saved::bytes).sum::<usize>() + key.bytes();
         let mut entries = self.lock();
         entries.remove(&key);
         if bytes > self.max_bytes {
@@ -123,7 +138,7 @@ impl ContinuationCache {
         );
     }
 
-    pub(super) fn remove(&self, key: &[String]) {
+    pub(super) fn remove(&self, key: &CacheKey) {
         self.lock().remove(key);
     }
 
@@ -137,8 +152,15 @@ impl ContinuationCache {
 mod tests {
     use super::*;
 
-    fn key(ids: &[&str]) -> Vec<String> {
-        ids.iter().map(|s| (*s).to_owned()).collect()
+    fn key(ids: &[&str]) -> CacheKey {
+        key_of("owner", ids)
+    }
+
+    fn key_of(caller: &str, ids: &[&str]) -> CacheKey {
+        CacheKey {
+            caller: caller.to_owned(),
+            ids: ids.iter().map(|s| (*s).to_owned()).collect(),
+        }
     }
 
     fn model(name: &str) -> ModelId {
@@ -181,7 +203,16 @@ mod tests {
         c.put(key(&["a", "bc"]), model("m"), p.clone(), t0);
         assert_eq!(c.get(&key(&["ab", "c"]), &model("m"), t0), None);
         // Reading leaves the entry in place.
+        assert_eq!(c.get(&key(&["a", "b"]), &model("m"), t0), Some(p.clone()));
+        // Another caller with the same ids sees nothing, and keeps its own apart.
+        assert_eq!(c.get(&key_of("key 2", &["a", "b"]), &model("m"), t0), None);
+        let theirs = prompts(&[("a", saved(&[9], "theirs", false))]);
+        c.put(key_of("key 2", &["a", "b"]), model("m"), theirs.clone(), t0);
         assert_eq!(c.get(&key(&["a", "b"]), &model("m"), t0), Some(p));
+        assert_eq!(
+            c.get(&key_of("key 2", &["a", "b"]), &model("m"), t0),
+            Some(theirs)
+        );
     }
 
     #[test]

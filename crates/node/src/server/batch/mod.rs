@@ -11,7 +11,8 @@
 //! text are kept under the batch's ordered request ids, and a later message with the same ids
 //! submits them as `Prompt::Tokens`: the engine keeps the KV cache of a slot whose last tenant
 //! shares that prefix (so a continuation in a slot not yet reused prefills almost nothing) and
-//! prefills the rest. The cache is the node's, shared by all sockets,
+//! prefills the rest. The cache is the node's, shared by the sockets of one caller (the API
+//! key the socket presented, else this machine's owner: another key never sees an entry),
 //! bounded in entries and bytes, and entries expire an hour after they were stored.
 
 mod cache;
@@ -22,6 +23,7 @@ use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
+use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
 use hearth_protocol::batch::{self as bw, BatchDefaults};
 use hearth_protocol::limits::{MAX_WS_MESSAGE_BYTES, WS_READ_LIMIT_BYTES};
@@ -70,14 +72,36 @@ impl BatchDoor {
     }
 }
 
-pub(crate) async fn upgrade(State(state): State<Arc<AppState>>, ws: WebSocketUpgrade) -> Response {
+pub(crate) async fn upgrade(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    uri: Uri,
+    ws: WebSocketUpgrade,
+) -> Response {
+    let caller = caller(&state, &headers, &uri).await;
     ws.max_message_size(WS_READ_LIMIT_BYTES)
         .max_frame_size(WS_READ_LIMIT_BYTES)
-        .on_upgrade(move |socket| connection(state, socket))
+        .on_upgrade(move |socket| connection(state, socket, caller))
 }
 
+/// Whose continuations a socket reads and writes: the API key it presented (by the key's id),
+/// else this machine's owner. (Off this machine the security layer lets only a valid key in;
+/// on it, a request without a key, or with one that is not a key, is the owner's.)
+async fn caller(state: &AppState, headers: &HeaderMap, uri: &Uri) -> String {
+    let Some(secret) = super::security::presented_key_in(headers, uri) else {
+        return OWNER.to_owned();
+    };
+    match state.store.verify_key(secret).await {
+        Ok(Some(key)) => format!("key {}", key.id),
+        _ => OWNER.to_owned(),
+    }
+}
+
+/// The caller of a socket that presented no API key.
+const OWNER: &str = "owner";
+
 /// One socket: read messages and start a batch task for each; write what the batches send.
-async fn connection(state: Arc<AppState>, mut socket: WebSocket) {
+async fn connection(state: Arc<AppState>, mut socket: WebSocket, caller: String) {
     let (tx, mut outbox) = mpsc::channel::<String>(OUTBOX);
     // Dropped when the node shuts down: once every batch has dropped its sender too, the
     // outbox ends and the socket is closed.
@@ -100,7 +124,12 @@ async fn connection(state: Arc<AppState>, mut socket: WebSocket) {
                         }
                         Ok(request) => {
                             if let Some(tx) = tx.as_ref() {
-                                batches.spawn(run_batch(state.clone(), request, tx.clone()));
+                                batches.spawn(run_batch(
+                                    state.clone(),
+                                    caller.clone(),
+                                    request,
+                                    tx.clone(),
+                                ));
                             }
                             None
                         }

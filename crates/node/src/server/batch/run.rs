@@ -17,7 +17,7 @@ use hearth_protocol::{FinishReason, ModelId, SamplingParams};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::cache::Saved;
+use super::cache::{CacheKey, Saved};
 use crate::route::{Events, Generation, Target};
 use crate::server::AppState;
 
@@ -126,7 +126,7 @@ struct Batch {
     /// The client is still listening.
     open: bool,
     model: ModelId,
-    key: Option<Vec<String>>,
+    key: Option<CacheKey>,
     items: Vec<Item>,
     only_new_tokens: bool,
     stream: bool,
@@ -170,6 +170,7 @@ async fn fail_all(request: &BatchRequest, reason: &str, out: &mpsc::Sender<Strin
 /// Run one message's batch to its end.
 pub(super) async fn run_batch(
     state: Arc<AppState>,
+    caller: String,
     request: BatchRequest,
     out: mpsc::Sender<String>,
 ) {
@@ -178,7 +179,7 @@ pub(super) async fn run_batch(
         Err(e) => return fail_all(&request, &e.to_string(), &out).await,
     };
     let info = target.local.clone();
-    let batch = Batch::prepare(state, target, info.as_deref(), request, out);
+    let batch = Batch::prepare(state, &caller, target, info.as_deref(), request, out);
     batch.run().await;
 }
 
@@ -186,13 +187,17 @@ impl Batch {
     /// Validate every entry against the loaded model and the continuation cache.
     fn prepare(
         state: Arc<AppState>,
+        caller: &str,
         target: Target,
         info: Option<&ModelInfo>,
         request: BatchRequest,
         out: mpsc::Sender<String>,
     ) -> Self {
         let ctx = info.map(|i| i.ctx_per_slot);
-        let key = request.cache_key();
+        let key = request.cache_key().map(|ids| CacheKey {
+            caller: caller.to_owned(),
+            ids,
+        });
         let (events_tx, events_rx) = mpsc::channel(BATCH_EVENTS);
         let (submitted_tx, submitted_rx) = mpsc::channel(request.entries.len().max(1));
         let (only_new_tokens, stream, params) = match &request.options {
