@@ -151,6 +151,11 @@ pub struct ServeArgs {
     /// Seconds a client may take nothing the node writes to it before its connection is closed.
     #[arg(long, env = "HEARTH_WRITE_TIMEOUT", value_parser = parse_seconds, default_value_t = crate::server::listen::DEFAULT_WRITE_TIMEOUT.as_secs_f64())]
     write_timeout: f64,
+    /// Seconds an SSE answer (the OpenAI door, the UI's chat) may stay silent, waiting for a
+    /// slot or a long prefill, before it sends a comment line: a proxy's idle timeout then
+    /// does not cut it.
+    #[arg(long, env = "HEARTH_SSE_KEEP_ALIVE", value_parser = parse_seconds, default_value_t = crate::server::listen::DEFAULT_SSE_KEEP_ALIVE.as_secs_f64())]
+    sse_keep_alive: f64,
     /// Open connections one machine on the LAN may hold (loopback is never limited).
     #[arg(long, env = "HEARTH_CONNECTIONS_PER_ADDRESS", default_value_t = crate::server::listen::DEFAULT_PER_ADDRESS)]
     connections_per_address: usize,
@@ -253,6 +258,7 @@ impl ServeArgs {
             header_timeout: Duration::from_secs_f64(self.header_timeout),
             per_address: self.connections_per_address.max(1),
             write_timeout: Duration::from_secs_f64(self.write_timeout),
+            sse_keep_alive: Duration::from_secs_f64(self.sse_keep_alive),
         };
         c
     }

@@ -3,7 +3,8 @@
 //! SIGTERM gives every open stream a final message and exits within 5 seconds, and
 //! `/metrics` counts what the engine did; a node on an empty models folder starts, every door
 //! says "no model is loaded" in its own shape, and it serves once a model is loaded; an SSE
-//! stream waiting in the queue sends a comment every 15 s (a proxy's idle timeout cut it).
+//! stream waiting in the queue sends comments (`--sse-keep-alive`; a proxy's idle timeout
+//! cut it).
 
 mod common;
 
@@ -331,15 +332,15 @@ async fn a_model_asked_for_by_name_must_exist() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn streams_waiting_in_the_queue_send_a_comment_every_15_seconds() {
+async fn streams_waiting_in_the_queue_send_comments() {
     let dir = tempfile::tempdir().unwrap();
     let node = NodeProcess::start(
         &dir.path().join("data"),
-        &["--parallel", "1", "--ctx", "4096"],
+        &["--parallel", "1", "--ctx", "4096", "--sse-keep-alive", "1"],
         None,
     );
     let http = common::client();
-    // The one slot, busy well past the interval.
+    // The one slot, busy for seconds even on a fast machine.
     let mut busy = http
         .post(format!("{}/v1/chat/completions", node.url))
         .json(&json!({"messages": user(PROMPT), "max_tokens": 4000, "ignore_eos": true, "stream": true}))
@@ -372,17 +373,43 @@ async fn streams_waiting_in_the_queue_send_a_comment_every_15_seconds() {
         .send()
         .await
         .unwrap();
+    // A token of the OpenAI door's (`"content":"x"`, not the role chunk's empty one) or of
+    // the chat's.
+    let token = |line: &str| {
+        line.strip_prefix("data: ")
+            .and_then(|d| serde_json::from_str::<serde_json::Value>(d).ok())
+            .is_some_and(|v| {
+                v["type"] == "token"
+                    || v["choices"][0]["delta"]["content"]
+                        .as_str()
+                        .is_some_and(|c| !c.is_empty())
+            })
+    };
     for (door, mut r) in [("OpenAI", openai), ("the UI's chat", chat)] {
         let started = Instant::now();
         let mut text = String::new();
         while !text.lines().any(|l| l.starts_with(':')) {
-            let left = Duration::from_secs(25).saturating_sub(started.elapsed());
+            let left = Duration::from_secs(10).saturating_sub(started.elapsed());
             match tokio::time::timeout(left, r.chunk()).await {
                 Ok(Ok(Some(c))) => text.push_str(&String::from_utf8_lossy(&c)),
                 other => panic!("{door}: no comment while waiting ({other:?}): {text}"),
             }
         }
+        // It came while the stream waited, before any token.
+        assert!(!text.lines().any(token), "{door}: {text}");
     }
-    // Still waiting: the first answer holds the slot.
-    assert!(busy.chunk().await.unwrap().is_some());
+    // The first answer still holds the slot, and nothing has finished.
+    let status: serde_json::Value = http
+        .get(format!("{}/api/status", node.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (&status["active"], &status["requests_finished"]),
+        (&json!(1), &json!(0)),
+        "{status}"
+    );
 }

@@ -251,7 +251,7 @@ pub(crate) async fn chat(
         rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
     });
     let mut response = Sse::new(events)
-        .keep_alive(super::stream::sse_keep_alive())
+        .keep_alive(super::stream::sse_keep_alive(state.limits.sse_keep_alive))
         .into_response();
     response
         .headers_mut()

@@ -47,6 +47,8 @@ pub struct Limits {
     pub per_address: usize,
     /// How long a connection's writes may find the client taking nothing before it is closed.
     pub write_timeout: Duration,
+    /// How long an SSE answer stays silent before it sends a comment line.
+    pub sse_keep_alive: Duration,
 }
 
 /// 15 s for headers: a person typing a request by hand is slower, no program is.
@@ -55,6 +57,8 @@ pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(15);
 pub const DEFAULT_PER_ADDRESS: usize = 64;
 /// 30 s: longer than any pause of a live client (a sleeping laptop's connection is dead anyway).
 pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// 15 s: within the idle timeouts of common proxies (nginx's 60 s, load balancers' 30-60 s).
+pub const DEFAULT_SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 impl Default for Limits {
     fn default() -> Self {
@@ -62,6 +66,7 @@ impl Default for Limits {
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             per_address: DEFAULT_PER_ADDRESS,
             write_timeout: DEFAULT_WRITE_TIMEOUT,
+            sse_keep_alive: DEFAULT_SSE_KEEP_ALIVE,
         }
     }
 }

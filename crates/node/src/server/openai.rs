@@ -269,13 +269,7 @@ pub(crate) async fn chat_completions(
         }
         out
     };
-    Ok(sse_response(
-        gen,
-        state.shutdown.clone(),
-        vec![first],
-        on_token,
-        on_done,
-    ))
+    Ok(sse_response(gen, &state, vec![first], on_token, on_done))
 }
 
 pub(crate) async fn completions(
@@ -378,13 +372,7 @@ pub(crate) async fn completions(
         }
         out
     };
-    Ok(sse_response(
-        gen,
-        state.shutdown.clone(),
-        first,
-        on_token,
-        on_done,
-    ))
+    Ok(sse_response(gen, &state, first, on_token, on_done))
 }
 
 fn json<T: serde::Serialize>(v: &T) -> String {
@@ -406,7 +394,7 @@ fn json_error(e: &ErrorBody) -> String {
 /// `[DONE]`. Errors (and shutdown) become an OpenAI error object before `[DONE]`.
 fn sse_response<T, D>(
     gen: Generation,
-    shutdown: CancellationToken,
+    state: &AppState,
     first: Vec<String>,
     on_token: T,
     on_done: D,
@@ -424,7 +412,14 @@ where
         out.push("[DONE]".into());
         out
     };
-    let batches = super::stream::batches(gen, shutdown, first, on_token, on_done, on_end);
+    let batches = super::stream::batches(
+        gen,
+        state.shutdown.clone(),
+        first,
+        on_token,
+        on_done,
+        on_end,
+    );
     let events = batches.flat_map(|batch| {
         stream::iter(
             batch
@@ -433,7 +428,7 @@ where
         )
     });
     let mut response = Sse::new(events)
-        .keep_alive(super::stream::sse_keep_alive())
+        .keep_alive(super::stream::sse_keep_alive(state.limits.sse_keep_alive))
         .into_response();
     response
         .headers_mut()

@@ -15,13 +15,11 @@ use crate::route::Generation;
 /// Most ready events coalesced into one write.
 const MAX_BURST: usize = 64;
 
-/// How long an SSE stream stays silent (waiting in the queue, a long prefill) before it sends
-/// a comment, so that a proxy with an idle timeout does not cut it (clients skip comments).
-pub(crate) const SSE_KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
-
-/// A comment line after [`SSE_KEEP_ALIVE`] of silence.
-pub(crate) fn sse_keep_alive() -> axum::response::sse::KeepAlive {
-    axum::response::sse::KeepAlive::new().interval(SSE_KEEP_ALIVE)
+/// A comment line after `every` of silence (waiting in the queue, a long prefill), so that a
+/// proxy with an idle timeout does not cut an SSE stream (clients skip comments);
+/// `--sse-keep-alive`.
+pub(crate) fn sse_keep_alive(every: std::time::Duration) -> axum::response::sse::KeepAlive {
+    axum::response::sse::KeepAlive::new().interval(every)
 }
 
 /// How a stream ended, for its door's last messages.
