@@ -505,6 +505,7 @@ async fn a_continuation_is_read_only_by_the_api_key_that_made_it() {
         one_of(&second, "p", "INITIALIZED")["text"],
         format!("{STORY}{made}").as_str()
     );
+    t.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

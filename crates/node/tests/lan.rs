@@ -2,7 +2,8 @@
 //! network namespace joined to this host by a veth pair with addresses it assigns, and a
 //! client inside that namespace sees that with the node exposed it answers there only with an
 //! API key (HTTP 401 / WebSocket close 1008 without one; a key of scope `use` reaches the model
-//! doors only, 403 elsewhere), and taken back to loopback nothing listens there. Needs root (it runs `ip netns`), as CI does. Never aims at any other address.
+//! doors only, 403 elsewhere; a key continues only its own batches on the batch door), and
+//! taken back to loopback nothing listens there. Needs root (it runs `ip netns`), as CI does. Never aims at any other address.
 
 mod common;
 
@@ -190,6 +191,42 @@ print("close %d" % struct.unpack(">H", rest[2:4])[0] if opcode == 8 else "opcode
                 .last()
                 .unwrap_or("")
         )
+    }
+}
+
+impl Netns {
+    /// One batch on the batch door from inside the namespace (the official `websockets`
+    /// package): every event until each prompt is complete or failed.
+    fn batch(&self, url: &str, message: &serde_json::Value) -> Vec<serde_json::Value> {
+        const CLIENT: &str = r#"
+import json, sys
+from websockets.sync.client import connect
+message = json.loads(sys.argv[2])
+ids = {p["request_id"] for p in message["prompts"]}
+events, ended = [], set()
+with connect(sys.argv[1], open_timeout=10) as ws:
+    ws.send(sys.argv[2])
+    while ended != ids:
+        for e in json.loads(ws.recv(timeout=60)):
+            events.append(e)
+            if e.get("type") in ("COMPLETE", "ERROR"):
+                ended.add(e.get("request_id"))
+print(json.dumps(events))
+"#;
+        let python = common::process::venv_python();
+        let out = self.exec(&[
+            python.to_str().unwrap(),
+            "-c",
+            CLIENT,
+            url,
+            &message.to_string(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
     }
 }
 
@@ -691,5 +728,65 @@ print(state, flush=True)
             "a loopback connection was closed"
         );
     }
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lan_key_continues_only_its_own_batches() {
+    let ns = Netns::create();
+    let port = free_port();
+    let t = TestNode::start_with(|c| {
+        c.parallel = 1;
+        c.port = port;
+    })
+    .await;
+    let node = t.node().clone();
+    let mut secrets = Vec::new();
+    for name in ["a", "b"] {
+        let (_, secret) = node
+            .store()
+            .create_key(name.into(), KeyScope::Use)
+            .await
+            .unwrap();
+        secrets.push(secret);
+    }
+    node.set_exposed(true).await.unwrap();
+    let url = |secret: &str| format!("ws://{}:{port}/ws?token={secret}", ns.host_ip);
+    let event = |events: &[serde_json::Value], ty: &str| {
+        events
+            .iter()
+            .find(|e| e["type"] == ty)
+            .unwrap_or_else(|| panic!("no {ty}: {events:?}"))
+            .clone()
+    };
+    // A story that goes on, cut after 8 tokens: unfinished, so kept for key a.
+    let story = "Once upon a time, a robot who had never seen colour learned to paint. One day";
+    let greedy = |n: u32| json!({"do_sample": false, "max_new_tokens": n});
+    let first = ns.batch(
+        &url(&secrets[0]),
+        &json!({"prompts": [{"request_id": "0", "prompt": story}], "generation_config": greedy(8)}),
+    );
+    let made = event(&first, "COMPLETE")["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Key b, on another socket of the same machine, with the same small id: nothing to continue.
+    let again = json!({"prompts": [{"request_id": "0"}], "only_new_tokens": false,
+        "generation_config": greedy(4)});
+    let theirs = ns.batch(&url(&secrets[1]), &again);
+    let error = event(&theirs, "ERROR");
+    assert!(
+        error["error"]
+            .as_str()
+            .is_some_and(|m| m.contains("prompt is required")),
+        "{theirs:?}"
+    );
+    // Key a continues it.
+    let mine = ns.batch(&url(&secrets[0]), &again);
+    assert_eq!(
+        event(&mine, "INITIALIZED")["text"],
+        json!(format!("{story}{made}")),
+        "{mine:?}"
+    );
     t.stop().await;
 }

@@ -283,13 +283,17 @@ pub(crate) async fn guard(
     let needs_key = state.exposure.is_exposed()
         && !peer.ip().to_canonical().is_loopback()
         && !is_public(req.method(), &path, upgrade);
+    let mut verified = None;
     if needs_key {
         let check = match presented_key(&req) {
             Some(k) => match state.store.verify_key(k).await {
                 Ok(Some(key)) if key.scope == KeyScope::Use && !is_model_door(&path, upgrade) => {
                     KeyCheck::OutOfScope
                 }
-                Ok(Some(_)) => KeyCheck::Valid,
+                Ok(Some(key)) => {
+                    verified = Some(VerifiedKey(key.id));
+                    KeyCheck::Valid
+                }
                 Ok(None) => KeyCheck::Invalid,
                 Err(e) => {
                     tracing::error!(error = %e, "checking an API key failed");
@@ -322,10 +326,19 @@ pub(crate) async fn guard(
             return resp;
         }
     }
+    let mut req = req;
+    if let Some(v) = verified {
+        req.extensions_mut().insert(v);
+    }
     let mut resp = next.run(req).await;
     add_frame_guard(&mut resp);
     resp
 }
+
+/// The id of the API key this request presented and [`guard`] checked (a request from
+/// another machine); handlers that keep something per caller read it.
+#[derive(Debug, Clone)]
+pub(crate) struct VerifiedKey(pub(crate) String);
 
 /// CORS for the origins [`origin_allowed`] accepts (the desktop app's `fetch` above all):
 /// preflights answered, responses marked for them.

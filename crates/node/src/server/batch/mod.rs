@@ -12,24 +12,28 @@
 //! submits them as `Prompt::Tokens`: the engine keeps the KV cache of a slot whose last tenant
 //! shares that prefix (so a continuation in a slot not yet reused prefills almost nothing) and
 //! prefills the rest. The cache is the node's, shared by the sockets of one caller (the API
-//! key the socket presented, else this machine's owner: another key never sees an entry),
+//! key the socket presented, else this machine's owner: another key never sees an entry;
+//! see `caller`),
 //! bounded in entries and bytes, and entries expire an hour after they were stored.
 
 mod cache;
 mod run;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
+use axum::Extension;
 use hearth_protocol::batch::{self as bw, BatchDefaults};
 use hearth_protocol::limits::{MAX_WS_MESSAGE_BYTES, WS_READ_LIMIT_BYTES};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
+use super::security::VerifiedKey;
 use super::ws::{classify, Incoming, BAD_UTF8_REASON, CLOSE_BAD_UTF8};
 use super::AppState;
 use cache::ContinuationCache;
@@ -74,20 +78,35 @@ impl BatchDoor {
 
 pub(crate) async fn upgrade(
     State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    verified: Option<Extension<VerifiedKey>>,
     headers: HeaderMap,
     uri: Uri,
     ws: WebSocketUpgrade,
 ) -> Response {
-    let caller = caller(&state, &headers, &uri).await;
+    let caller = caller(&state, peer, verified.map(|Extension(v)| v), &headers, &uri).await;
     ws.max_message_size(WS_READ_LIMIT_BYTES)
         .max_frame_size(WS_READ_LIMIT_BYTES)
         .on_upgrade(move |socket| connection(state, socket, caller))
 }
 
-/// Whose continuations a socket reads and writes: the API key it presented (by the key's id),
-/// else this machine's owner. (Off this machine the security layer lets only a valid key in;
-/// on it, a request without a key, or with one that is not a key, is the owner's.)
-async fn caller(state: &AppState, headers: &HeaderMap, uri: &Uri) -> String {
+/// Whose continuations a socket reads and writes: the API key it presented (checked by the
+/// security layer for another machine, here for this one), else, on this machine, the
+/// owner's. A socket from another machine without a checked key (one left open when the node
+/// stopped sharing on the LAN) has its own, shared with no one.
+async fn caller(
+    state: &AppState,
+    peer: SocketAddr,
+    verified: Option<VerifiedKey>,
+    headers: &HeaderMap,
+    uri: &Uri,
+) -> String {
+    if let Some(VerifiedKey(id)) = verified {
+        return format!("key {id}");
+    }
+    if !peer.ip().to_canonical().is_loopback() {
+        return format!("socket {}", uuid::Uuid::new_v4().simple());
+    }
     let Some(secret) = super::security::presented_key_in(headers, uri) else {
         return OWNER.to_owned();
     };
@@ -97,7 +116,7 @@ async fn caller(state: &AppState, headers: &HeaderMap, uri: &Uri) -> String {
     }
 }
 
-/// The caller of a socket that presented no API key.
+/// The caller of a socket from this machine that presented no API key.
 const OWNER: &str = "owner";
 
 /// One socket: read messages and start a batch task for each; write what the batches send.
