@@ -399,14 +399,7 @@ async fn streams_waiting_in_the_queue_send_comments() {
         assert!(!text.lines().any(token), "{door}: {text}");
     }
     // The first answer still holds the slot, and nothing has finished.
-    let status: serde_json::Value = http
-        .get(format!("{}/api/status", node.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let status = common::get_json_at(format!("{}/api/status", node.url)).await;
     assert_eq!(
         (&status["active"], &status["requests_finished"]),
         (&json!(1), &json!(0)),
