@@ -5,180 +5,32 @@
 //! lock on the per-token path.
 
 use std::collections::VecDeque;
-use std::num::NonZeroU32;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hearth_protocol::{FinishReason, RequestId, SamplingParams, Usage};
-use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
-use tokio::sync::watch;
 
 use crate::commands::{Command, ControlOp, Courier, Outbox, Submission};
-use crate::config::{EngineConfig, DEFAULT_CTX_PER_SLOT};
 use crate::cpu_share::Governor;
 use crate::embedder::Embedder;
 use crate::engine_loop;
-use crate::engine_loop::{final_state, stop_message, Shared};
+use crate::engine_loop::{stop_message, Shared};
 use crate::events::{
     Candidate, Done, Event, Failure, FailureKind, Timing, TokenEvent, TokenLogprobs,
 };
-use crate::loader;
-use crate::model::ModelState;
 use crate::omp;
 use crate::sampling::{argmax, build_sampler, logprobs, plain_greedy};
 use crate::text::{StopMatcher, StopScan};
 use hearth_protocol::utf8::Utf8Stream;
 
-/// Thread entry: load the model, then serve until shutdown or until every handle is gone. A
-/// model or context that fails on the GPU is tried again with fewer layers there.
-pub(crate) fn run(
-    config: EngineConfig,
-    commands: Receiver<Command>,
-    state: watch::Sender<ModelState>,
-    shared: Arc<Shared>,
-    runtime: Option<tokio::runtime::Handle>,
-) {
-    let mut plan = crate::offload::Plan::new();
-    loop {
-        let retry = match serve_with(&config, &commands, &state, &shared, runtime.as_ref(), &plan) {
-            Ok(()) => return,
-            Err(retry) => retry,
-        };
-        if !plan.fewer(&retry.placement, retry.why.clone()) {
-            return loader::fail(&state, &model_id_of(&config), retry.why);
-        }
-    }
-}
-
-/// Load the model as `plan` places it and serve it; a [`loader::Retry`] when it failed on
-/// this machine's GPU.
-fn serve_with(
-    config: &EngineConfig,
-    commands: &Receiver<Command>,
-    state: &watch::Sender<ModelState>,
-    shared: &Arc<Shared>,
-    runtime: Option<&tokio::runtime::Handle>,
-    plan: &crate::offload::Plan,
-) -> Result<(), loader::Retry> {
-    let slots = config.slots.max(1);
-    let configured = config.threads.max(1) as i32;
-    let ctx_for = |n_ctx_train: u32, threads: i32| {
-        let per_slot = config
-            .ctx_per_slot
-            .unwrap_or(DEFAULT_CTX_PER_SLOT)
-            .min(n_ctx_train.max(1))
-            .max(32);
-        LlamaContextParams::default()
-            .with_n_ctx(NonZeroU32::new(per_slot * slots as u32))
-            .with_n_batch(config.n_batch)
-            .with_n_ubatch(config.n_batch)
-            .with_n_seq_max(slots as u32)
-            .with_n_threads(threads)
-            .with_n_threads_batch(threads)
-    };
-    let from_header = |g: &crate::gguf::GgufInfo| {
-        let n_ctx_train = g.context_length.and_then(|c| u32::try_from(c).ok());
-        ctx_for(n_ctx_train.unwrap_or(u32::MAX), configured)
-    };
-    let mut loaded = match loader::load(config, state, false, plan, &from_header) {
-        Ok(l) => l,
-        Err(Some(retry)) => return Err(retry),
-        Err(None) => return Ok(()),
-    };
-    let model = loaded.model.clone();
-    let model_id = loaded.id.clone();
-    let backend = loaded.backend;
-    // With every layer on the GPU the CPU only feeds it: a few threads do as well, and a pool
-    // of spinning ones would only take cores from the doors and the rest of the machine.
-    let threads = if loaded.placement.on_gpu_whole() {
-        configured.min(config.offload.gpu_threads.max(1) as i32)
-    } else {
-        configured
-    };
-    let ctx = match model.new_context(backend, ctx_for(model.n_ctx_train(), threads)) {
-        Ok(c) => c,
-        Err(e) if loaded.placement.layers > 0 && config.remote.is_none() => {
-            return Err(loader::Retry {
-                why: format!("llama.cpp could not create a context there: {e}"),
-                placement: Box::new(loaded.placement),
-            })
-        }
-        Err(e) => {
-            loader::fail(
-                state,
-                &model_id,
-                format!("llama.cpp could not create a context: {e}"),
-            );
-            return Ok(());
-        }
-    };
-    loaded.placement.vram_bytes =
-        crate::offload::taken_since(&loaded.devices_before, &loaded.placement.devices);
-    let ctx_per_slot = ctx.n_ctx() / slots as u32;
-    let info = loader::info(&loaded, config, ctx_per_slot, slots);
-    tracing::info!(
-        model = %model_id,
-        seconds = loaded.started.elapsed().as_secs_f32(),
-        slots,
-        ctx_per_slot,
-        threads,
-        backend = %loaded.placement.backend,
-        layers = loaded.placement.layers,
-        layers_total = loaded.placement.layers_total,
-        vram_mib = loaded.placement.vram_bytes >> 20,
-        note = loaded.placement.note.as_deref().unwrap_or(""),
-        "model ready"
-    );
-    // The threads the model decodes with, shown before its first decode.
-    shared.threads.store(threads as usize, Ordering::Relaxed);
-    state.send_replace(ModelState::Ready(info));
-
-    let eog: Vec<LlamaToken> = {
-        let vocab = model.vocab();
-        (0..model.n_vocab())
-            .map(LlamaToken::new)
-            .filter(|t| vocab.is_eog(*t))
-            .collect()
-    };
-    let mut sched = Scheduler {
-        eog,
-        model: &model,
-        ctx,
-        batch: LlamaBatch::new(config.n_batch as usize, 1),
-        slots: (0..slots).map(|_| None).collect(),
-        queue: VecDeque::new(),
-        draining: Vec::new(),
-        n_batch: config.n_batch as usize,
-        prefill_chunk: (config.prefill_chunk as usize).clamp(1, config.n_batch as usize),
-        ctx_per_slot,
-        shared: shared.clone(),
-        piece: Vec::with_capacity(64),
-        prefill_cursor: 0,
-        cached: vec![Vec::new(); slots],
-        courier: Courier::new(runtime),
-        governor: Governor::new(threads as usize),
-        embedder: Embedder::new(&model, backend, threads),
-    };
-    engine_loop::serve(&mut sched, commands);
-    let reason = shared.stop_reason().unwrap_or(FailureKind::ShuttingDown);
-    sched.shutdown(reason);
-    // Every event is in its channel before anyone sees the final state.
-    sched.courier.close();
-    state.send_replace(final_state(reason));
-    tracing::info!(model = %model_id, "engine stopped");
-    Ok(())
-}
-
-fn model_id_of(config: &EngineConfig) -> hearth_protocol::ModelId {
-    loader::model_id(&config.model_path)
-}
+mod start;
+pub(crate) use start::run;
 
 /// The request a slot is working on.
 struct Slot {
