@@ -14,7 +14,8 @@ mod common;
 use std::process::Command;
 
 use common::cluster_peer::{
-    aes_here, compat_node, compat_node_with, connect, hello, read_frame, write_frame, PASSCODE,
+    aes_here, compat_node, compat_node_with, connect, hello, read_frame, until_listed, write_frame,
+    PythonPeer, PASSCODE,
 };
 use common::process::{repo_root, run_peer, venv_python, NodeProcess};
 use common::{TestNode, MODEL_ID};
@@ -152,24 +153,11 @@ fn tealenet_compatibility_on_the_lan_needs_a_passcode() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_status_lists_a_connected_peer_with_its_heartbeat_until_it_leaves() {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
     let (t, _zone) = compat_node().await;
     let port = t.node().cluster_addr().unwrap().port();
     assert_eq!(t.status().await["cluster"]["peers"], serde_json::json!([]));
-    let mut python = tokio::process::Command::new(venv_python())
-        .arg(repo_root().join("tests/tealenet_peer.py"))
-        .args(["127.0.0.1", &port.to_string(), "linger", PASSCODE])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(python.stdout.take().unwrap()).lines();
-    let ready = tokio::time::timeout(std::time::Duration::from_secs(60), lines.next_line())
-        .await
-        .expect("the peer is ready within 60 s")
-        .unwrap();
-    assert_eq!(ready.as_deref(), Some(r#"{"lingering": true}"#));
+    let mut python = PythonPeer::spawn(&["127.0.0.1", &port.to_string(), "linger", PASSCODE]);
+    assert_eq!(python.next_line().await, r#"{"lingering": true}"#);
     // Its heartbeatAck was read just before or after its line: wait for its figures.
     common::wait_for(
         async || t.status().await["cluster"]["peers"][0]["throttle"] == 25,
@@ -186,10 +174,7 @@ async fn the_status_lists_a_connected_peer_with_its_heartbeat_until_it_leaves() 
     assert_eq!(peer["is_generating"], true);
     assert_eq!(peer["loaded_models"], serde_json::json!(["teale/model"]));
     // It leaves, and is gone from the list at once.
-    let mut stdin = python.stdin.take().unwrap();
-    stdin.write_all(b"bye\n").await.unwrap();
-    drop(stdin);
-    let _ = python.wait().await;
+    python.bye().await;
     common::wait_for(
         async || t.status().await["cluster"]["peers"] == serde_json::json!([]),
         "the peer to leave the list",
@@ -200,43 +185,17 @@ async fn the_status_lists_a_connected_peer_with_its_heartbeat_until_it_leaves() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tealenet_peer_with_a_model_serves_this_nodes_requests_for_it() {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
     let (t, _zone) = compat_node().await;
     let port = t.node().cluster_addr().unwrap().port();
-    let mut python = tokio::process::Command::new(venv_python())
-        .arg(repo_root().join("tests/tealenet_peer.py"))
-        .args([
-            "127.0.0.1",
-            &port.to_string(),
-            "provide",
-            PASSCODE,
-            "teale/model",
-        ])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(python.stdout.take().unwrap()).lines();
-    let next = async |lines: &mut tokio::io::Lines<_>| {
-        tokio::time::timeout(std::time::Duration::from_secs(60), lines.next_line())
-            .await
-            .expect("the peer says something within 60 s")
-            .unwrap()
-            .expect("a line from the peer")
-    };
-    assert_eq!(next(&mut lines).await, r#"{"providing": "teale/model"}"#);
-    common::wait_for(
-        async || {
-            t.get_json("/v1/models").await["data"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|m| m["id"] == "teale/model")
-        },
-        "the peer's model among this node's models",
-    )
-    .await;
+    let mut python = PythonPeer::spawn(&[
+        "127.0.0.1",
+        &port.to_string(),
+        "provide",
+        PASSCODE,
+        "teale/model",
+    ]);
+    assert_eq!(python.next_line().await, r#"{"providing": "teale/model"}"#);
+    until_listed(&t, "teale/model").await;
     // A request for the peer's model goes to the peer, in the OpenAI shape it reads.
     let answer = t
         .chat(serde_json::json!({"model": "teale/model",
@@ -246,7 +205,7 @@ async fn a_tealenet_peer_with_a_model_serves_this_nodes_requests_for_it() {
         answer["choices"][0]["message"]["content"], "Hello from a TealeNet peer.",
         "{answer}"
     );
-    let seen: Value = serde_json::from_str(&next(&mut lines).await).unwrap();
+    let seen = python.next_json().await;
     assert_eq!(seen["messages"][0]["content"], "Hi", "{seen}");
     assert_eq!(seen["hearth_fields"], serde_json::json!([]), "{seen}");
     let rid = seen["request_id"].as_str().unwrap();
@@ -256,10 +215,7 @@ async fn a_tealenet_peer_with_a_model_serves_this_nodes_requests_for_it() {
         .chat(serde_json::json!({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3}))
         .await;
     assert_eq!(own["model"], MODEL_ID, "{own}");
-    let mut stdin = python.stdin.take().unwrap();
-    stdin.write_all(b"bye\n").await.unwrap();
-    drop(stdin);
-    let _ = python.wait().await;
+    python.bye().await;
     t.stop().await;
 }
 

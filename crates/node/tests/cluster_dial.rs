@@ -9,13 +9,13 @@ mod common;
 
 use std::time::Duration;
 
-use common::cluster_peer::{aes_here, compat_node, hello, read_frame, write_frame, PASSCODE};
-use common::process::{repo_root, venv_python};
+use common::cluster_peer::{
+    aes_here, compat_node, hello, read_frame, until_listed, write_frame, PythonPeer, PASSCODE,
+};
 use common::TestNode;
 use hearth_node::cluster::ClusterConfig;
 use hearth_protocol::cluster::HEARTH_NOISE_AES;
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
 /// A node with a passcode that keeps a connection to `peers`, compatibility as given.
 async fn dialler(compat: bool, peers: Vec<String>) -> TestNode {
@@ -137,24 +137,10 @@ async fn a_plain_answer_from_a_device_that_proved_to_be_a_hearth_node_is_refused
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tealenet_listener_the_node_dials_serves_it_a_streamed_chat() {
-    let mut python = tokio::process::Command::new(venv_python())
-        .arg(repo_root().join("tests/tealenet_peer.py"))
-        .args(["127.0.0.1", "0", "listen", PASSCODE, "teale/listener"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(python.stdout.take().unwrap()).lines();
-    let mut next = async || -> Value {
-        let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
-            .await
-            .expect("the peer says something within 60 s")
-            .unwrap()
-            .expect("a line from the peer");
-        serde_json::from_str(&line).unwrap()
-    };
-    let port = next().await["listening"].as_u64().expect("its port");
+    let mut python = PythonPeer::spawn(&["127.0.0.1", "0", "listen", PASSCODE, "teale/listener"]);
+    let port = python.next_json().await["listening"]
+        .as_u64()
+        .expect("its port");
     let (t, _zone) = compat_node().await;
     let added = common::client()
         .post(t.url("/api/cluster/peers"))
@@ -166,24 +152,14 @@ async fn a_tealenet_listener_the_node_dials_serves_it_a_streamed_chat() {
     // The Hearth hello first, which a TealeNet listener with a passcode closes (no hash in
     // it); then the TealeNet one, with the hash, which it answers.
     assert_eq!(
-        next().await["hello"],
+        python.next_json().await["hello"],
         serde_json::json!({"hearth": true, "hash": false})
     );
     assert_eq!(
-        next().await["hello"],
+        python.next_json().await["hello"],
         serde_json::json!({"hearth": false, "hash": true})
     );
-    common::wait_for(
-        async || {
-            t.get_json("/v1/models").await["data"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|m| m["id"] == "teale/listener")
-        },
-        "the listener's model among this node's models",
-    )
-    .await;
+    until_listed(&t, "teale/listener").await;
     let peers = t.status().await["cluster"]["peers"].clone();
     assert_eq!(peers[0]["kind"], "tealenet", "{peers}");
     // A streamed chat for its model goes to it, and every piece comes back in order.
@@ -193,13 +169,10 @@ async fn a_tealenet_listener_the_node_dials_serves_it_a_streamed_chat() {
         .await;
     assert_eq!(text, "Hello from a TealeNet peer.");
     assert!(chunks.len() >= 5, "{chunks:?}");
-    let seen = next().await;
+    let seen = python.next_json().await;
     assert_eq!(seen["messages"][0]["content"], "Hi", "{seen}");
     assert_eq!(seen["hearth_fields"], serde_json::json!([]), "{seen}");
-    let mut stdin = python.stdin.take().unwrap();
-    stdin.write_all(b"bye\n").await.unwrap();
-    drop(stdin);
-    let _ = python.wait().await;
+    python.bye().await;
     t.stop().await;
 }
 

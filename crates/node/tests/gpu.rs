@@ -26,6 +26,15 @@ async fn get(node: &NodeProcess, path: &str) -> Value {
         .unwrap()
 }
 
+/// A placement with every layer on the CPU.
+fn assert_on_cpu(p: &Value) {
+    assert_eq!(
+        (&p["backend"], &p["layers"]),
+        (&json!("CPU"), &json!(0)),
+        "{p}"
+    );
+}
+
 /// The node's model's placement (`/api/status`).
 async fn placement(node: &NodeProcess) -> Value {
     get(node, "/api/status").await["model"]["placement"].clone()
@@ -104,11 +113,7 @@ async fn the_default_model_runs_on_the_vulkan_device_and_answers_as_on_the_cpu()
     assert!(on_gpu.get("note").is_none(), "{on_gpu}");
     // --gpu-layers 0: all of it on the CPU, though the device is there.
     let on_cpu = placement(&cpu).await;
-    assert_eq!(
-        (&on_cpu["backend"], &on_cpu["layers"]),
-        (&json!("CPU"), &json!(0)),
-        "{on_cpu}"
-    );
+    assert_on_cpu(&on_cpu);
     // The greedy answer's first tokens are the CPU's (later ones may part: the two backends
     // round differently where two tokens are close).
     let prompt = "1, 2, 3, 4, 5,";
@@ -153,33 +158,21 @@ async fn an_offload_that_cannot_fit_or_fails_goes_to_the_cpu_says_so_and_serves(
     );
     let none = node(&dirs[2], &["--device", "none"], &[LAVAPIPE]);
     let p = placement(&unfit).await;
-    assert_eq!(
-        (&p["backend"], &p["layers"]),
-        (&json!("CPU"), &json!(0)),
-        "{p}"
-    );
+    assert_on_cpu(&p);
     let note = p["note"].as_str().unwrap_or_default();
     assert!(
         note.contains("Vulkan0") && note.contains("65536 MiB left free"),
         "{p}"
     );
     let p = placement(&failing).await;
-    assert_eq!(
-        (&p["backend"], &p["layers"]),
-        (&json!("CPU"), &json!(0)),
-        "{p}"
-    );
+    assert_on_cpu(&p);
     let note = p["note"].as_str().unwrap_or_default();
     assert!(
         note.contains("31 of 31 layers on Vulkan0 failed") && note.contains("15 of 31"),
         "{p}"
     );
     let p = placement(&none).await;
-    assert_eq!(
-        (&p["backend"], &p["layers"]),
-        (&json!("CPU"), &json!(0)),
-        "{p}"
-    );
+    assert_on_cpu(&p);
     assert!(p.get("note").is_none(), "{p}");
     for n in [&unfit, &failing, &none] {
         assert_eq!(complete(n, "1, 2, 3, 4, 5,", 6).await, " 6, 7,");

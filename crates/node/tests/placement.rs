@@ -6,11 +6,9 @@
 
 mod common;
 
-use common::cluster_peer::{compat_node, PASSCODE};
-use common::process::{repo_root, venv_python};
+use common::cluster_peer::{bye, compat_node, PythonPeer, PASSCODE};
 use common::{TestNode, MODEL_ID};
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
 /// What the Python peer answers with (tests/tealenet_peer.py's PROVIDED_TEXT).
 const PEER_TEXT: &str = "Hello from a TealeNet peer.";
@@ -19,28 +17,16 @@ const PEER_TEXT: &str = "Hello from a TealeNet peer.";
 /// returned once the node lists it, with its stdin (a line ends it).
 async fn fast_peer(t: &TestNode, speed: &str, thermal: &str) -> tokio::process::Child {
     let port = t.node().cluster_addr().unwrap().port();
-    let mut python = tokio::process::Command::new(venv_python())
-        .arg(repo_root().join("tests/tealenet_peer.py"))
-        .args([
-            "127.0.0.1",
-            &port.to_string(),
-            "provide",
-            PASSCODE,
-            MODEL_ID,
-            speed,
-            thermal,
-        ])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(python.stdout.take().unwrap()).lines();
-    let first = tokio::time::timeout(std::time::Duration::from_secs(30), lines.next_line())
-        .await
-        .expect("the peer says it provides within 30 s")
-        .unwrap()
-        .unwrap();
+    let mut python = PythonPeer::spawn(&[
+        "127.0.0.1",
+        &port.to_string(),
+        "provide",
+        PASSCODE,
+        MODEL_ID,
+        speed,
+        thermal,
+    ]);
+    let first = python.next_line().await;
     assert!(first.contains("providing"), "{first}");
     // Listed with its heartbeat's figures: its thermal level and the speed it reports.
     common::wait_for(
@@ -57,9 +43,7 @@ async fn fast_peer(t: &TestNode, speed: &str, thermal: &str) -> tokio::process::
         "the peer listed with its heartbeat",
     )
     .await;
-    // Its lines are not read again: keep the pipe's reader alive with the child.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    python
+    python.drain()
 }
 
 async fn answer(t: &TestNode) -> String {
@@ -70,13 +54,6 @@ async fn answer(t: &TestNode) -> String {
         .as_str()
         .unwrap_or_else(|| panic!("no answer: {v}"))
         .to_owned()
-}
-
-async fn bye(mut python: tokio::process::Child) {
-    if let Some(mut stdin) = python.stdin.take() {
-        let _ = stdin.write_all(b"bye\n").await;
-    }
-    let _ = python.wait().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -102,6 +79,7 @@ async fn a_peer_much_faster_takes_the_request_over_a_free_slot_here_unless_it_is
     let fast = fast_peer(&t, "1000000", "nominal").await;
     assert_eq!(t.status().await["active"], 0);
     assert_eq!(answer(&t).await, PEER_TEXT);
-    bye(fast).await;
+    let mut fast = fast;
+    bye(&mut fast).await;
     t.stop().await;
 }

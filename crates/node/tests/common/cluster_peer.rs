@@ -94,3 +94,75 @@ pub async fn connect(t: &TestNode) -> tokio::net::TcpStream {
         .await
         .unwrap()
 }
+
+/// The independent Python TealeNet peer (`tests/tealenet_peer.py`) running beside a test: its
+/// lines read one at a time, and a line on its stdin ends it.
+pub struct PythonPeer {
+    pub child: tokio::process::Child,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+impl PythonPeer {
+    /// `tealenet_peer.py ARGS...`, killed when dropped.
+    pub fn spawn(args: &[&str]) -> Self {
+        use tokio::io::AsyncBufReadExt;
+        let mut child = tokio::process::Command::new(super::process::venv_python())
+            .arg(super::process::repo_root().join("tests/tealenet_peer.py"))
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        Self { child, lines }
+    }
+
+    /// Its next line, within 60 s.
+    pub async fn next_line(&mut self) -> String {
+        tokio::time::timeout(std::time::Duration::from_secs(60), self.lines.next_line())
+            .await
+            .expect("the peer says something within 60 s")
+            .unwrap()
+            .expect("a line from the peer")
+    }
+
+    /// Its next line, as JSON.
+    pub async fn next_json(&mut self) -> Value {
+        let line = self.next_line().await;
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    }
+
+    /// Keep reading its lines in the background (an unread pipe would block it).
+    pub fn drain(mut self) -> tokio::process::Child {
+        tokio::spawn(async move { while let Ok(Some(_)) = self.lines.next_line().await {} });
+        self.child
+    }
+
+    /// Ask it to leave ("bye") and wait until it has.
+    pub async fn bye(mut self) {
+        bye(&mut self.child).await;
+    }
+}
+
+/// Ask a peer process to leave ("bye" on its stdin) and wait until it has.
+pub async fn bye(child: &mut tokio::process::Child) {
+    use tokio::io::AsyncWriteExt;
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(b"bye\n").await;
+    }
+    let _ = child.wait().await;
+}
+
+/// Wait until this node lists `id` among its models (`/v1/models`).
+pub async fn until_listed(t: &TestNode, id: &str) {
+    super::wait_for(
+        async || {
+            t.get_json("/v1/models").await["data"]
+                .as_array()
+                .is_some_and(|m| m.iter().any(|m| m["id"] == id))
+        },
+        "the peer's model among this node's models",
+    )
+    .await;
+}
