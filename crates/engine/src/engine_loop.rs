@@ -46,13 +46,9 @@ pub(crate) const STOP_SHUTDOWN: u8 = 1;
 pub(crate) const STOP_UNLOAD: u8 = 2;
 
 impl Shared {
-    /// A generation decoded `tokens` after its first in `decode`: fold its speed into the
-    /// average.
-    pub(crate) fn record_decode(&self, tokens: usize, decode: Duration) {
-        if tokens < 2 || decode.is_zero() {
-            return;
-        }
-        let speed = (tokens - 1) as f64 / decode.as_secs_f64();
+    /// A generation decoded at `speed` tokens/s ([`crate::Done::decode_speed`]): fold it into
+    /// the average.
+    pub(crate) fn record_decode(&self, speed: f64) {
         let _ = self
             .decode_speed
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {

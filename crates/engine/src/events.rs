@@ -63,6 +63,17 @@ pub struct Done {
     pub timing: Timing,
 }
 
+impl Done {
+    /// Tokens per second after the first token (which came from prefill), from the counts and
+    /// timing; `None` for fewer than two tokens or no time between them.
+    pub fn decode_speed(&self) -> Option<f64> {
+        let first = self.timing.first_token?;
+        let decoding = self.timing.total.checked_sub(first)?.as_secs_f64();
+        let tokens = self.usage.completion_tokens.checked_sub(1)?;
+        (tokens > 0 && decoding > 0.0).then(|| f64::from(tokens) / decoding)
+    }
+}
+
 /// Where a generation's time went.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Timing {

@@ -275,13 +275,7 @@ impl Scripted {
         self.shared
             .requests_finished
             .fetch_add(1, Ordering::Relaxed);
-        if let Some(first) = slot.first_token {
-            self.shared.record_decode(
-                slot.generated as usize,
-                now.saturating_duration_since(first),
-            );
-        }
-        slot.out.send(Event::Done(Done {
+        let done = Done {
             reason,
             usage: Usage::new(slot.prompt_tokens, slot.generated),
             timing: Timing {
@@ -293,7 +287,11 @@ impl Scripted {
                 total: now - slot.submitted,
                 cached_tokens: 0,
             },
-        }));
+        };
+        if let Some(speed) = done.decode_speed() {
+            self.shared.record_decode(speed);
+        }
+        slot.out.send(Event::Done(done));
         self.shared.active.fetch_sub(1, Ordering::Relaxed);
         self.shared.admission.release(1);
         if !slot.out.flush() {

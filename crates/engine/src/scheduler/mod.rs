@@ -645,9 +645,8 @@ impl Scheduler<'_> {
         self.shared
             .requests_finished
             .fetch_add(1, Ordering::Relaxed);
-        if let Some(first) = slot.first_token {
-            self.shared
-                .record_decode(slot.generated.len(), now.saturating_duration_since(first));
+        if let Some(speed) = done.decode_speed() {
+            self.shared.record_decode(speed);
         }
         slot.out.send(Event::Done(done));
         self.release(slot);

@@ -28,8 +28,9 @@ const OPEN_WAIT: Duration = Duration::from_secs(10);
 /// The most bytes one encrypted message of a tunnel holds.
 const PIECE: usize = 64 * 1024;
 
-/// What the side that took a tunnel offers it: the memory it gives (bytes), and the memory its
-/// RPC device reports to llama.cpp, which divides layers among several peers by that figure.
+/// What the side that took a tunnel offers it: the memory it gives (bytes), by which the owner
+/// divides layers (passed to llama.cpp as a tensor split), and the memory its RPC device
+/// reports to llama.cpp (sent for owners that divided by it before the tensor split; unused).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Offer {
     pub(crate) memory: u64,

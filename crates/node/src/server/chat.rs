@@ -11,8 +11,8 @@ use std::time::Duration;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderValue, StatusCode};
-use axum::response::sse::{Event as SseEvent, Sse};
+use axum::http::StatusCode;
+use axum::response::sse::Event as SseEvent;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::stream;
@@ -250,13 +250,7 @@ pub(crate) async fn chat(
     let events = stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
     });
-    let mut response = Sse::new(events)
-        .keep_alive(super::stream::sse_keep_alive(state.limits.sse_keep_alive))
-        .into_response();
-    response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    Ok(response)
+    Ok(super::stream::sse(events, state.limits.sse_keep_alive))
 }
 
 /// The node answering now: a worker in hub mode, else this one.

@@ -11,8 +11,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
-use axum::http::{header, HeaderValue, StatusCode};
-use axum::response::sse::{Event as SseEvent, Sse};
+use axum::http::StatusCode;
+use axum::response::sse::Event as SseEvent;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::{stream, StreamExt as _};
@@ -427,11 +427,5 @@ where
                 .map(|data| Ok::<_, Infallible>(SseEvent::default().data(data))),
         )
     });
-    let mut response = Sse::new(events)
-        .keep_alive(super::stream::sse_keep_alive(state.limits.sse_keep_alive))
-        .into_response();
-    response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    response
+    super::stream::sse(events, state.limits.sse_keep_alive)
 }

@@ -2,7 +2,7 @@
 //! SSE chunks, Ollama's NDJSON lines): one message per token, the closing ones, and how the
 //! stream ends. Events already waiting are taken together so that a burst leaves in one write,
 //! but a slow burst never holds back what is already generated. Also the non-streaming
-//! counterpart, [`collect`], and the SSE doors' keep-alive ([`sse_keep_alive`]).
+//! counterpart, [`collect`], and the SSE doors' response ([`sse`]).
 
 use std::collections::VecDeque;
 
@@ -15,11 +15,23 @@ use crate::route::Generation;
 /// Most ready events coalesced into one write.
 const MAX_BURST: usize = 64;
 
-/// A comment line after `every` of silence (waiting in the queue, a long prefill), so that a
-/// proxy with an idle timeout does not cut an SSE stream (clients skip comments);
-/// `--sse-keep-alive`.
-pub(crate) fn sse_keep_alive(every: std::time::Duration) -> axum::response::sse::KeepAlive {
-    axum::response::sse::KeepAlive::new().interval(every)
+/// An SSE answer of `events`, never cached, with a comment line after `keep_alive` of silence
+/// (waiting in the queue, a long prefill), so that a proxy with an idle timeout does not cut
+/// it (clients skip comments; `--sse-keep-alive`).
+pub(crate) fn sse<S>(events: S, keep_alive: std::time::Duration) -> axum::response::Response
+where
+    S: Stream<Item = Result<axum::response::sse::Event, std::convert::Infallible>> + Send + 'static,
+{
+    use axum::http::{header, HeaderValue};
+    use axum::response::sse::{KeepAlive, Sse};
+    use axum::response::IntoResponse;
+    let mut response = Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(keep_alive))
+        .into_response();
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
 }
 
 /// How a stream ended, for its door's last messages.

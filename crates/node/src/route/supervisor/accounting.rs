@@ -127,14 +127,6 @@ impl Job {
     }
 }
 
-/// Tokens per second after the first token, from a finished answer's counts and timing.
-pub(super) fn decode_speed(done: &Done) -> Option<f64> {
-    let first = done.timing.first_token?;
-    let decoding = done.timing.total.checked_sub(first)?.as_secs_f64();
-    let tokens = done.usage.completion_tokens.checked_sub(1)?;
-    (tokens > 0 && decoding > 0.0).then(|| f64::from(tokens) / decoding)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,8 +142,8 @@ mod tests {
                 ..Timing::default()
             },
         };
-        assert_eq!(decode_speed(&done(11, 100, 1100)), Some(10.0));
-        assert_eq!(decode_speed(&done(1, 100, 1100)), None);
-        assert_eq!(decode_speed(&done(11, 100, 100)), None);
+        assert_eq!(done(11, 100, 1100).decode_speed(), Some(10.0));
+        assert_eq!(done(1, 100, 1100).decode_speed(), None);
+        assert_eq!(done(11, 100, 100).decode_speed(), None);
     }
 }

@@ -42,8 +42,6 @@ use tokio_util::sync::CancellationToken;
 mod accounting;
 mod local;
 
-use accounting::decode_speed;
-
 use crate::hub::{Hub, Reservation, TaskEvent, WorkerId};
 use crate::models::ModelHost;
 use crate::route::generation::{Generation, RemoteOp};
@@ -554,7 +552,7 @@ impl Job {
                         } else {
                             let done = self.done(done_ext, continuing, prior);
                             if !continuing {
-                                if let Some(tps) = decode_speed(&done) {
+                                if let Some(tps) = done.decode_speed() {
                                     self.hub.record_speed(r.worker, tps);
                                 }
                             }
