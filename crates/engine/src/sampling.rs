@@ -1,8 +1,12 @@
-//! Sampler chains from [`SamplingParams`] (in llama-server's order: grammar, penalties, top-k,
-//! top-p, temperature, then a seeded draw; greedy at temperature 0) and log-probabilities
-//! computed from the raw logits, as OpenAI reports them.
+//! How a slot picks its tokens ([`Sampler`]): sampler chains from [`SamplingParams`] (in
+//! llama-server's order: grammar, penalties, top-k, top-p, temperature, then a seeded draw;
+//! greedy at temperature 0), or the logits' argmax for a plain greedy request; and
+//! log-probabilities computed from the raw logits, as OpenAI reports them.
+
+use std::borrow::Borrow;
 
 use hearth_protocol::SamplingParams;
+use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::logit_bias::LlamaLogitBias;
@@ -13,6 +17,46 @@ use crate::grammar::{self, GrammarError};
 /// How many recent tokens repetition penalties look at (llama-server's `repeat_last_n`).
 const PENALTY_LAST_N: i32 = 64;
 
+/// How a slot picks its next token, chosen when its parameters are set.
+pub(crate) enum Sampler {
+    /// A plain greedy request (no grammar, no penalties): the logits' [`argmax`], the ends of
+    /// generation banned under `ignore_eos`. What the chain would choose, without the chain's
+    /// candidate list of the whole vocabulary built for every token (about a tenth of a
+    /// millisecond, which a GPU that decodes a token a millisecond notices).
+    Argmax { ban_eog: bool },
+    /// llama.cpp's sampler chain.
+    Chain(LlamaSampler),
+}
+
+impl Sampler {
+    /// The token for the logits at batch index `idx`; `eog` lists the model's ends of
+    /// generation.
+    pub(crate) fn sample(
+        &mut self,
+        ctx: &LlamaContext<'_>,
+        idx: i32,
+        eog: &[LlamaToken],
+    ) -> LlamaToken {
+        match self {
+            Self::Argmax { ban_eog } => {
+                argmax(ctx.get_logits_ith(idx), if *ban_eog { eog } else { &[] })
+            }
+            Self::Chain(chain) => chain.sample(ctx, idx),
+        }
+    }
+
+    /// Tokens already generated, which penalties and a grammar must see (the argmax needs
+    /// none).
+    pub(crate) fn accept_many(
+        &mut self,
+        tokens: impl IntoIterator<Item = impl Borrow<LlamaToken>>,
+    ) {
+        if let Self::Chain(chain) = self {
+            chain.accept_many(tokens);
+        }
+    }
+}
+
 /// `eog` lists the model's end-of-generation tokens, banned when `ignore_eos` is set. Fails
 /// only on a grammar the model cannot use (requests are checked for that before they queue).
 pub(crate) fn build_sampler(
@@ -20,7 +64,12 @@ pub(crate) fn build_sampler(
     params: &SamplingParams,
     seed: u32,
     eog: &[LlamaToken],
-) -> Result<LlamaSampler, GrammarError> {
+) -> Result<Sampler, GrammarError> {
+    if plain_greedy(params) {
+        return Ok(Sampler::Argmax {
+            ban_eog: params.ignore_eos,
+        });
+    }
     let n_vocab = model.n_vocab();
     let mut chain = Vec::with_capacity(7);
     // First, so every later sampler sees only the tokens the grammar allows.
@@ -58,14 +107,12 @@ pub(crate) fn build_sampler(
         chain.push(LlamaSampler::temp(params.temperature));
         chain.push(LlamaSampler::dist(seed));
     }
-    Ok(LlamaSampler::chain_simple(chain))
+    Ok(Sampler::Chain(LlamaSampler::chain_simple(chain)))
 }
 
 /// Whether `params` take the most likely token with nothing else applied (no grammar, no
-/// penalties): then [`argmax`] over the logits is what the sampler chain would choose, without
-/// the chain's candidate list of the whole vocabulary built for every token (about a tenth of
-/// a millisecond, which a GPU that decodes a token a millisecond notices).
-pub(crate) fn plain_greedy(params: &SamplingParams) -> bool {
+/// penalties): then [`argmax`] over the logits is what the sampler chain would choose.
+fn plain_greedy(params: &SamplingParams) -> bool {
     params.is_greedy()
         && params.grammar.is_none()
         && params.repetition_penalty == 1.0

@@ -13,7 +13,6 @@ use hearth_protocol::{FinishReason, RequestId, SamplingParams, Usage};
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::LlamaModel;
-use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 
 use crate::commands::{Command, ControlOp, Courier, Outbox, Submission};
@@ -25,7 +24,7 @@ use crate::events::{
     Candidate, Done, Event, Failure, FailureKind, Timing, TokenEvent, TokenLogprobs,
 };
 use crate::omp;
-use crate::sampling::{argmax, build_sampler, logprobs, plain_greedy};
+use crate::sampling::{build_sampler, logprobs, Sampler};
 use crate::text::{StopMatcher, StopScan};
 use hearth_protocol::utf8::Utf8Stream;
 
@@ -47,7 +46,7 @@ struct Slot {
     pending: Option<LlamaToken>,
     params: SamplingParams,
     fixed_seed: Option<u32>,
-    sampler: LlamaSampler,
+    sampler: Sampler,
     generated: Vec<LlamaToken>,
     utf8: Utf8Stream,
     stop: StopMatcher,
@@ -316,16 +315,7 @@ impl Scheduler<'_> {
             let Some(idx) = slot.batch_idx.take() else {
                 continue;
             };
-            let token = if plain_greedy(&slot.params) {
-                let banned: &[LlamaToken] = if slot.params.ignore_eos {
-                    &self.eog
-                } else {
-                    &[]
-                };
-                argmax(self.ctx.get_logits_ith(idx), banned)
-            } else {
-                slot.sampler.sample(&self.ctx, idx)
-            };
+            let token = slot.sampler.sample(&self.ctx, idx, &self.eog);
             let lp = slot.params.top_logprobs.map(|n| {
                 let (chosen, top) =
                     logprobs(self.ctx.get_logits_ith(idx), token.0 as usize, n as usize);
