@@ -473,8 +473,11 @@ async fn first_turn_beside_a_long_one(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conversations_next_turn_goes_back_to_the_node_that_ran_the_last() {
-    let alpha = Peer::start("alpha", true, &["--parallel", "1"]);
-    let gamma = Peer::start("gamma", true, &["--parallel", "1"]);
+    // One core each: two "machines" sharing this one's cores would measure each other's work
+    // (a short turn run beside the other's long answer decodes at a third of its speed alone),
+    // and beta would see one node as much faster than the other although they are the same.
+    let alpha = Peer::start("alpha", true, &["--parallel", "1", "--threads", "1"]);
+    let gamma = Peer::start("gamma", true, &["--parallel", "1", "--threads", "1"]);
     let (a, g) = (alpha.cluster().await, gamma.cluster().await);
     let beta = Peer::start("beta", false, &["--peer", &a, "--peer", &g]);
     beta.wait_peer("alpha", MODEL_ID).await;
@@ -492,9 +495,16 @@ async fn a_conversations_next_turn_goes_back_to_the_node_that_ran_the_last() {
             beta.chat(json!({"messages": next, "max_tokens": 8, "temperature": 0})),
         )
         .await;
+        let cluster = get_json_at(beta.url("/api/cluster")).await;
+        let speeds: Vec<(&Value, &Value)> = cluster["peers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|p| (&p["name"], &p["tokens_per_s"]))
+            .collect();
         assert_eq!(
             second, first,
-            "the second turn went back to the first turn's node"
+            "the second turn went back to the first turn's node (speeds beta measured: {speeds:?})"
         );
     }
 }

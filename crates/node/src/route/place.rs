@@ -92,8 +92,11 @@ pub enum Choice<Id> {
 const NOMINAL_TOKENS: f64 = 128.0;
 /// What a network hop adds, in seconds.
 const HOP_S: f64 = 0.02;
-/// What a prompt cache that holds the conversation saves, in decode tokens' time.
-const AFFINITY_TOKENS: f64 = 32.0;
+/// What a prompt cache that holds the conversation saves, in decode tokens' time: half an
+/// answer, so another place takes a conversation only when it is twice as fast. Speeds measured
+/// from a few answers differ by a fifth or more between two identical nodes, and a conversation
+/// moved for that noise loses its cache for nothing; a GPU node five times faster still wins.
+const AFFINITY_TOKENS: f64 = 64.0;
 
 /// When `c` would finish the request, in seconds from now, at `speed` tokens/s for a stream
 /// there (its own when measured, else `unmeasured`).
@@ -372,6 +375,22 @@ mod tests {
                 ],
                 false,
                 Choice::Run(0),
+            ),
+            (
+                "the previous turn's place, though another measured 1.6 times as fast",
+                vec![
+                    Candidate {
+                        tokens_per_s: 80.0,
+                        ..cand(9, false, 1)
+                    },
+                    Candidate {
+                        preferred: true,
+                        tokens_per_s: 50.0,
+                        ..cand(10, false, 1)
+                    },
+                ],
+                false,
+                Choice::Run(10),
             ),
             (
                 "more free slots break a tie",
