@@ -146,18 +146,18 @@ pub struct ServeArgs {
     hub_local: bool,
     /// Seconds a client has to send a request's headers; also how long an idle keep-alive
     /// connection stays open (and how long a request body may stall).
-    #[arg(long, env = "HEARTH_HEADER_TIMEOUT", value_parser = parse_seconds, default_value_t = crate::server::listen::DEFAULT_HEADER_TIMEOUT.as_secs_f64())]
+    #[arg(long, env = "HEARTH_HEADER_TIMEOUT", value_parser = parse_seconds, default_value_t = hearth_base::connections::DEFAULT_HEADER_TIMEOUT.as_secs_f64())]
     header_timeout: f64,
     /// Seconds a client may take nothing the node writes to it before its connection is closed.
-    #[arg(long, env = "HEARTH_WRITE_TIMEOUT", value_parser = parse_seconds, default_value_t = crate::server::listen::DEFAULT_WRITE_TIMEOUT.as_secs_f64())]
+    #[arg(long, env = "HEARTH_WRITE_TIMEOUT", value_parser = parse_seconds, default_value_t = hearth_base::connections::DEFAULT_WRITE_TIMEOUT.as_secs_f64())]
     write_timeout: f64,
     /// Seconds an SSE answer (the OpenAI door, the UI's chat) may stay silent, waiting for a
     /// slot or a long prefill, before it sends a comment line: a proxy's idle timeout then
     /// does not cut it.
-    #[arg(long, env = "HEARTH_SSE_KEEP_ALIVE", value_parser = parse_seconds, default_value_t = crate::server::listen::DEFAULT_SSE_KEEP_ALIVE.as_secs_f64())]
+    #[arg(long, env = "HEARTH_SSE_KEEP_ALIVE", value_parser = parse_seconds, default_value_t = hearth_base::connections::DEFAULT_SSE_KEEP_ALIVE.as_secs_f64())]
     sse_keep_alive: f64,
     /// Open connections one machine on the LAN may hold (loopback is never limited).
-    #[arg(long, env = "HEARTH_CONNECTIONS_PER_ADDRESS", default_value_t = crate::server::listen::DEFAULT_PER_ADDRESS)]
+    #[arg(long, env = "HEARTH_CONNECTIONS_PER_ADDRESS", default_value_t = hearth_base::connections::DEFAULT_PER_ADDRESS)]
     connections_per_address: usize,
     /// Read the thermal level from this one sensor file, in the kernel's millidegree format
     /// (e.g. /sys/class/thermal/thermal_zone0/temp) instead of every sensor.
@@ -191,7 +191,9 @@ pub struct ServeArgs {
 impl ServeArgs {
     /// The node's configuration from these flags (and `HEARTH_*` variables).
     pub fn into_config(self) -> NodeConfig {
-        let data_dir = self.data_dir.unwrap_or_else(config::default_data_dir);
+        let data_dir = self
+            .data_dir
+            .unwrap_or_else(hearth_base::data_dir::default_data_dir);
         let mut c = NodeConfig::new(data_dir);
         if let Some(m) = self.models_dir {
             c.models_dir = m;
@@ -254,7 +256,7 @@ impl ServeArgs {
         if let Some(d) = self.batch_defaults {
             c.batch_defaults = d;
         }
-        c.limits = crate::server::listen::Limits {
+        c.limits = hearth_base::connections::Limits {
             header_timeout: Duration::from_secs_f64(self.header_timeout),
             per_address: self.connections_per_address.max(1),
             write_timeout: Duration::from_secs_f64(self.write_timeout),

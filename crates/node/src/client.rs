@@ -214,7 +214,7 @@ pub(crate) async fn client(args: ClientArgs) -> anyhow::Result<()> {
     let data_dir = args
         .data_dir
         .clone()
-        .unwrap_or_else(config::default_data_dir);
+        .unwrap_or_else(hearth_base::data_dir::default_data_dir);
     let slot = client_slot(&data_dir, &args.key_name)?;
     let storage = args.key_storage;
     match args.action {
@@ -512,7 +512,9 @@ async fn chat(args: ChatArgs, key: &SigningKey) -> anyhow::Result<()> {
 
 /// `hearth-node identity`
 pub(crate) async fn identity(args: IdentityArgs) -> anyhow::Result<()> {
-    let data_dir = args.data_dir.unwrap_or_else(config::default_data_dir);
+    let data_dir = args
+        .data_dir
+        .unwrap_or_else(hearth_base::data_dir::default_data_dir);
     let storage = args.key_storage;
     let id = blocking(move || Identity::load_or_create(&data_dir, storage)).await?;
     println!("device id:  {}", id.device_id());
@@ -546,7 +548,9 @@ fn utc(ms: i64) -> String {
 
 /// `hearth-node clients …`
 pub(crate) async fn clients(args: ClientsArgs) -> anyhow::Result<()> {
-    let data_dir = args.data_dir.unwrap_or_else(config::default_data_dir);
+    let data_dir = args
+        .data_dir
+        .unwrap_or_else(hearth_base::data_dir::default_data_dir);
     let store = Store::open(&data_dir)
         .with_context(|| format!("opening the database in {}", data_dir.display()))?;
     match args.action {

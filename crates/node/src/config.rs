@@ -76,7 +76,7 @@ pub struct NodeConfig {
     /// Worker mode (`--join`): serve a hub's tasks.
     pub join: Option<crate::hub::join::JoinConfig>,
     /// Header and idle timeouts, connections per address (`server::listen`).
-    pub limits: crate::server::listen::Limits,
+    pub limits: hearth_base::connections::Limits,
     /// Read the thermal level from this one sensor file (`--thermal-zone`, millidegrees).
     pub thermal_zone: Option<PathBuf>,
     /// The LAN cluster (`--cluster-port`, `--passcode`, `--tealenet-compat`).
@@ -120,7 +120,7 @@ impl NodeConfig {
             key_storage: KeyStorage::Auto,
             hub: None,
             join: None,
-            limits: crate::server::listen::Limits::default(),
+            limits: hearth_base::connections::Limits::default(),
             thermal_zone: None,
             cluster: None,
             ollama_port: None,
@@ -140,13 +140,6 @@ pub fn default_name() -> String {
         .filter(|s| !s.is_empty())
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| "hearth".to_owned())
-}
-
-/// The OS data directory + `hearth` (`~/.local/share/hearth` on Linux).
-pub fn default_data_dir() -> PathBuf {
-    dirs::data_dir()
-        .unwrap_or_else(|| PathBuf::from("."))
-        .join("hearth")
 }
 
 #[derive(Debug, thiserror::Error)]

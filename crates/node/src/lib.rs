@@ -40,11 +40,9 @@
 //! - On shutdown every open stream gets a final message before the port closes.
 
 pub mod auth;
-mod backoff;
 pub mod cli;
 pub mod cluster;
 pub mod config;
-pub mod data_dir;
 pub mod hub;
 pub mod models;
 mod node_cluster;
@@ -77,7 +75,7 @@ pub enum NodeError {
     #[error(transparent)]
     Model(#[from] config::ModelPathError),
     #[error(transparent)]
-    DataDir(#[from] data_dir::LockError),
+    DataDir(#[from] hearth_base::data_dir::LockError),
     #[error(transparent)]
     Store(#[from] store::StoreError),
     #[error(transparent)]
@@ -111,7 +109,7 @@ struct Inner {
     lan_host: IpAddr,
     listening: tokio::sync::Mutex<Listening>,
     /// Open connections per LAN address, across every listener of this node.
-    connections: Arc<server::listen::PerAddress>,
+    connections: Arc<hearth_base::connections::PerAddress>,
     /// The cluster's listener, when it runs: it follows the doors on and off the LAN.
     cluster: std::sync::Mutex<Option<ClusterRun>>,
     /// The cluster's dialer for the node's life (the state holds it weakly), also while its
@@ -126,7 +124,7 @@ struct Inner {
     /// Worker mode's connection to its hub (`--join`).
     worker: std::sync::Mutex<Option<JoinHandle<()>>>,
     /// This node's hold on its data dir, released when the last handle is dropped.
-    _lock: data_dir::DataDirLock,
+    _lock: hearth_base::data_dir::DataDirLock,
 }
 
 #[derive(Debug)]
@@ -172,7 +170,7 @@ impl Node {
             Err(e) => tracing::debug!(error = %e, "the open-files limit could not be raised"),
         }
         // Before anything in the data dir is touched: a second node must not open its database.
-        let mut lock = data_dir::DataDirLock::acquire(&config.data_dir)?;
+        let mut lock = hearth_base::data_dir::DataDirLock::acquire(&config.data_dir)?;
         let store = Store::open(&config.data_dir)?;
         let (data_dir, key_storage) = (config.data_dir.clone(), config.key_storage);
         let identity = tokio::task::spawn_blocking(move || {
@@ -364,7 +362,7 @@ impl Node {
         let limits = state.limits;
         let app = server::router(state.clone());
         let stop = state.shutdown.child_token();
-        let connections = Arc::new(server::listen::PerAddress::default());
+        let connections = Arc::new(hearth_base::connections::PerAddress::default());
         let task = server::listen::serve(
             listener,
             app.clone(),

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use hearth_node::cli::ServeArgs;
-use hearth_node::{config, Node, NodeConfig};
+use hearth_node::{Node, NodeConfig};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Debug, Parser)]
@@ -92,7 +92,7 @@ fn main() -> anyhow::Result<()> {
         Command::Serve(args) => runtime.block_on(serve(args.into_config())),
         Command::Keys { action, data_dir } => runtime.block_on(keys(
             action,
-            data_dir.unwrap_or_else(config::default_data_dir),
+            data_dir.unwrap_or_else(hearth_base::data_dir::default_data_dir),
         )),
         Command::Client(args) => runtime.block_on(client::client(args)),
         Command::Identity(args) => runtime.block_on(client::identity(args)),

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Subcommand;
-use hearth_node::config;
 use hearth_node::models::{import, DownloadState, Downloads, Progress, Registry};
 
 #[derive(Debug, clap::Args)]
@@ -50,7 +49,7 @@ fn mib(bytes: u64) -> String {
 pub(crate) fn models(args: ModelsArgs, runtime: &tokio::runtime::Runtime) -> anyhow::Result<()> {
     let dir = args.models_dir.unwrap_or_else(|| {
         args.data_dir
-            .unwrap_or_else(config::default_data_dir)
+            .unwrap_or_else(hearth_base::data_dir::default_data_dir)
             .join("models")
     });
     let registry = Registry::new(&dir);

@@ -350,7 +350,7 @@ impl KeySlot {
 pub fn node_keyring_user(data_dir: &Path) -> String {
     let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
     let dir = abs(data_dir);
-    if dir == abs(&crate::config::default_data_dir()) {
+    if dir == abs(&hearth_base::data_dir::default_data_dir()) {
         return "node".to_owned();
     }
     let digest = Sha256::digest(dir.to_string_lossy().as_bytes());
@@ -542,7 +542,7 @@ mod tests {
         assert!(a.starts_with("node-") && a.len() == 17, "{a}");
         assert_ne!(a, b);
         assert_eq!(
-            node_keyring_user(&crate::config::default_data_dir()),
+            node_keyring_user(&hearth_base::data_dir::default_data_dir()),
             "node"
         );
     }

@@ -35,7 +35,7 @@ use super::handshake::Admitted;
 use super::link::{Incoming, Kind, Link};
 use super::provider::Provider;
 use super::Me;
-use crate::telemetry::{self, ThermalSource};
+use crate::telemetry::ThermalSource;
 
 /// How often this node sends its heartbeat (the document's 5 s).
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
@@ -144,12 +144,18 @@ pub(super) fn heartbeat(me: &Me) -> Heartbeat {
 
 /// The level peers see: a temperature as it is; an estimate from CPU pressure only as
 /// nominal or fair (it is this node's own load, not heat: no reason to drop the node).
-fn wire_thermal(level: telemetry::ThermalLevel, source: ThermalSource) -> ThermalLevel {
+fn wire_thermal(level: hearth_base::thermal::ThermalLevel, source: ThermalSource) -> ThermalLevel {
     match (source, level) {
-        (_, telemetry::ThermalLevel::Nominal) => ThermalLevel::Nominal,
-        (ThermalSource::Estimated, _) | (_, telemetry::ThermalLevel::Fair) => ThermalLevel::Fair,
-        (ThermalSource::Sensors, telemetry::ThermalLevel::Serious) => ThermalLevel::Serious,
-        (ThermalSource::Sensors, telemetry::ThermalLevel::Critical) => ThermalLevel::Critical,
+        (_, hearth_base::thermal::ThermalLevel::Nominal) => ThermalLevel::Nominal,
+        (ThermalSource::Estimated, _) | (_, hearth_base::thermal::ThermalLevel::Fair) => {
+            ThermalLevel::Fair
+        }
+        (ThermalSource::Sensors, hearth_base::thermal::ThermalLevel::Serious) => {
+            ThermalLevel::Serious
+        }
+        (ThermalSource::Sensors, hearth_base::thermal::ThermalLevel::Critical) => {
+            ThermalLevel::Critical
+        }
     }
 }
 
@@ -532,7 +538,7 @@ mod tests {
 
     #[test]
     fn an_estimate_goes_out_as_nominal_or_fair_and_a_temperature_as_it_is() {
-        use telemetry::ThermalLevel as T;
+        use hearth_base::thermal::ThermalLevel as T;
         for (level, sensors, estimated) in [
             (T::Nominal, ThermalLevel::Nominal, ThermalLevel::Nominal),
             (T::Fair, ThermalLevel::Fair, ThermalLevel::Fair),

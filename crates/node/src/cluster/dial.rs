@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::handshake::{DialFailure, Greeting};
 use super::{codec, connection, handshake, Me};
-use crate::server::listen::Held;
+use hearth_base::connections::Held;
 
 /// The first reconnect waits about this long.
 const BACKOFF_FIRST: Duration = Duration::from_millis(500);
@@ -162,7 +162,7 @@ impl Dialer {
 }
 
 fn backoff() -> backon::ExponentialBackoff {
-    crate::backoff::jittered(BACKOFF_FIRST, BACKOFF_MAX)
+    hearth_base::backoff::jittered(BACKOFF_FIRST, BACKOFF_MAX)
 }
 
 /// Connect, run, reconnect, until `stop` (or, for a discovered address, until it has failed

@@ -47,8 +47,8 @@ use tokio_util::codec::{Framed, LengthDelimitedCodec};
 use tokio_util::sync::CancellationToken;
 
 use crate::hub::Hub;
-use crate::server::listen::{Held, PerAddress};
 use crate::server::AppState;
+use hearth_base::connections::{Held, PerAddress};
 
 /// A connection's frames before its transport is chosen.
 pub(crate) type Frames = Framed<Held, LengthDelimitedCodec>;

@@ -23,7 +23,7 @@ use super::link::Kind;
 use crate::hub::{
     Health, Hub, Route, TaskEvent, WorkerId, WorkerJoin, PROVIDER_REFUSED, WORKER_OUTBOX_CAPACITY,
 };
-use crate::telemetry::ThermalLevel;
+use hearth_base::thermal::ThermalLevel;
 
 /// The body key that carries a Hearth task between Hearth nodes (TealeNet peers never see it).
 pub(crate) const HEARTH_TASK_KEY: &str = "hearth_task";

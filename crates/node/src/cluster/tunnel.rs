@@ -17,7 +17,7 @@ use tokio_util::codec::Framed;
 use super::handshake::{self, Admitted};
 use super::link::{Incoming, Kind, Link};
 use super::Me;
-use crate::server::listen::Held;
+use hearth_base::connections::Held;
 
 /// How often each side pings.
 const PING_EVERY: Duration = Duration::from_secs(1);

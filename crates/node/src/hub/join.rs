@@ -233,7 +233,7 @@ async fn connect(url: &str) -> Result<(Socket, bool), tungstenite::Error> {
 
 /// Reconnect delays: exponential with equal jitter, capped at [`BACKOFF_MAX`].
 fn backoff() -> backon::ExponentialBackoff {
-    crate::backoff::jittered(BACKOFF_FIRST, BACKOFF_MAX)
+    hearth_base::backoff::jittered(BACKOFF_FIRST, BACKOFF_MAX)
 }
 
 /// Why a session ended.

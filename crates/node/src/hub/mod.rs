@@ -38,7 +38,7 @@ use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
 
 use crate::route::place::Candidate;
-use crate::telemetry::ThermalLevel;
+use hearth_base::thermal::ThermalLevel;
 
 /// The most one task may bring, counting each frame's text and [`FRAME_OVERHEAD`]: a worker
 /// that sends more for one task is misbehaving, and the task fails. At one token a frame (a

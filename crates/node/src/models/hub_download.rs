@@ -65,7 +65,7 @@ impl Downloads {
     async fn lookup(&self, job: &Job, source: &HubFile) -> Result<Remote, DownloadError> {
         let mut failures = 0u32;
         let mut delays =
-            crate::backoff::jittered(Duration::from_millis(500), Duration::from_secs(30));
+            hearth_base::backoff::jittered(Duration::from_millis(500), Duration::from_secs(30));
         loop {
             let looked = tokio::select! {
                 r = source.lookup(&self.http, &self.hub) => r,
@@ -140,7 +140,7 @@ impl Downloads {
         let url = source.url(&self.hub);
         let mut failures = 0u32;
         let mut delays =
-            crate::backoff::jittered(Duration::from_millis(500), Duration::from_secs(30));
+            hearth_base::backoff::jittered(Duration::from_millis(500), Duration::from_secs(30));
         while have < remote.size {
             let before = have;
             let attempt = tokio::select! {
@@ -162,8 +162,10 @@ impl Downloads {
             file.flush().await.map_err(io)?;
             if have > before {
                 failures = 0;
-                delays =
-                    crate::backoff::jittered(Duration::from_millis(500), Duration::from_secs(30));
+                delays = hearth_base::backoff::jittered(
+                    Duration::from_millis(500),
+                    Duration::from_secs(30),
+                );
             }
             failures += 1;
             if failures >= MAX_FAILURES {

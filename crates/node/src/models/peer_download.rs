@@ -318,7 +318,7 @@ impl Downloads {
         name: &str,
     ) -> Result<Vec<Offer>, DownloadError> {
         let mut delays =
-            crate::backoff::jittered(Duration::from_millis(500), Duration::from_secs(10));
+            hearth_base::backoff::jittered(Duration::from_millis(500), Duration::from_secs(10));
         for attempt in 1..=MAX_FAILURES {
             let asked = tokio::select! {
                 o = sharing.query(name, QUERY_WAIT) => o,
@@ -349,7 +349,7 @@ impl Downloads {
         let mut failures = 0u32;
         let mut which = i;
         let mut delays =
-            crate::backoff::jittered(Duration::from_millis(300), Duration::from_secs(5));
+            hearth_base::backoff::jittered(Duration::from_millis(300), Duration::from_secs(5));
         loop {
             let seg = lock(&shared.segments)[i];
             let from = seg.start + seg.done;

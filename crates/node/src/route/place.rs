@@ -19,7 +19,7 @@
 
 use hearth_protocol::ModelId;
 
-use crate::telemetry::ThermalLevel;
+use hearth_base::thermal::ThermalLevel;
 
 /// What placement knows of one place that could run a request.
 #[derive(Debug, Clone, PartialEq)]

@@ -15,7 +15,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::{Registry, Unit};
 
 use super::AppState;
-use crate::telemetry::ThermalLevel;
+use hearth_base::thermal::ThermalLevel;
 
 /// The content type `prometheus-client`'s text encoder writes.
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";

@@ -84,7 +84,7 @@ pub struct AppState {
     pub router: crate::route::Router,
     /// Timeouts and connection caps (`listen`); a stalled request body fails after the
     /// header timeout too.
-    pub limits: listen::Limits,
+    pub limits: hearth_base::connections::Limits,
     /// The cluster's port when it listens, and the peers connected to it.
     pub cluster_port: Option<u16>,
     pub cluster_peers: crate::cluster::Peers,

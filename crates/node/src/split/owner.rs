@@ -187,7 +187,7 @@ impl Splits {
         stop: CancellationToken,
     ) {
         let (mut endpoints, mut attempt) = first;
-        let mut delays = crate::backoff::jittered(RELOAD_FIRST, RELOAD_MOST);
+        let mut delays = hearth_base::backoff::jittered(RELOAD_FIRST, RELOAD_MOST);
         loop {
             // llama.cpp's offloaded units on each peer: its layers, and the output layer.
             let shares: Vec<u32> = lock(&self.running)
@@ -230,7 +230,7 @@ impl Splits {
                 return;
             }
             if started.elapsed() >= HEALTHY_AFTER {
-                delays = crate::backoff::jittered(RELOAD_FIRST, RELOAD_MOST);
+                delays = hearth_base::backoff::jittered(RELOAD_FIRST, RELOAD_MOST);
             }
             // The tunnel whose end stopped it, when one did, has said so by now.
             tokio::time::sleep(Duration::from_millis(200)).await;

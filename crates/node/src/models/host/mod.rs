@@ -21,7 +21,7 @@ mod keep_alive;
 mod room;
 
 use super::memory;
-use crate::telemetry::ThermalLevel;
+use hearth_base::thermal::ThermalLevel;
 
 /// How this host runs engines: every engine's configuration but the model path, and how many
 /// models it keeps and for how long.

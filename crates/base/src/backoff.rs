@@ -5,7 +5,7 @@ use std::time::Duration;
 
 /// Delays each between half and all of `first * 2^attempt`, capped at `max` (backon adds up
 /// to 100% jitter above its base, so its base is half of that), without end.
-pub(crate) fn jittered(first: Duration, max: Duration) -> backon::ExponentialBackoff {
+pub fn jittered(first: Duration, max: Duration) -> backon::ExponentialBackoff {
     use backon::BackoffBuilder as _;
     backon::ExponentialBuilder::new()
         .with_min_delay(first / 2)

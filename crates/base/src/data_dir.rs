@@ -81,6 +81,13 @@ fn describe(text: &str) -> String {
     }
 }
 
+/// The OS data directory + `hearth` (`~/.local/share/hearth` on Linux).
+pub fn default_data_dir() -> PathBuf {
+    dirs::data_dir()
+        .unwrap_or_else(|| PathBuf::from("."))
+        .join("hearth")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
