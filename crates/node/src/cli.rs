@@ -124,8 +124,8 @@ pub struct ServeArgs {
     batch_defaults: Option<hearth_protocol::batch::BatchDefaults>,
     /// Where the node's Ed25519 key is kept: the OS keyring when it answers (auto), or only a
     /// 0600 file in the data dir (file).
-    #[arg(long, env = "HEARTH_KEY_STORAGE", value_enum, default_value_t = crate::config::KeyStorage::Auto)]
-    key_storage: crate::config::KeyStorage,
+    #[arg(long, env = "HEARTH_KEY_STORAGE", value_enum, default_value_t = hearth_auth::identity::KeyStorage::Auto)]
+    key_storage: hearth_auth::identity::KeyStorage,
     /// How long the signed-challenge door waits for `authenticate`, in ms (tests shorten it).
     #[arg(long, env = "HEARTH_AUTH_TIMEOUT_MS", hide = true)]
     auth_timeout_ms: Option<u64>,

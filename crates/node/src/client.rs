@@ -1,7 +1,7 @@
 //! The commands around the signed-challenge WebSocket (`protocols/auth-ws.md`), as clap
 //! argument structs and one async function each (part of the binary, not the library):
 //! - `hearth-node client keygen | show | register | chat`: a client of any Hearth node's `/`
-//!   door. Its Ed25519 key is kept like the node's own identity (`hearth_node::auth::identity`): in the OS
+//!   door. Its Ed25519 key is kept like the node's own identity (`hearth_auth::identity`): in the OS
 //!   keyring (service `hearth-client`, user = the key's name) or, where no keyring answers, in a
 //!   0600 file `<data-dir>/client-keys/<name>.pem`. Its `clientId` is derived from the public
 //!   key, so nothing else needs storing.
@@ -23,9 +23,9 @@ use futures_util::{SinkExt as _, StreamExt as _};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 
-use hearth_node::auth::identity::{self, Identity, KeySlot, KeyStorage, StoredKey, CLIENT_SERVICE};
+use hearth_auth::identity::{self, Identity, KeySlot, KeyStorage, StoredKey, CLIENT_SERVICE};
 use hearth_node::config;
-use hearth_node::store::Store;
+use hearth_store::Store;
 
 /// How long `chat` waits for the node's challenge and for its `auth_result`.
 const HANDSHAKE_WAIT: Duration = Duration::from_secs(10);

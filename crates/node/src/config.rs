@@ -10,15 +10,7 @@ use std::time::Duration;
 pub const DEFAULT_MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 pub const DEFAULT_PORT: u16 = 8420;
 
-/// Where keys may be kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum KeyStorage {
-    /// The OS keyring when it answers, else a 0600 file in the data dir.
-    #[default]
-    Auto,
-    /// Only the 0600 file (tests, containers, or when the keyring must not be touched).
-    File,
-}
+use hearth_auth::identity::KeyStorage;
 
 #[derive(Debug, Clone)]
 pub struct NodeConfig {

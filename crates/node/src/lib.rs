@@ -39,7 +39,6 @@
 //! - Doors only translate between their protocol and the engine's request/event stream.
 //! - On shutdown every open stream gets a final message before the port closes.
 
-pub mod auth;
 pub mod cli;
 pub mod cluster;
 pub mod config;
@@ -49,7 +48,6 @@ mod node_cluster;
 pub mod route;
 pub mod server;
 pub mod split;
-pub mod store;
 pub mod telemetry;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -61,10 +59,10 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub use config::NodeConfig;
+use hearth_store::Store;
 use models::{EngineSettings, ModelHost};
 use node_cluster::{bind_cluster_default, cluster_host, discover, ClusterRun};
 use server::AppState;
-use store::Store;
 
 /// The least time shutdown gives the engine thread to finish its current step (it gets the
 /// whole grace period when that is longer).
@@ -77,9 +75,9 @@ pub enum NodeError {
     #[error(transparent)]
     DataDir(#[from] hearth_base::data_dir::LockError),
     #[error(transparent)]
-    Store(#[from] store::StoreError),
+    Store(#[from] hearth_store::StoreError),
     #[error(transparent)]
-    Identity(#[from] auth::identity::IdentityError),
+    Identity(#[from] hearth_auth::identity::IdentityError),
     #[error(transparent)]
     Join(#[from] hub::join::JoinError),
     #[error("loading the node's identity: {0}")]
@@ -174,7 +172,7 @@ impl Node {
         let store = Store::open(&config.data_dir)?;
         let (data_dir, key_storage) = (config.data_dir.clone(), config.key_storage);
         let identity = tokio::task::spawn_blocking(move || {
-            auth::identity::Identity::load_or_create(&data_dir, key_storage)
+            hearth_auth::identity::Identity::load_or_create(&data_dir, key_storage)
         })
         .await
         .map_err(|e| NodeError::IdentityTask(e.to_string()))??;

@@ -65,7 +65,7 @@ enum KeysAction {
         /// What it reaches: `use`, the model doors (OpenAI, Ollama, the WebSocket protocols);
         /// `manage`, also the UI's API (conversations, settings, models, downloads).
         #[arg(long, default_value = "use")]
-        scope: hearth_node::store::KeyScope,
+        scope: hearth_store::KeyScope,
     },
     /// List keys (never their secrets).
     List,
@@ -110,7 +110,7 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn keys(action: KeysAction, data_dir: PathBuf) -> anyhow::Result<()> {
-    let store = hearth_node::store::Store::open(&data_dir)
+    let store = hearth_store::Store::open(&data_dir)
         .with_context(|| format!("opening the database in {}", data_dir.display()))?;
     match action {
         KeysAction::Create { name, scope } => {

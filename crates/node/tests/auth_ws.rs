@@ -18,7 +18,7 @@ use common::process::{repo_root, run_peer};
 use common::signed::{authenticate, connect, login, register, Key};
 use common::{ws_recv, ws_recv_timeout, ws_send, ws_send_text, ws_until, TestNode, Ws, MODEL_ID};
 use futures_util::{SinkExt, StreamExt};
-use hearth_node::auth::identity::KeyStorage;
+use hearth_auth::identity::KeyStorage;
 use hearth_node::NodeConfig;
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
@@ -606,7 +606,7 @@ async fn the_node_identity_is_made_once_and_kept_across_restarts() {
         "the identity is a 0600 file when the keyring is not used"
     );
     let first = std::fs::read_to_string(&file).unwrap();
-    let id = hearth_node::auth::identity::Identity::load_or_create(&data_dir, KeyStorage::File)
+    let id = hearth_auth::identity::Identity::load_or_create(&data_dir, KeyStorage::File)
         .unwrap()
         .device_id();
     t.stop().await;
@@ -618,7 +618,7 @@ async fn the_node_identity_is_made_once_and_kept_across_restarts() {
     .await;
     assert_eq!(std::fs::read_to_string(&file).unwrap(), first);
     assert_eq!(
-        hearth_node::auth::identity::Identity::load_or_create(&data_dir, KeyStorage::File)
+        hearth_auth::identity::Identity::load_or_create(&data_dir, KeyStorage::File)
             .unwrap()
             .device_id(),
         id

@@ -480,7 +480,7 @@ async fn a_continuation_is_read_only_by_the_api_key_that_made_it() {
     let mut secrets = Vec::new();
     for name in ["a", "b"] {
         let (_, secret) = store
-            .create_key(name.into(), hearth_node::store::KeyScope::Use)
+            .create_key(name.into(), hearth_store::KeyScope::Use)
             .await
             .unwrap();
         secrets.push(secret);

@@ -82,7 +82,7 @@ async fn a_database_damaged_in_the_middle_is_refused_and_kept() {
         c.models_dir = model.parent().unwrap().to_path_buf();
         c.model = Some(model.to_string_lossy().into_owned());
         c.port = 0;
-        c.key_storage = hearth_node::auth::identity::KeyStorage::File;
+        c.key_storage = hearth_auth::identity::KeyStorage::File;
         c
     };
     // A node makes its database; many conversations fill many pages.
@@ -124,7 +124,7 @@ async fn a_database_damaged_in_the_middle_is_refused_and_kept() {
 async fn conversations_in_copy_of(db: &Path) -> usize {
     let dir = tempfile::tempdir().unwrap();
     std::fs::copy(db, dir.path().join("hearth.db")).unwrap();
-    let store = hearth_node::store::Store::open(dir.path()).unwrap();
+    let store = hearth_store::Store::open(dir.path()).unwrap();
     store.list_conversations(None).await.unwrap().len()
 }
 
@@ -172,7 +172,7 @@ async fn a_node_dropped_in_a_program_closes_its_database() {
     let mut c = hearth_node::NodeConfig::new(&data);
     c.models_dir = models;
     c.port = 0;
-    c.key_storage = hearth_node::auth::identity::KeyStorage::File;
+    c.key_storage = hearth_auth::identity::KeyStorage::File;
     // The cluster's dialer reaches the node's state: it must not keep it alive.
     c.cluster = Some(hearth_node::cluster::ClusterConfig {
         port: Some(0),

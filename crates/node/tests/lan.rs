@@ -11,7 +11,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use common::TestNode;
-use hearth_node::store::KeyScope;
+use hearth_store::KeyScope;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 

@@ -324,7 +324,7 @@ async fn a_model_asked_for_by_name_must_exist() {
     config.models_dir = empty.path().to_path_buf();
     config.model = Some("nowhere".into());
     config.port = 0;
-    config.key_storage = hearth_node::auth::identity::KeyStorage::File;
+    config.key_storage = hearth_auth::identity::KeyStorage::File;
     let e = hearth_node::Node::start(config)
         .await
         .expect_err("no such model");

@@ -309,7 +309,7 @@ impl Rules {
     fn new(
         passcode: Option<&str>,
         compat: bool,
-        identity: &Arc<crate::auth::identity::Identity>,
+        identity: &Arc<hearth_auth::identity::Identity>,
     ) -> Self {
         Self {
             passcode_hash: passcode.map(passcode_hash),

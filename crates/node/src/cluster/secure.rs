@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::bytes::{BufMut as _, Bytes, BytesMut};
 
 use super::Frames;
-use crate::auth::identity::{device_id, Identity};
+use hearth_auth::identity::{device_id, Identity};
 
 /// The longest Noise message (the specification's limit) and so the frame limit once the
 /// transport runs.

@@ -11,8 +11,8 @@ use std::time::{Duration, SystemTime};
 use sha2::{Digest as _, Sha256};
 use tokio::sync::OnceCell;
 
-use crate::store::digests::FileKey;
-use crate::store::Store;
+use hearth_store::digests::FileKey;
+use hearth_store::Store;
 
 /// The file's SHA-256 (lowercase hex). Callers asking while it is computed wait for the same
 /// result, up to `wait` when given (the hash goes on, so a later call has it). `""` when it is

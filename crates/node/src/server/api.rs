@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::AppState;
-use crate::store::{SettingsPatch, StoreError};
+use hearth_store::{SettingsPatch, StoreError};
 
 /// An `/api` error.
 #[derive(Debug)]
@@ -216,7 +216,7 @@ pub(crate) struct NewKey {
     name: String,
     /// `use` (the default) or `manage`.
     #[serde(default)]
-    scope: crate::store::KeyScope,
+    scope: hearth_store::KeyScope,
 }
 
 pub(crate) async fn create_key(

@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 
 use super::api::{json_body, ApiFailure};
 use super::AppState;
-use crate::store::{Message, MessageStatus, NewMessage, Stats};
+use hearth_store::{Message, MessageStatus, NewMessage, Stats};
 
 /// How often a streaming answer is written to the database.
 const SAVE_EVERY: Duration = Duration::from_millis(250);

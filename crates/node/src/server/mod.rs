@@ -49,7 +49,7 @@ use hearth_protocol::limits::MAX_HTTP_BODY_BYTES;
 use tokio_util::sync::CancellationToken;
 
 use crate::models::ModelHost;
-use crate::store::Store;
+use hearth_store::Store;
 
 /// What every door shares.
 #[derive(Debug)]
@@ -79,7 +79,7 @@ pub struct AppState {
     /// The signed-challenge door's timeout and failure counters.
     pub auth: auth::AuthState,
     /// This node's Ed25519 identity.
-    pub identity: Arc<crate::auth::identity::Identity>,
+    pub identity: Arc<hearth_auth::identity::Identity>,
     /// Where each request runs: the local engine or, in hub mode, a worker.
     pub router: crate::route::Router,
     /// Timeouts and connection caps (`listen`); a stalled request body fails after the

@@ -30,7 +30,7 @@ use axum::Json;
 use serde_json::json;
 
 use super::AppState;
-use crate::store::KeyScope;
+use hearth_store::KeyScope;
 
 /// Origins of the desktop app's webview (Linux/macOS, and Windows' form).
 const DESKTOP_ORIGINS: [&str; 3] = [

@@ -132,7 +132,7 @@ impl TestNode {
         config.port = 0;
         config.ctx = Some(1024);
         // Never the developer's own keyring: the node's key goes to a file in the temp dir.
-        config.key_storage = hearth_node::auth::identity::KeyStorage::File;
+        config.key_storage = hearth_auth::identity::KeyStorage::File;
         f(&mut config);
         let wait_ready = config.min_load_time.is_none() && config.model.is_some();
         let node = Node::start(config).await?;

@@ -2,7 +2,7 @@
 //! (`protocols/auth-ws.md`; the behaviour of the reference implementation is in NOTES.md
 //! "auth-ws"). `GET /` without an upgrade is still the web UI. The messages both ways and
 //! registration are typed in `hearth_protocol::auth_ws`; here: the socket ([`session`]),
-//! registration ([`register`]) and the rate limit (`crate::auth::limiter`).
+//! registration ([`register`]) and the rate limit (`hearth_auth::limiter`).
 //!
 //! ## The socket
 //! 1. On connect the node sends `challenge`: 32 random bytes as 64 hex digits, and `timestamp`
@@ -48,7 +48,7 @@
 //!   ends.
 //!
 //! ## Rate limit
-//! [`crate::auth::limiter::RateLimiter`]: per IP address + client id, as the reference does. A failure after a quiet
+//! [`hearth_auth::limiter::RateLimiter`]: per IP address + client id, as the reference does. A failure after a quiet
 //! spell of 10 minutes starts the count again; the 5th failure in a row blocks the pair for
 //! 2^(n-1) seconds (16 s at the 5th, 32 s at the 6th, ...) up to 30 minutes, and attempts while
 //! blocked are refused without being checked. A success clears the pair.
@@ -58,7 +58,7 @@
 //! `{"success":true,"clientId","message"}` (also for a key registered before, with the same
 //! id) or 400 `{"success":false,"error","code":"invalid_key"}`; other refusals use the same
 //! shape with `invalid_request`, `client_revoked` (403) or `internal_error` (500). Keys and ids:
-//! [`crate::auth::clients`]. When the node is exposed to the LAN, registration and the socket from
+//! [`hearth_auth::clients`]. When the node is exposed to the LAN, registration and the socket from
 //! another machine need an API key like every other door (`server/security.rs`): a client
 //! key planted by a web page or a stranger on the LAN must not be enough to generate; the
 //! challenge then proves the client's key on top of the API key.
@@ -78,7 +78,7 @@ use axum::http::{header, HeaderMap, Uri};
 use axum::response::{IntoResponse, Response};
 use hearth_protocol::limits::WS_READ_LIMIT_BYTES;
 
-use crate::auth::limiter::RateLimiter;
+use hearth_auth::limiter::RateLimiter;
 
 pub(crate) use register::register;
 

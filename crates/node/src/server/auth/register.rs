@@ -1,5 +1,5 @@
 //! `POST /api/auth/register`: a client registers its public key and learns its `clientId`
-//! (keys, ids and verification: `crate::auth::clients`). Answers in the document's shape:
+//! (keys, ids and verification: `hearth_auth::clients`). Answers in the document's shape:
 //! 200 `{"success":true,"clientId","message"}`, else `{"success":false,"error","code"}`.
 
 use std::sync::Arc;
@@ -14,9 +14,9 @@ use hearth_protocol::auth_ws::register::{
     parse_registration, RegisterCode, RegisterReply, Registration as Request,
 };
 
-use crate::auth::clients::{self, ClientKey};
 use crate::server::AppState;
-use crate::store::clients::Registration;
+use hearth_auth::clients::{self, ClientKey};
+use hearth_store::clients::Registration;
 
 fn register_error(status: StatusCode, code: RegisterCode, message: impl Into<String>) -> Response {
     (status, Json(RegisterReply::refused(code, message))).into_response()

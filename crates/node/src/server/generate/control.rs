@@ -8,7 +8,7 @@ use hearth_protocol::streaming::{self as sw, Control, ErrorKind, RecoveryAction}
 use super::messages::{error, invalid, status};
 use super::Session;
 use crate::route;
-use crate::store::FeedbackRow;
+use hearth_store::FeedbackRow;
 
 impl Session {
     pub(super) async fn on_control(&mut self, control: Control) {

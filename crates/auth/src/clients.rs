@@ -1,6 +1,6 @@
 //! Clients of the signed-challenge WebSocket (`protocols/auth-ws.md`, NOTES.md "auth-ws"):
 //! their public keys, how a key is read and how a signature is checked. Their rows in
-//! `hearth.db` are `crate::store::clients`.
+//! `hearth.db` are `hearth-store`'s `clients`.
 //!
 //! ## Decisions
 //! - Keys are Ed25519 (Hearth's own clients) or RSA of 2048 to 4096 bits verified as
@@ -108,7 +108,7 @@ impl Algorithm {
         }
     }
 
-    pub(crate) fn parse(s: &str) -> Option<Self> {
+    pub fn parse(s: &str) -> Option<Self> {
         match s {
             "ed25519" => Some(Self::Ed25519),
             "rsa-sha256" => Some(Self::RsaSha256),

@@ -5,6 +5,10 @@
 //! ([`peers`]) and model files' digests ([`digests`]) each have a file. One
 //! connection behind a mutex; every call runs on tokio's blocking pool. A clean stop empties
 //! the log into `hearth.db` ([`Store::checkpoint`]).
+//!
+//! Architecture invariant: `hearth-store` is the only crate that names SQLite, and it knows
+//! rows, not what they are for: no HTTP, no protocol, no model, no cluster. A part that keeps
+//! something across restarts adds its table and its file here.
 
 pub mod clients;
 pub mod conversations;
@@ -186,7 +190,7 @@ impl Store {
         })
     }
 
-    pub(crate) async fn with<T: Send + 'static>(
+    pub async fn with<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Connection) -> Result<T, rusqlite::Error> + Send + 'static,
     ) -> Result<T, StoreError> {

@@ -47,7 +47,16 @@ const ED25519_SPKI_PREFIX: [u8; 12] = [
 ];
 
 /// Where keys may be kept (a setting: defined with the node's configuration).
-pub use crate::config::KeyStorage;
+/// Where keys may be kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+pub enum KeyStorage {
+    /// The OS keyring when it answers, else a 0600 file in the data dir.
+    #[default]
+    Auto,
+    /// Only the 0600 file (tests, containers, or when the keyring must not be touched).
+    File,
+}
 
 /// Where one key was found or put.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -208,7 +217,7 @@ pub fn public_key_pem(key: &VerifyingKey) -> String {
 
 /// First 20 hex digits of SHA-256 of the SPKI DER (the `clientId` of this key).
 pub fn key_id(key: &VerifyingKey) -> String {
-    crate::auth::clients::client_id(&spki_der(key))
+    crate::clients::client_id(&spki_der(key))
 }
 
 /// The UUID a public key stands for (see the module docs).
@@ -354,7 +363,7 @@ pub fn node_keyring_user(data_dir: &Path) -> String {
         return "node".to_owned();
     }
     let digest = Sha256::digest(dir.to_string_lossy().as_bytes());
-    let mut h = crate::auth::clients::hex(&digest);
+    let mut h = crate::clients::hex(&digest);
     h.truncate(12);
     format!("node-{h}")
 }
@@ -425,9 +434,8 @@ impl Identity {
         ed25519_dalek::Signer::sign(&self.key, message)
     }
 
-    /// A fresh identity kept nowhere (unit tests).
-    #[cfg(test)]
-    pub(crate) fn ephemeral() -> Self {
+    /// A fresh identity kept nowhere (for tests).
+    pub fn ephemeral() -> Self {
         Self {
             key: generate_key().expect("system randomness"),
             location: KeyLocation::File(PathBuf::new()),
@@ -485,7 +493,7 @@ mod tests {
             "the fixed prefix is RFC 8410's"
         );
         assert_eq!(
-            crate::auth::clients::ClientKey::parse(&public_key_pem(&key))
+            crate::clients::ClientKey::parse(&public_key_pem(&key))
                 .unwrap()
                 .client_id(),
             key_id(&key)

@@ -6,7 +6,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde::Serialize;
 
 use super::{now_ms, Store, StoreError};
-use crate::auth::clients::{Algorithm, ClientKey};
+use hearth_auth::clients::{Algorithm, ClientKey};
 
 /// The schema migration that adds the clients table. `store::MIGRATIONS` lists it after the
 /// ones before it (`MIGRATION` here).

@@ -124,7 +124,7 @@ impl RateLimiter {
 }
 
 /// Whole seconds to wait, rounded up (what `retryAfter` carries).
-pub(crate) fn retry_after_secs(d: Duration) -> u64 {
+pub fn retry_after_secs(d: Duration) -> u64 {
     let s = d.as_secs();
     if d.subsec_nanos() > 0 {
         s + 1
