@@ -59,7 +59,7 @@ pub struct ServeArgs {
     #[arg(long, env = "HEARTH_MEMORY_LIMIT")]
     memory_limit: Option<u64>,
     /// The Hugging Face-style hub models are downloaded from (`OWNER/REPO/FILE.gguf`).
-    #[arg(long, env = "HEARTH_HUB_URL", default_value = crate::models::hub::DEFAULT_HUB_URL)]
+    #[arg(long, env = "HEARTH_HUB_URL", default_value = hearth_models::hub::DEFAULT_HUB_URL)]
     hub_url: String,
     /// Requests that may wait for a slot before new ones are refused.
     #[arg(long, env = "HEARTH_QUEUE", default_value_t = hearth_engine::config::DEFAULT_QUEUE_CAPACITY)]
@@ -270,7 +270,7 @@ impl ServeArgs {
 fn parse_thermal_zone(s: &str) -> Result<PathBuf, String> {
     let path = PathBuf::from(s);
     match std::fs::read_to_string(&path) {
-        Ok(text) if crate::telemetry::parse_millidegrees(&text).is_some() => Ok(path),
+        Ok(text) if hearth_models::telemetry::parse_millidegrees(&text).is_some() => Ok(path),
         Ok(_) => Err(format!(
             "{s} does not hold a temperature in millidegrees (an integer such as 45000)"
         )),

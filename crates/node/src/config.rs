@@ -39,7 +39,7 @@ pub struct NodeConfig {
     /// A pause after each model chunk served to a peer (a hidden setting, for tests).
     pub transfer_pace: Option<Duration>,
     /// Where Ollama and LM Studio keep models, for importing them.
-    pub import_roots: crate::models::import::Roots,
+    pub import_roots: hearth_models::import::Roots,
     /// How long a model loaded for a request stays loaded idle (`--keep-alive`).
     pub keep_alive: Duration,
     /// Bytes all loaded models may take (`--memory-limit`); `None`: what is free.
@@ -96,10 +96,10 @@ impl NodeConfig {
             offload: hearth_engine::Offload::default(),
             ctx: None,
             queue: hearth_engine::config::DEFAULT_QUEUE_CAPACITY,
-            hub_url: crate::models::hub::DEFAULT_HUB_URL.to_owned(),
+            hub_url: hearth_models::hub::DEFAULT_HUB_URL.to_owned(),
             transfer_pace: None,
-            import_roots: crate::models::import::Roots::of_user(),
-            keep_alive: crate::models::DEFAULT_KEEP_ALIVE,
+            import_roots: hearth_models::import::Roots::of_user(),
+            keep_alive: hearth_models::DEFAULT_KEEP_ALIVE,
             memory_limit: None,
             min_load_time: None,
             script: None,

@@ -14,7 +14,7 @@
 //! - [`route`]: the one path every request takes: `resolve` a model name, `submit` a request;
 //!   pure placement over candidates (`route::place`) and the supervisor that continues an
 //!   answer when its remote provider is lost.
-//! - [`models`]: the registry of model files, and [`models::ModelHost`], the engines of the
+//! - [`models`]: the registry of model files, and [`hearth_models::ModelHost`], the engines of the
 //!   models loaded here (loaded on demand, unloaded when idle or for room); the route submits
 //!   here for requests it places on this node.
 //! - [`hub`]: the registry of remote providers (hub mode's workers, the cluster's peers) and
@@ -43,12 +43,10 @@ pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod hub;
-pub mod models;
 mod node_cluster;
 pub mod route;
 pub mod server;
 pub mod split;
-pub mod telemetry;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -59,8 +57,10 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub use config::NodeConfig;
+/// The machine's samples, which the desktop app's tray shows (it knows this crate only).
+pub use hearth_models::telemetry;
+use hearth_models::{EngineSettings, ModelHost};
 use hearth_store::Store;
-use models::{EngineSettings, ModelHost};
 use node_cluster::{bind_cluster_default, cluster_host, discover, ClusterRun};
 use server::AppState;
 
@@ -287,7 +287,7 @@ impl Node {
         }
         let shutdown = CancellationToken::new();
         host.spawn_keep_alive(shutdown.child_token());
-        let telemetry = telemetry::spawn(
+        let telemetry = hearth_models::telemetry::spawn(
             host.clone(),
             shutdown.child_token(),
             config.thermal_zone.clone(),
@@ -295,14 +295,14 @@ impl Node {
         let mut allowed_hosts = config.allowed_hosts.clone();
         allowed_hosts.push(config.name.clone());
         allowed_hosts.push(format!("{}.local", config.name));
-        let sharing = Arc::new(cluster::sharing::Sharing::default());
+        let sharing = Arc::new(hearth_models::sharing::Sharing::default());
         sharing.set_pace(config.transfer_pace);
         let state = Arc::new(AppState {
             store,
             node_name: config.name.clone(),
             models_dir: config.models_dir.clone(),
             import_roots: config.import_roots.clone(),
-            downloads: models::Downloads::new(
+            downloads: hearth_models::Downloads::new(
                 config.models_dir.clone(),
                 config.hub_url.clone(),
                 Some(sharing.clone()),
@@ -331,7 +331,7 @@ impl Node {
             // The registry of remote providers: a hub's workers, and the cluster's peers.
             router: route::Router::new(
                 host.clone(),
-                models::Registry::new(&config.models_dir),
+                hearth_models::Registry::new(&config.models_dir),
                 config
                     .hub
                     .clone()
@@ -576,7 +576,7 @@ impl Node {
     }
 
     /// The telemetry sampler's latest snapshots.
-    pub fn telemetry(&self) -> tokio::sync::watch::Receiver<telemetry::Telemetry> {
+    pub fn telemetry(&self) -> tokio::sync::watch::Receiver<hearth_models::telemetry::Telemetry> {
         self.inner.state.telemetry.clone()
     }
 

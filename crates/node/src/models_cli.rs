@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Subcommand;
-use hearth_node::models::{import, DownloadState, Downloads, Progress, Registry};
+use hearth_models::{import, DownloadState, Downloads, Progress, Registry};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ModelsArgs {
@@ -35,7 +35,7 @@ enum ModelsAction {
     Pull {
         model: String,
         /// The Hugging Face-style hub to download from.
-        #[arg(long, env = "HEARTH_HUB_URL", default_value = hearth_node::models::hub::DEFAULT_HUB_URL)]
+        #[arg(long, env = "HEARTH_HUB_URL", default_value = hearth_models::hub::DEFAULT_HUB_URL)]
         hub_url: String,
     },
     /// Delete a model's files from the folder (only the link of an imported model).

@@ -129,7 +129,7 @@ async fn under_a_low_memory_limit_the_least_recently_used_model_unloads() {
     let path = dir.path().join("alpha.gguf");
     let gguf = hearth_engine::gguf::read(&path).unwrap();
     let size = std::fs::metadata(&path).unwrap().len();
-    let one = hearth_node::models::memory::estimate(size, Some(&gguf), 2 * 512);
+    let one = hearth_models::memory::estimate(size, Some(&gguf), 2 * 512);
     // Room for one model and a half: the second one needs the first one's place.
     // alpha is loaded at start (the folder's first model).
     let t = start(dir.path(), |c| c.memory_limit = Some(one * 3 / 2)).await;
@@ -212,7 +212,7 @@ async fn an_idle_model_unloads_after_the_keep_alive_and_the_chosen_one_stays() {
 
 /// Ollama's folder (`manifests/registry.ollama.ai/library/NAME/latest` naming a blob) and LM
 /// Studio's (`PUBLISHER/REPO/FILE.gguf`) under `root`, made from the default model.
-fn other_apps(root: &Path) -> hearth_node::models::import::Roots {
+fn other_apps(root: &Path) -> hearth_models::import::Roots {
     let model = common::model_path();
     let place = |to: &Path| {
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
@@ -232,7 +232,7 @@ fn other_apps(root: &Path) -> hearth_node::models::import::Roots {
     std::fs::write(&manifest, layers.to_string()).unwrap();
     let lmstudio = root.join("lmstudio");
     place(&lmstudio.join("someone/Small-GGUF/Small-Q4.gguf"));
-    hearth_node::models::import::Roots {
+    hearth_models::import::Roots {
         ollama: vec![ollama],
         lmstudio: vec![lmstudio],
     }
@@ -543,7 +543,7 @@ async fn a_model_that_cannot_fit_unloads_nothing() {
     let path = dir.path().join("alpha.gguf");
     let gguf = hearth_engine::gguf::read(&path).unwrap();
     let size = std::fs::metadata(&path).unwrap().len();
-    let one = hearth_node::models::memory::estimate(size, Some(&gguf), 2 * 512);
+    let one = hearth_models::memory::estimate(size, Some(&gguf), 2 * 512);
     // gamma's header is the model's, its file twice as long: it needs about two models' room.
     let mut bytes = std::fs::read(&path).unwrap();
     bytes.extend(std::iter::repeat_n(0u8, bytes.len()));

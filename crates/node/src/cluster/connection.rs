@@ -35,7 +35,7 @@ use super::handshake::Admitted;
 use super::link::{Incoming, Kind, Link};
 use super::provider::Provider;
 use super::Me;
-use crate::telemetry::ThermalSource;
+use hearth_models::telemetry::ThermalSource;
 
 /// How often this node sends its heartbeat (the document's 5 s).
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);

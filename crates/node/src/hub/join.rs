@@ -54,8 +54,8 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use tokio_util::sync::CancellationToken;
 
 use super::task;
-use crate::models::ModelHost;
 use crate::route::Router;
+use hearth_models::ModelHost;
 
 type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 

@@ -30,7 +30,7 @@ pub use generation::{Answerer, Control, ControlError, Events, Generation};
 pub use supervisor::{DISPATCH_WAIT, MAX_REDISPATCHES};
 
 use crate::hub::{Hub, Reservation, WorkerId};
-use crate::models::{ModelHost, Registry};
+use hearth_models::{ModelHost, Registry};
 use place::{Ask, Candidate, Choice};
 use supervisor::RemotePrompt;
 

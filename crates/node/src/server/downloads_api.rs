@@ -17,7 +17,7 @@ use serde_json::json;
 
 use super::api::{json_body, ApiFailure};
 use super::AppState;
-use crate::models::DownloadError;
+use hearth_models::DownloadError;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

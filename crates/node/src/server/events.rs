@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use super::status::ModelStatus;
 use super::AppState;
-use crate::telemetry::Telemetry;
+use hearth_models::telemetry::Telemetry;
 
 pub(crate) async fn upgrade(State(state): State<Arc<AppState>>, ws: WebSocketUpgrade) -> Response {
     ws.max_message_size(64 * 1024)

@@ -48,7 +48,7 @@ use axum::Router;
 use hearth_protocol::limits::MAX_HTTP_BODY_BYTES;
 use tokio_util::sync::CancellationToken;
 
-use crate::models::ModelHost;
+use hearth_models::ModelHost;
 use hearth_store::Store;
 
 /// What every door shares.
@@ -61,17 +61,17 @@ pub struct AppState {
     /// Where GGUF files live.
     pub models_dir: std::path::PathBuf,
     /// Where other apps keep models that can be imported.
-    pub import_roots: crate::models::import::Roots,
+    pub import_roots: hearth_models::import::Roots,
     /// Downloads from the hub or from peers into the models folder (`--hub-url`).
-    pub downloads: Arc<crate::models::Downloads>,
+    pub downloads: Arc<hearth_models::Downloads>,
     /// Model sharing over the cluster's connections.
-    pub sharing: Arc<crate::cluster::sharing::Sharing>,
+    pub sharing: Arc<hearth_models::sharing::Sharing>,
     /// Cancelled when the node begins shutting down.
     pub shutdown: CancellationToken,
     /// Answers streaming into conversations right now.
     pub chats: chat::Chats,
     /// The telemetry sampler's latest snapshot.
-    pub telemetry: tokio::sync::watch::Receiver<crate::telemetry::Telemetry>,
+    pub telemetry: tokio::sync::watch::Receiver<hearth_models::telemetry::Telemetry>,
     /// Whether the node is shared on the LAN, and the Host names it answers to.
     pub exposure: security::Exposure,
     /// The batch door's defaults and continuation cache.

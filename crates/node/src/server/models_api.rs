@@ -18,7 +18,7 @@ use serde_json::json;
 use super::api::{json_body, local_only, ApiFailure};
 use super::status::ModelStatus;
 use super::AppState;
-use crate::models::{import, ModelFile, ModelHost};
+use hearth_models::{import, ModelFile, ModelHost};
 
 fn internal(e: impl std::fmt::Display) -> ApiFailure {
     ApiFailure::new(
@@ -182,7 +182,7 @@ pub(crate) async fn load_model(
 ) -> Result<Response, ApiFailure> {
     let body: LoadBody = json_body(body)?;
     // Only plain names in the models folder: no paths, no `..`.
-    if !crate::models::registry::plain_name(&body.id) {
+    if !hearth_models::registry::plain_name(&body.id) {
         return Err(ApiFailure::bad_request(
             "id must be a model name from GET /api/models",
         ));
@@ -316,7 +316,7 @@ pub(crate) async fn remove(
     Path(id): Path<String>,
 ) -> Result<Response, ApiFailure> {
     local_only(peer)?;
-    if !crate::models::registry::plain_name(&id) {
+    if !hearth_models::registry::plain_name(&id) {
         return Err(ApiFailure::bad_request(
             "id must be a model name from GET /api/models",
         ));

@@ -38,7 +38,7 @@ pub(crate) async fn split(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiFailure> {
     let body: SplitBody = json_body(body)?;
-    if !crate::models::registry::plain_name(&body.model) {
+    if !hearth_models::registry::plain_name(&body.model) {
         return Err(ApiFailure::bad_request(
             "model must be a model name from GET /api/models",
         ));

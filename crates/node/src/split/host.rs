@@ -110,7 +110,7 @@ pub(crate) async fn serve(state: &AppState, kind: &str, mut tunnel: Tunnel) -> S
         None => state.splits.hosted().take(
             &tunnel.peer_id,
             state.splits.share_limit().unwrap_or(0),
-            crate::models::memory::machine().unwrap_or((0, 0)),
+            hearth_models::memory::machine().unwrap_or((0, 0)),
         ),
     };
     let place = match place {

@@ -43,9 +43,9 @@ mod accounting;
 mod local;
 
 use crate::hub::{Hub, Reservation, TaskEvent, WorkerId};
-use crate::models::ModelHost;
 use crate::route::generation::{Generation, RemoteOp};
 use crate::route::Placement;
+use hearth_models::ModelHost;
 
 /// How long a request waits for a worker's slot before it fails.
 pub const DISPATCH_WAIT: Duration = Duration::from_secs(60);

@@ -40,7 +40,7 @@ fn rfc3339(t: Option<SystemTime>) -> String {
 const DIGEST_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 async fn digest(state: &AppState, path: &Path) -> String {
-    crate::models::digest::sha256(&state.store, path, Some(DIGEST_WAIT)).await
+    hearth_models::digest::sha256(&state.store, path, Some(DIGEST_WAIT)).await
 }
 
 /// A model's details from its GGUF header; served by a peer or worker, nothing but its name.

@@ -19,8 +19,8 @@ use serde_json::json;
 
 use super::chat::{error_line, ndjson, read_body};
 use super::{error, Reply};
-use crate::models::{hub::HubFile, DownloadError, DownloadState, Downloads, Progress};
 use crate::server::AppState;
+use hearth_models::{hub::HubFile, DownloadError, DownloadState, Downloads, Progress};
 
 fn refusal(e: &DownloadError) -> OllamaError {
     OllamaError::bad_request(e.to_string())

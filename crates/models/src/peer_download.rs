@@ -1,4 +1,4 @@
-//! A download from the cluster's peers ([`crate::cluster::sharing`]): every connected peer is
+//! A download from the cluster's peers ([`crate::sharing`]): every connected peer is
 //! asked for the model; those that have it with the same SHA-256 and size each send a range of
 //! the file (up to [`MAX_SOURCES`] at once), written where it belongs in the partial file as it
 //! arrives. The note beside the partial keeps how much of each range has arrived, so a
@@ -17,7 +17,7 @@ use super::download::{
     Meter, Note, Segment, MAX_FAILURES,
 };
 use super::shards::{Shard, Step, MAX_SHARDS};
-use crate::cluster::sharing::{Offer, Piece, Sharing, CHUNK_BYTES};
+use crate::sharing::{Offer, Piece, Sharing, CHUNK_BYTES};
 
 /// Peers sending ranges of one file at once.
 const MAX_SOURCES: usize = 4;

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 // Part of a sample: the desktop app reads it from here.
 pub use hearth_base::thermal::ThermalLevel;
 
-use crate::models::ModelHost;
+use crate::ModelHost;
 
 /// How often a snapshot is taken.
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(1);

@@ -8,7 +8,7 @@ use hearth_engine::SubmitError;
 use hearth_protocol::ModelId;
 
 use super::ModelHost;
-use crate::models::memory;
+use crate::memory;
 
 impl ModelHost {
     /// The video memory models may still take on the GPUs this host places them on, besides

@@ -185,7 +185,7 @@ pub struct Downloads {
     pub(super) models_dir: PathBuf,
     pub(super) hub: String,
     /// The cluster's connections, to fetch a model from peers (none in the CLI).
-    pub(super) peers: Option<Arc<crate::cluster::sharing::Sharing>>,
+    pub(super) peers: Option<Arc<crate::sharing::Sharing>>,
     pub(super) http: reqwest::Client,
     jobs: Mutex<Vec<Arc<Job>>>,
     changed: watch::Sender<u64>,
@@ -207,7 +207,7 @@ impl Downloads {
     pub fn new(
         models_dir: PathBuf,
         hub: String,
-        peers: Option<Arc<crate::cluster::sharing::Sharing>>,
+        peers: Option<Arc<crate::sharing::Sharing>>,
         stop: CancellationToken,
     ) -> Arc<Self> {
         let http = reqwest::Client::builder()
