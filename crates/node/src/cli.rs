@@ -243,8 +243,8 @@ impl ServeArgs {
         });
         c.hub = self
             .hub_token
-            .map(|token| crate::hub::HubConfig::new(token, self.hub_local));
-        c.join = self.join.map(|url| crate::hub::join::JoinConfig {
+            .map(|token| hearth_hub::HubConfig::new(token, self.hub_local));
+        c.join = self.join.map(|url| hearth_route::join::JoinConfig {
             url,
             token: self.join_token.unwrap_or_default(),
             name: c.name.clone(),

@@ -64,9 +64,9 @@ pub struct NodeConfig {
     /// Where the node's Ed25519 key is kept.
     pub key_storage: KeyStorage,
     /// Hub mode (`--hub-token`): workers join on `/node`.
-    pub hub: Option<crate::hub::HubConfig>,
+    pub hub: Option<hearth_hub::HubConfig>,
     /// Worker mode (`--join`): serve a hub's tasks.
-    pub join: Option<crate::hub::join::JoinConfig>,
+    pub join: Option<hearth_route::join::JoinConfig>,
     /// Header and idle timeouts, connections per address (`server::listen`).
     pub limits: hearth_base::connections::Limits,
     /// Read the thermal level from this one sensor file (`--thermal-zone`, millidegrees).

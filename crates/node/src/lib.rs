@@ -12,13 +12,13 @@
 //!   `auth/` (signed challenge), `chat` and `api` (the UI), `hub_door` (workers), plus
 //!   `status`, `events`, `metrics`, the door guard (`security`) and the accept loop (`listen`).
 //! - [`route`]: the one path every request takes: `resolve` a model name, `submit` a request;
-//!   pure placement over candidates (`route::place`) and the supervisor that continues an
+//!   pure placement over candidates (`hearth_route::place`) and the supervisor that continues an
 //!   answer when its remote provider is lost.
 //! - [`models`]: the registry of model files, and [`hearth_models::ModelHost`], the engines of the
 //!   models loaded here (loaded on demand, unloaded when idle or for room); the route submits
 //!   here for requests it places on this node.
 //! - [`hub`]: the registry of remote providers (hub mode's workers, the cluster's peers) and
-//!   worker mode (`hub::join`, `--join`): serve a hub's tasks with this node's engine.
+//!   worker mode (`hearth_hub::join`, `--join`): serve a hub's tasks with this node's engine.
 //! - [`cluster`]: the LAN cluster (`--cluster-port`, `--peer`, discovery): Hearth peers over
 //!   Noise, TealeNet peers in compatibility mode, heartbeats and liveness, peers' requests
 //!   served here and peers as providers of the route.
@@ -42,9 +42,7 @@
 pub mod cli;
 pub mod cluster;
 pub mod config;
-pub mod hub;
 mod node_cluster;
-pub mod route;
 pub mod server;
 pub mod split;
 
@@ -79,7 +77,7 @@ pub enum NodeError {
     #[error(transparent)]
     Identity(#[from] hearth_auth::identity::IdentityError),
     #[error(transparent)]
-    Join(#[from] hub::join::JoinError),
+    Join(#[from] hearth_route::join::JoinError),
     #[error("loading the node's identity: {0}")]
     IdentityTask(String),
     #[error("TealeNet compatibility on the LAN needs a cluster passcode (--passcode): its traffic is plain text, and without one any machine on the LAN could use this node")]
@@ -329,7 +327,7 @@ impl Node {
                 config.data_dir.clone(),
             )),
             // The registry of remote providers: a hub's workers, and the cluster's peers.
-            router: route::Router::new(
+            router: hearth_route::Router::new(
                 host.clone(),
                 hearth_models::Registry::new(&config.models_dir),
                 config
@@ -339,9 +337,9 @@ impl Node {
                         config
                             .cluster
                             .as_ref()
-                            .map(|_| hub::HubConfig::peers_only())
+                            .map(|_| hearth_hub::HubConfig::peers_only())
                     })
-                    .map(hub::Hub::new),
+                    .map(hearth_hub::Hub::new),
                 shutdown.clone(),
             ),
             host,
@@ -351,7 +349,7 @@ impl Node {
         state.downloads.resume_partials();
         split::split_too_large_models(&state);
         let worker = config.join.clone().map(|j| {
-            tokio::spawn(hub::join::run(
+            tokio::spawn(hearth_route::join::run(
                 j,
                 state.router.clone(),
                 state.shutdown.child_token(),

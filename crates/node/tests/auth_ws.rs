@@ -633,14 +633,14 @@ async fn in_hub_mode_this_door_generates_on_a_worker() {
     let hub = TestNode::start_with(|c| {
         c.parallel = 2;
         c.auth_timeout = AUTH_TIMEOUT;
-        c.hub = Some(hearth_node::hub::HubConfig::new("hub-token".into(), false));
+        c.hub = Some(hearth_hub::HubConfig::new("hub-token".into(), false));
     })
     .await;
     let url = format!("{}/node", hub.ws_base);
     let worker = TestNode::start_with(move |c| {
         c.parallel = 2;
         c.name = "w1".into();
-        c.join = Some(hearth_node::hub::join::JoinConfig {
+        c.join = Some(hearth_route::join::JoinConfig {
             url,
             token: "hub-token".into(),
             name: "w1".into(),

@@ -202,7 +202,7 @@ impl Session {
     async fn serve(
         &mut self,
         link: &mut Link,
-        mut provider_rx: mpsc::Receiver<(crate::hub::WorkerId, super::provider::Ask)>,
+        mut provider_rx: mpsc::Receiver<(hearth_hub::WorkerId, super::provider::Ask)>,
         stop: &CancellationToken,
     ) -> String {
         let (out_tx, mut out_rx) = mpsc::channel::<Message>(OUTBOX_CAPACITY);

@@ -46,9 +46,9 @@ use tokio::task::JoinHandle;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 use tokio_util::sync::CancellationToken;
 
-use crate::hub::Hub;
 use crate::server::AppState;
 use hearth_base::connections::{Held, PerAddress};
+use hearth_hub::Hub;
 
 /// A connection's frames before its transport is chosen.
 pub(crate) type Frames = Framed<Held, LengthDelimitedCodec>;

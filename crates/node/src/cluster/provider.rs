@@ -1,5 +1,5 @@
 //! A connected peer as a provider of the route: registered in the registry of remote
-//! providers ([`crate::hub::Hub`], which the route's placement and supervisor already use for
+//! providers ([`hearth_hub::Hub`], which the route's placement and supervisor already use for
 //! hub workers) once per model it has loaded, with its heartbeat figures. The supervisor's
 //! task frames become `inferenceRequest`s (the OpenAI body inside; for a Hearth peer also the
 //! task itself, so it can take a raw prompt and continue from text already sent), and the
@@ -20,10 +20,10 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::link::Kind;
-use crate::hub::{
+use hearth_base::thermal::ThermalLevel;
+use hearth_hub::{
     Health, Hub, Route, TaskEvent, WorkerId, WorkerJoin, PROVIDER_REFUSED, WORKER_OUTBOX_CAPACITY,
 };
-use hearth_base::thermal::ThermalLevel;
 
 /// The body key that carries a Hearth task between Hearth nodes (TealeNet peers never see it).
 pub(crate) const HEARTH_TASK_KEY: &str = "hearth_task";

@@ -208,7 +208,7 @@ fn verify(payload: &[u8], remote_static: Option<&[u8]>) -> Result<Proven, String
         .map_err(|_| "its static key is not signed by its device key".to_owned())?;
     Ok(Proven {
         device_id: device_id(&key),
-        slots: proof.slots.clamp(1, crate::hub::MAX_WORKER_CONCURRENCY),
+        slots: proof.slots.clamp(1, hearth_hub::MAX_WORKER_CONCURRENCY),
     })
 }
 

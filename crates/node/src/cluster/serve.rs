@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use super::link::Kind;
 use super::provider::HEARTH_TASK_KEY;
 use super::Me;
-use crate::route::{Control, Generation};
+use hearth_route::{Control, Generation};
 
 /// A served request's controls for a Hearth peer's `hearthControl`: one that arrives before
 /// the request has started is kept and applied when it starts.
@@ -234,7 +234,7 @@ fn start(
                 Ok(_) => return Err(invalid(&"the Hearth task is not a task")),
                 Err(e) => return Err(invalid(&e)),
             };
-            crate::hub::task::prepare(&task, &info).map_err(|f| invalid(&f.message))?
+            hearth_route::task::prepare(&task, &info).map_err(|f| invalid(&f.message))?
         }
         None => {
             let chat = body

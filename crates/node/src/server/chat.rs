@@ -18,9 +18,9 @@ use axum::Json;
 use futures_util::stream;
 use hearth_engine::{Event, Prompt, Request, SubmitError};
 
-use crate::route::{Control, Generation, ResolveError};
 use hearth_protocol::generation::RawParams;
 use hearth_protocol::{ChatMessage, FinishReason, SamplingParams};
+use hearth_route::{Control, Generation, ResolveError};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;

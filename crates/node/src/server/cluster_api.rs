@@ -40,7 +40,7 @@ pub(crate) async fn get(State(state): State<Arc<AppState>>) -> Result<Response, 
     let speeds = state
         .router
         .hub()
-        .map(crate::hub::Hub::peer_speeds)
+        .map(hearth_hub::Hub::peer_speeds)
         .unwrap_or_default();
     let peers: Vec<serde_json::Value> = state
         .cluster_peers

@@ -18,7 +18,7 @@ use hearth_protocol::ModelId;
 use super::error::ApiError;
 use super::openai::{body_bytes, MODEL_WAIT};
 use super::AppState;
-use crate::route::ResolveError;
+use hearth_route::ResolveError;
 
 /// Why no embeddings were made, before each door words it.
 #[derive(Debug)]

@@ -97,13 +97,13 @@ impl ApiError {
     }
 }
 
-impl From<crate::route::ResolveError> for ApiError {
-    fn from(e: crate::route::ResolveError) -> Self {
+impl From<hearth_route::ResolveError> for ApiError {
+    fn from(e: hearth_route::ResolveError) -> Self {
         match e {
-            crate::route::ResolveError::Unknown { requested, served } => {
+            hearth_route::ResolveError::Unknown { requested, served } => {
                 Self::model_not_found(&requested, &served)
             }
-            crate::route::ResolveError::Engine(e) => e.into(),
+            hearth_route::ResolveError::Engine(e) => e.into(),
         }
     }
 }

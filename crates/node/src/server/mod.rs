@@ -1,7 +1,7 @@
 //! The HTTP server: one axum router for every door on one port, the shared [`AppState`], and
 //! graceful shutdown (doors watch the shutdown token and send their final messages, then the
 //! listener stops and the engine is stopped). The doors, each only translating between its
-//! protocol and `crate::route`:
+//! protocol and the route (`hearth_route`):
 //! - `/v1/models`, `/v1/chat/completions`, `/v1/completions`: the OpenAI API (`openai`);
 //!   `/v1/embeddings` (`embeddings`, shared with the Ollama door);
 //! - `/generate`: the streaming WebSocket (`generate`);
@@ -81,7 +81,7 @@ pub struct AppState {
     /// This node's Ed25519 identity.
     pub identity: Arc<hearth_auth::identity::Identity>,
     /// Where each request runs: the local engine or, in hub mode, a worker.
-    pub router: crate::route::Router,
+    pub router: hearth_route::Router,
     /// Timeouts and connection caps (`listen`); a stalled request body fails after the
     /// header timeout too.
     pub limits: hearth_base::connections::Limits,

@@ -20,11 +20,11 @@ use hearth_engine::{Done, Prompt, Request, TokenEvent};
 
 use super::stream::{Collected, End};
 
-use crate::route::{Generation, Target};
 use hearth_protocol::openai::{
     self as oa, parse_body, ChatCompletionBody, CompletionBody, ErrorBody, RequestError,
 };
 use hearth_protocol::Usage;
+use hearth_route::{Generation, Target};
 use tokio_util::sync::CancellationToken;
 
 use super::error::ApiError;

@@ -31,7 +31,7 @@ pub(crate) struct Status {
     exposed: bool,
     /// Hub mode: the workers and what they are doing.
     #[serde(skip_serializing_if = "Option::is_none")]
-    hub: Option<crate::hub::HubSnapshot>,
+    hub: Option<hearth_hub::HubSnapshot>,
     /// The LAN cluster, when its port is open: the port and the peers connected now.
     #[serde(skip_serializing_if = "Option::is_none")]
     cluster: Option<ClusterStatus>,

@@ -10,7 +10,7 @@ use futures_util::{stream, Stream};
 use hearth_engine::{Done, Event, Failure, TokenEvent};
 use tokio_util::sync::CancellationToken;
 
-use crate::route::Generation;
+use hearth_route::Generation;
 
 /// Most ready events coalesced into one write.
 const MAX_BURST: usize = 64;

@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use hearth_node::hub::join::JoinConfig;
-use hearth_node::hub::HubConfig;
+use hearth_hub::HubConfig;
+use hearth_route::join::JoinConfig;
 use serde_json::{json, Value};
 
 use super::{user, TestNode, MODEL_ID};

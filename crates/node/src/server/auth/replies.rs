@@ -9,8 +9,8 @@ use hearth_protocol::auth_ws::server::{
 use hearth_protocol::auth_ws::{GenerateOptions, WireId};
 use hearth_protocol::SamplingParams;
 
-use crate::route::ResolveError;
 use hearth_auth::limiter::retry_after_secs;
+use hearth_route::ResolveError;
 
 /// `max_tokens` when the client sends none (the document's default; capped at the context).
 pub(super) const DEFAULT_MAX_TOKENS: u32 = 2048;

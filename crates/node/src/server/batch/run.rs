@@ -18,8 +18,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::cache::{CacheKey, Saved};
-use crate::route::{Events, Generation, Target};
 use crate::server::AppState;
+use hearth_route::{Events, Generation, Target};
 
 /// Engine events buffered per batch before its generations wait.
 const BATCH_EVENTS: usize = 256;

@@ -7,7 +7,6 @@ use hearth_protocol::streaming::{self as sw, Control, ErrorKind, RecoveryAction}
 
 use super::messages::{error, invalid, status};
 use super::Session;
-use crate::route;
 use hearth_store::FeedbackRow;
 
 impl Session {
@@ -68,7 +67,7 @@ impl Session {
                 }
             }
         };
-        if let Err(e @ route::ControlError::Unsupported(_)) = result {
+        if let Err(e @ hearth_route::ControlError::Unsupported(_)) = result {
             self.send(&invalid(e.to_string())).await;
             return;
         }

@@ -18,7 +18,6 @@ mod start;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::route::{self, Events};
 use axum::extract::ws::{WebSocket, WebSocketUpgrade};
 use axum::extract::State;
 use axum::response::Response;
@@ -28,6 +27,7 @@ use hearth_protocol::streaming::{
     self as sw, parse_client_message, ClientMessage, Config, ErrorKind, RecoveryAction,
     ServerMessage,
 };
+use hearth_route::{self, Events};
 use tokio::sync::watch;
 
 use self::messages::{error, invalid, load_failed, status};
@@ -54,7 +54,7 @@ pub(crate) async fn upgrade(State(state): State<Arc<AppState>>, ws: WebSocketUpg
 struct Running {
     request_id: String,
     events: Events,
-    control: route::Control,
+    control: hearth_route::Control,
     /// `generated_text` so far (with the prompt in front when `echo_prompt`).
     text: String,
     prefix_len: usize,

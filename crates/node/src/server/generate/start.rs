@@ -10,7 +10,7 @@ use hearth_protocol::{ChatMessage, SamplingParams};
 
 use super::messages::{invalid, load_failed, status, submit_error};
 use super::{Running, Session, Waiting};
-use crate::route::{Generation, ResolveError};
+use hearth_route::{Generation, ResolveError};
 
 /// Alternatives per token when `include_logprobs` is set and `top_logprobs` is not.
 const DEFAULT_TOP_LOGPROBS: i64 = 5;

@@ -24,10 +24,10 @@ use hearth_protocol::ollama::{
 use hearth_protocol::SamplingParams;
 
 use super::{error, failure_error, model_name, now_rfc3339, resolve_error, submit_error, Reply};
-use crate::route::{Generation, Target};
 use crate::server::openai::MODEL_WAIT;
 use crate::server::stream::{self, End};
 use crate::server::AppState;
+use hearth_route::{Generation, Target};
 
 /// The body's bytes, or Ollama's error for a body that is too large or never arrived.
 pub(super) fn read_body(body: Result<Bytes, BytesRejection>) -> Result<Bytes, OllamaError> {

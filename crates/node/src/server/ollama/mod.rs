@@ -21,7 +21,7 @@ use axum::Json;
 use hearth_engine::{Failure, FailureKind, SubmitError};
 use hearth_protocol::ollama::OllamaError;
 
-use crate::route::ResolveError;
+use hearth_route::ResolveError;
 
 pub(crate) use chat::{chat, generate};
 pub(crate) use embed::{embed, embeddings};

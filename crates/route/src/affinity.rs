@@ -71,7 +71,7 @@ impl Affinity {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hub::WorkerId;
+    use hearth_hub::WorkerId;
 
     fn msg(role: &str, content: &str) -> ChatMessage {
         ChatMessage::new(role, content)

@@ -12,11 +12,19 @@
 //!
 //! Requests given as token ids (the batch door's continuations) are this node's tokenizer's
 //! and always run here.
+//!
+//! Worker mode (`join`, `--join`) serves a hub's tasks (`task`) through the same route.
+//!
+//! Architecture invariant: every generation a door starts goes through `hearth-route`, and the
+//! route knows no door's format and no HTTP: doors translate to and from its [`Generation`].
+//! It reaches other machines only through the hub's reservations, never a socket of its own
+//! (worker mode's one connection to its hub aside).
 
 mod affinity;
 pub mod generation;
-pub mod place;
+pub mod join;
 mod supervisor;
+pub mod task;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -29,9 +37,9 @@ use tokio_util::sync::CancellationToken;
 pub use generation::{Answerer, Control, ControlError, Events, Generation};
 pub use supervisor::{DISPATCH_WAIT, MAX_REDISPATCHES};
 
-use crate::hub::{Hub, Reservation, WorkerId};
+use hearth_hub::place::{self, Ask, Candidate, Choice};
+use hearth_hub::{Hub, Reservation, WorkerId};
 use hearth_models::{ModelHost, Registry};
-use place::{Ask, Candidate, Choice};
 use supervisor::RemotePrompt;
 
 /// What a model name means on this node.
@@ -406,7 +414,7 @@ impl Router {
                         .iter()
                         .map(|w| w.max_concurrency)
                         .sum(),
-                    queued: crate::hub::QUEUE_CAPACITY,
+                    queued: hearth_hub::QUEUE_CAPACITY,
                     retry_after: Duration::from_secs(1),
                 })
             }

@@ -6,8 +6,8 @@ use hearth_protocol::Usage;
 use std::time::Instant;
 
 use super::{Job, Outcome, DISPATCH_WAIT};
-use crate::route::generation::RemoteOp;
-use crate::route::Placement;
+use crate::generation::RemoteOp;
+use crate::Placement;
 
 impl Job {
     /// Run (or continue) the job on this node's engine and forward its events.
@@ -123,7 +123,7 @@ impl Job {
             .host
             .model_info(&self.model)
             .ok_or_else(|| format!("'{}' is not loaded on this node", self.model))?;
-        let prompt = crate::route::continuation(&info, self.prompt.to_prompt(), &self.delivered)?;
+        let prompt = crate::continuation(&info, self.prompt.to_prompt(), &self.delivered)?;
         Ok(Request { prompt, params })
     }
 

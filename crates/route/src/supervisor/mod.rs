@@ -42,9 +42,9 @@ use tokio_util::sync::CancellationToken;
 mod accounting;
 mod local;
 
-use crate::hub::{Hub, Reservation, TaskEvent, WorkerId};
-use crate::route::generation::{Generation, RemoteOp};
-use crate::route::Placement;
+use crate::generation::{Generation, RemoteOp};
+use crate::Placement;
+use hearth_hub::{Hub, Reservation, TaskEvent, WorkerId};
 use hearth_models::ModelHost;
 
 /// How long a request waits for a worker's slot before it fails.
@@ -530,7 +530,7 @@ impl Job {
                     Some(TaskEvent::Done(d)) => done_ext = Some(d),
                     Some(TaskEvent::Failed(f)) => failure = Some(f),
                     Some(TaskEvent::End) => {
-                        if failure.as_ref().is_some_and(|f| f.code == crate::hub::PROVIDER_REFUSED) {
+                        if failure.as_ref().is_some_and(|f| f.code == hearth_hub::PROVIDER_REFUSED) {
                             // A peer that would not take it: placed again, elsewhere.
                             let name = r.worker_name.clone();
                             self.avoid.push(r.worker);

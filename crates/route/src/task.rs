@@ -15,11 +15,19 @@ use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
-use super::join::Outgoing;
-use crate::route::{Router, Target};
+use crate::{Router, Target};
 
 /// Most ready token events joined into one frame.
 const MAX_COALESCE: usize = 32;
+
+/// A frame a runner wants sent. `last` is the task's end frame.
+#[derive(Debug)]
+pub(super) struct Outgoing {
+    pub(super) id: TaskId,
+    pub(super) seq: u64,
+    pub(super) msg: Message,
+    pub(super) last: bool,
+}
 
 /// Runs one task: submit, stream frames, end.
 #[derive(Debug)]
@@ -172,7 +180,7 @@ fn invalid(message: impl Into<String>) -> TaskFailure {
 
 /// The engine request for a task: the conversation rendered by the model's chat template, or
 /// (Hearth extension) a raw prompt, and text to continue from.
-pub(crate) fn prepare(task: &Task, model: &ModelInfo) -> Result<Request, TaskFailure> {
+pub fn prepare(task: &Task, model: &ModelInfo) -> Result<Request, TaskFailure> {
     let ctx = model.ctx_per_slot;
     let ext = task.hearth.clone().unwrap_or_default();
     let max_tokens = match task.max_new_tokens {
@@ -214,7 +222,7 @@ pub(crate) fn prepare(task: &Task, model: &ModelInfo) -> Result<Request, TaskFai
         }
     };
     let continued = ext.continue_from.unwrap_or_default();
-    let prompt = crate::route::continuation(model, prompt, &continued).map_err(invalid)?;
+    let prompt = crate::continuation(model, prompt, &continued).map_err(invalid)?;
     Ok(Request { prompt, params })
 }
 

@@ -2,7 +2,7 @@
 //! `/node` (`serve --hub-token T`, `server::hub_door`) and the LAN cluster's peers
 //! (`cluster::provider`, with their heartbeat figures and, for Hearth peers, pause and
 //! resume): what model and how many slots each offers, and which tasks each is running. The
-//! route ([`crate::route::Router`]) places requests here; the connections feed the providers'
+//! route (`hearth_route::Router`) places requests here; the connections feed the providers'
 //! frames back to the tasks' supervisors.
 //!
 //! ## Invariants
@@ -16,10 +16,12 @@
 //!   closed with 4003.
 //! - The registry lock is a `std` mutex held only for bookkeeping, never across an `.await`.
 //!
+//! Architecture invariant: `hearth-hub` keeps the registry and decides where a request runs
+//! ([`place`], a pure function: no I/O, no clock); it opens no connection and runs no model.
+//! The server's `/node` door and the cluster feed it, the route acts on what it decides.
 
-pub mod join;
+pub mod place;
 mod snapshot;
-pub(crate) mod task;
 
 pub use snapshot::{HubSnapshot, WorkerSnapshot};
 
@@ -37,7 +39,7 @@ use tokio::sync::futures::Notified;
 use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
 
-use crate::route::place::Candidate;
+use crate::place::Candidate;
 use hearth_base::thermal::ThermalLevel;
 
 /// The most one task may bring, counting each frame's text and [`FRAME_OVERHEAD`]: a worker
@@ -47,21 +49,21 @@ use hearth_base::thermal::ThermalLevel;
 /// each task's supervisor without waiting (one slow reader must not hold back the worker's
 /// other tasks), so this bounds what one task's frames can hold in memory while its reader is
 /// slow.
-pub(crate) const MAX_TASK_BYTES: usize = 32 << 20;
+pub const MAX_TASK_BYTES: usize = 32 << 20;
 /// What one relayed frame costs besides its text (the event and its allocation).
-pub(crate) const FRAME_OVERHEAD: usize = 64;
+pub const FRAME_OVERHEAD: usize = 64;
 /// Frames (tasks, stops) waiting to be written to one worker.
-pub(crate) const WORKER_OUTBOX_CAPACITY: usize = 64;
+pub const WORKER_OUTBOX_CAPACITY: usize = 64;
 /// Requests that may wait for a worker's slot; beyond this, submissions are refused.
-pub(crate) const QUEUE_CAPACITY: usize = 64;
+pub const QUEUE_CAPACITY: usize = 64;
 /// Ids of tasks the hub stopped, remembered per worker so that frames still on their way are
 /// dropped quietly instead of being reported as unknown.
 const RETIRED_MEMORY: usize = 256;
 /// The failure code of a task its provider would not take (a LAN peer that is busy, stopping
 /// or without the model): the supervisor places it again, avoiding that provider.
-pub(crate) const PROVIDER_REFUSED: &str = "provider_refused";
+pub const PROVIDER_REFUSED: &str = "provider_refused";
 /// A worker may not claim more slots than this (a bad value must not attract every request).
-pub(crate) const MAX_WORKER_CONCURRENCY: usize = 256;
+pub const MAX_WORKER_CONCURRENCY: usize = 256;
 
 /// `--hub-token` and how the hub uses its own engine.
 #[derive(Clone)]
@@ -122,32 +124,32 @@ impl fmt::Display for WorkerId {
 
 /// What a worker said about itself when it joined.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct WorkerJoin {
-    pub(crate) model: String,
-    pub(crate) name: String,
-    pub(crate) max_concurrency: usize,
+pub struct WorkerJoin {
+    pub model: String,
+    pub name: String,
+    pub max_concurrency: usize,
     /// It sent `hearth=1`: it understands Hearth's task extension.
-    pub(crate) hearth: bool,
-    pub(crate) addr: SocketAddr,
+    pub hearth: bool,
+    pub addr: SocketAddr,
     /// A LAN cluster peer rather than a worker of the `/node` door: never superseded by
     /// name (two machines may share one), and listed with the cluster's peers.
-    pub(crate) peer: bool,
+    pub peer: bool,
 }
 
 /// What a cluster peer's latest heartbeat said (hub workers send none).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Health {
-    pub(crate) queue_depth: usize,
-    pub(crate) throttle: u8,
-    pub(crate) thermal: ThermalLevel,
+pub struct Health {
+    pub queue_depth: usize,
+    pub throttle: u8,
+    pub thermal: ThermalLevel,
     /// Its own figure for one stream's decode speed (`ewmaTokensPerSecond`), which placement
     /// uses until this node has measured the peer itself.
-    pub(crate) tokens_per_s: Option<f64>,
+    pub tokens_per_s: Option<f64>,
 }
 
 /// What a worker's connection hands to the supervisor of one task.
 #[derive(Debug)]
-pub(crate) enum TaskEvent {
+pub enum TaskEvent {
     Text(String),
     /// Hearth workers: the tokens behind the text since the last count.
     Tokens(u32),
@@ -159,7 +161,7 @@ pub(crate) enum TaskEvent {
 
 /// Where a worker's frame for a task goes.
 #[derive(Debug)]
-pub(crate) enum Route {
+pub enum Route {
     Live(mpsc::UnboundedSender<TaskEvent>),
     /// The hub stopped it; late frames are expected.
     Retired,
@@ -169,19 +171,19 @@ pub(crate) enum Route {
 /// A task placed on a worker: its id there, the channel its frames arrive on, and the
 /// worker's outbox for the task frame and a possible stop.
 #[derive(Debug)]
-pub(crate) struct Reservation {
-    pub(crate) worker: WorkerId,
-    pub(crate) worker_name: String,
-    pub(crate) task: TaskId,
-    pub(crate) hearth: bool,
-    pub(crate) outbox: mpsc::Sender<HubFrame>,
-    pub(crate) events: mpsc::UnboundedReceiver<TaskEvent>,
+pub struct Reservation {
+    pub worker: WorkerId,
+    pub worker_name: String,
+    pub task: TaskId,
+    pub hearth: bool,
+    pub outbox: mpsc::Sender<HubFrame>,
+    pub events: mpsc::UnboundedReceiver<TaskEvent>,
     /// Pause and resume, where the provider takes them (a Hearth peer).
-    pub(crate) controls: Option<Controls>,
+    pub controls: Option<Controls>,
 }
 
 /// Where a provider that can pause and resume its tasks takes those controls.
-pub(crate) type Controls = mpsc::Sender<(TaskId, hearth_protocol::cluster::ControlAction)>;
+pub type Controls = mpsc::Sender<(TaskId, hearth_protocol::cluster::ControlAction)>;
 
 #[derive(Debug)]
 struct Worker {
@@ -244,7 +246,7 @@ fn now_secs() -> u64 {
 }
 
 /// Whether two names refer to the same model (with or without `.gguf`).
-pub(crate) fn same_model(a: &str, b: &str) -> bool {
+pub fn same_model(a: &str, b: &str) -> bool {
     let strip = |s: &str| s.strip_suffix(".gguf").unwrap_or(s).to_owned();
     strip(a) == strip(b)
 }
@@ -272,7 +274,7 @@ impl Hub {
     }
 
     /// See [`HubConfig::task_silence`].
-    pub(crate) fn task_silence(&self) -> Duration {
+    pub fn task_silence(&self) -> Duration {
         self.inner.task_silence
     }
 
@@ -289,7 +291,7 @@ impl Hub {
     /// token (nor about its length).
     /// Whether a worker connecting from `peer` may join with `token`: the hub's token from
     /// anywhere, this node's own workers' token only from this machine.
-    pub(crate) fn token_matches(&self, token: &str, peer: std::net::IpAddr) -> bool {
+    pub fn token_matches(&self, token: &str, peer: std::net::IpAddr) -> bool {
         use subtle::ConstantTimeEq as _;
         let given = digest(token);
         let hubs = self
@@ -311,13 +313,13 @@ impl Hub {
 
     /// Take this node's own workers (the processes of its split models), which present
     /// `token`: set once, for the node's life.
-    pub(crate) fn admit_own_workers(&self, token: &str, from: std::net::IpAddr) {
+    pub fn admit_own_workers(&self, token: &str, from: std::net::IpAddr) {
         let _ = self.inner.own_digest.set((digest(token), from));
     }
 
     /// Add a worker. One with the same model and name is superseded: removed at once (its
     /// tasks re-dispatch) and its connection told to close with 4003.
-    pub(crate) fn register(
+    pub fn register(
         &self,
         join: WorkerJoin,
         outbox: mpsc::Sender<HubFrame>,
@@ -367,7 +369,7 @@ impl Hub {
 
     /// Remove a worker (its connection ended). Dropping its routes tells each of its tasks'
     /// supervisors that the worker is gone. Does nothing if it was already superseded.
-    pub(crate) fn unregister(&self, id: WorkerId) {
+    pub fn unregister(&self, id: WorkerId) {
         let removed = self.lock().workers.remove(&id);
         if let Some(w) = removed {
             if !w.tasks.is_empty() {
@@ -378,7 +380,7 @@ impl Hub {
     }
 
     /// Where a data frame for `task` from `worker` goes.
-    pub(crate) fn route(&self, worker: WorkerId, task: TaskId) -> Route {
+    pub fn route(&self, worker: WorkerId, task: TaskId) -> Route {
         let reg = self.lock();
         let Some(w) = reg.workers.get(&worker) else {
             return Route::Unknown;
@@ -391,7 +393,7 @@ impl Hub {
     }
 
     /// The end frame for `task` arrived: free the slot and return where to say so.
-    pub(crate) fn finish(&self, worker: WorkerId, task: TaskId) -> Route {
+    pub fn finish(&self, worker: WorkerId, task: TaskId) -> Route {
         let route = {
             let mut reg = self.lock();
             let Some(w) = reg.workers.get_mut(&worker) else {
@@ -419,7 +421,7 @@ impl Hub {
 
     /// The hub gave up on `task` (stopped, or its reader went away): free the slot and expect
     /// late frames.
-    pub(crate) fn retire(&self, worker: WorkerId, task: TaskId) {
+    pub fn retire(&self, worker: WorkerId, task: TaskId) {
         {
             let mut reg = self.lock();
             if let Some(w) = reg.workers.get_mut(&worker) {
@@ -436,13 +438,13 @@ impl Hub {
 
     /// A future that completes at the next capacity change. Create it (and `enable` it)
     /// before checking, so a change in between is not missed.
-    pub(crate) fn capacity_changed(&self) -> Notified<'_> {
+    pub fn capacity_changed(&self) -> Notified<'_> {
         self.inner.capacity.notified()
     }
 
     /// The workers serving `model`, as placement candidates (the worker protocol carries no
     /// throttle, thermal level or queue: a hub never gives a worker more than its slots).
-    pub(crate) fn candidates(&self, model: &ModelId) -> Vec<Candidate<WorkerId>> {
+    pub fn candidates(&self, model: &ModelId) -> Vec<Candidate<WorkerId>> {
         self.lock()
             .workers
             .iter()
@@ -463,7 +465,7 @@ impl Hub {
     }
 
     /// A slot on `worker` for a new task, if it is still there and has one.
-    pub(crate) fn reserve(&self, worker: WorkerId) -> Option<Reservation> {
+    pub fn reserve(&self, worker: WorkerId) -> Option<Reservation> {
         let mut reg = self.lock();
         let w = reg.workers.get_mut(&worker)?;
         if w.tasks.len() >= w.join.max_concurrency {
@@ -484,7 +486,7 @@ impl Hub {
     }
 
     /// A cluster peer's latest figures.
-    pub(crate) fn set_health(&self, worker: WorkerId, health: Health) {
+    pub fn set_health(&self, worker: WorkerId, health: Health) {
         if let Some(w) = self.lock().workers.get_mut(&worker) {
             w.health = Some(health);
             if w.measured_tasks == 0 {
@@ -497,7 +499,7 @@ impl Hub {
     }
 
     /// A task on `worker` decoded at `tokens_per_s`: fold it into the worker's speed.
-    pub(crate) fn record_speed(&self, worker: WorkerId, tokens_per_s: f64) {
+    pub fn record_speed(&self, worker: WorkerId, tokens_per_s: f64) {
         if !tokens_per_s.is_finite() || tokens_per_s <= 0.0 {
             return;
         }
@@ -513,7 +515,7 @@ impl Hub {
     }
 
     /// The measured decode speed of each LAN peer's models, tokens/s, by the peer's address.
-    pub(crate) fn peer_speeds(&self) -> HashMap<SocketAddr, f64> {
+    pub fn peer_speeds(&self) -> HashMap<SocketAddr, f64> {
         let mut out = HashMap::new();
         for w in self.lock().workers.values().filter(|w| w.join.peer) {
             let best = out.entry(w.join.addr).or_insert(0.0_f64);
@@ -545,7 +547,7 @@ impl Hub {
     }
 
     /// A place in the queue of requests waiting for a worker's slot, if there is room.
-    pub(crate) fn enter_queue(&self) -> Option<QueueSlot> {
+    pub fn enter_queue(&self) -> Option<QueueSlot> {
         let prev = self.inner.waiting.fetch_add(1, Ordering::AcqRel);
         if prev >= QUEUE_CAPACITY {
             self.inner.waiting.fetch_sub(1, Ordering::AcqRel);
@@ -555,19 +557,19 @@ impl Hub {
     }
 
     /// Requests waiting for a slot now.
-    pub(crate) fn waiting(&self) -> usize {
+    pub fn waiting(&self) -> usize {
         self.inner.waiting.load(Ordering::Acquire)
     }
 
-    pub(crate) fn queue_has_room(&self) -> bool {
+    pub fn queue_has_room(&self) -> bool {
         self.inner.waiting.load(Ordering::Acquire) < QUEUE_CAPACITY
     }
 
-    pub(crate) fn count_redispatch(&self) {
+    pub fn count_redispatch(&self) {
         self.inner.redispatched.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub(crate) fn count_unserved(&self) {
+    pub fn count_unserved(&self) {
         self.inner.unserved.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -614,7 +616,7 @@ fn fresh_task_id(next: &AtomicU32, w: &Worker) -> TaskId {
 
 /// A request waiting for a worker's slot; leaves the queue when dropped.
 #[derive(Debug)]
-pub(crate) struct QueueSlot {
+pub struct QueueSlot {
     hub: Hub,
 }
 

@@ -28,7 +28,7 @@ impl Generation {
         matches!(self.events.0, EventsInner::Local(_))
     }
 
-    pub(crate) fn local(g: hearth_engine::Generation) -> Self {
+    pub fn local(g: hearth_engine::Generation) -> Self {
         Self {
             id: g.id,
             model: g.model.id.clone(),

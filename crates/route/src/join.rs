@@ -53,8 +53,8 @@ use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use tokio_util::sync::CancellationToken;
 
-use super::task;
-use crate::route::Router;
+use crate::task::{self, Outgoing};
+use crate::Router;
 use hearth_models::ModelHost;
 
 type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
@@ -249,15 +249,6 @@ enum End {
 struct Running {
     seq: u64,
     cancel: CancellationToken,
-}
-
-/// A frame a runner wants sent. `last` is the task's end frame.
-#[derive(Debug)]
-pub(super) struct Outgoing {
-    pub(super) id: TaskId,
-    pub(super) seq: u64,
-    pub(super) msg: Message,
-    pub(super) last: bool,
 }
 
 /// One connection's worth of state.
