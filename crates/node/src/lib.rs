@@ -295,6 +295,38 @@ impl Node {
         allowed_hosts.push(format!("{}.local", config.name));
         let sharing = Arc::new(hearth_models::sharing::Sharing::default());
         sharing.set_pace(config.transfer_pace);
+        // The registry of remote providers: a hub's workers, and the cluster's peers.
+        let router = hearth_route::Router::new(
+            host.clone(),
+            hearth_models::Registry::new(&config.models_dir),
+            config
+                .hub
+                .clone()
+                .or_else(|| {
+                    config
+                        .cluster
+                        .as_ref()
+                        .map(|_| hearth_hub::HubConfig::peers_only())
+                })
+                .map(hearth_hub::Hub::new),
+            shutdown.clone(),
+        );
+        let identity = Arc::new(identity);
+        let cluster_context = Arc::new(cluster::Context::new(cluster::Parts {
+            host: host.clone(),
+            store: store.clone(),
+            node_name: config.name.clone(),
+            identity: identity.clone(),
+            router: router.clone(),
+            sharing: sharing.clone(),
+            telemetry: telemetry.clone(),
+            limits: config.limits,
+            shutdown: shutdown.clone(),
+            port: cluster_listener
+                .as_ref()
+                .and_then(|(l, _)| l.local_addr().ok())
+                .map(|a| a.port()),
+        }));
         let state = Arc::new(AppState {
             store,
             node_name: config.name.clone(),
@@ -312,42 +344,22 @@ impl Node {
             exposure: server::security::Exposure::new(exposed, allowed_hosts),
             batch: server::batch::BatchDoor::new(config.batch_defaults.clone()),
             auth: server::auth::AuthState::new(config.auth_timeout),
-            identity: Arc::new(identity),
+            identity,
             limits: config.limits,
-            cluster_port: cluster_listener
-                .as_ref()
-                .and_then(|(l, _)| l.local_addr().ok())
-                .map(|a| a.port()),
-            cluster_peers: cluster::Peers::default(),
-            cluster_dialer: std::sync::OnceLock::new(),
+            cluster: cluster_context,
             cluster_rebind: Arc::new(tokio::sync::Notify::new()),
             splits: Arc::new(split::Splits::new(
                 config.share_memory,
                 addr,
                 config.data_dir.clone(),
             )),
-            // The registry of remote providers: a hub's workers, and the cluster's peers.
-            router: hearth_route::Router::new(
-                host.clone(),
-                hearth_models::Registry::new(&config.models_dir),
-                config
-                    .hub
-                    .clone()
-                    .or_else(|| {
-                        config
-                            .cluster
-                            .as_ref()
-                            .map(|_| hearth_hub::HubConfig::peers_only())
-                    })
-                    .map(hearth_hub::Hub::new),
-                shutdown.clone(),
-            ),
+            router,
             host,
             shutdown,
         });
         // Downloads a previous run left part way go on.
         state.downloads.resume_partials();
-        split::split_too_large_models(&state);
+        split::attach(&state.cluster, &state.splits);
         let worker = config.join.clone().map(|j| {
             tokio::spawn(hearth_route::join::run(
                 j,
@@ -385,7 +397,7 @@ impl Node {
                     addr: SocketAddr::new(bind_host, 0),
                     source,
                 })?;
-                let (st, cc, table) = (state.clone(), c.clone(), connections.clone());
+                let (st, cc, table) = (state.cluster.clone(), c.clone(), connections.clone());
                 let me = tokio::task::spawn_blocking(move || cluster::Me::new(st, &cc, table))
                     .await
                     .map_err(|e| NodeError::IdentityTask(e.to_string()))?
@@ -404,7 +416,7 @@ impl Node {
                     dialer.add(&k.address);
                 }
                 let discovery = discover(&c, &me, &dialer, at);
-                let _ = state.cluster_dialer.set(Arc::downgrade(&dialer));
+                state.cluster.set_dialer(&dialer);
                 let run = ClusterRun {
                     config: c,
                     me,
@@ -453,7 +465,7 @@ impl Node {
 
     /// Cluster peers connected now.
     pub fn cluster_peer_count(&self) -> usize {
-        self.inner.state.cluster_peers.list().len()
+        self.inner.state.cluster.peers.list().len()
     }
 
     /// Where the cluster listens (`--cluster-port`), when it does.

@@ -79,11 +79,7 @@ pub(crate) async fn run(
         return (why.into(), false);
     }
     let kind = link.kind();
-    let listed = match me
-        .state
-        .cluster_peers
-        .add(&me.id, &hello, addr, kind, outbound)
-    {
+    let listed = match me.state.peers.add(&me.id, &hello, addr, kind, outbound) {
         Ok(l) => l,
         Err(why) => return (why, false),
     };

@@ -169,7 +169,7 @@ pub(crate) async fn accept(mut frames: Frames, me: &Me) -> Result<Admitted, Stri
         let (transport, proven) =
             secure::respond(&mut frames, &rules.keys, me.slots(), noise, &prologue).await?;
         check_proof(me, &hello, &proven)?;
-        let mut link = Link::encrypted(frames, transport, me.state.cluster_peers.clone());
+        let mut link = Link::encrypted(frames, transport, me.state.peers.clone());
         // The first encrypted message: it tells the connecting side the passcode matched.
         link.ping().await?;
         me.remember_hearth(&hello.device_info.id);
@@ -183,7 +183,7 @@ pub(crate) async fn accept(mut frames: Frames, me: &Me) -> Result<Admitted, Stri
     check_plain(me, &rules, &hello)?;
     send(&mut frames, &Message::HelloAck(me.hello(false)), shape).await?;
     Ok(Admitted {
-        link: Link::plain(frames, shape, me.state.cluster_peers.clone()),
+        link: Link::plain(frames, shape, me.state.peers.clone()),
         hello,
         proven: None,
         rules,
@@ -272,7 +272,7 @@ fn plain_peer(
     }
     check_plain(me, &rules, &ack).map_err(|why| format!("it answered in plain text: {why}"))?;
     Ok(Admitted {
-        link: Link::plain(frames, shape, me.state.cluster_peers.clone()),
+        link: Link::plain(frames, shape, me.state.peers.clone()),
         hello: ack,
         proven: None,
         rules,
@@ -311,7 +311,7 @@ pub(crate) async fn dial_for(
     let (transport, proven) =
         secure::initiate(&mut frames, &rules.keys, me.slots(), noise, &prologue).await?;
     check_proof(me, &ack, &proven)?;
-    let mut link = Link::encrypted(frames, transport, me.state.cluster_peers.clone());
+    let mut link = Link::encrypted(frames, transport, me.state.peers.clone());
     // The listener's first encrypted message proves it has the passcode too (the pre-shared
     // key enters the handshake only with this side's last message).
     match tokio::time::timeout(HELLO_WAIT, link.next()).await {

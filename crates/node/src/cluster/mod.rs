@@ -13,6 +13,7 @@
 //! the doors' per-address cap.
 
 mod connection;
+pub mod context;
 pub mod dial;
 mod discovery;
 mod handshake;
@@ -23,8 +24,9 @@ mod provider;
 mod secure;
 mod serve;
 pub mod sharing;
-pub(crate) mod tunnel;
+pub mod tunnel;
 
+pub use context::{Context, Parts, TunnelServer};
 pub(crate) use discovery::Discovery;
 pub use discovery::DiscoveryError;
 pub use peers::{PeerView, Peers};
@@ -46,7 +48,6 @@ use tokio::task::JoinHandle;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 use tokio_util::sync::CancellationToken;
 
-use crate::server::AppState;
 use hearth_base::connections::{Held, PerAddress};
 use hearth_hub::Hub;
 
@@ -118,7 +119,7 @@ pub(crate) const ADMITTED_FRAME_BYTES: usize = MAX_CLUSTER_FRAME_BYTES;
 /// remote providers its peers join. One per node, shared by every connection.
 #[derive(Debug)]
 pub struct Me {
-    pub(crate) state: Arc<AppState>,
+    pub(crate) state: Arc<Context>,
     pub(crate) id: PeerUuid,
     /// The passcode's rules now (settable from the UI while the node runs).
     rules: RwLock<Arc<Rules>>,
@@ -133,7 +134,7 @@ pub struct Me {
 impl Me {
     /// Slow (the passcode's key derivation): call it from a blocking task.
     pub(crate) fn new(
-        state: Arc<AppState>,
+        state: Arc<Context>,
         config: &ClusterConfig,
         table: Arc<PerAddress>,
     ) -> Option<Self> {
@@ -196,7 +197,7 @@ impl Me {
             hearth: hearth.then(|| HearthHello {
                 noise: HEARTH_NOISE.into(),
                 tunnel: None,
-                port: self.state.cluster_port,
+                port: self.state.port,
                 noise_also: secure::also_offered(secure::aes_instructions()),
             }),
         }
@@ -224,7 +225,7 @@ impl Me {
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(rules);
         self.state
-            .cluster_peers
+            .peers
             .kick_all("the cluster's passcode changed: admitted again under the new one");
     }
 
@@ -243,7 +244,7 @@ impl Me {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(rules);
         if now.compat && !compat {
             self.state
-                .cluster_peers
+                .peers
                 .kick_tealenet("TealeNet compatibility was turned off");
         }
     }
@@ -436,7 +437,7 @@ pub(crate) fn listen(
                     Ok(a) => match tunnel::asked(&a).map(str::to_owned) {
                         Some(kind) => match tunnel::Tunnel::accepted(a, peer) {
                             Ok(t) => tokio::select! {
-                                why = crate::split::host::serve(&me.state, &kind, t) => why,
+                                why = me.state.serve_tunnel(kind, t) => why,
                                 () = stop.cancelled() => "the node is stopping".into(),
                             },
                             Err(why) => why,

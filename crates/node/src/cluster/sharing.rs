@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use hearth_models::sharing::CHUNK_BYTES;
 
-use crate::server::AppState;
+use super::Context;
 
 /// While the engine generates, the pause after each chunk served: decoding keeps the cores.
 const GENERATING_PAUSE: Duration = Duration::from_millis(20);
@@ -32,7 +32,7 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// The files of model `name` in this node's folder, in order, when it may be shared: a plain
 /// name (no path, no `..`) of a model in one file, or of a split model with every shard here.
-pub(crate) fn shareable(state: &AppState, name: &str) -> Option<Vec<PathBuf>> {
+pub(crate) fn shareable(state: &Context, name: &str) -> Option<Vec<PathBuf>> {
     // The registry finds plain names only.
     state.router.registry().files_of(name)
 }
@@ -58,7 +58,7 @@ fn read_at(file: &std::fs::File, pos: u64, n: u64, buf: &mut Vec<u8>) -> std::io
 
 /// The answer to a peer's query: the model's size and SHA-256, or for a split model the size
 /// and SHA-256 of each shard.
-pub(crate) async fn answer(state: &AppState, q: ModelQuery) -> Message {
+pub(crate) async fn answer(state: &Context, q: ModelQuery) -> Message {
     let mut files = Vec::new();
     for path in shareable(state, &q.model_id).unwrap_or_default() {
         let Ok(meta) = std::fs::metadata(&path) else {
@@ -101,7 +101,7 @@ pub(crate) async fn answer(state: &AppState, q: ModelQuery) -> Message {
 /// this node cannot share, or a file that is not one of its, completes at once, empty. Stops
 /// when `stop` fires.
 pub(crate) async fn send(
-    state: Arc<AppState>,
+    state: Arc<Context>,
     req: ModelTransferRequest,
     out: mpsc::Sender<Message>,
     stop: CancellationToken,
@@ -144,7 +144,7 @@ pub(crate) async fn send(
 
 /// Where one transfer's chunks go.
 struct Outgoing<'a> {
-    state: &'a AppState,
+    state: &'a Context,
     id: &'a PeerUuid,
     model: &'a str,
     out: &'a mpsc::Sender<Message>,

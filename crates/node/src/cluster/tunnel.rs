@@ -32,7 +32,7 @@ const PIECE: usize = 64 * 1024;
 /// divides layers (passed to llama.cpp as a tensor split), and the memory its RPC device
 /// reports to llama.cpp (sent for owners that divided by it before the tensor split; unused).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Offer {
+pub struct Offer {
     pub(crate) memory: u64,
     pub(crate) device_memory: u64,
 }
@@ -59,7 +59,7 @@ impl Offer {
 }
 
 /// One admitted tunnel connection, before its bytes flow.
-pub(crate) struct Tunnel {
+pub struct Tunnel {
     link: Link,
     /// The peer's device name, for messages, and its proven device id.
     pub(crate) peer_name: String,

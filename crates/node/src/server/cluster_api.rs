@@ -43,7 +43,8 @@ pub(crate) async fn get(State(state): State<Arc<AppState>>) -> Result<Response, 
         .map(hearth_hub::Hub::peer_speeds)
         .unwrap_or_default();
     let peers: Vec<serde_json::Value> = state
-        .cluster_peers
+        .cluster
+        .peers
         .list()
         .into_iter()
         .map(|p| {
@@ -61,7 +62,7 @@ pub(crate) async fn get(State(state): State<Arc<AppState>>) -> Result<Response, 
     Ok(Json(json!({
         "name": state.node_name,
         "device_id": state.identity.device_id(),
-        "port": state.cluster_port,
+        "port": state.cluster.port,
         "passcode_set": rules.passcode_hash.is_some(),
         "tealenet_compat": rules.compat,
         "dialing": dialer.addresses(),

@@ -109,12 +109,12 @@ fn registry(state: &AppState) -> Registry {
     if let Some(hub) = state.router.hub().filter(|h| h.accepts_workers()) {
         hub.snapshot().register_metrics(&mut r);
     }
-    if state.cluster_port.is_some() {
+    if state.cluster.port.is_some() {
         let redispatched = state.router.hub().map_or(0, |h| h.snapshot().redispatched);
         crate::cluster::metrics::register(
             &mut r,
-            &state.cluster_peers.list(),
-            state.cluster_peers.traffic(),
+            &state.cluster.peers.list(),
+            state.cluster.peers.traffic(),
             redispatched,
         );
     }

@@ -85,13 +85,9 @@ pub struct AppState {
     /// Timeouts and connection caps (`listen`); a stalled request body fails after the
     /// header timeout too.
     pub limits: hearth_base::connections::Limits,
-    /// The cluster's port when it listens, and the peers connected to it.
-    pub cluster_port: Option<u16>,
-    pub cluster_peers: crate::cluster::Peers,
-    /// The peer addresses this node keeps connections to (set once the cluster runs). Weak:
-    /// the node owns the dialer, which reaches this state through the cluster's `Me`, so a
-    /// strong one here would keep the state (and its database) alive after the node is gone.
-    pub cluster_dialer: std::sync::OnceLock<std::sync::Weak<crate::cluster::dial::Dialer>>,
+    /// The cluster's side of this node: its port when it listens, the peers connected to it,
+    /// the dialer.
+    pub cluster: Arc<crate::cluster::Context>,
     /// Notified when the cluster's passcode changed: the node moves its listener.
     pub cluster_rebind: Arc<tokio::sync::Notify>,
     /// Split models: this node's, and whether it shares its memory with peers' ones.
@@ -101,7 +97,7 @@ pub struct AppState {
 impl AppState {
     /// The cluster's dialer, while the cluster runs.
     pub fn dialer(&self) -> Option<Arc<crate::cluster::dial::Dialer>> {
-        self.cluster_dialer.get()?.upgrade()
+        self.cluster.dialer()
     }
 }
 

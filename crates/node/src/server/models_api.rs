@@ -68,7 +68,7 @@ fn without_folders(text: &str, folders: &[std::path::PathBuf]) -> String {
 /// Each model the cluster's peers have loaded, and which peers.
 fn peers_models(state: &AppState) -> Vec<(String, Vec<String>)> {
     let mut out: Vec<(String, Vec<String>)> = Vec::new();
-    for p in state.cluster_peers.list() {
+    for p in state.cluster.peers.list() {
         for m in &p.loaded_models {
             match out.iter_mut().find(|(id, _)| id == m) {
                 Some((_, names)) => names.push(p.name.clone()),

@@ -19,7 +19,7 @@ use crate::split::SplitError;
 
 pub(crate) async fn list(State(state): State<Arc<AppState>>) -> Response {
     Json(json!({
-        "splits": state.splits.placements(&state),
+        "splits": state.splits.placements(&state.cluster),
         "share_memory": state.splits.shares_memory(),
         // The most this node gives peers' split models, in MiB (null: what is free).
         "share_memory_limit_mib": state.splits.share_limit().filter(|&l| l != u64::MAX).map(|l| l >> 20),
@@ -43,7 +43,7 @@ pub(crate) async fn split(
             "model must be a model name from GET /api/models",
         ));
     }
-    match state.splits.start(&state, &body.model).await {
+    match state.splits.start(&state.cluster, &body.model).await {
         Ok(placement) => Ok((StatusCode::ACCEPTED, Json(placement)).into_response()),
         Err(e) => {
             let (status, code) = match &e {
@@ -68,7 +68,7 @@ pub(crate) async fn unsplit(
     Path(id): Path<String>,
 ) -> Result<Response, ApiFailure> {
     let model = hearth_protocol::ModelId(id.strip_suffix(".gguf").unwrap_or(&id).to_owned());
-    if state.splits.stop(&state, &model) {
+    if state.splits.stop(&state.cluster, &model) {
         Ok(Json(json!({"model": model, "split": false})).into_response())
     } else {
         Err(ApiFailure::not_found("split model"))

@@ -143,11 +143,11 @@ pub(crate) async fn status(State(state): State<Arc<AppState>>) -> Json<Status> {
             .hub()
             .filter(|h| h.accepts_workers())
             .map(|h| h.snapshot()),
-        cluster: state.cluster_port.map(|port| ClusterStatus {
+        cluster: state.cluster.port.map(|port| ClusterStatus {
             port,
             device_id: state.identity.device_id(),
             dialing: state.dialer().map(|d| d.addresses()).unwrap_or_default(),
-            peers: state.cluster_peers.list(),
+            peers: state.cluster.peers.list(),
         }),
         compute: Compute::now(),
     })

@@ -11,8 +11,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use hearth_protocol::cluster::RPC_TUNNEL;
 
+use super::Splits;
 use crate::cluster::tunnel::{Offer, Tunnel};
-use crate::server::AppState;
+use crate::cluster::Context;
 
 /// Split models one peer may have on this machine at once, and all peers together.
 pub(crate) const PER_PEER: usize = 2;
@@ -86,17 +87,22 @@ impl Hosted {
 }
 
 /// Serve a tunnel of kind `kind` a peer opened: why it ended.
-pub(crate) async fn serve(state: &AppState, kind: &str, mut tunnel: Tunnel) -> String {
+pub(crate) async fn serve(
+    splits: &Splits,
+    state: &Context,
+    kind: &str,
+    mut tunnel: Tunnel,
+) -> String {
     let peer = tunnel.peer_name.clone();
     let refused = if kind != RPC_TUNNEL {
         Some(format!(
             "unknown tunnel {:?}",
             kind.chars().take(40).collect::<String>()
         ))
-    } else if state.splits.share_limit().is_none() {
+    } else if splits.share_limit().is_none() {
         Some("this node does not share its memory with split models (--share-memory)".into())
     } else if !state
-        .cluster_peers
+        .peers
         .list()
         .iter()
         .any(|p| p.device_id == tunnel.peer_id)
@@ -107,9 +113,9 @@ pub(crate) async fn serve(state: &AppState, kind: &str, mut tunnel: Tunnel) -> S
     };
     let place = match refused {
         Some(why) => Err(why),
-        None => state.splits.hosted().take(
+        None => splits.hosted().take(
             &tunnel.peer_id,
-            state.splits.share_limit().unwrap_or(0),
+            splits.share_limit().unwrap_or(0),
             hearth_models::memory::machine().unwrap_or((0, 0)),
         ),
     };

@@ -25,7 +25,7 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::cluster::tunnel::Offer;
-use crate::server::AppState;
+use crate::cluster::Context;
 
 /// Why a model could not be split.
 #[derive(Debug, thiserror::Error)]
@@ -233,7 +233,7 @@ fn divide(layers: u32, memory: &[u64]) -> Vec<u32> {
 /// A model no longer split, served whole here again: loaded now when this node has no model
 /// loaded and it fits (a request naming no model finds it, as before the split).
 /// Loaded as a request would load it: it unloads when idle, as before the split.
-fn serve_whole(state: &AppState, id: &ModelId, path: &std::path::Path) {
+fn serve_whole(state: &Context, id: &ModelId, path: &std::path::Path) {
     if !state.shutdown.is_cancelled()
         && state.host.engine().is_none()
         && state.host.too_large(path).is_none()
@@ -244,25 +244,30 @@ fn serve_whole(state: &AppState, id: &ModelId, path: &std::path::Path) {
     }
 }
 
-/// Let the route split a model too large for this machine over the peers that share their
-/// memory, when a request names it.
-pub fn split_too_large_models(state: &Arc<AppState>) {
+/// Join the split to the rest of this node: the route splits a model too large for this
+/// machine over the peers that share their memory when a request names it, and the cluster
+/// hands the tunnels peers open to `host`.
+pub fn attach(state: &Arc<Context>, splits: &Arc<Splits>) {
     let weak = Arc::downgrade(state);
+    let own = splits.clone();
     state.router.set_auto_split(Box::new(move |id| {
-        let weak = weak.clone();
+        let (weak, splits) = (weak.clone(), own.clone());
         Box::pin(async move {
             let state = weak.upgrade().ok_or("the node is stopping")?;
             // A task of its own: a request that goes away does not leave a split half made.
-            let started = tokio::spawn(async move {
-                let splits = state.splits.clone();
-                splits.start(&state, &id.0).await.map(|_| ())
-            });
+            let started =
+                tokio::spawn(async move { splits.start(&state, &id.0).await.map(|_| ()) });
             match started.await {
                 Ok(Ok(())) | Ok(Err(SplitError::Already(_))) => Ok(()),
                 Ok(Err(e)) => Err(e.to_string()),
                 Err(e) => Err(format!("the split stopped: {e}")),
             }
         })
+    }));
+    let own = splits.clone();
+    state.serve_tunnels(Box::new(move |state, kind, tunnel| {
+        let splits = own.clone();
+        Box::pin(async move { host::serve(&splits, &state, &kind, tunnel).await })
     }));
 }
 
@@ -302,12 +307,12 @@ impl Splits {
     }
 
     /// The name this node's workers join it under.
-    fn worker_name(state: &AppState) -> String {
+    fn worker_name(state: &Context) -> String {
         format!("{} (split)", state.node_name)
     }
 
     /// Every split model's placement (ready once its worker has joined this node).
-    pub fn placements(&self, state: &AppState) -> Vec<Placement> {
+    pub fn placements(&self, state: &Context) -> Vec<Placement> {
         let workers = state
             .router
             .hub()
@@ -339,7 +344,7 @@ impl Splits {
     /// Stop serving `model` split: its worker and tunnels end, and it loads here again, at
     /// once when no other model is here and it fits, else when asked for. Whether it was
     /// split.
-    pub fn stop(&self, state: &AppState, model: &ModelId) -> bool {
+    pub fn stop(&self, state: &Context, model: &ModelId) -> bool {
         let r = {
             // Removed and cancelled under the lock: a start that checks its token under it
             // knows whether the entry there is its own.
@@ -359,7 +364,7 @@ impl Splits {
     /// process that loads it with their share of the layers and joins this node.
     pub async fn start(
         self: &Arc<Self>,
-        state: &Arc<AppState>,
+        state: &Arc<Context>,
         name: &str,
     ) -> Result<Placement, SplitError> {
         // A model of the folder, or one loaded here from elsewhere (`--model PATH`).

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{lock, place, weight_bytes, PeerShare, Placement, Split, SplitError, Splits};
 use crate::cluster::tunnel::{Offer, Tunnel};
-use crate::server::AppState;
+use crate::cluster::Context;
 
 /// How long a worker's ggml may take to connect to a tunnel's local end.
 const WORKER_CONNECT_WAIT: Duration = Duration::from_secs(120);
@@ -32,7 +32,7 @@ impl Splits {
     /// placement, and the ports as the worker's endpoints.
     pub(super) async fn launch(
         self: &Arc<Self>,
-        state: &Arc<AppState>,
+        state: &Arc<Context>,
         split: &Split,
         attempt: &CancellationToken,
     ) -> Result<(Placement, Vec<String>), SplitError> {
@@ -45,7 +45,7 @@ impl Splits {
 
     async fn open_tunnels(
         self: &Arc<Self>,
-        state: &Arc<AppState>,
+        state: &Arc<Context>,
         split: &Split,
         attempt: &CancellationToken,
     ) -> Result<(Placement, Vec<String>), SplitError> {
@@ -53,7 +53,7 @@ impl Splits {
         let me = dialer.me().clone();
         // The Hearth peers connected now, once each, where their clusters listen.
         let peers: Vec<String> = state
-            .cluster_peers
+            .peers
             .list()
             .into_iter()
             .filter(|p| p.kind == "hearth")
@@ -138,7 +138,7 @@ impl Splits {
         path: &Path,
         endpoints: &[String],
         shares: &[u32],
-        state: &AppState,
+        state: &Context,
     ) -> std::io::Result<tokio::process::Child> {
         let remote_layers: u32 = shares.iter().sum();
         let shares: Vec<String> = shares.iter().map(ToString::to_string).collect();
@@ -181,7 +181,7 @@ impl Splits {
     /// split is set up again on the peers there are, with backoff.
     pub(super) async fn run(
         self: Arc<Self>,
-        state: Arc<AppState>,
+        state: Arc<Context>,
         split: Split,
         first: (Vec<String>, CancellationToken),
         stop: CancellationToken,
