@@ -8,12 +8,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+pub(super) use super::download_error::io;
+pub use super::download_error::DownloadError;
 use super::hub::{HubError, HubFile};
-pub(super) use super::partial::{hash_on, hash_prefix, held_here, open_partial, Note};
+pub(super) use super::partial::{hash_on, hash_prefix, held_here, open_partial, Note, Segment};
 
 /// The folder of partial files, inside the models folder (the registry lists `*.gguf` only).
 pub const PARTIAL_DIR: &str = ".downloads";
@@ -26,41 +28,6 @@ const FORGET_PAUSE: Duration = Duration::from_millis(50);
 const PUBLISH_EVERY: Duration = Duration::from_millis(200);
 /// A connection that sends nothing for this long is dropped and the download resumed.
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DownloadError {
-    #[error(transparent)]
-    Hub(#[from] HubError),
-    #[error("{0} is already in the models folder")]
-    Exists(String),
-    #[error("the downloaded file's SHA-256 is {got}, the hub says {expected}: the file arrived damaged, and the partial download was deleted")]
-    Mismatch { expected: String, got: String },
-    #[error("the hub sent more than the {0} bytes it announced")]
-    TooLong(u64),
-    #[error("the download failed {attempts} times in a row (last: {last}); the partial file is kept: download it again to resume")]
-    GaveUp { attempts: u32, last: String },
-    #[error("cannot write the download: {0}")]
-    Io(String),
-    #[error("cancelled")]
-    Cancelled,
-    #[error("the node stopped; the download resumes when it starts again")]
-    Stopped,
-    #[error("{file} is being downloaded from {model} already; cancel that first")]
-    Busy { file: String, model: String },
-    #[error("no peer of this cluster has {0} to share")]
-    NoPeerHas(String),
-    #[error("a peer sent {0}: refused")]
-    BadPeer(String),
-    #[error("{0} is being downloaded into this folder by another Hearth process (the node, or `hearth-node models pull`); wait for it or cancel it there")]
-    Elsewhere(String),
-    /// Names no folder: the error reaches clients on other machines.
-    #[error("not enough disk space: the model needs {need_mib} MiB more and the models folder's disk has {free_mib} MiB free (and 100 MiB is kept free)")]
-    NoSpace { need_mib: u64, free_mib: u64 },
-}
-
-pub(super) fn io(e: std::io::Error) -> DownloadError {
-    DownloadError::Io(e.to_string())
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -110,14 +77,6 @@ pub struct Progress {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shards: Option<u32>,
     pub error: Option<String>,
-}
-
-/// A range of a file fetched from one peer at a time: `done` bytes from `start` are written.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-pub(super) struct Segment {
-    pub(super) start: u64,
-    pub(super) end: u64,
-    pub(super) done: u64,
 }
 
 /// Where a download comes from.

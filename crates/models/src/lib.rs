@@ -12,6 +12,7 @@
 pub mod digest;
 mod disk;
 pub mod download;
+mod download_error;
 pub mod host;
 pub mod hub;
 mod hub_download;

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use super::download::{io, DownloadError, Segment};
+use super::download_error::{io, DownloadError};
 
 /// What a partial file must become, kept beside it.
 #[derive(Debug, Serialize, Deserialize)]
@@ -99,4 +99,12 @@ pub(super) async fn hash_on(
     .await
     .map_err(|e| DownloadError::Io(e.to_string()))?
     .map_err(io)
+}
+
+/// A range of a file fetched from one peer at a time: `done` bytes from `start` are written.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub(super) struct Segment {
+    pub(super) start: u64,
+    pub(super) end: u64,
+    pub(super) done: u64,
 }

@@ -234,7 +234,7 @@ impl ServeArgs {
         c.key_storage = self.key_storage;
         c.thermal_zone = self.thermal_zone;
         c.ollama_port = self.ollama_port;
-        c.cluster = Some(crate::cluster::ClusterConfig {
+        c.cluster = Some(hearth_cluster::ClusterConfig {
             port: self.cluster_port,
             passcode: self.passcode.filter(|p| !p.is_empty()),
             tealenet_compat: self.tealenet_compat,

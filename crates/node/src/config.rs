@@ -72,7 +72,7 @@ pub struct NodeConfig {
     /// Read the thermal level from this one sensor file (`--thermal-zone`, millidegrees).
     pub thermal_zone: Option<PathBuf>,
     /// The LAN cluster (`--cluster-port`, `--passcode`, `--tealenet-compat`).
-    pub cluster: Option<crate::cluster::ClusterConfig>,
+    pub cluster: Option<hearth_cluster::ClusterConfig>,
     /// A second port serving every door (`--ollama-port`, Ollama's 11434 for its clients),
     /// bound where the main port is and moved with it on and off the LAN.
     pub ollama_port: Option<u16>,

@@ -40,11 +40,9 @@
 //! - On shutdown every open stream gets a final message before the port closes.
 
 pub mod cli;
-pub mod cluster;
 pub mod config;
 mod node_cluster;
 pub mod server;
-pub mod split;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -110,7 +108,7 @@ struct Inner {
     cluster: std::sync::Mutex<Option<ClusterRun>>,
     /// The cluster's dialer for the node's life (the state holds it weakly), also while its
     /// listener is closed.
-    dialer: Option<Arc<cluster::dial::Dialer>>,
+    dialer: Option<Arc<hearth_cluster::dial::Dialer>>,
     addr: std::sync::Mutex<SocketAddr>,
     /// The second port (`--ollama-port`), which follows the main one on and off the LAN:
     /// where it listens now (none after a failed move), and the port it keeps.
@@ -204,10 +202,10 @@ impl Node {
         // never keep the node from starting).
         if let Some(c) = &mut config.cluster {
             if c.passcode.is_none() {
-                c.passcode = store.node_setting(cluster::SETTING_PASSCODE).await?;
+                c.passcode = store.node_setting(hearth_cluster::SETTING_PASSCODE).await?;
             }
             let stored_compat = store
-                .node_setting(cluster::SETTING_COMPAT)
+                .node_setting(hearth_cluster::SETTING_COMPAT)
                 .await?
                 .is_some_and(|v| v == "true");
             if stored_compat && exposed && c.passcode.is_none() {
@@ -312,7 +310,7 @@ impl Node {
             shutdown.clone(),
         );
         let identity = Arc::new(identity);
-        let cluster_context = Arc::new(cluster::Context::new(cluster::Parts {
+        let cluster_context = Arc::new(hearth_cluster::Context::new(hearth_cluster::Parts {
             host: host.clone(),
             store: store.clone(),
             node_name: config.name.clone(),
@@ -348,7 +346,7 @@ impl Node {
             limits: config.limits,
             cluster: cluster_context,
             cluster_rebind: Arc::new(tokio::sync::Notify::new()),
-            splits: Arc::new(split::Splits::new(
+            splits: Arc::new(hearth_split::Splits::new(
                 config.share_memory,
                 addr,
                 config.data_dir.clone(),
@@ -359,7 +357,7 @@ impl Node {
         });
         // Downloads a previous run left part way go on.
         state.downloads.resume_partials();
-        split::attach(&state.cluster, &state.splits);
+        hearth_split::attach(&state.cluster, &state.splits);
         let worker = config.join.clone().map(|j| {
             tokio::spawn(hearth_route::join::run(
                 j,
@@ -398,16 +396,18 @@ impl Node {
                     source,
                 })?;
                 let (st, cc, table) = (state.cluster.clone(), c.clone(), connections.clone());
-                let me = tokio::task::spawn_blocking(move || cluster::Me::new(st, &cc, table))
-                    .await
-                    .map_err(|e| NodeError::IdentityTask(e.to_string()))?
-                    .map(Arc::new)
-                    .expect("a node with a cluster has a registry of remote providers");
+                let me =
+                    tokio::task::spawn_blocking(move || hearth_cluster::Me::new(st, &cc, table))
+                        .await
+                        .map_err(|e| NodeError::IdentityTask(e.to_string()))?
+                        .map(Arc::new)
+                        .expect("a node with a cluster has a registry of remote providers");
                 tracing::info!(addr = %at, compat = c.tealenet_compat, "cluster listening (Hearth peers encrypted; TealeNet peers in plain text only with --tealenet-compat)");
                 // Its own token: rebinding the doors alone must not close it.
                 let stop = state.shutdown.child_token();
-                tasks.push(cluster::listen(l, me.clone(), stop.clone()));
-                let dialer = cluster::dial::Dialer::new(me.clone(), state.shutdown.child_token());
+                tasks.push(hearth_cluster::listen(l, me.clone(), stop.clone()));
+                let dialer =
+                    hearth_cluster::dial::Dialer::new(me.clone(), state.shutdown.child_token());
                 for p in &c.peers {
                     dialer.add(p);
                 }

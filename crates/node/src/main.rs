@@ -104,7 +104,7 @@ fn main() -> anyhow::Result<()> {
         } => {
             let threads = threads.unwrap_or_else(hearth_engine::config::physical_cores);
             let memory = memory_limit.map(|mib| mib.saturating_mul(1 << 20));
-            Ok(hearth_node::split::rpc_serve::run(threads, memory)?)
+            Ok(hearth_split::rpc_serve::run(threads, memory)?)
         }
     }
 }

@@ -9,7 +9,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::{bind_retrying, cluster, Node, NodeError};
+use crate::{bind_retrying, Node, NodeError};
 
 impl Node {
     /// When the cluster's passcode changes in the UI, move its listener to where the rules
@@ -66,7 +66,7 @@ impl Node {
             }
         };
         let stop = self.inner.state.shutdown.child_token();
-        let task = cluster::listen(listener, me.clone(), stop.clone());
+        let task = hearth_cluster::listen(listener, me.clone(), stop.clone());
         tracing::info!(%at, "cluster rebound");
         let discovery = discover(&config, &me, &dialer, at);
         *self.inner.cluster.lock().expect("cluster lock") = Some(ClusterRun {
@@ -83,26 +83,26 @@ impl Node {
 /// The cluster's running listener.
 #[derive(Debug)]
 pub(crate) struct ClusterRun {
-    pub(crate) config: cluster::ClusterConfig,
-    pub(crate) me: Arc<cluster::Me>,
+    pub(crate) config: hearth_cluster::ClusterConfig,
+    pub(crate) me: Arc<hearth_cluster::Me>,
     pub(crate) stop: CancellationToken,
     pub(crate) addr: SocketAddr,
     /// LAN discovery while the cluster listens on the LAN; stops when dropped.
-    pub(crate) _discovery: Option<cluster::Discovery>,
+    pub(crate) _discovery: Option<hearth_cluster::Discovery>,
 }
 
 /// Discovery for a cluster listening at `at`: on the LAN only (a loopback listener is no use
 /// to other machines), unless `--no-discovery`. A failure leaves `--peer` working.
 pub(crate) fn discover(
-    config: &cluster::ClusterConfig,
-    me: &cluster::Me,
-    dialer: &Arc<cluster::dial::Dialer>,
+    config: &hearth_cluster::ClusterConfig,
+    me: &hearth_cluster::Me,
+    dialer: &Arc<hearth_cluster::dial::Dialer>,
     at: SocketAddr,
-) -> Option<cluster::Discovery> {
+) -> Option<hearth_cluster::Discovery> {
     if !config.discovery || at.ip().is_loopback() {
         return None;
     }
-    cluster::Discovery::start(me, dialer.clone(), at.port())
+    hearth_cluster::Discovery::start(me, dialer.clone(), at.port())
         .inspect_err(|e| tracing::warn!("{e}; peers can still be added by address"))
         .ok()
 }
@@ -123,12 +123,12 @@ pub(crate) fn cluster_host(host: IpAddr, has_passcode: bool) -> IpAddr {
 /// The default cluster port, or a free one when another program holds it (two nodes on one
 /// machine); discovery announces whichever it is.
 pub(crate) async fn bind_cluster_default(host: IpAddr) -> Result<TcpListener, NodeError> {
-    let at = SocketAddr::new(host, cluster::DEFAULT_CLUSTER_PORT);
+    let at = SocketAddr::new(host, hearth_cluster::DEFAULT_CLUSTER_PORT);
     match TcpListener::bind(at).await {
         Ok(l) => Ok(l),
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
             tracing::warn!(
-                port = cluster::DEFAULT_CLUSTER_PORT,
+                port = hearth_cluster::DEFAULT_CLUSTER_PORT,
                 "the default cluster port is taken; the cluster listens on a free one"
             );
             let any = SocketAddr::new(host, 0);

@@ -19,7 +19,7 @@ use common::cluster_peer::{
 };
 use common::process::{repo_root, run_peer, venv_python, NodeProcess};
 use common::{TestNode, MODEL_ID};
-use hearth_node::cluster::ClusterConfig;
+use hearth_cluster::ClusterConfig;
 use hearth_protocol::cluster::HEARTH_NOISE_AES;
 use serde_json::Value;
 
@@ -50,7 +50,7 @@ async fn a_tealenet_peer_is_greeted_heartbeated_and_served() {
     assert_eq!(seen["ack_models"][0], MODEL_ID, "{seen}");
     assert_eq!(
         seen["ack_passcode_hash"],
-        hearth_node::cluster::passcode_hash(PASSCODE)
+        hearth_cluster::passcode_hash(PASSCODE)
     );
     assert_eq!(seen["heartbeat_throttle"], 100);
     assert_eq!(seen["tokens_out"], 6, "{seen}");

@@ -13,7 +13,7 @@ use common::cluster_peer::{
     aes_here, compat_node, hello, read_frame, until_listed, write_frame, PythonPeer, PASSCODE,
 };
 use common::TestNode;
-use hearth_node::cluster::ClusterConfig;
+use hearth_cluster::ClusterConfig;
 use hearth_protocol::cluster::HEARTH_NOISE_AES;
 use serde_json::Value;
 
@@ -75,7 +75,7 @@ async fn the_node_opens_as_a_hearth_node_and_takes_a_plain_answer_only_with_comp
     assert_eq!(id, id.to_uppercase());
     assert!(!hello
         .to_string()
-        .contains(&hearth_node::cluster::passcode_hash(PASSCODE)));
+        .contains(&hearth_cluster::passcode_hash(PASSCODE)));
     // Without TealeNet compatibility a plain helloAck, even with the right passcode hash, is
     // refused: the node hangs up and lists nobody.
     write_frame(&mut tcp, &plain_ack("8D2C54A1-1B7E-4F0A-A5C3-77E1D9B0C2F4")).await;

@@ -174,7 +174,7 @@ async fn a_node_dropped_in_a_program_closes_its_database() {
     c.port = 0;
     c.key_storage = hearth_auth::identity::KeyStorage::File;
     // The cluster's dialer reaches the node's state: it must not keep it alive.
-    c.cluster = Some(hearth_node::cluster::ClusterConfig {
+    c.cluster = Some(hearth_cluster::ClusterConfig {
         port: Some(0),
         passcode: None,
         tealenet_compat: false,

@@ -16,8 +16,8 @@ use serde_json::json;
 
 use super::api::{json_body, local_only, ApiFailure};
 use super::AppState;
-use crate::cluster::dial::Dialer;
-use crate::cluster::{SETTING_COMPAT, SETTING_PASSCODE};
+use hearth_cluster::dial::Dialer;
+use hearth_cluster::{SETTING_COMPAT, SETTING_PASSCODE};
 
 /// The longest passcode taken (it is typed by people).
 const MAX_PASSCODE_CHARS: usize = 256;

@@ -111,7 +111,7 @@ fn registry(state: &AppState) -> Registry {
     }
     if state.cluster.port.is_some() {
         let redispatched = state.router.hub().map_or(0, |h| h.snapshot().redispatched);
-        crate::cluster::metrics::register(
+        hearth_cluster::metrics::register(
             &mut r,
             &state.cluster.peers.list(),
             state.cluster.peers.traffic(),

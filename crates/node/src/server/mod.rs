@@ -87,16 +87,16 @@ pub struct AppState {
     pub limits: hearth_base::connections::Limits,
     /// The cluster's side of this node: its port when it listens, the peers connected to it,
     /// the dialer.
-    pub cluster: Arc<crate::cluster::Context>,
+    pub cluster: Arc<hearth_cluster::Context>,
     /// Notified when the cluster's passcode changed: the node moves its listener.
     pub cluster_rebind: Arc<tokio::sync::Notify>,
     /// Split models: this node's, and whether it shares its memory with peers' ones.
-    pub splits: Arc<crate::split::Splits>,
+    pub splits: Arc<hearth_split::Splits>,
 }
 
 impl AppState {
     /// The cluster's dialer, while the cluster runs.
-    pub fn dialer(&self) -> Option<Arc<crate::cluster::dial::Dialer>> {
+    pub fn dialer(&self) -> Option<Arc<hearth_cluster::dial::Dialer>> {
         self.cluster.dialer()
     }
 }

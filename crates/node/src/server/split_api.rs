@@ -15,7 +15,7 @@ use serde_json::json;
 
 use super::api::{json_body, ApiFailure};
 use super::AppState;
-use crate::split::SplitError;
+use hearth_split::SplitError;
 
 pub(crate) async fn list(State(state): State<Arc<AppState>>) -> Response {
     Json(json!({

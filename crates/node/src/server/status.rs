@@ -67,7 +67,7 @@ pub(crate) struct ClusterStatus {
     device_id: String,
     /// The addresses this node keeps connections to (`--peer`, discovery, added by hand).
     dialing: Vec<String>,
-    peers: Vec<crate::cluster::PeerView>,
+    peers: Vec<hearth_cluster::PeerView>,
 }
 
 #[derive(Debug, Clone, Serialize)]

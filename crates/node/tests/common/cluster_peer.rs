@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::TestNode;
-use hearth_node::cluster::ClusterConfig;
+use hearth_cluster::ClusterConfig;
 
 pub const PASSCODE: &str = "open sesame";
 
@@ -69,7 +69,7 @@ pub fn hello(id: &str, passcode: Option<&str>, hearth: bool) -> Value {
             "registeredAt": 0.0, "lastSeenAt": 0.0, "isCurrentDevice": true, "loadedModels": []},
         "protocolVersion": 1, "loadedModels": []});
     if let Some(p) = passcode {
-        h["clusterPasscodeHash"] = hearth_node::cluster::passcode_hash(p).into();
+        h["clusterPasscodeHash"] = hearth_cluster::passcode_hash(p).into();
     }
     if hearth {
         h["hearth"] = serde_json::json!({"noise": hearth_protocol::cluster::HEARTH_NOISE});

@@ -25,8 +25,8 @@ pub const MODEL_ID: &str = "SmolLM2-135M-Instruct.Q4_1";
 
 /// A loopback cluster for an in-process node: a free port, no passcode, no TealeNet
 /// compatibility, no discovery, these peers kept connected.
-pub fn cluster_config(peers: Vec<String>) -> Option<hearth_node::cluster::ClusterConfig> {
-    Some(hearth_node::cluster::ClusterConfig {
+pub fn cluster_config(peers: Vec<String>) -> Option<hearth_cluster::ClusterConfig> {
+    Some(hearth_cluster::ClusterConfig {
         port: Some(0),
         passcode: None,
         tealenet_compat: false,

@@ -34,14 +34,14 @@ use super::{Frames, Me, Rules, HELLO_WAIT};
 
 /// A peer past the handshake.
 #[derive(Debug)]
-pub(crate) struct Admitted {
-    pub(crate) link: Link,
+pub struct Admitted {
+    pub link: Link,
     /// What it said about itself (its `hello` or `helloAck`).
-    pub(crate) hello: Hello,
+    pub hello: Hello,
     /// A Hearth peer's proof: its verified device id and its slots.
-    pub(crate) proven: Option<Proven>,
+    pub proven: Option<Proven>,
     /// The rules it was admitted by (a change since closes it: see `connection::run`).
-    pub(crate) rules: Arc<Rules>,
+    pub rules: Arc<Rules>,
 }
 
 /// The peer's first frame, which must be `want` (hello or helloAck), and its bytes.
@@ -346,7 +346,7 @@ mod tests {
 
     #[test]
     fn passcodes_match_when_both_have_none_or_the_same_hash() {
-        let h = crate::cluster::passcode_hash("sesame");
+        let h = crate::passcode_hash("sesame");
         assert!(passcodes_match(None, None));
         assert!(passcodes_match(Some(&h), Some(&h)));
         assert!(passcodes_match(Some(&h), Some(&h.to_uppercase())));
@@ -354,7 +354,7 @@ mod tests {
         assert!(!passcodes_match(None, Some(&h)));
         assert!(!passcodes_match(
             Some(&h),
-            Some(&crate::cluster::passcode_hash("other"))
+            Some(&crate::passcode_hash("other"))
         ));
     }
 }

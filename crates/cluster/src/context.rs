@@ -118,7 +118,7 @@ impl Context {
     }
 
     /// Serve a tunnel of kind `kind`: why it ended.
-    pub(crate) async fn serve_tunnel(self: &Arc<Self>, kind: String, mut tunnel: Tunnel) -> String {
+    pub async fn serve_tunnel(self: &Arc<Self>, kind: String, mut tunnel: Tunnel) -> String {
         match self.tunnels.get() {
             Some(serve) => serve(self.clone(), kind, tunnel).await,
             None => {

@@ -23,7 +23,7 @@ pub(crate) const SERVICE_TYPE: &str = "_teale._tcp.local.";
 pub struct DiscoveryError(#[from] mdns_sd::Error);
 
 /// Discovery while it runs.
-pub(crate) struct Discovery {
+pub struct Discovery {
     daemon: ServiceDaemon,
 }
 
@@ -35,7 +35,7 @@ impl std::fmt::Debug for Discovery {
 
 impl Discovery {
     /// Advertise this node's cluster `port` and browse for peers.
-    pub(crate) fn start(me: &Me, dialer: Arc<Dialer>, port: u16) -> Result<Self, DiscoveryError> {
+    pub fn start(me: &Me, dialer: Arc<Dialer>, port: u16) -> Result<Self, DiscoveryError> {
         let daemon = ServiceDaemon::new()?;
         let id = me.id.to_string();
         // Instance names must be unique on the link: the name and the start of the id.

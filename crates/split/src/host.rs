@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use hearth_protocol::cluster::RPC_TUNNEL;
 
 use super::Splits;
-use crate::cluster::tunnel::{Offer, Tunnel};
-use crate::cluster::Context;
+use hearth_cluster::tunnel::{Offer, Tunnel};
+use hearth_cluster::Context;
 
 /// Split models one peer may have on this machine at once, and all peers together.
 pub(crate) const PER_PEER: usize = 2;

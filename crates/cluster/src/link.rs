@@ -14,7 +14,7 @@ use super::Frames;
 
 /// Which kind of peer is at the other end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub enum Kind {
     /// Another Hearth node, over the encrypted transport.
     Hearth,
     /// A TealeNet peer, in plain text (compatibility mode).
@@ -22,7 +22,7 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
-    pub(crate) fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Kind::Hearth => "hearth",
             Kind::TealeNet => "tealenet",
@@ -32,14 +32,14 @@ impl Kind {
 
 /// What arrived.
 #[derive(Debug)]
-pub(crate) enum Incoming {
+pub enum Incoming {
     /// A whole cluster message (its JSON, or a Hearth peer's binary chunk).
     Message(Vec<u8>),
     /// A Hearth peer's liveness ping.
     Ping,
 }
 
-pub(crate) struct Link {
+pub struct Link {
     frames: Frames,
     /// The plain shape to write in (TealeNet peers).
     shape: Shape,
@@ -60,7 +60,7 @@ impl std::fmt::Debug for Link {
 
 impl Link {
     /// A TealeNet peer's plain frames, up to the cluster's frame limit.
-    pub(crate) fn plain(mut frames: Frames, shape: Shape, traffic: super::Peers) -> Self {
+    pub fn plain(mut frames: Frames, shape: Shape, traffic: super::Peers) -> Self {
         frames
             .codec_mut()
             .set_max_frame_length(super::ADMITTED_FRAME_BYTES);
@@ -74,7 +74,7 @@ impl Link {
     }
 
     /// A Hearth peer's encrypted transport.
-    pub(crate) fn encrypted(
+    pub fn encrypted(
         mut frames: Frames,
         transport: snow::TransportState,
         traffic: super::Peers,
@@ -92,11 +92,11 @@ impl Link {
     }
 
     /// When the peer's last frame arrived.
-    pub(crate) fn heard(&self) -> Instant {
+    pub fn heard(&self) -> Instant {
         self.heard
     }
 
-    pub(crate) fn kind(&self) -> Kind {
+    pub fn kind(&self) -> Kind {
         if self.noise.is_some() {
             Kind::Hearth
         } else {
@@ -106,17 +106,17 @@ impl Link {
 
     /// Write one message. The stream fails a write the peer takes nothing of for the node's
     /// write timeout.
-    pub(crate) async fn send(&mut self, m: &Message) -> Result<(), String> {
+    pub async fn send(&mut self, m: &Message) -> Result<(), String> {
         self.write(cm::encode(m, self.shape)).await
     }
 
     /// [`Self::send`], taking the message: a binary model chunk goes out without a copy.
-    pub(crate) async fn send_owned(&mut self, m: Message) -> Result<(), String> {
+    pub async fn send_owned(&mut self, m: Message) -> Result<(), String> {
         self.write(cm::encode_owned(m, self.shape)).await
     }
 
     /// A liveness ping (Hearth peers only; a TealeNet peer gets nothing).
-    pub(crate) async fn ping(&mut self) -> Result<(), String> {
+    pub async fn ping(&mut self) -> Result<(), String> {
         if self.noise.is_some() {
             self.write(Vec::new()).await
         } else {
@@ -125,7 +125,7 @@ impl Link {
     }
 
     /// A tunnel's bytes as one encrypted message (a Hearth peer's link only; empty is a ping).
-    pub(crate) async fn send_bytes(&mut self, bytes: Vec<u8>) -> Result<(), String> {
+    pub async fn send_bytes(&mut self, bytes: Vec<u8>) -> Result<(), String> {
         if self.noise.is_none() {
             return Err("a tunnel needs the encrypted transport".into());
         }
@@ -153,7 +153,7 @@ impl Link {
     }
 
     /// The next message or ping; `None` when the peer closed the connection. Cancel-safe.
-    pub(crate) async fn next(&mut self) -> Option<Result<Incoming, String>> {
+    pub async fn next(&mut self) -> Option<Result<Incoming, String>> {
         loop {
             let frame = match self.frames.next().await? {
                 Ok(f) => f,

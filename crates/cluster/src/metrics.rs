@@ -26,7 +26,7 @@ struct KindLabels {
 
 /// Register the peers' figures, the bytes sent and received on cluster connections, and
 /// `redispatched`: answers moved to another provider.
-pub(crate) fn register(
+pub fn register(
     registry: &mut Registry,
     peers: &[PeerView],
     traffic: (u64, u64),

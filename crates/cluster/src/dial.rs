@@ -65,7 +65,7 @@ pub struct Dialer {
 
 impl Dialer {
     /// Call it on the runtime.
-    pub(crate) fn new(me: Arc<Me>, stop: CancellationToken) -> Arc<Self> {
+    pub fn new(me: Arc<Me>, stop: CancellationToken) -> Arc<Self> {
         Arc::new(Self {
             me,
             stop,
@@ -86,7 +86,7 @@ impl Dialer {
     }
 
     /// Keep a connection to an address discovery found, for as long as it works.
-    pub(crate) fn add_discovered(self: &Arc<Self>, addr: &str) -> bool {
+    pub fn add_discovered(self: &Arc<Self>, addr: &str) -> bool {
         let discovered = self.lock().values().filter(|k| !k.persistent).count();
         if discovered >= MAX_DISCOVERED {
             tracing::debug!(peer = %addr, "too many discovered addresses kept: not this one");
@@ -128,7 +128,7 @@ impl Dialer {
     }
 
     /// Reconnect now whatever waits to (the cluster's rules changed).
-    pub(crate) fn nudge(&self) {
+    pub fn nudge(&self) {
         self.nudge.notify_waiters();
     }
 
@@ -151,7 +151,7 @@ impl Dialer {
     }
 
     /// What this node is to its peers.
-    pub(crate) fn me(&self) -> &Arc<Me> {
+    pub fn me(&self) -> &Arc<Me> {
         &self.me
     }
 

@@ -33,8 +33,8 @@ const PIECE: usize = 64 * 1024;
 /// reports to llama.cpp (sent for owners that divided by it before the tensor split; unused).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Offer {
-    pub(crate) memory: u64,
-    pub(crate) device_memory: u64,
+    pub memory: u64,
+    pub device_memory: u64,
 }
 
 impl Offer {
@@ -62,11 +62,11 @@ impl Offer {
 pub struct Tunnel {
     link: Link,
     /// The peer's device name, for messages, and its proven device id.
-    pub(crate) peer_name: String,
-    pub(crate) peer_id: String,
-    pub(crate) peer_addr: SocketAddr,
+    pub peer_name: String,
+    pub peer_id: String,
+    pub peer_addr: SocketAddr,
     /// What the peer offered when it took the tunnel (the opening side's only).
-    pub(crate) offer: Option<Offer>,
+    pub offer: Option<Offer>,
 }
 
 impl std::fmt::Debug for Tunnel {
@@ -79,14 +79,14 @@ impl std::fmt::Debug for Tunnel {
 }
 
 /// The kind of tunnel an admitted connection's `hello` asks for, if any.
-pub(crate) fn asked(admitted: &Admitted) -> Option<&str> {
+pub fn asked(admitted: &Admitted) -> Option<&str> {
     admitted.hello.hearth.as_ref()?.tunnel.as_deref()
 }
 
 impl Tunnel {
     /// The listening side of an admitted connection that asked for a tunnel (a Hearth peer's
     /// only: its link is encrypted).
-    pub(crate) fn accepted(admitted: Admitted, peer_addr: SocketAddr) -> Result<Self, String> {
+    pub fn accepted(admitted: Admitted, peer_addr: SocketAddr) -> Result<Self, String> {
         if admitted.link.kind() != Kind::Hearth {
             return Err("a tunnel is for Hearth peers only".into());
         }
@@ -101,7 +101,7 @@ impl Tunnel {
 
     /// The listening side: tell the peer the tunnel is taken with what it offers, or why not
     /// (and end it).
-    pub(crate) async fn answer(&mut self, taken: Result<Offer, &str>) -> Result<(), String> {
+    pub async fn answer(&mut self, taken: Result<Offer, &str>) -> Result<(), String> {
         let first = match taken {
             Ok(offer) => offer.encode(),
             Err(why) => [&[0u8][..], why.as_bytes()].concat(),
@@ -111,7 +111,7 @@ impl Tunnel {
 
     /// Connect to the Hearth node at `addr` for a tunnel of kind `kind`, and wait for it to be
     /// taken.
-    pub(crate) async fn open(me: &Arc<Me>, addr: &str, kind: &str) -> Result<Self, String> {
+    pub async fn open(me: &Arc<Me>, addr: &str, kind: &str) -> Result<Self, String> {
         let opening = async {
             let tcp = TcpStream::connect(addr)
                 .await
@@ -162,7 +162,7 @@ impl Tunnel {
 
     /// Keep the tunnel alive (pinging, and hearing the peer's pings) until `fut` is ready: its
     /// output, or why the tunnel ended first. No bytes may come before the stream starts.
-    pub(crate) async fn idle_until<T>(
+    pub async fn idle_until<T>(
         &mut self,
         fut: impl std::future::Future<Output = T>,
     ) -> Result<T, String> {
@@ -198,7 +198,7 @@ impl Tunnel {
 
     /// Carry bytes between the tunnel and a local stream (`from` read into the tunnel, the
     /// tunnel's bytes written to `to`) until either side ends: why it ended.
-    pub(crate) async fn pump(
+    pub async fn pump(
         mut self,
         mut from: impl AsyncRead + Unpin,
         mut to: impl AsyncWrite + Unpin,

@@ -24,7 +24,7 @@ use super::Context;
 /// While the engine generates, the pause after each chunk served: decoding keeps the cores.
 const GENERATING_PAUSE: Duration = Duration::from_millis(20);
 /// Transfers one connection may have served at once; more are answered empty at once.
-pub(crate) const SERVED_AT_ONCE: usize = 4;
+pub const SERVED_AT_ONCE: usize = 4;
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -32,7 +32,7 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// The files of model `name` in this node's folder, in order, when it may be shared: a plain
 /// name (no path, no `..`) of a model in one file, or of a split model with every shard here.
-pub(crate) fn shareable(state: &Context, name: &str) -> Option<Vec<PathBuf>> {
+pub fn shareable(state: &Context, name: &str) -> Option<Vec<PathBuf>> {
     // The registry finds plain names only.
     state.router.registry().files_of(name)
 }
@@ -58,7 +58,7 @@ fn read_at(file: &std::fs::File, pos: u64, n: u64, buf: &mut Vec<u8>) -> std::io
 
 /// The answer to a peer's query: the model's size and SHA-256, or for a split model the size
 /// and SHA-256 of each shard.
-pub(crate) async fn answer(state: &Context, q: ModelQuery) -> Message {
+pub async fn answer(state: &Context, q: ModelQuery) -> Message {
     let mut files = Vec::new();
     for path in shareable(state, &q.model_id).unwrap_or_default() {
         let Ok(meta) = std::fs::metadata(&path) else {
@@ -100,7 +100,7 @@ pub(crate) async fn answer(state: &Context, q: ModelQuery) -> Message {
 /// `binary` says the connection can carry them (a Hearth peer's), else base64 in JSON. A model
 /// this node cannot share, or a file that is not one of its, completes at once, empty. Stops
 /// when `stop` fires.
-pub(crate) async fn send(
+pub async fn send(
     state: Arc<Context>,
     req: ModelTransferRequest,
     out: mpsc::Sender<Message>,

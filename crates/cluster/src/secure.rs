@@ -55,7 +55,7 @@ struct Proof {
 }
 
 /// The keys one node uses for every Hearth connection.
-pub(crate) struct Keys {
+pub struct Keys {
     psk: [u8; 32],
     identity: Arc<Identity>,
     static_private: Vec<u8>,
@@ -70,7 +70,7 @@ impl std::fmt::Debug for Keys {
 
 impl Keys {
     /// A fresh Noise static key for this run, and the passcode's key (slow: call it once).
-    pub(crate) fn new(passcode: Option<&str>, identity: Arc<Identity>) -> Self {
+    pub fn new(passcode: Option<&str>, identity: Arc<Identity>) -> Self {
         let kp = snow::Builder::new(params(HEARTH_NOISE))
             .generate_keypair()
             .expect("the default resolver makes X25519 keys");
@@ -177,10 +177,10 @@ pub(crate) fn taken(ack: &HearthHello, also: &[String]) -> Result<&'static str, 
 
 /// Who the other side proved to be.
 #[derive(Debug)]
-pub(crate) struct Proven {
+pub struct Proven {
     /// Its device id, from its device key.
-    pub(crate) device_id: String,
-    pub(crate) slots: usize,
+    pub device_id: String,
+    pub slots: usize,
 }
 
 /// Check a peer's proof against the static key the handshake gave.
@@ -410,7 +410,7 @@ mod tests {
         assert_eq!(&out[..4], b"left", "appended after what was there");
         let mut out = out.split_off(4);
         assert_eq!(n, out.len());
-        let mut codec = crate::cluster::codec();
+        let mut codec = crate::codec();
         codec.set_max_frame_length(NOISE_FRAME_BYTES);
         let mut frames = Vec::new();
         while let Some(f) = codec.decode(&mut out).unwrap() {

@@ -9,6 +9,10 @@
 //!
 //! ggml's RPC server has no authentication, so it never listens where anything but its own
 //! tunnel can reach it: see [`rpc_serve`].
+//!
+//! Architecture invariant: `hearth-split` sits on the cluster and knows this node through the
+//! cluster's `Context` only: no HTTP door, no `AppState`. It joins the rest with [`attach`]
+//! (the route's auto-split and the cluster's tunnels); the doors call [`Splits`].
 
 pub mod host;
 mod owner;
@@ -24,8 +28,8 @@ use hearth_protocol::ModelId;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::cluster::tunnel::Offer;
-use crate::cluster::Context;
+use hearth_cluster::tunnel::Offer;
+use hearth_cluster::Context;
 
 /// Why a model could not be split.
 #[derive(Debug, thiserror::Error)]

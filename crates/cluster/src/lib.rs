@@ -11,6 +11,10 @@
 //! ([`serve`]), and the peer as a provider of this node's route ([`provider`]). [`dial`]
 //! keeps the connections this node opens, with backoff. Listener connections count against
 //! the doors' per-address cap.
+//!
+//! Architecture invariant: `hearth-cluster` knows this node only through its [`Context`]: no
+//! HTTP door, no `AppState`, no split. What a higher part adds to a connection (a split's
+//! tunnels) it registers here ([`Context::serve_tunnels`]), as the split does.
 
 mod connection;
 pub mod context;
@@ -18,7 +22,7 @@ pub mod dial;
 mod discovery;
 mod handshake;
 mod link;
-pub(crate) mod metrics;
+pub mod metrics;
 pub mod peers;
 mod provider;
 mod secure;
@@ -27,7 +31,7 @@ pub mod sharing;
 pub mod tunnel;
 
 pub use context::{Context, Parts, TunnelServer};
-pub(crate) use discovery::Discovery;
+pub use discovery::Discovery;
 pub use discovery::DiscoveryError;
 pub use peers::{PeerView, Peers};
 
@@ -52,10 +56,10 @@ use hearth_base::connections::{Held, PerAddress};
 use hearth_hub::Hub;
 
 /// A connection's frames before its transport is chosen.
-pub(crate) type Frames = Framed<Held, LengthDelimitedCodec>;
+pub type Frames = Framed<Held, LengthDelimitedCodec>;
 
 /// How long a new connection has for its `hello` (and each handshake step).
-pub(crate) const HELLO_WAIT: Duration = Duration::from_secs(10);
+pub const HELLO_WAIT: Duration = Duration::from_secs(10);
 
 /// The stored settings (`hearth.db`) the UI sets.
 pub const SETTING_PASSCODE: &str = "passcode";
@@ -100,11 +104,11 @@ pub fn passcode_hash(passcode: &str) -> String {
 
 /// Largest frame before a peer is admitted: a `hello` is well under 64 KiB, and the codec
 /// sets aside room for a frame as soon as it reads the frame's length.
-pub(crate) const MAX_HELLO_FRAME_BYTES: usize = 64 * 1024;
+pub const MAX_HELLO_FRAME_BYTES: usize = 64 * 1024;
 
 /// The frame codec: a 4-byte big-endian length, then at most [`MAX_HELLO_FRAME_BYTES`] until
 /// the peer is admitted, [`MAX_CLUSTER_FRAME_BYTES`] after.
-pub(crate) fn codec() -> LengthDelimitedCodec {
+pub fn codec() -> LengthDelimitedCodec {
     LengthDelimitedCodec::builder()
         .length_field_length(4)
         .big_endian()
@@ -113,27 +117,27 @@ pub(crate) fn codec() -> LengthDelimitedCodec {
 }
 
 /// The limit on an admitted peer's frames.
-pub(crate) const ADMITTED_FRAME_BYTES: usize = MAX_CLUSTER_FRAME_BYTES;
+pub const ADMITTED_FRAME_BYTES: usize = MAX_CLUSTER_FRAME_BYTES;
 
 /// What this node is to its peers: who it is, its keys and rules, and the route's registry of
 /// remote providers its peers join. One per node, shared by every connection.
 #[derive(Debug)]
 pub struct Me {
-    pub(crate) state: Arc<Context>,
-    pub(crate) id: PeerUuid,
+    pub state: Arc<Context>,
+    pub id: PeerUuid,
     /// The passcode's rules now (settable from the UI while the node runs).
     rules: RwLock<Arc<Rules>>,
-    pub(crate) hub: Hub,
+    pub hub: Hub,
     /// Devices that proved to be Hearth nodes: never taken in plain text.
     hearth_devices: Mutex<HashSet<PeerUuid>>,
     /// Open connections per LAN address, shared with the doors.
-    pub(crate) table: Arc<PerAddress>,
+    pub table: Arc<PerAddress>,
     hardware: Hardware,
 }
 
 impl Me {
     /// Slow (the passcode's key derivation): call it from a blocking task.
-    pub(crate) fn new(
+    pub fn new(
         state: Arc<Context>,
         config: &ClusterConfig,
         table: Arc<PerAddress>,
@@ -168,14 +172,14 @@ impl Me {
     }
 
     /// Requests this node takes at once (what a Hearth peer is told).
-    pub(crate) fn slots(&self) -> usize {
+    pub fn slots(&self) -> usize {
         self.state.host.stats().slots.max(1)
     }
 
     /// This node's `hello` (or `helloAck`): as a Hearth node (the transport offered, no
     /// passcode hash, no models: those go in the first heartbeat, encrypted) or to a TealeNet
     /// peer (the hash, as its protocol has it).
-    pub(crate) fn hello(&self, hearth: bool) -> Hello {
+    pub fn hello(&self, hearth: bool) -> Hello {
         let mut device_info = self.device_info();
         if hearth {
             device_info.loaded_models.clear();
@@ -204,7 +208,7 @@ impl Me {
     }
 
     /// The rules connections are admitted by, now.
-    pub(crate) fn rules(&self) -> Arc<Rules> {
+    pub fn rules(&self) -> Arc<Rules> {
         self.rules
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -214,7 +218,7 @@ impl Me {
     /// New rules (a passcode or compatibility set in the UI): slow (the key derivation), so it
     /// runs on the blocking pool. Every open connection closes, to be admitted again under
     /// them (the connections this node keeps reconnect by themselves).
-    pub(crate) async fn set_rules(&self, passcode: Option<String>, compat: bool) {
+    pub async fn set_rules(&self, passcode: Option<String>, compat: bool) {
         let identity = self.state.identity.clone();
         let rules =
             tokio::task::spawn_blocking(move || Rules::new(passcode.as_deref(), compat, &identity))
@@ -231,7 +235,7 @@ impl Me {
 
     /// TealeNet compatibility on or off (the passcode unchanged); turned off, the TealeNet
     /// peers' connections close.
-    pub(crate) fn set_compat(&self, compat: bool) {
+    pub fn set_compat(&self, compat: bool) {
         let now = self.rules();
         let rules = Rules {
             passcode_hash: now.passcode_hash.clone(),
@@ -258,19 +262,19 @@ impl Me {
     /// `id` is a Hearth node's (it proved so, or announced itself as one on the LAN): it is
     /// never taken in plain text. At most [`MAX_KNOWN_HEARTH`] are kept (announcements are
     /// unauthenticated).
-    pub(crate) fn remember_hearth(&self, id: &PeerUuid) {
+    pub fn remember_hearth(&self, id: &PeerUuid) {
         let mut known = self.hearth_lock();
         if known.len() < MAX_KNOWN_HEARTH {
             known.insert(id.clone());
         }
     }
 
-    pub(crate) fn is_known_hearth(&self, id: &PeerUuid) -> bool {
+    pub fn is_known_hearth(&self, id: &PeerUuid) -> bool {
         self.hearth_lock().contains(id)
     }
 
     /// The models this node serves now (its loaded model).
-    pub(crate) fn loaded_models(&self) -> Vec<String> {
+    pub fn loaded_models(&self) -> Vec<String> {
         self.state
             .host
             .loaded_models()
@@ -279,7 +283,7 @@ impl Me {
             .collect()
     }
 
-    pub(crate) fn device_info(&self) -> DeviceInfo {
+    pub fn device_info(&self) -> DeviceInfo {
         let now = hearth_protocol::cluster::AppleTime::now();
         DeviceInfo {
             id: self.id.clone(),
@@ -299,10 +303,10 @@ const MAX_KNOWN_HEARTH: usize = 4096;
 /// What a connection is admitted by: the passcode (its hash for TealeNet peers, its key for
 /// Hearth peers) and whether plain-text TealeNet peers are taken.
 #[derive(Debug)]
-pub(crate) struct Rules {
-    pub(crate) passcode_hash: Option<String>,
-    pub(crate) keys: Arc<secure::Keys>,
-    pub(crate) compat: bool,
+pub struct Rules {
+    pub passcode_hash: Option<String>,
+    pub keys: Arc<secure::Keys>,
+    pub compat: bool,
 }
 
 impl Rules {
@@ -393,11 +397,7 @@ fn platform(os: &str) -> &str {
 
 /// Accept cluster connections on `listener` until `stop` is cancelled; each address may hold
 /// as many connections, counted with the doors', as `--connections-per-address` allows.
-pub(crate) fn listen(
-    listener: TcpListener,
-    me: Arc<Me>,
-    stop: CancellationToken,
-) -> JoinHandle<()> {
+pub fn listen(listener: TcpListener, me: Arc<Me>, stop: CancellationToken) -> JoinHandle<()> {
     let limits = me.state.limits;
     tokio::spawn(async move {
         let connections = tokio_util::task::TaskTracker::new();

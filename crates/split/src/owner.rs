@@ -15,8 +15,8 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::{lock, place, weight_bytes, PeerShare, Placement, Split, SplitError, Splits};
-use crate::cluster::tunnel::{Offer, Tunnel};
-use crate::cluster::Context;
+use hearth_cluster::tunnel::{Offer, Tunnel};
+use hearth_cluster::Context;
 
 /// How long a worker's ggml may take to connect to a tunnel's local end.
 const WORKER_CONNECT_WAIT: Duration = Duration::from_secs(120);
