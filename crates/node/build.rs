@@ -1,12 +1,9 @@
-//! Release builds embed `ui/dist` (rust-embed, `src/server/ui.rs`): rebuild when it changes,
-//! including when it appears after a build made without it.
-//!
 //! The programs find llama.cpp's shared libraries through their run-time search path: first
 //! `../lib/hearth` beside them (the installed package), then where this build put them. An
 //! RPATH, not a RUNPATH, so that it also serves the libraries those libraries need.
 
 fn main() {
-    println!("cargo:rerun-if-changed=../../ui/dist");
+    println!("cargo:rerun-if-changed=build.rs");
     if let Ok(dirs) = std::env::var("DEP_HEARTH_ENGINE_LIB_DIRS") {
         if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
             let rpath = format!("$ORIGIN/../lib/hearth:{dirs}");

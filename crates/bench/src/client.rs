@@ -223,3 +223,13 @@ pub(crate) async fn count_ws(addr: String, tokens: usize, duration: Duration) ->
     }
     Ok(count)
 }
+
+/// One stream's decode rate (tokens after the first over their time) and time to first token.
+pub(crate) fn rate_and_ttft(t: &Trace) -> Result<(f64, f64)> {
+    let (a, b) = (t.tokens.first(), t.tokens.last());
+    let (Some(a), Some(b)) = (a, b) else {
+        bail!("no tokens")
+    };
+    let rate = (t.tokens.len() - 1) as f64 / (*b - *a).as_secs_f64();
+    Ok((rate, t.ttft().as_secs_f64() * 1000.0))
+}

@@ -13,25 +13,14 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
-use crate::client;
-use crate::node::NodeProc;
+use crate::client::{self, rate_and_ttft};
+use crate::node::{cluster_addr, s, NodeProc};
 use crate::report::{median, percentile, Figure};
 
 const PROMPT: &str = "Write a short story about a robot learning to paint.";
 
-pub(crate) fn s(v: &str) -> String {
-    v.to_owned()
-}
-
 async fn get(http: &reqwest::Client, url: String) -> Result<Value> {
     Ok(http.get(url).send().await?.json().await?)
-}
-
-/// The node's cluster port, as `127.0.0.1:PORT`.
-pub(crate) async fn cluster_addr(http: &reqwest::Client, node: &NodeProc) -> Result<String> {
-    let v = get(http, format!("{}/api/cluster", node.base())).await?;
-    let port = v["port"].as_u64().context("no cluster port")?;
-    Ok(format!("127.0.0.1:{port}"))
 }
 
 async fn peer_names(http: &reqwest::Client, node: &NodeProc) -> Result<Vec<String>> {
@@ -85,16 +74,6 @@ async fn aggregate(http: &reqwest::Client, base: &str, n: usize, tokens: usize) 
         last = last.max(*trace.tokens.last().context("no tokens")?);
     }
     Ok(total as f64 / (last - start).as_secs_f64())
-}
-
-/// One stream's decode rate (tokens after the first over their time) and time to first token.
-pub(crate) fn rate_and_ttft(t: &client::Trace) -> Result<(f64, f64)> {
-    let (a, b) = (t.tokens.first(), t.tokens.last());
-    let (Some(a), Some(b)) = (a, b) else {
-        bail!("no tokens")
-    };
-    let rate = (t.tokens.len() - 1) as f64 / (*b - *a).as_secs_f64();
-    Ok((rate, t.ttft().as_secs_f64() * 1000.0))
 }
 
 /// How many times each figure is measured: a full run, or a smoke run (`--quick`).

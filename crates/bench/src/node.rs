@@ -121,3 +121,20 @@ impl Drop for NodeProc {
         let _ = self.child.wait();
     }
 }
+
+/// An argument, owned.
+pub(crate) fn s(v: &str) -> String {
+    v.to_owned()
+}
+
+/// The node's cluster port, as `127.0.0.1:PORT`.
+pub(crate) async fn cluster_addr(http: &reqwest::Client, node: &NodeProc) -> Result<String> {
+    let v: serde_json::Value = http
+        .get(format!("{}/api/cluster", node.base()))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let port = v["port"].as_u64().context("no cluster port")?;
+    Ok(format!("127.0.0.1:{port}"))
+}

@@ -12,8 +12,7 @@ use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
 use crate::client;
-use crate::cluster::{cluster_addr, s};
-use crate::node::NodeProc;
+use crate::node::{cluster_addr, s, NodeProc};
 use crate::report::Figure;
 
 const PROMPT: &str = "Write a short story about a robot learning to paint.";
@@ -97,8 +96,8 @@ pub(crate) async fn figures(
         let before = cluster_bytes(http, &half.base()).await?;
         let t = client::sse_chat(http, &owner.base(), &prompt, tokens).await?;
         let crossed = cluster_bytes(http, &half.base()).await? - before;
-        let (rate_w, ttft_w) = crate::cluster::rate_and_ttft(&w)?;
-        let (rate_s, ttft_s) = crate::cluster::rate_and_ttft(&t)?;
+        let (rate_w, ttft_w) = crate::client::rate_and_ttft(&w)?;
+        let (rate_s, ttft_s) = crate::client::rate_and_ttft(&t)?;
         rates.push(rate_s);
         ratios.push(rate_s / rate_w);
         ttft.push(ttft_s);

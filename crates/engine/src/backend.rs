@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::{send_logs_to_tracing, LogOptions};
 
-use crate::devices::Backends;
+use crate::cpu::Backends;
 
 static BACKEND: OnceLock<Result<(LlamaBackend, Backends), String>> = OnceLock::new();
 
@@ -34,8 +34,8 @@ fn init() -> Result<&'static (LlamaBackend, Backends), String> {
             let backend = LlamaBackend::init().map_err(|e| e.to_string())?;
             let backends = Backends {
                 dir,
-                cpu_variant: crate::devices::cpu_variant(),
-                cpu_features: crate::devices::cpu_features(),
+                cpu_variant: crate::cpu::cpu_variant(),
+                cpu_features: crate::cpu::cpu_features(),
             };
             tracing::info!(
                 dir = ?backends.dir,

@@ -44,6 +44,7 @@ mod admission;
 mod backend;
 mod commands;
 pub mod config;
+mod cpu;
 mod cpu_share;
 pub mod devices;
 mod embedder;
@@ -65,7 +66,8 @@ mod text;
 
 pub use backend::loaded as backends;
 pub use config::{DeviceChoice, EngineConfig, GpuLayers, Offload, Remote, Script};
-pub use devices::{Backends, Device, DeviceKind};
+pub use cpu::Backends;
+pub use devices::{Device, DeviceKind};
 pub use embedder::{normalize, EmbedError, Embeddings, EMBED_MAX_TOKENS};
 pub use events::{Candidate, Done, Event, Failure, FailureKind, Timing, TokenEvent, TokenLogprobs};
 pub use handle::{

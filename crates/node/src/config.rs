@@ -108,7 +108,7 @@ impl NodeConfig {
             until_stdin_closes: false,
             shutdown_grace: Duration::from_secs(3),
             batch_defaults: Default::default(),
-            auth_timeout: crate::server::auth::DEFAULT_AUTH_TIMEOUT,
+            auth_timeout: hearth_server::auth::DEFAULT_AUTH_TIMEOUT,
             key_storage: KeyStorage::Auto,
             hub: None,
             join: None,

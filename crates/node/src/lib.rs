@@ -7,7 +7,7 @@
 //! its data in SQLite.
 //!
 //! ## Layout
-//! - [`server`]: the doors. The axum router (`server::router`) and one module per door, each
+//! - [`server`]: the doors. The axum router (`hearth_server::router`) and one module per door, each
 //!   only translating between its protocol and the route: `openai`, `generate`, `batch/`,
 //!   `auth/` (signed challenge), `chat` and `api` (the UI), `hub_door` (workers), plus
 //!   `status`, `events`, `metrics`, the door guard (`security`) and the accept loop (`listen`).
@@ -42,7 +42,6 @@
 pub mod cli;
 pub mod config;
 mod node_cluster;
-pub mod server;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -56,9 +55,9 @@ pub use config::NodeConfig;
 /// The machine's samples, which the desktop app's tray shows (it knows this crate only).
 pub use hearth_models::telemetry;
 use hearth_models::{EngineSettings, ModelHost};
+use hearth_server::AppState;
 use hearth_store::Store;
 use node_cluster::{bind_cluster_default, cluster_host, discover, ClusterRun};
-use server::AppState;
 
 /// The least time shutdown gives the engine thread to finish its current step (it gets the
 /// whole grace period when that is longer).
@@ -275,7 +274,7 @@ impl Node {
         }
         // The throttle cap set on the Settings page.
         if let Some(cap) = store
-            .node_setting(server::node_settings::SETTING_THROTTLE_CAP)
+            .node_setting(hearth_server::node_settings::SETTING_THROTTLE_CAP)
             .await?
             .and_then(|v| v.parse::<u8>().ok())
         {
@@ -325,7 +324,7 @@ impl Node {
                 .and_then(|(l, _)| l.local_addr().ok())
                 .map(|a| a.port()),
         }));
-        let state = Arc::new(AppState {
+        let state = Arc::new(AppState::new(hearth_server::Parts {
             store,
             node_name: config.name.clone(),
             models_dir: config.models_dir.clone(),
@@ -337,15 +336,14 @@ impl Node {
                 shutdown.child_token(),
             ),
             sharing,
-            chats: server::chat::Chats::default(),
             telemetry,
-            exposure: server::security::Exposure::new(exposed, allowed_hosts),
-            batch: server::batch::BatchDoor::new(config.batch_defaults.clone()),
-            auth: server::auth::AuthState::new(config.auth_timeout),
+            exposed,
+            allowed_hosts,
+            batch_defaults: config.batch_defaults.clone(),
+            auth_timeout: config.auth_timeout,
             identity,
             limits: config.limits,
             cluster: cluster_context,
-            cluster_rebind: Arc::new(tokio::sync::Notify::new()),
             splits: Arc::new(hearth_split::Splits::new(
                 config.share_memory,
                 addr,
@@ -354,7 +352,7 @@ impl Node {
             router,
             host,
             shutdown,
-        });
+        }));
         // Downloads a previous run left part way go on.
         state.downloads.resume_partials();
         hearth_split::attach(&state.cluster, &state.splits);
@@ -366,10 +364,10 @@ impl Node {
             ))
         });
         let limits = state.limits;
-        let app = server::router(state.clone());
+        let app = hearth_server::router(state.clone());
         let stop = state.shutdown.child_token();
         let connections = Arc::new(hearth_base::connections::PerAddress::default());
-        let task = server::listen::serve(
+        let task = hearth_server::listen::serve(
             listener,
             app.clone(),
             stop.clone(),
@@ -379,7 +377,7 @@ impl Node {
         tracing::info!(%addr, name = %config.name, exposed, "listening");
         let mut tasks = vec![task];
         let ollama_addr = ollama_listener.map(|(l, at)| {
-            tasks.push(server::listen::serve(
+            tasks.push(hearth_server::listen::serve(
                 l,
                 app.clone(),
                 stop.clone(),
@@ -514,7 +512,7 @@ impl Node {
                         source,
                     })?;
                 listening.stop = self.inner.state.shutdown.child_token();
-                let task = server::listen::serve(
+                let task = hearth_server::listen::serve(
                     old,
                     self.inner.app.clone(),
                     listening.stop.clone(),
@@ -529,7 +527,7 @@ impl Node {
         };
         self.inner.state.exposure.set_exposed(exposed);
         listening.stop = self.inner.state.shutdown.child_token();
-        let task = server::listen::serve(
+        let task = hearth_server::listen::serve(
             listener,
             self.inner.app.clone(),
             listening.stop.clone(),
@@ -558,7 +556,7 @@ impl Node {
         let at = SocketAddr::new(host, port);
         let bound = match bind_retrying(at).await {
             Ok(l) => {
-                let task = server::listen::serve(
+                let task = hearth_server::listen::serve(
                     l,
                     self.inner.app.clone(),
                     listening.stop.clone(),

@@ -48,7 +48,7 @@ fn is_connection_error(e: &std::io::Error) -> bool {
 
 /// Serve `app` on `listener` until `stop` is cancelled; the task ends once every HTTP
 /// connection has closed.
-pub(crate) fn serve(
+pub fn serve(
     listener: TcpListener,
     app: Router,
     stop: CancellationToken,

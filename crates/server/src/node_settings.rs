@@ -17,7 +17,7 @@ use super::api::{json_body, local_only, ApiFailure};
 use super::AppState;
 
 /// The stored setting.
-pub(crate) const SETTING_THROTTLE_CAP: &str = "throttle_cap";
+pub const SETTING_THROTTLE_CAP: &str = "throttle_cap";
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -24,9 +24,9 @@ use hearth_protocol::ollama::{
 use hearth_protocol::SamplingParams;
 
 use super::{error, failure_error, model_name, now_rfc3339, resolve_error, submit_error, Reply};
-use crate::server::openai::MODEL_WAIT;
-use crate::server::stream::{self, End};
-use crate::server::AppState;
+use crate::openai::MODEL_WAIT;
+use crate::stream::{self, End};
+use crate::AppState;
 use hearth_route::{Generation, Target};
 
 /// The body's bytes, or Ollama's error for a body that is too large or never arrived.

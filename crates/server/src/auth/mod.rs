@@ -82,7 +82,7 @@ use hearth_auth::limiter::RateLimiter;
 
 pub(crate) use register::register;
 
-use crate::server::AppState;
+use crate::AppState;
 
 /// How long a connection may stay unauthenticated.
 pub const DEFAULT_AUTH_TIMEOUT: Duration = Duration::from_secs(30);
@@ -143,6 +143,6 @@ pub(crate) async fn root(
                 session.run().await;
             }),
         Err(rejection) if wants_websocket(&headers) => rejection.into_response(),
-        Err(_) => crate::server::ui::serve(uri).await,
+        Err(_) => crate::ui::serve(uri).await,
     }
 }

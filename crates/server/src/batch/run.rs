@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::cache::{CacheKey, Saved};
-use crate::server::AppState;
+use crate::AppState;
 use hearth_route::{Events, Generation, Target};
 
 /// Engine events buffered per batch before its generations wait.
