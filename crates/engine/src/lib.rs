@@ -23,14 +23,18 @@
 //!   queues.
 //! - `text`: UTF-8 assembly and stop-string hold-back; `sampling`: sampler chains, logprobs.
 //! - [`config`]: [`EngineConfig`] and physical-core detection.
-//! - [`devices`]: the backends loaded at start (the CPU variant picked, the GPU backends whose
-//!   driver exists) and the devices they offer; `backend`: loading them and llama.cpp once.
+//! - [`devices`]: the devices the backends loaded at start offer (the GPU backends whose driver
+//!   exists); `cpu`: the CPU variant picked and its features; `backend`: loading them and
+//!   llama.cpp once.
 //! - [`offload`]: how many layers go to the GPU (`auto`: llama.cpp's fitting), and fewer when
 //!   a load fails there.
 //! - `cpu_share`: fewer llama.cpp threads while other programs keep cores busy; `omp`: the
 //!   OpenMP thread limit it applies to a decode (`unsafe`, with its C shim).
 //! - [`rpc`]: llama.cpp's RPC backend: serving this CPU to a split model elsewhere, and the
 //!   remote devices a split model places layers on (the crate's other `unsafe`).
+//!
+//! Architecture invariant: `hearth-engine` is the only crate that names llama.cpp, and it
+//! knows no Hearth crate but `hearth-protocol`: no HTTP, no cluster, no store.
 //!
 //! ## Invariants
 //! - Every generation's stream ends with exactly one `Done` or `Error`.

@@ -1,6 +1,6 @@
 //! The registry of remote providers: the workers of hub mode connected on the WebSocket
-//! `/node` (`serve --hub-token T`, `server::hub_door`) and the LAN cluster's peers
-//! (`cluster::provider`, with their heartbeat figures and, for Hearth peers, pause and
+//! `/node` (`serve --hub-token T`, `hearth_server::hub_door`) and the LAN cluster's peers
+//! (`hearth_cluster::provider`, with their heartbeat figures and, for Hearth peers, pause and
 //! resume): what model and how many slots each offers, and which tasks each is running. The
 //! route (`hearth_route::Router`) places requests here; the connections feed the providers'
 //! frames back to the tasks' supervisors.
@@ -11,7 +11,7 @@
 //!   late frames are then dropped quietly), or when the worker leaves. So a worker never gets
 //!   more than `max_concurrency` tasks at once.
 //! - A worker that leaves (closed, failed, silent, superseded) has its routes dropped; each
-//!   task's supervisor sees its channel close and re-dispatches (see `route::supervisor`).
+//!   task's supervisor sees its channel close and re-dispatches (see `hearth_route::supervisor`).
 //! - At most one worker per (model, name): a new connection supersedes the old one, which is
 //!   closed with 4003.
 //! - The registry lock is a `std` mutex held only for bookkeeping, never across an `.await`.

@@ -67,7 +67,8 @@ pub struct NodeConfig {
     pub hub: Option<hearth_hub::HubConfig>,
     /// Worker mode (`--join`): serve a hub's tasks.
     pub join: Option<hearth_route::join::JoinConfig>,
-    /// Header and idle timeouts, connections per address (`server::listen`).
+    /// Header and idle timeouts, connections per address (`hearth_base::connections`, applied
+    /// by `hearth_server::listen`).
     pub limits: hearth_base::connections::Limits,
     /// Read the thermal level from this one sensor file (`--thermal-zone`, millidegrees).
     pub thermal_zone: Option<PathBuf>,

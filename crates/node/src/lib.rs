@@ -7,33 +7,19 @@
 //! its data in SQLite.
 //!
 //! ## Layout
-//! - [`server`]: the doors. The axum router (`hearth_server::router`) and one module per door, each
-//!   only translating between its protocol and the route: `openai`, `generate`, `batch/`,
-//!   `auth/` (signed challenge), `chat` and `api` (the UI), `hub_door` (workers), plus
-//!   `status`, `events`, `metrics`, the door guard (`security`) and the accept loop (`listen`).
-//! - [`route`]: the one path every request takes: `resolve` a model name, `submit` a request;
-//!   pure placement over candidates (`hearth_route::place`) and the supervisor that continues an
-//!   answer when its remote provider is lost.
-//! - [`models`]: the registry of model files, and [`hearth_models::ModelHost`], the engines of the
-//!   models loaded here (loaded on demand, unloaded when idle or for room); the route submits
-//!   here for requests it places on this node.
-//! - [`hub`]: the registry of remote providers (hub mode's workers, the cluster's peers) and
-//!   worker mode (`hearth_hub::join`, `--join`): serve a hub's tasks with this node's engine.
-//! - [`cluster`]: the LAN cluster (`--cluster-port`, `--peer`, discovery): Hearth peers over
-//!   Noise, TealeNet peers in compatibility mode, heartbeats and liveness, peers' requests
-//!   served here and peers as providers of the route.
-//! - [`split`]: a model split across machines with llama.cpp's RPC backend (`rpc-serve`, the
-//!   process that serves this machine's CPU to one tunnel).
-//! - [`auth`]: this node's Ed25519 identity, the signed-challenge door's client keys and the
-//!   limiter of failed attempts.
-//! - [`store`]: `hearth.db` (WAL) and its migrations: feedback, conversations, API keys,
-//!   clients, the cluster's known peers and the settings made in the UI.
-//! - [`cli`], [`config`]: the `serve` flags and their `HEARTH_*` variables (shared with the
-//!   desktop app); [`NodeConfig`], default paths, `--model` resolution.
-//! - [`data_dir`]: the data dir's exclusive lock (one node per data dir).
-//! - [`telemetry`]: the one sampler of CPU, memory, thermal level and engine load.
+//! The parts are crates of their own, each depending only on those below it (ARCHITECTURE.md,
+//! "Crates"): `hearth_server` (the doors and `AppState`), `hearth_split`, `hearth_cluster`,
+//! `hearth_route` (the one route, worker mode), `hearth_hub` (remote providers, placement),
+//! `hearth_models` (model files, downloads, the engines loaded here, telemetry),
+//! `hearth_store`, `hearth_auth`, `hearth_base`. This crate puts them together:
 //! - [`Node`]: start everything, hand out the address, shut down gracefully; its cluster
 //!   listener, which follows the doors on and off the LAN, is `node_cluster`.
+//! - [`cli`], [`config`]: the `serve` flags and their `HEARTH_*` variables (shared with the
+//!   desktop app); [`NodeConfig`], default paths, `--model` resolution.
+//! - [`telemetry`]: the samples the desktop app's tray shows (`hearth_models::telemetry`).
+//!
+//! Architecture invariant: `hearth-node` is the top of the node's crates and the only one the
+//! desktop app knows, and no other crate depends on it.
 //!
 //! ## Invariants
 //! - Doors only translate between their protocol and the engine's request/event stream.

@@ -3,7 +3,7 @@
 //! nothing else; temperature is bounded at 2; conversation settings and `--batch-defaults`
 //! are checked when set; `/v1/completions` errors name `prompt`; an unsupported client key
 //! type says which types are supported. (A wrong LAN key is tested in `lan.rs`, the page of
-//! a binary built without the UI in `server::ui`'s unit test.)
+//! a binary built without the UI in `hearth_server::ui`'s unit test.)
 
 mod common;
 

@@ -5,7 +5,7 @@
 //! ## How it runs
 //! [`run`] waits until the node's model is ready, connects with `token`, `model` (the model's
 //! id), `max_concurrency` (the engine's slots unless configured) and `name`, and then runs one
-//! session: tasks are JSON text frames; each task gets its own runner (`hub::task`) that
+//! session: tasks are JSON text frames; each task gets its own runner (`crate::task`) that
 //! starts it through the route on this node's model and streams binary frames (4-byte
 //! big-endian id + UTF-8 text, whole characters only, ready tokens coalesced up to
 //! [`wp::MAX_FRAME_TEXT_BYTES`]); a 4-byte frame ends the task. All frames go through one

@@ -91,7 +91,7 @@ fn served_list(served: &[ModelId]) -> String {
         .join(", ")
 }
 
-/// Splits a model over the peers that share their memory (see `split::Splits::start`); a
+/// Splits a model over the peers that share their memory (see `hearth_split::Splits::start`); a
 /// model split already is fine. Why it could not be split otherwise.
 pub type SplitModel = Box<
     dyn Fn(ModelId) -> futures_util::future::BoxFuture<'static, Result<(), String>> + Send + Sync,

@@ -1,6 +1,6 @@
-//! Peers' split models on this machine: a tunnel a peer opens (see
-//! `cluster::tunnel`) gets a `hearth-node rpc-serve` process of its own, whose standard input
-//! and output it carries, when this node shares its memory (`--share-memory`), the peer is
+//! Peers' split models on this machine: a tunnel a peer opens (see `hearth_cluster::tunnel`)
+//! gets a `hearth-node rpc-serve` process of its own, whose standard input and output it
+//! carries, when this node shares its memory (`--share-memory`), the peer is
 //! one of the cluster's now, and it holds fewer than [`PER_PEER`] (all peers: [`AT_ONCE`]).
 //! The tunnel's answer offers the memory free here, up to `--share-memory`'s limit, and the
 //! process may allocate no more than that. It ends with the tunnel, and the tunnel with it.

@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::{now_ms, Store, StoreError};
 use hearth_auth::clients::{Algorithm, ClientKey};
 
-/// The schema migration that adds the clients table. `store::MIGRATIONS` lists it after the
+/// The schema migration that adds the clients table. `crate::MIGRATIONS` lists it after the
 /// ones before it (`MIGRATION` here).
 pub const MIGRATION: &str = "CREATE TABLE clients (
         client_id      TEXT PRIMARY KEY,

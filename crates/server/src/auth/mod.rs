@@ -59,7 +59,7 @@
 //! id) or 400 `{"success":false,"error","code":"invalid_key"}`; other refusals use the same
 //! shape with `invalid_request`, `client_revoked` (403) or `internal_error` (500). Keys and ids:
 //! [`hearth_auth::clients`]. When the node is exposed to the LAN, registration and the socket from
-//! another machine need an API key like every other door (`server/security.rs`): a client
+//! another machine need an API key like every other door (`crate::security`): a client
 //! key planted by a web page or a stranger on the LAN must not be enough to generate; the
 //! challenge then proves the client's key on top of the API key.
 

@@ -1,6 +1,6 @@
 //! `POST /api/embed` (unit-length vectors, several inputs, `truncate`, `dimensions`) and the
 //! older `POST /api/embeddings` (one prompt, the vector as the model pools it), computed by
-//! this node's model through `server::embeddings::compute`.
+//! this node's model through `crate::embeddings::compute`.
 
 use std::sync::Arc;
 use std::time::Instant;
