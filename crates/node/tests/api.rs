@@ -408,6 +408,13 @@ async fn models_unload_and_load_with_progress_on_the_events_socket() {
         assert!(first.get(key).is_some(), "status lacks {key}: {first}");
     }
     assert!(["sensors", "estimated"].contains(&first["thermal"]["source"].as_str().unwrap()));
+    // The model's own message says where it computes too: a client that takes the model from
+    // it does not lose the placement until the next status.
+    assert!(first["model"]["placement"]["backend"].is_string(), "{first}");
+    let model = next().await;
+    assert_eq!(model["type"], "model", "{model}");
+    assert_eq!(model["state"], "ready", "{model}");
+    assert_eq!(model["placement"], first["model"]["placement"], "{model}");
 
     // A running answer is told when the model goes away.
     let conv = new_conversation(&t, "Unload").await;
@@ -466,6 +473,7 @@ async fn models_unload_and_load_with_progress_on_the_events_socket() {
             progress.push(e["progress"].as_f64().unwrap());
         }
         if e["state"] == "ready" {
+            assert!(e["placement"]["backend"].is_string(), "{e}");
             break;
         }
     }

@@ -36,6 +36,11 @@ fn model_message(model: &ModelStatus) -> Value {
     if let Some(e) = &model.error {
         v["error"] = json!(e);
     }
+    // Where a ready model computes, as in the status: a client that takes the model from this
+    // message keeps it.
+    if let Some(p) = &model.placement {
+        v["placement"] = json!(p);
+    }
     v
 }
 

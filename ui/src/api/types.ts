@@ -152,6 +152,8 @@ export interface ModelEvent {
   state: ModelState;
   progress: number;
   error?: string;
+  /** Where a ready model computes. */
+  placement?: Placement;
 }
 
 export type LiveEvent = TelemetrySnapshot | ModelEvent;

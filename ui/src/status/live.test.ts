@@ -89,6 +89,22 @@ describe('liveReducer: model loading', () => {
     expect(s.model).toEqual({ id: 'M', state: 'ready', progress: 1 });
   });
 
+  it('keeps where a ready model computes from its own event', () => {
+    const placement = {
+      backend: 'CPU',
+      devices: [],
+      device_descriptions: [],
+      layers: 0,
+      layers_total: 31,
+      vram_bytes: 0,
+    };
+    const s = liveReducer(initialLive, {
+      kind: 'event',
+      event: { type: 'model', id: 'M', state: 'ready', progress: 1, placement },
+    });
+    expect(s.model).toEqual({ id: 'M', state: 'ready', progress: 1, placement });
+  });
+
   it('keeps the error of a failed load and shows an unload as empty', () => {
     let s = liveReducer(initialLive, {
       kind: 'event',

@@ -88,6 +88,7 @@ export function liveReducer(state: LiveState, action: LiveAction): LiveState {
               state: action.event.state,
               progress: action.event.progress,
               ...(action.event.error ? { error: action.event.error } : {}),
+              ...(action.event.placement ? { placement: action.event.placement } : {}),
             },
           };
   }
