@@ -32,7 +32,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::handshake::Admitted;
-use super::link::{Incoming, Kind, Link};
+use super::link::{Incoming, Link};
+use super::peers::Kind;
 use super::provider::Provider;
 use super::Me;
 use hearth_models::telemetry::ThermalSource;
@@ -424,9 +425,9 @@ impl Session {
             }
             // Model sharing (its hash may take a while the first time: answered from a task).
             Message::ModelQuery(q) => {
-                let (state, out) = (self.me.state.clone(), out.clone());
+                let (files, out) = (self.me.state.files(), out.clone());
                 tokio::spawn(async move {
-                    let answer = super::sharing::answer(&state, q).await;
+                    let answer = super::sharing::answer(&files, q).await;
                     let _ = out.send(answer).await;
                 });
                 None
@@ -447,13 +448,13 @@ impl Session {
                         model_id: r.model_id,
                     }));
                 };
-                let state = self.me.state.clone();
+                let files = self.me.state.files();
                 let stop = self.share_stop.child_token();
                 let binary = self.kind == Kind::Hearth;
                 let (served, id) = (self.served.clone(), r.transfer_id.clone());
                 super::sharing::lock(&served).insert(id.clone(), stop.clone());
                 tokio::spawn(async move {
-                    super::sharing::send(state, r, to, stop, binary).await;
+                    super::sharing::send(files, r, to, stop, binary).await;
                     super::sharing::lock(&served).remove(&id);
                     drop(permit);
                 });

@@ -20,6 +20,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::dial::Dialer;
+use super::sharing::Files;
 use super::tunnel::Tunnel;
 use super::Peers;
 
@@ -117,8 +118,18 @@ impl Context {
         let _ = self.tunnels.set(server);
     }
 
+    /// What serving model files to peers needs.
+    pub(crate) fn files(&self) -> Files {
+        Files {
+            router: self.router.clone(),
+            store: self.store.clone(),
+            host: self.host.clone(),
+            sharing: self.sharing.clone(),
+        }
+    }
+
     /// Serve a tunnel of kind `kind`: why it ended.
-    pub async fn serve_tunnel(self: &Arc<Self>, kind: String, mut tunnel: Tunnel) -> String {
+    pub(crate) async fn serve_tunnel(self: &Arc<Self>, kind: String, mut tunnel: Tunnel) -> String {
         match self.tunnels.get() {
             Some(serve) => serve(self.clone(), kind, tunnel).await,
             None => {

@@ -86,7 +86,7 @@ impl Dialer {
     }
 
     /// Keep a connection to an address discovery found, for as long as it works.
-    pub fn add_discovered(self: &Arc<Self>, addr: &str) -> bool {
+    pub(crate) fn add_discovered(self: &Arc<Self>, addr: &str) -> bool {
         let discovered = self.lock().values().filter(|k| !k.persistent).count();
         if discovered >= MAX_DISCOVERED {
             tracing::debug!(peer = %addr, "too many discovered addresses kept: not this one");

@@ -34,14 +34,14 @@ use super::{Frames, Me, Rules, HELLO_WAIT};
 
 /// A peer past the handshake.
 #[derive(Debug)]
-pub struct Admitted {
-    pub link: Link,
+pub(crate) struct Admitted {
+    pub(crate) link: Link,
     /// What it said about itself (its `hello` or `helloAck`).
-    pub hello: Hello,
+    pub(crate) hello: Hello,
     /// A Hearth peer's proof: its verified device id and its slots.
-    pub proven: Option<Proven>,
+    pub(crate) proven: Option<Proven>,
     /// The rules it was admitted by (a change since closes it: see `connection::run`).
-    pub rules: Arc<Rules>,
+    pub(crate) rules: Arc<Rules>,
 }
 
 /// The peer's first frame, which must be `want` (hello or helloAck), and its bytes.

@@ -27,7 +27,7 @@ pub mod peers;
 mod provider;
 mod secure;
 mod serve;
-pub mod sharing;
+pub(crate) mod sharing;
 pub mod tunnel;
 
 pub use context::{Context, Parts, TunnelServer};
@@ -56,10 +56,10 @@ use hearth_base::connections::{Held, PerAddress};
 use hearth_hub::Hub;
 
 /// A connection's frames before its transport is chosen.
-pub type Frames = Framed<Held, LengthDelimitedCodec>;
+pub(crate) type Frames = Framed<Held, LengthDelimitedCodec>;
 
 /// How long a new connection has for its `hello` (and each handshake step).
-pub const HELLO_WAIT: Duration = Duration::from_secs(10);
+pub(crate) const HELLO_WAIT: Duration = Duration::from_secs(10);
 
 /// The stored settings (`hearth.db`) the UI sets.
 pub const SETTING_PASSCODE: &str = "passcode";
@@ -104,11 +104,11 @@ pub fn passcode_hash(passcode: &str) -> String {
 
 /// Largest frame before a peer is admitted: a `hello` is well under 64 KiB, and the codec
 /// sets aside room for a frame as soon as it reads the frame's length.
-pub const MAX_HELLO_FRAME_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_HELLO_FRAME_BYTES: usize = 64 * 1024;
 
 /// The frame codec: a 4-byte big-endian length, then at most [`MAX_HELLO_FRAME_BYTES`] until
 /// the peer is admitted, [`MAX_CLUSTER_FRAME_BYTES`] after.
-pub fn codec() -> LengthDelimitedCodec {
+pub(crate) fn codec() -> LengthDelimitedCodec {
     LengthDelimitedCodec::builder()
         .length_field_length(4)
         .big_endian()
@@ -117,21 +117,21 @@ pub fn codec() -> LengthDelimitedCodec {
 }
 
 /// The limit on an admitted peer's frames.
-pub const ADMITTED_FRAME_BYTES: usize = MAX_CLUSTER_FRAME_BYTES;
+pub(crate) const ADMITTED_FRAME_BYTES: usize = MAX_CLUSTER_FRAME_BYTES;
 
 /// What this node is to its peers: who it is, its keys and rules, and the route's registry of
 /// remote providers its peers join. One per node, shared by every connection.
 #[derive(Debug)]
 pub struct Me {
-    pub state: Arc<Context>,
-    pub id: PeerUuid,
+    pub(crate) state: Arc<Context>,
+    pub(crate) id: PeerUuid,
     /// The passcode's rules now (settable from the UI while the node runs).
     rules: RwLock<Arc<Rules>>,
-    pub hub: Hub,
+    pub(crate) hub: Hub,
     /// Devices that proved to be Hearth nodes: never taken in plain text.
     hearth_devices: Mutex<HashSet<PeerUuid>>,
     /// Open connections per LAN address, shared with the doors.
-    pub table: Arc<PerAddress>,
+    pub(crate) table: Arc<PerAddress>,
     hardware: Hardware,
 }
 
@@ -172,14 +172,14 @@ impl Me {
     }
 
     /// Requests this node takes at once (what a Hearth peer is told).
-    pub fn slots(&self) -> usize {
+    pub(crate) fn slots(&self) -> usize {
         self.state.host.stats().slots.max(1)
     }
 
     /// This node's `hello` (or `helloAck`): as a Hearth node (the transport offered, no
     /// passcode hash, no models: those go in the first heartbeat, encrypted) or to a TealeNet
     /// peer (the hash, as its protocol has it).
-    pub fn hello(&self, hearth: bool) -> Hello {
+    pub(crate) fn hello(&self, hearth: bool) -> Hello {
         let mut device_info = self.device_info();
         if hearth {
             device_info.loaded_models.clear();
@@ -262,19 +262,19 @@ impl Me {
     /// `id` is a Hearth node's (it proved so, or announced itself as one on the LAN): it is
     /// never taken in plain text. At most [`MAX_KNOWN_HEARTH`] are kept (announcements are
     /// unauthenticated).
-    pub fn remember_hearth(&self, id: &PeerUuid) {
+    pub(crate) fn remember_hearth(&self, id: &PeerUuid) {
         let mut known = self.hearth_lock();
         if known.len() < MAX_KNOWN_HEARTH {
             known.insert(id.clone());
         }
     }
 
-    pub fn is_known_hearth(&self, id: &PeerUuid) -> bool {
+    pub(crate) fn is_known_hearth(&self, id: &PeerUuid) -> bool {
         self.hearth_lock().contains(id)
     }
 
     /// The models this node serves now (its loaded model).
-    pub fn loaded_models(&self) -> Vec<String> {
+    pub(crate) fn loaded_models(&self) -> Vec<String> {
         self.state
             .host
             .loaded_models()
@@ -283,7 +283,7 @@ impl Me {
             .collect()
     }
 
-    pub fn device_info(&self) -> DeviceInfo {
+    pub(crate) fn device_info(&self) -> DeviceInfo {
         let now = hearth_protocol::cluster::AppleTime::now();
         DeviceInfo {
             id: self.id.clone(),
@@ -305,7 +305,7 @@ const MAX_KNOWN_HEARTH: usize = 4096;
 #[derive(Debug)]
 pub struct Rules {
     pub passcode_hash: Option<String>,
-    pub keys: Arc<secure::Keys>,
+    pub(crate) keys: Arc<secure::Keys>,
     pub compat: bool,
 }
 

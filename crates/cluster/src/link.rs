@@ -9,37 +9,20 @@ use std::time::Instant;
 
 use tokio_util::bytes::Bytes;
 
+use super::peers::Kind;
 use super::secure::{self, Opener};
 use super::Frames;
 
-/// Which kind of peer is at the other end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// Another Hearth node, over the encrypted transport.
-    Hearth,
-    /// A TealeNet peer, in plain text (compatibility mode).
-    TealeNet,
-}
-
-impl Kind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Hearth => "hearth",
-            Kind::TealeNet => "tealenet",
-        }
-    }
-}
-
 /// What arrived.
 #[derive(Debug)]
-pub enum Incoming {
+pub(crate) enum Incoming {
     /// A whole cluster message (its JSON, or a Hearth peer's binary chunk).
     Message(Vec<u8>),
     /// A Hearth peer's liveness ping.
     Ping,
 }
 
-pub struct Link {
+pub(crate) struct Link {
     frames: Frames,
     /// The plain shape to write in (TealeNet peers).
     shape: Shape,
@@ -60,7 +43,7 @@ impl std::fmt::Debug for Link {
 
 impl Link {
     /// A TealeNet peer's plain frames, up to the cluster's frame limit.
-    pub fn plain(mut frames: Frames, shape: Shape, traffic: super::Peers) -> Self {
+    pub(crate) fn plain(mut frames: Frames, shape: Shape, traffic: super::Peers) -> Self {
         frames
             .codec_mut()
             .set_max_frame_length(super::ADMITTED_FRAME_BYTES);
@@ -74,7 +57,7 @@ impl Link {
     }
 
     /// A Hearth peer's encrypted transport.
-    pub fn encrypted(
+    pub(crate) fn encrypted(
         mut frames: Frames,
         transport: snow::TransportState,
         traffic: super::Peers,
@@ -92,11 +75,11 @@ impl Link {
     }
 
     /// When the peer's last frame arrived.
-    pub fn heard(&self) -> Instant {
+    pub(crate) fn heard(&self) -> Instant {
         self.heard
     }
 
-    pub fn kind(&self) -> Kind {
+    pub(crate) fn kind(&self) -> Kind {
         if self.noise.is_some() {
             Kind::Hearth
         } else {
@@ -106,17 +89,17 @@ impl Link {
 
     /// Write one message. The stream fails a write the peer takes nothing of for the node's
     /// write timeout.
-    pub async fn send(&mut self, m: &Message) -> Result<(), String> {
+    pub(crate) async fn send(&mut self, m: &Message) -> Result<(), String> {
         self.write(cm::encode(m, self.shape)).await
     }
 
     /// [`Self::send`], taking the message: a binary model chunk goes out without a copy.
-    pub async fn send_owned(&mut self, m: Message) -> Result<(), String> {
+    pub(crate) async fn send_owned(&mut self, m: Message) -> Result<(), String> {
         self.write(cm::encode_owned(m, self.shape)).await
     }
 
     /// A liveness ping (Hearth peers only; a TealeNet peer gets nothing).
-    pub async fn ping(&mut self) -> Result<(), String> {
+    pub(crate) async fn ping(&mut self) -> Result<(), String> {
         if self.noise.is_some() {
             self.write(Vec::new()).await
         } else {
@@ -125,7 +108,7 @@ impl Link {
     }
 
     /// A tunnel's bytes as one encrypted message (a Hearth peer's link only; empty is a ping).
-    pub async fn send_bytes(&mut self, bytes: Vec<u8>) -> Result<(), String> {
+    pub(crate) async fn send_bytes(&mut self, bytes: Vec<u8>) -> Result<(), String> {
         if self.noise.is_none() {
             return Err("a tunnel needs the encrypted transport".into());
         }
@@ -153,7 +136,7 @@ impl Link {
     }
 
     /// The next message or ping; `None` when the peer closed the connection. Cancel-safe.
-    pub async fn next(&mut self) -> Option<Result<Incoming, String>> {
+    pub(crate) async fn next(&mut self) -> Option<Result<Incoming, String>> {
         loop {
             let frame = match self.frames.next().await? {
                 Ok(f) => f,

@@ -15,7 +15,23 @@ use hearth_protocol::cluster::{Heartbeat, Hello, PeerUuid, ThermalLevel};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use super::link::Kind;
+/// Which kind of peer is at the other end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// Another Hearth node, over the encrypted transport.
+    Hearth,
+    /// A TealeNet peer, in plain text (compatibility mode).
+    TealeNet,
+}
+
+impl Kind {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Kind::Hearth => "hearth",
+            Kind::TealeNet => "tealenet",
+        }
+    }
+}
 
 /// One peer as `/api/status` shows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -68,7 +84,7 @@ struct Inner {
 
 /// A peer's place in the list; it leaves the list when dropped.
 #[derive(Debug)]
-pub struct Listed {
+pub(crate) struct Listed {
     peers: Peers,
     key: u64,
     kick: CancellationToken,
@@ -76,7 +92,7 @@ pub struct Listed {
 }
 
 /// How long a TealeNet peer may be silent before it is listed as degraded.
-pub const DEGRADED_AFTER: std::time::Duration = std::time::Duration::from_secs(15);
+pub(crate) const DEGRADED_AFTER: std::time::Duration = std::time::Duration::from_secs(15);
 
 impl Peers {
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Entry>> {
@@ -89,7 +105,7 @@ impl Peers {
 
     /// List an admitted peer, unless this node already has the connection with it that
     /// NOTES.md's rule keeps (then why not); a connection the new one replaces is told to close.
-    pub fn add(
+    pub(crate) fn add(
         &self,
         me: &PeerUuid,
         hello: &Hello,
@@ -167,12 +183,12 @@ impl Peers {
     }
 
     /// Count bytes written to a peer.
-    pub fn count_sent(&self, n: usize) {
+    pub(crate) fn count_sent(&self, n: usize) {
         self.inner.sent.fetch_add(n as u64, Ordering::Relaxed);
     }
 
     /// Count bytes read from a peer.
-    pub fn count_received(&self, n: usize) {
+    pub(crate) fn count_received(&self, n: usize) {
         self.inner.received.fetch_add(n as u64, Ordering::Relaxed);
     }
 
@@ -185,12 +201,12 @@ impl Peers {
     }
 
     /// Close every connection (the cluster's rules changed).
-    pub fn kick_all(&self, reason: &'static str) {
+    pub(crate) fn kick_all(&self, reason: &'static str) {
         self.kick_where(|_| true, reason);
     }
 
     /// Close the connections of plain-text TealeNet peers (compatibility was turned off).
-    pub fn kick_tealenet(&self, reason: &'static str) {
+    pub(crate) fn kick_tealenet(&self, reason: &'static str) {
         self.kick_where(|e| e.view.kind == Kind::TealeNet.as_str(), reason);
     }
 
@@ -218,24 +234,24 @@ impl Peers {
 impl Listed {
     /// Cancelled when this connection must close (a newer one with the same peer replaces it,
     /// or the cluster's rules changed).
-    pub fn kicked(&self) -> &CancellationToken {
+    pub(crate) fn kicked(&self) -> &CancellationToken {
         &self.kick
     }
 
     /// Why it was told to close.
-    pub fn kick_reason(&self) -> &'static str {
+    pub(crate) fn kick_reason(&self) -> &'static str {
         self.reason.get().copied().unwrap_or("told to close")
     }
 
     /// The peer sent a frame.
-    pub fn heard(&self) {
+    pub(crate) fn heard(&self) {
         if let Some(e) = self.peers.lock().get_mut(&self.key) {
             e.heard = Instant::now();
         }
     }
 
     /// The peer's health, from its heartbeat or heartbeatAck.
-    pub fn health(&self, hb: &Heartbeat) {
+    pub(crate) fn health(&self, hb: &Heartbeat) {
         if let Some(e) = self.peers.lock().get_mut(&self.key) {
             e.view.thermal_level = hb.thermal_level;
             e.view.throttle = hb.throttle_level;

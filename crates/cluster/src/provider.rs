@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::link::Kind;
+use super::peers::Kind;
 use hearth_base::thermal::ThermalLevel;
 use hearth_hub::{
     Health, Hub, Route, TaskEvent, WorkerId, WorkerJoin, PROVIDER_REFUSED, WORKER_OUTBOX_CAPACITY,

@@ -55,7 +55,7 @@ struct Proof {
 }
 
 /// The keys one node uses for every Hearth connection.
-pub struct Keys {
+pub(crate) struct Keys {
     psk: [u8; 32],
     identity: Arc<Identity>,
     static_private: Vec<u8>,
@@ -70,7 +70,7 @@ impl std::fmt::Debug for Keys {
 
 impl Keys {
     /// A fresh Noise static key for this run, and the passcode's key (slow: call it once).
-    pub fn new(passcode: Option<&str>, identity: Arc<Identity>) -> Self {
+    pub(crate) fn new(passcode: Option<&str>, identity: Arc<Identity>) -> Self {
         let kp = snow::Builder::new(params(HEARTH_NOISE))
             .generate_keypair()
             .expect("the default resolver makes X25519 keys");
@@ -177,10 +177,10 @@ pub(crate) fn taken(ack: &HearthHello, also: &[String]) -> Result<&'static str, 
 
 /// Who the other side proved to be.
 #[derive(Debug)]
-pub struct Proven {
+pub(crate) struct Proven {
     /// Its device id, from its device key.
-    pub device_id: String,
-    pub slots: usize,
+    pub(crate) device_id: String,
+    pub(crate) slots: usize,
 }
 
 /// Check a peer's proof against the static key the handshake gave.

@@ -19,7 +19,7 @@ use hearth_protocol::openai::ChatCompletionBody;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::link::Kind;
+use super::peers::Kind;
 use super::provider::HEARTH_TASK_KEY;
 use super::Me;
 use hearth_route::{Control, Generation};

@@ -17,14 +17,25 @@ use hearth_protocol::cluster::{
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use hearth_models::sharing::CHUNK_BYTES;
-
-use super::Context;
+use hearth_models::sharing::{Sharing, CHUNK_BYTES};
+use hearth_models::ModelHost;
+use hearth_route::Router;
+use hearth_store::Store;
 
 /// While the engine generates, the pause after each chunk served: decoding keeps the cores.
 const GENERATING_PAUSE: Duration = Duration::from_millis(20);
 /// Transfers one connection may have served at once; more are answered empty at once.
-pub const SERVED_AT_ONCE: usize = 4;
+pub(crate) const SERVED_AT_ONCE: usize = 4;
+
+/// What serving model files needs of this node: its models folder (the route's registry), the
+/// files' digests kept in the store, whether its engine is generating, and the counters.
+#[derive(Debug, Clone)]
+pub(crate) struct Files {
+    pub(crate) router: Router,
+    pub(crate) store: Store,
+    pub(crate) host: Arc<ModelHost>,
+    pub(crate) sharing: Arc<Sharing>,
+}
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -32,7 +43,7 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// The files of model `name` in this node's folder, in order, when it may be shared: a plain
 /// name (no path, no `..`) of a model in one file, or of a split model with every shard here.
-pub fn shareable(state: &Context, name: &str) -> Option<Vec<PathBuf>> {
+fn shareable(state: &Files, name: &str) -> Option<Vec<PathBuf>> {
     // The registry finds plain names only.
     state.router.registry().files_of(name)
 }
@@ -58,7 +69,7 @@ fn read_at(file: &std::fs::File, pos: u64, n: u64, buf: &mut Vec<u8>) -> std::io
 
 /// The answer to a peer's query: the model's size and SHA-256, or for a split model the size
 /// and SHA-256 of each shard.
-pub async fn answer(state: &Context, q: ModelQuery) -> Message {
+pub(crate) async fn answer(state: &Files, q: ModelQuery) -> Message {
     let mut files = Vec::new();
     for path in shareable(state, &q.model_id).unwrap_or_default() {
         let Ok(meta) = std::fs::metadata(&path) else {
@@ -100,8 +111,8 @@ pub async fn answer(state: &Context, q: ModelQuery) -> Message {
 /// `binary` says the connection can carry them (a Hearth peer's), else base64 in JSON. A model
 /// this node cannot share, or a file that is not one of its, completes at once, empty. Stops
 /// when `stop` fires.
-pub async fn send(
-    state: Arc<Context>,
+pub(crate) async fn send(
+    state: Files,
     req: ModelTransferRequest,
     out: mpsc::Sender<Message>,
     stop: CancellationToken,
@@ -144,7 +155,7 @@ pub async fn send(
 
 /// Where one transfer's chunks go.
 struct Outgoing<'a> {
-    state: &'a Context,
+    state: &'a Files,
     id: &'a PeerUuid,
     model: &'a str,
     out: &'a mpsc::Sender<Message>,

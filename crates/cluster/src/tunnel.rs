@@ -15,7 +15,8 @@ use tokio::net::TcpStream;
 use tokio_util::codec::Framed;
 
 use super::handshake::{self, Admitted};
-use super::link::{Incoming, Kind, Link};
+use super::link::{Incoming, Link};
+use super::peers::Kind;
 use super::Me;
 use hearth_base::connections::Held;
 
@@ -79,14 +80,14 @@ impl std::fmt::Debug for Tunnel {
 }
 
 /// The kind of tunnel an admitted connection's `hello` asks for, if any.
-pub fn asked(admitted: &Admitted) -> Option<&str> {
+pub(crate) fn asked(admitted: &Admitted) -> Option<&str> {
     admitted.hello.hearth.as_ref()?.tunnel.as_deref()
 }
 
 impl Tunnel {
     /// The listening side of an admitted connection that asked for a tunnel (a Hearth peer's
     /// only: its link is encrypted).
-    pub fn accepted(admitted: Admitted, peer_addr: SocketAddr) -> Result<Self, String> {
+    pub(crate) fn accepted(admitted: Admitted, peer_addr: SocketAddr) -> Result<Self, String> {
         if admitted.link.kind() != Kind::Hearth {
             return Err("a tunnel is for Hearth peers only".into());
         }

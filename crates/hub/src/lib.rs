@@ -246,7 +246,7 @@ fn now_secs() -> u64 {
 }
 
 /// Whether two names refer to the same model (with or without `.gguf`).
-pub fn same_model(a: &str, b: &str) -> bool {
+pub(crate) fn same_model(a: &str, b: &str) -> bool {
     let strip = |s: &str| s.strip_suffix(".gguf").unwrap_or(s).to_owned();
     strip(a) == strip(b)
 }

@@ -12,10 +12,9 @@ use serde::Serialize;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-pub(super) use super::download_error::io;
-pub use super::download_error::DownloadError;
+use super::download_error::{io, DownloadError};
 use super::hub::{HubError, HubFile};
-pub(super) use super::partial::{hash_on, hash_prefix, held_here, open_partial, Note, Segment};
+use super::partial::{held_here, Note};
 
 /// The folder of partial files, inside the models folder (the registry lists `*.gguf` only).
 pub const PARTIAL_DIR: &str = ".downloads";

@@ -10,11 +10,10 @@ use futures_util::StreamExt as _;
 use sha2::{Digest as _, Sha256};
 use tokio::io::{AsyncSeekExt as _, AsyncWriteExt as _};
 
-use super::download::{
-    hash_prefix, io, lock, open_partial, range_start, DownloadError, DownloadState, Downloads, Job,
-    Meter, Note, MAX_FAILURES,
-};
+use super::download::{lock, range_start, DownloadState, Downloads, Job, Meter, MAX_FAILURES};
+use super::download_error::{io, DownloadError};
 use super::hub::{HubError, HubFile, Remote};
+use super::partial::{hash_prefix, open_partial, Note};
 use super::shards::{Shard, Step};
 
 /// Where one file's bytes fall in its download's progress: after `base` bytes (a split

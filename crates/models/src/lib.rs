@@ -25,6 +25,7 @@ mod shards;
 pub mod sharing;
 pub mod telemetry;
 
-pub use download::{DownloadError, DownloadState, Downloads, Progress};
+pub use download::{DownloadState, Downloads, Progress};
+pub use download_error::DownloadError;
 pub use host::{model_id_of, EngineSettings, ModelHost, DEFAULT_KEEP_ALIVE};
 pub use registry::{ModelFile, Registry};

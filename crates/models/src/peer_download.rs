@@ -12,10 +12,9 @@ use std::time::Duration;
 
 use sha2::Digest as _;
 
-use super::download::{
-    hash_on, hash_prefix, io, lock, open_partial, DownloadError, DownloadState, Downloads, Job,
-    Meter, Note, Segment, MAX_FAILURES,
-};
+use super::download::{lock, DownloadState, Downloads, Job, Meter, MAX_FAILURES};
+use super::download_error::{io, DownloadError};
+use super::partial::{hash_on, hash_prefix, open_partial, Note, Segment};
 use super::shards::{Shard, Step, MAX_SHARDS};
 use crate::sharing::{Offer, Piece, Sharing, CHUNK_BYTES};
 

@@ -8,8 +8,10 @@ use std::path::Path;
 
 use sha2::Digest as _;
 
-use super::download::{hash_prefix, lock, DownloadError, Downloads, Job, Note, Source};
+use super::download::{lock, Downloads, Job, Source};
+use super::download_error::DownloadError;
 use super::hub::HubError;
+use super::partial::{hash_prefix, Note};
 
 /// Shards a split model may have: five digits (`-00001-of-0000N`).
 pub(super) const MAX_SHARDS: usize = hearth_protocol::limits::MAX_MODEL_FILES;

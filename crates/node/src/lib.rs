@@ -91,7 +91,7 @@ struct Inner {
     connections: Arc<hearth_base::connections::PerAddress>,
     /// The cluster's listener, when it runs: it follows the doors on and off the LAN.
     cluster: std::sync::Mutex<Option<ClusterRun>>,
-    /// The cluster's dialer for the node's life (the state holds it weakly), also while its
+    /// The cluster's dialer for the node's life (the cluster's `Context` holds it weakly), also while its
     /// listener is closed.
     dialer: Option<Arc<hearth_cluster::dial::Dialer>>,
     addr: std::sync::Mutex<SocketAddr>,
@@ -260,7 +260,7 @@ impl Node {
         }
         // The throttle cap set on the Settings page.
         if let Some(cap) = store
-            .node_setting(hearth_server::node_settings::SETTING_THROTTLE_CAP)
+            .node_setting(hearth_server::SETTING_THROTTLE_CAP)
             .await?
             .and_then(|v| v.parse::<u8>().ok())
         {
@@ -294,50 +294,41 @@ impl Node {
                 .map(hearth_hub::Hub::new),
             shutdown.clone(),
         );
-        let identity = Arc::new(identity);
-        let cluster_context = Arc::new(hearth_cluster::Context::new(hearth_cluster::Parts {
-            host: host.clone(),
-            store: store.clone(),
+        let downloads = hearth_models::Downloads::new(
+            config.models_dir.clone(),
+            config.hub_url.clone(),
+            Some(sharing.clone()),
+            shutdown.child_token(),
+        );
+        let cluster = Arc::new(hearth_cluster::Context::new(hearth_cluster::Parts {
+            host,
+            store,
             node_name: config.name.clone(),
-            identity: identity.clone(),
-            router: router.clone(),
-            sharing: sharing.clone(),
-            telemetry: telemetry.clone(),
+            identity: Arc::new(identity),
+            router,
+            sharing,
+            telemetry,
             limits: config.limits,
-            shutdown: shutdown.clone(),
+            shutdown,
             port: cluster_listener
                 .as_ref()
                 .and_then(|(l, _)| l.local_addr().ok())
                 .map(|a| a.port()),
         }));
         let state = Arc::new(AppState::new(hearth_server::Parts {
-            store,
-            node_name: config.name.clone(),
+            cluster,
             models_dir: config.models_dir.clone(),
             import_roots: config.import_roots.clone(),
-            downloads: hearth_models::Downloads::new(
-                config.models_dir.clone(),
-                config.hub_url.clone(),
-                Some(sharing.clone()),
-                shutdown.child_token(),
-            ),
-            sharing,
-            telemetry,
+            downloads,
             exposed,
             allowed_hosts,
             batch_defaults: config.batch_defaults.clone(),
             auth_timeout: config.auth_timeout,
-            identity,
-            limits: config.limits,
-            cluster: cluster_context,
             splits: Arc::new(hearth_split::Splits::new(
                 config.share_memory,
                 addr,
                 config.data_dir.clone(),
             )),
-            router,
-            host,
-            shutdown,
         }));
         // Downloads a previous run left part way go on.
         state.downloads.resume_partials();

@@ -410,7 +410,10 @@ async fn models_unload_and_load_with_progress_on_the_events_socket() {
     assert!(["sensors", "estimated"].contains(&first["thermal"]["source"].as_str().unwrap()));
     // The model's own message says where it computes too: a client that takes the model from
     // it does not lose the placement until the next status.
-    assert!(first["model"]["placement"]["backend"].is_string(), "{first}");
+    assert!(
+        first["model"]["placement"]["backend"].is_string(),
+        "{first}"
+    );
     let model = next().await;
     assert_eq!(model["type"], "model", "{model}");
     assert_eq!(model["state"], "ready", "{model}");

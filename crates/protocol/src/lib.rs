@@ -4,6 +4,9 @@
 //! internal vocabulary of a generation. Pure: no I/O, no tokio, no llama.cpp, so it can be
 //! unit-tested and fuzzed on its own.
 //!
+//! Architecture invariant: `hearth-protocol` depends on no other Hearth crate; a door's wire
+//! format is written here once, and every crate that speaks it uses these types.
+//!
 //! ## Layout
 //! - [`limits`]: named size limits, each with the reason for its value.
 //! - [`ids`]: newtype identifiers shared by every door.

@@ -34,7 +34,7 @@ pub(crate) mod hub_door;
 pub mod listen;
 pub(crate) mod metrics;
 pub(crate) mod models_api;
-pub mod node_settings;
+pub(crate) mod node_settings;
 pub(crate) mod ollama;
 pub(crate) mod openai;
 pub mod security;
@@ -43,6 +43,9 @@ pub(crate) mod status;
 pub(crate) mod stream;
 pub(crate) mod ui;
 pub(crate) mod ws;
+
+/// The setting that keeps the throttle cap made on the Settings page (the node applies it at start).
+pub use node_settings::SETTING_THROTTLE_CAP;
 
 use std::sync::Arc;
 
@@ -99,53 +102,47 @@ pub struct AppState {
     pub splits: Arc<hearth_split::Splits>,
 }
 
-/// What the node gives the doors. The doors' own state (answers streaming into conversations,
-/// exposure, the batch door's cache, the signed-challenge door's counters) is made here.
+/// What the node gives the doors besides the cluster's [`hearth_cluster::Context`], whose model
+/// host, store, route, identity, samples, limits and shutdown token the doors share. The doors'
+/// own state (answers streaming into conversations, exposure, the batch door's cache, the
+/// signed-challenge door's counters) is made here.
 #[derive(Debug)]
 pub struct Parts {
-    pub host: Arc<ModelHost>,
-    pub store: Store,
-    pub node_name: String,
+    pub cluster: Arc<hearth_cluster::Context>,
     pub models_dir: std::path::PathBuf,
     pub import_roots: hearth_models::import::Roots,
     pub downloads: Arc<hearth_models::Downloads>,
-    pub sharing: Arc<hearth_models::sharing::Sharing>,
-    pub telemetry: tokio::sync::watch::Receiver<hearth_models::telemetry::Telemetry>,
     /// Start shared on the LAN, answering to these Host names besides loopback and addresses.
     pub exposed: bool,
     pub allowed_hosts: Vec<String>,
     pub batch_defaults: hearth_protocol::batch::BatchDefaults,
     pub auth_timeout: std::time::Duration,
-    pub identity: Arc<hearth_auth::identity::Identity>,
-    pub router: hearth_route::Router,
-    pub limits: hearth_base::connections::Limits,
-    pub cluster: Arc<hearth_cluster::Context>,
     pub splits: Arc<hearth_split::Splits>,
-    pub shutdown: CancellationToken,
 }
 
 impl AppState {
     pub fn new(p: Parts) -> Self {
+        let c = &p.cluster;
         Self {
-            host: p.host,
-            store: p.store,
-            node_name: p.node_name,
+            host: c.host.clone(),
+            store: c.store.clone(),
+            node_name: c.node_name.clone(),
             models_dir: p.models_dir,
             import_roots: p.import_roots,
             downloads: p.downloads,
-            sharing: p.sharing,
-            shutdown: p.shutdown,
+            sharing: c.sharing.clone(),
+            shutdown: c.shutdown.clone(),
             chats: chat::Chats::default(),
-            telemetry: p.telemetry,
+            telemetry: c.telemetry.clone(),
             exposure: security::Exposure::new(p.exposed, p.allowed_hosts),
             batch: batch::BatchDoor::new(p.batch_defaults),
             auth: auth::AuthState::new(p.auth_timeout),
-            identity: p.identity,
-            router: p.router,
-            limits: p.limits,
-            cluster: p.cluster,
+            identity: c.identity.clone(),
+            router: c.router.clone(),
+            limits: c.limits,
             cluster_rebind: Arc::new(tokio::sync::Notify::new()),
             splits: p.splits,
+            cluster: p.cluster,
         }
     }
 

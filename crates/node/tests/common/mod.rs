@@ -8,6 +8,7 @@ pub mod process;
 pub mod signed;
 pub mod split_gguf;
 pub mod sse;
+pub mod workspace;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
