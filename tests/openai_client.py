@@ -15,6 +15,13 @@ def main() -> None:
 
     models = [m.id for m in client.models.list()]
     assert model in models, models
+    one = client.models.retrieve(model)
+    assert one.id == model and one.object == "model", one
+    try:
+        client.models.retrieve("no-such-model")
+        raise AssertionError("an unknown model was retrieved")
+    except openai.NotFoundError as e:
+        assert e.body["code"] == "model_not_found", e.body
 
     messages = [{"role": "user", "content": "Write a haiku about autumn."}]
     full = client.chat.completions.create(model=model, messages=messages, temperature=0, max_tokens=24)

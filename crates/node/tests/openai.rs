@@ -202,6 +202,26 @@ async fn models_list_and_text_completions() {
     assert_eq!(models["object"], "list");
     assert_eq!(models["data"][0]["id"], MODEL_ID);
     assert_eq!(models["data"][0]["object"], "model");
+    // One model, as the SDKs' `models.retrieve` asks for it.
+    let one = t.get_json(&format!("/v1/models/{MODEL_ID}")).await;
+    assert_eq!(one["id"], MODEL_ID, "{one}");
+    assert_eq!(one["object"], "model", "{one}");
+    assert_eq!(one["owned_by"], models["data"][0]["owned_by"], "{one}");
+    let r = common::client()
+        .get(format!("{}/v1/models/owner/no-such-model", t.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let e: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(e["error"]["code"], "model_not_found", "{e}");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("owner/no-such-model"),
+        "{e}"
+    );
 
     let r = t
         .post("/v1/completions", &json!({"model": MODEL_ID, "prompt": "Once upon a time", "temperature": 0, "max_tokens": 12, "echo": true}))

@@ -166,6 +166,7 @@ async fn fallback(method: axum::http::Method, uri: Uri) -> axum::response::Respo
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/v1/models", get(openai::models))
+        .route("/v1/models/{*id}", get(openai::model))
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/completions", post(openai::completions))
         .route("/v1/embeddings", post(embeddings::openai))

@@ -60,18 +60,33 @@ async fn resolve(state: &AppState, requested: Option<&str>) -> Result<Target, Ap
 pub(crate) async fn models(State(state): State<Arc<AppState>>) -> Json<oa::ModelList> {
     Json(oa::ModelList {
         object: "list",
-        data: state
-            .router
-            .models()
-            .into_iter()
-            .map(|id| oa::ModelEntry {
-                id: id.to_string(),
-                object: "model",
-                created: now_secs(),
-                owned_by: "hearth",
-            })
-            .collect(),
+        data: state.router.models().iter().map(entry).collect(),
     })
+}
+
+/// `GET /v1/models/{id}` (the SDKs' `models.retrieve`): the model as `/v1/models` lists it, or
+/// OpenAI's `model_not_found`. An id may hold slashes (a peer's `owner/name`).
+pub(crate) async fn model(
+    State(state): State<Arc<AppState>>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Result<Json<oa::ModelEntry>, ApiError> {
+    let models = state.router.models();
+    match models.iter().find(|m| m.as_str() == id || m.matches(&id)) {
+        Some(m) => Ok(Json(entry(m))),
+        None => Err(ApiError::model_not_found(
+            &id.chars().take(200).collect::<String>(),
+            &models,
+        )),
+    }
+}
+
+fn entry(id: &hearth_protocol::ModelId) -> oa::ModelEntry {
+    oa::ModelEntry {
+        id: id.to_string(),
+        object: "model",
+        created: now_secs(),
+        owned_by: "hearth",
+    }
 }
 
 async fn collect(
