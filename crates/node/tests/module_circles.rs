@@ -108,9 +108,9 @@ fn without_tests(code: &str) -> String {
     out
 }
 
-/// The first identifier of each path a `crate::` or `use` group names: `a::X` gives `a`,
-/// `{a::{X}, b::Y as Z}` gives `a` and `b`; with `leaves`, the names they bring in instead
-/// (`X`, `Z`), each with its first segment.
+/// Each path a `crate::` or `use` group names, as its first identifier and the name it brings
+/// in: `a::X` gives (`a`, `X`); `{a::{X}, b::Y as Z}` gives (`a`, ``) for the inner group and
+/// (`b`, `Z`).
 fn heads(rest: &str) -> Vec<(String, String)> {
     let ident = |s: &str| -> String {
         s.trim_start()
