@@ -241,7 +241,7 @@ fn start(
                 .validate(Some(info.ctx_per_slot))
                 .map_err(|e| invalid(&e))?;
             Request {
-                prompt: Prompt::Chat(chat.messages),
+                prompt: Prompt::Chat(chat.messages.into()),
                 params: chat.params,
             }
         }

@@ -34,7 +34,17 @@ pub fn from_json_schema(schema: &serde_json::Value) -> Result<String, GrammarErr
         .map_err(|e| GrammarError::Schema(e.to_string()))
 }
 
-/// A sampler that enforces `grammar` for `model`.
-pub(crate) fn sampler(model: &LlamaModel, grammar: &str) -> Result<LlamaSampler, GrammarError> {
-    LlamaSampler::grammar(model, grammar, ROOT).map_err(|e| GrammarError::Invalid(e.to_string()))
+/// A sampler that enforces `grammar` for `model`, from the first token or (lazy) from the
+/// first of `triggers` the model writes.
+pub(crate) fn sampler(
+    model: &LlamaModel,
+    grammar: &str,
+    triggers: &[String],
+) -> Result<LlamaSampler, GrammarError> {
+    let made = if triggers.is_empty() {
+        LlamaSampler::grammar(model, grammar, ROOT)
+    } else {
+        LlamaSampler::grammar_lazy(model, grammar, ROOT, triggers, &[])
+    };
+    made.map_err(|e| GrammarError::Invalid(e.to_string()))
 }

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use hearth_protocol::{ChatMessage, ModelId, RequestId, SamplingParams, SamplingPatch};
+use hearth_protocol::{ModelId, RequestId, SamplingParams, SamplingPatch};
 use tokio::sync::{mpsc, watch};
 
 use crate::commands::{Command, ControlOp, Submission};
@@ -19,7 +19,7 @@ use crate::config::EngineConfig;
 use crate::embedder::{EmbedError, EmbedJob, Embeddings};
 use crate::engine_loop::{self, Shared};
 use crate::events::Event;
-use crate::model::{ModelInfo, ModelState, PromptError};
+use crate::model::{Chat, ModelInfo, ModelState, PromptError};
 use crate::{scheduler, scripted};
 
 /// Events buffered per generation before the engine holds that slot back (backpressure on a
@@ -37,8 +37,8 @@ pub struct Request {
 
 #[derive(Debug, Clone)]
 pub enum Prompt {
-    /// A conversation, rendered with the model's chat template.
-    Chat(Vec<ChatMessage>),
+    /// A conversation, rendered with the model's chat template (and its tools).
+    Chat(Chat),
     /// Text sent to the model as is.
     Text(String),
     /// Token ids sent as is: no template, no BOS added. A door that continues an earlier
@@ -370,19 +370,30 @@ impl Engine {
     pub fn submit(&self, request: Request) -> Result<Generation, SubmitError> {
         let submitted = Instant::now();
         let model = self.serving()?;
-        let tokens = match &request.prompt {
-            Prompt::Chat(messages) => model.prompter.tokenize(&model.prompter.render(messages)?),
+        let Request { prompt, mut params } = request;
+        let tokens = match &prompt {
+            Prompt::Chat(chat) => {
+                let rendered = model.prompter.render(chat)?;
+                if let Some(g) = rendered.grammar {
+                    if params.grammar.is_some() {
+                        return Err(PromptError::FormatWithTools.into());
+                    }
+                    params.grammar = Some(g);
+                    params.grammar_triggers = rendered.triggers;
+                }
+                model.prompter.tokenize(&rendered.text)
+            }
             Prompt::Text(text) => model.prompter.tokenize(text),
             Prompt::Tokens(ids) => model.prompter.tokens_from_ids(ids)?,
         };
         if tokens.is_empty() {
             return Err(PromptError::Empty.into());
         }
-        if let Some(g) = &request.params.grammar {
-            if request.params.ignore_eos {
+        if let Some(g) = &params.grammar {
+            if params.ignore_eos {
                 return Err(PromptError::GrammarWithoutEnd.into());
             }
-            model.prompter.check_grammar(g)?;
+            model.prompter.check_grammar(g, &params.grammar_triggers)?;
         }
         if tokens.len() >= model.ctx_per_slot as usize {
             return Err(SubmitError::ContextLengthExceeded {
@@ -405,7 +416,7 @@ impl Engine {
         let submission = Submission {
             id,
             tokens,
-            params: request.params,
+            params,
             events: tx,
             stalled: stalled.clone(),
             submitted,

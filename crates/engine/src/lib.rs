@@ -17,6 +17,8 @@
 //! - [`events`]: what a generation streams back: tokens, `Done` with real usage and timing.
 //! - [`model`]: [`ModelInfo`], [`ModelState`], prompt preparation (template + tokenizer).
 //! - [`template`]: the GGUF's Jinja chat template rendered with minijinja.
+//! - [`tools`]: tools in the prompt (the template's own format or the generic one) and the
+//!   grammar of a call.
 //! - [`gguf`]: a GGUF file's header metadata, read without loading a model (the parser is
 //!   `hearth_protocol::gguf`).
 //! - [`grammar`]: JSON formats and schemas as llama.cpp grammars, checked before a request
@@ -67,6 +69,7 @@ mod scheduler;
 mod scripted;
 pub mod template;
 mod text;
+pub mod tools;
 
 pub use backend::loaded as backends;
 pub use config::{DeviceChoice, EngineConfig, GpuLayers, Offload, Remote, Script};
@@ -78,5 +81,6 @@ pub use handle::{
     ControlError, Controller, EmbedFailure, EmbedInput, Engine, EngineStats, Events, Generation,
     Prompt, Request, SubmitError,
 };
-pub use model::{ModelInfo, ModelState, PromptError};
+pub use model::{Chat, ModelInfo, ModelState, PromptError};
 pub use offload::Placement;
+pub use tools::ToolFormat;

@@ -6,12 +6,41 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hearth_protocol::{ChatMessage, ModelId};
+use hearth_protocol::{ChatMessage, ModelId, ToolSet};
 use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
 use llama_cpp_2::token::LlamaToken;
 
 use crate::gguf::GgufInfo;
-use crate::template::ChatTemplate;
+use crate::template::{ChatTemplate, Extras};
+use crate::tools::ToolFormat;
+
+/// A conversation, and what its template may be told beside the messages.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Chat {
+    pub messages: Vec<ChatMessage>,
+    /// The tools the model may call; the engine renders them in the model's own format and
+    /// constrains a call with a grammar.
+    pub tools: Option<ToolSet>,
+    /// Thinking on or off, for templates that can switch it (`enable_thinking`).
+    pub think: Option<bool>,
+}
+
+impl From<Vec<ChatMessage>> for Chat {
+    fn from(messages: Vec<ChatMessage>) -> Self {
+        Self {
+            messages,
+            ..Self::default()
+        }
+    }
+}
+
+/// A rendered conversation: the prompt text, and the grammar its tools ask of the answer.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct Rendered {
+    pub text: String,
+    pub grammar: Option<String>,
+    pub triggers: Vec<String>,
+}
 
 /// Where the engine is with its model.
 #[derive(Debug, Clone)]
@@ -78,10 +107,15 @@ impl std::fmt::Debug for ModelInfo {
 }
 
 impl ModelInfo {
-    /// The conversation as the model will see it: its chat template applied, ending with the
-    /// assistant's turn opening.
-    pub fn render_chat(&self, messages: &[ChatMessage]) -> Result<String, PromptError> {
-        self.prompter.render(messages)
+    /// The conversation as the model will see it: its chat template applied (with the tools),
+    /// ending with the assistant's turn opening.
+    pub fn render_chat(&self, chat: &Chat) -> Result<String, PromptError> {
+        Ok(self.prompter.render(chat)?.text)
+    }
+
+    /// How this model writes a tool call: its template's format, or the generic one.
+    pub fn tool_format(&self) -> ToolFormat {
+        self.prompter.tool_format
     }
 
     /// Token count of a text as the engine will tokenize it.
@@ -137,6 +171,8 @@ pub enum PromptError {
     /// no token to choose once the grammar is complete (it aborts the process).
     #[error("a format (grammar) cannot be combined with ignore_eos: the answer must be able to end where the format ends")]
     GrammarWithoutEnd,
+    #[error("a format cannot be combined with tools: a tool call has its own format")]
+    FormatWithTools,
 }
 
 /// Template + tokenizer, usable from any thread (llama.cpp's vocabulary is read-only after
@@ -146,6 +182,7 @@ pub(crate) struct Prompter {
     jinja: Option<ChatTemplate>,
     /// The template source for llama.cpp's built-in fallback (`chatml` when the GGUF has none).
     builtin: String,
+    tool_format: ToolFormat,
 }
 
 impl Prompter {
@@ -163,16 +200,52 @@ impl Prompter {
                 .map_err(|e| tracing::warn!(error = %e, "GGUF chat template unusable with Jinja; using llama.cpp's built-in templates"))
                 .ok()
         });
+        // Only a template rendered here can be given tools in its own format.
+        let tool_format = match (&jinja, &template_source) {
+            (Some(_), Some(src)) => ToolFormat::of_template(src),
+            _ => ToolFormat::Generic,
+        };
         Self {
             model,
             jinja,
             builtin: template_source.unwrap_or_else(|| "chatml".to_owned()),
+            tool_format,
         }
     }
 
-    pub(crate) fn render(&self, messages: &[ChatMessage]) -> Result<String, PromptError> {
+    /// The prompt of a conversation, with its tools in the model's format and their grammar.
+    pub(crate) fn render(&self, chat: &Chat) -> Result<Rendered, PromptError> {
+        let Some(tools) = &chat.tools else {
+            // Earlier calls and results, for a template that cannot show them itself.
+            let generic = (self.tool_format == ToolFormat::Generic)
+                .then(|| crate::tools::generic_history(&chat.messages))
+                .flatten();
+            let messages = generic.as_deref().unwrap_or(&chat.messages);
+            return Ok(Rendered {
+                text: self.render_messages(messages, None, chat.think)?,
+                ..Rendered::default()
+            });
+        };
+        let prepared = crate::tools::prepare(self.tool_format, &chat.messages, tools)?;
+        Ok(Rendered {
+            text: self.render_messages(
+                &prepared.messages,
+                prepared.template_tools.as_deref(),
+                chat.think,
+            )?,
+            grammar: prepared.grammar,
+            triggers: prepared.triggers,
+        })
+    }
+
+    fn render_messages(
+        &self,
+        messages: &[ChatMessage],
+        tools: Option<&[hearth_protocol::Tool]>,
+        think: Option<bool>,
+    ) -> Result<String, PromptError> {
         if let Some(t) = &self.jinja {
-            match t.render(messages, true) {
+            match t.render_with(messages, Extras { tools, think }, true) {
                 Ok(s) => return Ok(s),
                 Err(e) => {
                     tracing::debug!(error = %e, "Jinja rendering failed; trying llama.cpp's built-in template")
@@ -198,8 +271,12 @@ impl Prompter {
 
     /// A grammar this model's vocabulary can follow (built once here and dropped; the engine
     /// builds its own).
-    pub(crate) fn check_grammar(&self, grammar: &str) -> Result<(), PromptError> {
-        crate::grammar::sampler(&self.model, grammar)?;
+    pub(crate) fn check_grammar(
+        &self,
+        grammar: &str,
+        triggers: &[String],
+    ) -> Result<(), PromptError> {
+        crate::grammar::sampler(&self.model, grammar, triggers)?;
         Ok(())
     }
 

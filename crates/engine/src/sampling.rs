@@ -74,7 +74,7 @@ pub(crate) fn build_sampler(
     let mut chain = Vec::with_capacity(7);
     // First, so every later sampler sees only the tokens the grammar allows.
     if let Some(g) = &params.grammar {
-        chain.push(grammar::sampler(model, g)?);
+        chain.push(grammar::sampler(model, g, &params.grammar_triggers)?);
     }
     if params.ignore_eos && !eog.is_empty() {
         let bans: Vec<LlamaLogitBias> = eog

@@ -5,7 +5,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use hearth_protocol::ChatMessage;
+use hearth_protocol::{ChatMessage, Tool};
 use minijinja::{context, Environment, Error, ErrorKind};
 
 /// Why a template could not be used.
@@ -26,6 +26,13 @@ pub struct ChatTemplate {
 }
 
 const NAME: &str = "chat";
+
+/// What a template may be told beside the messages.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Extras<'a> {
+    pub tools: Option<&'a [Tool]>,
+    pub think: Option<bool>,
+}
 
 impl ChatTemplate {
     pub fn new(source: &str, bos_token: &str, eos_token: &str) -> Result<Self, TemplateError> {
@@ -50,17 +57,37 @@ impl ChatTemplate {
         messages: &[ChatMessage],
         add_generation_prompt: bool,
     ) -> Result<String, TemplateError> {
+        self.render_with(messages, Extras::default(), add_generation_prompt)
+    }
+
+    /// [`Self::render`] with the variables Hugging Face passes beside the messages: `tools`,
+    /// and `enable_thinking` (Qwen 3's switch), each only when set.
+    pub fn render_with(
+        &self,
+        messages: &[ChatMessage],
+        extras: Extras<'_>,
+        add_generation_prompt: bool,
+    ) -> Result<String, TemplateError> {
         let tmpl = self
             .env
             .get_template(NAME)
             .map_err(|e| TemplateError::Compile(describe(&e)))?;
-        tmpl.render(context! {
+        let base = context! {
             messages => messages,
             add_generation_prompt => add_generation_prompt,
             bos_token => self.bos_token.as_str(),
             eos_token => self.eos_token.as_str(),
-        })
-        .map_err(|e| TemplateError::Render(describe(&e)))
+        };
+        // Absent, not `none`: templates test `tools is defined` and `enable_thinking is defined`.
+        let mut extra = std::collections::BTreeMap::new();
+        if let Some(t) = extras.tools {
+            extra.insert("tools", minijinja::Value::from_serialize(t));
+        }
+        if let Some(on) = extras.think {
+            extra.insert("enable_thinking", minijinja::Value::from(on));
+        }
+        tmpl.render(context! { ..minijinja::Value::from(extra), ..base })
+            .map_err(|e| TemplateError::Render(describe(&e)))
     }
 }
 

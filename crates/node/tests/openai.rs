@@ -42,7 +42,7 @@ async fn streamed_text_equals_non_streamed_text_and_usage_is_real() {
     );
     let info = t.node().host().model().unwrap();
     let rendered = info
-        .render_chat(&[hearth_protocol::ChatMessage::new("user", PROMPT)])
+        .render_chat(&vec![hearth_protocol::ChatMessage::new("user", PROMPT)].into())
         .unwrap();
     assert_eq!(prompt_tokens as usize, info.count_tokens(&rendered));
     assert!(rendered.contains("<|im_start|>assistant\n"), "{rendered}");

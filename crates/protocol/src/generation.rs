@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::limits::{MAX_STOP_STRINGS, MAX_STOP_STRING_BYTES, MAX_TOP_LOGPROBS};
+use crate::tools::ToolCall;
 
 /// The highest temperature any door accepts (OpenAI's bound).
 pub const MAX_TEMPERATURE: f64 = 2.0;
@@ -34,6 +35,9 @@ pub struct SamplingParams {
     /// A GBNF grammar (llama.cpp's grammar sampling) every generated token must follow: what
     /// a door makes of a JSON format or schema. Doors build it; the engine checks it.
     pub grammar: Option<String>,
+    /// Words that switch `grammar` on (llama.cpp's lazy grammar, which starts at the word):
+    /// free text until a tool call opens. Empty: the grammar holds from the first token.
+    pub grammar_triggers: Vec<String>,
 }
 
 impl Default for SamplingParams {
@@ -52,6 +56,7 @@ impl Default for SamplingParams {
             top_logprobs: None,
             ignore_eos: false,
             grammar: None,
+            grammar_triggers: Vec::new(),
         }
     }
 }
@@ -105,11 +110,21 @@ impl SamplingPatch {
     }
 }
 
-/// One turn of a conversation, after a door has flattened its wire form to text.
+/// One turn of a conversation, after a door has flattened its wire form to text. It
+/// serializes as Hugging Face's chat templates read a message (the tool fields only when set).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChatMessage {
     pub role: String,
     pub content: String,
+    /// The calls an assistant turn made.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// Which call a `tool` turn answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// The function a `tool` turn's result comes from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 impl ChatMessage {
@@ -117,6 +132,9 @@ impl ChatMessage {
         Self {
             role: role.into(),
             content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            name: None,
         }
     }
 }

@@ -16,6 +16,7 @@
 //! - [`embeddings`]: OpenAI's embeddings API (`/v1/embeddings`): inputs, float or base64 vectors.
 //! - [`ollama`]: Ollama's HTTP API (`/api/chat`, `/api/generate`, `/api/embed`, tags, show, ps,
 //!   pull, errors): request bodies, their validation, and response lines.
+//! - [`tools`]: tool calling's tools, choice and calls, in the shape chat templates read.
 //! - [`streaming`]: the `/generate` streaming WebSocket protocol (`protocols/streaming-ws.md`).
 //! - [`utf8`]: the one streaming UTF-8 decoder (engine tokens, worker frames).
 //! - [`worker`]: the worker protocol's task frames and binary result frames (`protocols/worker-node.md`).
@@ -41,8 +42,10 @@ pub mod limits;
 pub mod ollama;
 pub mod openai;
 pub mod streaming;
+pub mod tools;
 pub mod utf8;
 pub mod worker;
 
 pub use generation::{ChatMessage, FinishReason, ParamError, SamplingParams, SamplingPatch, Usage};
 pub use ids::{ModelId, RequestId};
+pub use tools::{Tool, ToolCall, ToolChoice, ToolSet};

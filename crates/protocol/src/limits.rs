@@ -57,3 +57,10 @@ pub const MAX_MODEL_FILE_NAME_BYTES: usize = 512;
 
 /// Most transports a Hearth `hello` may offer beside its own (`noiseAlso`): there are two.
 pub const MAX_NOISE_OFFERS: usize = 8;
+
+/// Most tools one request may offer (OpenAI's own limit is 128). Each is rendered into the
+/// prompt and into the grammar of a call.
+pub const MAX_TOOLS: usize = 128;
+
+/// Longest function name, in bytes (OpenAI's limit is 64 characters).
+pub const MAX_TOOL_NAME_BYTES: usize = 64;

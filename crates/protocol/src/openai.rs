@@ -3,11 +3,14 @@
 //! Requests are parsed leniently (unknown fields ignored) and validated strictly into
 //! [`ChatRequest`] / [`CompletionRequest`], which carry only what the engine needs.
 
-use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 
-use crate::generation::{ChatMessage, ParamError, RawParams, SamplingParams, StopField};
+use crate::generation::{ParamError, RawParams, SamplingParams, StopField};
+use crate::tools::ToolCall;
 use crate::Usage;
+
+mod chat;
+pub use chat::{ChatCompletionBody, ChatRequest, ContentPart, MessageContent, WireMessage};
 
 // ---------------------------------------------------------------------------------------------
 // Requests (wire)
@@ -16,78 +19,6 @@ use crate::Usage;
 pub struct StreamOptions {
     #[serde(default)]
     pub include_usage: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct ResponseFormat {
-    #[serde(rename = "type")]
-    pub kind: String,
-}
-
-/// A message's content: a string, or a list of typed parts of which Hearth reads the text ones.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(untagged)]
-pub enum MessageContent {
-    Text(String),
-    Parts(Vec<ContentPart>),
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct ContentPart {
-    #[serde(rename = "type")]
-    pub kind: String,
-    #[serde(default)]
-    pub text: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct WireMessage {
-    pub role: String,
-    #[serde(default)]
-    pub content: Option<MessageContent>,
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct ChatCompletionBody {
-    #[serde(default)]
-    pub model: Option<String>,
-    pub messages: Vec<WireMessage>,
-    #[serde(default)]
-    pub max_tokens: Option<i64>,
-    #[serde(default)]
-    pub max_completion_tokens: Option<i64>,
-    #[serde(default)]
-    pub temperature: Option<f64>,
-    #[serde(default)]
-    pub top_p: Option<f64>,
-    #[serde(default)]
-    pub top_k: Option<i64>,
-    #[serde(default, alias = "repeat_penalty")]
-    pub repetition_penalty: Option<f64>,
-    #[serde(default)]
-    pub frequency_penalty: Option<f64>,
-    #[serde(default)]
-    pub presence_penalty: Option<f64>,
-    #[serde(default)]
-    pub seed: Option<i64>,
-    #[serde(default)]
-    pub stop: Option<StopField>,
-    #[serde(default)]
-    pub n: Option<i64>,
-    #[serde(default)]
-    pub stream: Option<bool>,
-    #[serde(default)]
-    pub stream_options: Option<StreamOptions>,
-    #[serde(default)]
-    pub logprobs: Option<bool>,
-    #[serde(default)]
-    pub top_logprobs: Option<i64>,
-    #[serde(default)]
-    pub ignore_eos: Option<bool>,
-    #[serde(default)]
-    pub tools: Option<Vec<IgnoredAny>>,
-    #[serde(default)]
-    pub response_format: Option<ResponseFormat>,
 }
 
 /// `prompt` of `/v1/completions`: a string or a one-element list of strings.
@@ -160,7 +91,7 @@ impl From<ParamError> for RequestError {
 }
 
 impl RequestError {
-    fn new(param: &str, message: impl Into<String>) -> Self {
+    pub(crate) fn new(param: &str, message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
             param: Some(param.to_owned()),
@@ -185,111 +116,6 @@ pub fn parse_body<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, Reques
 
 // ---------------------------------------------------------------------------------------------
 // Requests (validated)
-
-/// A validated chat completion request.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ChatRequest {
-    pub model: Option<String>,
-    pub messages: Vec<ChatMessage>,
-    pub params: SamplingParams,
-    pub stream: bool,
-    pub include_usage: bool,
-    pub logprobs: bool,
-}
-
-impl ChatCompletionBody {
-    pub fn validate(self, max_context: Option<u32>) -> Result<ChatRequest, RequestError> {
-        check_n(self.n)?;
-        if self.tools.as_ref().is_some_and(|t| !t.is_empty()) {
-            return Err(RequestError::new(
-                "tools",
-                "tool calling is not supported by this server",
-            ));
-        }
-        if let Some(f) = &self.response_format {
-            if f.kind != "text" {
-                return Err(RequestError::new(
-                    "response_format",
-                    format!(
-                        "response_format type '{}' is not supported; only 'text' is",
-                        f.kind
-                    ),
-                ));
-            }
-        }
-        if self.messages.is_empty() {
-            return Err(RequestError::new("messages", "messages must not be empty"));
-        }
-        let mut messages = Vec::with_capacity(self.messages.len());
-        for (i, m) in self.messages.into_iter().enumerate() {
-            let role = match m.role.as_str() {
-                "system" | "user" | "assistant" | "tool" => m.role,
-                // OpenAI's newer name for the system role.
-                "developer" => "system".to_owned(),
-                other => {
-                    return Err(RequestError::new(
-                        &format!("messages[{i}].role"),
-                        format!("unknown role '{other}'; expected system, user, assistant, tool or developer"),
-                    ))
-                }
-            };
-            let content = match m.content {
-                None => String::new(),
-                Some(MessageContent::Text(t)) => t,
-                Some(MessageContent::Parts(parts)) => {
-                    let mut text = String::new();
-                    for p in parts {
-                        if p.kind != "text" {
-                            return Err(RequestError::new(
-                                &format!("messages[{i}].content"),
-                                format!(
-                                    "content part type '{}' is not supported; only 'text' is",
-                                    p.kind
-                                ),
-                            ));
-                        }
-                        text.push_str(p.text.as_deref().unwrap_or(""));
-                    }
-                    text
-                }
-            };
-            messages.push(ChatMessage { role, content });
-        }
-        let logprobs = self.logprobs.unwrap_or(false);
-        if self.top_logprobs.is_some() && !logprobs {
-            return Err(RequestError::new(
-                "top_logprobs",
-                "top_logprobs requires logprobs to be true",
-            ));
-        }
-        let raw = RawParams {
-            temperature: self.temperature,
-            top_p: self.top_p,
-            top_k: self.top_k,
-            repetition_penalty: self.repetition_penalty,
-            frequency_penalty: self.frequency_penalty,
-            presence_penalty: self.presence_penalty,
-            seed: self.seed,
-            max_tokens: self.max_completion_tokens.or(self.max_tokens),
-            stop: self.stop,
-            top_logprobs: if logprobs {
-                Some(self.top_logprobs.unwrap_or(0))
-            } else {
-                None
-            },
-            ignore_eos: self.ignore_eos,
-        };
-        let params = raw.validate(&SamplingParams::default(), max_context)?;
-        Ok(ChatRequest {
-            model: self.model,
-            messages,
-            params,
-            stream: self.stream.unwrap_or(false),
-            include_usage: self.stream_options.is_some_and(|o| o.include_usage),
-            logprobs,
-        })
-    }
-}
 
 /// A validated text completion request.
 #[derive(Debug, Clone, PartialEq)]
@@ -370,7 +196,7 @@ impl CompletionBody {
     }
 }
 
-fn check_n(n: Option<i64>) -> Result<(), RequestError> {
+pub(crate) fn check_n(n: Option<i64>) -> Result<(), RequestError> {
     match n {
         None | Some(1) => Ok(()),
         Some(n) => Err(RequestError::new(
@@ -437,7 +263,44 @@ pub struct ChatChoice {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AssistantMessage {
     pub role: &'static str,
-    pub content: String,
+    /// `null` when the turn is only tool calls, as OpenAI sends it.
+    pub content: Option<String>,
+    /// Text between the model's thinking markers (llama-server's and DeepSeek's field).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<CallOut>,
+}
+
+/// A tool call as OpenAI returns it: arguments as JSON text. Streamed, it carries its `index`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CallOut {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index: Option<u32>,
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub function: FunctionOut,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FunctionOut {
+    pub name: String,
+    pub arguments: String,
+}
+
+impl CallOut {
+    pub fn new(call: &ToolCall, index: Option<u32>) -> Self {
+        Self {
+            index,
+            id: call.id.clone(),
+            kind: "function",
+            function: FunctionOut {
+                name: call.name.clone(),
+                arguments: call.arguments.to_string(),
+            },
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -489,6 +352,10 @@ pub struct Delta {
     pub role: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<CallOut>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -556,86 +423,6 @@ impl ErrorBody {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn chat(json: &str) -> Result<ChatRequest, RequestError> {
-        parse_body::<ChatCompletionBody>(json.as_bytes())?.validate(Some(1024))
-    }
-
-    #[test]
-    fn minimal_chat_request() {
-        let r = chat(r#"{"model":"m","messages":[{"role":"user","content":"Hello"}]}"#).unwrap();
-        assert_eq!(r.messages, vec![ChatMessage::new("user", "Hello")]);
-        assert!(!r.stream);
-        assert_eq!(r.params.max_tokens, None);
-    }
-
-    #[test]
-    fn content_parts_developer_role_and_stream_options() {
-        let r = chat(
-            r#"{"messages":[{"role":"developer","content":"Be brief"},
-            {"role":"user","content":[{"type":"text","text":"Hi "},{"type":"text","text":"there"}]}],
-            "stream":true,"stream_options":{"include_usage":true},"max_completion_tokens":7,
-            "stop":"END","logprobs":true,"top_logprobs":3,"tools":[]}"#,
-        )
-        .unwrap();
-        assert_eq!(r.messages[0].role, "system");
-        assert_eq!(r.messages[1].content, "Hi there");
-        assert!(r.stream && r.include_usage && r.logprobs);
-        assert_eq!(r.params.max_tokens, Some(7));
-        assert_eq!(r.params.stop, vec!["END".to_string()]);
-        assert_eq!(r.params.top_logprobs, Some(3));
-    }
-
-    #[test]
-    fn chat_rejections_name_the_parameter() {
-        for (body, param) in [
-            (r#"{"messages":[]}"#, "messages"),
-            (
-                r#"{"messages":[{"role":"wizard","content":"x"}]}"#,
-                "messages[0].role",
-            ),
-            (r#"{"messages":[{"role":"user","content":"x"}],"n":2}"#, "n"),
-            (
-                r#"{"messages":[{"role":"user","content":"x"}],"max_tokens":0}"#,
-                "max_tokens",
-            ),
-            (
-                r#"{"messages":[{"role":"user","content":"x"}],"max_tokens":5000}"#,
-                "max_tokens",
-            ),
-            (
-                r#"{"messages":[{"role":"user","content":"x"}],"temperature":-1}"#,
-                "temperature",
-            ),
-            (
-                r#"{"messages":[{"role":"user","content":"x"}],"top_p":0}"#,
-                "top_p",
-            ),
-            (
-                r#"{"messages":[{"role":"user","content":"x"}],"top_k":-3}"#,
-                "top_k",
-            ),
-            (
-                r#"{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]}"#,
-                "tools",
-            ),
-            (
-                r#"{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}"#,
-                "response_format",
-            ),
-            (
-                r#"{"messages":[{"role":"user","content":"x"}],"top_logprobs":2}"#,
-                "top_logprobs",
-            ),
-        ] {
-            let e = chat(body).expect_err(body);
-            assert_eq!(e.param.as_deref(), Some(param), "{body}: {e}");
-        }
-        let e = chat("{").unwrap_err();
-        assert!(e.message.contains("parse the JSON"), "{e}");
-        let e = chat(r#"{"messages":"hello"}"#).unwrap_err();
-        assert!(e.message.contains("invalid type"), "{e}");
-    }
 
     #[test]
     fn completion_defaults_and_rejections() {

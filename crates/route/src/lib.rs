@@ -366,12 +366,13 @@ impl Router {
                 .map(Generation::local);
         };
         let serve_local = target.local.is_some() && hub.serves_locally();
-        // Raw text prompts and grammars travel only in Hearth's task extension.
-        let need_hearth =
-            matches!(prompt, RemotePrompt::Text(_)) || request.params.grammar.is_some();
+        // Raw text prompts, grammars and tools travel only in Hearth's task extension.
+        let need_hearth = matches!(prompt, RemotePrompt::Text(_))
+            || request.params.grammar.is_some()
+            || prompt.has_tools();
         // A conversation's next turn prefers the place that ran its last one.
         let conversation = match &prompt {
-            RemotePrompt::Chat(m) => Some(m.as_slice()),
+            RemotePrompt::Chat(c) => Some(c.messages.as_slice()),
             RemotePrompt::Text(_) => None,
         };
         let preferred = conversation.and_then(|m| self.affinity.preferred(m));
@@ -495,8 +496,11 @@ pub fn continuation(info: &ModelInfo, prompt: Prompt, delivered: &str) -> Result
         return Ok(prompt);
     }
     Ok(match prompt {
-        Prompt::Chat(messages) => {
-            let rendered = info.render_chat(&messages).map_err(|e| e.to_string())?;
+        Prompt::Chat(chat) => {
+            if chat.tools.is_some() {
+                return Err("an answer with tools cannot be continued from part of it".into());
+            }
+            let rendered = info.render_chat(&chat).map_err(|e| e.to_string())?;
             Prompt::Text(rendered + delivered)
         }
         Prompt::Text(text) => Prompt::Text(text + delivered),

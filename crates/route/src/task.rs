@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hearth_engine::{Event, FailureKind, ModelInfo, Prompt, Request, SubmitError};
+use hearth_engine::{Chat, Event, FailureKind, ModelInfo, Prompt, Request, SubmitError};
 use hearth_protocol::generation::{RawParams, StopField};
 use hearth_protocol::worker::{self as wp, Task, TaskDone, TaskFailure, TaskId};
 use hearth_protocol::SamplingParams;
@@ -218,7 +218,11 @@ pub fn prepare(task: &Task, model: &ModelInfo) -> Result<Request, TaskFailure> {
             if conversation.is_empty() {
                 return Err(invalid("the task has no system message and no messages"));
             }
-            Prompt::Chat(conversation)
+            Prompt::Chat(Chat {
+                messages: conversation,
+                tools: ext.tools.clone(),
+                think: ext.think,
+            })
         }
     };
     let continued = ext.continue_from.unwrap_or_default();

@@ -204,7 +204,7 @@ pub(crate) async fn chat(
         .submit(
             &target,
             Request {
-                prompt: Prompt::Chat(prompt),
+                prompt: Prompt::Chat(prompt.into()),
                 params,
             },
         )

@@ -68,6 +68,27 @@ impl ApiError {
         )
     }
 
+    /// An answer whose tool calls could not be read: cut off by `max_tokens` (the client's
+    /// to change), or not valid.
+    pub(crate) fn from_call(e: &crate::answer::CallError) -> Self {
+        match e {
+            crate::answer::CallError::Cut(_) => Self::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                Some("tool_call_cut_off"),
+                Some("max_tokens".into()),
+                e.to_string(),
+            ),
+            crate::answer::CallError::Invalid(_) => Self::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+                Some("tool_call_invalid"),
+                None,
+                e.to_string(),
+            ),
+        }
+    }
+
     /// For `/v1/completions`, whose prompt is `prompt`: the chat door's `messages` renamed.
     pub(crate) fn naming_prompt(mut self) -> Self {
         if self.body.error.param.as_deref() == Some("messages") {

@@ -14,12 +14,15 @@
 //! - `/metrics` (`metrics`); and the web UI's files for every other `GET` (`ui`).
 //!
 //! In front of them all: the guard ([`security`]); under them, the accept loop ([`listen`]).
+//! Beside them, `answer`: how the OpenAI and Ollama doors read thinking and tool calls out
+//! of a model's text.
 //!
 //! Architecture invariant: only `hearth-server` knows HTTP routes and `AppState`; below it no
 //! crate names axum. A door translates between its protocol and the route and holds no
 //! generation logic of its own; what the cluster and the split need of the node they get
 //! through `hearth_cluster::Context`, never through `AppState`.
 
+pub(crate) mod answer;
 pub(crate) mod api;
 pub mod auth;
 pub(crate) mod batch;

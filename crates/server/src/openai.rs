@@ -1,5 +1,5 @@
-//! The OpenAI door: `GET /v1/models`, `POST /v1/chat/completions`, `POST /v1/completions`,
-//! non-streaming and streaming (SSE ending in `data: [DONE]`, a usage chunk when
+//! The OpenAI door: `GET /v1/models`, `POST /v1/chat/completions` (in `chat`),
+//! `POST /v1/completions`, non-streaming and streaming (SSE ending in `data: [DONE]`, a usage chunk when
 //! `stream_options.include_usage`). It only translates: validation is hearth-protocol's, token
 //! counts and finish reasons are the engine's. A client that disconnects cancels its generation.
 
@@ -20,15 +20,16 @@ use hearth_engine::{Done, Prompt, Request, TokenEvent};
 
 use super::stream::{Collected, End};
 
-use hearth_protocol::openai::{
-    self as oa, parse_body, ChatCompletionBody, CompletionBody, ErrorBody, RequestError,
-};
+use hearth_protocol::openai::{self as oa, parse_body, CompletionBody, ErrorBody, RequestError};
 use hearth_protocol::Usage;
 use hearth_route::{Generation, Target};
 use tokio_util::sync::CancellationToken;
 
 use super::error::ApiError;
 use super::AppState;
+
+mod chat;
+pub(crate) use chat::chat_completions;
 
 /// How long a request waits for a model that is still loading.
 pub(crate) const MODEL_WAIT: Duration = Duration::from_secs(120);
@@ -163,128 +164,6 @@ fn text_logprobs(tokens: &[TokenEvent], start_offset: usize) -> oa::TextLogprobs
         offset += t.text.len();
     }
     out
-}
-
-pub(crate) async fn chat_completions(
-    State(state): State<Arc<AppState>>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    let body = body_bytes(body)?;
-    let wire: ChatCompletionBody = parse_body(&body).map_err(ApiError::bad_request)?;
-    let target = resolve(&state, wire.model.as_deref()).await?;
-    let req = wire.validate(target.ctx()).map_err(ApiError::bad_request)?;
-    let mut gen = state.router.submit(
-        &target,
-        Request {
-            prompt: Prompt::Chat(req.messages),
-            params: req.params,
-        },
-    )?;
-    let id = format!("chatcmpl-{}", gen.id);
-    let model = target.model.to_string();
-    let created = now_secs();
-    if !req.stream {
-        let c = collect(&mut gen, &state.shutdown, req.logprobs).await?;
-        return Ok(Json(oa::ChatCompletion {
-            id,
-            object: "chat.completion",
-            created,
-            model,
-            choices: vec![oa::ChatChoice {
-                index: 0,
-                message: oa::AssistantMessage {
-                    role: "assistant",
-                    content: c.text,
-                },
-                logprobs: req.logprobs.then(|| chat_logprobs(&c.tokens)),
-                finish_reason: Some(c.done.reason.as_str().to_owned()),
-            }],
-            usage: c.done.usage,
-            timings: timings(&c.done),
-        })
-        .into_response());
-    }
-    let chunk = move |delta: oa::Delta,
-                      logprobs: Option<oa::ChatLogprobs>,
-                      finish: Option<(String, oa::Timings)>,
-                      include_usage: bool| {
-        let (finish_reason, timings) = match finish {
-            Some((r, t)) => (Some(r), Some(t)),
-            None => (None, None),
-        };
-        json(&oa::ChatChunk {
-            id: id.clone(),
-            object: "chat.completion.chunk",
-            created,
-            model: model.clone(),
-            choices: vec![oa::ChunkChoice {
-                index: 0,
-                delta,
-                logprobs,
-                finish_reason,
-            }],
-            usage: include_usage.then_some(None),
-            timings,
-        })
-    };
-    let usage_chunk = {
-        let chunk_id = format!("chatcmpl-{}", gen.id);
-        let model = target.model.to_string();
-        move |usage: Usage| {
-            json(&oa::ChatChunk {
-                id: chunk_id.clone(),
-                object: "chat.completion.chunk",
-                created,
-                model: model.clone(),
-                choices: vec![],
-                usage: Some(Some(usage)),
-                timings: None,
-            })
-        }
-    };
-    let include_usage = req.include_usage;
-    let logprobs = req.logprobs;
-    let first = chunk(
-        oa::Delta {
-            role: Some("assistant"),
-            content: Some(String::new()),
-        },
-        None,
-        None,
-        include_usage,
-    );
-    let on_token = {
-        let chunk = chunk.clone();
-        move |t: &TokenEvent| -> Option<String> {
-            if t.text.is_empty() && !(logprobs && t.logprobs.is_some()) {
-                return None;
-            }
-            Some(chunk(
-                oa::Delta {
-                    role: None,
-                    content: Some(t.text.clone()),
-                },
-                logprobs.then(|| oa::ChatLogprobs {
-                    content: chat_token_logprob(t).into_iter().collect(),
-                }),
-                None,
-                include_usage,
-            ))
-        }
-    };
-    let on_done = move |d: &Done| -> Vec<String> {
-        let mut out = vec![chunk(
-            oa::Delta::default(),
-            None,
-            Some((d.reason.as_str().to_owned(), timings(d))),
-            include_usage,
-        )];
-        if include_usage {
-            out.push(usage_chunk(d.usage));
-        }
-        out
-    };
-    Ok(sse_response(gen, &state, vec![first], on_token, on_done))
 }
 
 pub(crate) async fn completions(

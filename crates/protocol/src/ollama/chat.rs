@@ -1,12 +1,13 @@
-//! Validation of `/api/chat` bodies into [`OllamaChat`]: the model, the messages, sampling
-//! parameters, streaming, `format` and `keep_alive`, with what a node cannot do (images, tools,
-//! thinking) refused in Ollama's words.
+//! Validation of `/api/chat` bodies into [`OllamaChat`]: the model, the messages (tool calls
+//! and results included), sampling parameters, streaming, `format`, `keep_alive`, `tools` and
+//! `think`, with what a node cannot do (images) refused in Ollama's words.
 
 use super::keep_alive::KeepAlive;
 use super::options::Format;
 use super::request::ChatBody;
 use super::{common, model_name, refuse_images, OllamaError};
 use crate::generation::{ChatMessage, SamplingParams};
+use crate::tools::{Tool, ToolCall, ToolSet};
 
 /// A validated `/api/chat` request.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,6 +23,10 @@ pub struct OllamaChat {
     pub keep_alive: Option<KeepAlive>,
     /// The context the client asked for, no larger than the node's.
     pub num_ctx: Option<u32>,
+    /// The tools the model may call (Ollama has no `tool_choice`: the model decides).
+    pub tools: Option<ToolSet>,
+    /// See [`super::OllamaGenerate::think`].
+    pub think: Option<bool>,
 }
 
 impl OllamaChat {
@@ -41,18 +46,25 @@ impl ChatBody {
     pub fn validate(self, max_context: Option<u32>) -> Result<OllamaChat, OllamaError> {
         let model = model_name(&self.model, None)?;
         let c = common(
-            &model,
             self.options.as_ref(),
             self.format.as_ref(),
             self.keep_alive.as_ref(),
             self.think.as_ref(),
             max_context,
         )?;
-        // Ollama's answer for a model without the tools capability; a node calls no tools.
-        if self.tools.as_ref().is_some_and(|t| !t.is_empty()) {
-            return Err(OllamaError::bad_request(format!(
-                "{model:?} does not support tools"
-            )));
+        let mut tools = Vec::new();
+        for (i, t) in self.tools.unwrap_or_default().into_iter().enumerate() {
+            tools.push(
+                serde_json::from_value::<Tool>(t)
+                    .map_err(|e| OllamaError::bad_request(format!("tools[{i}]: {e}")))?,
+            );
+        }
+        let tools = ToolSet::validate(tools, None, None)
+            .map_err(|e| OllamaError::bad_request(e.message))?;
+        if tools.is_some() && c.format.is_some() {
+            return Err(OllamaError::bad_request(
+                "format cannot be combined with tools: a tool call has its own format",
+            ));
         }
         let mut messages = Vec::with_capacity(self.messages.len());
         for (i, m) in self.messages.into_iter().enumerate() {
@@ -65,9 +77,23 @@ impl ChatBody {
                 )));
             }
             refuse_images(&model, m.images.as_ref())?;
+            let mut tool_calls = Vec::new();
+            for (j, call) in m.tool_calls.unwrap_or_default().into_iter().enumerate() {
+                let mut call: ToolCall = serde_json::from_value(call).map_err(|e| {
+                    OllamaError::bad_request(format!("messages[{i}].tool_calls[{j}]: {e}"))
+                })?;
+                // Ollama's calls carry no id; the template may want one to pair results.
+                if call.id.is_empty() {
+                    call.id = format!("call_{i}_{j}");
+                }
+                tool_calls.push(call);
+            }
             messages.push(ChatMessage {
                 role,
                 content: m.content.unwrap_or_default(),
+                tool_calls,
+                tool_call_id: None,
+                name: m.tool_name,
             });
         }
         Ok(OllamaChat {
@@ -78,6 +104,8 @@ impl ChatBody {
             format: c.format,
             keep_alive: c.keep_alive,
             num_ctx: c.num_ctx,
+            tools,
+            think: c.think,
         })
     }
 }
@@ -122,16 +150,23 @@ mod tests {
         )
         .unwrap();
         assert!(matches!(c.format, Some(Format::Schema(_))));
-        // A tool result in the history is read as a message (its tool_name ignored).
+        // A tool call and its result in the history.
         let c = chat(r#"{"model": "m", "messages": [{"role": "assistant", "content": "",
             "tool_calls": [{"function": {"name": "get_weather", "arguments": {"city": "Toronto"}}}]},
             {"role": "tool", "content": "11 degrees celsius", "tool_name": "get_weather"}],
             "think": false, "tools": []}"#)
         .unwrap();
-        assert_eq!(
-            c.messages[1],
-            ChatMessage::new("tool", "11 degrees celsius")
-        );
+        assert_eq!(c.messages[0].tool_calls[0].name, "get_weather");
+        assert_eq!(c.messages[0].tool_calls[0].arguments["city"], "Toronto");
+        assert_eq!(c.messages[1].content, "11 degrees celsius");
+        assert_eq!(c.messages[1].name.as_deref(), Some("get_weather"));
+        assert_eq!(c.think, Some(false));
+        assert!(c.tools.is_none());
+        let c = chat(r#"{"model": "m", "messages": [{"role": "user", "content": "x"}], "think": "high",
+            "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]}"#)
+        .unwrap();
+        assert_eq!(c.think, Some(true));
+        assert_eq!(c.tools.unwrap().tools[0].name, "get_weather");
     }
 
     #[test]
@@ -165,18 +200,14 @@ mod tests {
             ),
             (r#""model": "m", "format": "yaml""#, "invalid format"),
             (r#""model": "m", "keep_alive": "forever""#, "keep_alive"),
-            (
-                r#""model": "m", "think": true"#,
-                "does not support thinking",
-            ),
-            (
-                r#""model": "m", "think": "high""#,
-                "does not support thinking",
-            ),
             (r#""model": "m", "think": "very""#, "invalid think value"),
             (
                 r#""model": "m", "tools": [{"type": "function"}]"#,
-                "\"m\" does not support tools",
+                "tools[0]: missing field `function`",
+            ),
+            (
+                r#""model": "m", "tools": [{"type": "function", "function": {"name": "f", "parameters": 3}}]"#,
+                "JSON Schema",
             ),
         ] {
             let e = chat(&format!(r#"{{{extra}, "messages": {user}}}"#)).expect_err(extra);

@@ -1,6 +1,6 @@
 //! Validation of `/api/generate` bodies into [`OllamaGenerate`]: the model, the prompt (raw or
 //! for the chat template, with `system` and `context`), sampling parameters, streaming, `format`
-//! and `keep_alive`, with what a node cannot do (images, `suffix`, `template`) refused.
+//! `keep_alive` and `think`, with what a node cannot do (images, `suffix`, `template`) refused.
 
 use super::keep_alive::KeepAlive;
 use super::options::Format;
@@ -25,6 +25,9 @@ pub struct OllamaGenerate {
     pub format: Option<Format>,
     pub keep_alive: Option<KeepAlive>,
     pub num_ctx: Option<u32>,
+    /// `think`: the answer's thinking apart (`true`), or thinking turned off where the template
+    /// can (`false`); `None` leaves it to the model.
+    pub think: Option<bool>,
 }
 
 impl OllamaGenerate {
@@ -54,7 +57,6 @@ impl GenerateBody {
     pub fn validate(self, max_context: Option<u32>) -> Result<OllamaGenerate, OllamaError> {
         let model = model_name(&self.model, None)?;
         let c = common(
-            &model,
             self.options.as_ref(),
             self.format.as_ref(),
             self.keep_alive.as_ref(),
@@ -102,6 +104,7 @@ impl GenerateBody {
             format: c.format,
             keep_alive: c.keep_alive,
             num_ctx: c.num_ctx,
+            think: c.think,
         })
     }
 }

@@ -4,7 +4,7 @@
 //!
 //! Choices where Ollama is loose, each explained where it is made: values Ollama clamps or
 //! passes on silently (temperature above 2, `repeat_penalty` 0) are refused with a 400 like
-//! every other Hearth door; `template`, `suffix`, images, tools and thinking are refused since
+//! every other Hearth door; `template`, `suffix` and images are refused since
 //! a node cannot honour them; a negative or zero `num_predict` means "no limit" and a negative
 //! `seed` means "random", as in Ollama's own runner.
 
@@ -27,7 +27,7 @@ pub use request::{
 };
 pub use response::{
     nanos, ChatChunk, ChatResponse, DoneReason, EmbedResponse, EmbeddingsResponse, ErrorBody,
-    GenerateChunk, GenerateResponse, Metrics, ProgressLine, VersionResponse,
+    GenerateChunk, GenerateResponse, Metrics, ProgressLine, ReplyMessage, VersionResponse,
 };
 
 use serde::Deserialize;
@@ -134,6 +134,7 @@ pub(crate) fn model_name(model: &str, name: Option<&str>) -> Result<String, Olla
 
 /// What every generation body shares, validated.
 struct Common {
+    think: Option<bool>,
     params: SamplingParams,
     num_ctx: Option<u32>,
     format: Option<Format>,
@@ -141,7 +142,6 @@ struct Common {
 }
 
 fn common(
-    model: &str,
     options: Option<&Options>,
     format: Option<&Value>,
     keep_alive: Option<&Value>,
@@ -150,8 +150,9 @@ fn common(
 ) -> Result<Common, OllamaError> {
     let none = Options::default();
     let (params, num_ctx) = options.unwrap_or(&none).validate(max_context)?;
-    check_think(model, think)?;
+    let think = check_think(think)?;
     Ok(Common {
+        think,
         params,
         num_ctx,
         format: Format::parse(format)?,
@@ -159,26 +160,18 @@ fn common(
     })
 }
 
-/// `think`: a boolean or a level, as Ollama checks it. Asking for thinking is refused as
-/// Ollama refuses it for a model without the capability: a node returns no separate
-/// `thinking` text.
-fn check_think(model: &str, think: Option<&Value>) -> Result<(), OllamaError> {
-    let wants = match think {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(Value::String(s)) if ["low", "medium", "high", "max"].contains(&s.as_str()) => true,
-        Some(other) => {
-            return Err(OllamaError::bad_request(format!(
-                "invalid think value: {other} (must be true, false, \"low\", \"medium\", \"high\" or \"max\")"
-            )))
+/// `think`: a boolean or a level, as Ollama checks it. `None`: not said (the model's default).
+fn check_think(think: Option<&Value>) -> Result<Option<bool>, OllamaError> {
+    match think {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(Value::String(s)) if ["low", "medium", "high", "max"].contains(&s.as_str()) => {
+            Ok(Some(true))
         }
-    };
-    if wants {
-        return Err(OllamaError::bad_request(format!(
-            "{model:?} does not support thinking"
-        )));
+        Some(other) => Err(OllamaError::bad_request(format!(
+            "invalid think value: {other} (must be true, false, \"low\", \"medium\", \"high\" or \"max\")"
+        ))),
     }
-    Ok(())
 }
 
 fn refuse_images(model: &str, images: Option<&Vec<Value>>) -> Result<(), OllamaError> {

@@ -11,8 +11,8 @@ use super::options::{deserialize_options, Options};
 use super::{model_name, OllamaError};
 use crate::limits::MAX_EMBEDDING_INPUTS;
 
-/// One message of `/api/chat`. `thinking`, `tool_calls`, `tool_name` and other fields are
-/// accepted and ignored; `images` is read only to refuse it (a node has no vision).
+/// One message of `/api/chat`. `thinking` and other fields are accepted and ignored; `images`
+/// is read only to refuse it (a node has no vision).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct WireMessage {
     #[serde(default)]
@@ -21,6 +21,12 @@ pub struct WireMessage {
     pub content: Option<String>,
     #[serde(default)]
     pub images: Option<Vec<Value>>,
+    /// An assistant turn's calls: `[{"function": {"name", "arguments": {...}}}]`.
+    #[serde(default)]
+    pub tool_calls: Option<Vec<Value>>,
+    /// The function a `tool` turn's result comes from.
+    #[serde(default)]
+    pub tool_name: Option<String>,
 }
 
 /// `messages` as objects only (`null` is none, as in Ollama); see [`super::parse_body`].

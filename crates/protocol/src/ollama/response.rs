@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::generation::{ChatMessage, FinishReason};
+use crate::generation::FinishReason;
+use crate::tools::ToolCall;
 
 /// A duration in Ollama's unit: whole nanoseconds (saturating, past 584 years).
 pub fn nanos(d: Duration) -> u64 {
@@ -57,12 +58,24 @@ pub struct ChatResponse {
     pub model: String,
     /// RFC 3339.
     pub created_at: String,
-    pub message: ChatMessage,
+    pub message: ReplyMessage,
     pub done: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub done_reason: Option<DoneReason>,
     #[serde(flatten)]
     pub metrics: Option<Metrics>,
+}
+
+/// The assistant's message on a `/api/chat` line: its text, its thinking (with `think`) and
+/// its tool calls, each left out when empty as Ollama leaves them out.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReplyMessage {
+    pub role: &'static str,
+    pub content: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
 }
 
 /// A streamed `/api/chat` line is the same object as the final one.
@@ -74,7 +87,12 @@ impl ChatResponse {
         Self {
             model: model.to_owned(),
             created_at: created_at.to_owned(),
-            message: ChatMessage::new("assistant", content),
+            message: ReplyMessage {
+                role: "assistant",
+                content: content.into(),
+                thinking: None,
+                tool_calls: Vec::new(),
+            },
             done: false,
             done_reason: None,
             metrics: None,
@@ -105,6 +123,9 @@ pub struct GenerateResponse {
     pub model: String,
     pub created_at: String,
     pub response: String,
+    /// The model's thinking, with `think: true`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<String>,
     pub done: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub done_reason: Option<DoneReason>,
@@ -123,6 +144,7 @@ impl GenerateResponse {
             model: model.to_owned(),
             created_at: created_at.to_owned(),
             response: response.into(),
+            thinking: None,
             done: false,
             done_reason: None,
             context: None,

@@ -55,12 +55,8 @@ impl Task {
             Value::Array(
                 self.messages
                     .iter()
-                    .map(|c| {
-                        let mut o = Map::new();
-                        o.insert("role".into(), Value::from(c.role.clone()));
-                        o.insert("content".into(), Value::from(c.content.clone()));
-                        Value::Object(o)
-                    })
+                    // Role and content, plus the tool fields when a turn has them.
+                    .filter_map(|c| serde_json::to_value(c).ok())
                     .collect(),
             ),
         );
@@ -112,6 +108,12 @@ pub struct HearthTask {
     /// A GBNF grammar the answer must follow (a JSON format or schema the client asked for).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grammar: Option<String>,
+    /// The tools the model may call; the worker renders and constrains them for its model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<crate::tools::ToolSet>,
+    /// Whether the model should think first, where its template can turn thinking on or off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think: Option<bool>,
 }
 
 /// A text frame from the hub.
@@ -278,7 +280,19 @@ fn message(index: usize, v: &Value) -> Result<ChatMessage, String> {
                     ))
                 }
             };
-            Ok(ChatMessage { role, content })
+            let tool_calls = match o.get("tool_calls") {
+                None | Some(Value::Null) => Vec::new(),
+                Some(v) => serde_json::from_value(v.clone())
+                    .map_err(|e| format!("messages[{index}].tool_calls: {e}"))?,
+            };
+            let text = |k: &str| o.get(k).and_then(Value::as_str).map(str::to_owned);
+            Ok(ChatMessage {
+                role,
+                content,
+                tool_calls,
+                tool_call_id: text("tool_call_id"),
+                name: text("name"),
+            })
         }
         other => Err(format!(
             "messages[{index}] must be a string or an object, got {}",

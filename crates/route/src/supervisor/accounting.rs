@@ -64,7 +64,7 @@ impl Job {
     pub(super) fn local_prompt_tokens(&self) -> Option<u32> {
         let info = self.host.model_info(&self.model)?;
         let text = match &self.prompt {
-            RemotePrompt::Chat(m) => info.render_chat(m).ok()?,
+            RemotePrompt::Chat(c) => info.render_chat(c).ok()?,
             RemotePrompt::Text(t) => t.clone(),
         };
         u32::try_from(info.count_tokens(&text)).ok()

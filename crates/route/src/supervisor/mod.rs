@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use hearth_engine::{Event, Failure, FailureKind, Prompt, TokenEvent};
+use hearth_engine::{Chat, Event, Failure, FailureKind, Prompt, TokenEvent};
 use hearth_protocol::cluster::ControlAction;
 use hearth_protocol::worker::{self as wp, HearthTask, Task, TaskDone, TaskFailure, STATE_PENDING};
 use hearth_protocol::{ChatMessage, ModelId, RequestId, SamplingParams};
@@ -146,11 +146,17 @@ enum Outcome {
 /// leave it and have no remote form.
 #[derive(Debug, Clone)]
 pub(super) enum RemotePrompt {
-    Chat(Vec<ChatMessage>),
+    Chat(Chat),
     Text(String),
 }
 
 impl RemotePrompt {
+    /// Whether the answer's form is constrained beyond sampling: a grammar starts from its
+    /// first symbol, and tools bring one, so such answers are never continued from part of them.
+    pub(super) fn has_tools(&self) -> bool {
+        matches!(self, Self::Chat(c) if c.tools.is_some())
+    }
+
     pub(super) fn of(prompt: &Prompt) -> Option<Self> {
         match prompt {
             Prompt::Chat(m) => Some(Self::Chat(m.clone())),
@@ -262,7 +268,8 @@ impl Job {
     async fn re_place(&mut self, what: String) -> Option<Placement> {
         self.losses += 1;
         // A grammar starts from its first symbol: text cut mid-way through cannot be carried on.
-        if self.params.grammar.is_some() && !self.delivered.is_empty() {
+        if (self.params.grammar.is_some() || self.prompt.has_tools()) && !self.delivered.is_empty()
+        {
             let msg = format!("{what}; an answer in a required format (JSON) cannot be continued from part of it elsewhere");
             self.fail(msg).await;
             return None;
@@ -299,11 +306,12 @@ impl Job {
         }
     }
 
-    /// Raw prompts, grammars, and sampled answers with text already delivered, need a place
-    /// that understands Hearth's extension (or this node).
+    /// Raw prompts, grammars, tools, and sampled answers with text already delivered, need a
+    /// place that understands Hearth's extension (or this node).
     fn need_hearth(&self) -> bool {
         matches!(self.prompt, RemotePrompt::Text(_))
             || self.params.grammar.is_some()
+            || self.prompt.has_tools()
             || (!self.delivered.is_empty() && !self.params.is_greedy())
     }
 
@@ -368,15 +376,17 @@ impl Job {
     /// on a worker that cannot continue).
     fn task_for(&self, r: &Reservation, continuing: bool, prior: u32) -> (Task, String) {
         let params = &self.params;
-        let (system, messages, raw) = match &self.prompt {
-            RemotePrompt::Chat(m) => {
-                let (system, rest) = split_system(m);
-                (system, rest, None)
+        let (system, messages, raw, tools, think) = match &self.prompt {
+            RemotePrompt::Chat(c) => {
+                let (system, rest) = split_system(&c.messages);
+                (system, rest, None, c.tools.clone(), c.think)
             }
             RemotePrompt::Text(t) => (
                 None,
                 vec![ChatMessage::new("user", t.clone())],
                 Some(t.clone()),
+                None,
+                None,
             ),
         };
         let max_new_tokens = match params.max_tokens {
@@ -401,6 +411,8 @@ impl Job {
             stop: (!params.stop.is_empty()).then(|| params.stop.clone()),
             ignore_eos: params.ignore_eos.then_some(true),
             grammar: params.grammar.clone(),
+            tools,
+            think,
         });
         let skip = if continuing && !r.hearth {
             self.delivered.clone()

@@ -445,7 +445,7 @@ impl Session {
             return;
         }
         let prompt = match g.prompt {
-            GeneratePrompt::Chat(messages) => Prompt::Chat(messages),
+            GeneratePrompt::Chat(messages) => Prompt::Chat(messages.into()),
             GeneratePrompt::Raw(text) => Prompt::Text(text),
         };
         let target = match self

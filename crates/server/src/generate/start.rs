@@ -109,7 +109,7 @@ impl Session {
         let prompt = if config.options.raw {
             Prompt::Text(config.prompt.clone())
         } else {
-            Prompt::Chat(vec![ChatMessage::new("user", config.prompt.clone())])
+            Prompt::Chat(vec![ChatMessage::new("user", config.prompt.clone())].into())
         };
         let max_tokens = params.max_tokens;
         let gen = match self

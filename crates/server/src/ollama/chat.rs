@@ -16,14 +16,15 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::{Stream, StreamExt as _};
-use hearth_engine::{Done, Failure, Prompt, Request, TokenEvent};
+use hearth_engine::{Chat, Done, Failure, Prompt, Request, TokenEvent};
 use hearth_protocol::ollama::{
     parse_body, ChatBody, ChatResponse, DoneReason, ErrorBody, Format, GenerateBody,
     GenerateResponse, KeepAlive, Metrics, OllamaError,
 };
-use hearth_protocol::SamplingParams;
+use hearth_protocol::{SamplingParams, ToolCall};
 
 use super::{error, failure_error, model_name, now_rfc3339, resolve_error, submit_error, Reply};
+use crate::answer::{self, CallError, Piece, Splitter};
 use crate::openai::MODEL_WAIT;
 use crate::stream::{self, End};
 use crate::AppState;
@@ -57,14 +58,41 @@ pub(super) async fn resolve(
 
 /// `format` as a grammar on `params`.
 fn constrain(params: &mut SamplingParams, format: Option<Format>) -> Result<(), OllamaError> {
-    let grammar = match format {
-        None => return Ok(()),
-        Some(Format::Json) => hearth_engine::grammar::json_object(),
-        Some(Format::Schema(schema)) => hearth_engine::grammar::from_json_schema(&schema),
-    };
-    params.grammar =
-        Some(grammar.map_err(|e| OllamaError::bad_request(format!("invalid format: {e}")))?);
-    Ok(())
+    answer::constrain(params, format)
+        .map_err(|e| OllamaError::bad_request(format!("invalid format: {e}")))
+}
+
+/// An answer whose tool calls could not be read: cut off (the client's `num_predict` to
+/// raise), or not valid.
+fn call_error(e: &CallError) -> OllamaError {
+    OllamaError {
+        status: match e {
+            CallError::Cut(_) => 400,
+            CallError::Invalid(_) => 500,
+        },
+        message: e.to_string().replace("max_tokens", "num_predict"),
+        retry_after: None,
+    }
+}
+
+/// One streamed line of `/api/chat` for what a token released: its text and its thinking.
+fn chat_line(model: &str, pieces: Vec<Piece>, calls: Vec<ToolCall>) -> Option<String> {
+    if pieces.is_empty() && calls.is_empty() {
+        return None;
+    }
+    let mut chunk = ChatResponse::chunk(model, &now_rfc3339(), "");
+    for p in pieces {
+        match p {
+            Piece::Content(t) => chunk.message.content.push_str(&t),
+            Piece::Reasoning(t) => chunk
+                .message
+                .thinking
+                .get_or_insert_with(String::new)
+                .push_str(&t),
+        }
+    }
+    chunk.message.tool_calls = calls;
+    Some(line(&chunk))
 }
 
 /// Ollama's unload request (no input and `keep_alive: 0`): unload `model` when it is loaded
@@ -194,44 +222,75 @@ pub(crate) async fn chat(
         return Ok(Json(done).into_response());
     }
     constrain(&mut req.params, req.format.take())?;
+    if let Some(t) = &req.tools {
+        hearth_engine::tools::check(t)
+            .map_err(|e| OllamaError::bad_request(format!("invalid tools: {e}")))?;
+    }
+    let tools = req.tools.clone();
     let mut gen = state
         .router
         .submit(
             &target,
             Request {
-                prompt: Prompt::Chat(req.messages),
+                prompt: Prompt::Chat(Chat {
+                    messages: req.messages,
+                    tools: req.tools,
+                    think: req.think,
+                }),
                 params: req.params,
             },
         )
         .map_err(submit_error)?;
+    // Thinking goes apart unless the client turned it off (then it stays in the text, if the
+    // template could not turn it off).
+    let splitter = Splitter::new(req.think != Some(false), tools, gen.id.to_string());
     if !req.stream {
         let c = stream::collect(&mut gen, &state.shutdown, false)
             .await
             .map_err(collected_error)?;
-        let done = ChatResponse::done(
+        let (thinking, content, calls) = answer::split_whole(splitter, &c.text, c.done.reason)
+            .map_err(|e| Reply(call_error(&e)))?;
+        let mut done = ChatResponse::done(
             &model,
             &now_rfc3339(),
-            c.text,
+            content,
             c.done.reason.into(),
             Some(metrics(&c.done, received, load)),
         );
+        done.message.thinking = thinking;
+        done.message.tool_calls = calls;
         return Ok(Json(done).into_response());
     }
+    let splitter = Arc::new(Mutex::new(Some(splitter)));
     let on_token = {
         let model = model.clone();
+        let splitter = splitter.clone();
         move |t: &TokenEvent| -> Option<String> {
-            (!t.text.is_empty())
-                .then(|| line(&ChatResponse::chunk(&model, &now_rfc3339(), t.text.clone())))
+            let pieces = splitter.lock().ok()?.as_mut()?.push(&t.text);
+            chat_line(&model, pieces, vec![])
         }
     };
     let on_done = move |d: &Done| -> Vec<String> {
-        vec![line(&ChatResponse::done(
+        let Some(splitter) = splitter.lock().ok().and_then(|mut s| s.take()) else {
+            return vec![];
+        };
+        let ending = match splitter.finish(d.reason) {
+            Ok(e) => e,
+            Err(e) => return vec![error_line(&call_error(&e).message)],
+        };
+        // Ollama sends the calls on a line of their own before the final one.
+        let mut out: Vec<String> = chat_line(&model, ending.pieces, vec![])
+            .into_iter()
+            .chain(chat_line(&model, vec![], ending.calls))
+            .collect();
+        out.push(line(&ChatResponse::done(
             &model,
             &now_rfc3339(),
             "",
             d.reason.into(),
             Some(metrics(d, received, load)),
-        ))]
+        )));
+        out
     };
     Ok(ndjson(stream::batches(
         gen,
@@ -268,11 +327,16 @@ pub(crate) async fn generate(
     // The token ids of the prompt as this node's model reads it: the start of `context`, which
     // is answered only when this node's model ran the whole answer (tokens with ids).
     let mut context: Option<Vec<u32>> = None;
+    let chat = Chat {
+        messages: req.messages(),
+        tools: None,
+        think: req.think,
+    };
     let prompt = if req.raw {
         Prompt::Text(req.prompt.clone())
     } else if let Some(info) = &target.local {
         let rendered = info
-            .render_chat(&req.messages())
+            .render_chat(&chat)
             .map_err(|e| error(StatusCode::BAD_REQUEST, e.to_string()))?;
         let mut ids = std::mem::take(&mut req.context);
         let continuing = !ids.is_empty();
@@ -286,10 +350,10 @@ pub(crate) async fn generate(
             // Token ids are this node's own: such a request runs here.
             Prompt::Tokens(ids)
         } else {
-            Prompt::Chat(req.messages())
+            Prompt::Chat(chat)
         }
     } else if req.context.is_empty() {
-        Prompt::Chat(req.messages())
+        Prompt::Chat(chat)
     } else {
         return Err(OllamaError::bad_request(format!(
             "context (token ids) can only continue on a node that has '{model}' itself; send the conversation to /api/chat instead"
@@ -308,6 +372,9 @@ pub(crate) async fn generate(
         .map_err(submit_error)?;
     // Only this engine's tokens carry its ids.
     let context = context.filter(|_| gen.is_local());
+    // `think: true` asks for the thinking apart, in `thinking`.
+    let splitter = (req.think == Some(true) && !req.raw)
+        .then(|| Splitter::new(true, None, gen.id.to_string()));
     let with_ids = |mut ids: Vec<u32>, tokens: &[TokenEvent]| {
         ids.extend(tokens.iter().filter_map(token_id));
         ids
@@ -316,17 +383,28 @@ pub(crate) async fn generate(
         let c = stream::collect(&mut gen, &state.shutdown, context.is_some())
             .await
             .map_err(collected_error)?;
+        let (thinking, text) = match splitter {
+            Some(s) => {
+                let (thinking, content, _) = answer::split_whole(s, &c.text, c.done.reason)
+                    .map_err(|e| Reply(call_error(&e)))?;
+                (thinking, content)
+            }
+            None => (None, c.text),
+        };
         let mut done = GenerateResponse::done(
             &model,
             &now_rfc3339(),
-            c.text,
+            text,
             c.done.reason.into(),
             Some(metrics(&c.done, received, load)),
         );
+        done.thinking = thinking;
         done.context = context.map(|ids| with_ids(ids, &c.tokens));
         return Ok(Json(done).into_response());
     }
-    Ok(generate_stream(gen, &state, model, context, received, load))
+    Ok(generate_stream(
+        gen, &state, model, context, splitter, received, load,
+    ))
 }
 
 /// The token's id (text released at the end, a held-back tail, has none).
@@ -339,29 +417,46 @@ fn generate_stream(
     state: &AppState,
     model: String,
     context: Option<Vec<u32>>,
+    splitter: Option<Splitter>,
     received: Instant,
     load: Duration,
 ) -> Response {
     let context = Arc::new(Mutex::new(context));
+    let splitter = Arc::new(Mutex::new(splitter));
+    let line_of = |model: &str, pieces: Vec<Piece>| -> Option<String> {
+        let mut chunk = GenerateResponse::chunk(model, &now_rfc3339(), "");
+        for p in pieces {
+            match p {
+                Piece::Content(t) => chunk.response.push_str(&t),
+                Piece::Reasoning(t) => chunk.thinking.get_or_insert_with(String::new).push_str(&t),
+            }
+        }
+        (!chunk.response.is_empty() || chunk.thinking.is_some()).then(|| line(&chunk))
+    };
     let on_token = {
         let model = model.clone();
         let context = context.clone();
+        let splitter = splitter.clone();
         move |t: &TokenEvent| -> Option<String> {
             if let (Some(id), Ok(mut c)) = (token_id(t), context.lock()) {
                 if let Some(ids) = c.as_mut() {
                     ids.push(id);
                 }
             }
-            (!t.text.is_empty()).then(|| {
-                line(&GenerateResponse::chunk(
-                    &model,
-                    &now_rfc3339(),
-                    t.text.clone(),
-                ))
-            })
+            let pieces = match splitter.lock().ok()?.as_mut() {
+                Some(s) => s.push(&t.text),
+                None => vec![Piece::Content(t.text.clone())],
+            };
+            line_of(&model, pieces)
         }
     };
     let on_done = move |d: &Done| -> Vec<String> {
+        let held = splitter.lock().ok().and_then(|mut s| s.take());
+        let mut out: Vec<String> = match held.map(|s| s.finish(d.reason)) {
+            Some(Ok(end)) => line_of(&model, end.pieces).into_iter().collect(),
+            Some(Err(e)) => return vec![error_line(&call_error(&e).message)],
+            None => vec![],
+        };
         let mut done = GenerateResponse::done(
             &model,
             &now_rfc3339(),
@@ -370,7 +465,8 @@ fn generate_stream(
             Some(metrics(d, received, load)),
         );
         done.context = context.lock().ok().and_then(|mut c| c.take());
-        vec![line(&done)]
+        out.push(line(&done));
+        out
     };
     ndjson(stream::batches(
         gen,

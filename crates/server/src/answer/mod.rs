@@ -1,0 +1,220 @@
+//! What a door makes of a model's raw text before a client sees it: thinking apart from the
+//! answer (`reasoning`), tool calls apart from text (`tool_calls`), both while it streams and
+//! at its end; and a client's `format` as the grammar the engine enforces. One reader for the
+//! OpenAI and Ollama doors, so both split an answer the same way.
+
+mod reasoning;
+mod tool_calls;
+
+use hearth_protocol::ollama::Format;
+use hearth_protocol::tools::{ToolCall, ToolSet};
+use hearth_protocol::{FinishReason, SamplingParams};
+
+pub(crate) use reasoning::Piece;
+use reasoning::Thinking;
+use tool_calls::{Read, Scanner};
+
+/// Why the answer's calls could not be read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub(crate) enum CallError {
+    #[error("{0}: max_tokens was reached first; raise max_tokens")]
+    Cut(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// How the end of an answer reads.
+#[derive(Debug, Default)]
+pub(crate) struct Ending {
+    /// Text still held back, released now.
+    pub pieces: Vec<Piece>,
+    pub calls: Vec<ToolCall>,
+}
+
+/// Splits one answer as it streams.
+#[derive(Debug)]
+pub(crate) struct Splitter {
+    thinking: Option<Thinking>,
+    tools: Option<(ToolSet, Scanner)>,
+    id: String,
+}
+
+impl Splitter {
+    /// `reasoning`: thinking goes apart (else it stays in the text). `tools`: calls are read.
+    /// `id` makes the calls' ids (`call_{id}_{n}`).
+    pub(crate) fn new(reasoning: bool, tools: Option<ToolSet>, id: impl Into<String>) -> Self {
+        Self {
+            thinking: reasoning.then(Thinking::new),
+            tools: tools.map(|t| (t, Scanner::default())),
+            id: id.into(),
+        }
+    }
+
+    pub(crate) fn push(&mut self, text: &str) -> Vec<Piece> {
+        let mut pieces = Vec::new();
+        match &mut self.thinking {
+            Some(t) => t.push(text, &mut pieces),
+            None => pieces.push(Piece::Content(text.to_owned())),
+        }
+        self.scan(pieces)
+    }
+
+    /// Everything held, and the calls, once the answer ended for `reason`.
+    pub(crate) fn finish(mut self, reason: FinishReason) -> Result<Ending, CallError> {
+        let mut pieces = Vec::new();
+        if let Some(t) = self.thinking.take() {
+            t.finish(&mut pieces);
+        }
+        let mut pieces = self.scan(pieces);
+        let Some((tools, scanner)) = self.tools else {
+            return Ok(Ending {
+                pieces,
+                calls: vec![],
+            });
+        };
+        let calls = match scanner.finish(&tools, &self.id) {
+            Read::Calls { content, calls } => {
+                push_content(&mut pieces, content);
+                calls
+            }
+            Read::Text(text) => {
+                if tools.must_call() {
+                    return Err(failure(
+                        reason,
+                        "the model answered without calling a tool".into(),
+                    ));
+                }
+                push_content(&mut pieces, text);
+                vec![]
+            }
+            Read::Broken(why) => return Err(failure(reason, why)),
+        };
+        Ok(Ending { pieces, calls })
+    }
+
+    /// Content through the tool scanner, when there is one.
+    fn scan(&mut self, pieces: Vec<Piece>) -> Vec<Piece> {
+        let Some((_, scanner)) = &mut self.tools else {
+            return pieces.into_iter().filter(|p| !is_empty(p)).collect();
+        };
+        let mut out = Vec::with_capacity(pieces.len());
+        for p in pieces {
+            match p {
+                Piece::Content(t) => push_content(&mut out, scanner.push(&t)),
+                r => out.push(r),
+            }
+        }
+        out.retain(|p| !is_empty(p));
+        out
+    }
+}
+
+/// The whole of a finished answer: its thinking, its text and its calls.
+pub(crate) fn split_whole(
+    mut splitter: Splitter,
+    text: &str,
+    reason: FinishReason,
+) -> Result<(Option<String>, String, Vec<ToolCall>), CallError> {
+    let mut pieces = splitter.push(text);
+    let end = splitter.finish(reason)?;
+    pieces.extend(end.pieces);
+    let (mut thinking, mut content) = (None::<String>, String::new());
+    for p in pieces {
+        match p {
+            Piece::Reasoning(r) => thinking.get_or_insert_with(String::new).push_str(&r),
+            Piece::Content(c) => content.push_str(&c),
+        }
+    }
+    Ok((thinking, content, end.calls))
+}
+
+fn failure(reason: FinishReason, why: String) -> CallError {
+    if reason == FinishReason::Length {
+        CallError::Cut(why)
+    } else {
+        CallError::Invalid(why)
+    }
+}
+
+fn push_content(out: &mut Vec<Piece>, text: String) {
+    if !text.is_empty() {
+        out.push(Piece::Content(text));
+    }
+}
+
+fn is_empty(p: &Piece) -> bool {
+    match p {
+        Piece::Reasoning(t) | Piece::Content(t) => t.is_empty(),
+    }
+}
+
+/// A client's `format` (Ollama) or `response_format` (OpenAI) as a grammar on `params`.
+pub(crate) fn constrain(
+    params: &mut SamplingParams,
+    format: Option<Format>,
+) -> Result<(), hearth_engine::grammar::GrammarError> {
+    let grammar = match format {
+        None => return Ok(()),
+        Some(Format::Json) => hearth_engine::grammar::json_object()?,
+        Some(Format::Schema(schema)) => hearth_engine::grammar::from_json_schema(&schema)?,
+    };
+    params.grammar = Some(grammar);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hearth_protocol::tools::{Tool, ToolChoice};
+    use serde_json::json;
+
+    fn tools(choice: ToolChoice) -> ToolSet {
+        ToolSet {
+            tools: vec![Tool {
+                name: "f".into(),
+                description: None,
+                parameters: json!({"type": "object"}),
+            }],
+            choice,
+            parallel: true,
+        }
+    }
+
+    #[test]
+    fn thinking_then_a_call() {
+        let s = Splitter::new(true, Some(tools(ToolChoice::Auto)), "7");
+        let (thinking, content, calls) = split_whole(
+            s,
+            "<think>Use f.</think>\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>",
+            FinishReason::Stop,
+        )
+        .unwrap();
+        assert_eq!(thinking.as_deref(), Some("Use f."));
+        assert_eq!(content, "");
+        assert_eq!(calls[0].id, "call_7_0");
+    }
+
+    #[test]
+    fn required_calls_that_do_not_come_are_errors_named_by_why_they_ended() {
+        let s = Splitter::new(false, Some(tools(ToolChoice::Required)), "1");
+        let e = split_whole(
+            s,
+            "{\"tool_call\": {\"name\": \"f\", \"argum",
+            FinishReason::Length,
+        )
+        .unwrap_err();
+        assert!(matches!(e, CallError::Cut(_)), "{e}");
+        assert!(e.to_string().contains("max_tokens"), "{e}");
+        let s = Splitter::new(false, Some(tools(ToolChoice::Required)), "1");
+        let e = split_whole(s, "Hello", FinishReason::Stop).unwrap_err();
+        assert!(matches!(e, CallError::Invalid(_)), "{e}");
+    }
+
+    #[test]
+    fn without_reasoning_thinking_stays_in_the_text() {
+        let s = Splitter::new(false, None, "1");
+        let (thinking, content, _) =
+            split_whole(s, "<think>x</think>y", FinishReason::Stop).unwrap();
+        assert_eq!((thinking, content.as_str()), (None, "<think>x</think>y"));
+    }
+}

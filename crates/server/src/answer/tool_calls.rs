@@ -1,0 +1,310 @@
+//! Tool calls read back out of a model's text, in every format the engine may have asked for
+//! (hearth_engine::tools): Hermes `<tool_call>` blocks, Mistral `[TOOL_CALLS]`, Llama 3's bare
+//! or `<|python_tag|>` JSON, and the generic `{"tool_call"}`/`{"tool_calls"}`/`{"response"}`.
+//! Reading every format means a door needs no word from the node that ran the answer.
+
+use hearth_engine::tools::markers;
+use hearth_protocol::tools::{arguments_value, ToolCall, ToolSet};
+use serde_json::Value;
+
+use super::reasoning::partial_suffix;
+
+const MARKERS: [&str; 3] = [
+    markers::HERMES_OPEN,
+    markers::MISTRAL,
+    markers::LLAMA3_PYTHON_TAG,
+];
+
+/// What the held part of an answer turned out to be.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Read {
+    /// Calls, and any text beside them.
+    Calls {
+        content: String,
+        calls: Vec<ToolCall>,
+    },
+    /// Plain text (a generic `{"response"}` unwrapped).
+    Text(String),
+    /// It began as a call but is not one: cut off, or not valid JSON.
+    Broken(String),
+}
+
+/// Streams content through while it cannot be a call, and holds it once it may be one.
+#[derive(Debug, Default)]
+pub(super) struct Scanner {
+    pending: String,
+    holding: bool,
+    started: bool,
+}
+
+impl Scanner {
+    /// Text that is surely not part of a call, released now.
+    pub(super) fn push(&mut self, text: &str) -> String {
+        self.pending.push_str(text);
+        if self.holding {
+            return String::new();
+        }
+        if !self.started {
+            let t = self.pending.trim_start();
+            if t.is_empty() {
+                return String::new();
+            }
+            self.started = true;
+            // JSON first: the generic format, or Llama 3's bare call.
+            if t.starts_with('{') || t.starts_with('[') {
+                self.holding = true;
+                return String::new();
+            }
+        }
+        if let Some(at) = MARKERS.iter().filter_map(|m| self.pending.find(m)).min() {
+            self.holding = true;
+            let released = self.pending[..at].to_owned();
+            self.pending.drain(..at);
+            return released;
+        }
+        let keep = MARKERS
+            .iter()
+            .map(|m| partial_suffix(&self.pending, m))
+            .max()
+            .unwrap_or(0);
+        let released = self.pending[..self.pending.len() - keep].to_owned();
+        self.pending.drain(..released.len());
+        released
+    }
+
+    /// The held text, read.
+    pub(super) fn finish(self, tools: &ToolSet, id: &str) -> Read {
+        if self.holding {
+            read(&self.pending, tools, id)
+        } else {
+            Read::Text(self.pending)
+        }
+    }
+}
+
+/// Read `text` (an answer, or its held end) for calls.
+pub(super) fn read(text: &str, tools: &ToolSet, id: &str) -> Read {
+    let calls = |found: Vec<Value>, content: &str| -> Read {
+        let mut out = Vec::with_capacity(found.len());
+        for (i, v) in found.into_iter().enumerate() {
+            match call(v, tools, &format!("call_{id}_{i}")) {
+                Ok(c) => out.push(c),
+                Err(e) => return Read::Broken(e),
+            }
+        }
+        if out.is_empty() {
+            return Read::Broken("the model wrote an empty list of tool calls".into());
+        }
+        Read::Calls {
+            content: content.trim().to_owned(),
+            calls: out,
+        }
+    };
+    if let Some(at) = text.find(markers::HERMES_OPEN) {
+        let mut found = Vec::new();
+        for block in text[at..].split(markers::HERMES_OPEN).skip(1) {
+            let Some(end) = block.find(markers::HERMES_CLOSE) else {
+                return Read::Broken(cut("<tool_call>"));
+            };
+            match serde_json::from_str(block[..end].trim()) {
+                Ok(v) => found.push(v),
+                Err(e) => return Read::Broken(format!("a <tool_call> holds no valid JSON: {e}")),
+            }
+        }
+        return calls(found, &text[..at]);
+    }
+    for marker in [markers::MISTRAL, markers::LLAMA3_PYTHON_TAG] {
+        if let Some(at) = text.find(marker) {
+            return match serde_json::from_str::<Value>(text[at + marker.len()..].trim()) {
+                Ok(Value::Array(a)) => calls(a, &text[..at]),
+                Ok(v) => calls(vec![v], &text[..at]),
+                Err(e) if e.is_eof() => Read::Broken(cut(marker)),
+                Err(e) => Read::Broken(format!("the call after {marker} is not valid JSON: {e}")),
+            };
+        }
+    }
+    let t = text.trim();
+    if !t.starts_with('{') && !t.starts_with('[') {
+        return Read::Text(text.to_owned());
+    }
+    match serde_json::from_str::<Value>(t) {
+        Ok(Value::Object(mut o)) => {
+            if let Some(c) = o.remove("tool_call") {
+                return calls(vec![c], "");
+            }
+            if let Some(Value::Array(a)) = o.remove("tool_calls") {
+                return calls(a, "");
+            }
+            if o.len() == 1 {
+                if let Some(Value::String(r)) = o.get("response") {
+                    return Read::Text(r.clone());
+                }
+            }
+            // Llama 3's bare call, when it names a tool offered.
+            let named = o.get("name").and_then(Value::as_str);
+            if named.is_some_and(|n| tools.callable().any(|t| t.name == n)) {
+                return calls(vec![Value::Object(o)], "");
+            }
+            Read::Text(text.to_owned())
+        }
+        Ok(_) => Read::Text(text.to_owned()),
+        Err(e) if e.is_eof() && t.contains("\"tool_call") => Read::Broken(cut("the JSON call")),
+        // A generic answer cut short: the part of its text that came.
+        Err(e) if e.is_eof() => Read::Text(partial_response(t).unwrap_or_else(|| text.to_owned())),
+        Err(_) => Read::Text(text.to_owned()),
+    }
+}
+
+fn cut(what: &str) -> String {
+    format!("the model's tool call ({what}) ended before it was complete")
+}
+
+/// One call: `{"name", "arguments"}` (or Llama 3's `parameters`), naming an offered tool.
+fn call(v: Value, tools: &ToolSet, id: &str) -> Result<ToolCall, String> {
+    let Value::Object(mut o) = v else {
+        return Err(format!("a tool call must be a JSON object, got {v}"));
+    };
+    let name = match o.remove("name") {
+        Some(Value::String(n)) => n,
+        _ => return Err("a tool call has no function name".into()),
+    };
+    if !tools.callable().any(|t| t.name == name) {
+        return Err(format!(
+            "the model called {name:?}, which is not among the tools offered"
+        ));
+    }
+    let arguments = o
+        .remove("arguments")
+        .or_else(|| o.remove("parameters"))
+        .map_or(Value::Object(Default::default()), arguments_value);
+    Ok(ToolCall {
+        id: id.to_owned(),
+        name,
+        arguments,
+    })
+}
+
+/// The text of a generic `{"response": "...` cut before its end.
+fn partial_response(t: &str) -> Option<String> {
+    let rest = t.strip_prefix('{')?.trim_start();
+    let rest = rest.strip_prefix("\"response\"")?.trim_start();
+    let mut s = rest
+        .strip_prefix(':')?
+        .trim_start()
+        .strip_prefix('"')?
+        .to_owned();
+    // Drop a half-written escape, then close the string.
+    while !s.is_empty() {
+        if let Ok(Value::String(done)) = serde_json::from_str(&format!("\"{s}\"")) {
+            return Some(done);
+        }
+        s.pop();
+    }
+    Some(String::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hearth_protocol::tools::{Tool, ToolChoice};
+    use serde_json::json;
+
+    fn tools() -> ToolSet {
+        ToolSet {
+            tools: vec![Tool {
+                name: "get_weather".into(),
+                description: None,
+                parameters: json!({"type": "object"}),
+            }],
+            choice: ToolChoice::Auto,
+            parallel: true,
+        }
+    }
+
+    fn calls(r: Read) -> (String, Vec<(String, Value)>) {
+        match r {
+            Read::Calls { content, calls } => (
+                content,
+                calls.into_iter().map(|c| (c.name, c.arguments)).collect(),
+            ),
+            other => panic!("no calls: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_family_is_read() {
+        let oslo = || vec![("get_weather".to_string(), json!({"city": "Oslo"}))];
+        for text in [
+            "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>",
+            "[TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}]",
+            "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}",
+            "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}",
+            "{\"tool_call\": {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}}",
+            "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Oslo\\\"}\"}]}",
+        ] {
+            assert_eq!(calls(read(text, &tools(), "1")), (String::new(), oslo()), "{text}");
+        }
+        let (content, two) = calls(read(
+            "Let me look.\n<tool_call>{\"name\": \"get_weather\", \"arguments\": {}}</tool_call>\n<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}</tool_call>",
+            &tools(),
+            "1",
+        ));
+        assert_eq!(content, "Let me look.");
+        assert_eq!(two.len(), 2);
+    }
+
+    #[test]
+    fn text_responses_and_broken_calls() {
+        assert_eq!(
+            read("{\"response\": \"Hi!\"}", &tools(), "1"),
+            Read::Text("Hi!".into())
+        );
+        assert_eq!(
+            read("{\"response\": \"Hi the", &tools(), "1"),
+            Read::Text("Hi the".into())
+        );
+        assert_eq!(
+            read("Just text", &tools(), "1"),
+            Read::Text("Just text".into())
+        );
+        assert_eq!(
+            read("{\"a\": 1}", &tools(), "1"),
+            Read::Text("{\"a\": 1}".into())
+        );
+        for broken in [
+            "<tool_call>{\"name\": \"get_weather\", \"argu",
+            "{\"tool_call\": {\"name\": \"get_wea",
+            "<tool_call>{\"name\": \"launch\", \"arguments\": {}}</tool_call>",
+            "[TOOL_CALLS] [{\"name\"",
+        ] {
+            assert!(
+                matches!(read(broken, &tools(), "1"), Read::Broken(_)),
+                "{broken}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_scanner_releases_text_until_a_call_may_start() {
+        let mut s = Scanner::default();
+        let mut out = String::new();
+        for piece in [
+            "Let me ",
+            "check. <tool",
+            "_call>{\"name\": \"get_weather\", ",
+            "\"arguments\": {}}</tool_call>",
+        ] {
+            out.push_str(&s.push(piece));
+        }
+        assert_eq!(out, "Let me check. ");
+        let (_, c) = calls(s.finish(&tools(), "1"));
+        assert_eq!(c.len(), 1);
+        let mut s = Scanner::default();
+        assert_eq!(s.push("Hello <"), "Hello ");
+        assert_eq!(s.push("b>"), "<b>");
+        assert_eq!(s.finish(&tools(), "1"), Read::Text(String::new()));
+        let mut s = Scanner::default();
+        assert_eq!(s.push("  {\"response\": \"Hi\"}"), "");
+        assert_eq!(s.finish(&tools(), "1"), Read::Text("Hi".into()));
+    }
+}
