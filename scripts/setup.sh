@@ -130,12 +130,14 @@ PY
   say "model at $models_dir/$model_name"
 fi
 
-# --- Python test clients (the official openai and ollama packages; llama.cpp's gguf) ----------
+# --- Python test clients (the official openai and ollama packages; llama.cpp's gguf; jsonschema
+# to check structured output and tool arguments against their schemas) ------------------------
 venv="$root/.venv"
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import openai, websockets, ollama, gguf' >/dev/null 2>&1; then
-  say "creating $venv with the openai, websockets, ollama and gguf packages"
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import openai, websockets, ollama, gguf, jsonschema' >/dev/null 2>&1; then
+  say "creating $venv with the openai, websockets, ollama, gguf and jsonschema packages"
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet 'openai>=1.40,<3' 'websockets>=14,<17' 'ollama>=0.4,<1' 'gguf>=0.10,<1'
+  "$venv/bin/pip" install --quiet 'openai>=1.40,<3' 'websockets>=14,<17' 'ollama>=0.4,<1' 'gguf>=0.10,<1' \
+    'jsonschema>=4,<5'
 fi
 
 # --- Web UI and browser tests (npm registry only) -------------------------------------------

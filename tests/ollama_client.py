@@ -111,6 +111,41 @@ def check_stream(where, chunks, text_of):
     return "".join(pieces)
 
 
+def get_weather(city: str) -> str:
+    """Current weather in a city.
+
+    Args:
+      city: The city's name
+    """
+    return "Sunny, 21 C"
+
+
+def tools_and_formats(client, model) -> None:
+    """Tools as the package sends them (a Python function, turned into a schema by the package)
+    and as dicts: whatever the model chose, a call the package parses with arguments valid for
+    the schema, or text; a call's result sent back as a `tool` message gets an answer."""
+    ask = [{"role": "user", "content": "Use get_weather to find the weather in Oslo."}]
+    for stream in (False, True):
+        out = client.chat(model, messages=ask, tools=[get_weather], options=GREEDY16 | {"num_predict": 120},
+                          stream=stream)
+        messages = list(out) if stream else [out]
+        calls = [c for m in messages for c in (m.message.tool_calls or [])]
+        text = "".join(m.message.content or "" for m in messages)
+        assert calls or text.strip(), f"chat(tools, stream={stream}): neither a call nor text"
+        for c in calls:
+            assert c.function.name == "get_weather", c
+            assert isinstance(c.function.arguments, dict) and isinstance(c.function.arguments.get("city"), str), c
+    history = ask + [{"role": "assistant", "content": "",
+                      "tool_calls": [{"function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}]},
+                     {"role": "tool", "content": get_weather("Oslo"), "tool_name": "get_weather"}]
+    r = client.chat(model, messages=history, options=GREEDY16 | {"num_predict": 60})
+    assert r.message.content and r.message.content.strip() and not r.message.tool_calls, r
+    expect_error("chat(tools: parameters not a schema)",
+                 lambda: client.chat(model, messages=ask, tools=[{"type": "function", "function": {
+                     "name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "frobnicate"}}}}}]),
+                 status=400, mentions=["f"])
+
+
 def main() -> None:
     base, model = sys.argv[1].rstrip("/"), sys.argv[2]
     client = ollama.Client(host=base, timeout=180)
@@ -355,6 +390,8 @@ def main() -> None:
         assert e2.error and e2.error.strip(), f"pull('x', stream=True): an empty error: {e2!r}"
     d = expect_error("delete('x')", lambda: client.delete("x"), min_status=400)
     assert any(same_model(m.model, model) for m in client.list().models), "the model vanished after pull/delete of 'x'"
+
+    tools_and_formats(client, model)
 
     print(f"ollama client OK: version {version}, {dim}-d embeddings, {text[:40]!r}; "
           f"pull: {e.error[:60]!r}; delete: {d.error[:60]!r}")

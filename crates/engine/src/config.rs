@@ -133,6 +133,9 @@ pub struct Remote {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Script {
     pub token_delay: Duration,
+    /// An answer to give instead of the word list, one token per entry, ending (`stop`) after
+    /// the last: a model's output in a given shape (a thinking block, a tool call).
+    pub answer: Vec<String>,
 }
 
 /// Default context per slot when the model allows it (what Ollama uses by default).

@@ -228,10 +228,17 @@ impl Scripted {
                 continue;
             }
             let now = Instant::now();
-            let word = (slot.generated as usize) % WORDS.len();
+            let answer = &self.script.answer;
+            let (word, text) = if answer.is_empty() {
+                let w = (slot.generated as usize) % WORDS.len();
+                (w, WORDS[w])
+            } else {
+                let w = (slot.generated as usize).min(answer.len() - 1);
+                (w, answer[w].as_str())
+            };
             slot.first_token.get_or_insert(now);
             slot.out.send(Event::Token(TokenEvent {
-                text: WORDS[word].to_owned(),
+                text: text.to_owned(),
                 id: Some(word as i32),
                 logprobs: None,
                 elapsed: now - slot.submitted,
@@ -241,8 +248,11 @@ impl Scripted {
             slot.generated += 1;
             produced = true;
             self.shared.tokens_generated.fetch_add(1, Ordering::Relaxed);
+            let answered = !answer.is_empty() && slot.generated as usize >= answer.len();
             if slot.generated >= slot.max_tokens {
                 self.finish(i, FinishReason::Length);
+            } else if answered {
+                self.finish(i, FinishReason::Stop);
             }
         }
         self.courier.deliver();

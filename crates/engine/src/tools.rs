@@ -114,8 +114,12 @@ fn call_schema(tools: &ToolSet, format: ToolFormat) -> Result<Value, GrammarErro
         .collect();
     // Each tool's schema is checked on its own, so an error names the tool.
     for (t, s) in tools.callable().zip(&one) {
-        grammar::from_json_schema(s)
-            .map_err(|e| GrammarError::Schema(format!("function {:?}: {e}", t.name)))?;
+        grammar::from_json_schema(s).map_err(|e| match e {
+            GrammarError::Schema(why) => {
+                GrammarError::Schema(format!("function {:?}'s parameters: {why}", t.name))
+            }
+            other => other,
+        })?;
     }
     Ok(match one.len() {
         1 => one.into_iter().next().unwrap_or(Value::Null),
@@ -350,6 +354,25 @@ mod tests {
         assert!(p.messages[3].content.contains("-3 C"));
         assert!(p.template_tools.is_none() && p.triggers.is_empty());
         assert!(p.grammar.unwrap().contains("tool_call"));
+    }
+
+    #[test]
+    fn a_history_with_tool_turns_is_written_in_words_when_no_tools_are_offered() {
+        assert!(generic_history(&[ChatMessage::new("user", "hi")]).is_none());
+        let mut call = ChatMessage::new("assistant", "");
+        call.tool_calls = vec![ToolCall {
+            id: "c1".into(),
+            name: "get_weather".into(),
+            arguments: json!({"city": "Oslo"}),
+        }];
+        let mut result = ChatMessage::new("tool", "-3 C");
+        result.tool_call_id = Some("c1".into());
+        let h = generic_history(&[ChatMessage::new("user", "weather?"), call, result]).unwrap();
+        assert_eq!(h[1].content, r#"I called get_weather({"city":"Oslo"})."#);
+        assert_eq!(
+            (h[2].role.as_str(), h[2].content.as_str()),
+            ("user", "get_weather returned: -3 C")
+        );
     }
 
     #[test]

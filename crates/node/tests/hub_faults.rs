@@ -3,7 +3,8 @@
 //! counts what that worker counted; a reader that stops reading does not hold back the
 //! worker's other tasks; a task that brings more text than any answer could is failed and
 //! stopped; a task that brings nothing while its worker stays connected is stopped and placed
-//! on another worker, or fails clearly when there is none.
+//! on another worker, or fails clearly when there is none; tools travel in Hearth's task, never
+//! to a reference worker.
 
 mod common;
 
@@ -379,5 +380,57 @@ async fn an_answer_in_a_required_format_is_not_continued_from_part_of_it() {
     assert!(status >= 500, "{status}: {v}");
     let message = v["error"].as_str().unwrap_or_default();
     assert!(message.contains("cannot be continued"), "{v}");
+    hub.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_travel_in_hearths_task_and_never_to_a_reference_worker() {
+    // A reference worker cannot render tools: an idle one beside a Hearth worker gets nothing.
+    let hub = start_hub_with(1, false, |_| {}).await;
+    let join = format!("token={TOKEN}&model={MODEL_ID}&max_concurrency=1");
+    let (mut reference, _) = raw_worker(&hub, &format!("{join}&name=reference")).await;
+    let (mut hearth, _) = raw_worker(&hub, &format!("{join}&hearth=1&name=hearth")).await;
+    wait_workers(&hub, 2).await;
+    let answer = spawn_chat(
+        &hub,
+        json!({"model": MODEL_ID, "messages": [
+                {"role": "user", "content": "Weather in Oslo?"},
+                {"role": "assistant", "content": null, "tool_calls": [{"id": "call_9", "type": "function",
+                    "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
+                {"role": "tool", "tool_call_id": "call_9", "content": "-3 C"},
+                {"role": "user", "content": "And in Rome?"}],
+            "tools": [{"type": "function", "function": {"name": "get_weather",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}],
+            "tool_choice": "required"}),
+    );
+    let task = next_frame(&mut hearth).await;
+    let tools = &task["hearth"]["tools"];
+    assert_eq!(tools["choice"], "required", "{task}");
+    assert_eq!(
+        tools["tools"][0]["function"]["name"], "get_weather",
+        "{task}"
+    );
+    // The history keeps its call and the result's id.
+    let messages = task["messages"].as_array().unwrap();
+    assert_eq!(
+        messages[1]["tool_calls"][0]["function"]["arguments"]["city"], "Oslo",
+        "{task}"
+    );
+    assert_eq!(messages[2]["tool_call_id"], "call_9", "{task}");
+    let call = br#"{"tool_call": {"name": "get_weather", "arguments": {"city": "Rome"}}}"#;
+    send_counted(&mut hearth, task_id(&task), call, 12).await;
+    send_done(&mut hearth, task_id(&task), 12).await;
+    let v = answer.await.unwrap();
+    assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "{v}");
+    assert_eq!(
+        v["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"], "{\"city\":\"Rome\"}",
+        "{v}"
+    );
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), next_frame(&mut reference))
+            .await
+            .is_err(),
+        "the reference worker got a task with tools"
+    );
     hub.stop().await;
 }

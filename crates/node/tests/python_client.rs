@@ -56,3 +56,39 @@ async fn the_official_openai_python_client_makes_embeddings() {
     assert!(stdout.contains("openai embeddings OK"), "{stdout}");
     t.stop().await;
 }
+
+/// Both official packages reading a thinking block and a tool call (the scripted engine's
+/// answer): `reasoning_content` and `tool_calls` through `openai`, `thinking` and
+/// `message.tool_calls` through `ollama`, whole and streamed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_clients_read_thinking_and_tool_calls() {
+    let t = TestNode::start_with(|c| {
+        c.parallel = 2;
+        c.ollama_port = Some(0);
+        c.script = Some(hearth_engine::Script {
+            answer: [
+                "<think>",
+                "Plan it.",
+                "</think>\n\n",
+                "<tool_call>\n{\"name\": \"get_weather\", ",
+                "\"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>",
+            ]
+            .map(String::from)
+            .to_vec(),
+            ..Default::default()
+        });
+    })
+    .await;
+    let ollama = format!(
+        "http://{}",
+        t.node().ollama_addr().expect("the Ollama port")
+    );
+    let mut cmd = Command::new(venv_python());
+    cmd.arg(repo_root().join("tests/scripted_clients.py"))
+        .arg(&t.base)
+        .arg(&ollama)
+        .arg(MODEL_ID);
+    let (stdout, _) = run_peer(cmd, "the scripted clients").await;
+    assert!(stdout.contains("scripted clients OK"), "{stdout}");
+    t.stop().await;
+}

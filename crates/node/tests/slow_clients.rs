@@ -42,6 +42,7 @@ async fn silent_half_sent_and_idle_connections_are_closed_but_streams_are_not() 
         c.limits.write_timeout = TIMEOUT;
         c.script = Some(hearth_engine::Script {
             token_delay: Duration::from_millis(20),
+            ..Default::default()
         });
     })
     .await;

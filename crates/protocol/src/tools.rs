@@ -36,13 +36,11 @@ pub struct ToolSet {
     pub tools: Vec<Tool>,
     #[serde(default)]
     pub choice: ToolChoice,
-    /// Whether the model may make more than one call in a turn (OpenAI's default: yes).
-    #[serde(default = "yes")]
+    /// Whether the model may make more than one call in a turn. Off unless asked for, as
+    /// llama-server has it: small models asked for a list of calls repeat one until the
+    /// answer's end.
+    #[serde(default)]
     pub parallel: bool,
-}
-
-fn yes() -> bool {
-    true
 }
 
 /// A call the model made, or one a client sends back in the history.
@@ -115,7 +113,7 @@ impl ToolSet {
         Ok(Some(Self {
             tools,
             choice,
-            parallel: parallel.unwrap_or(true),
+            parallel: parallel.unwrap_or(false),
         }))
     }
 
@@ -388,7 +386,7 @@ mod tests {
                 .collect::<Vec<_>>(),
             ["g"]
         );
-        assert!(named.must_call() && named.parallel);
+        assert!(named.must_call() && !named.parallel);
         for bad in [
             json!("sometimes"),
             json!({"type": "function", "function": {"name": "h"}}),

@@ -23,7 +23,8 @@ pub struct OllamaChat {
     pub keep_alive: Option<KeepAlive>,
     /// The context the client asked for, no larger than the node's.
     pub num_ctx: Option<u32>,
-    /// The tools the model may call (Ollama has no `tool_choice`: the model decides).
+    /// The tools the model may call (Ollama lets the model decide; Hearth also reads OpenAI's
+    /// `tool_choice`).
     pub tools: Option<ToolSet>,
     /// See [`super::OllamaGenerate::think`].
     pub think: Option<bool>,
@@ -59,7 +60,7 @@ impl ChatBody {
                     .map_err(|e| OllamaError::bad_request(format!("tools[{i}]: {e}")))?,
             );
         }
-        let tools = ToolSet::validate(tools, None, None)
+        let tools = ToolSet::validate(tools, self.tool_choice.as_ref(), None)
             .map_err(|e| OllamaError::bad_request(e.message))?;
         if tools.is_some() && c.format.is_some() {
             return Err(OllamaError::bad_request(

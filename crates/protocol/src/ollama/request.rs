@@ -64,6 +64,10 @@ pub struct ChatBody {
     pub think: Option<Value>,
     #[serde(default)]
     pub tools: Option<Vec<Value>>,
+    /// Hearth's extension, as OpenAI's: `"auto"` (Ollama's only behaviour), `"required"`,
+    /// `"none"` or a named function.
+    #[serde(default)]
+    pub tool_choice: Option<Value>,
 }
 
 /// `POST /api/generate`. A missing or empty `prompt` only loads (or unloads) the model.

@@ -379,12 +379,12 @@ mod tests {
             {"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]},
             {"role":"tool","tool_call_id":"call_1","content":"-3 C"}],
             "tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}],
-            "tool_choice":"required","parallel_tool_calls":false}"#,
+            "tool_choice":"required","parallel_tool_calls":true}"#,
         )
         .unwrap();
         let set = r.tools.unwrap();
         assert_eq!(set.choice, ToolChoice::Required);
-        assert!(!set.parallel);
+        assert!(set.parallel);
         assert_eq!(r.messages[1].tool_calls[0].arguments["city"], "Oslo");
         assert_eq!(r.messages[2].tool_call_id.as_deref(), Some("call_1"));
         let none = chat(r#"{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"none"}"#).unwrap();
