@@ -111,6 +111,37 @@ def check_stream(where, chunks, text_of):
     return "".join(pieces)
 
 
+def is_count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def vercel_provider_shapes(base: str, model: str) -> None:
+    """The fields the Vercel AI SDK's Ollama providers (ollama-ai-provider 1.x and -v2) require
+    of each answer, as their response schemas declare them: a provider rejects the whole answer
+    when one is missing ("Invalid JSON response"). Written from those schemas' field lists."""
+    e = httpx.post(f"{base}/api/embed", json={"model": model, "input": ["a", "b"]}, timeout=60).json()
+    assert isinstance(e.get("model"), str) and len(e.get("embeddings", [])) == 2, e
+    for k in ("total_duration", "load_duration", "prompt_eval_count"):
+        assert is_count(e.get(k)), f"/api/embed: {k} is {e.get(k)!r}"
+    c = httpx.post(f"{base}/api/chat", timeout=60, json={
+        "model": model, "stream": False, "messages": CHAT, "options": GREEDY16}).json()
+    assert c.get("done") is True and isinstance(c.get("created_at"), str) and isinstance(c.get("model"), str), c
+    assert isinstance(c["message"].get("content"), str) and c["message"].get("role") == "assistant", c
+    for k in ("eval_count", "eval_duration", "total_duration"):
+        assert is_count(c.get(k)), f"/api/chat: {k} is {c.get(k)!r}"
+    with httpx.stream("POST", f"{base}/api/chat", timeout=60, json={
+            "model": model, "messages": CHAT, "options": GREEDY16}) as r:
+        lines = [json.loads(l) for l in r.iter_lines() if l.strip()]
+    for line in lines[:-1]:
+        assert line["done"] is False and isinstance(line["message"]["content"], str), line
+        assert isinstance(line["created_at"], str) and line["message"]["role"] == "assistant", line
+    assert lines[-1]["done"] is True and is_count(lines[-1].get("eval_count")), lines[-1]
+    for raw in (False, True):
+        g = httpx.post(f"{base}/api/generate", timeout=60, json={
+            "model": model, "prompt": "Hi", "raw": raw, "stream": False, "options": GREEDY16}).json()
+        assert isinstance(g.get("context"), list), f"/api/generate (raw {raw}): context is {g.get('context')!r}"
+
+
 def get_weather(city: str) -> str:
     """Current weather in a city.
 
@@ -184,6 +215,7 @@ def main() -> None:
         assert isinstance(arch, str) and arch, f"show(): model_info lacks general.architecture: {shown.modelinfo!r}"[:600]
     assert isinstance(shown.capabilities, list) and "completion" in shown.capabilities, (
         f"show(): capabilities are {shown.capabilities!r}, expected a list with 'completion'")
+    assert "tools" in shown.capabilities, f"show(): no 'tools' capability: {shown.capabilities!r}"
     expect_error("show(unknown)", lambda: client.show(UNKNOWN), status=404)
 
     # --- chat, not streamed ---------------------------------------------------------------------
@@ -392,6 +424,7 @@ def main() -> None:
     assert any(same_model(m.model, model) for m in client.list().models), "the model vanished after pull/delete of 'x'"
 
     tools_and_formats(client, model)
+    vercel_provider_shapes(base, model)
 
     print(f"ollama client OK: version {version}, {dim}-d embeddings, {text[:40]!r}; "
           f"pull: {e.error[:60]!r}; delete: {d.error[:60]!r}")

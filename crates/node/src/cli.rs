@@ -186,6 +186,10 @@ pub struct ServeArgs {
     /// Serve scripted tokens instead of running the model (door benchmarks only).
     #[arg(long, env = "HEARTH_SCRIPTED", hide = true)]
     scripted: bool,
+    /// The scripted engine's answer, one token per `|`-separated piece (tests of answer shapes:
+    /// a thinking block, a tool call). Implies --scripted.
+    #[arg(long, env = "HEARTH_SCRIPTED_ANSWER", hide = true)]
+    scripted_answer: Option<String>,
 }
 
 impl ServeArgs {
@@ -223,7 +227,13 @@ impl ServeArgs {
         c.keep_alive = self.keep_alive;
         c.memory_limit = self.memory_limit.map(|mib| mib << 20);
         c.min_load_time = self.min_load_ms.map(Duration::from_millis);
-        c.script = self.scripted.then(hearth_engine::Script::default);
+        c.script = match self.scripted_answer {
+            Some(a) => Some(hearth_engine::Script {
+                answer: a.split('|').map(str::to_owned).collect(),
+                ..Default::default()
+            }),
+            None => self.scripted.then(hearth_engine::Script::default),
+        };
         c.remote = (!self.split_remote.is_empty()).then_some(hearth_engine::Remote {
             endpoints: self.split_remote,
             layers: self.split_layers,

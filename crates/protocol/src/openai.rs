@@ -265,6 +265,8 @@ pub struct AssistantMessage {
     pub role: &'static str,
     /// `null` when the turn is only tool calls, as OpenAI sends it.
     pub content: Option<String>,
+    /// Always `null` (a local model refuses in its text), present as OpenAI sends it.
+    pub refusal: Option<String>,
     /// Text between the model's thinking markers (llama-server's and DeepSeek's field).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reasoning_content: Option<String>,

@@ -207,7 +207,7 @@ pub(crate) async fn completions(
                 index: 0,
                 text,
                 logprobs: req.logprobs.then(|| text_logprobs(&c.tokens, 0)),
-                finish_reason: Some(c.done.reason.as_str().to_owned()),
+                finish_reason: Some(finish_reason(c.done.reason).to_owned()),
             }],
             usage: Some(Some(c.done.usage)),
             timings: Some(timings(&c.done)),
@@ -256,7 +256,11 @@ pub(crate) async fn completions(
     };
     let on_done = move |d: &Done| -> Vec<String> {
         let mut out = vec![chunk(
-            choice(String::new(), None, Some(d.reason.as_str().to_owned())),
+            choice(
+                String::new(),
+                None,
+                Some(finish_reason(d.reason).to_owned()),
+            ),
             usage_field(),
             Some(timings(d)),
         )];
@@ -267,6 +271,14 @@ pub(crate) async fn completions(
         out
     };
     Ok(sse_response(gen, &state, first, on_token, on_done))
+}
+
+/// OpenAI's finish reasons have no "cancelled": an answer the client stopped ends as `stop`.
+fn finish_reason(r: hearth_protocol::FinishReason) -> &'static str {
+    match r {
+        hearth_protocol::FinishReason::Cancelled => "stop",
+        other => other.as_str(),
+    }
 }
 
 fn json<T: serde::Serialize>(v: &T) -> String {

@@ -1,10 +1,12 @@
 /**
  * The message list of one conversation: user bubbles (plain text, editable inline) and
- * answers (Markdown, streaming caret, status badge, stats, regenerate). Stays scrolled to the
+ * answers (a reasoning model's thinking folded above the Markdown answer, streaming caret,
+ * status badge, stats, regenerate). Stays scrolled to the
  * bottom while an answer grows, unless the user scrolled up to read.
  */
 import { useEffect, useLayoutEffect, useRef, useState, type KeyboardEvent } from 'react';
 import type { Message } from '../api/types';
+import { splitThinking } from '../chat/thinking';
 import { copyText } from '../clipboard';
 import { formatMs, formatNumber } from '../format';
 import { CopyIcon, PencilIcon, RefreshIcon } from './icons';
@@ -179,6 +181,7 @@ interface AnswerBubbleProps {
 
 function AnswerBubble({ message, canRegenerate, onRegenerate }: AnswerBubbleProps) {
   const streaming = message.status === 'streaming';
+  const { thinking, answer, open } = splitThinking(message.content);
   const badge = STATUS_LABEL[message.status];
   const stats = message.stats;
   return (
@@ -189,15 +192,23 @@ function AnswerBubble({ message, canRegenerate, onRegenerate }: AnswerBubbleProp
       data-status={message.status}
       aria-busy={streaming}
     >
+      {thinking !== null && (
+        <details className="thinking" data-testid="thinking" data-open={open}>
+          <summary>{open && streaming ? 'Thinking…' : 'Thought'}</summary>
+          <div className="thinking-body" data-testid="thinking-content">
+            {thinking}
+          </div>
+        </details>
+      )}
       <div className="answer-body">
-        {message.content === '' && streaming ? (
+        {answer === '' && streaming ? (
           <div className="typing" aria-label="Generating">
             <span />
             <span />
             <span />
           </div>
         ) : (
-          <Markdown text={message.content} streaming={streaming} />
+          <Markdown text={answer} streaming={streaming} />
         )}
       </div>
       {message.status === 'error' && message.error && (
@@ -228,7 +239,7 @@ function AnswerBubble({ message, canRegenerate, onRegenerate }: AnswerBubbleProp
         )}
         <span className="answer-actions">
           {!streaming && (
-            <button type="button" className="icon-btn" title="Copy" aria-label="Copy answer" onClick={() => void copyText(message.content)}>
+            <button type="button" className="icon-btn" title="Copy" aria-label="Copy answer" onClick={() => void copyText(answer)}>
               <CopyIcon />
             </button>
           )}

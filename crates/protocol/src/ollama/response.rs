@@ -168,22 +168,20 @@ impl GenerateResponse {
     }
 }
 
-fn is_zero<T: Default + PartialEq>(v: &T) -> bool {
-    *v == T::default()
-}
-
-/// `/api/embed`'s answer. The statistics are left out when zero, as Ollama leaves them out
-/// (a load-only request answers `{"model", "embeddings": []}`).
+/// `/api/embed`'s answer. The statistics are there whenever vectors were computed (the Vercel
+/// AI SDK's Ollama provider requires `load_duration`, even when the model was loaded already:
+/// then it is the time taken to find it); a load-only request answers `{"model",
+/// "embeddings": []}` as Ollama does.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EmbedResponse {
     pub model: String,
     pub embeddings: Vec<Vec<f32>>,
-    #[serde(skip_serializing_if = "is_zero")]
-    pub total_duration: u64,
-    #[serde(skip_serializing_if = "is_zero")]
-    pub load_duration: u64,
-    #[serde(skip_serializing_if = "is_zero")]
-    pub prompt_eval_count: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total_duration: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load_duration: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_eval_count: Option<u32>,
 }
 
 /// `/api/embeddings`' answer (empty for a load-only request).
@@ -337,9 +335,9 @@ mod tests {
         let e = EmbedResponse {
             model: "all-minilm".into(),
             embeddings: vec![vec![0.010071029, -0.0017594862]],
-            total_duration: 14_143_917,
-            load_duration: 1_019_500,
-            prompt_eval_count: 8,
+            total_duration: Some(14_143_917),
+            load_duration: Some(1_019_500),
+            prompt_eval_count: Some(8),
         };
         assert_eq!(
             wire(&e),
@@ -348,9 +346,9 @@ mod tests {
         );
         let load = EmbedResponse {
             embeddings: vec![],
-            total_duration: 0,
-            load_duration: 0,
-            prompt_eval_count: 0,
+            total_duration: None,
+            load_duration: None,
+            prompt_eval_count: None,
             ..e
         };
         assert_eq!(

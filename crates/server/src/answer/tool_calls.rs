@@ -177,6 +177,12 @@ fn call(v: Value, tools: &ToolSet, id: &str) -> Result<ToolCall, String> {
         .remove("arguments")
         .or_else(|| o.remove("parameters"))
         .map_or(Value::Object(Default::default()), arguments_value);
+    // Clients read arguments as an object (Ollama's and the Vercel AI SDK's types require it).
+    if !arguments.is_object() {
+        return Err(format!(
+            "the model's call to {name:?} has arguments that are not a JSON object: {arguments}"
+        ));
+    }
     Ok(ToolCall {
         id: id.to_owned(),
         name,
@@ -275,6 +281,7 @@ mod tests {
             "<tool_call>{\"name\": \"get_weather\", \"argu",
             "{\"tool_call\": {\"name\": \"get_wea",
             "<tool_call>{\"name\": \"launch\", \"arguments\": {}}</tool_call>",
+            "<tool_call>{\"name\": \"get_weather\", \"arguments\": \"Oslo\"}</tool_call>",
             "[TOOL_CALLS] [{\"name\"",
         ] {
             assert!(

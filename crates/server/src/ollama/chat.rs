@@ -399,7 +399,9 @@ pub(crate) async fn generate(
             Some(metrics(&c.done, received, load)),
         );
         done.thinking = thinking;
-        done.context = context.map(|ids| with_ids(ids, &c.tokens));
+        // Empty when this node cannot give its ids (raw, or another node answered): the Vercel
+        // AI SDK's Ollama provider requires the field.
+        done.context = Some(context.map_or_else(Vec::new, |ids| with_ids(ids, &c.tokens)));
         return Ok(Json(done).into_response());
     }
     Ok(generate_stream(
@@ -464,7 +466,13 @@ fn generate_stream(
             d.reason.into(),
             Some(metrics(d, received, load)),
         );
-        done.context = context.lock().ok().and_then(|mut c| c.take());
+        done.context = Some(
+            context
+                .lock()
+                .ok()
+                .and_then(|mut c| c.take())
+                .unwrap_or_default(),
+        );
         out.push(line(&done));
         out
     };

@@ -3,7 +3,7 @@
 //! this node's model through `crate::embeddings::compute`.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -37,14 +37,18 @@ fn problem(p: EmbedProblem, requested: &str) -> OllamaError {
     }
 }
 
-/// The validated request's vectors, or `None` for a load-only request (no input).
-async fn run(state: &AppState, req: &OllamaEmbed) -> Result<Option<Embeddings>, OllamaError> {
+/// The validated request's vectors and how long finding (or loading) the model took, or
+/// `None` for a load-only request (no input).
+async fn run(
+    state: &AppState,
+    req: &OllamaEmbed,
+) -> Result<Option<(Embeddings, Duration)>, OllamaError> {
     if req.is_load_only() && req.keep_alive.is_some_and(KeepAlive::is_unload) {
         unload_named(state, &req.model).await?;
         return Ok(None);
     }
     // Still an unknown model's 404 for a load-only request; and the model's keep-alive.
-    let (target, _) = resolve(state, &req.model).await?;
+    let (target, load) = resolve(state, &req.model).await?;
     keep(state, &target, req.keep_alive);
     if req.is_load_only() {
         return Ok(None);
@@ -52,7 +56,7 @@ async fn run(state: &AppState, req: &OllamaEmbed) -> Result<Option<Embeddings>, 
     let inputs = req.inputs.iter().cloned().map(EmbedInput::Text).collect();
     compute(state, Some(model_name(&req.model)), inputs, req.truncate)
         .await
-        .map(|(_, e)| Some(e))
+        .map(|(_, e)| Some((e, load)))
         .map_err(|p| problem(p, &req.model))
 }
 
@@ -63,8 +67,17 @@ pub(crate) async fn embed(
     let received = Instant::now();
     let body = read_body(body)?;
     let req = parse_body::<EmbedBody>(&body)?.validate()?;
-    let out = run(&state, &req).await?;
-    let (mut vectors, tokens) = out.map_or((Vec::new(), 0), |e| (e.vectors, e.prompt_tokens));
+    let Some((embeddings, load)) = run(&state, &req).await? else {
+        // A load-only request: Ollama's `{"model", "embeddings": []}`.
+        return Ok(Json(EmbedResponse {
+            model: req.model,
+            embeddings: Vec::new(),
+            total_duration: None,
+            load_duration: None,
+            prompt_eval_count: None,
+        }));
+    };
+    let (mut vectors, tokens) = (embeddings.vectors, embeddings.prompt_tokens);
     for v in &mut vectors {
         // Matryoshka-style shortening, as Ollama does: cut, then unit length again.
         if let Some(d) = req.dimensions.filter(|d| (*d as usize) < v.len()) {
@@ -75,9 +88,9 @@ pub(crate) async fn embed(
     Ok(Json(EmbedResponse {
         model: req.model,
         embeddings: vectors,
-        total_duration: nanos(received.elapsed()),
-        load_duration: 0,
-        prompt_eval_count: tokens,
+        total_duration: Some(nanos(received.elapsed())),
+        load_duration: Some(nanos(load)),
+        prompt_eval_count: Some(tokens),
     }))
 }
 
@@ -89,7 +102,7 @@ pub(crate) async fn embeddings(
     let req = parse_body::<EmbeddingsBody>(&body)?.validate()?;
     let out = run(&state, &req).await?;
     let embedding = out
-        .and_then(|e| e.vectors.into_iter().next())
+        .and_then(|(e, _)| e.vectors.into_iter().next())
         .unwrap_or_default();
     Ok(Json(hearth_protocol::ollama::EmbeddingsResponse {
         embedding,

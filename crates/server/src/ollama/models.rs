@@ -113,7 +113,8 @@ pub(crate) async fn ps(State(state): State<Arc<AppState>>) -> Json<PsResponse> {
             digest: digest(&state, &info.path).await,
             details: details(Some(&info.gguf)),
             expires_at,
-            size_vram: 0,
+            // What `ollama ps` shows as the share on the GPU.
+            size_vram: info.placement.vram_bytes,
             context_length: Some(info.ctx_per_slot),
         });
     }
@@ -267,6 +268,11 @@ pub(crate) async fn show(
         }
         // Embeddings are made by this node's own models (mean pooling when it names none).
         capabilities.push("embedding".into());
+    }
+    // Every model takes tools: in its template's own format, or the generic one.
+    capabilities.push("tools".into());
+    if template.contains("<think>") || template.contains("enable_thinking") {
+        capabilities.push("thinking".into());
     }
     Ok(Json(ShowResponse {
         modelfile,

@@ -73,6 +73,7 @@ pub(crate) async fn chat_completions(
                     role: "assistant",
                     // OpenAI's `null` for a turn that is only calls.
                     content: (calls.is_empty() || !content.is_empty()).then_some(content),
+                    refusal: None,
                     reasoning_content: reasoning,
                     tool_calls: calls.iter().map(|c| oa::CallOut::new(c, None)).collect(),
                 },
@@ -192,7 +193,7 @@ pub(crate) async fn chat_completions(
 /// `tool_calls` when the answer is calls, else why it ended.
 fn finish_reason(reason: FinishReason, calls: &[ToolCall]) -> String {
     if calls.is_empty() {
-        reason.as_str().to_owned()
+        super::finish_reason(reason).to_owned()
     } else {
         "tool_calls".to_owned()
     }
