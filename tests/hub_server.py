@@ -4,8 +4,17 @@ HTTP surface (not from Hearth's code):
 
 - GET /api/models/{owner}/{repo}/tree/main[/{folder}]: the folder's file listing, each file
   with `type`, `path`, `size`, `oid`, and for LFS files `lfs: {oid (SHA-256), size, pointerSize}`;
+  With `?recursive=true` at the top: every file of the repository, and its folders as
+  `{"type": "directory", "path"}` entries;
 - GET/HEAD /{owner}/{repo}/resolve/main/{path}: the file's bytes, with `Range: bytes=A-[B]`
-  answered 206 and `Content-Range`, as the hub's CDN does.
+  answered 206 and `Content-Range`, as the hub's CDN does;
+- GET /api/models?search=WORDS&filter=gguf&sort=downloads&direction=-1&limit=N[&expand=...]:
+  the model search, as the hub's API documents it: the repositories whose id holds WORDS
+  (case-insensitive) and that carry the `filter` tag, most downloaded first, each with `_id`,
+  `id`, `modelId`, `downloads`, `likes`, `tags`, `private`, `library_name`, `createdAt`, and
+  `lastModified` when `expand` asks for it. The served repository counts `--downloads`
+  downloads; `--listed OWNER/REPO:DOWNLOADS:FILE:SIZE` (repeatable) adds a repository the search
+  finds whose listing holds one GGUF file of SIZE bytes (its bytes are never served).
 
 Faults for tests, set with POST /_control (JSON, every key optional):
 - `drops` and `drop_after`: the next `drops` responses send `drop_after` bytes of body and then
@@ -15,7 +24,7 @@ Faults for tests, set with POST /_control (JSON, every key optional):
 - `no_ranges`: ignore Range and send the whole file with 200;
 - `missing`: the file is not there (404);
 - `announce_size`: the listing gives the file this size (null: its own).
-GET /_log lists the file requests seen: `{"path", "range"}`.
+GET /_log lists the requests seen: files `{"path", "range"}`, searches `{"search", "limit"}`.
 
 Run: hub_server.py --repo OWNER/REPO --file PATH [--path IN/REPO/NAME.gguf], with --file (and
 --path) once per file the repository holds (all in one folder); prints "port N" once it
@@ -30,14 +39,17 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import unquote
+from urllib.parse import parse_qs, unquote
 
 CHUNK = 64 * 1024
 
 
 class Hub:
-    def __init__(self, repo, files):
+    def __init__(self, repo, files, downloads=1000, listed=()):
         self.repo = repo
+        self.downloads = downloads
+        # Other repositories the search finds: (id, downloads, file, size).
+        self.listed = list(listed)
         # Each file's path in the repository: its bytes and their SHA-256.
         self.files = {path: (data, hashlib.sha256(data).hexdigest()) for path, data in files}
         first = next(iter(self.files))
@@ -84,10 +96,19 @@ def make_handler(hub):
 
         def do_GET(self):
             path = unquote(self.path.split("?", 1)[0])
+            query = parse_qs(self.path.split("?", 1)[1]) if "?" in self.path else {}
             if path == "/_log":
                 with hub.lock:
                     return self.reply_json(200, list(hub.log))
+            if path == "/api/models":
+                return self.search(query)
+            for other, _, name, size in hub.listed:
+                if path == f"/api/models/{other}/tree/main":
+                    return self.reply_json(200, [{"type": "file", "oid": "0" * 40, "size": size, "path": name,
+                                                  "lfs": {"oid": "1" * 64, "size": size, "pointerSize": 134}}])
             tree = f"/api/models/{hub.repo}/tree/main"
+            if path == tree and query.get("recursive") == ["true"]:
+                return self.listing(hub.folder, recursive=True)
             if path == tree or path.startswith(tree + "/"):
                 return self.listing(path[len(tree):].strip("/"))
             resolve = f"/{hub.repo}/resolve/main/"
@@ -95,7 +116,27 @@ def make_handler(hub):
                 return self.file(path[len(resolve):])
             self.reply_json(404, {"error": "Repository not found"})
 
-        def listing(self, folder):
+        def search(self, query):
+            words = (query.get("search") or [""])[0].lower()
+            tag = (query.get("filter") or [None])[0]
+            limit = int((query.get("limit") or ["20"])[0])
+            expand = query.get("expand") or []
+            with hub.lock:
+                hub.log.append({"search": words, "limit": limit})
+            repos = [(hub.repo, hub.downloads)] + [(r, d) for r, d, _, _ in hub.listed]
+            found = [(r, d) for r, d in repos if words in r.lower() and tag in (None, "gguf")]
+            found.sort(key=lambda rd: -rd[1])
+            out = []
+            for i, (r, d) in enumerate(found[:limit]):
+                item = {"_id": f"{i:024x}", "id": r, "modelId": r, "downloads": d, "likes": d // 100,
+                        "tags": ["gguf"], "private": False, "library_name": "gguf",
+                        "createdAt": "2024-11-01T00:00:00.000Z"}
+                if "lastModified" in expand:
+                    item["lastModified"] = "2024-11-02T00:00:00.000Z"
+                out.append(item)
+            self.reply_json(200, out)
+
+        def listing(self, folder, recursive=False):
             here = hub.folder
             if folder != here:
                 return self.reply_json(404, {"error": "Entry not found"})
@@ -115,6 +156,8 @@ def make_handler(hub):
                         "type": "file", "oid": "0" * 40, "size": size, "path": path,
                         "lfs": {"oid": sha256, "size": size, "pointerSize": 134},
                     })
+            if recursive and here:
+                entries.insert(0, {"type": "directory", "oid": "0" * 40, "size": 0, "path": here})
             self.reply_json(200, entries)
 
         def file(self, wanted):
@@ -200,6 +243,9 @@ def main():
     ap.add_argument("--file", required=True, action="append")
     ap.add_argument("--path", action="append",
                     help="the file's path in the repository [its name]")
+    ap.add_argument("--downloads", type=int, default=1000)
+    ap.add_argument("--listed", action="append", default=[],
+                    help="OWNER/REPO:DOWNLOADS:FILE:SIZE, another repository the search finds")
     args = ap.parse_args()
     paths = args.path or [f.rsplit("/", 1)[-1] for f in args.file]
     assert len(paths) == len(args.file), "one --path per --file"
@@ -207,7 +253,11 @@ def main():
     for name, path in zip(args.file, paths):
         with open(name, "rb") as f:
             files.append((path, f.read()))
-    hub = Hub(args.repo, files)
+    listed = []
+    for spec in args.listed:
+        repo, downloads, name, size = spec.split(":")
+        listed.append((repo, int(downloads), name, int(size)))
+    hub = Hub(args.repo, files, args.downloads, listed)
     server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(hub))
     server.daemon_threads = True
     print(f"port {server.server_address[1]}", flush=True)

@@ -151,6 +151,22 @@ pub struct Downloads {
     tasks: tokio_util::task::TaskTracker,
 }
 
+impl Downloads {
+    /// The hub's GGUF repositories matching `query` (see [`crate::hub_search`]).
+    pub async fn search(
+        &self,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<crate::hub_search::FoundRepo>, crate::hub::HubError> {
+        crate::hub_search::search(&self.http, &self.hub, query, limit).await
+    }
+
+    /// The hub this node downloads from.
+    pub fn hub_url(&self) -> &str {
+        &self.hub
+    }
+}
+
 impl std::fmt::Debug for Downloads {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Downloads")

@@ -13,7 +13,7 @@ use super::registry::plain_name;
 /// The public hub.
 pub const DEFAULT_HUB_URL: &str = "https://huggingface.co";
 /// The revision downloads take.
-const REVISION: &str = "main";
+pub(crate) const REVISION: &str = "main";
 /// A file listing is small; anything past this is not one.
 const MAX_LISTING_BYTES: usize = 8 << 20;
 
@@ -45,6 +45,8 @@ pub enum HubError {
     Unreachable(String),
     #[error("the hub's file listing is not what it should be: {0}")]
     BadListing(String),
+    #[error("'{0}' is not a search: give a few words of a model's name (at most 200 bytes)")]
+    BadQuery(String),
 }
 
 impl HubError {
@@ -133,7 +135,7 @@ impl HubFile {
         format!("{}/{}", self.repo, self.path)
     }
 
-    fn encoded(path: &str) -> String {
+    pub(crate) fn encoded(path: &str) -> String {
         path.split('/')
             .map(|p| utf8_percent_encode(p, SEGMENT).to_string())
             .collect::<Vec<_>>()
@@ -168,36 +170,9 @@ impl HubFile {
     /// Its size and SHA-256, from the hub's LFS metadata.
     pub async fn lookup(&self, http: &reqwest::Client, hub: &str) -> Result<Remote, HubError> {
         let url = self.listing_url(hub);
-        let resp = http
-            .get(&url)
-            .send()
-            .await
-            .map_err(|e| HubError::Unreachable(e.to_string()))?;
-        let status = resp.status().as_u16();
-        if status == 404 {
+        let Some(body) = get_json(http, &url).await? else {
             return Err(self.not_found());
-        }
-        if !resp.status().is_success() {
-            return Err(HubError::Status { status, url });
-        }
-        if resp
-            .content_length()
-            .is_some_and(|n| n > MAX_LISTING_BYTES as u64)
-        {
-            return Err(HubError::BadListing("too large".into()));
-        }
-        let mut resp = resp;
-        let mut body = Vec::new();
-        while let Some(piece) = resp
-            .chunk()
-            .await
-            .map_err(|e| HubError::Unreachable(e.to_string()))?
-        {
-            if body.len() + piece.len() > MAX_LISTING_BYTES {
-                return Err(HubError::BadListing("too large".into()));
-            }
-            body.extend_from_slice(&piece);
-        }
+        };
         let entries: Vec<TreeEntry> =
             serde_json::from_slice(&body).map_err(|e| HubError::BadListing(e.to_string()))?;
         let entry = entries
@@ -226,20 +201,64 @@ impl HubFile {
     }
 }
 
+/// The body of a JSON answer of the hub's API, bounded (a listing or a search is small);
+/// `None` for a 404.
+pub(crate) async fn get_json(
+    http: &reqwest::Client,
+    url: &str,
+) -> Result<Option<Vec<u8>>, HubError> {
+    let resp = http
+        .get(url)
+        .send()
+        .await
+        .map_err(|e| HubError::Unreachable(e.to_string()))?;
+    let status = resp.status().as_u16();
+    if status == 404 {
+        return Ok(None);
+    }
+    if !resp.status().is_success() {
+        return Err(HubError::Status {
+            status,
+            url: url.to_owned(),
+        });
+    }
+    if resp
+        .content_length()
+        .is_some_and(|n| n > MAX_LISTING_BYTES as u64)
+    {
+        return Err(HubError::BadListing("too large".into()));
+    }
+    let mut resp = resp;
+    let mut body = Vec::new();
+    while let Some(piece) = resp
+        .chunk()
+        .await
+        .map_err(|e| HubError::Unreachable(e.to_string()))?
+    {
+        if body.len() + piece.len() > MAX_LISTING_BYTES {
+            return Err(HubError::BadListing("too large".into()));
+        }
+        body.extend_from_slice(&piece);
+    }
+    Ok(Some(body))
+}
+
 /// One entry of a repository's file listing.
 #[derive(Debug, Deserialize)]
-struct TreeEntry {
+pub(crate) struct TreeEntry {
     #[serde(rename = "type")]
-    kind: String,
-    path: String,
+    pub(crate) kind: String,
+    pub(crate) path: String,
     #[serde(default)]
-    lfs: Option<Lfs>,
+    pub(crate) size: u64,
+    #[serde(default)]
+    pub(crate) lfs: Option<Lfs>,
 }
 
 #[derive(Debug, Deserialize)]
-struct Lfs {
-    oid: String,
-    size: u64,
+pub(crate) struct Lfs {
+    pub(crate) oid: String,
+    pub(crate) size: u64,
 }
 
 #[cfg(test)]

@@ -2,7 +2,8 @@
 //! model takes and the budget for all of them (`memory`), and the host of the loaded models'
 //! engines, which loads on demand, unloads the least recently used and the idle (`host`); and
 //! models of Ollama and LM Studio linked in without a copy (`import`); downloads from a
-//! Hugging Face-style hub or from peers (`hub`, `download`, `sharing`); and the machine's
+//! Hugging Face-style hub or from peers (`hub`, `download`, `sharing`), and the hub's model
+//! search (`hub_search`); and the machine's
 //! telemetry, sampled beside the loaded models (`telemetry`).
 //!
 //! Architecture invariant: `hearth-models` knows files, engines and the machine, never where a
@@ -16,6 +17,7 @@ mod download_error;
 pub mod host;
 pub mod hub;
 mod hub_download;
+pub mod hub_search;
 pub mod import;
 pub mod memory;
 mod partial;

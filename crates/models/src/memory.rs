@@ -31,6 +31,45 @@ pub fn estimate(size_bytes: u64, gguf: Option<&GgufInfo>, ctx_tokens: u64) -> u6
     size_bytes.saturating_add(kv).saturating_add(OVERHEAD_BYTES)
 }
 
+/// The video memory models may still take on the GPUs `offload` places them on, besides `held`
+/// (what loaded ones are expected to hold there): each device's free memory less the margin,
+/// and never more than their total less the margin and `held` (a driver that reports no use,
+/// a software one, still fills up).
+pub fn gpu_room(offload: &hearth_engine::Offload, held: u64) -> u64 {
+    let gpus = hearth_engine::offload::chosen_gpus(offload);
+    let free: u64 = gpus
+        .iter()
+        .map(|g| g.memory_free.saturating_sub(offload.margin))
+        .sum();
+    let total: u64 = gpus
+        .iter()
+        .map(|g| g.memory_total.saturating_sub(offload.margin))
+        .sum();
+    free.min(total.saturating_sub(held))
+}
+
+/// Whether a model file not yet here would fit ([`fit`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Fit {
+    /// The memory it is expected to take, in bytes.
+    pub needs: u64,
+    /// It fits: in system memory, after what the GPUs would hold of it.
+    pub fits: bool,
+    /// It fits whole in the GPUs' memory.
+    pub on_gpu: bool,
+}
+
+/// Whether a model file of `size` bytes (its header unread: the usual cache for its size) fits
+/// in `budget` of system memory and `gpu_room` of video memory, at `ctx_tokens` of context.
+pub fn fit(size: u64, ctx_tokens: u64, budget: u64, gpu_room: u64) -> Fit {
+    let needs = estimate(size, None, ctx_tokens);
+    Fit {
+        needs,
+        fits: needs.saturating_sub(gpu_room) <= budget,
+        on_gpu: gpu_room > 0 && needs <= gpu_room,
+    }
+}
+
 /// The memory models may take: the limit given, else [`budget_of`] the machine's memory now.
 /// `loaded_estimates` is what the loaded models are expected to hold, `loaded_weights` the part
 /// of it that is their mapped files.

@@ -1,12 +1,13 @@
-//! `hearth-node models list|pull|import|rm`: the models folder from the command line, without
-//! a running node (a running node sees the changes at once: it reads the folder when asked).
-//! `pull` downloads as the node does (resumable: run it again after an interruption).
+//! `hearth-node models list|search|pull|import|rm`: the models folder from the command line,
+//! without a running node (a running node sees the changes at once: it reads the folder when
+//! asked). `search` asks the hub as the Models page does; `pull` downloads as the node does
+//! (resumable: run it again after an interruption).
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Subcommand;
-use hearth_models::{import, DownloadState, Downloads, Progress, Registry};
+use hearth_models::{import, memory, DownloadState, Downloads, Progress, Registry};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ModelsArgs {
@@ -30,6 +31,17 @@ enum ModelsAction {
         ids: Vec<String>,
         #[arg(long)]
         dry_run: bool,
+    },
+    /// Find GGUF models on the hub (the most downloaded first): each file with its size, its
+    /// quantisation and whether it fits this machine at the node's default context.
+    Search {
+        query: Vec<String>,
+        /// The Hugging Face-style hub to search.
+        #[arg(long, env = "HEARTH_HUB_URL", default_value = hearth_models::hub::DEFAULT_HUB_URL)]
+        hub_url: String,
+        /// Repositories to list, at most 30.
+        #[arg(long, default_value_t = hearth_models::hub_search::DEFAULT_LIMIT)]
+        limit: usize,
     },
     /// Download OWNER/REPO/FILE.gguf from the hub into the folder (resumes a partial one).
     Pull {
@@ -127,6 +139,11 @@ pub(crate) fn models(args: ModelsArgs, runtime: &tokio::runtime::Runtime) -> any
                 anyhow::bail!("{failed} model(s) could not be imported (see above)");
             }
         }
+        ModelsAction::Search {
+            query,
+            hub_url,
+            limit,
+        } => runtime.block_on(search(&dir, &query.join(" "), hub_url, limit))?,
         ModelsAction::Pull { model, hub_url } => runtime.block_on(pull(&dir, &model, hub_url))?,
         ModelsAction::Rm { id } => {
             let removed = registry
@@ -141,6 +158,58 @@ pub(crate) fn models(args: ModelsArgs, runtime: &tokio::runtime::Runtime) -> any
 }
 
 /// Download `model` into `dir`, showing its progress on stderr until it is over.
+/// The hub's answer, a line per file: its spec, size, quantisation, and whether it fits here
+/// (system memory, and the GPUs' as a node would use them) at the node's default context.
+async fn search(
+    dir: &std::path::Path,
+    query: &str,
+    hub: String,
+    limit: usize,
+) -> anyhow::Result<()> {
+    let downloads = Downloads::new(
+        dir.to_path_buf(),
+        hub,
+        None,
+        tokio_util::sync::CancellationToken::new(),
+    );
+    let found = downloads.search(query, limit).await?;
+    let slots = hearth_engine::config::DEFAULT_SLOTS as u64;
+    let per_slot = u64::from(hearth_engine::config::DEFAULT_CTX_PER_SLOT);
+    let budget = memory::budget(None, 0, 0);
+    let gpu = memory::gpu_room(&hearth_engine::Offload::default(), 0);
+    if found.is_empty() {
+        println!("no GGUF models on the hub match {query:?}");
+    }
+    println!("fit: at {per_slot} tokens of context for each of {slots} requests");
+    for r in found {
+        println!("{}	{} downloads", r.id, r.downloads);
+        if let Some(e) = &r.error {
+            println!("  (its files could not be listed: {e})");
+        }
+        for f in r.files {
+            let fit = memory::fit(f.size, per_slot * slots, budget, gpu);
+            let mark = match (fit.on_gpu, fit.fits) {
+                (true, _) => "fits in video memory",
+                (false, true) => "fits",
+                (false, false) => "too large",
+            };
+            let here = if dir.join(&f.name).is_file() {
+                "\there"
+            } else {
+                ""
+            };
+            println!(
+                "  {}	{}	{}	{mark} (needs {}){here}",
+                f.spec,
+                mib(f.size),
+                f.quant.as_deref().unwrap_or("?"),
+                mib(fit.needs)
+            );
+        }
+    }
+    Ok(())
+}
+
 async fn pull(dir: &std::path::Path, model: &str, hub: String) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let stop = tokio_util::sync::CancellationToken::new();

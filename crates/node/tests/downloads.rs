@@ -6,10 +6,10 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
+use common::model_hub::ModelHub as Hub;
 use common::{client, model_size, sha256_of, wait_for_secs, without_model, TestNode};
 use serde_json::{json, Value};
 
@@ -17,76 +17,9 @@ const REPO: &str = "hearth-test/Tiny-GGUF";
 const IN_REPO: &str = "quants/Tiny-Q4.gguf";
 const SPEC: &str = "hearth-test/Tiny-GGUF/quants/Tiny-Q4.gguf";
 
-/// The hub, stopped (its stdin closed, then killed) when dropped.
-struct Hub {
-    child: Child,
-    url: String,
-}
-
-impl Hub {
-    fn start() -> Self {
-        Self::serving(&[(IN_REPO, common::model_path())])
-    }
-
-    /// A hub whose repository holds `files` (each its path there, and the file).
-    fn serving(files: &[(&str, PathBuf)]) -> Self {
-        let mut cmd = Command::new(common::process::venv_python());
-        cmd.arg(common::process::repo_root().join("tests/hub_server.py"))
-            .args(["--repo", REPO]);
-        for (path, file) in files {
-            cmd.args(["--path", path, "--file"]).arg(file);
-        }
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("the hub server starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port: u16 = line
-            .trim()
-            .strip_prefix("port ")
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("the hub's first line: {line:?}"));
-        Self {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-        }
-    }
-
-    async fn control(&self, faults: Value) {
-        let r = client()
-            .post(format!("{}/_control", self.url))
-            .json(&faults)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
-    }
-
-    /// The Range header of each file request, in order.
-    async fn ranges(&self) -> Vec<Option<String>> {
-        let log: Vec<Value> = common::get_json_at(format!("{}/_log", self.url))
-            .await
-            .as_array()
-            .unwrap()
-            .clone();
-        log.iter()
-            .map(|e| e["range"].as_str().map(str::to_owned))
-            .collect()
-    }
-}
-
-impl Drop for Hub {
-    fn drop(&mut self) {
-        if let Some(mut stdin) = self.child.stdin.take() {
-            let _ = stdin.flush();
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The loopback hub serving the default model as `REPO/IN_REPO`.
+fn start_hub() -> Hub {
+    Hub::serving(REPO, &[(IN_REPO, common::model_path())], &[])
 }
 
 /// A node with an empty models folder `models` taking models from `hub`.
@@ -152,7 +85,7 @@ async fn answers(t: &TestNode) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_download_cut_twice_resumes_is_verified_and_serves() {
-    let hub = Hub::start();
+    let hub = start_hub();
     let models = tempfile::tempdir().unwrap();
     let t = node(models.path(), &hub).await;
     // Before: no model here, and the door says so.
@@ -209,7 +142,7 @@ async fn a_download_cut_twice_resumes_is_verified_and_serves() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_corrupted_byte_is_caught_and_the_partial_deleted() {
-    let hub = Hub::start();
+    let hub = start_hub();
     let models = tempfile::tempdir().unwrap();
     let t = node(models.path(), &hub).await;
     hub.control(json!({"corrupt_at": model_size() / 2})).await;
@@ -257,7 +190,7 @@ async fn a_corrupted_byte_is_caught_and_the_partial_deleted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_model_larger_than_the_free_disk_fails_at_once_and_writes_nothing() {
-    let hub = Hub::start();
+    let hub = start_hub();
     let models = tempfile::tempdir().unwrap();
     let t = node(models.path(), &hub).await;
     // An exbibyte: no disk here has that much free.
@@ -280,7 +213,7 @@ async fn a_model_larger_than_the_free_disk_fails_at_once_and_writes_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_note_half_written_when_the_node_stopped_is_cleared_at_start() {
-    let hub = Hub::start();
+    let hub = start_hub();
     let models = tempfile::tempdir().unwrap();
     let partials_dir = models.path().join(".downloads");
     std::fs::create_dir_all(&partials_dir).unwrap();
@@ -299,7 +232,7 @@ async fn a_note_half_written_when_the_node_stopped_is_cleared_at_start() {
 /// A node downloading the model from a hub that sends it in about `seconds`, once its first
 /// bytes have arrived.
 async fn under_way(seconds: u64) -> (Hub, tempfile::TempDir, TestNode) {
-    let hub = Hub::start();
+    let hub = start_hub();
     let models = tempfile::tempdir().unwrap();
     let t = node(models.path(), &hub).await;
     hub.control(json!({"rate": model_size() / seconds})).await;
@@ -342,7 +275,7 @@ async fn a_cancelled_download_leaves_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_restarted_mid_download_resumes_it() {
-    let hub = Hub::start();
+    let hub = start_hub();
     let models = tempfile::tempdir().unwrap();
     let t = node(models.path(), &hub).await;
     hub.control(json!({"rate": model_size() / 20})).await;
@@ -377,7 +310,7 @@ async fn a_node_restarted_mid_download_resumes_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ollamas_pull_streams_progress_lines() {
-    let hub = Hub::start();
+    let hub = start_hub();
     let models = tempfile::tempdir().unwrap();
     let t = node(models.path(), &hub).await;
     hub.control(json!({"drops": 1, "drop_after": model_size() / 2}))
@@ -454,7 +387,7 @@ async fn ollamas_pull_streams_progress_lines() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_command_line_pulls_with_resume() {
-    let hub = Hub::start();
+    let hub = start_hub();
     let data = tempfile::tempdir().unwrap();
     hub.control(json!({"drops": 1, "drop_after": model_size() / 2}))
         .await;
@@ -516,7 +449,7 @@ async fn the_command_line_leaves_a_download_the_node_is_making_alone() {
 /// The official `ollama` Python client's `pull`, streamed: its own types read every line.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_ollama_client_pulls() {
-    let hub = Hub::start();
+    let hub = start_hub();
     let models = tempfile::tempdir().unwrap();
     let t = node(models.path(), &hub).await;
     let script = r#"
@@ -558,7 +491,7 @@ fn split_hub() -> (tempfile::TempDir, Vec<PathBuf>, Hub) {
         .iter()
         .map(|(n, p)| (n.as_str(), p.clone()))
         .collect();
-    let hub = Hub::serving(&files);
+    let hub = Hub::serving(REPO, &files, &[]);
     (made, shards, hub)
 }
 

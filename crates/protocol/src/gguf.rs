@@ -220,6 +220,27 @@ fn io(e: std::io::Error) -> GgufError {
     }
 }
 
+/// The quantisation a GGUF file's name says (`…-Q4_K_M.gguf`, `….IQ2_XXS.gguf`), as llama.cpp
+/// names its file types; the longest name that stands alone in it wins (`Q4_K_M`, not `Q4_K`).
+pub fn quant_in_name(file: &str) -> Option<&'static str> {
+    let upper = file.to_ascii_uppercase();
+    let stands_alone = |at: usize, len: usize| {
+        let before = upper[..at].chars().next_back();
+        let after = upper[at + len..].chars().next();
+        !before.is_some_and(|c| c.is_ascii_alphanumeric())
+            && !after.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    (0..64)
+        .map(file_type_name)
+        .filter(|n| *n != "unknown")
+        .filter(|n| {
+            upper
+                .match_indices(n)
+                .any(|(at, m)| stands_alone(at, m.len()))
+        })
+        .max_by_key(|n| n.len())
+}
+
 /// llama.cpp's `llama_ftype` names.
 fn file_type_name(v: u64) -> &'static str {
     match v {
@@ -257,6 +278,27 @@ fn file_type_name(v: u64) -> &'static str {
         37 => "TQ2_0",
         38 => "MXFP4",
         _ => "unknown",
+    }
+}
+
+#[cfg(test)]
+mod quant_tests {
+    use super::quant_in_name;
+
+    #[test]
+    fn quantisations_are_read_from_file_names() {
+        for (file, q) in [
+            ("SmolLM2-135M-Instruct-Q4_K_M.gguf", Some("Q4_K_M")),
+            ("smollm2-135m-instruct.q8_0.gguf", Some("Q8_0")),
+            ("Llama-3.2-1B-Instruct-IQ2_XXS.gguf", Some("IQ2_XXS")),
+            ("model-BF16-00001-of-00002.gguf", Some("BF16")),
+            ("model-f16.gguf", Some("F16")),
+            ("SmolLM2-135M-Instruct.Q4_1.gguf", Some("Q4_1")),
+            ("plain.gguf", None),
+            ("Q4_K_Mx.gguf", None),
+        ] {
+            assert_eq!(quant_in_name(file), q, "{file}");
+        }
     }
 }
 

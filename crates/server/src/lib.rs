@@ -9,7 +9,8 @@
 //! - `/` (upgrade) and `/api/auth/register`: the signed-challenge door ([`auth`]);
 //! - `/node`: hub mode's worker door (`hub_door`);
 //! - `/api/chat`, `/api/generate`, `/api/embed`, `/api/tags`, ...: the Ollama API (`ollama`);
-//! - `/api/...`: the UI's API (`api`) and chat (`chat`), live status `/api/events`
+//! - `/api/...`: the UI's API (`api`) and chat (`chat`), the hub's model search
+//!   (`search_api`), live status `/api/events`
 //!   (`events`), `/api/status` (`status`);
 //! - `/metrics` (`metrics`); and the web UI's files for every other `GET` (`ui`).
 //!
@@ -40,6 +41,7 @@ pub(crate) mod models_api;
 pub(crate) mod node_settings;
 pub(crate) mod ollama;
 pub(crate) mod openai;
+pub(crate) mod search_api;
 pub mod security;
 pub(crate) mod split_api;
 pub(crate) mod status;
@@ -196,6 +198,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/api/models/load", post(models_api::load_model))
         .route("/api/models/unload", post(models_api::unload_model))
         .route("/api/models/importable", get(models_api::importable))
+        .route("/api/models/search", get(search_api::search))
         .route("/api/models/import", post(models_api::import))
         .route(
             "/api/models/split",

@@ -18,6 +18,7 @@ import type {
   KeyScope,
   KeysResponse,
   ModelsResponse,
+  SearchAnswer,
   SplitPlacement,
   SplitsResponse,
   StatusResponse,
@@ -113,6 +114,8 @@ export const api = {
       '/api/models/import',
       id === undefined ? {} : { id },
     ),
+  /** The hub's GGUF models matching `q`, each file marked by whether it fits here. */
+  searchModels: (q: string) => request<SearchAnswer>('GET', `/api/models/search?q=${enc(q)}`),
   /** Downloads from the hub (OWNER/REPO/FILE.gguf), with their progress. */
   downloads: () => request<{ downloads: Download[] }>('GET', '/api/models/downloads'),
   startDownload: (model: string) => request<Download>('POST', '/api/models/downloads', { model }),

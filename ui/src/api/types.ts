@@ -195,6 +195,40 @@ export interface PeerModel {
   peers: string[];
 }
 
+/** One model of a hub repository the search found, marked by whether it fits here. */
+export interface FoundFile {
+  name: string;
+  /** What to download: OWNER/REPO/PATH. */
+  spec: string;
+  /** Bytes, every shard counted. */
+  size: number;
+  quant: string | null;
+  shards: number;
+  /** The memory it is expected to take here. */
+  needs: number;
+  fits: boolean;
+  /** It fits whole in video memory. */
+  on_gpu: boolean;
+  /** A file of that name is in the models folder already. */
+  here: boolean;
+}
+
+/** `GET /api/models/search?q=`: the hub's GGUF repositories, the most downloaded first. */
+export interface SearchAnswer {
+  query: string;
+  hub: string;
+  /** The context a request gets here, which the fit marks assume. */
+  context_per_slot: number;
+  repos: {
+    id: string;
+    downloads: number;
+    likes: number;
+    last_modified: string | null;
+    files: FoundFile[];
+    error?: string;
+  }[];
+}
+
 /** A download from the hub or from peers (`GET /api/models/downloads`). */
 export interface Download {
   /** The file's name in the models folder. */

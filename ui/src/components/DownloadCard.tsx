@@ -1,7 +1,7 @@
 /**
  * Downloads (`/api/models/downloads`): first the models the cluster's peers have and this node
- * lacks, each with "Get from PEER" (a transfer over the cluster); then a field for a file on
- * the hub, `OWNER/REPO/FILE.gguf`; and each download with a progress bar, speed, time left and
+ * lacks, each with "Get from PEER" (a transfer over the cluster); then the hub's search
+ * (`SearchCard`) and a field for a file on the hub, `OWNER/REPO/FILE.gguf`; and each download with a progress bar, speed, time left and
  * Cancel. A finished one is in the models table (the parent reads it again); a failed one
  * says why.
  */
@@ -9,6 +9,7 @@ import { useCallback, useEffect, useRef, useState, type FormEvent } from 'react'
 import { api, errorText } from '../api/client';
 import type { Download, PeerModel } from '../api/types';
 import { formatBytes, percent } from '../format';
+import { SearchCard } from './SearchCard';
 
 export interface DownloadCardProps {
   /** Called when a download finishes, so the models table is read again. */
@@ -78,6 +79,7 @@ export function DownloadCard({ onDownloaded, fromPeers }: DownloadCardProps) {
       await refresh();
     } catch (err) {
       setError(errorText(err));
+      throw err;
     } finally {
       setPending(false);
     }
@@ -85,7 +87,7 @@ export function DownloadCard({ onDownloaded, fromPeers }: DownloadCardProps) {
 
   const start = (e: FormEvent) => {
     e.preventDefault();
-    void download(name.trim());
+    download(name.trim()).catch(() => undefined);
   };
 
   // A model a download is under way for is not offered again.
@@ -110,13 +112,14 @@ export function DownloadCard({ onDownloaded, fromPeers }: DownloadCardProps) {
             <li key={m.id} className="download-head" data-testid="peer-offer" data-model-id={m.id}>
               <span className="model-id">{m.id}</span>
               <span className="muted">on {m.peers.join(', ')}: no download from the internet needed</span>
-              <button type="button" className="btn btn-primary" data-testid="peer-get" disabled={pending} onClick={() => void download(m.id)}>
+              <button type="button" className="btn btn-primary" data-testid="peer-get" disabled={pending} onClick={() => void download(m.id).catch(() => undefined)}>
                 Get from {m.peers[0]}
               </button>
             </li>
           ))}
         </ul>
       )}
+      <SearchCard onDownload={download} pending={pending} />
       <form className="download-form" onSubmit={start}>
         <input
           type="text"

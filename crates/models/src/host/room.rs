@@ -19,17 +19,7 @@ impl ModelHost {
         if self.settings.remote.is_some() || self.settings.script.is_some() {
             return 0;
         }
-        let gpus = hearth_engine::offload::chosen_gpus(&self.settings.offload);
-        let margin = self.settings.offload.margin;
-        let free: u64 = gpus
-            .iter()
-            .map(|g| g.memory_free.saturating_sub(margin))
-            .sum();
-        let total: u64 = gpus
-            .iter()
-            .map(|g| g.memory_total.saturating_sub(margin))
-            .sum();
-        free.min(total.saturating_sub(held))
+        memory::gpu_room(&self.settings.offload, held)
     }
 
     /// The memory the model in `path` is expected to take here: all of it, or in a split
@@ -85,6 +75,23 @@ impl ModelHost {
     pub fn free_for_models(&self, besides: Option<&ModelId>) -> u64 {
         let (budget, used) = self.budget(besides);
         budget.saturating_sub(used)
+    }
+
+    /// Whether a model file of `size` bytes not yet here would fit, with every other model
+    /// unloaded, at the context this node gives its slots ([`memory::fit`]).
+    pub fn fit(&self, size: u64) -> memory::Fit {
+        let (budget, _) = self.budget(None);
+        memory::fit(
+            size,
+            self.settings.ctx_tokens(None),
+            budget,
+            self.gpu_room(0),
+        )
+    }
+
+    /// The context a request gets here when its model's header does not say less, in tokens.
+    pub fn context_per_slot(&self) -> u64 {
+        self.settings.ctx_tokens(None) / self.settings.slots.max(1) as u64
     }
 
     /// Whether the model in `path` needs more memory than models here may take even with

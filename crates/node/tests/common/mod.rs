@@ -4,6 +4,7 @@
 
 pub mod cluster_peer;
 pub mod hub;
+pub mod model_hub;
 pub mod process;
 pub mod signed;
 pub mod split_gguf;
