@@ -133,7 +133,7 @@ pub async fn files_of(
     );
     let body = get_json(http, &url)
         .await?
-        .ok_or_else(|| HubError::Status { status: 404, url })?;
+        .ok_or(HubError::Status { status: 404, url })?;
     let entries: Vec<TreeEntry> =
         serde_json::from_slice(&body).map_err(|e| HubError::BadListing(e.to_string()))?;
     Ok(models_in(repo, &entries))
