@@ -92,3 +92,17 @@ async fn the_official_clients_read_thinking_and_tool_calls() {
     assert!(stdout.contains("scripted clients OK"), "{stdout}");
     t.stop().await;
 }
+
+/// Every answer of both APIs against the official packages' own types: validated by them, and
+/// holding every field they declare but those `tests/response_shapes.py` lists with a reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_answer_has_the_fields_the_official_types_declare() {
+    let t = TestNode::start(2).await;
+    let mut cmd = Command::new(venv_python());
+    cmd.arg(repo_root().join("tests/response_shapes.py"))
+        .arg(&t.base)
+        .arg(MODEL_ID);
+    let (stdout, _) = run_peer(cmd, "the response shapes check").await;
+    assert!(stdout.contains("response shapes OK"), "{stdout}");
+    t.stop().await;
+}

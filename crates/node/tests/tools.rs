@@ -544,3 +544,45 @@ async fn a_request_with_tools_runs_on_a_hearth_worker() {
     worker.stop().await;
     hub.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_with_tools_runs_on_a_hearth_peer_of_the_cluster() {
+    // b has no model; its request (tools and a tool turn in the history) runs on peer a.
+    let a = TestNode::start_with(|c| {
+        c.name = "peer-a".into();
+        c.parallel = 1;
+        c.cluster = common::cluster_config(Vec::new());
+    })
+    .await;
+    let at = a.node().cluster_addr().unwrap().to_string();
+    let empty = tempfile::tempdir().unwrap();
+    let b = TestNode::start_with(|c| {
+        c.name = "node-b".into();
+        common::without_model(c, empty.path());
+        c.cluster = common::cluster_config(vec![at]);
+    })
+    .await;
+    common::wait_for(
+        async || {
+            b.get_json("/api/cluster").await["peers"][0]["loaded_models"][0] == common::MODEL_ID
+        },
+        "b seeing a's model",
+    )
+    .await;
+    let mut body = ask(json!("required"));
+    body["model"] = json!(common::MODEL_ID);
+    let via_b = b.chat(body.clone()).await;
+    let here = a.chat(body).await;
+    assert_eq!(
+        via_b["choices"][0]["finish_reason"], "tool_calls",
+        "{via_b}"
+    );
+    assert_eq!(
+        openai_call(&via_b["choices"][0]["message"]["tool_calls"][0]).1,
+        openai_call(&here["choices"][0]["message"]["tool_calls"][0]).1,
+        "the peer rendered the tools as a does itself"
+    );
+    assert_eq!(via_b["usage"], here["usage"], "{via_b} {here}");
+    b.stop().await;
+    a.stop().await;
+}
