@@ -1,9 +1,10 @@
 """Copy a GGUF model with a Hermes-style chat template that knows tools, as Qwen 2.5's does.
 
-Usage: python tests/tools_model.py IN.gguf OUT.gguf
+Usage: python tests/tools_model.py IN.gguf OUT.gguf [--opens-thinking]
 The template (written here for the tests) lists the tools in the system turn inside <tools>,
 writes an assistant's calls as <tool_call> blocks and a tool's result inside <tool_response>,
-and reads `enable_thinking`. Uses the `gguf` package (llama.cpp's gguf-py) to rewrite the
+and reads `enable_thinking`. With --opens-thinking its assistant turn opens a thinking block
+itself (`<think>` at the end of the prompt), as DeepSeek R1's template does. Uses the `gguf` package (llama.cpp's gguf-py) to rewrite the
 header; the tensors are copied as they are.
 """
 import sys
@@ -52,10 +53,13 @@ For each call, write a JSON object with the function name and arguments in <tool
 
 def main() -> None:
     src, dst = sys.argv[1], sys.argv[2]
+    template = TEMPLATE
+    if "--opens-thinking" in sys.argv[3:]:
+        template = template.replace("{% endif %}{% endif %}", "{% else %}<think>\n{% endif %}{% endif %}")
     reader = gguf.GGUFReader(src, "r")
     arch = reader.get_field(gguf.Keys.General.ARCHITECTURE).contents()
     writer = gguf.GGUFWriter(dst, arch=arch, endianess=reader.endianess)
-    new = {gguf.Keys.Tokenizer.CHAT_TEMPLATE: MetadataDetails(gguf.GGUFValueType.STRING, TEMPLATE)}
+    new = {gguf.Keys.Tokenizer.CHAT_TEMPLATE: MetadataDetails(gguf.GGUFValueType.STRING, template)}
     copy_with_new_metadata(reader, writer, new, [])
     print(f"wrote {dst} with a tools template")
 

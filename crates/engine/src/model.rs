@@ -113,6 +113,19 @@ impl ModelInfo {
         Ok(self.prompter.render(chat)?.text)
     }
 
+    /// Whether this model's template opens the thinking block itself (its assistant turn ends
+    /// with `<think>`, as DeepSeek R1's and QwQ's do): the model's text then starts inside the
+    /// thinking, and only its end is written. `think` as the request sets it.
+    pub fn opens_thinking(&self, think: Option<bool>) -> bool {
+        let probe = Chat {
+            messages: vec![ChatMessage::new("user", "Hi")],
+            tools: None,
+            think,
+        };
+        self.render_chat(&probe)
+            .is_ok_and(|p| p.trim_end().ends_with("<think>"))
+    }
+
     /// How this model writes a tool call: its template's format, or the generic one.
     pub fn tool_format(&self) -> ToolFormat {
         self.prompter.tool_format

@@ -206,11 +206,17 @@ async fn the_default_model_calls_a_required_tool_on_both_doors_and_answers_its_r
 
 /// A copy of the default model whose template knows tools (Hermes style), in `dir`.
 fn tools_model(dir: &Path) -> std::path::PathBuf {
+    tools_model_with(dir, &[])
+}
+
+/// [`tools_model`] with more arguments of `tests/tools_model.py`.
+fn tools_model_with(dir: &Path, args: &[&str]) -> std::path::PathBuf {
     let out = dir.join("SmolLM2-tools.gguf");
     let status = Command::new(venv_python())
         .arg(repo_root().join("tests/tools_model.py"))
         .arg(model_path())
         .arg(&out)
+        .args(args)
         .status()
         .expect("python runs");
     assert!(status.success(), "tests/tools_model.py failed");
@@ -293,15 +299,63 @@ async fn a_template_that_knows_tools_gets_them_in_its_own_format() {
 
 /// A node on the scripted engine that answers `answer`, one token per entry.
 async fn scripted(answer: &[&str]) -> TestNode {
+    scripted_on(None, answer).await
+}
+
+/// [`scripted`] with the model `model` (its vocabulary and template) instead of the default.
+async fn scripted_on(model: Option<&Path>, answer: &[&str]) -> TestNode {
     let answer: Vec<String> = answer.iter().map(|s| (*s).to_owned()).collect();
+    let model = model.map(Path::to_path_buf);
     TestNode::start_with(move |c| {
         c.parallel = 2;
+        if let Some(m) = model {
+            c.models_dir = m.parent().unwrap().to_path_buf();
+            c.model = Some(m.to_string_lossy().into_owned());
+        }
         c.script = Some(hearth_engine::Script {
             answer,
             ..Default::default()
         });
     })
     .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thinking_a_template_opened_arrives_apart_too() {
+    // DeepSeek R1's way: the prompt ends with `<think>`; the model writes only its end.
+    let dir = tempfile::tempdir().unwrap();
+    let model = tools_model_with(dir.path(), &["--opens-thinking"]);
+    let t = scripted_on(
+        Some(&model),
+        &["Plan", " it.", "</think>", "\n\nHello", "!"],
+    )
+    .await;
+    let info = t.node().host().ready().await.unwrap();
+    assert!(info.opens_thinking(None));
+    assert!(
+        !info.opens_thinking(Some(false)),
+        "think: false closes it in the template"
+    );
+    let v = t
+        .chat(json!({"messages": user("Hi"), "max_tokens": 50}))
+        .await;
+    let message = &v["choices"][0]["message"];
+    assert_eq!(
+        (&message["reasoning_content"], &message["content"]),
+        (&json!("Plan it."), &json!("Hello!")),
+        "{v}"
+    );
+    let (content, chunks) = t
+        .chat_stream(json!({"messages": user("Hi"), "max_tokens": 50}))
+        .await;
+    assert_eq!(content, "Hello!", "{chunks:?}");
+    let (_, v) = ollama_chat(
+        &t,
+        json!({"model": "SmolLM2-tools", "stream": false, "think": true, "messages": user("Hi")}),
+    )
+    .await;
+    assert_eq!(v["message"]["thinking"], "Plan it.", "{v}");
+    t.stop().await;
 }
 
 const THINKING: [&str; 7] = ["<think>", "Plan", " it", ".</th", "ink>\n\n", "Hello", "!"];

@@ -44,10 +44,19 @@ impl Splitter {
     /// `id` makes the calls' ids (`call_{id}_{n}`).
     pub(crate) fn new(reasoning: bool, tools: Option<ToolSet>, id: impl Into<String>) -> Self {
         Self {
-            thinking: reasoning.then(Thinking::new),
+            thinking: reasoning.then(|| Thinking::new(false)),
             tools: tools.map(|t| (t, Scanner::default())),
             id: id.into(),
         }
+    }
+
+    /// The text starts inside a thinking block the prompt opened (see
+    /// `ModelInfo::opens_thinking`).
+    pub(crate) fn opened_thinking(mut self, opened: bool) -> Self {
+        if opened && self.thinking.is_some() {
+            self.thinking = Some(Thinking::new(true));
+        }
+        self
     }
 
     pub(crate) fn push(&mut self, text: &str) -> Vec<Piece> {

@@ -30,9 +30,14 @@ pub(crate) enum Piece {
 }
 
 impl Thinking {
-    pub(super) fn new() -> Self {
+    /// `opened`: the prompt opened the block already, so the text starts inside it.
+    pub(super) fn new(opened: bool) -> Self {
         Self {
-            state: State::Start,
+            state: if opened {
+                State::Thinking
+            } else {
+                State::Start
+            },
             held: String::new(),
             trim: false,
         }
@@ -114,7 +119,11 @@ mod tests {
     use super::*;
 
     fn split(pieces: &[&str]) -> Vec<Piece> {
-        let mut t = Thinking::new();
+        split_from(false, pieces)
+    }
+
+    fn split_from(opened: bool, pieces: &[&str]) -> Vec<Piece> {
+        let mut t = Thinking::new(opened);
         let mut out = Vec::new();
         for p in pieces {
             t.push(p, &mut out);
@@ -154,6 +163,17 @@ mod tests {
         for cut in 1..text.len() {
             assert_eq!(split(&[&text[..cut], &text[cut..]]), want, "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn a_block_the_prompt_opened_ends_at_its_close() {
+        assert_eq!(
+            split_from(true, &["\nPlan.", "</think>", "\n\nHi"]),
+            vec![
+                Piece::Reasoning("\nPlan.".into()),
+                Piece::Content("Hi".into())
+            ]
+        );
     }
 
     #[test]

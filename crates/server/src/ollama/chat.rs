@@ -227,6 +227,10 @@ pub(crate) async fn chat(
             .map_err(|e| OllamaError::bad_request(format!("invalid tools: {e}")))?;
     }
     let tools = req.tools.clone();
+    let opened = target
+        .local
+        .as_ref()
+        .is_some_and(|i| i.opens_thinking(req.think));
     let mut gen = state
         .router
         .submit(
@@ -243,7 +247,8 @@ pub(crate) async fn chat(
         .map_err(submit_error)?;
     // Thinking goes apart unless the client turned it off (then it stays in the text, if the
     // template could not turn it off).
-    let splitter = Splitter::new(req.think != Some(false), tools, gen.id.to_string());
+    let splitter =
+        Splitter::new(req.think != Some(false), tools, gen.id.to_string()).opened_thinking(opened);
     if !req.stream {
         let c = stream::collect(&mut gen, &state.shutdown, false)
             .await

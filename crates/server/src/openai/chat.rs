@@ -42,6 +42,10 @@ pub(crate) async fn chat_completions(
     answer::constrain(&mut req.params, req.format.take())
         .map_err(|e| invalid("response_format", format!("invalid response_format: {e}")))?;
     let tools = req.tools.clone();
+    let opened = target
+        .local
+        .as_ref()
+        .is_some_and(|i| i.opens_thinking(None));
     let mut gen = state.router.submit(
         &target,
         Request {
@@ -56,7 +60,7 @@ pub(crate) async fn chat_completions(
     let id = format!("chatcmpl-{}", gen.id);
     let model = target.model.to_string();
     let created = now_secs();
-    let splitter = Splitter::new(true, tools, gen.id.to_string());
+    let splitter = Splitter::new(true, tools, gen.id.to_string()).opened_thinking(opened);
     if !req.stream {
         let c = collect(&mut gen, &state.shutdown, req.logprobs).await?;
         let (reasoning, content, calls) = answer::split_whole(splitter, &c.text, c.done.reason)
