@@ -46,6 +46,22 @@ pub enum Prompt {
     Tokens(Vec<u32>),
 }
 
+/// Prompts longer than this are tokenized with the async runtime told that this thread blocks
+/// (tokio's `block_in_place`), so the runtime's other tasks move to another thread meanwhile.
+const HEAVY_PROMPT_BYTES: usize = 64 << 10;
+
+/// Run `work` (tokenizing `bytes` of text), handing this thread's async tasks to the runtime's
+/// others first when it is heavy and the runtime has others.
+fn off_the_runtime<R>(bytes: usize, work: impl FnOnce() -> R) -> R {
+    let multi = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if multi && bytes > HEAVY_PROMPT_BYTES {
+        tokio::task::block_in_place(work)
+    } else {
+        work()
+    }
+}
+
 /// Why a request was not accepted.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SubmitError {
@@ -54,9 +70,15 @@ pub enum SubmitError {
     #[error("model {model} failed to load: {message}")]
     LoadFailed { model: ModelId, message: String },
     #[error(
-        "the prompt is {prompt_tokens} tokens long but the model's context is {context} tokens"
+        "the prompt is {}{prompt_tokens} tokens long but the model's context is {context} tokens",
+        if *at_least { "at least " } else { "" }
     )]
-    ContextLengthExceeded { prompt_tokens: usize, context: u32 },
+    ContextLengthExceeded {
+        prompt_tokens: usize,
+        context: u32,
+        /// `prompt_tokens` is a bound from the prompt's length: it was refused untokenized.
+        at_least: bool,
+    },
     #[error("all {slots} slots are busy and {queued} requests are waiting")]
     QueueFull {
         slots: usize,
@@ -371,6 +393,18 @@ impl Engine {
         let submitted = Instant::now();
         let model = self.serving()?;
         let Request { prompt, mut params } = request;
+        // Judged by its length first: a prompt that cannot fit is never tokenized.
+        let fits = |text: &str| {
+            let least = model.prompter.least_tokens(text);
+            if least >= model.ctx_per_slot as usize {
+                return Err(SubmitError::ContextLengthExceeded {
+                    prompt_tokens: least,
+                    context: model.ctx_per_slot,
+                    at_least: true,
+                });
+            }
+            Ok(())
+        };
         let tokens = match &prompt {
             Prompt::Chat(chat) => {
                 let rendered = model.prompter.render(chat)?;
@@ -381,9 +415,15 @@ impl Engine {
                     params.grammar = Some(g);
                     params.grammar_triggers = rendered.triggers;
                 }
-                model.prompter.tokenize(&rendered.text)
+                fits(&rendered.text)?;
+                off_the_runtime(rendered.text.len(), || {
+                    model.prompter.tokenize(&rendered.text)
+                })
             }
-            Prompt::Text(text) => model.prompter.tokenize(text),
+            Prompt::Text(text) => {
+                fits(text)?;
+                off_the_runtime(text.len(), || model.prompter.tokenize(text))
+            }
             Prompt::Tokens(ids) => model.prompter.tokens_from_ids(ids)?,
         };
         if tokens.is_empty() {
@@ -399,6 +439,7 @@ impl Engine {
             return Err(SubmitError::ContextLengthExceeded {
                 prompt_tokens: tokens.len(),
                 context: model.ctx_per_slot,
+                at_least: false,
             });
         }
         let shared = &self.inner.shared;

@@ -131,6 +131,12 @@ impl ModelInfo {
         self.prompter.tool_format
     }
 
+    /// The fewest tokens `text` can take (see `Prompter::least_tokens`): a prompt longer than
+    /// the context by this count alone is refused without tokenizing it.
+    pub fn least_tokens(&self, text: &str) -> usize {
+        self.prompter.least_tokens(text)
+    }
+
     /// Token count of a text as the engine will tokenize it.
     pub fn count_tokens(&self, text: &str) -> usize {
         self.prompter.tokenize(text).len()
@@ -196,6 +202,8 @@ pub(crate) struct Prompter {
     /// The template source for llama.cpp's built-in fallback (`chatml` when the GGUF has none).
     builtin: String,
     tool_format: ToolFormat,
+    /// The most bytes of text one token of the vocabulary covers.
+    max_piece_bytes: usize,
 }
 
 impl Prompter {
@@ -208,6 +216,17 @@ impl Prompter {
         };
         let bos = token_text(vocab.bos());
         let eos = token_text(vocab.eos());
+        // The longest text one token stands for (special tokens' text too: prompts parse them).
+        let mut piece = Vec::new();
+        let max_piece_bytes = (0..model.n_vocab())
+            .map(|t| {
+                piece.clear();
+                vocab.token_to_piece_into(LlamaToken::new(t), &mut piece, true, None);
+                piece.len()
+            })
+            .max()
+            .unwrap_or(1)
+            .max(1);
         let jinja = template_source.as_deref().and_then(|src| {
             ChatTemplate::new(src, &bos, &eos)
                 .map_err(|e| tracing::warn!(error = %e, "GGUF chat template unusable with Jinja; using llama.cpp's built-in templates"))
@@ -223,6 +242,7 @@ impl Prompter {
             jinja,
             builtin: template_source.unwrap_or_else(|| "chatml".to_owned()),
             tool_format,
+            max_piece_bytes,
         }
     }
 
@@ -275,6 +295,13 @@ impl Prompter {
         self.model
             .apply_chat_template(&tmpl, &chat, true)
             .map_err(|e| PromptError::Template(e.to_string()))
+    }
+
+    /// The fewest tokens `text` can take: no token covers more than the vocabulary's longest
+    /// piece. What a prompt is judged by before it is tokenized, which for megabytes takes
+    /// seconds of a core.
+    pub(crate) fn least_tokens(&self, text: &str) -> usize {
+        text.len().div_ceil(self.max_piece_bytes)
     }
 
     /// Tokenize as llama-server does: BOS when the vocabulary asks for it, special tokens parsed.

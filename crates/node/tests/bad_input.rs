@@ -289,3 +289,48 @@ impl SendBinary for common::Ws {
         self.send(Message::binary(vec![1u8, 2, 3])).await.unwrap();
     }
 }
+
+/// Six prompts of 4 MB at once, on three doors: each is refused by its length alone (never
+/// tokenized, which would hold a core for seconds), while the node's status answers meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompts_too_long_by_their_length_are_refused_untokenized() {
+    let t = TestNode::start(2).await;
+    let big = "the quick brown fox jumps over the lazy dog ".repeat(95_000);
+    let bodies = [
+        ("/v1/chat/completions", json!({"messages": user(&big)})),
+        ("/v1/chat/completions", json!({"messages": user(&big)})),
+        ("/v1/chat/completions", json!({"messages": user(&big)})),
+        ("/v1/chat/completions", json!({"messages": user(&big)})),
+        ("/v1/completions", json!({"prompt": big})),
+        (
+            "/api/generate",
+            json!({"model": MODEL_ID, "prompt": big, "stream": false}),
+        ),
+    ];
+    let sent: Vec<_> = bodies
+        .into_iter()
+        .map(|(path, body)| {
+            let url = t.url(path);
+            tokio::spawn(async move {
+                let r = common::client().post(url).json(&body).send().await.unwrap();
+                (r.status().as_u16(), r.json::<Value>().await.unwrap())
+            })
+        })
+        .collect();
+    for _ in 0..5 {
+        assert_eq!(t.status().await["model"]["state"], "ready");
+    }
+    for s in sent {
+        let (status, v) = s.await.unwrap();
+        assert_eq!(status, 400, "{v}");
+        let message = v["error"]["message"]
+            .as_str()
+            .or(v["error"].as_str())
+            .unwrap_or_default();
+        assert!(
+            message.contains("at least") && message.contains("context is 1024"),
+            "{v}"
+        );
+    }
+    t.stop().await;
+}

@@ -267,7 +267,8 @@ mod tests {
         assert_eq!(
             submit_failure(&SubmitError::ContextLengthExceeded {
                 prompt_tokens: 5000,
-                context: 1024
+                context: 1024,
+                at_least: false,
             })
             .code,
             "context_length_exceeded"

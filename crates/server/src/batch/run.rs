@@ -620,6 +620,16 @@ fn prepare_entry(
         item.prefix = prompt;
         return Ok(item);
     };
+    // Judged by its length first: a prompt that cannot fit is never tokenized.
+    let least = info.least_tokens(&prompt);
+    if least >= ctx as usize {
+        let e = SubmitError::ContextLengthExceeded {
+            prompt_tokens: least,
+            context: ctx,
+            at_least: true,
+        };
+        return Err((Some(request_id), e.to_string()));
+    }
     let tokens = info.tokenize(&prompt);
     if tokens.is_empty() {
         return Err((Some(request_id), "the prompt is empty".to_owned()));
@@ -628,6 +638,7 @@ fn prepare_entry(
         let e = SubmitError::ContextLengthExceeded {
             prompt_tokens: tokens.len(),
             context: ctx,
+            at_least: false,
         };
         return Err((Some(request_id), e.to_string()));
     }

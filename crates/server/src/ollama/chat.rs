@@ -16,7 +16,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::{Stream, StreamExt as _};
-use hearth_engine::{Chat, Done, Failure, Prompt, Request, TokenEvent};
+use hearth_engine::{Chat, Done, Failure, Prompt, Request, SubmitError, TokenEvent};
 use hearth_protocol::ollama::{
     parse_body, ChatBody, ChatResponse, DoneReason, ErrorBody, Format, GenerateBody,
     GenerateResponse, KeepAlive, Metrics, OllamaError,
@@ -343,6 +343,16 @@ pub(crate) async fn generate(
         let rendered = info
             .render_chat(&chat)
             .map_err(|e| error(StatusCode::BAD_REQUEST, e.to_string()))?;
+        // Judged by its length first: a prompt that cannot fit is never tokenized here.
+        let least = info.least_tokens(&rendered);
+        if least >= info.ctx_per_slot as usize {
+            return Err(submit_error(SubmitError::ContextLengthExceeded {
+                prompt_tokens: least,
+                context: info.ctx_per_slot,
+                at_least: true,
+            })
+            .into());
+        }
         let mut ids = std::mem::take(&mut req.context);
         let continuing = !ids.is_empty();
         ids.extend(if continuing {
