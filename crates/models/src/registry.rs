@@ -196,6 +196,31 @@ impl Registry {
     }
 }
 
+impl ModelFile {
+    /// A loaded model as the registry would describe its file, for one that lives outside the
+    /// folder (a node started with `--model PATH`): `linked_to` says where it is.
+    pub fn of_loaded(info: &hearth_engine::ModelInfo) -> Self {
+        let g = &info.gguf;
+        ModelFile {
+            id: info.id.clone(),
+            file: info
+                .path
+                .file_name()
+                .map_or_else(String::new, |f| f.to_string_lossy().into_owned()),
+            path: info.path.clone(),
+            size_bytes: info.size_bytes,
+            shards: None,
+            architecture: Some(g.architecture.clone()),
+            quantization: g.quantization.clone(),
+            context_length: g.context_length,
+            parameters: g.size_label.clone(),
+            linked_to: Some(info.path.clone()),
+            error: None,
+            gguf: Some(g.clone()),
+        }
+    }
+}
+
 impl Registry {
     /// Remove `id`'s files from the folder (every shard of a split model; for an imported
     /// model only the link, never the other app's file). Returns the names removed.

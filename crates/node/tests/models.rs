@@ -757,3 +757,32 @@ async fn a_load_that_fails_gives_the_focus_back_to_the_model_before() {
     }
     t.stop().await;
 }
+
+/// A node started with `--model PATH` outside its models folder: the Models page's list has
+/// the model while it is loaded (with its header, marked as outside), and its path only for
+/// this machine; no peer is asked for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_loaded_from_outside_the_folder_is_listed() {
+    let empty = tempfile::tempdir().unwrap();
+    let folder = empty.path().to_path_buf();
+    let t = TestNode::start_with(move |c| c.models_dir = folder).await;
+    let v = t.get_json("/api/models").await;
+    let rows = v["models"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{v}");
+    let row = &rows[0];
+    assert_eq!(row["id"], common::MODEL_ID);
+    assert_eq!(
+        (&row["loaded"], &row["outside"]),
+        (&json!(true), &json!(true)),
+        "{v}"
+    );
+    assert_eq!(row["imported"], false);
+    assert_eq!(row["quantization"], "Q4_1", "{v}");
+    assert_eq!(
+        row["linked_to"].as_str(),
+        common::model_path().to_str(),
+        "this machine sees where it is"
+    );
+    assert_eq!(v["from_peers"], json!([]));
+    t.stop().await;
+}

@@ -56,6 +56,10 @@ struct ModelRow {
     /// Imported from another app: a link to its file (whose path, `linked_to`, only this
     /// machine is shown).
     imported: bool,
+    /// Loaded from outside the models folder (`--model PATH`): listed while it is loaded, its
+    /// path in `linked_to` (this machine only).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    outside: bool,
 }
 
 /// `text` with each of `folders` taken out of the paths it names (file names stay).
@@ -99,6 +103,7 @@ fn model_row(host: &ModelHost, file: ModelFile, peers: &[(String, Vec<String>)])
     ModelRow {
         on_peers,
         imported: file.linked_to.is_some(),
+        outside: false,
         loaded: state == "loaded",
         state,
         load_progress,
@@ -125,6 +130,16 @@ pub(crate) async fn list_models(
         .await
         .map_err(internal)?;
     let peers = peers_models(&state);
+    // Loaded models whose file is not in the folder (`--model PATH`) are listed too.
+    let outside: Vec<ModelFile> = state
+        .host
+        .loaded_models()
+        .iter()
+        .filter(|id| !files.iter().any(|f| &f.id == *id))
+        .filter_map(|id| state.host.model_info(id))
+        .filter(|info| info.path.parent() != Some(state.models_dir.as_path()))
+        .map(|info| ModelFile::of_loaded(&info))
+        .collect();
     // What the folder takes: its files, not the files an imported model links to.
     let disk_bytes: u64 = files
         .iter()
@@ -133,8 +148,14 @@ pub(crate) async fn list_models(
         .sum();
     let models: Vec<ModelRow> = files
         .into_iter()
-        .map(|f| {
+        .map(|f| (f, false))
+        .chain(outside.into_iter().map(|f| (f, true)))
+        .map(|(f, outside)| {
             let mut row = model_row(&state.host, f, &peers);
+            if outside {
+                row.imported = false;
+                row.outside = true;
+            }
             if !here {
                 let mut folders = vec![state.models_dir.clone()];
                 folders.extend(

@@ -181,6 +181,8 @@ export interface ModelInfo {
   imported?: boolean;
   /** Where the linked file is (shown to this machine only). */
   linked_to?: string;
+  /** Loaded from outside the models folder (`--model PATH`): listed while it is loaded. */
+  outside?: boolean;
   shards?: number;
   error?: string;
   /** The cluster's peers that have it loaded. */

@@ -259,6 +259,11 @@ export function ModelsPage({ live, dispatch }: ModelsPageProps) {
                         imported, used where it is
                       </div>
                     )}
+                    {m.outside && (
+                      <div className="muted model-link" data-testid="model-outside" title={m.linked_to}>
+                        loaded from outside the models folder
+                      </div>
+                    )}
                     {(m.on_peers?.length ?? 0) > 0 && (
                       <div className="muted model-link" data-testid="model-on-peers">
                         also loaded on {m.on_peers?.join(', ')}
