@@ -121,11 +121,17 @@ def make_handler(hub):
             tag = (query.get("filter") or [None])[0]
             limit = int((query.get("limit") or ["20"])[0])
             expand = query.get("expand") or []
+            sort = (query.get("sort") or [None])[0]
+            direction = (query.get("direction") or [None])[0]
             with hub.lock:
-                hub.log.append({"search": words, "limit": limit})
-            repos = [(hub.repo, hub.downloads)] + [(r, d) for r, d, _, _ in hub.listed]
+                hub.log.append({"search": words, "limit": limit, "filter": tag, "sort": sort,
+                                "direction": direction, "expand": expand})
+            # Its own order: the listed repositories, then the served one.
+            repos = [(r, d) for r, d, _, _ in hub.listed] + [(hub.repo, hub.downloads)]
             found = [(r, d) for r, d in repos if words in r.lower() and tag in (None, "gguf")]
-            found.sort(key=lambda rd: -rd[1])
+            # Most downloaded first only when that sort is asked for.
+            if sort == "downloads":
+                found.sort(key=lambda rd: rd[1], reverse=direction == "-1")
             out = []
             for i, (r, d) in enumerate(found[:limit]):
                 item = {"_id": f"{i:024x}", "id": r, "modelId": r, "downloads": d, "likes": d // 100,

@@ -165,6 +165,15 @@ def serve(sock, passcode, model):
     _, err = recv_until(sock, {"inferenceError"}, seen)
     assert err["requestID"] == rid2, err
     out["unknown_model_code"] = err.get("code")
+    # Tools (an OpenAI field the peer's own documents do not give it): refused, not ignored.
+    rid_tools = str(uuid.uuid4())
+    send(sock, "inferenceRequest", {"requestID": rid_tools, "request": {
+        "model": model, "messages": [{"role": "user", "content": "hi"}],
+        "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]}})
+    _, err = recv_until(sock, {"inferenceError"}, seen)
+    assert err["requestID"] == rid_tools, err
+    out["tools_code"] = err.get("code")
+    out["tools_error"] = err.get("errorMessage")
     # A long answer, cancelled by the consumer.
     rid3 = str(uuid.uuid4())
     send(sock, "inferenceRequest", {"requestID": rid3, "request": {

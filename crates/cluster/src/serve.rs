@@ -240,6 +240,13 @@ fn start(
             let chat = body
                 .validate(Some(info.ctx_per_slot))
                 .map_err(|e| invalid(&e))?;
+            // Their answers need a door that reads the calls back and a grammar: refused
+            // rather than answered as plain text.
+            if chat.tools.is_some() || chat.format.is_some() {
+                return Err(invalid(
+                    &"tools and response_format are served to Hearth nodes only (in Hearth's task)",
+                ));
+            }
             Request {
                 prompt: Prompt::Chat(chat.messages.into()),
                 params: chat.params,

@@ -3,17 +3,20 @@
 //! size and quantisation (`tree/main?recursive=true`), a split model's shards as one file.
 //! Whether a file fits this machine is the host's to say (`ModelHost::fit`).
 
-use futures_util::future::join_all;
+use futures_util::StreamExt as _;
 use hearth_protocol::gguf::quant_in_name;
 use hearth_protocol::ids::split_shard;
 use serde::{Deserialize, Serialize};
 
 use crate::hub::{get_json, HubError, HubFile, TreeEntry, REVISION};
+use crate::registry::plain_name;
 
 /// Repositories one search lists when the caller does not say.
 pub const DEFAULT_LIMIT: usize = 12;
 /// The most one search lists: each costs a listing of its files.
 pub const MAX_LIMIT: usize = 30;
+/// Repositories listed at once.
+const LISTINGS_AT_ONCE: usize = 4;
 /// Longest query sent on.
 const MAX_QUERY_BYTES: usize = 200;
 
@@ -97,9 +100,16 @@ pub async fn search(
             status: 404,
             url: url.to_string(),
         })?;
-    let hits: Vec<Hit> =
+    let mut hits: Vec<Hit> =
         serde_json::from_slice(&body).map_err(|e| HubError::BadListing(e.to_string()))?;
-    let listed = join_all(hits.iter().map(|h| files_of(http, hub, &h.id))).await;
+    // The hub's word on how many is not taken: each hit costs a listing.
+    hits.truncate(limit.clamp(1, MAX_LIMIT));
+    let ids: Vec<String> = hits.iter().map(|h| h.id.clone()).collect();
+    let listed: Vec<_> = futures_util::stream::iter(ids)
+        .map(|id| async move { files_of(http, hub, &id).await })
+        .buffered(LISTINGS_AT_ONCE)
+        .collect()
+        .await;
     Ok(hits
         .into_iter()
         .zip(listed)
@@ -144,7 +154,12 @@ fn models_in(repo: &str, entries: &[TreeEntry]) -> Vec<FoundFile> {
     for e in entries.iter().filter(|e| e.kind == "file") {
         let name = e.path.rsplit('/').next().unwrap_or(&e.path);
         let lower = name.to_ascii_lowercase();
-        if !lower.ends_with(".gguf") || lower.contains("mmproj") {
+        // Only names the models folder can hold as they are (no `\`, no `..`, no drive).
+        if !lower.ends_with(".gguf")
+            || lower.contains("mmproj")
+            || !plain_name(name)
+            || name.contains(':')
+        {
             continue;
         }
         let size = e.lfs.as_ref().map_or(e.size, |l| l.size);
@@ -198,6 +213,7 @@ mod tests {
             entry("mmproj-Model-f16.gguf", 300, true),
             entry("BF16/Model-BF16-00001-of-00002.gguf", 1000, true),
             entry("BF16/Model-BF16-00002-of-00002.gguf", 900, true),
+            entry("..\\..\\evil.gguf", 1, true),
         ];
         let files = models_in("me/Model-GGUF", &entries);
         let names: Vec<(&str, u64, Option<&str>, u32)> = files

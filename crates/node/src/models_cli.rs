@@ -157,7 +157,6 @@ pub(crate) fn models(args: ModelsArgs, runtime: &tokio::runtime::Runtime) -> any
     Ok(())
 }
 
-/// Download `model` into `dir`, showing its progress on stderr until it is over.
 /// The hub's answer, a line per file: its spec, size, quantisation, and whether it fits here
 /// (system memory, and the GPUs' as a node would use them) at the node's default context.
 async fn search(
@@ -210,6 +209,7 @@ async fn search(
     Ok(())
 }
 
+/// Download `model` into `dir`, showing its progress on stderr until it is over.
 async fn pull(dir: &std::path::Path, model: &str, hub: String) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let stop = tokio_util::sync::CancellationToken::new();

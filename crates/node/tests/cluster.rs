@@ -58,6 +58,14 @@ async fn a_tealenet_peer_is_greeted_heartbeated_and_served() {
     assert_eq!(seen["finish_reason"], "length", "{seen}");
     assert!(!seen["text"].as_str().unwrap().is_empty(), "{seen}");
     assert_eq!(seen["unknown_model_code"], "model_not_loaded", "{seen}");
+    // Refused with the protocol's code for a request it cannot serve, saying why.
+    assert_eq!(seen["tools_code"], "internal_error", "{seen}");
+    assert!(
+        seen["tools_error"]
+            .as_str()
+            .is_some_and(|m| m.contains("tools")),
+        "{seen}"
+    );
     // The cancelled answer (900 tokens asked) stopped while the connection stayed open.
     assert_eq!(seen["cancel_stopped"], true, "{seen}");
     assert_eq!(seen["cancelled_completed"], false, "{seen}");

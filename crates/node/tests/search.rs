@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 const REPO: &str = "hearth-test/Tiny-GGUF";
 const IN_REPO: &str = "quants/Tiny-Q4_K_M.gguf";
 /// A repository the search finds with one file far larger than any machine.
+/// (The fixture lists it before the served one unless asked to sort by downloads.)
 const HUGE: &str = "other/Tiny-Huge-GGUF:50:Tiny-Huge-Q8_0.gguf:999999999999999";
 /// One it must not find for "tiny".
 const UNRELATED: &str = "other/Unrelated-GGUF:99999:Unrelated-Q4_0.gguf:1000";
@@ -78,7 +79,15 @@ async fn the_search_lists_what_fits_and_a_found_file_downloads() {
     );
     // The hub was asked as its API documents: GGUF repositories, the query's words.
     let log = hub.log().await;
-    assert!(log.iter().any(|e| e["search"] == "tiny"), "{log:?}");
+    let asked = log
+        .iter()
+        .find(|e| e["search"] == "tiny")
+        .unwrap_or_else(|| panic!("{log:?}"));
+    assert_eq!(
+        (&asked["filter"], &asked["sort"], &asked["direction"]),
+        (&json!("gguf"), &json!("downloads"), &json!("-1")),
+        "{asked}"
+    );
 
     // One click: the spec downloads, and the next search says it is here.
     let r = t

@@ -355,6 +355,30 @@ async fn thinking_a_template_opened_arrives_apart_too() {
     )
     .await;
     assert_eq!(v["message"]["thinking"], "Plan it.", "{v}");
+    // A grammar from the first token (here a format) leaves the model no way to close the
+    // block: then the whole answer is the answer, not thinking.
+    let v = t
+        .chat(json!({"messages": user("Hi"), "max_tokens": 50,
+                     "response_format": {"type": "json_object"}}))
+        .await;
+    let message = &v["choices"][0]["message"];
+    assert!(message["reasoning_content"].is_null(), "{v}");
+    assert_eq!(message["content"], "Plan it.</think>\n\nHello!", "{v}");
+    // The web chat saves the answer with the block opened, as the UI reads a thinking answer.
+    let conv = t.new_conversation("thinking").await;
+    let r = t
+        .post(
+            &format!("/api/conversations/{conv}/chat"),
+            &json!({"content": "Hi"}),
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    let _ = r.text().await.unwrap();
+    let stored = t.get_json(&format!("/api/conversations/{conv}")).await;
+    assert_eq!(
+        stored["messages"][1]["content"], "<think>\nPlan it.</think>\n\nHello!",
+        "{stored}"
+    );
     t.stop().await;
 }
 
@@ -536,6 +560,19 @@ async fn bad_tools_are_refused_in_each_doors_words() {
         )
         .await;
     assert_eq!(r.status(), 400);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["param"], "response_format", "{v}");
+    let (status, v) = ollama_chat(
+        &t,
+        json!({"model": common::MODEL_ID, "stream": false, "messages": user("x"),
+               "tools": [weather_tool()], "format": "json"}),
+    )
+    .await;
+    assert_eq!(status, 400, "{v}");
+    assert!(
+        v["error"].as_str().unwrap().contains("cannot be combined"),
+        "{v}"
+    );
     t.stop().await;
 }
 

@@ -366,10 +366,10 @@ impl Router {
                 .map(Generation::local);
         };
         let serve_local = target.local.is_some() && hub.serves_locally();
-        // Raw text prompts, grammars and tools travel only in Hearth's task extension.
+        // Raw text prompts, grammars, tools and `think` travel only in Hearth's task extension.
         let need_hearth = matches!(prompt, RemotePrompt::Text(_))
             || request.params.grammar.is_some()
-            || prompt.has_tools();
+            || prompt.needs_hearth_task();
         // A conversation's next turn prefers the place that ran its last one.
         let conversation = match &prompt {
             RemotePrompt::Chat(c) => Some(c.messages.as_slice()),

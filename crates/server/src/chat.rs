@@ -33,6 +33,8 @@ use hearth_store::{Message, MessageStatus, NewMessage, Stats};
 const SAVE_EVERY: Duration = Duration::from_millis(250);
 /// How long a chat message waits for a model that is loading.
 const CHAT_MODEL_WAIT: Duration = Duration::from_secs(600);
+/// What an answer starts with when the model's template opened its thinking block.
+const OPENED_THINKING: &str = "<think>\n";
 /// Events buffered for the browser before the driver waits for it.
 const CLIENT_BUFFER: usize = 256;
 
@@ -199,6 +201,9 @@ pub(crate) async fn chat(
     }
     .validate(&SamplingParams::default(), Some(ctx))
     .map_err(|e| ApiFailure::bad_request(format!("settings.{}: {}", e.param, e.message)))?;
+    // A template that opens the thinking block itself: the saved answer opens it too, so the
+    // UI (and the next turn's history) reads it as a reasoning model's answer is read.
+    let opened = super::answer::starts_in_thinking(target.local.as_deref(), None, &params, None);
     let generation = state
         .router
         .submit(
@@ -246,6 +251,7 @@ pub(crate) async fn chat(
         generation,
         running,
         tx,
+        opened,
     ));
     let events = stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
@@ -270,8 +276,13 @@ async fn drive(
     mut generation: Generation,
     running: RunningChat,
     tx: mpsc::Sender<SseEvent>,
+    opened_thinking: bool,
 ) {
     let mut text = String::new();
+    if opened_thinking {
+        text.push_str(OPENED_THINKING);
+        let _ = tx.try_send(event(json!({"type": "token", "text": OPENED_THINKING})));
+    }
     let mut saved_len = 0;
     let mut client_gone = false;
     let mut save = tokio::time::interval(SAVE_EVERY);

@@ -1,8 +1,8 @@
 /**
  * An answer's thinking apart from its text: a `<think>…</think>` block at the start of what a
- * reasoning model writes (the node stores the answer as the model wrote it, so nothing is
- * lost), or everything before a `</think>` when the model's template opened the block in the
- * prompt (DeepSeek R1, QwQ). While the block is still open, everything so far is thinking.
+ * reasoning model writes (the node stores the answer as the model wrote it, and opens the
+ * block itself when the model's template did, so nothing is lost). While the block is still
+ * open, everything so far is thinking.
  */
 
 const OPEN = '<think>';
@@ -17,15 +17,11 @@ export interface SplitAnswer {
   open: boolean;
 }
 
-export function splitThinking(text: string): SplitAnswer {
+/** `streaming`: more text may come, so a partial `<think>` marker is held back. */
+export function splitThinking(text: string, streaming = false): SplitAnswer {
   const start = text.trimStart();
-  const closeOnly = start.startsWith(OPEN) ? -1 : text.indexOf(CLOSE);
-  if (closeOnly >= 0 && !text.slice(0, closeOnly).includes(OPEN)) {
-    return { thinking: text.slice(0, closeOnly).trim(), answer: text.slice(closeOnly + CLOSE.length).trimStart(), open: false };
-  }
   if (!start.startsWith(OPEN)) {
-    // Part of the opening marker, streaming in: nothing to show yet.
-    if (start.length > 0 && OPEN.startsWith(start)) return { thinking: '', answer: '', open: true };
+    if (streaming && start.length > 0 && OPEN.startsWith(start)) return { thinking: '', answer: '', open: true };
     return { thinking: null, answer: text, open: false };
   }
   const body = start.slice(OPEN.length);

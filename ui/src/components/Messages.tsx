@@ -11,6 +11,7 @@ import { copyText } from '../clipboard';
 import { formatMs, formatNumber } from '../format';
 import { CopyIcon, PencilIcon, RefreshIcon } from './icons';
 import { Markdown } from './Markdown';
+import './Messages.css';
 
 /** Closer to the bottom than this (px) counts as "at the bottom". */
 const STICK_THRESHOLD_PX = 80;
@@ -181,7 +182,7 @@ interface AnswerBubbleProps {
 
 function AnswerBubble({ message, canRegenerate, onRegenerate }: AnswerBubbleProps) {
   const streaming = message.status === 'streaming';
-  const { thinking, answer, open } = splitThinking(message.content);
+  const { thinking, answer, open } = splitThinking(message.content, streaming);
   const badge = STATUS_LABEL[message.status];
   const stats = message.stats;
   return (

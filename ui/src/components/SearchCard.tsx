@@ -8,6 +8,7 @@ import { useState, type FormEvent } from 'react';
 import { api, errorText } from '../api/client';
 import type { FoundFile, SearchAnswer } from '../api/types';
 import { formatBytes, formatNumber } from '../format';
+import './SearchCard.css';
 
 export interface SearchCardProps {
   /** Start downloading `spec` (OWNER/REPO/PATH). */

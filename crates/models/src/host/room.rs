@@ -77,8 +77,9 @@ impl ModelHost {
         budget.saturating_sub(used)
     }
 
-    /// Whether a model file of `size` bytes not yet here would fit, with every other model
-    /// unloaded, at the context this node gives its slots ([`memory::fit`]).
+    /// Whether a model file of `size` bytes not yet here would fit, at the context this node
+    /// gives its slots ([`memory::fit`]): in system memory with every other model unloaded,
+    /// after what the GPUs' free memory (as it is now) would hold of it.
     pub fn fit(&self, size: u64) -> memory::Fit {
         let (budget, _) = self.budget(None);
         memory::fit(

@@ -151,10 +151,15 @@ pub(super) enum RemotePrompt {
 }
 
 impl RemotePrompt {
-    /// Whether the answer's form is constrained beyond sampling: a grammar starts from its
-    /// first symbol, and tools bring one, so such answers are never continued from part of them.
+    /// Whether the conversation offers tools: the engine constrains a call with a grammar of
+    /// its own, so such answers are never continued from part of them.
     pub(super) fn has_tools(&self) -> bool {
         matches!(self, Self::Chat(c) if c.tools.is_some())
+    }
+
+    /// Whether only Hearth's task extension can carry it: tools, or a say on thinking.
+    pub(super) fn needs_hearth_task(&self) -> bool {
+        matches!(self, Self::Chat(c) if c.tools.is_some() || c.think.is_some())
     }
 
     pub(super) fn of(prompt: &Prompt) -> Option<Self> {
@@ -311,7 +316,7 @@ impl Job {
     fn need_hearth(&self) -> bool {
         matches!(self.prompt, RemotePrompt::Text(_))
             || self.params.grammar.is_some()
-            || self.prompt.has_tools()
+            || self.prompt.needs_hearth_task()
             || (!self.delivered.is_empty() && !self.params.is_greedy())
     }
 

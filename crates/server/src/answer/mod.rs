@@ -81,7 +81,8 @@ impl Splitter {
                 calls: vec![],
             });
         };
-        let calls = match scanner.finish(&tools, &self.id) {
+        let (read, held) = scanner.finish(&tools, &self.id);
+        let calls = match read {
             Read::Calls { content, calls } => {
                 push_content(&mut pieces, content);
                 calls
@@ -96,7 +97,15 @@ impl Splitter {
                 push_content(&mut pieces, text);
                 vec![]
             }
-            Read::Broken(why) => return Err(failure(reason, why)),
+            // A call cut off, or one asked for: an error. Under `auto` with no grammar yet
+            // (text that only looked like a call), the text is the answer, as llama-server has it.
+            Read::Broken(why) if tools.must_call() || reason == FinishReason::Length => {
+                return Err(failure(reason, why))
+            }
+            Read::Broken(_) => {
+                push_content(&mut pieces, held);
+                vec![]
+            }
         };
         Ok(Ending { pieces, calls })
     }
@@ -155,6 +164,25 @@ fn is_empty(p: &Piece) -> bool {
     match p {
         Piece::Reasoning(t) | Piece::Content(t) => t.is_empty(),
     }
+}
+
+/// Whether an answer starts inside a thinking block the template of this node's model opened
+/// (`ModelInfo::opens_thinking`): never when a grammar holds from the first token (a format, a
+/// required call, the generic tool format), which leaves the model no way to close it.
+pub(crate) fn starts_in_thinking(
+    local: Option<&hearth_engine::ModelInfo>,
+    think: Option<bool>,
+    params: &SamplingParams,
+    tools: Option<&ToolSet>,
+) -> bool {
+    let Some(info) = local else {
+        return false;
+    };
+    let constrained_at_once = params.grammar.is_some()
+        || tools.is_some_and(|t| {
+            t.must_call() || info.tool_format() == hearth_engine::ToolFormat::Generic
+        });
+    !constrained_at_once && info.opens_thinking(think)
 }
 
 /// A client's `format` (Ollama) or `response_format` (OpenAI) as a grammar on `params`.
@@ -217,6 +245,14 @@ mod tests {
         let s = Splitter::new(false, Some(tools(ToolChoice::Required)), "1");
         let e = split_whole(s, "Hello", FinishReason::Stop).unwrap_err();
         assert!(matches!(e, CallError::Invalid(_)), "{e}");
+        // Under auto, a would-be call that ended by itself is the answer's text.
+        let s = Splitter::new(false, Some(tools(ToolChoice::Auto)), "1");
+        let (_, content, calls) =
+            split_whole(s, "[TOOL_CALLS] not json", FinishReason::Stop).unwrap();
+        assert_eq!(
+            (content.as_str(), calls.len()),
+            ("[TOOL_CALLS] not json", 0)
+        );
     }
 
     #[test]

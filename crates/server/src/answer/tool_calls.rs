@@ -72,13 +72,14 @@ impl Scanner {
         released
     }
 
-    /// The held text, read.
-    pub(super) fn finish(self, tools: &ToolSet, id: &str) -> Read {
-        if self.holding {
+    /// The held text, read, and the text itself.
+    pub(super) fn finish(self, tools: &ToolSet, id: &str) -> (Read, String) {
+        let read = if self.holding {
             read(&self.pending, tools, id)
         } else {
-            Read::Text(self.pending)
-        }
+            Read::Text(self.pending.clone())
+        };
+        (read, self.pending)
     }
 }
 
@@ -102,6 +103,8 @@ pub(super) fn read(text: &str, tools: &ToolSet, id: &str) -> Read {
     };
     if let Some(at) = text.find(markers::HERMES_OPEN) {
         let mut found = Vec::new();
+        // Text around the blocks stays the answer's.
+        let mut around = text[..at].to_owned();
         for block in text[at..].split(markers::HERMES_OPEN).skip(1) {
             let Some(end) = block.find(markers::HERMES_CLOSE) else {
                 return Read::Broken(cut("<tool_call>"));
@@ -110,8 +113,9 @@ pub(super) fn read(text: &str, tools: &ToolSet, id: &str) -> Read {
                 Ok(v) => found.push(v),
                 Err(e) => return Read::Broken(format!("a <tool_call> holds no valid JSON: {e}")),
             }
+            around.push_str(&block[end + markers::HERMES_CLOSE.len()..]);
         }
-        return calls(found, &text[..at]);
+        return calls(found, &around);
     }
     for marker in [markers::MISTRAL, markers::LLAMA3_PYTHON_TAG] {
         if let Some(at) = text.find(marker) {
@@ -257,6 +261,12 @@ mod tests {
         ));
         assert_eq!(content, "Let me look.");
         assert_eq!(two.len(), 2);
+        let (after, _) = calls(read(
+            "<tool_call>{\"name\": \"get_weather\", \"arguments\": {}}</tool_call>\nDone.",
+            &tools(),
+            "1",
+        ));
+        assert_eq!(after, "Done.", "text after the last call stays");
     }
 
     #[test]
@@ -304,14 +314,14 @@ mod tests {
             out.push_str(&s.push(piece));
         }
         assert_eq!(out, "Let me check. ");
-        let (_, c) = calls(s.finish(&tools(), "1"));
+        let (_, c) = calls(s.finish(&tools(), "1").0);
         assert_eq!(c.len(), 1);
         let mut s = Scanner::default();
         assert_eq!(s.push("Hello <"), "Hello ");
         assert_eq!(s.push("b>"), "<b>");
-        assert_eq!(s.finish(&tools(), "1"), Read::Text(String::new()));
+        assert_eq!(s.finish(&tools(), "1").0, Read::Text(String::new()));
         let mut s = Scanner::default();
         assert_eq!(s.push("  {\"response\": \"Hi\"}"), "");
-        assert_eq!(s.finish(&tools(), "1"), Read::Text("Hi".into()));
+        assert_eq!(s.finish(&tools(), "1").0, Read::Text("Hi".into()));
     }
 }

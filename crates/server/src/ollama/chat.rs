@@ -227,10 +227,12 @@ pub(crate) async fn chat(
             .map_err(|e| OllamaError::bad_request(format!("invalid tools: {e}")))?;
     }
     let tools = req.tools.clone();
-    let opened = target
-        .local
-        .as_ref()
-        .is_some_and(|i| i.opens_thinking(req.think));
+    let opened = answer::starts_in_thinking(
+        target.local.as_deref(),
+        req.think,
+        &req.params,
+        tools.as_ref(),
+    );
     let mut gen = state
         .router
         .submit(
@@ -329,6 +331,7 @@ pub(crate) async fn generate(
         return Ok(Json(done).into_response());
     }
     constrain(&mut req.params, req.format.take())?;
+    let opened = answer::starts_in_thinking(target.local.as_deref(), req.think, &req.params, None);
     // The token ids of the prompt as this node's model reads it: the start of `context`, which
     // is answered only when this node's model ran the whole answer (tokens with ids).
     let mut context: Option<Vec<u32>> = None;
@@ -387,9 +390,9 @@ pub(crate) async fn generate(
         .map_err(submit_error)?;
     // Only this engine's tokens carry its ids.
     let context = context.filter(|_| gen.is_local());
-    // `think: true` asks for the thinking apart, in `thinking`.
-    let splitter = (req.think == Some(true) && !req.raw)
-        .then(|| Splitter::new(true, None, gen.id.to_string()));
+    // The thinking apart, in `thinking`, as /api/chat has it: unless `think: false` (or raw).
+    let splitter = (req.think != Some(false) && !req.raw)
+        .then(|| Splitter::new(true, None, gen.id.to_string()).opened_thinking(opened));
     let with_ids = |mut ids: Vec<u32>, tokens: &[TokenEvent]| {
         ids.extend(tokens.iter().filter_map(token_id));
         ids

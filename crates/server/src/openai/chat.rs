@@ -42,10 +42,8 @@ pub(crate) async fn chat_completions(
     answer::constrain(&mut req.params, req.format.take())
         .map_err(|e| invalid("response_format", format!("invalid response_format: {e}")))?;
     let tools = req.tools.clone();
-    let opened = target
-        .local
-        .as_ref()
-        .is_some_and(|i| i.opens_thinking(None));
+    let opened =
+        answer::starts_in_thinking(target.local.as_deref(), None, &req.params, tools.as_ref());
     let mut gen = state.router.submit(
         &target,
         Request {
