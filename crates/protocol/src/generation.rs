@@ -187,6 +187,12 @@ pub struct ParamError {
     pub message: String,
 }
 
+impl From<crate::tools::ToolError> for ParamError {
+    fn from(e: crate::tools::ToolError) -> Self {
+        Self::new(e.param, e.message)
+    }
+}
+
 impl ParamError {
     pub fn new(param: &'static str, message: impl Into<String>) -> Self {
         Self {

@@ -6,8 +6,24 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::generation::ParamError;
 use crate::limits::{MAX_TOOLS, MAX_TOOL_NAME_BYTES};
+
+/// A bad tool or `tool_choice`: which parameter, and why (a `ParamError` to the doors).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ToolError {
+    pub param: &'static str,
+    pub message: String,
+}
+
+impl ToolError {
+    fn new(param: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            param,
+            message: message.into(),
+        }
+    }
+}
 
 /// One function the model may call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,18 +76,18 @@ impl ToolSet {
         tools: Vec<Tool>,
         choice: Option<&Value>,
         parallel: Option<bool>,
-    ) -> Result<Option<Self>, ParamError> {
+    ) -> Result<Option<Self>, ToolError> {
         if tools.len() > MAX_TOOLS {
-            return Err(ParamError::new(
+            return Err(ToolError::new(
                 "tools",
                 format!("at most {MAX_TOOLS} tools are allowed, got {}", tools.len()),
             ));
         }
         for (i, t) in tools.iter().enumerate() {
             check_name(&t.name)
-                .map_err(|m| ParamError::new("tools", format!("tools[{i}].function.name: {m}")))?;
+                .map_err(|m| ToolError::new("tools", format!("tools[{i}].function.name: {m}")))?;
             if !t.parameters.is_object() {
-                return Err(ParamError::new(
+                return Err(ToolError::new(
                     "tools",
                     format!(
                         "tools[{i}].function.parameters must be a JSON Schema object, got {}",
@@ -80,7 +96,7 @@ impl ToolSet {
                 ));
             }
             if tools[..i].iter().any(|o| o.name == t.name) {
-                return Err(ParamError::new(
+                return Err(ToolError::new(
                     "tools",
                     format!("tools[{i}]: the function name {:?} is given twice", t.name),
                 ));
@@ -95,7 +111,7 @@ impl ToolSet {
         };
         if tools.is_empty() {
             if choice != ToolChoice::Auto {
-                return Err(ParamError::new(
+                return Err(ToolError::new(
                     "tool_choice",
                     "tool_choice is set but no tools are given",
                 ));
@@ -104,7 +120,7 @@ impl ToolSet {
         }
         if let ToolChoice::Function(name) = &choice {
             if !tools.iter().any(|t| &t.name == name) {
-                return Err(ParamError::new(
+                return Err(ToolError::new(
                     "tool_choice",
                     format!("tool_choice names the function {name:?}, which is not in tools"),
                 ));
@@ -133,8 +149,8 @@ impl ToolSet {
 
 /// `tool_choice`: `"none"` (`Ok(None)`), `"auto"`, `"required"` (also `"any"`, as Anthropic and
 /// Mistral name it), or `{"type": "function", "function": {"name": ...}}`.
-fn parse_choice(v: &Value) -> Result<Option<ToolChoice>, ParamError> {
-    let bad = |what: String| ParamError::new("tool_choice", what);
+fn parse_choice(v: &Value) -> Result<Option<ToolChoice>, ToolError> {
+    let bad = |what: String| ToolError::new("tool_choice", what);
     match v {
         Value::String(s) => match s.as_str() {
             "none" => Ok(None),

@@ -234,7 +234,7 @@ fn tools(
                 .map_err(|e| RequestError::new("tools", format!("tools[{i}]: {e}")))?,
         );
     }
-    Ok(ToolSet::validate(tools, choice, parallel)?)
+    Ok(ToolSet::validate(tools, choice, parallel).map_err(crate::generation::ParamError::from)?)
 }
 
 /// `{"type": "text"}`, `{"type": "json_object"}` or
