@@ -1,5 +1,5 @@
 //! The node's SQLite database (`hearth.db` in the data dir, WAL mode): opening it (a damaged
-//! file is refused, never replaced), schema migrations by `PRAGMA user_version`, and
+//! file, or a log damaged in the middle (`wal`), is refused, never replaced), schema migrations by `PRAGMA user_version`, and
 //! `/generate` feedback; the UI's conversations and messages ([`conversations`]), API keys
 //! ([`keys`]), the signed-challenge door's clients ([`clients`]), the cluster's known peers
 //! ([`peers`]) and model files' digests ([`digests`]) each have a file. One
@@ -15,6 +15,7 @@ pub mod conversations;
 pub mod digests;
 pub mod keys;
 pub mod peers;
+mod wal;
 
 pub use conversations::{
     Conversation, Message, MessageStatus, NewMessage, Settings, SettingsPatch, Stats,
@@ -37,6 +38,13 @@ pub enum StoreError {
     Task(String),
     #[error("the database {path} is damaged ({detail}). Hearth does not start on it, so nothing in it is lost: stop Hearth and keep a copy of the file; then recover it (sqlite3 {path} .recover | sqlite3 recovered.db, and put recovered.db in its place) or move it aside to start with an empty database")]
     Damaged { path: String, detail: String },
+    #[error("the database's log {log} is damaged at frame {frame}: SQLite would drop the {lost} saved change(s) after it and start on older data. Hearth does not start on it, so nothing is lost: keep a copy of {db} and {log}; then, to go on with the changes before the damage only, run sqlite3 {db} 'PRAGMA wal_checkpoint(TRUNCATE)' and start Hearth again")]
+    DamagedLog {
+        db: String,
+        log: String,
+        frame: usize,
+        lost: usize,
+    },
 }
 
 /// SQLite's own verdict on a database file: `Ok` or what `PRAGMA quick_check` found (pages
@@ -166,6 +174,16 @@ impl Store {
             path: path.display().to_string(),
             detail,
         };
+        // A log damaged in the middle would be replayed up to the damage, silently.
+        let log = path.with_extension("db-wal");
+        if let Some(d) = wal::damage(&log) {
+            return Err(StoreError::DamagedLog {
+                db: path.display().to_string(),
+                log: log.display().to_string(),
+                frame: d.frame,
+                lost: d.commits_lost,
+            });
+        }
         let conn = Connection::open(&path)?;
         // It holds secrets (the cluster passcode, client keys): this user's only. SQLite gives
         // its -wal and -shm files the database's permissions.
@@ -309,6 +327,54 @@ mod tests {
             .pragma_query_value(None, "journal_mode", |r| r.get(0))
             .unwrap();
         assert_eq!(mode, "wal");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A node killed with the log full of changes (its files copied while it runs), then the
+    /// log damaged in the middle: refused, naming the log, with both files left as they were;
+    /// the undamaged copy opens with every conversation.
+    #[tokio::test]
+    async fn a_log_damaged_in_the_middle_is_refused_not_replayed_in_part() {
+        let dir = std::env::temp_dir().join(format!("hearth-store-wal-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let live = dir.join("live");
+        let store = Store::open(&live).unwrap();
+        for i in 0..40 {
+            store
+                .create_conversation(format!("chat {i}"))
+                .await
+                .unwrap();
+        }
+        let crashed = |name: &str| {
+            let to = dir.join(name);
+            std::fs::create_dir_all(&to).unwrap();
+            for f in ["hearth.db", "hearth.db-wal"] {
+                std::fs::copy(live.join(f), to.join(f)).unwrap();
+            }
+            to
+        };
+        let whole = crashed("whole");
+        let damaged = crashed("damaged");
+        let log = damaged.join("hearth.db-wal");
+        let mut bytes = std::fs::read(&log).unwrap();
+        let page = u32::from_be_bytes(bytes[8..12].try_into().unwrap()) as usize;
+        let frames = (bytes.len() - 32) / (24 + page);
+        assert!(frames >= 10, "the log holds the changes: {frames} frames");
+        // A byte of a page a third of the way in.
+        bytes[32 + (frames / 3) * (24 + page) + 24 + 100] ^= 0x40;
+        std::fs::write(&log, &bytes).unwrap();
+
+        let e = Store::open(&damaged).unwrap_err();
+        assert!(matches!(e, StoreError::DamagedLog { .. }), "{e}");
+        assert!(e.to_string().contains("hearth.db-wal"), "{e}");
+        assert_eq!(
+            std::fs::read(&log).unwrap(),
+            bytes,
+            "the log is left as it was"
+        );
+        let opened = Store::open(&whole).unwrap();
+        assert_eq!(opened.list_conversations(None).await.unwrap().len(), 40);
+        drop(store);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
