@@ -23,7 +23,9 @@ Faults for tests, set with POST /_control (JSON, every key optional):
 - `rate`: bytes per second for file bodies (null: as fast as possible);
 - `no_ranges`: ignore Range and send the whole file with 200;
 - `missing`: the file is not there (404);
-- `announce_size`: the listing gives the file this size (null: its own).
+- `announce_size`: the listing gives the file this size (null: its own);
+- `no_tree`: there are no listings (404), as on a mirror that serves only `resolve/`; file
+  answers carry `X-Linked-Etag` (the SHA-256, quoted) and `X-Linked-Size` as the hub's do.
 GET /_log lists the requests seen: files `{"path", "range"}`, searches `{"search", "limit"}`.
 
 Run: hub_server.py --repo OWNER/REPO --file PATH [--path IN/REPO/NAME.gguf], with --file (and
@@ -57,7 +59,8 @@ class Hub:
         self.lock = threading.Lock()
         self.faults = {"drops": 0, "drops_each": 0, "drop_after": None, "corrupt_at": None,
                        "rate": None,
-                       "no_ranges": False, "missing": False, "announce_size": None}
+                       "no_ranges": False, "missing": False, "announce_size": None,
+                       "no_tree": False}
         self.log = []
         # Responses cut so far, by file (for `drops_each`).
         self.cut = {}
@@ -107,6 +110,10 @@ def make_handler(hub):
                     return self.reply_json(200, [{"type": "file", "oid": "0" * 40, "size": size, "path": name,
                                                   "lfs": {"oid": "1" * 64, "size": size, "pointerSize": 134}}])
             tree = f"/api/models/{hub.repo}/tree/main"
+            with hub.lock:
+                no_tree = hub.faults["no_tree"]
+            if no_tree and path.startswith(tree):
+                return self.reply_json(404, {"error": "Entry not found"})
             if path == tree and query.get("recursive") == ["true"]:
                 return self.listing(hub.folder, recursive=True)
             if path == tree or path.startswith(tree + "/"):
@@ -203,6 +210,8 @@ def make_handler(hub):
             self.send_header("Accept-Ranges", "bytes")
             self.send_header("Content-Length", str(end - start + 1))
             self.send_header("ETag", f'"{sha256}"')
+            self.send_header("X-Linked-Etag", f'"{sha256}"')
+            self.send_header("X-Linked-Size", str(size))
             if status == 206:
                 self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
             self.send_header("Connection", "close")

@@ -3,7 +3,8 @@
 //! is accepted, as Ollama's clients write it). The file is read from
 //! `{hub}/{OWNER}/{REPO}/resolve/main/{FILE}`, and its size and SHA-256 from the hub's LFS
 //! metadata in the repository's file listing (`{hub}/api/models/{OWNER}/{REPO}/tree/main/{DIR}`),
-//! as the hub's own client reads them.
+//! or, from a mirror without listings, from the `resolve` answer's headers (`X-Linked-Etag`,
+//! `X-Linked-Size`), as the hub's own client reads them.
 
 use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
 use serde::Deserialize;
@@ -171,7 +172,8 @@ impl HubFile {
     pub async fn lookup(&self, http: &reqwest::Client, hub: &str) -> Result<Remote, HubError> {
         let url = self.listing_url(hub);
         let Some(body) = get_json(http, &url).await? else {
-            return Err(self.not_found());
+            // No listing: a mirror that serves files only says it in their headers.
+            return self.lookup_by_head(hub).await;
         };
         let entries: Vec<TreeEntry> =
             serde_json::from_slice(&body).map_err(|e| HubError::BadListing(e.to_string()))?;
@@ -191,6 +193,56 @@ impl HubFile {
             size: lfs.size,
             sha256,
         })
+    }
+
+    /// Its size and SHA-256 from the headers of its `resolve` answer, as the hub's own client
+    /// reads them (`X-Linked-Etag`, `X-Linked-Size`, else `ETag` and `Content-Length`): for a
+    /// mirror that serves files but no listing. The answer is not followed past a redirect
+    /// (the headers are on it).
+    async fn lookup_by_head(&self, hub: &str) -> Result<Remote, HubError> {
+        let url = self.url(hub);
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(std::time::Duration::from_secs(15))
+            .timeout(std::time::Duration::from_secs(60))
+            .user_agent(concat!("hearth/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| HubError::Unreachable(e.to_string()))?;
+        let resp = http
+            .head(&url)
+            .send()
+            .await
+            .map_err(|e| HubError::Unreachable(e.to_string()))?;
+        let status = resp.status();
+        if status.as_u16() == 404 {
+            return Err(self.not_found());
+        }
+        if !(status.is_success() || status.is_redirection()) {
+            return Err(HubError::Status {
+                status: status.as_u16(),
+                url,
+            });
+        }
+        let header = |names: [&str; 2]| {
+            names.iter().find_map(|n| {
+                resp.headers()
+                    .get(*n)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned)
+            })
+        };
+        let etag = header(["x-linked-etag", "etag"]).unwrap_or_default();
+        let sha256 = etag
+            .trim_start_matches("W/")
+            .trim_matches('"')
+            .to_ascii_lowercase();
+        if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(HubError::NoDigest(self.spec()));
+        }
+        let size = header(["x-linked-size", "content-length"])
+            .and_then(|s| s.trim().parse().ok())
+            .ok_or_else(|| HubError::BadListing(format!("{url} says no size")))?;
+        Ok(Remote { size, sha256 })
     }
 
     fn not_found(&self) -> HubError {

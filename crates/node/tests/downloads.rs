@@ -660,3 +660,27 @@ async fn a_cancelled_split_download_leaves_no_shard_it_placed() {
     );
     t.stop().await;
 }
+
+/// A mirror that serves files but no listings (`resolve/` only): the size and SHA-256 come
+/// from the file answer's `X-Linked-Size` and `X-Linked-Etag`, as the hub's own client reads
+/// them, and the download is checked against them as ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mirror_without_listings_is_downloaded_by_its_headers() {
+    let hub = start_hub();
+    hub.control(json!({"no_tree": true})).await;
+    let models = tempfile::tempdir().unwrap();
+    let t = node(models.path(), &hub).await;
+    start_download(&t).await;
+    let end = finished(&t).await;
+    assert_eq!(end["state"], "done", "{end}");
+    assert_eq!(end["sha256"], sha256_of(&common::model_path()), "{end}");
+    // A damaged byte from the mirror: the download fails its check against the headers.
+    let models = tempfile::tempdir().unwrap();
+    let t2 = node(models.path(), &hub).await;
+    hub.control(json!({"corrupt_at": 1000})).await;
+    start_download(&t2).await;
+    let end = finished(&t2).await;
+    assert_eq!(end["state"], "failed", "{end}");
+    t.stop().await;
+    t2.stop().await;
+}
