@@ -26,7 +26,7 @@ const CONTENDED_AT: f64 = 0.4;
 /// The share of a core that other programs must take beyond the free cores before the
 /// engine gives that core up. Under a full llama.cpp team, a program that would keep one core
 /// busy gets only ~2/3 of it (the kernel shares the cores fairly), so the threshold sits below.
-const GIVE_UP_AT: f64 = 0.4;
+pub const GIVE_UP_AT: f64 = 0.4;
 
 /// Threads to run with when `others` cores' worth of CPU time went to other programs on a
 /// machine with `logical` CPUs, with `configured` threads wanted (always at least one).
@@ -150,6 +150,8 @@ pub(crate) struct Governor {
     last_end: Option<Instant>,
     slow: Option<(Instant, Sample)>,
     fast: Option<(Instant, u64)>,
+    /// Cores' worth of CPU other programs used over the last slow window.
+    others: f64,
 }
 
 impl Governor {
@@ -165,7 +167,14 @@ impl Governor {
             last_end: None,
             slow: None,
             fast: None,
+            others: 0.0,
         }
+    }
+
+    /// Cores' worth of CPU other programs used over the last measured window: the governor's
+    /// own account of why it runs fewer threads.
+    pub(crate) fn others(&self) -> f64 {
+        self.others
     }
 
     /// The number of threads the context was made with.
@@ -213,11 +222,8 @@ impl Governor {
                 match read() {
                     Some((sample, cpus)) => {
                         self.cpus = cpus;
-                        self.observe_slow(
-                            cpus,
-                            sample.own_since(&before, cpus),
-                            sample.others_since(&before, cpus),
-                        );
+                        self.others = sample.others_since(&before, cpus);
+                        self.observe_slow(cpus, sample.own_since(&before, cpus), self.others);
                         self.slow = Some((now, sample));
                     }
                     None => self.enabled = false,
@@ -377,6 +383,7 @@ mod tests {
             last_end: None,
             slow: None,
             fast: None,
+            others: 0.0,
         }
     }
 

@@ -34,6 +34,9 @@ pub(crate) struct Shared {
     /// llama.cpp threads the last decode ran with (fewer than configured while other
     /// programs keep cores busy; `cpu_share`).
     pub(crate) threads: AtomicUsize,
+    /// Cores' worth of CPU other programs used, as the thread governor last measured it (an
+    /// `f64`'s bits).
+    pub(crate) cpu_others: AtomicU64,
     /// One stream's decode speed, tokens/s, averaged over the generations that finished (an
     /// `f64`'s bits; 0 until one has): what placement compares nodes by.
     pub(crate) decode_speed: AtomicU64,

@@ -150,6 +150,10 @@ pub struct EngineStats {
     pub threads: usize,
     /// One stream's decode speed, tokens/s, averaged over finished generations (0: none yet).
     pub decode_tokens_per_s: f64,
+    /// Cores' worth of CPU other programs used, as the thread governor last measured it: why
+    /// `threads` is below the configured count (it gives a core up from
+    /// [`crate::GIVE_UP_AT`] of one).
+    pub cpu_others: f64,
 }
 
 /// A cheap, cloneable handle to one engine thread.
@@ -292,6 +296,7 @@ impl Engine {
             stopping: AtomicU8::new(0),
             throttle: AtomicU8::new(100),
             threads: AtomicUsize::new(config.threads.max(1)),
+            cpu_others: AtomicU64::new(0),
         });
         let thread_shared = shared.clone();
         // Events are handed to readers through a task on the caller's runtime, if it has one.
@@ -370,6 +375,7 @@ impl Engine {
             requests_finished: s.requests_finished.load(Ordering::Relaxed),
             decode_tokens_per_s: s.decode_speed(),
             threads: s.threads.load(Ordering::Relaxed),
+            cpu_others: f64::from_bits(s.cpu_others.load(Ordering::Relaxed)),
         }
     }
 

@@ -74,6 +74,7 @@ pub mod tools;
 pub use backend::loaded as backends;
 pub use config::{DeviceChoice, EngineConfig, GpuLayers, Offload, Remote, Script};
 pub use cpu::Backends;
+pub use cpu_share::GIVE_UP_AT;
 pub use devices::{Device, DeviceKind};
 pub use embedder::{normalize, EmbedError, Embeddings, EMBED_MAX_TOKENS};
 pub use events::{Candidate, Done, Event, Failure, FailureKind, Timing, TokenEvent, TokenLogprobs};

@@ -1,8 +1,10 @@
 //! Sharing the machine: while another program keeps a core busy, the engine decodes with one
 //! thread fewer (llama.cpp's threads would otherwise wait at every barrier for the core the
-//! other program holds), and it takes the core back once the program stops. The figure that
-//! shows it is `threads` in `/api/status` and `hearth_engine_threads` in `/metrics`; the speed
-//! itself is measured by `make bench` ("sharing the machine"), not here.
+//! other program holds), and it takes the core back once the program stops, unless other
+//! programs still keep as much busy (a build beside the tests): then the engine's own account
+//! of them (`cpu_others` in `/api/status`) must say so. The figure that shows it is `threads`
+//! in `/api/status` and `hearth_engine_threads` in `/metrics`; the speed itself is measured by
+//! `make bench` ("sharing the machine"), not here.
 
 mod common;
 
@@ -99,6 +101,11 @@ async fn the_engine_gives_a_core_to_a_busy_program_and_takes_it_back() {
     // At least one core back (all of them on a quiet machine).
     let fewer_now = gave_up.unwrap_or(0);
     let took_back = wait_for_threads(&t, |n| n > fewer_now).await;
+    // Kept short: other programs (not the loop, stopped) took a core's share, by the engine's
+    // own measure, which the test reads while the engine still decodes.
+    let others_after = t.get_json("/api/status").await["cpu_others"]
+        .as_f64()
+        .unwrap_or(0.0);
     done.store(true, Ordering::Relaxed);
     worker.await.expect("the requests all succeeded");
 
@@ -115,8 +122,9 @@ async fn the_engine_gives_a_core_to_a_busy_program_and_takes_it_back() {
         "{in_metrics} ({fewer} in the status)"
     );
     assert!(
-        took_back.is_ok(),
-        "the core is taken back once it is free: still {took_back:?} threads"
+        took_back.is_ok() || others_after >= hearth_engine::GIVE_UP_AT,
+        "the core is taken back once it is free: still {took_back:?} threads, while other \
+         programs used only {others_after} cores' worth"
     );
     t.stop().await;
 }

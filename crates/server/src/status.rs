@@ -22,6 +22,9 @@ pub(crate) struct Status {
     requests_finished: u64,
     /// llama.cpp threads in use: `--threads`, or fewer while other programs keep cores busy.
     threads: usize,
+    /// Cores' worth of CPU other programs used, as the engine last measured it (why `threads`
+    /// is fewer).
+    cpu_others: f64,
     /// The throttle in force (0..=100) and whether serving is paused by the user.
     throttle: u8,
     paused: bool,
@@ -134,6 +137,7 @@ pub(crate) async fn status(State(state): State<Arc<AppState>>) -> Json<Status> {
         tokens_generated: stats.tokens_generated,
         requests_finished: stats.requests_finished,
         threads: stats.threads,
+        cpu_others: (stats.cpu_others * 100.0).round() / 100.0,
         throttle: state.host.throttle(),
         paused: state.host.is_paused(),
         throttle_cap: state.host.throttle_cap(),

@@ -285,6 +285,9 @@ impl Scheduler<'_> {
         self.courier.deliver();
         let threads = self.governor.limit(Instant::now());
         self.shared.threads.store(threads, Ordering::Relaxed);
+        self.shared
+            .cpu_others
+            .store(self.governor.others().to_bits(), Ordering::Relaxed);
         let started = Instant::now();
         let decoded = if threads < self.governor.configured() {
             omp::with_thread_limit(threads, || self.ctx.decode(&mut self.batch))

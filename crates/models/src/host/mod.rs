@@ -440,6 +440,7 @@ impl ModelHost {
             requests_finished: 0,
             threads: self.settings.threads.max(1),
             decode_tokens_per_s: 0.0,
+            cpu_others: 0.0,
         };
         if !engines.is_empty() {
             // The threads engines use now (fewer while another program keeps a core busy).
@@ -453,6 +454,7 @@ impl ModelHost {
             total.tokens_generated += s.tokens_generated;
             total.requests_finished += s.requests_finished;
             total.decode_tokens_per_s = total.decode_tokens_per_s.max(s.decode_tokens_per_s);
+            total.cpu_others = total.cpu_others.max(s.cpu_others);
         }
         total
     }
@@ -468,6 +470,7 @@ impl ModelHost {
                 requests_finished: 0,
                 threads: self.settings.threads.max(1),
                 decode_tokens_per_s: 0.0,
+                cpu_others: 0.0,
             },
             |e| e.stats(),
         )
