@@ -6,7 +6,7 @@ CARGO ?= cargo
 HEARTH_ARGS ?=
 TARGET_DIR := $(if $(CARGO_TARGET_DIR),$(CARGO_TARGET_DIR),$(CURDIR)/target)
 
-.PHONY: setup run test lint bench package fuzz build-cuda
+.PHONY: setup run test lint bench package package-test fuzz build-cuda
 
 setup:
 	@./scripts/setup.sh
@@ -86,3 +86,8 @@ package: setup
 	  strip --strip-unneeded -o "$(TARGET_DIR)/package/lib/backends/$$(basename "$$b")" "$$b"; \
 	done
 	"$(TARGET_DIR)/release/hearth-package" "$(CURDIR)" "$(TARGET_DIR)/package"
+
+## The .deb, unpacked in a scratch root and its programs run from there (tests/package/run.sh).
+package-test: package
+	HEARTH_TEST_MODEL="$$(./scripts/setup.sh --model-path)" \
+	tests/package/run.sh "$$(ls -t "$(TARGET_DIR)"/package/bundle/deb/*.deb | head -1)"

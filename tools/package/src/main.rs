@@ -2,7 +2,8 @@
 //! binaries with Tauri's bundler, and llama.cpp's libraries (`lib/`, with its backends in
 //! `lib/backends/`) as `/usr/lib/hearth`, where the programs' run-time path finds them.
 //! Product name, version, identifier and icons come from the root `tauri.conf.json`; the
-//! bundler does not fill in `Depends`, so the libraries the app loads are listed here.
+//! bundler does not fill in `Depends`, so the libraries the app loads are listed here. The
+//! node's systemd unit (`hearth-node.service`, beside this crate) is installed disabled.
 //! Usage: hearth-package <repo root> <directory holding the release binaries and lib/>
 
 use std::path::PathBuf;
@@ -71,7 +72,14 @@ fn main() -> Result<()> {
             category: None,
             deb: DebianSettings {
                 depends: Some(DEPENDS.iter().map(|d| (*d).to_owned()).collect()),
-                files: [(PathBuf::from("/usr/lib/hearth"), libs.clone())].into(),
+                files: [
+                    (PathBuf::from("/usr/lib/hearth"), libs.clone()),
+                    (
+                        PathBuf::from("/usr/lib/systemd/system/hearth-node.service"),
+                        root.join("tools/package/hearth-node.service"),
+                    ),
+                ]
+                .into(),
                 ..Default::default()
             },
             ..Default::default()
