@@ -677,3 +677,34 @@ async fn a_request_with_tools_runs_on_a_hearth_peer_of_the_cluster() {
     b.stop().await;
     a.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_generic_reply_streams_as_it_is_written() {
+    // The generic format's answer is one JSON object; its reply's text goes out piece by
+    // piece, never the JSON around it.
+    let t = scripted(&[
+        "{\"response\": \"",
+        "Hello",
+        " there",
+        ", \\\"you\\\"",
+        "!\"}",
+    ])
+    .await;
+    let mut body = ask(json!("auto"));
+    body["max_tokens"] = json!(50);
+    let (content, chunks) = t.chat_stream(body.clone()).await;
+    assert_eq!(content, "Hello there, \"you\"!");
+    let pieces: Vec<&str> = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .filter(|p| !p.is_empty())
+        .collect();
+    assert_eq!(pieces, ["Hello", " there", ", \"you\"", "!"], "{chunks:?}");
+    assert_eq!(finish_of(&chunks).as_deref(), Some("stop"));
+    let v = t.chat(body).await;
+    assert_eq!(
+        v["choices"][0]["message"]["content"],
+        "Hello there, \"you\"!"
+    );
+    t.stop().await;
+}

@@ -4,6 +4,7 @@
 //! OpenAI and Ollama doors, so both split an answer the same way.
 
 mod reasoning;
+mod reply;
 mod tool_calls;
 
 use hearth_protocol::ollama::Format;

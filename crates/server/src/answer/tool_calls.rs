@@ -8,6 +8,7 @@ use hearth_protocol::tools::{arguments_value, ToolCall, ToolSet};
 use serde_json::Value;
 
 use super::reasoning::partial_suffix;
+use super::reply::{opening, Opening, Reply};
 
 const MARKERS: [&str; 3] = [
     markers::HERMES_OPEN,
@@ -29,12 +30,17 @@ pub(super) enum Read {
     Broken(String),
 }
 
-/// Streams content through while it cannot be a call, and holds it once it may be one.
+/// Streams content through while it cannot be a call, and holds it once it may be one; a
+/// generic reply (`{"response": "..."}`) streams its text as it comes.
 #[derive(Debug, Default)]
 pub(super) struct Scanner {
     pending: String,
     holding: bool,
     started: bool,
+    /// The answer began with JSON: a generic reply or call, or a bare Llama 3 call.
+    json_first: bool,
+    /// Whether the JSON is a generic reply: unknown until enough of it came.
+    reply: Option<Option<Reply>>,
 }
 
 impl Scanner {
@@ -42,7 +48,7 @@ impl Scanner {
     pub(super) fn push(&mut self, text: &str) -> String {
         self.pending.push_str(text);
         if self.holding {
-            return String::new();
+            return self.reply_text();
         }
         if !self.started {
             let t = self.pending.trim_start();
@@ -53,7 +59,8 @@ impl Scanner {
             // JSON first: the generic format, or Llama 3's bare call.
             if t.starts_with('{') || t.starts_with('[') {
                 self.holding = true;
-                return String::new();
+                self.json_first = true;
+                return self.reply_text();
             }
         }
         if let Some(at) = MARKERS.iter().filter_map(|m| self.pending.find(m)).min() {
@@ -72,13 +79,37 @@ impl Scanner {
         released
     }
 
-    /// The held text, read, and the text itself.
+    /// What a generic reply's text has newly decoded (nothing for anything else).
+    fn reply_text(&mut self) -> String {
+        if !self.json_first {
+            return String::new();
+        }
+        if self.reply.is_none() {
+            self.reply = match opening(&self.pending) {
+                Opening::NotYet => return String::new(),
+                Opening::At(at) => Some(Some(Reply::new(at))),
+                Opening::No => Some(None),
+            };
+        }
+        match &mut self.reply {
+            Some(Some(r)) => r.take(&self.pending),
+            _ => String::new(),
+        }
+    }
+
+    /// The held text, read, and the text itself. A streamed reply's text comes back without
+    /// what already went out.
     pub(super) fn finish(self, tools: &ToolSet, id: &str) -> (Read, String) {
-        let read = if self.holding {
+        let mut read = if self.holding {
             read(&self.pending, tools, id)
         } else {
             Read::Text(self.pending.clone())
         };
+        if let (Read::Text(t), Some(Some(r))) = (&read, &self.reply) {
+            // Text that does not go on from the streamed part (a reply that was not JSON after
+            // all) adds nothing: the client has the reply as far as it read.
+            read = Read::Text(t.strip_prefix(&r.emitted).unwrap_or_default().to_owned());
+        }
         (read, self.pending)
     }
 }
@@ -320,8 +351,25 @@ mod tests {
         assert_eq!(s.push("Hello <"), "Hello ");
         assert_eq!(s.push("b>"), "<b>");
         assert_eq!(s.finish(&tools(), "1").0, Read::Text(String::new()));
+        // A generic reply streams its text as it comes, and the end adds only what is left.
         let mut s = Scanner::default();
-        assert_eq!(s.push("  {\"response\": \"Hi\"}"), "");
-        assert_eq!(s.finish(&tools(), "1").0, Read::Text("Hi".into()));
+        assert_eq!(s.push("  {\"resp"), "");
+        assert_eq!(s.push("onse\": \"Hi \\"), "Hi ");
+        assert_eq!(s.push("\"you\\\" th"), "\"you\" th");
+        assert_eq!(s.push("ere\"}"), "ere");
+        assert_eq!(s.finish(&tools(), "1").0, Read::Text(String::new()));
+        let mut s = Scanner::default();
+        assert_eq!(s.push("{\"response\": \"Hi the"), "Hi the");
+        assert_eq!(
+            s.finish(&tools(), "1").0,
+            Read::Text(String::new()),
+            "cut: no repeat"
+        );
+        let mut s = Scanner::default();
+        assert_eq!(
+            s.push("{\"tool_call\": {\"name\": \"get_weather\", \"arguments\": {}}}"),
+            ""
+        );
+        assert!(matches!(s.finish(&tools(), "1").0, Read::Calls { .. }));
     }
 }
