@@ -117,13 +117,7 @@ impl ModelInfo {
     /// with `<think>`, as DeepSeek R1's and QwQ's do): the model's text then starts inside the
     /// thinking, and only its end is written. `think` as the request sets it.
     pub fn opens_thinking(&self, think: Option<bool>) -> bool {
-        let probe = Chat {
-            messages: vec![ChatMessage::new("user", "Hi")],
-            tools: None,
-            think,
-        };
-        self.render_chat(&probe)
-            .is_ok_and(|p| p.trim_end().ends_with("<think>"))
+        self.prompter.opens_thinking[thinking_index(think)]
     }
 
     /// How this model writes a tool call: its template's format, or the generic one.
@@ -204,6 +198,18 @@ pub(crate) struct Prompter {
     tool_format: ToolFormat,
     /// The most bytes of text one token of the vocabulary covers.
     max_piece_bytes: usize,
+    /// Whether the template's assistant turn opens a thinking block, for `think` unset, false
+    /// and true ([`thinking_index`]).
+    opens_thinking: [bool; 3],
+}
+
+/// Where `think`'s answer is kept in `Prompter::opens_thinking`.
+fn thinking_index(think: Option<bool>) -> usize {
+    match think {
+        None => 0,
+        Some(false) => 1,
+        Some(true) => 2,
+    }
 }
 
 impl Prompter {
@@ -237,13 +243,26 @@ impl Prompter {
             (Some(_), Some(src)) => ToolFormat::of_template(src),
             _ => ToolFormat::Generic,
         };
-        Self {
+        let mut prompter = Self {
             model,
             jinja,
             builtin: template_source.unwrap_or_else(|| "chatml".to_owned()),
             tool_format,
             max_piece_bytes,
+            opens_thinking: [false; 3],
+        };
+        // Rendered once here: the doors ask it of every request.
+        for think in [None, Some(false), Some(true)] {
+            let probe = Chat {
+                messages: vec![ChatMessage::new("user", "Hi")],
+                tools: None,
+                think,
+            };
+            prompter.opens_thinking[thinking_index(think)] = prompter
+                .render(&probe)
+                .is_ok_and(|r| r.text.trim_end().ends_with("<think>"));
         }
+        prompter
     }
 
     /// The prompt of a conversation, with its tools in the model's format and their grammar.

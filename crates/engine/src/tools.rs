@@ -327,8 +327,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn generic_messages_describe_the_tools_and_rewrite_the_tool_turns() {
+    /// A question, a call to get_weather, and its result.
+    fn history() -> [ChatMessage; 3] {
         let mut call = ChatMessage::new("assistant", "");
         call.tool_calls = vec![ToolCall {
             id: "c1".into(),
@@ -337,9 +337,14 @@ mod tests {
         }];
         let mut result = ChatMessage::new("tool", "-3 C");
         result.tool_call_id = Some("c1".into());
+        [ChatMessage::new("user", "weather?"), call, result]
+    }
+
+    #[test]
+    fn generic_messages_describe_the_tools_and_rewrite_the_tool_turns() {
         let p = prepare(
             ToolFormat::Generic,
-            &[ChatMessage::new("user", "weather?"), call, result],
+            &history(),
             &weather(ToolChoice::Required, false),
         )
         .unwrap();
@@ -359,15 +364,7 @@ mod tests {
     #[test]
     fn a_history_with_tool_turns_is_written_in_words_when_no_tools_are_offered() {
         assert!(generic_history(&[ChatMessage::new("user", "hi")]).is_none());
-        let mut call = ChatMessage::new("assistant", "");
-        call.tool_calls = vec![ToolCall {
-            id: "c1".into(),
-            name: "get_weather".into(),
-            arguments: json!({"city": "Oslo"}),
-        }];
-        let mut result = ChatMessage::new("tool", "-3 C");
-        result.tool_call_id = Some("c1".into());
-        let h = generic_history(&[ChatMessage::new("user", "weather?"), call, result]).unwrap();
+        let h = generic_history(&history()).unwrap();
         assert_eq!(h[1].content, r#"I called get_weather({"city":"Oslo"})."#);
         assert_eq!(
             (h[2].role.as_str(), h[2].content.as_str()),

@@ -59,14 +59,25 @@ pub struct Fit {
     pub on_gpu: bool,
 }
 
+/// The room a model not yet here would have: what [`fit`] judges files by, read once for many.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Room {
+    /// Every slot's context together, in tokens.
+    pub ctx_tokens: u64,
+    /// System memory models may take.
+    pub budget: u64,
+    /// Video memory models may take.
+    pub gpu: u64,
+}
+
 /// Whether a model file of `size` bytes (its header unread: the usual cache for its size) fits
-/// in `budget` of system memory and `gpu_room` of video memory, at `ctx_tokens` of context.
-pub fn fit(size: u64, ctx_tokens: u64, budget: u64, gpu_room: u64) -> Fit {
-    let needs = estimate(size, None, ctx_tokens);
+/// in `room`.
+pub fn fit(size: u64, room: &Room) -> Fit {
+    let needs = estimate(size, None, room.ctx_tokens);
     Fit {
         needs,
-        fits: needs.saturating_sub(gpu_room) <= budget,
-        on_gpu: gpu_room > 0 && needs <= gpu_room,
+        fits: needs.saturating_sub(room.gpu) <= room.budget,
+        on_gpu: room.gpu > 0 && needs <= room.gpu,
     }
 }
 

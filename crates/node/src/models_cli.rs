@@ -174,8 +174,11 @@ async fn search(
     let found = downloads.search(query, limit).await?;
     let slots = hearth_engine::config::DEFAULT_SLOTS as u64;
     let per_slot = u64::from(hearth_engine::config::DEFAULT_CTX_PER_SLOT);
-    let budget = memory::budget(None, 0, 0);
-    let gpu = memory::gpu_room(&hearth_engine::Offload::default(), 0);
+    let room = memory::Room {
+        ctx_tokens: per_slot * slots,
+        budget: memory::budget(None, 0, 0),
+        gpu: memory::gpu_room(&hearth_engine::Offload::default(), 0),
+    };
     if found.is_empty() {
         println!("no GGUF models on the hub match {query:?}");
     }
@@ -186,7 +189,7 @@ async fn search(
             println!("  (its files could not be listed: {e})");
         }
         for f in r.files {
-            let fit = memory::fit(f.size, per_slot * slots, budget, gpu);
+            let fit = memory::fit(f.size, &room);
             let mark = match (fit.on_gpu, fit.fits) {
                 (true, _) => "fits in video memory",
                 (false, true) => "fits",

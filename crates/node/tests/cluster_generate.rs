@@ -17,25 +17,7 @@ async fn tokens_made(t: &TestNode) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pause_resume_and_stop_reach_an_answer_on_a_hearth_peer() {
-    let a = TestNode::start_with(|c| {
-        c.name = "peer-a".into();
-        c.parallel = 1;
-        c.cluster = common::cluster_config(Vec::new());
-    })
-    .await;
-    let at = a.node().cluster_addr().unwrap().to_string();
-    let empty = tempfile::tempdir().unwrap();
-    let b = TestNode::start_with(|c| {
-        c.name = "node-b".into();
-        common::without_model(c, empty.path());
-        c.cluster = common::cluster_config(vec![at]);
-    })
-    .await;
-    common::wait_for(
-        async || b.get_json("/api/cluster").await["peers"][0]["loaded_models"][0] == MODEL_ID,
-        "b seeing a's model",
-    )
-    .await;
+    let (a, b, _empty) = common::model_on_a_peer().await;
 
     let mut ws = b.ws("/generate").await;
     ws_send(

@@ -638,28 +638,8 @@ async fn a_request_with_tools_runs_on_a_hearth_worker() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_with_tools_runs_on_a_hearth_peer_of_the_cluster() {
-    // b has no model; its request (tools and a tool turn in the history) runs on peer a.
-    let a = TestNode::start_with(|c| {
-        c.name = "peer-a".into();
-        c.parallel = 1;
-        c.cluster = common::cluster_config(Vec::new());
-    })
-    .await;
-    let at = a.node().cluster_addr().unwrap().to_string();
-    let empty = tempfile::tempdir().unwrap();
-    let b = TestNode::start_with(|c| {
-        c.name = "node-b".into();
-        common::without_model(c, empty.path());
-        c.cluster = common::cluster_config(vec![at]);
-    })
-    .await;
-    common::wait_for(
-        async || {
-            b.get_json("/api/cluster").await["peers"][0]["loaded_models"][0] == common::MODEL_ID
-        },
-        "b seeing a's model",
-    )
-    .await;
+    // b has no model; its request runs on peer a.
+    let (a, b, _empty) = common::model_on_a_peer().await;
     let mut body = ask(json!("required"));
     body["model"] = json!(common::MODEL_ID);
     let via_b = b.chat(body.clone()).await;

@@ -18,6 +18,7 @@
 //!   pull, errors): request bodies, their validation, and response lines.
 //! - [`tools`]: tool calling's tools, choice and calls, in the shape chat templates read.
 //! - [`streaming`]: the `/generate` streaming WebSocket protocol (`protocols/streaming-ws.md`).
+//! - `value_kind`: a JSON value's kind in error messages' words.
 //! - [`utf8`]: the one streaming UTF-8 decoder (engine tokens, worker frames).
 //! - [`worker`]: the worker protocol's task frames and binary result frames (`protocols/worker-node.md`).
 //! - [`auth_ws`]: the signed-challenge protocol's client messages (`protocols/auth-ws.md`).
@@ -44,6 +45,7 @@ pub mod openai;
 pub mod streaming;
 pub mod tools;
 pub mod utf8;
+mod value_kind;
 pub mod worker;
 
 pub use generation::{ChatMessage, FinishReason, ParamError, SamplingParams, SamplingPatch, Usage};

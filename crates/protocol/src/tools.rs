@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::limits::{MAX_TOOLS, MAX_TOOL_NAME_BYTES};
+use crate::value_kind::kind;
 
 /// A bad tool or `tool_choice`: which parameter, and why (a `ParamError` to the doors).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -192,17 +193,6 @@ fn check_name(name: &str) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 // ---------------------------------------------------------------------------------------------

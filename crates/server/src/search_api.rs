@@ -70,6 +70,8 @@ pub(crate) async fn search(
         })?;
     let host = state.router.host();
     let context_per_slot = host.context_per_slot();
+    // Read once: the machine's memory and the GPUs' are the same for every file.
+    let room = host.room_for_new();
     let repos = found
         .into_iter()
         .map(|r| Repo {
@@ -77,7 +79,7 @@ pub(crate) async fn search(
                 .files
                 .into_iter()
                 .map(|file| {
-                    let fit = host.fit(file.size);
+                    let fit = hearth_models::memory::fit(file.size, &room);
                     File {
                         here: state.models_dir.join(&file.name).is_file(),
                         needs: fit.needs,

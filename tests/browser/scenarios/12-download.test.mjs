@@ -4,36 +4,17 @@
 // progress bar and speed, and once its SHA-256 is checked the model is in the table and loads.
 
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { openBrowser } from '../lib/browser.mjs';
+import { startHub } from '../lib/hub.mjs';
 import { startNode, tempDataDir, testEnvironment } from '../lib/node.mjs';
 import { screenshot, sel } from '../lib/ui.mjs';
 
-const ROOT = fileURLToPath(new URL('../../..', import.meta.url));
-
-/** The hub on loopback serving `model` as hearth-test/Tiny-GGUF/Tiny-Q4.gguf; stopped with the test. */
-async function startHub(t, model) {
-  const child = spawn(join(ROOT, '.venv/bin/python'), [join(ROOT, 'tests/hub_server.py'), '--repo', 'hearth-test/Tiny-GGUF', '--path', 'Tiny-Q4.gguf', '--file', model], {
-    stdio: ['pipe', 'pipe', 'inherit'],
-  });
-  t.after(() => child.kill());
-  const first = await new Promise((resolve, reject) => {
-    createInterface({ input: child.stdout }).once('line', resolve);
-    child.once('exit', (code) => reject(new Error(`the hub exited (${code})`)));
-  });
-  const port = /^port (\d+)$/.exec(first)?.[1];
-  assert.ok(port, `the hub's first line: ${first}`);
-  return `http://127.0.0.1:${port}`;
-}
-
 test('a model is downloaded from the Models page, with its progress, and loads', { timeout: 180_000 }, async (t) => {
   const { model } = testEnvironment();
-  const hub = await startHub(t, model);
+  const hub = await startHub(t, ['--repo', 'hearth-test/Tiny-GGUF', '--path', 'Tiny-Q4.gguf', '--file', model]);
   const { size } = await stat(model);
   // About eight seconds for the whole file.
   const control = await fetch(`${hub}/_control`, { method: 'POST', body: JSON.stringify({ rate: Math.floor(size / 8) }) });

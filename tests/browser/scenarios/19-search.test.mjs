@@ -5,40 +5,25 @@
 // click downloads a file with its progress, and it lands in the models table.
 
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { openBrowser } from '../lib/browser.mjs';
+import { startHub } from '../lib/hub.mjs';
 import { startNode, tempDataDir, testEnvironment } from '../lib/node.mjs';
 import { assertNoHorizontalOverflow, screenshot, sel } from '../lib/ui.mjs';
 
-const ROOT = fileURLToPath(new URL('../../..', import.meta.url));
 const SPEC = 'hearth-test/Tiny-GGUF/Tiny-Q4_K_M.gguf';
 
-/** The hub on loopback: the default model as SPEC, and a listed repository far too large. */
-async function startHub(t, model) {
-  const args = [
-    join(ROOT, 'tests/hub_server.py'),
-    '--repo', 'hearth-test/Tiny-GGUF', '--path', 'Tiny-Q4_K_M.gguf', '--file', model,
-    '--listed', 'other/Tiny-Huge-GGUF:50:Tiny-Huge-Q8_0.gguf:999999999999999',
-  ];
-  const child = spawn(join(ROOT, '.venv/bin/python'), args, { stdio: ['pipe', 'pipe', 'inherit'] });
-  t.after(() => child.kill());
-  const first = await new Promise((resolve, reject) => {
-    createInterface({ input: child.stdout }).once('line', resolve);
-    child.once('exit', (code) => reject(new Error(`the hub exited (${code})`)));
-  });
-  const port = /^port (\d+)$/.exec(first)?.[1];
-  assert.ok(port, `the hub's first line: ${first}`);
-  return `http://127.0.0.1:${port}`;
-}
+/** The hub's arguments: the default model as SPEC, and a listed repository far too large. */
+const hubArgs = (model) => [
+  '--repo', 'hearth-test/Tiny-GGUF', '--path', 'Tiny-Q4_K_M.gguf', '--file', model,
+  '--listed', 'other/Tiny-Huge-GGUF:50:Tiny-Huge-Q8_0.gguf:999999999999999',
+];
 
 test('a model found by searching the hub downloads with one click', { timeout: 180_000 }, async (t) => {
   const { model } = testEnvironment();
-  const hub = await startHub(t, model);
+  const hub = await startHub(t, hubArgs(model));
   const { size } = await stat(model);
   // About four seconds for the whole file, so the progress shows.
   assert.equal((await fetch(`${hub}/_control`, { method: 'POST', body: JSON.stringify({ rate: Math.floor(size / 4) }) })).status, 200);

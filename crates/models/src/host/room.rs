@@ -77,17 +77,15 @@ impl ModelHost {
         budget.saturating_sub(used)
     }
 
-    /// Whether a model file of `size` bytes not yet here would fit, at the context this node
-    /// gives its slots ([`memory::fit`]): in system memory with every other model unloaded,
-    /// after what the GPUs' free memory (as it is now) would hold of it.
-    pub fn fit(&self, size: u64) -> memory::Fit {
-        let (budget, _) = self.budget(None);
-        memory::fit(
-            size,
-            self.settings.ctx_tokens(None),
-            budget,
-            self.gpu_room(0),
-        )
+    /// The room a model not yet here would have ([`memory::fit`] judges files by it): the
+    /// context this node gives its slots, system memory with every other model unloaded, and
+    /// the GPUs' free memory as it is now.
+    pub fn room_for_new(&self) -> memory::Room {
+        memory::Room {
+            ctx_tokens: self.settings.ctx_tokens(None),
+            budget: self.budget(None).0,
+            gpu: self.gpu_room(0),
+        }
     }
 
     /// The context a request gets here when its model's header does not say less, in tokens.

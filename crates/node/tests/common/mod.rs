@@ -37,6 +37,32 @@ pub fn cluster_config(peers: Vec<String>) -> Option<hearth_cluster::ClusterConfi
     })
 }
 
+/// Two in-process nodes over loopback TCP: `peer-a` with the default model (one slot), and
+/// `node-b` on an empty models folder (the third value, kept while they run) with `peer-a` as
+/// its peer, returned once b sees a's model.
+pub async fn model_on_a_peer() -> (TestNode, TestNode, tempfile::TempDir) {
+    let a = TestNode::start_with(|c| {
+        c.name = "peer-a".into();
+        c.parallel = 1;
+        c.cluster = cluster_config(Vec::new());
+    })
+    .await;
+    let at = a.node().cluster_addr().unwrap().to_string();
+    let empty = tempfile::tempdir().unwrap();
+    let b = TestNode::start_with(|c| {
+        c.name = "node-b".into();
+        without_model(c, empty.path());
+        c.cluster = cluster_config(vec![at]);
+    })
+    .await;
+    wait_for(
+        async || b.get_json("/api/cluster").await["peers"][0]["loaded_models"][0] == MODEL_ID,
+        "b seeing a's model",
+    )
+    .await;
+    (a, b, empty)
+}
+
 /// A node on an empty models folder (`dir`): no model of its own.
 pub fn without_model(c: &mut NodeConfig, dir: &std::path::Path) {
     c.model = None;

@@ -33,6 +33,7 @@ mod config;
 mod events;
 mod request;
 
+use crate::value_kind::kind;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
@@ -57,16 +58,5 @@ fn field<T: DeserializeOwned>(
         Some(v) => T::deserialize(v)
             .map(Some)
             .map_err(|e| format!("{prefix}{name}: {e}")),
-    }
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
