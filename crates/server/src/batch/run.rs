@@ -125,6 +125,8 @@ struct Batch {
     out: mpsc::Sender<String>,
     /// The client is still listening.
     open: bool,
+    /// The batch was saved for continuation (or forgotten) once its last prompt ended.
+    saved: bool,
     model: ModelId,
     key: Option<CacheKey>,
     items: Vec<Item>,
@@ -217,6 +219,7 @@ impl Batch {
         let mut batch = Self {
             out,
             open: true,
+            saved: false,
             model: target.model.clone(),
             key,
             items: Vec::with_capacity(request.entries.len()),
@@ -329,10 +332,12 @@ impl Batch {
                             Err(_) => break,
                         }
                     }
+                    self.save_when_over();
                     self.flush().await;
                 }
                 Some((index, result)) = self.submitted.recv() => {
                     self.on_submitted(index, result);
+                    self.save_when_over();
                     self.flush().await;
                 }
                 () = shutdown.cancelled() => {
@@ -342,7 +347,18 @@ impl Batch {
                 }
             }
         }
-        self.save();
+        if !self.saved {
+            self.save();
+        }
+    }
+
+    /// Once no prompt is open, save the batch before its last events go out: a client that
+    /// continues as soon as it reads them finds the batch saved.
+    fn save_when_over(&mut self) {
+        if !self.saved && !self.items.iter().any(Item::is_open) {
+            self.save();
+            self.saved = true;
+        }
     }
 
     /// Hand every waiting prompt, in order, to the route, which starts each as soon as there
