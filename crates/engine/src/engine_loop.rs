@@ -124,13 +124,18 @@ pub(crate) fn duty_cycle_pause(worked: Duration, throttle: u8) -> Duration {
 /// Serve until shutdown is asked for or every handle is gone.
 pub(crate) fn serve(backend: &mut impl Backend, commands: &Receiver<Command>) {
     loop {
-        backend.courier().deliver();
         if backend.shared().stop_reason().is_some() {
+            backend.courier().deliver();
             return;
         }
         // Throttle 0 pauses decoding: requests wait, controls still work.
         let throttle = backend.shared().throttle.load(Ordering::Acquire).min(100);
-        let first = if throttle > 0 && backend.has_runnable_work() {
+        let runnable = throttle > 0 && backend.has_runnable_work();
+        if !runnable {
+            // No step comes now to hand over what the last one left: it goes before waiting.
+            backend.courier().deliver();
+        }
+        let first = if runnable {
             match commands.try_recv() {
                 Ok(c) => Some(c),
                 Err(TryRecvError::Empty) => None,
@@ -161,6 +166,7 @@ pub(crate) fn serve(backend: &mut impl Backend, commands: &Receiver<Command>) {
         let started = Instant::now();
         if backend.step() && throttle < 100 {
             // Below 100 the loop runs a duty cycle: work `throttle`% of the time.
+            backend.courier().deliver();
             std::thread::sleep(duty_cycle_pause(started.elapsed(), throttle));
         }
     }

@@ -5,9 +5,9 @@
 //! and `--device none` keep it on the CPU; an offload that cannot fit (a margin past the
 //! device's memory) or fails (a device buffer limit) goes to the CPU, says so, and the node
 //! serves; a second model takes the GPU from an idle one; a model wholly on the GPU decodes
-//! with `--gpu-threads` threads. `/api/status` lists the devices and
-//! the CPU variant llama.cpp picked; `/metrics` the layers and memory. Lavapipe computes
-//! slowly: short prompts, few tokens.
+//! with `--gpu-threads` threads and streams each token as it comes. `/api/status` lists the
+//! devices and the CPU variant llama.cpp picked; `/metrics` the layers and memory. Lavapipe
+//! computes slowly: short prompts, few tokens.
 
 mod common;
 
@@ -121,6 +121,21 @@ async fn the_default_model_runs_on_the_vulkan_device_and_answers_as_on_the_cpu()
         complete(&gpu, prompt, 4).await,
         complete(&cpu, prompt, 4).await
     );
+    // Tokens stream as they are decoded (on a GPU their events go out while the next decode
+    // runs): the first comes while the generation still runs, not with the last.
+    let mut rx = common::sse::stream_sse(
+        format!("{}/v1/completions", gpu.url),
+        json!({"prompt": prompt, "max_tokens": 8, "temperature": 0, "stream": true,
+               "ignore_eos": true}),
+    );
+    let first: Value = serde_json::from_str(&common::sse::next_data(&mut rx).await).unwrap();
+    assert!(first["choices"][0]["text"].is_string(), "{first}");
+    let status = get(&gpu, "/api/status").await;
+    assert_eq!(
+        status["active"], 1,
+        "the first token came after the last: {status}"
+    );
+    while common::sse::next_data(&mut rx).await != "[DONE]" {}
     let metrics = reqwest::get(format!("{}/metrics", gpu.url))
         .await
         .unwrap()

@@ -85,6 +85,12 @@ struct Scheduler<'m> {
     governor: Governor,
     /// Embedding requests, computed in their own context between generation steps.
     embedder: Embedder<'m>,
+    /// The model is wholly on a GPU, where `llama_decode` returns once the work is queued:
+    /// each step's events go out while the GPU computes the next one (waking the runtime that
+    /// takes them costs the engine thread tens of microseconds, a few percent of a token a GPU
+    /// decodes in a millisecond), not between two decodes. On the CPU, decoding is done when
+    /// `llama_decode` returns, and events go out as soon as they are made.
+    overlap: bool,
 }
 
 /// How many leading tokens two sequences share.
@@ -277,12 +283,15 @@ impl Scheduler<'_> {
         self.housekeeping();
         self.admit();
         if !self.fill_batch() {
+            self.courier.deliver();
             // Nothing generates: embeddings may take the whole engine.
             return self.embedder.step(false, &mut self.governor);
         }
-        // Events of the commands just handled and of readers that caught up go out now, not
-        // after a decode that may be a long prefill chunk.
-        self.courier.deliver();
+        if !self.overlap {
+            // Events of the commands just handled and of readers that caught up go out now,
+            // not after a decode that may be a long prefill chunk.
+            self.courier.deliver();
+        }
         let threads = self.governor.limit(Instant::now());
         self.shared.threads.store(threads, Ordering::Relaxed);
         self.shared
@@ -294,9 +303,15 @@ impl Scheduler<'_> {
         } else {
             self.ctx.decode(&mut self.batch)
         };
+        if self.overlap {
+            // The GPU computes: the last step's events and the commands' go out meanwhile.
+            self.courier.deliver();
+        }
         let now = Instant::now();
         self.governor.decoded(now);
-        self.embedder.earn(now - started);
+        if !self.overlap {
+            self.embedder.earn(now - started);
+        }
         if let Err(e) = decoded {
             let message = format!("llama.cpp decode failed: {e}");
             tracing::error!(%message);
@@ -326,7 +341,16 @@ impl Scheduler<'_> {
             });
             self.on_token(i, token, lp);
         }
-        self.courier.deliver();
+        if !self.overlap {
+            self.courier.deliver();
+        } else {
+            // On a GPU the decode ended when its logits were read.
+            self.embedder.earn(started.elapsed());
+            if self.embedder.has_work() {
+                // Embeddings run now: the tokens just made go out first, not after them.
+                self.courier.deliver();
+            }
+        }
         // A share of the time decoding took.
         self.embedder.step(true, &mut self.governor);
         true

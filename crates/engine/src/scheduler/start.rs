@@ -151,6 +151,7 @@ fn serve_with(
         cached: vec![Vec::new(); slots],
         courier: Courier::new(runtime),
         governor: Governor::new(threads as usize),
+        overlap: loaded.placement.on_gpu_whole(),
         embedder: Embedder::new(&model, backend, threads),
     };
     engine_loop::serve(&mut sched, commands);
