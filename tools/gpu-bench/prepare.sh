@@ -15,6 +15,11 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib/hearth/backends" .gpu-bench
 
 strip -o "$stage/bin/hearth-node" "$release/hearth-node"
+# GPU_BENCH_ALSO="NAME=PATH ...": other builds of hearth-node (an earlier commit's, a trial),
+# each run beside this one with the same settings: only same-run figures compare.
+for also in ${GPU_BENCH_ALSO:-}; do
+  strip -o "$stage/bin/hearth-node-${also%%=*}" "${also#*=}"
+done
 libs=$(ldd "$release/hearth-node" | awk '/lib(llama|ggml)/ {print $3}')
 for lib in $libs; do cp -L "$lib" "$stage/lib/hearth/"; done
 # The rest of what it loads but the C and C++ runtimes, which a machine with CUDA's compiler has:

@@ -38,17 +38,25 @@ ls -la "$work/model.gguf" | tee -a "$logs/machine.txt"
 cd "$work/lib/hearth/backends"
 log "llama-bench"
 "$work/bin/llama-bench" -m "$work/model.gguf" -ngl 99 -p 512 -n 128 -r 3 -o json >"$out/llama-bench.json" 2>"$logs/llama-bench.log" || true
-log "llama-batched-bench"
-"$work/bin/llama-batched-bench" -m "$work/model.gguf" -ngl 99 -c 8192 -b 2048 -ub 512 -npp 16 -ntg 256 -npl 1,4,8 >"$out/batched-bench.txt" 2>"$logs/batched-bench.log" || true
+# Three times, as Hearth has three rounds of each size: its figures move by a tenth between
+# runs of one process.
+for k in 1 2 3; do
+  log "llama-batched-bench ($k)"
+  "$work/bin/llama-batched-bench" -m "$work/model.gguf" -ngl 99 -c 8192 -b 2048 -ub 512 -npp 16 -ntg 256 -npl 1,4,8 >>"$out/batched-bench.txt" 2>"$logs/batched-bench-$k.log" || true
+done
 cd - >/dev/null
 
 # Hearth as it starts by default (a model wholly on the GPU gets --gpu-threads 2 of llama.cpp's
 # CPU threads), then with every core's (16 here, what --threads gives) and with 1.
+# Each Hearth process starts with an empty shader cache of NVIDIA's driver, as on a fresh
+# install: none inherits the kernels an earlier one built.
 hearth() {
-  local name=$1
+  local name=$1 bin=$work/bin/hearth-node
   shift
+  if [ -x "$bin-$name" ]; then bin=$bin-$name; fi
   log "Hearth ($name)"
-  "$work/bin/hearth-node" serve --port 18700 --data-dir "$work/data-$name" --model "$work/model.gguf" \
+  __GL_SHADER_DISK_CACHE_PATH="$work/shader-cache-$name" \
+  "$bin" serve --port 18700 --data-dir "$work/data-$name" --model "$work/model.gguf" \
     --parallel 8 --ctx 2048 --key-storage file --no-discovery "$@" >"$logs/hearth-$name.log" 2>&1 &
   local node=$!
   for _ in $(seq 1 120); do
@@ -56,12 +64,16 @@ hearth() {
     sleep 1
   done
   curl -s http://127.0.0.1:18700/api/status >"$logs/hearth-$name-status.json"
-  "$py" tools/gpu-bench/stream_bench.py http://127.0.0.1:18700 --tokens 256 --rounds 2 >"$out/hearth-$name.json" || true
+  "$py" tools/gpu-bench/stream_bench.py http://127.0.0.1:18700 --tokens 256 --rounds 3 >"$out/hearth-$name.json" || true
   kill "$node" 2>/dev/null || true
   wait "$node" 2>/dev/null || true
 }
 hearth default
-# GPU_BENCH_QUICK=1: the default alone (a run that must fit what is left of a lease).
+# The other builds prepare.sh was given (GPU_BENCH_ALSO), same settings.
+for bin in "$work"/bin/hearth-node-*; do
+  if [ -x "$bin" ]; then hearth "${bin##*/hearth-node-}"; fi
+done
+# GPU_BENCH_QUICK=1: no thread variants (a run that must fit what is left of a lease).
 if [ -z "${GPU_BENCH_QUICK:-}" ]; then
   hearth gpu-threads16 --gpu-threads 16
   hearth gpu-threads1 --gpu-threads 1
