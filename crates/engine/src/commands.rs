@@ -100,9 +100,9 @@ impl Courier {
         self.0.borrow_mut().parcels.push(parcel);
     }
 
-    /// Hand over everything posted since the last delivery. The engine calls this once per
-    /// step (after its sampling on the CPU; while the next decode runs on a GPU), and before
-    /// it waits for commands or pauses.
+    /// Hand over everything posted since the last delivery. The engine calls this after
+    /// each step's sampling on the CPU (on a GPU while the next decode runs), before a decode
+    /// of prompt tokens, and before it waits for commands or pauses.
     pub(crate) fn deliver(&self) {
         self.0.borrow_mut().deliver();
     }

@@ -125,7 +125,7 @@ async fn the_default_model_runs_on_the_vulkan_device_and_answers_as_on_the_cpu()
     // runs): the first comes while the generation still runs, not with the last.
     let mut rx = common::sse::stream_sse(
         format!("{}/v1/completions", gpu.url),
-        json!({"prompt": prompt, "max_tokens": 8, "temperature": 0, "stream": true,
+        json!({"prompt": prompt, "max_tokens": 16, "temperature": 0, "stream": true,
                "ignore_eos": true}),
     );
     let first: Value = serde_json::from_str(&common::sse::next_data(&mut rx).await).unwrap();

@@ -91,6 +91,9 @@ struct Scheduler<'m> {
     /// decodes in a millisecond), not between two decodes. On the CPU, decoding is done when
     /// `llama_decode` returns, and events go out as soon as they are made.
     overlap: bool,
+    /// The batch [`Self::fill_batch`] made holds prompt tokens, not only the next token of each
+    /// generating slot.
+    prefilling: bool,
 }
 
 /// How many leading tokens two sequences share.
@@ -287,9 +290,10 @@ impl Scheduler<'_> {
             // Nothing generates: embeddings may take the whole engine.
             return self.embedder.step(false, &mut self.governor);
         }
-        if !self.overlap {
+        if !self.overlap || self.prefilling {
             // Events of the commands just handled and of readers that caught up go out now,
-            // not after a decode that may be a long prefill chunk.
+            // not after a decode that may be a long prefill chunk (on a GPU too: a new batch
+            // shape holds the decode up while the backend builds its kernels).
             self.courier.deliver();
         }
         let threads = self.governor.limit(Instant::now());
@@ -452,6 +456,7 @@ impl Scheduler<'_> {
     /// is left. Returns false when there is nothing to decode.
     fn fill_batch(&mut self) -> bool {
         self.batch.clear();
+        self.prefilling = false;
         let mut used = 0usize;
         let ctx_per_slot = self.ctx_per_slot as i32;
         for i in 0..self.slots.len() {
@@ -515,6 +520,7 @@ impl Scheduler<'_> {
             }
             slot.prefilled += take;
             slot.n_past = slot.prefilled as i32;
+            self.prefilling = true;
             budget -= take;
             if !last {
                 // Give the next prompt a turn first next time.
