@@ -91,9 +91,16 @@ struct Scheduler<'m> {
     /// decodes in a millisecond), not between two decodes. On the CPU, decoding is done when
     /// `llama_decode` returns, and events go out as soon as they are made.
     overlap: bool,
-    /// The batch [`Self::fill_batch`] made holds prompt tokens, not only the next token of each
-    /// generating slot.
-    prefilling: bool,
+}
+
+/// What [`Scheduler::fill_batch`] put in the batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Filled {
+    Nothing,
+    /// Only the next token of generating slots.
+    Tokens,
+    /// Prompt tokens too.
+    Prompts,
 }
 
 /// How many leading tokens two sequences share.
@@ -285,12 +292,13 @@ impl Scheduler<'_> {
     fn step(&mut self) -> bool {
         self.housekeeping();
         self.admit();
-        if !self.fill_batch() {
+        let filled = self.fill_batch();
+        if filled == Filled::Nothing {
             self.courier.deliver();
             // Nothing generates: embeddings may take the whole engine.
             return self.embedder.step(false, &mut self.governor);
         }
-        if !self.overlap || self.prefilling {
+        if !self.overlap || filled == Filled::Prompts {
             // Events of the commands just handled and of readers that caught up go out now,
             // not after a decode that may be a long prefill chunk (on a GPU too: a new batch
             // shape holds the decode up while the backend builds its kernels).
@@ -453,10 +461,10 @@ impl Scheduler<'_> {
     }
 
     /// Put every generating slot's next token in the batch, then prompt chunks with what room
-    /// is left. Returns false when there is nothing to decode.
-    fn fill_batch(&mut self) -> bool {
+    /// is left, and say what went in.
+    fn fill_batch(&mut self) -> Filled {
         self.batch.clear();
-        self.prefilling = false;
+        let mut prompts = false;
         let mut used = 0usize;
         let ctx_per_slot = self.ctx_per_slot as i32;
         for i in 0..self.slots.len() {
@@ -520,14 +528,18 @@ impl Scheduler<'_> {
             }
             slot.prefilled += take;
             slot.n_past = slot.prefilled as i32;
-            self.prefilling = true;
+            prompts = true;
             budget -= take;
             if !last {
                 // Give the next prompt a turn first next time.
                 self.prefill_cursor = (i + 1) % n;
             }
         }
-        used > 0
+        match (used, prompts) {
+            (0, _) => Filled::Nothing,
+            (_, false) => Filled::Tokens,
+            (_, true) => Filled::Prompts,
+        }
     }
 
     fn on_token(&mut self, i: usize, token: LlamaToken, lp: Option<(f32, Vec<(usize, f32)>)>) {

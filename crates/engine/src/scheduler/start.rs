@@ -152,7 +152,6 @@ fn serve_with(
         courier: Courier::new(runtime),
         governor: Governor::new(threads as usize),
         overlap: loaded.placement.on_gpu_whole(),
-        prefilling: false,
         embedder: Embedder::new(&model, backend, threads),
     };
     engine_loop::serve(&mut sched, commands);
