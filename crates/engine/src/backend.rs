@@ -4,8 +4,9 @@
 //!
 //! Where the backends are libraries (Linux, Windows), they are loaded first, from the first
 //! folder that has them: `HEARTH_BACKENDS_DIR`, then `../lib/hearth/backends` beside the
-//! program (the installed package), then the folder this build put them in. The CPU variant
-//! ggml picked and every device found are logged once.
+//! program (the installed package), then the folder this build put them in, without the AMX
+//! CPU variant unless asked for (`without_amx`). The CPU variant ggml picked and every device
+//! found are logged once.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -53,8 +54,84 @@ fn init() -> Result<&'static (LlamaBackend, Backends), String> {
 #[cfg(any(target_os = "linux", target_os = "windows"))]
 fn load_libraries() -> Option<PathBuf> {
     let dir = candidates().into_iter().find(|d| has_backends(d))?;
-    llama_cpp_2::llama_backend::load_backends_from_path(&dir);
+    match without_amx(&dir) {
+        Some(view) => {
+            llama_cpp_2::llama_backend::load_backends_from_path(view.path());
+            // The libraries are open now; the folder of links is no longer needed.
+            drop(view);
+        }
+        None => llama_cpp_2::llama_backend::load_backends_from_path(&dir),
+    }
     Some(dir)
+}
+
+/// ggml's variant for AMX processors (Sapphire Rapids and later) runs its matrix products
+/// on AMX tiles. Under some hypervisors a thread's tile configuration does not survive a
+/// switch between threads, and the next tile instruction kills the process with SIGILL
+/// (seen on a Sapphire Rapids VM: `tilezero` in `tinygemm_kernel_amx` on the first decode,
+/// although the kernel grants AMX and a single-threaded test of it passes). So that variant
+/// is left out unless `HEARTH_CPU_AMX=1`: ggml then picks the best of the others (AVX-512
+/// with VNNI and BF16 on those processors). Left out by loading from a temporary folder of
+/// links to every library but it, since ggml's loader takes a folder.
+#[cfg(unix)]
+fn without_amx(dir: &std::path::Path) -> Option<tempfile_view::View> {
+    if std::env::var("HEARTH_CPU_AMX").is_ok_and(|v| v == "1") {
+        return None;
+    }
+    let entries: Vec<_> = std::fs::read_dir(dir).ok()?.flatten().collect();
+    let is_amx = |name: &str| name.starts_with("libggml-cpu-sapphirerapids");
+    if !entries
+        .iter()
+        .any(|e| is_amx(&e.file_name().to_string_lossy()))
+    {
+        return None;
+    }
+    let view = tempfile_view::View::new().ok()?;
+    for e in entries {
+        let name = e.file_name();
+        if is_amx(&name.to_string_lossy()) {
+            continue;
+        }
+        if std::os::unix::fs::symlink(e.path(), view.path().join(&name)).is_err() {
+            return None;
+        }
+    }
+    tracing::debug!(dir = %dir.display(), "the AMX CPU variant is left out (HEARTH_CPU_AMX=1 keeps it)");
+    Some(view)
+}
+
+#[cfg(not(unix))]
+fn without_amx(_dir: &std::path::Path) -> Option<tempfile_view::View> {
+    None
+}
+
+/// A folder in the temporary directory, removed when dropped.
+mod tempfile_view {
+    use std::path::{Path, PathBuf};
+
+    pub(super) struct View(PathBuf);
+
+    impl View {
+        pub(super) fn new() -> std::io::Result<Self> {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos());
+            let path = std::env::temp_dir()
+                .join(format!("hearth-backends-{}-{nanos}", std::process::id()));
+            std::fs::create_dir(&path)?;
+            Ok(Self(path))
+        }
+
+        pub(super) fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for View {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
 }
 
 /// Backends are built into the program here (Metal on macOS).
@@ -96,4 +173,36 @@ fn has_backends(dir: &std::path::Path) -> bool {
                 })
         })
     })
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_amx_variant_is_left_out_of_the_folder_ggml_loads() {
+        let dir = std::env::temp_dir().join(format!("hearth-amx-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in [
+            "libggml-cpu-sapphirerapids.so",
+            "libggml-cpu-zen4.so",
+            "libggml-vulkan.so",
+        ] {
+            std::fs::write(dir.join(f), b"").unwrap();
+        }
+        let view = without_amx(&dir).expect("a folder without the AMX variant");
+        let mut names: Vec<String> = std::fs::read_dir(view.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["libggml-cpu-zen4.so", "libggml-vulkan.so"]);
+        let path = view.path().to_owned();
+        drop(view);
+        assert!(!path.exists(), "the folder of links is removed");
+        std::fs::remove_file(dir.join("libggml-cpu-sapphirerapids.so")).unwrap();
+        assert!(without_amx(&dir).is_none(), "nothing to leave out");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
