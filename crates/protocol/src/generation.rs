@@ -238,7 +238,7 @@ pub struct RawParams {
 
 impl RawParams {
     /// Validate on top of `defaults`. `max_context` is the per-request context of the loaded
-    /// model when known; `max_tokens` larger than it is refused.
+    /// model when known; `max_tokens` larger than it is capped to it.
     pub fn validate(
         &self,
         defaults: &SamplingParams,
@@ -347,16 +347,10 @@ impl RawParams {
                         format!("max_tokens must be at least 1, got {m}"),
                     ));
                 }
-                if let Some(ctx) = max_context {
-                    if m > i64::from(ctx) {
-                        return Err(ParamError::new(
-                            "max_tokens",
-                            format!(
-                                "max_tokens {m} is larger than the model's context of {ctx} tokens"
-                            ),
-                        ));
-                    }
-                }
+                // A ceiling, not an error: agents send large fixed values (32000), and the
+                // answer ends where the context does (`length`), as llama-server and Ollama
+                // have it. Only a prompt that does not fit is refused.
+                let m = max_context.map_or(m, |ctx| m.min(i64::from(ctx)));
                 Ok(u32::try_from(m).unwrap_or(u32::MAX))
             })
             .transpose()?;
@@ -505,13 +499,6 @@ mod tests {
             ),
             (
                 RawParams {
-                    max_tokens: Some(513),
-                    ..raw()
-                },
-                "max_tokens",
-            ),
-            (
-                RawParams {
                     seed: Some(-1),
                     ..raw()
                 },
@@ -578,6 +565,17 @@ mod tests {
         assert_eq!(p.max_tokens, Some(512));
         assert_eq!(p.stop, vec!["END".to_string()]);
         assert!(p.seed.is_some());
+    }
+
+    #[test]
+    fn max_tokens_beyond_the_context_is_a_ceiling() {
+        let p = RawParams {
+            max_tokens: Some(32_000),
+            ..raw()
+        }
+        .validate(&SamplingParams::default(), Some(512))
+        .unwrap();
+        assert_eq!(p.max_tokens, Some(512));
     }
 
     #[test]

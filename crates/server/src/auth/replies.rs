@@ -183,12 +183,18 @@ mod tests {
                 .max_tokens,
             Some(3)
         );
+        // Beyond the context: a ceiling, not an error.
+        assert_eq!(
+            options_result(&json!({"max_tokens": 5000}))
+                .unwrap()
+                .max_tokens,
+            Some(1024)
+        );
         for (bad, needle) in [
             (json!({"temperature": "hot"}), "temperature"),
             (json!({"temperature": -1}), "temperature"),
             (json!({"top_k": 1.5}), "top_k"),
             (json!({"max_tokens": 0}), "max_tokens"),
-            (json!({"max_tokens": 5000}), "max_tokens"),
             (json!({"stop": [1]}), "stop"),
             (json!([1, 2]), "options"),
         ] {
