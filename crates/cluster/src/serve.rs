@@ -172,6 +172,7 @@ pub(super) async fn inference(
                             usage: d.usage,
                             queued_ms: d.timing.queued.as_secs_f64() * 1000.0,
                             prefill_ms: d.timing.prefill.as_secs_f64() * 1000.0,
+                            stop_sequence: d.stop_sequence.clone(),
                         }),
                     }),
                 )

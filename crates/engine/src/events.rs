@@ -61,6 +61,9 @@ pub struct Done {
     pub reason: FinishReason,
     pub usage: Usage,
     pub timing: Timing,
+    /// The stop string that ended the answer (reason `Stop`), when one did (Anthropic's
+    /// `stop_sequence`).
+    pub stop_sequence: Option<String>,
 }
 
 impl Done {

@@ -649,6 +649,7 @@ mod tests {
             reason: FinishReason::Length,
             usage: Usage::new(1, 1),
             timing: Timing::default(),
+            stop_sequence: None,
         })
     }
 

@@ -172,6 +172,7 @@ impl Scripted {
                             reason: FinishReason::Cancelled,
                             usage: Usage::new(s.tokens.len() as u32, 0),
                             timing: Timing::default(),
+                            stop_sequence: None,
                         }));
                         self.shared.admission.release(1);
                     }
@@ -297,6 +298,7 @@ impl Scripted {
                 total: now - slot.submitted,
                 cached_tokens: 0,
             },
+            stop_sequence: None,
         };
         if let Some(speed) = done.decode_speed() {
             self.shared.record_decode(speed);

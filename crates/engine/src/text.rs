@@ -16,6 +16,8 @@ pub(crate) enum StopScan {
 pub(crate) struct StopMatcher {
     stops: Vec<String>,
     held: String,
+    /// The stop string that matched, once one did.
+    matched: Option<String>,
 }
 
 impl StopMatcher {
@@ -23,6 +25,7 @@ impl StopMatcher {
         Self {
             stops,
             held: String::new(),
+            matched: None,
         }
     }
 
@@ -45,13 +48,17 @@ impl StopMatcher {
         }
         self.held.push_str(&text);
         // Earliest match wins; among matches at the same place, the longest.
-        let mut best: Option<usize> = None;
+        let mut best: Option<(usize, &String)> = None;
         for stop in &self.stops {
             if let Some(at) = self.held.find(stop.as_str()) {
-                best = Some(best.map_or(at, |b| b.min(at)));
+                let better = best.is_none_or(|(b, s)| at < b || (at == b && stop.len() > s.len()));
+                if better {
+                    best = Some((at, stop));
+                }
             }
         }
-        if let Some(at) = best {
+        if let Some((at, stop)) = best {
+            self.matched = Some(stop.clone());
             let mut before = std::mem::take(&mut self.held);
             before.truncate(at);
             return StopScan::Stopped(before);
@@ -72,6 +79,11 @@ impl StopMatcher {
             }
         }
         held.len()
+    }
+
+    /// The stop string that matched, once one did.
+    pub(crate) fn matched(&self) -> Option<&str> {
+        self.matched.as_deref()
     }
 
     /// End of generation without a stop match: release everything held.

@@ -20,6 +20,9 @@ pub struct Generation {
     pub node: Answerer,
     pub events: Events,
     pub control: Control,
+    /// The prompt's tokens, known at once when this node's engine runs it (a supervised
+    /// answer's count comes with its `Done`).
+    pub prompt_tokens: Option<u32>,
 }
 
 impl Generation {
@@ -35,6 +38,7 @@ impl Generation {
             node: Answerer::this_node(),
             events: Events(EventsInner::Local(g.events)),
             control: Control(ControlInner::Local(g.control)),
+            prompt_tokens: u32::try_from(g.prompt_tokens).ok(),
         }
     }
 }
@@ -191,6 +195,7 @@ impl Generation {
             node: Answerer(answerer),
             events: Events(EventsInner::Remote(events)),
             control: Control(ControlInner::Remote(ops, pausable)),
+            prompt_tokens: None,
         }
     }
 }

@@ -106,6 +106,7 @@ impl Runner {
                             usage: done.usage,
                             queued_ms: ms(done.timing.queued),
                             prefill_ms: ms(done.timing.prefill),
+                            stop_sequence: done.stop_sequence,
                         };
                         if !self
                             .send(Message::text(wp::done_frame(self.id, &d)), false)

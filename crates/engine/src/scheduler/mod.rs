@@ -252,6 +252,7 @@ impl Scheduler<'_> {
                             total: now - s.submitted,
                             ..Timing::default()
                         },
+                        stop_sequence: None,
                     }));
                     self.retire(out);
                 }
@@ -675,6 +676,9 @@ impl Scheduler<'_> {
                 total: now - slot.submitted,
                 cached_tokens: slot.reused as u32,
             },
+            stop_sequence: (reason == FinishReason::Stop)
+                .then(|| slot.stop.matched().map(str::to_owned))
+                .flatten(),
         };
         // Counted before the event goes out: whoever sees `Done` sees it counted.
         self.shared

@@ -19,6 +19,9 @@ pub struct TaskDone {
     /// Prefill on the worker, in ms.
     #[serde(default)]
     pub prefill_ms: f64,
+    /// The stop string that ended the answer, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_sequence: Option<String>,
 }
 
 /// Why a task failed, as a Hearth worker reports it to a Hearth hub (extension). `code` is
@@ -120,6 +123,7 @@ mod tests {
             usage: Usage::new(12, 5),
             queued_ms: 1.0,
             prefill_ms: 2.5,
+            stop_sequence: Some("END".into()),
         };
         assert_eq!(
             parse_worker_text(&done_frame(TaskId(9), &done)).unwrap(),

@@ -41,6 +41,7 @@ impl Job {
             reason: FinishReason::Length,
             usage: Usage::new(self.local_prompt_tokens().unwrap_or(0), prior),
             timing: self.timing(None),
+            stop_sequence: None,
         })
     }
 
@@ -111,6 +112,7 @@ impl Job {
             reason,
             usage,
             timing,
+            stop_sequence: ext.and_then(|d| d.stop_sequence),
         }
     }
 
@@ -123,6 +125,7 @@ impl Job {
                 self.delivered_tokens(),
             ),
             timing: self.timing(None),
+            stop_sequence: None,
         }
     }
 }
@@ -141,6 +144,7 @@ mod tests {
                 total: Duration::from_millis(total_ms),
                 ..Timing::default()
             },
+            stop_sequence: None,
         };
         assert_eq!(done(11, 100, 1100).decode_speed(), Some(10.0));
         assert_eq!(done(1, 100, 1100).decode_speed(), None);
