@@ -2,6 +2,7 @@
 //! also be set with a `HEARTH_<FLAG>` environment variable (DESIGN.md §8).
 
 mod client;
+mod connect;
 mod models_cli;
 
 use std::path::PathBuf;
@@ -43,6 +44,9 @@ enum Command {
     Clients(client::ClientsArgs),
     /// The models folder: list, import from Ollama or LM Studio, rm.
     Models(models_cli::ModelsArgs),
+    /// Print the settings that point a coding agent (claude, codex, qwen, opencode,
+    /// continue) at a node.
+    Connect(connect::ConnectArgs),
     /// Serve this machine's CPU to a peer's split model, over standard input and output
     /// (started by the node for a split model; never by hand).
     RpcServe {
@@ -98,6 +102,7 @@ fn main() -> anyhow::Result<()> {
         Command::Identity(args) => runtime.block_on(client::identity(args)),
         Command::Clients(args) => runtime.block_on(client::clients(args)),
         Command::Models(args) => models_cli::models(args, &runtime),
+        Command::Connect(args) => runtime.block_on(connect::connect(args)),
         Command::RpcServe {
             threads,
             memory_limit,

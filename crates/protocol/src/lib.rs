@@ -13,6 +13,10 @@
 //! - [`generation`]: the internal sampling parameters, finish reasons and usage, and their
 //!   validation (every door validates through here so the rules are the same everywhere).
 //! - [`openai`]: the OpenAI HTTP API (chat completions, completions, models, errors, SSE chunks).
+//! - [`anthropic`]: Anthropic's Messages API (`/v1/messages`): content blocks, tools, thinking,
+//!   its stream events and error body.
+//! - [`responses`]: OpenAI's Responses API (`/v1/responses`): input items, output items, its
+//!   stream events, and what a stored response keeps to be continued.
 //! - [`embeddings`]: OpenAI's embeddings API (`/v1/embeddings`): inputs, float or base64 vectors.
 //! - [`ollama`]: Ollama's HTTP API (`/api/chat`, `/api/generate`, `/api/embed`, tags, show, ps,
 //!   pull, errors): request bodies, their validation, and response lines.
@@ -31,6 +35,7 @@
 //! - Field names and casing follow each protocol document exactly, even where documents differ.
 //! - Parsing is tolerant of unknown fields; validation is strict about values.
 
+pub mod anthropic;
 pub mod auth_ws;
 pub mod batch;
 pub mod cluster;
@@ -42,6 +47,7 @@ pub mod ids;
 pub mod limits;
 pub mod ollama;
 pub mod openai;
+pub mod responses;
 pub mod streaming;
 pub mod tools;
 pub mod utf8;

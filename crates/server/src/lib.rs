@@ -3,7 +3,8 @@
 //! listener stops and the engine is stopped). The doors, each only translating between its
 //! protocol and the route (`hearth_route`):
 //! - `/v1/models`, `/v1/chat/completions`, `/v1/completions`: the OpenAI API (`openai`);
-//!   `/v1/embeddings` (`embeddings`, shared with the Ollama door);
+//!   `/v1/embeddings` (`embeddings`, shared with the Ollama door); `/v1/responses` (OpenAI's
+//!   Responses API, `responses`); `/v1/messages` (Anthropic's Messages API, `anthropic`);
 //! - `/generate`: the streaming WebSocket (`generate`);
 //! - `/ws` and `/api/ws`: the batch WebSocket (`batch`);
 //! - `/` (upgrade) and `/api/auth/register`: the signed-challenge door ([`auth`]);
@@ -15,8 +16,8 @@
 //! - `/metrics` (`metrics`); and the web UI's files for every other `GET` (`ui`).
 //!
 //! In front of them all: the guard ([`security`]); under them, the accept loop ([`listen`]).
-//! Beside them, `answer`: how the OpenAI and Ollama doors read thinking and tool calls out
-//! of a model's text.
+//! Beside them, `answer`: how every chat door reads thinking and tool calls out of a model's
+//! text.
 //!
 //! Architecture invariant: only `hearth-server` knows HTTP routes and `AppState`; below it no
 //! crate names axum. A door translates between its protocol and the route and holds no
@@ -24,6 +25,7 @@
 //! through `hearth_cluster::Context`, never through `AppState`.
 
 pub(crate) mod answer;
+pub(crate) mod anthropic;
 pub(crate) mod api;
 pub mod auth;
 pub(crate) mod batch;
@@ -41,6 +43,7 @@ pub(crate) mod models_api;
 pub(crate) mod node_settings;
 pub(crate) mod ollama;
 pub(crate) mod openai;
+pub(crate) mod responses;
 pub(crate) mod search_api;
 pub mod security;
 pub(crate) mod split_api;
@@ -161,10 +164,24 @@ impl AppState {
 async fn fallback(method: axum::http::Method, uri: Uri) -> axum::response::Response {
     use axum::response::IntoResponse;
     let path = uri.path();
+    if path.starts_with("/v1/messages") {
+        return anthropic::AnthropicError(error::not_found(uri).await).into_response();
+    }
     if method != axum::http::Method::GET || path.starts_with("/v1/") || path.starts_with("/api/") {
         return error::not_found(uri).await.into_response();
     }
     ui::serve(uri).await
+}
+
+/// A method a path does not take, in the door's own error shape.
+async fn not_allowed(method: axum::http::Method, uri: Uri) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let messages = uri.path().starts_with("/v1/messages");
+    let e = error::method_not_allowed(method, uri).await;
+    if messages {
+        return anthropic::AnthropicError(e).into_response();
+    }
+    e.into_response()
 }
 
 /// Every route of the node. Tests drive it with `oneshot` or over a real socket.
@@ -175,6 +192,13 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/completions", post(openai::completions))
         .route("/v1/embeddings", post(embeddings::openai))
+        .route("/v1/messages", post(anthropic::messages))
+        .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
+        .route("/v1/responses", post(responses::create))
+        .route(
+            "/v1/responses/{id}",
+            get(responses::retrieve).delete(responses::delete),
+        )
         .route("/", get(auth::root))
         .route("/api/auth/register", post(auth::register))
         .route("/generate", get(generate::upgrade))
@@ -236,7 +260,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         )
         .route("/api/keys/{id}", axum::routing::delete(api::revoke_key))
         .fallback(fallback)
-        .method_not_allowed_fallback(error::method_not_allowed)
+        .method_not_allowed_fallback(not_allowed)
         // Our own limit sits above axum's default so the OpenAI door reports it in its format.
         .layer(DefaultBodyLimit::max(MAX_HTTP_BODY_BYTES))
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(

@@ -34,7 +34,7 @@ pub(crate) use chat::chat_completions;
 /// How long a request waits for a model that is still loading.
 pub(crate) const MODEL_WAIT: Duration = Duration::from_secs(120);
 
-fn now_secs() -> u64 {
+pub(crate) fn now_secs() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -54,7 +54,7 @@ pub(crate) fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, A
 }
 
 /// What the request's model name means here, waiting (bounded) for a model that loads.
-async fn resolve(state: &AppState, requested: Option<&str>) -> Result<Target, ApiError> {
+pub(crate) async fn resolve(state: &AppState, requested: Option<&str>) -> Result<Target, ApiError> {
     Ok(state.router.resolve(requested, MODEL_WAIT).await?)
 }
 
@@ -90,7 +90,7 @@ fn entry(id: &hearth_protocol::ModelId) -> oa::ModelEntry {
     }
 }
 
-async fn collect(
+pub(crate) async fn collect(
     gen: &mut Generation,
     shutdown: &CancellationToken,
     keep_tokens: bool,

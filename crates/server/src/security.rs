@@ -129,9 +129,13 @@ fn presented_key(req: &Request) -> Option<String> {
     presented_key_in(req.headers(), req.uri())
 }
 
-/// The API key a request presents: `Authorization: Bearer KEY`, or `?token=KEY` (browsers'
-/// WebSockets can set no header).
+/// The API key a request presents: `x-api-key: KEY` (Anthropic's header), `Authorization:
+/// Bearer KEY`, or `?token=KEY` (browsers' WebSockets can set no header).
 pub(crate) fn presented_key_in(headers: &HeaderMap, uri: &Uri) -> Option<String> {
+    // Anthropic's clients (Claude Code) send their key as `x-api-key`.
+    if let Some(k) = headers.get("x-api-key").and_then(|v| v.to_str().ok()) {
+        return Some(k.trim().to_owned());
+    }
     if let Some(v) = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -167,7 +171,9 @@ fn is_public(method: &Method, path: &str, upgrade: bool) -> bool {
 
 fn error(status: StatusCode, path: &str, code: &'static str, message: &str) -> Response {
     // Each door keeps its own error shape.
-    let body = if path.starts_with("/v1/") {
+    let body = if path.starts_with("/v1/messages") {
+        json!({"type": "error", "error": {"type": hearth_protocol::anthropic::ErrorDetail::for_status(status.as_u16(), "").kind, "message": message}})
+    } else if path.starts_with("/v1/") {
         json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": code}})
     } else if super::ollama::PATHS.contains(&path) {
         json!({ "error": message })
@@ -359,7 +365,15 @@ pub(crate) fn cors() -> tower_http::cors::CorsLayer {
             Method::DELETE,
             Method::OPTIONS,
         ])
-        .allow_headers([header::CONTENT_TYPE, header::AUTHORIZATION])
+        .allow_headers([
+            header::CONTENT_TYPE,
+            header::AUTHORIZATION,
+            // Anthropic's browser clients.
+            header::HeaderName::from_static("x-api-key"),
+            header::HeaderName::from_static("anthropic-version"),
+            header::HeaderName::from_static("anthropic-beta"),
+            header::HeaderName::from_static("anthropic-dangerous-direct-browser-access"),
+        ])
         .max_age(std::time::Duration::from_secs(600))
 }
 
@@ -388,6 +402,39 @@ async fn refuse_websocket(req: Request, check: KeyCheck) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_comes_as_x_api_key_bearer_or_token() {
+        let uri: Uri = "/v1/messages?beta=true".parse().unwrap();
+        let mut h = HeaderMap::new();
+        assert_eq!(presented_key_in(&h, &uri), None);
+        h.insert("x-api-key", HeaderValue::from_static("k1"));
+        assert_eq!(presented_key_in(&h, &uri).as_deref(), Some("k1"));
+        let mut h = HeaderMap::new();
+        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer k2"));
+        assert_eq!(presented_key_in(&h, &uri).as_deref(), Some("k2"));
+        let uri: Uri = "/ws?token=k3".parse().unwrap();
+        assert_eq!(
+            presented_key_in(&HeaderMap::new(), &uri).as_deref(),
+            Some("k3")
+        );
+    }
+
+    #[tokio::test]
+    async fn refusals_on_the_messages_door_are_in_anthropics_shape() {
+        let r = error(
+            StatusCode::UNAUTHORIZED,
+            "/v1/messages",
+            "unauthorized",
+            "no key",
+        );
+        let body = axum::body::to_bytes(r.into_body(), 1 << 16).await.unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            v,
+            json!({"type": "error", "error": {"type": "authentication_error", "message": "no key"}})
+        );
+    }
 
     #[test]
     fn hosts_loopback_ips_and_configured_names_pass() {

@@ -1,11 +1,12 @@
 //! The one loop that turns a generation's events into a streaming door's messages (OpenAI's
-//! SSE chunks, Ollama's NDJSON lines): one message per token, the closing ones, and how the
+//! SSE chunks, Ollama's NDJSON lines, the Messages and Responses doors' typed events): one message per token, the closing ones, and how the
 //! stream ends. Events already waiting are taken together so that a burst leaves in one write,
 //! but a slow burst never holds back what is already generated. Also the non-streaming
 //! counterpart, [`collect`], and the SSE doors' response ([`sse`]).
 
 use std::collections::VecDeque;
 
+use axum::response::sse::KeepAlive;
 use futures_util::{stream, Stream};
 use hearth_engine::{Done, Event, Failure, TokenEvent};
 use tokio_util::sync::CancellationToken;
@@ -22,12 +23,30 @@ pub(crate) fn sse<S>(events: S, keep_alive: std::time::Duration) -> axum::respon
 where
     S: Stream<Item = Result<axum::response::sse::Event, std::convert::Infallible>> + Send + 'static,
 {
+    sse_keeping(events, KeepAlive::new().interval(keep_alive))
+}
+
+/// As [`sse`], with `ping` as the keep-alive message instead of a comment (Anthropic's
+/// `ping` event, which its clients expect while they wait).
+pub(crate) fn sse_with_ping<S>(
+    events: S,
+    keep_alive: std::time::Duration,
+    ping: axum::response::sse::Event,
+) -> axum::response::Response
+where
+    S: Stream<Item = Result<axum::response::sse::Event, std::convert::Infallible>> + Send + 'static,
+{
+    sse_keeping(events, KeepAlive::new().interval(keep_alive).event(ping))
+}
+
+fn sse_keeping<S>(events: S, keep_alive: KeepAlive) -> axum::response::Response
+where
+    S: Stream<Item = Result<axum::response::sse::Event, std::convert::Infallible>> + Send + 'static,
+{
     use axum::http::{header, HeaderValue};
-    use axum::response::sse::{KeepAlive, Sse};
+    use axum::response::sse::Sse;
     use axum::response::IntoResponse;
-    let mut response = Sse::new(events)
-        .keep_alive(KeepAlive::new().interval(keep_alive))
-        .into_response();
+    let mut response = Sse::new(events).keep_alive(keep_alive).into_response();
     response
         .headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
@@ -47,32 +66,33 @@ pub(crate) enum End<'a> {
 /// The door's messages for `gen`: `first`, then `on_token`'s per token, `on_done`'s at the
 /// end, and `on_end`'s last of all (exactly once, however the stream ends). Each item is the
 /// messages that leave in one write.
-pub(crate) fn batches<T, D, E>(
+pub(crate) fn batches<M, T, D, E>(
     gen: Generation,
     shutdown: CancellationToken,
-    first: Vec<String>,
+    first: Vec<M>,
     on_token: T,
     on_done: D,
     on_end: E,
-) -> impl Stream<Item = Vec<String>> + Send
+) -> impl Stream<Item = Vec<M>> + Send
 where
-    T: FnMut(&TokenEvent) -> Option<String> + Send + 'static,
-    D: FnOnce(&Done) -> Vec<String> + Send + 'static,
-    E: FnOnce(End<'_>) -> Vec<String> + Send + 'static,
+    M: Send + 'static,
+    T: FnMut(&TokenEvent) -> Option<M> + Send + 'static,
+    D: FnOnce(&Done) -> Vec<M> + Send + 'static,
+    E: FnOnce(End<'_>) -> Vec<M> + Send + 'static,
 {
-    struct St<T, D, E> {
+    struct St<M, T, D, E> {
         gen: Generation,
         shutdown: CancellationToken,
-        queue: VecDeque<String>,
+        queue: VecDeque<M>,
         on_token: T,
         on_done: Option<D>,
         on_end: Option<E>,
     }
-    impl<T, D, E> St<T, D, E>
+    impl<M, T, D, E> St<M, T, D, E>
     where
-        T: FnMut(&TokenEvent) -> Option<String>,
-        D: FnOnce(&Done) -> Vec<String>,
-        E: FnOnce(End<'_>) -> Vec<String>,
+        T: FnMut(&TokenEvent) -> Option<M>,
+        D: FnOnce(&Done) -> Vec<M>,
+        E: FnOnce(End<'_>) -> Vec<M>,
     {
         fn finished(&self) -> bool {
             self.on_end.is_none()
@@ -133,7 +153,7 @@ where
         if st.queue.is_empty() {
             return None;
         }
-        let batch: Vec<String> = st.queue.drain(..).collect();
+        let batch: Vec<M> = st.queue.drain(..).collect();
         Some((batch, st))
     })
 }

@@ -218,7 +218,10 @@ mod tests {
         {
             // A database as the node left it before keys had a scope, with one key in it.
             let c = rusqlite::Connection::open(dir.path().join("hearth.db")).unwrap();
-            let before = super::super::MIGRATIONS.len() - 1;
+            let before = super::super::MIGRATIONS
+                .iter()
+                .position(|m| *m == SCOPE_MIGRATION)
+                .unwrap();
             for (i, sql) in super::super::MIGRATIONS[..before].iter().enumerate() {
                 c.execute_batch(&format!("{sql}; PRAGMA user_version = {};", i + 1))
                     .unwrap();

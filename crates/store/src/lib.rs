@@ -2,7 +2,8 @@
 //! file, or a log damaged in the middle (`wal`), is refused, never replaced), schema migrations by `PRAGMA user_version`, and
 //! `/generate` feedback; the UI's conversations and messages ([`conversations`]), API keys
 //! ([`keys`]), the signed-challenge door's clients ([`clients`]), the cluster's known peers
-//! ([`peers`]) and model files' digests ([`digests`]) each have a file. One
+//! ([`peers`]), model files' digests ([`digests`]) and the Responses door's stored answers
+//! ([`responses`]) each have a file. One
 //! connection behind a mutex; every call runs on tokio's blocking pool. A clean stop empties
 //! the log into `hearth.db` ([`Store::checkpoint`]).
 //!
@@ -15,6 +16,7 @@ pub mod conversations;
 pub mod digests;
 pub mod keys;
 pub mod peers;
+pub mod responses;
 mod wal;
 
 pub use conversations::{
@@ -127,6 +129,7 @@ const MIGRATIONS: &[&str] = &[
     peers::MIGRATION,
     digests::MIGRATION,
     keys::SCOPE_MIGRATION,
+    responses::MIGRATION,
 ];
 
 /// Make `path` (and the WAL files next to it, when they exist) readable by this user only.

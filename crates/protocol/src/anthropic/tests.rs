@@ -1,0 +1,172 @@
+use super::*;
+use crate::openai::parse_body;
+use crate::tools::ToolChoice;
+
+fn read(json: &str) -> Result<MessagesRequest, RequestError> {
+    parse_body::<MessagesBody>(json.as_bytes())?.validate(Some(1024))
+}
+
+#[test]
+fn system_blocks_and_turns_become_chat_messages() {
+    let r = read(
+        r#"{"model":"m","max_tokens":10,"system":[{"type":"text","text":"Be brief.","cache_control":{"type":"ephemeral"}}],
+        "messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":[{"type":"thinking","thinking":"x","signature":"s"},{"type":"text","text":"Hello"}]},
+        {"role":"user","content":[{"type":"text","text":"More"}]}],"metadata":{"user_id":"u"},"stream":true}"#,
+    )
+    .unwrap();
+    let roles: Vec<_> = r
+        .messages
+        .iter()
+        .map(|m| (m.role.as_str(), m.content.as_str()))
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            ("system", "Be brief."),
+            ("user", "Hi"),
+            ("assistant", "Hello"),
+            ("user", "More")
+        ]
+    );
+    assert!(r.stream);
+    assert_eq!(r.params.max_tokens, Some(10));
+}
+
+#[test]
+fn tool_use_and_results_become_calls_and_tool_turns() {
+    let r = read(
+        r#"{"model":"m","max_tokens":10,
+        "tools":[{"name":"get_weather","description":"d","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}}],
+        "tool_choice":{"type":"tool","name":"get_weather"},
+        "messages":[{"role":"user","content":"weather?"},
+        {"role":"assistant","content":[{"type":"text","text":"Looking."},{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{"city":"Oslo"}}]},
+        {"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"-3 C"}]},
+          {"type":"tool_result","tool_use_id":"toolu_1","content":"down","is_error":true},{"type":"text","text":"Thanks"}]}]}"#,
+    )
+    .unwrap();
+    let set = r.tools.unwrap();
+    assert_eq!(set.choice, ToolChoice::Function("get_weather".into()));
+    assert!(!set.parallel);
+    let m = &r.messages;
+    assert_eq!(m[1].tool_calls[0].arguments["city"], "Oslo");
+    assert_eq!(m[1].content, "Looking.");
+    assert_eq!(
+        (m[2].role.as_str(), m[2].content.as_str()),
+        ("tool", "-3 C")
+    );
+    assert_eq!(m[2].name.as_deref(), Some("get_weather"));
+    assert_eq!(m[3].content, "Error: down");
+    assert_eq!(
+        (m[4].role.as_str(), m[4].content.as_str()),
+        ("user", "Thanks")
+    );
+}
+
+#[test]
+fn choices_thinking_and_a_large_max_tokens() {
+    let base = r#"{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"name":"f","input_schema":{"type":"object"}}],"#;
+    let r = read(&format!(r#"{base}"max_tokens":32000,"tool_choice":{{"type":"any"}},"thinking":{{"type":"enabled","budget_tokens":1024}}}}"#)).unwrap();
+    assert_eq!(r.tools.unwrap().choice, ToolChoice::Required);
+    assert_eq!(r.think, Some(true));
+    // A ceiling, not an error: capped at the context.
+    assert_eq!(r.params.max_tokens, Some(1024));
+    let r = read(&format!(
+        r#"{base}"max_tokens":5,"tool_choice":{{"type":"none"}},"thinking":{{"type":"disabled"}}}}"#
+    ))
+    .unwrap();
+    assert!(r.tools.is_none());
+    assert_eq!(r.think, Some(false));
+}
+
+#[test]
+fn bad_requests_name_what_is_wrong() {
+    for (body, param) in [
+        (
+            r#"{"model":"m","messages":[{"role":"user","content":"x"}]}"#,
+            "max_tokens",
+        ),
+        (
+            r#"{"max_tokens":5,"messages":[{"role":"user","content":"x"}]}"#,
+            "model",
+        ),
+        (r#"{"model":"m","max_tokens":5,"messages":[]}"#, "messages"),
+        (
+            r#"{"model":"m","max_tokens":5,"messages":[{"role":"wizard","content":"x"}]}"#,
+            "messages[0].role",
+        ),
+        (
+            r#"{"model":"m","max_tokens":0,"messages":[{"role":"user","content":"x"}]}"#,
+            "max_tokens",
+        ),
+        (
+            r#"{"model":"m","max_tokens":5,"temperature":3,"messages":[{"role":"user","content":"x"}]}"#,
+            "temperature",
+        ),
+        (
+            r#"{"model":"m","max_tokens":5,"messages":[{"role":"user","content":5}]}"#,
+            "messages[0].content",
+        ),
+        (
+            r#"{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{}}]}]}"#,
+            "messages[0].content[0]",
+        ),
+        (
+            r#"{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_use","id":"a","name":"f","input":{}}]}]}"#,
+            "messages[0].content[0]",
+        ),
+        (
+            r#"{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"x"}],"tools":[{"type":"bash_20250124","name":"bash"}]}"#,
+            "tools",
+        ),
+        (
+            r#"{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"x"}],"tools":[{"name":"f"}]}"#,
+            "tools",
+        ),
+        (
+            r#"{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"x"}],"tools":[{"name":"f","input_schema":{}}],"tool_choice":{"type":"tool","name":"g"}}"#,
+            "tool_choice",
+        ),
+        (
+            r#"{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"x"}],"thinking":{"type":"sometimes"}}"#,
+            "thinking",
+        ),
+    ] {
+        let e = read(body).expect_err(body);
+        assert_eq!(e.param.as_deref(), Some(param), "{body}: {e}");
+    }
+}
+
+#[test]
+fn count_needs_no_max_tokens() {
+    let r =
+        parse_body::<MessagesBody>(br#"{"model":"m","messages":[{"role":"user","content":"x"}]}"#)
+            .unwrap()
+            .validate_count()
+            .unwrap();
+    assert_eq!(r.messages.len(), 1);
+}
+
+#[test]
+fn events_and_errors_serialize_as_anthropic_sends_them() {
+    let e = StreamEvent::ContentBlockDelta {
+        index: 1,
+        delta: BlockDelta::InputJsonDelta {
+            partial_json: "{}".into(),
+        },
+    };
+    assert_eq!(
+        serde_json::to_value(&e).unwrap(),
+        serde_json::json!({"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{}"}})
+    );
+    assert_eq!(e.name(), "content_block_delta");
+    assert_eq!(
+        serde_json::to_value(StreamEvent::MessageStop).unwrap(),
+        serde_json::json!({"type":"message_stop"})
+    );
+    assert_eq!(
+        serde_json::to_value(ErrorBody::for_status(404, "no")).unwrap(),
+        serde_json::json!({"type":"error","error":{"type":"not_found_error","message":"no"}})
+    );
+    let u = Usage::new(10, 3, 4);
+    assert_eq!((u.input_tokens, u.cache_read_input_tokens), (6, 4));
+}

@@ -1,0 +1,138 @@
+use super::*;
+use crate::openai::parse_body;
+use crate::tools::ToolChoice;
+
+fn read(json: &str) -> Result<ResponsesRequest, RequestError> {
+    parse_body::<ResponsesBody>(json.as_bytes())?.validate(Some(1024))
+}
+
+#[test]
+fn a_string_input_and_the_defaults() {
+    let r = read(r#"{"model":"m","input":"Hi","instructions":"Be brief."}"#).unwrap();
+    assert_eq!(r.input, vec![ChatMessage::new("user", "Hi")]);
+    assert_eq!(r.instructions.as_deref(), Some("Be brief."));
+    assert!(r.store && !r.stream);
+    assert_eq!(r.echo.tool_choice, json!("auto"));
+    assert_eq!(r.echo.text, json!({"format": {"type": "text"}}));
+}
+
+#[test]
+fn items_become_turns_with_calls_and_results() {
+    let r = read(
+        r#"{"input":[{"role":"developer","content":"sys"},
+        {"type":"message","role":"user","content":[{"type":"input_text","text":"weather?"}]},
+        {"type":"reasoning","id":"rs_1","summary":[]},
+        {"type":"message","role":"assistant","content":[{"type":"output_text","text":"Checking."}]},
+        {"type":"function_call","call_id":"c1","name":"get_weather","arguments":"{\"city\":\"Oslo\"}"},
+        {"type":"function_call_output","call_id":"c1","output":"-3 C"}],
+        "tools":[{"type":"function","name":"get_weather","parameters":{"type":"object"}}],
+        "tool_choice":{"type":"function","name":"get_weather"},"max_output_tokens":99999,
+        "reasoning":{"effort":"low"},"store":false,"stream":true}"#,
+    )
+    .unwrap();
+    let m = &r.input;
+    assert_eq!(m.len(), 4);
+    assert_eq!(m[0].role, "system");
+    assert_eq!(
+        (
+            m[2].content.as_str(),
+            m[2].tool_calls[0].arguments["city"].as_str()
+        ),
+        ("Checking.", Some("Oslo"))
+    );
+    assert_eq!(
+        (m[3].role.as_str(), m[3].name.as_deref()),
+        ("tool", Some("get_weather"))
+    );
+    assert_eq!(
+        r.tools.unwrap().choice,
+        ToolChoice::Function("get_weather".into())
+    );
+    assert_eq!(r.params.max_tokens, Some(1024));
+    assert_eq!(r.think, Some(true));
+    assert!(!r.store && r.stream);
+}
+
+#[test]
+fn namespaces_are_their_functions_and_hosted_tools_are_left_out() {
+    let r = read(
+        r#"{"input":"x","tool_choice":"auto","tools":[{"type":"web_search","external_web_access":false},
+        {"type":"namespace","name":"agents","tools":[{"type":"function","name":"spawn_agent","parameters":{"type":"object"}}]}]}"#,
+    )
+    .unwrap();
+    let names: Vec<_> = r.tools.unwrap().tools.into_iter().map(|t| t.name).collect();
+    assert_eq!(names, ["spawn_agent"]);
+    assert_eq!(r.echo.tools.len(), 2);
+    let r = read(r#"{"input":"x","tools":[{"type":"web_search"}],"tool_choice":"auto"}"#).unwrap();
+    assert!(r.tools.is_none());
+}
+
+#[test]
+fn formats() {
+    let r = read(r#"{"input":"x","text":{"format":{"type":"json_schema","name":"p","strict":true,"schema":{"type":"object"}}}}"#).unwrap();
+    assert_eq!(r.format, Some(Format::Schema(json!({"type": "object"}))));
+    let r = read(r#"{"input":"x","text":{"format":{"type":"json_object"}}}"#).unwrap();
+    assert_eq!(r.format, Some(Format::Json));
+}
+
+#[test]
+fn bad_requests_name_the_parameter() {
+    for (body, param) in [
+        (r#"{"model":"m"}"#, "input"),
+        (r#"{"input":[]}"#, "input"),
+        (r#"{"input":5}"#, "input"),
+        (r#"{"input":[{"role":"wizard","content":"x"}]}"#, "input[0]"),
+        (
+            r#"{"input":[{"type":"item_reference","id":"x"}]}"#,
+            "input[0]",
+        ),
+        (
+            r#"{"input":[{"role":"user","content":[{"type":"input_image","image_url":"x"}]}]}"#,
+            "input[0].content[0]",
+        ),
+        (
+            r#"{"input":"x","tools":[{"type":"custom","name":"apply_patch"}]}"#,
+            "tools",
+        ),
+        (
+            r#"{"input":"x","tools":[{"type":"function","name":"f"}],"tool_choice":"sometimes"}"#,
+            "tool_choice",
+        ),
+        (
+            r#"{"input":"x","max_output_tokens":0}"#,
+            "max_output_tokens",
+        ),
+        (
+            r#"{"input":"x","text":{"format":{"type":"xml"}}}"#,
+            "text.format",
+        ),
+        (
+            r#"{"input":"x","reasoning":{"effort":"huge"}}"#,
+            "reasoning.effort",
+        ),
+        (r#"{"input":"x","background":true}"#, "background"),
+    ] {
+        let e = read(body).expect_err(body);
+        assert_eq!(e.param.as_deref(), Some(param), "{body}: {e}");
+    }
+}
+
+#[test]
+fn events_carry_their_type_and_number() {
+    let e = StreamEvent::ArgumentsDelta {
+        item_id: "fc_1".into(),
+        output_index: 0,
+        delta: "{}".into(),
+    };
+    assert_eq!(
+        e.numbered(7),
+        json!({"type": "response.function_call_arguments.delta", "item_id": "fc_1", "output_index": 0, "delta": "{}", "sequence_number": 7})
+    );
+    assert_eq!(e.name(), "response.function_call_arguments.delta");
+    let u = serde_json::to_value(Usage::new(10, 4, 3, 0)).unwrap();
+    assert_eq!(
+        u["input_tokens_details"],
+        json!({"cached_tokens": 4, "cache_write_tokens": 0})
+    );
+    assert_eq!(u["output_tokens_details"], json!({"reasoning_tokens": 0}));
+}

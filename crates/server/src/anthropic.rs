@@ -1,0 +1,397 @@
+//! Anthropic's Messages API (`POST /v1/messages`, `POST /v1/messages/count_tokens`): what
+//! Claude Code speaks. A request is validated by `hearth_protocol::anthropic`, placed by the
+//! route like every other door's, and its answer split by `answer` (thinking, tool calls) into
+//! content blocks: whole, or streamed as Anthropic's events (`message_start`, per block
+//! `content_block_start`/`_delta`/`_stop`, `message_delta`, `message_stop`, `ping` while
+//! waiting). Errors keep Anthropic's shape (`{"type": "error", "error": {...}}`).
+
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::response::sse::Event as SseEvent;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures_util::{stream, StreamExt as _};
+use hearth_engine::{Chat, Done, Prompt, Request, TokenEvent};
+use hearth_protocol::anthropic::{
+    Block, BlockDelta, ErrorBody, ErrorDetail, Message, MessageDelta, MessagesBody,
+    MessagesRequest, StreamEvent, TokenCount, Usage,
+};
+use hearth_protocol::openai::parse_body;
+use hearth_protocol::{FinishReason, ToolCall};
+
+use crate::answer::{self, Piece, Splitter};
+use crate::error::ApiError;
+use crate::openai::{body_bytes, MODEL_WAIT};
+use crate::stream::{self as door_stream, End};
+use crate::AppState;
+
+/// An error in Anthropic's shape, with the status (and `retry-after`) of the node's own.
+#[derive(Debug)]
+pub(crate) struct AnthropicError(pub(crate) ApiError);
+
+impl From<ApiError> for AnthropicError {
+    fn from(e: ApiError) -> Self {
+        Self(e)
+    }
+}
+
+impl IntoResponse for AnthropicError {
+    fn into_response(self) -> Response {
+        let status = self.0.status;
+        let mut message = self.0.body.error.message.clone();
+        // The words Claude Code recognises as "the conversation no longer fits".
+        if self.0.body.error.code == Some("context_length_exceeded") {
+            message = format!("prompt is too long: {message}");
+        }
+        let body = ErrorBody::for_status(status.as_u16(), message);
+        let mut response = self.0.into_response();
+        *response.body_mut() =
+            axum::body::Body::from(serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec()));
+        response
+    }
+}
+
+fn bad(e: hearth_protocol::openai::RequestError) -> AnthropicError {
+    AnthropicError(ApiError::bad_request(e))
+}
+
+/// Parse and validate a body, resolving its model first (its context bounds `max_tokens`).
+async fn read(
+    state: &AppState,
+    body: Result<Bytes, BytesRejection>,
+    count: bool,
+) -> Result<(hearth_route::Target, MessagesRequest), AnthropicError> {
+    let body = body_bytes(body)?;
+    let wire: MessagesBody = parse_body(&body).map_err(bad)?;
+    let model = match wire.model.as_deref().map(str::trim) {
+        Some(m) if !m.is_empty() => m.to_owned(),
+        _ => {
+            return Err(bad(hearth_protocol::openai::RequestError {
+                message: "model: Field required".into(),
+                param: Some("model".into()),
+            }))
+        }
+    };
+    let target = state
+        .router
+        .resolve(Some(&model), MODEL_WAIT)
+        .await
+        .map_err(ApiError::from)?;
+    let req = if count {
+        wire.validate_count()
+    } else {
+        wire.validate(target.ctx())
+    }
+    .map_err(bad)?;
+    if let Some(t) = &req.tools {
+        hearth_engine::tools::check(t).map_err(|e| {
+            bad(hearth_protocol::openai::RequestError {
+                message: format!("tools: {e}"),
+                param: Some("tools".into()),
+            })
+        })?;
+    }
+    Ok((target, req))
+}
+
+/// `POST /v1/messages/count_tokens`: the prompt's tokens by this node's model's template
+/// and tokenizer (with the tools as the template renders them).
+pub(crate) async fn count_tokens(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<TokenCount>, AnthropicError> {
+    let (target, req) = read(&state, body, true).await?;
+    let Some(info) = target.local.clone() else {
+        return Err(bad(hearth_protocol::openai::RequestError {
+            message: format!(
+                "counting tokens needs the model '{}' on this node; it is served by a peer",
+                target.model
+            ),
+            param: Some("model".into()),
+        }));
+    };
+    let chat = Chat {
+        messages: req.messages,
+        tools: req.tools,
+        think: req.think,
+    };
+    let counted = tokio::task::spawn_blocking(move || {
+        info.render_chat(&chat).map(|text| info.count_tokens(&text))
+    })
+    .await
+    .map_err(|e| {
+        ApiError::new(
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            "server_error",
+            Some("internal_error"),
+            None,
+            e.to_string(),
+        )
+    })?
+    .map_err(|e| {
+        bad(hearth_protocol::openai::RequestError {
+            message: e.to_string(),
+            param: Some("messages".into()),
+        })
+    })?;
+    Ok(Json(TokenCount {
+        input_tokens: u32::try_from(counted).unwrap_or(u32::MAX),
+    }))
+}
+
+/// `POST /v1/messages`.
+pub(crate) async fn messages(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, AnthropicError> {
+    let (target, req) = read(&state, body, false).await?;
+    let tools = req.tools.clone();
+    let opened = answer::starts_in_thinking(
+        target.local.as_deref(),
+        req.think,
+        &req.params,
+        tools.as_ref(),
+    );
+    let mut gen = state
+        .router
+        .submit(
+            &target,
+            Request {
+                prompt: Prompt::Chat(Chat {
+                    messages: req.messages,
+                    tools: req.tools,
+                    think: req.think,
+                }),
+                params: req.params,
+            },
+        )
+        .map_err(ApiError::from)?;
+    let id = format!("msg_{}", uuid::Uuid::new_v4().simple());
+    let model = target.model.to_string();
+    let splitter = Splitter::new(true, tools, gen.id.to_string()).opened_thinking(opened);
+    if !req.stream {
+        let c = crate::openai::collect(&mut gen, &state.shutdown, false).await?;
+        let (thinking, text, calls) = answer::split_whole(splitter, &c.text, c.done.reason)
+            .map_err(|e| ApiError::from_call(&e))?;
+        let mut message = Message::new(id, model);
+        if let Some(t) = thinking {
+            message.content.push(Block::Thinking {
+                thinking: t,
+                signature: String::new(),
+            });
+        }
+        if !text.is_empty() || calls.is_empty() {
+            message.content.push(Block::Text { text });
+        }
+        message.content.extend(calls.iter().map(tool_use));
+        let (reason, sequence) = stop_reason(&c.done, &calls);
+        message.stop_reason = Some(reason);
+        message.stop_sequence = sequence;
+        message.usage = usage(&c.done);
+        return Ok(Json(message).into_response());
+    }
+    let mut first = Message::new(id, model);
+    first.usage.input_tokens = gen.prompt_tokens.unwrap_or(0);
+    let start = StreamEvent::MessageStart { message: first };
+    let blocks = Arc::new(Mutex::new(Blocks::default()));
+    let splitter = Arc::new(Mutex::new(Some(splitter)));
+    let on_token = {
+        let (blocks, splitter) = (blocks.clone(), splitter.clone());
+        move |t: &TokenEvent| -> Option<Vec<StreamEvent>> {
+            let pieces = splitter.lock().ok()?.as_mut()?.push(&t.text);
+            let mut out = Vec::new();
+            blocks.lock().ok()?.pieces(pieces, &mut out);
+            (!out.is_empty()).then_some(out)
+        }
+    };
+    let on_done = move |d: &Done| -> Vec<Vec<StreamEvent>> {
+        let (Some(splitter), Ok(mut blocks)) = (
+            splitter.lock().ok().and_then(|mut s| s.take()),
+            blocks.lock(),
+        ) else {
+            return vec![];
+        };
+        let ending = match splitter.finish(d.reason) {
+            Ok(e) => e,
+            Err(e) => return vec![vec![error_event(&ApiError::from_call(&e))]],
+        };
+        let mut out = Vec::new();
+        blocks.pieces(ending.pieces, &mut out);
+        blocks.calls(&ending.calls, &mut out);
+        let (reason, sequence) = stop_reason(d, &ending.calls);
+        out.push(StreamEvent::MessageDelta {
+            delta: MessageDelta {
+                stop_reason: reason,
+                stop_sequence: sequence,
+            },
+            usage: usage(d),
+        });
+        out.push(StreamEvent::MessageStop);
+        vec![out]
+    };
+    let on_end = |end: End<'_>| match end {
+        End::Done => vec![],
+        End::Failed(f) => vec![vec![error_event(&ApiError::from_failure(f))]],
+        End::ShuttingDown => vec![vec![error_event(&ApiError::shutting_down())]],
+    };
+    let batches = door_stream::batches(
+        gen,
+        state.shutdown.clone(),
+        vec![vec![start, StreamEvent::Ping]],
+        on_token,
+        on_done,
+        on_end,
+    );
+    let events = batches.flat_map(|batch| {
+        stream::iter(
+            batch
+                .into_iter()
+                .flatten()
+                .map(|e| Ok::<_, Infallible>(sse_event(&e))),
+        )
+    });
+    let ping = sse_event(&StreamEvent::Ping);
+    Ok(door_stream::sse_with_ping(
+        events,
+        state.limits.sse_keep_alive,
+        ping,
+    ))
+}
+
+fn sse_event(e: &StreamEvent) -> SseEvent {
+    SseEvent::default()
+        .event(e.name())
+        .data(serde_json::to_string(e).unwrap_or_else(|_| "{}".into()))
+}
+
+fn error_event(e: &ApiError) -> StreamEvent {
+    StreamEvent::Error {
+        error: ErrorDetail::for_status(e.status.as_u16(), e.body.error.message.clone()),
+    }
+}
+
+/// A call as a `tool_use` block (ids as Anthropic writes them).
+fn tool_use(c: &ToolCall) -> Block {
+    Block::ToolUse {
+        id: c.id.replacen("call_", "toolu_", 1),
+        name: c.name.clone(),
+        input: c.arguments.clone(),
+    }
+}
+
+/// Why the answer ended, in Anthropic's words, and the stop sequence that ended it.
+fn stop_reason(d: &Done, calls: &[ToolCall]) -> (&'static str, Option<String>) {
+    if !calls.is_empty() {
+        return ("tool_use", None);
+    }
+    match d.reason {
+        FinishReason::Length => ("max_tokens", None),
+        FinishReason::Stop if d.stop_sequence.is_some() => {
+            ("stop_sequence", d.stop_sequence.clone())
+        }
+        FinishReason::Stop | FinishReason::Cancelled => ("end_turn", None),
+    }
+}
+
+fn usage(d: &Done) -> Usage {
+    Usage::new(
+        d.usage.prompt_tokens,
+        d.usage.completion_tokens,
+        d.timing.cached_tokens,
+    )
+}
+
+/// Which block is streaming: a block opens when the kind of text changes, and closes
+/// before the next one or the calls.
+#[derive(Debug, Default)]
+struct Blocks {
+    /// The index of the open block, or of the next one.
+    index: usize,
+    open: Option<Kind>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Text,
+    Thinking,
+}
+
+impl Blocks {
+    fn pieces(&mut self, pieces: Vec<Piece>, out: &mut Vec<StreamEvent>) {
+        for p in pieces {
+            let (kind, delta) = match p {
+                Piece::Content(text) => (Kind::Text, BlockDelta::TextDelta { text }),
+                Piece::Reasoning(thinking) => {
+                    (Kind::Thinking, BlockDelta::ThinkingDelta { thinking })
+                }
+            };
+            if self.open != Some(kind) {
+                self.close(out);
+                let content_block = match kind {
+                    Kind::Text => Block::Text {
+                        text: String::new(),
+                    },
+                    Kind::Thinking => Block::Thinking {
+                        thinking: String::new(),
+                        signature: String::new(),
+                    },
+                };
+                out.push(StreamEvent::ContentBlockStart {
+                    index: self.index,
+                    content_block,
+                });
+                self.open = Some(kind);
+            }
+            out.push(StreamEvent::ContentBlockDelta {
+                index: self.index,
+                delta,
+            });
+        }
+    }
+
+    fn close(&mut self, out: &mut Vec<StreamEvent>) {
+        if let Some(kind) = self.open.take() {
+            if kind == Kind::Thinking {
+                out.push(StreamEvent::ContentBlockDelta {
+                    index: self.index,
+                    delta: BlockDelta::SignatureDelta {
+                        signature: String::new(),
+                    },
+                });
+            }
+            out.push(StreamEvent::ContentBlockStop { index: self.index });
+            self.index += 1;
+        }
+    }
+
+    /// Close what is open, then each call as a `tool_use` block whose input comes in one
+    /// `input_json_delta`.
+    fn calls(&mut self, calls: &[ToolCall], out: &mut Vec<StreamEvent>) {
+        self.close(out);
+        for c in calls {
+            let Block::ToolUse { id, name, input } = tool_use(c) else {
+                continue;
+            };
+            out.push(StreamEvent::ContentBlockStart {
+                index: self.index,
+                content_block: Block::ToolUse {
+                    id,
+                    name,
+                    input: serde_json::json!({}),
+                },
+            });
+            out.push(StreamEvent::ContentBlockDelta {
+                index: self.index,
+                delta: BlockDelta::InputJsonDelta {
+                    partial_json: input.to_string(),
+                },
+            });
+            out.push(StreamEvent::ContentBlockStop { index: self.index });
+            self.index += 1;
+        }
+    }
+}

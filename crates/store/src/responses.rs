@@ -1,0 +1,122 @@
+//! Stored answers of the Responses door, in `hearth.db`: each row is an answer's JSON and the
+//! conversation it continues (JSON too), kept under its owner (an API key's id, or "" for the
+//! node's own user on loopback) so that an owner reads, continues and deletes only its own.
+
+use rusqlite::{params, OptionalExtension as _};
+
+use super::{now_ms, Store, StoreError};
+
+pub const MIGRATION: &str = "CREATE TABLE stored_responses (
+    id          TEXT PRIMARY KEY,
+    owner       TEXT NOT NULL,
+    body        TEXT NOT NULL,
+    history     TEXT NOT NULL,
+    created_at  INTEGER NOT NULL
+);
+CREATE INDEX stored_responses_owner ON stored_responses(owner, created_at)";
+
+/// One stored answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredResponse {
+    pub id: String,
+    pub owner: String,
+    /// The answer as the door sent it (JSON).
+    pub body: String,
+    /// The conversation up to and including this answer (JSON), for a continuation.
+    pub history: String,
+}
+
+impl Store {
+    /// Keep an answer (replacing one of the same id).
+    pub async fn put_response(&self, r: StoredResponse) -> Result<(), StoreError> {
+        self.with(move |c| {
+            c.execute(
+                "INSERT OR REPLACE INTO stored_responses (id, owner, body, history, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![r.id, r.owner, r.body, r.history, now_ms()],
+            )
+            .map(|_| ())
+        })
+        .await
+    }
+
+    /// The answer `id` if `owner` stored it.
+    pub async fn response(
+        &self,
+        owner: String,
+        id: String,
+    ) -> Result<Option<StoredResponse>, StoreError> {
+        self.with(move |c| {
+            c.query_row(
+                "SELECT id, owner, body, history FROM stored_responses WHERE id = ?1 AND owner = ?2",
+                params![id, owner],
+                |row| {
+                    Ok(StoredResponse {
+                        id: row.get(0)?,
+                        owner: row.get(1)?,
+                        body: row.get(2)?,
+                        history: row.get(3)?,
+                    })
+                },
+            )
+            .optional()
+        })
+        .await
+    }
+
+    /// Delete the answer `id` if `owner` stored it; whether there was one.
+    pub async fn delete_response(&self, owner: String, id: String) -> Result<bool, StoreError> {
+        self.with(move |c| {
+            c.execute(
+                "DELETE FROM stored_responses WHERE id = ?1 AND owner = ?2",
+                params![id, owner],
+            )
+            .map(|n| n > 0)
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_owner_sees_and_deletes_only_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let r = StoredResponse {
+            id: "resp_1".into(),
+            owner: "key_a".into(),
+            body: "{}".into(),
+            history: "[]".into(),
+        };
+        store.put_response(r.clone()).await.unwrap();
+        assert_eq!(
+            store
+                .response("key_a".into(), "resp_1".into())
+                .await
+                .unwrap(),
+            Some(r)
+        );
+        assert_eq!(
+            store.response("".into(), "resp_1".into()).await.unwrap(),
+            None
+        );
+        assert!(!store
+            .delete_response("key_b".into(), "resp_1".into())
+            .await
+            .unwrap());
+        assert!(store
+            .delete_response("key_a".into(), "resp_1".into())
+            .await
+            .unwrap());
+        assert_eq!(
+            store
+                .response("key_a".into(), "resp_1".into())
+                .await
+                .unwrap(),
+            None
+        );
+    }
+}
