@@ -160,4 +160,7 @@ if [ -f tests/browser/package.json ]; then
   fi
 fi
 
+# --- Coding agents the tests run (Claude Code, Codex, Qwen Code; npm registry only) -----------
+./scripts/agents.sh
+
 say "ready"

@@ -7,10 +7,8 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
-use common::process::{repo_root, venv_python};
-use common::{model_path, parse_sse, user, TestNode};
+use common::{parse_sse, user, TestNode};
 use hearth_engine::Chat;
 use hearth_protocol::{ChatMessage, Tool, ToolSet};
 use serde_json::{json, Value};
@@ -206,21 +204,7 @@ async fn the_default_model_calls_a_required_tool_on_both_doors_and_answers_its_r
 
 /// A copy of the default model whose template knows tools (Hermes style), in `dir`.
 fn tools_model(dir: &Path) -> std::path::PathBuf {
-    tools_model_with(dir, &[])
-}
-
-/// [`tools_model`] with more arguments of `tests/tools_model.py`.
-fn tools_model_with(dir: &Path, args: &[&str]) -> std::path::PathBuf {
-    let out = dir.join("SmolLM2-tools.gguf");
-    let status = Command::new(venv_python())
-        .arg(repo_root().join("tests/tools_model.py"))
-        .arg(model_path())
-        .arg(&out)
-        .args(args)
-        .status()
-        .expect("python runs");
-    assert!(status.success(), "tests/tools_model.py failed");
-    out
+    common::tools_model_with(dir, &[])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -324,7 +308,7 @@ async fn scripted_on(model: Option<&Path>, answer: &[&str]) -> TestNode {
 async fn thinking_a_template_opened_arrives_apart_too() {
     // DeepSeek R1's way: the prompt ends with `<think>`; the model writes only its end.
     let dir = tempfile::tempdir().unwrap();
-    let model = tools_model_with(dir.path(), &["--opens-thinking"]);
+    let model = common::tools_model_with(dir.path(), &["--opens-thinking"]);
     let t = scripted_on(
         Some(&model),
         &["Plan", " it.", "</think>", "\n\nHello", "!"],

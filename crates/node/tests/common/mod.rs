@@ -442,3 +442,18 @@ pub async fn greedy_at(url: &str, prompt: &str) -> String {
         .unwrap_or_else(|| panic!("no answer: {r}"))
         .to_owned()
 }
+
+/// A copy of the default model in `dir` whose chat template knows tools (Hermes style, as
+/// Qwen 2.5's does), written by `tests/tools_model.py` with `args` (`--opens-thinking`).
+pub fn tools_model_with(dir: &std::path::Path, args: &[&str]) -> PathBuf {
+    let out = dir.join("SmolLM2-tools.gguf");
+    let status = std::process::Command::new(process::venv_python())
+        .arg(process::repo_root().join("tests/tools_model.py"))
+        .arg(model_path())
+        .arg(&out)
+        .args(args)
+        .status()
+        .expect("python runs");
+    assert!(status.success(), "tests/tools_model.py failed");
+    out
+}

@@ -362,12 +362,14 @@ fn tools(wire: Vec<Value>, choice: Option<&Value>) -> Result<Option<ToolSet>, Re
                     })?;
                     serde_json::json!({"type": "function", "function": {"name": name}})
                 }
-                other => return Err(RequestError::new(
-                    "tool_choice",
-                    format!(
+                other => {
+                    return Err(RequestError::new(
+                        "tool_choice",
+                        format!(
                         "tool_choice.type '{other}' is not one of 'auto', 'any', 'tool', 'none'"
                     ),
-                )),
+                    ))
+                }
             };
             // Parallel calls only when asked for (see `ToolSet::parallel`).
             let parallel = c
