@@ -244,3 +244,46 @@ async fn qwen_code_completes_a_turn_on_each_api() {
     turn(&t, cmd, "Qwen Code (messages)").await;
     t.stop().await;
 }
+
+/// `hearth-node connect codex` asks the node for its model and prints a provider entry that
+/// points at it; without a model and with no node it says what is wrong.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_prints_an_agents_settings_for_the_nodes_model() {
+    let t = TestNode::start(1).await;
+    let run = |args: Vec<String>| {
+        tokio::task::spawn_blocking(move || {
+            Command::new(env!("CARGO_BIN_EXE_hearth-node"))
+                .arg("connect")
+                .args(args)
+                .env_remove("HEARTH_SERVER")
+                .env_remove("HEARTH_API_KEY")
+                .output()
+                .unwrap()
+        })
+    };
+    let out = run(vec!["codex".into(), "--server".into(), t.base.clone()])
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains(&format!("model = \"{MODEL_ID}\"")), "{stdout}");
+    assert!(stdout.contains(&format!("base_url = \"{}/v1\"", t.base)), "{stdout}");
+    assert!(stdout.contains("wire_api = \"responses\""), "{stdout}");
+    let out = run(vec!["claude".into(), "--server".into(), t.base.clone()])
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!("ANTHROPIC_BASE_URL={}", t.base)),
+        "{stdout}"
+    );
+    let base = t.base.clone();
+    t.stop().await;
+    // The node is gone: a clear error, no settings.
+    let out = run(vec!["qwen".into(), "--server".into(), base])
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("is the node running"), "{stderr}");
+}
