@@ -266,8 +266,14 @@ async fn connect_prints_an_agents_settings_for_the_nodes_model() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}");
-    assert!(stdout.contains(&format!("model = \"{MODEL_ID}\"")), "{stdout}");
-    assert!(stdout.contains(&format!("base_url = \"{}/v1\"", t.base)), "{stdout}");
+    assert!(
+        stdout.contains(&format!("model = \"{MODEL_ID}\"")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("base_url = \"{}/v1\"", t.base)),
+        "{stdout}"
+    );
     assert!(stdout.contains("wire_api = \"responses\""), "{stdout}");
     let out = run(vec!["claude".into(), "--server".into(), t.base.clone()])
         .await

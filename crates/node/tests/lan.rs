@@ -2,7 +2,8 @@
 //! network namespace joined to this host by a veth pair with addresses it assigns, and a
 //! client inside that namespace sees that with the node exposed it answers there only with an
 //! API key (HTTP 401 / WebSocket close 1008 without one; a key of scope `use` reaches the model
-//! doors only, 403 elsewhere; a key continues only its own batches on the batch door), and
+//! doors only, 403 elsewhere; a key continues only its own batches on the batch door and reads,
+//! continues and deletes only its own stored responses; `x-api-key` carries a key too), and
 //! taken back to loopback nothing listens there. Needs root (it runs `ip netns`), as CI does. Never aims at any other address.
 
 mod common;
@@ -788,5 +789,89 @@ async fn a_lan_key_continues_only_its_own_batches() {
         json!(format!("{story}{made}")),
         "{mine:?}"
     );
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lan_key_reads_and_continues_only_its_own_stored_responses() {
+    let ns = Netns::create();
+    let port = free_port();
+    let t = TestNode::start_with(|c| {
+        c.parallel = 1;
+        c.port = port;
+    })
+    .await;
+    let node = t.node().clone();
+    let mut secrets = Vec::new();
+    for name in ["a", "b"] {
+        let (_, secret) = node
+            .store()
+            .create_key(name.into(), KeyScope::Use)
+            .await
+            .unwrap();
+        secrets.push(secret);
+    }
+    node.set_exposed(true).await.unwrap();
+    let base = format!("http://{}:{port}/v1", ns.host_ip);
+    let (a, b) = (Some(secrets[0].as_str()), Some(secrets[1].as_str()));
+    let (status, made) = ns.post(
+        &format!("{base}/responses"),
+        a,
+        r#"{"input": "Hi", "max_output_tokens": 4}"#,
+    );
+    assert_eq!(status, 200, "{made}");
+    let id = made["id"].as_str().unwrap().to_owned();
+    let one = format!("{base}/responses/{id}");
+    assert_eq!(ns.get(&one, a).0, 200);
+    assert_eq!(ns.get(&one, b).0, 404, "another key does not see it");
+    let next =
+        format!(r#"{{"input": "More", "max_output_tokens": 4, "previous_response_id": "{id}"}}"#);
+    assert_eq!(ns.post(&format!("{base}/responses"), b, &next).0, 404);
+    assert_eq!(ns.post(&format!("{base}/responses"), a, &next).0, 200);
+    // Nor does loopback's owner, and b cannot delete it.
+    let here = common::client()
+        .get(t.url(&format!("/v1/responses/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(here.status(), 404);
+    let out = ns.exec(&[
+        "curl",
+        "-s",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "-m",
+        "10",
+        "-X",
+        "DELETE",
+        "-H",
+        &format!("Authorization: Bearer {}", secrets[1]),
+        &one,
+    ]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "404");
+    assert_eq!(ns.get(&one, a).0, 200);
+    // Anthropic's clients send the key as x-api-key; without one, Anthropic's error shape.
+    let messages = format!("{base}/messages");
+    let body = r#"{"model": "SmolLM2-135M-Instruct.Q4_1", "max_tokens": 3, "messages": [{"role": "user", "content": "Hi"}]}"#;
+    let out = ns.exec(&[
+        "curl",
+        "-s",
+        "-m",
+        "20",
+        "-H",
+        &format!("x-api-key: {}", secrets[0]),
+        "-H",
+        "content-type: application/json",
+        "-d",
+        body,
+        &messages,
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["type"], "message", "{v}");
+    let (status, v) = ns.post(&messages, None, body);
+    assert_eq!(status, 401);
+    assert_eq!(v["error"]["type"], "authentication_error", "{v}");
     t.stop().await;
 }
