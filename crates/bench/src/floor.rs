@@ -41,6 +41,8 @@ impl Floor {
         ctx_per_slot: u32,
         threads: i32,
     ) -> Result<Self> {
+        // The libraries Hearth's engine loads (the same CPU variant), before llama.cpp starts.
+        hearth_engine::load_backend_libraries();
         let mut backend = LlamaBackend::init().context("llama.cpp backend")?;
         backend.void_logs();
         let model = LlamaModel::load_from_file(&backend, model_path, &LlamaModelParams::default())

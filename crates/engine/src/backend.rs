@@ -31,7 +31,7 @@ fn init() -> Result<&'static (LlamaBackend, Backends), String> {
     BACKEND
         .get_or_init(|| {
             send_logs_to_tracing(LogOptions::default());
-            let dir = load_libraries();
+            let dir = libraries().clone();
             let backend = LlamaBackend::init().map_err(|e| e.to_string())?;
             let backends = Backends {
                 dir,
@@ -48,6 +48,15 @@ fn init() -> Result<&'static (LlamaBackend, Backends), String> {
         })
         .as_ref()
         .map_err(Clone::clone)
+}
+
+static LIBRARIES: OnceLock<Option<PathBuf>> = OnceLock::new();
+
+/// Load llama.cpp's backend libraries (once per process) as the engine does, for a program
+/// that starts llama.cpp itself (the benchmark's floor, the reference test): the same CPU
+/// variant, without AMX (`without_amx`). The folder they came from.
+pub fn libraries() -> &'static Option<PathBuf> {
+    LIBRARIES.get_or_init(load_libraries)
 }
 
 /// Load the backend libraries from the first folder that has them; the folder.

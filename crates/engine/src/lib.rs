@@ -71,6 +71,7 @@ pub mod template;
 mod text;
 pub mod tools;
 
+pub use backend::libraries as load_backend_libraries;
 pub use backend::loaded as backends;
 pub use config::{DeviceChoice, EngineConfig, GpuLayers, Offload, Remote, Script};
 pub use cpu::Backends;

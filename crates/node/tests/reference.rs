@@ -26,6 +26,8 @@ const PROMPTS: [&str; 2] = [
 /// The least code that generates greedily with llama.cpp.
 fn direct_greedy(model_path: &std::path::Path, prompt: &str) -> String {
     let backend = BACKEND.get_or_init(|| {
+        // The backend libraries as the node loads them (the same CPU variant).
+        hearth_engine::load_backend_libraries();
         let mut b = LlamaBackend::init().unwrap();
         b.void_logs();
         b
