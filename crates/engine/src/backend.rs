@@ -78,15 +78,28 @@ fn load_libraries() -> Option<PathBuf> {
 /// on AMX tiles. Under some hypervisors a thread's tile configuration does not survive a
 /// switch between threads, and the next tile instruction kills the process with SIGILL
 /// (seen on a Sapphire Rapids VM: `tilezero` in `tinygemm_kernel_amx` on the first decode,
-/// although the kernel grants AMX and a single-threaded test of it passes). So that variant
-/// is left out unless `HEARTH_CPU_AMX=1`: ggml then picks the best of the others (AVX-512
-/// with VNNI and BF16 on those processors). Left out by loading from a temporary folder of
-/// links to every library but it, since ggml's loader takes a folder.
+/// although the kernel grants AMX and a single-threaded test of it passes). So in a virtual
+/// machine that variant is left out unless `HEARTH_CPU_AMX=1` (and `HEARTH_CPU_AMX=0` leaves
+/// it out anywhere): ggml then picks the best of the others (AVX-512 with VNNI and BF16 on
+/// those processors). Left out by loading from a temporary folder of links to every library
+/// but it, since ggml's loader takes a folder.
 #[cfg(unix)]
 fn without_amx(dir: &std::path::Path) -> Option<tempfile_view::View> {
-    if std::env::var("HEARTH_CPU_AMX").is_ok_and(|v| v == "1") {
+    let leave_out = match std::env::var("HEARTH_CPU_AMX").as_deref() {
+        Ok("1") => false,
+        Ok("0") => true,
+        _ => in_a_virtual_machine(),
+    };
+    if !leave_out {
         return None;
     }
+    view_without_amx(dir)
+}
+
+/// A temporary folder of links to every library in `dir` but the AMX variant; `None` when
+/// there is no AMX variant to leave out.
+#[cfg(unix)]
+fn view_without_amx(dir: &std::path::Path) -> Option<tempfile_view::View> {
     let entries: Vec<_> = std::fs::read_dir(dir).ok()?.flatten().collect();
     let is_amx = |name: &str| name.starts_with("libggml-cpu-sapphirerapids");
     if !entries
@@ -107,6 +120,16 @@ fn without_amx(dir: &std::path::Path) -> Option<tempfile_view::View> {
     }
     tracing::debug!(dir = %dir.display(), "the AMX CPU variant is left out (HEARTH_CPU_AMX=1 keeps it)");
     Some(view)
+}
+
+/// Whether the processor says it runs under a hypervisor (the `hypervisor` CPU flag).
+#[cfg(unix)]
+fn in_a_virtual_machine() -> bool {
+    std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|info| {
+        info.lines()
+            .find(|l| l.starts_with("flags"))
+            .is_some_and(|l| l.split_whitespace().any(|f| f == "hypervisor"))
+    })
 }
 
 #[cfg(not(unix))]
@@ -184,10 +207,11 @@ fn has_backends(dir: &std::path::Path) -> bool {
     })
 }
 
-#[cfg(all(test, unix))]
+#[cfg(test)]
 mod tests {
     use super::*;
 
+    #[cfg(unix)]
     #[test]
     fn the_amx_variant_is_left_out_of_the_folder_ggml_loads() {
         let dir = std::env::temp_dir().join(format!("hearth-amx-test-{}", std::process::id()));
@@ -199,7 +223,7 @@ mod tests {
         ] {
             std::fs::write(dir.join(f), b"").unwrap();
         }
-        let view = without_amx(&dir).expect("a folder without the AMX variant");
+        let view = view_without_amx(&dir).expect("a folder without the AMX variant");
         let mut names: Vec<String> = std::fs::read_dir(view.path())
             .unwrap()
             .flatten()
@@ -211,7 +235,7 @@ mod tests {
         drop(view);
         assert!(!path.exists(), "the folder of links is removed");
         std::fs::remove_file(dir.join("libggml-cpu-sapphirerapids.so")).unwrap();
-        assert!(without_amx(&dir).is_none(), "nothing to leave out");
+        assert!(view_without_amx(&dir).is_none(), "nothing to leave out");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -95,10 +95,22 @@ fn settings(agent: Agent, server: &str, model: &str, key: &str) -> String {
              export OPENAI_MODEL={model}\n\
              # then: qwen\n"
         ),
-        Agent::Opencode => format!(
-            "// opencode: put this in opencode.json (the project) or ~/.config/opencode/opencode.json\n\
-             {{\n  \"$schema\": \"https://opencode.ai/config.json\",\n  \"provider\": {{\n    \"hearth\": {{\n      \"npm\": \"@ai-sdk/openai-compatible\",\n      \"name\": \"Hearth\",\n      \"options\": {{ \"baseURL\": \"{server}/v1\", \"apiKey\": \"{key}\" }},\n      \"models\": {{ \"{model}\": {{ \"name\": \"{model}\" }} }}\n    }}\n  }},\n  \"model\": \"hearth/{model}\"\n}}\n"
-        ),
+        Agent::Opencode => {
+            let config = serde_json::json!({
+                "$schema": "https://opencode.ai/config.json",
+                "provider": {"hearth": {
+                    "npm": "@ai-sdk/openai-compatible",
+                    "name": "Hearth",
+                    "options": {"baseURL": format!("{server}/v1"), "apiKey": key},
+                    "models": {model: {"name": model}},
+                }},
+                "model": format!("hearth/{model}"),
+            });
+            format!(
+                "// opencode: put this in opencode.json (the project) or ~/.config/opencode/opencode.json\n{}\n",
+                serde_json::to_string_pretty(&config).unwrap_or_default()
+            )
+        }
         Agent::Continue => format!(
             "# Continue: add to ~/.continue/config.yaml\n\
              models:\n  - name: Hearth {model}\n    provider: openai\n    model: {model}\n    apiBase: {server}/v1\n    apiKey: {key}\n    roles: [chat, edit, apply]\n"

@@ -457,3 +457,75 @@ async fn a_max_tokens_beyond_the_context_is_a_ceiling_on_every_door() {
     assert_eq!(v["object"], "response", "{v}");
     t.stop().await;
 }
+
+/// A call cut short by the output limit ends the answer as the APIs end a long one
+/// (`max_tokens`, `incomplete`) with the text so far: agents take a 400 as final.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_cut_short_ends_as_max_tokens_not_an_error() {
+    let t = TestNode::start_with(|c| {
+        c.parallel = 1;
+        c.script = Some(hearth_engine::Script {
+            answer: [
+                "Sure. ",
+                "<tool_call>\n{\"name\": \"get_weather\", ",
+                "\"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>",
+            ]
+            .map(String::from)
+            .to_vec(),
+            ..Default::default()
+        });
+    })
+    .await;
+    let v: Value = t
+        .post(
+            "/v1/messages",
+            &json!({"model": MODEL_ID, "max_tokens": 2, "messages": user("weather?"),
+                "tools": [weather_tool()]}),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["stop_reason"], "max_tokens", "{v}");
+    let text = v["content"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("Sure. <tool_call>"), "{v}");
+    let (status, streamed) = post_text(
+        &t,
+        "/v1/messages",
+        &json!({"model": MODEL_ID, "max_tokens": 2, "messages": user("weather?"),
+            "tools": [weather_tool()], "stream": true}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let ev = events(&streamed);
+    assert!(ev.iter().all(|(n, _)| n != "error"), "{streamed}");
+    let delta = &ev.iter().find(|(n, _)| n == "message_delta").unwrap().1;
+    assert_eq!(delta["delta"]["stop_reason"], "max_tokens", "{streamed}");
+
+    let v: Value = t
+        .post(
+            "/v1/responses",
+            &json!({"model": MODEL_ID, "max_output_tokens": 2, "input": "weather?",
+                "tools": [weather_function()]}),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["status"], "incomplete", "{v}");
+    assert_eq!(
+        v["incomplete_details"]["reason"], "max_output_tokens",
+        "{v}"
+    );
+    let (status, streamed) = post_text(
+        &t,
+        "/v1/responses",
+        &json!({"model": MODEL_ID, "max_output_tokens": 2, "input": "weather?",
+            "tools": [weather_function()], "stream": true}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let ev = events(&streamed);
+    assert_eq!(ev.last().unwrap().0, "response.incomplete", "{streamed}");
+    t.stop().await;
+}

@@ -139,6 +139,26 @@ impl ChatMessage {
     }
 }
 
+/// Join the system messages at the start of a conversation into one (`\n\n` between them):
+/// agents send their instructions and a `developer` or `system` turn besides, and many chat
+/// templates (Gemma's, Mistral's) take one leading system message only.
+pub fn merge_leading_system(messages: &mut Vec<ChatMessage>) {
+    let n = messages
+        .iter()
+        .take_while(|m| m.role == "system" && m.tool_calls.is_empty())
+        .count();
+    if n < 2 {
+        return;
+    }
+    let joined = messages
+        .drain(..n)
+        .map(|m| m.content)
+        .filter(|c| !c.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    messages.insert(0, ChatMessage::new("system", joined));
+}
+
 /// Why a generation ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -91,7 +91,7 @@ impl From<ParamError> for RequestError {
 }
 
 impl RequestError {
-    pub(crate) fn new(param: &str, message: impl Into<String>) -> Self {
+    pub fn new(param: &str, message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
             param: Some(param.to_owned()),

@@ -15,15 +15,15 @@ use axum::response::sse::Event as SseEvent;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::{stream, StreamExt as _};
-use hearth_engine::{Chat, Done, Prompt, Request, TokenEvent};
+use hearth_engine::{Chat, Done, TokenEvent};
 use hearth_protocol::anthropic::{
     Block, BlockDelta, ErrorBody, ErrorDetail, Message, MessageDelta, MessagesBody,
     MessagesRequest, StreamEvent, TokenCount, Usage,
 };
-use hearth_protocol::openai::parse_body;
+use hearth_protocol::openai::{parse_body, RequestError};
 use hearth_protocol::{FinishReason, ToolCall};
 
-use crate::answer::{self, Piece, Splitter};
+use crate::answer::{self, Piece};
 use crate::error::ApiError;
 use crate::openai::{body_bytes, MODEL_WAIT};
 use crate::stream::{self as door_stream, End};
@@ -55,7 +55,7 @@ impl IntoResponse for AnthropicError {
     }
 }
 
-fn bad(e: hearth_protocol::openai::RequestError) -> AnthropicError {
+fn bad(e: RequestError) -> AnthropicError {
     AnthropicError(ApiError::bad_request(e))
 }
 
@@ -69,12 +69,7 @@ async fn read(
     let wire: MessagesBody = parse_body(&body).map_err(bad)?;
     let model = match wire.model.as_deref().map(str::trim) {
         Some(m) if !m.is_empty() => m.to_owned(),
-        _ => {
-            return Err(bad(hearth_protocol::openai::RequestError {
-                message: "model: Field required".into(),
-                param: Some("model".into()),
-            }))
-        }
+        _ => return Err(bad(RequestError::new("model", "model: Field required"))),
     };
     let target = state
         .router
@@ -88,12 +83,8 @@ async fn read(
     }
     .map_err(bad)?;
     if let Some(t) = &req.tools {
-        hearth_engine::tools::check(t).map_err(|e| {
-            bad(hearth_protocol::openai::RequestError {
-                message: format!("tools: {e}"),
-                param: Some("tools".into()),
-            })
-        })?;
+        hearth_engine::tools::check(t)
+            .map_err(|e| bad(RequestError::new("tools", format!("tools: {e}"))))?;
     }
     Ok((target, req))
 }
@@ -106,13 +97,13 @@ pub(crate) async fn count_tokens(
 ) -> Result<Json<TokenCount>, AnthropicError> {
     let (target, req) = read(&state, body, true).await?;
     let Some(info) = target.local.clone() else {
-        return Err(bad(hearth_protocol::openai::RequestError {
-            message: format!(
+        return Err(bad(RequestError::new(
+            "model",
+            format!(
                 "counting tokens needs the model '{}' on this node; it is served by a peer",
                 target.model
             ),
-            param: Some("model".into()),
-        }));
+        )));
     };
     let chat = Chat {
         messages: req.messages,
@@ -132,12 +123,7 @@ pub(crate) async fn count_tokens(
             e.to_string(),
         )
     })?
-    .map_err(|e| {
-        bad(hearth_protocol::openai::RequestError {
-            message: e.to_string(),
-            param: Some("messages".into()),
-        })
-    })?;
+    .map_err(|e| bad(RequestError::new("messages", e.to_string())))?;
     Ok(Json(TokenCount {
         input_tokens: u32::try_from(counted).unwrap_or(u32::MAX),
     }))
@@ -149,30 +135,16 @@ pub(crate) async fn messages(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, AnthropicError> {
     let (target, req) = read(&state, body, false).await?;
-    let tools = req.tools.clone();
-    let opened = answer::starts_in_thinking(
-        target.local.as_deref(),
-        req.think,
-        &req.params,
-        tools.as_ref(),
-    );
-    let mut gen = state
-        .router
-        .submit(
-            &target,
-            Request {
-                prompt: Prompt::Chat(Chat {
-                    messages: req.messages,
-                    tools: req.tools,
-                    think: req.think,
-                }),
-                params: req.params,
-            },
-        )
+    let chat = Chat {
+        messages: req.messages,
+        tools: req.tools,
+        think: req.think,
+    };
+    let (mut gen, splitter) = answer::submit_chat(&state.router, &target, chat, req.params, true)
         .map_err(ApiError::from)?;
+    let splitter = splitter.broken_calls_as_text();
     let id = format!("msg_{}", uuid::Uuid::new_v4().simple());
     let model = target.model.to_string();
-    let splitter = Splitter::new(true, tools, gen.id.to_string()).opened_thinking(opened);
     if !req.stream {
         let c = crate::openai::collect(&mut gen, &state.shutdown, false).await?;
         let (thinking, text, calls) = answer::split_whole(splitter, &c.text, c.done.reason)
@@ -221,6 +193,10 @@ pub(crate) async fn messages(
         };
         let mut out = Vec::new();
         blocks.pieces(ending.pieces, &mut out);
+        if ending.calls.is_empty() {
+            // An empty answer still has its (empty) text block, as the whole answer has.
+            blocks.at_least_one(&mut out);
+        }
         blocks.calls(&ending.calls, &mut out);
         let (reason, sequence) = stop_reason(d, &ending.calls);
         out.push(StreamEvent::MessageDelta {
@@ -350,6 +326,18 @@ impl Blocks {
                 index: self.index,
                 delta,
             });
+        }
+    }
+
+    fn at_least_one(&mut self, out: &mut Vec<StreamEvent>) {
+        if self.index == 0 && self.open.is_none() {
+            out.push(StreamEvent::ContentBlockStart {
+                index: 0,
+                content_block: Block::Text {
+                    text: String::new(),
+                },
+            });
+            self.open = Some(Kind::Text);
         }
     }
 

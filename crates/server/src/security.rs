@@ -133,8 +133,13 @@ fn presented_key(req: &Request) -> Option<String> {
 /// Bearer KEY`, or `?token=KEY` (browsers' WebSockets can set no header).
 pub(crate) fn presented_key_in(headers: &HeaderMap, uri: &Uri) -> Option<String> {
     // Anthropic's clients (Claude Code) send their key as `x-api-key`.
-    if let Some(k) = headers.get("x-api-key").and_then(|v| v.to_str().ok()) {
-        return Some(k.trim().to_owned());
+    if let Some(k) = headers
+        .get("x-api-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+    {
+        return Some(k.to_owned());
     }
     if let Some(v) = headers
         .get(header::AUTHORIZATION)
@@ -218,7 +223,7 @@ enum KeyCheck {
 impl KeyCheck {
     fn message(self) -> &'static str {
         match self {
-            KeyCheck::Missing => "this node is shared on the LAN: send an API key (Authorization: Bearer <key>, or ?token=<key>)",
+            KeyCheck::Missing => "this node is shared on the LAN: send an API key (Authorization: Bearer <key>, x-api-key: <key>, or ?token=<key>)",
             KeyCheck::OutOfScope => "this API key may use the models only (scope 'use'); the node's data and settings need a key of scope 'manage'",
             _ => "invalid API key",
         }

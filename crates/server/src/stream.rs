@@ -1,8 +1,9 @@
 //! The one loop that turns a generation's events into a streaming door's messages (OpenAI's
-//! SSE chunks, Ollama's NDJSON lines, the Messages and Responses doors' typed events): one message per token, the closing ones, and how the
-//! stream ends. Events already waiting are taken together so that a burst leaves in one write,
-//! but a slow burst never holds back what is already generated. Also the non-streaming
-//! counterpart, [`collect`], and the SSE doors' response ([`sse`]).
+//! SSE chunks, Ollama's NDJSON lines, the Messages and Responses doors' typed events): one
+//! message per token, the closing ones, and how the stream ends. Events already waiting are
+//! taken together so that a burst leaves in one write, but a slow burst never holds back what
+//! is already generated. Also the non-streaming counterpart, [`collect`], and the SSE doors'
+//! response ([`sse`]).
 
 use std::collections::VecDeque;
 

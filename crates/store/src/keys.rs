@@ -128,10 +128,17 @@ impl Store {
     /// Revoke by id or by the secret's visible prefix. False when no live key matched.
     pub async fn revoke_key(&self, id_or_prefix: String) -> Result<bool, StoreError> {
         self.with(move |c| {
-            Ok(c.execute(
+            let revoked = c.execute(
                 "UPDATE api_keys SET revoked_at = ?2 WHERE (id = ?1 OR prefix = ?1) AND revoked_at IS NULL",
                 params![id_or_prefix, now_ms()],
-            )? > 0)
+            )? > 0;
+            // What the key kept goes with it.
+            c.execute(
+                "DELETE FROM stored_responses WHERE owner IN
+                 (SELECT id FROM api_keys WHERE (id = ?1 OR prefix = ?1) AND revoked_at IS NOT NULL)",
+                params![id_or_prefix],
+            )?;
+            Ok(revoked)
         })
         .await
     }

@@ -5,6 +5,7 @@
 pub mod cluster_peer;
 pub mod hub;
 pub mod model_hub;
+pub mod netns;
 pub mod process;
 pub mod signed;
 pub mod split_gguf;

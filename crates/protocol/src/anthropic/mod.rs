@@ -2,8 +2,12 @@
 //! what Claude Code speaks): the request body and its validation into a [`MessagesRequest`]
 //! (content blocks flattened into the one chat vocabulary: `tool_use` blocks become calls,
 //! `tool_result` blocks `tool` turns), the answer and its stream events (`response`), and the
-//! error body. Parsing is lenient about fields Hearth does not use (`metadata`,
-//! `cache_control`, `service_tier`); values it would have to ignore silently are refused.
+//! error body. Fields that only steer Anthropic's service are accepted and ignored
+//! (`metadata`, `cache_control`, `service_tier`, `context_management`, `output_config`, the
+//! thinking budget); tools Anthropic runs on its own servers (web search, web fetch, code
+//! execution) are left out, since nothing here can run them; content Hearth cannot read
+//! (images, documents) and Anthropic-defined client tools (bash, text editor, computer) are
+//! refused.
 
 mod response;
 
@@ -65,8 +69,6 @@ pub struct MessagesRequest {
     /// `thinking` `enabled` (true) or `disabled` (false); absent leaves it to the template.
     pub think: Option<bool>,
     pub stream: bool,
-    /// The stop sequences asked for, to name the one that ended an answer.
-    pub stop_sequences: Vec<String>,
 }
 
 impl MessagesBody {
@@ -115,15 +117,15 @@ impl MessagesBody {
         for (i, m) in self.messages.into_iter().enumerate() {
             turn(i, m, &mut messages)?;
         }
+        crate::generation::merge_leading_system(&mut messages);
         let tools = tools(self.tools.unwrap_or_default(), self.tool_choice.as_ref())?;
         let think = thinking(self.thinking.as_ref())?;
-        let stop_sequences: Vec<String> = self.stop_sequences.unwrap_or_default();
         let raw = RawParams {
             temperature: self.temperature,
             top_p: self.top_p,
             top_k: self.top_k,
             max_tokens,
-            stop: Some(StopField::Many(stop_sequences.clone())),
+            stop: Some(StopField::Many(self.stop_sequences.unwrap_or_default())),
             ..RawParams::default()
         };
         let params = raw
@@ -142,7 +144,6 @@ impl MessagesBody {
             tools,
             think,
             stream: self.stream.unwrap_or(false),
-            stop_sequences,
         })
     }
 }
@@ -234,6 +235,10 @@ fn turn(i: usize, m: WireMessage, out: &mut Vec<ChatMessage>) -> Result<(), Requ
                 let text = b.get("text").and_then(Value::as_str).ok_or_else(|| {
                     RequestError::new(&bat, format!("{bat}.text: Field required"))
                 })?;
+                // Blocks are separate paragraphs (Claude Code sends a reminder, then the prompt).
+                if !current.content.is_empty() && !text.is_empty() {
+                    current.content.push('\n');
+                }
                 current.content.push_str(text);
                 open = true;
             }
@@ -286,17 +291,12 @@ fn turn(i: usize, m: WireMessage, out: &mut Vec<ChatMessage>) -> Result<(), Requ
                 if b.get("is_error").and_then(Value::as_bool) == Some(true) {
                     content = format!("Error: {content}");
                 }
-                let name = out
-                    .iter()
-                    .flat_map(|m| &m.tool_calls)
-                    .find(|c| c.id == id)
-                    .map(|c| c.name.clone());
                 out.push(ChatMessage {
                     role: "tool".into(),
                     content,
                     tool_calls: vec![],
                     tool_call_id: Some(id),
-                    name,
+                    name: None,
                 });
             }
             ("image", _) | ("document", _) => return Err(no_images(&bat)),
@@ -316,18 +316,23 @@ fn turn(i: usize, m: WireMessage, out: &mut Vec<ChatMessage>) -> Result<(), Requ
     Ok(())
 }
 
+/// The kinds of tool Anthropic's servers run (their type names carry a date after these).
+const SERVER_TOOLS: [&str; 3] = ["web_search_", "web_fetch_", "code_execution_"];
+
 /// `tools` (custom tools: `name`, `description`, `input_schema`) and `tool_choice` (`auto`,
 /// `any`, `tool` with a name, `none`; `disable_parallel_tool_use`).
 fn tools(wire: Vec<Value>, choice: Option<&Value>) -> Result<Option<ToolSet>, RequestError> {
     let mut tools = Vec::with_capacity(wire.len());
     for (i, t) in wire.into_iter().enumerate() {
         let at = format!("tools[{i}]");
-        if let Some(kind) = t.get("type").and_then(Value::as_str) {
-            if kind != "custom" {
+        match t.get("type").and_then(Value::as_str) {
+            None | Some("custom") => {}
+            Some(k) if SERVER_TOOLS.iter().any(|s| k.starts_with(s)) => continue,
+            Some(kind) => {
                 return Err(RequestError::new(
                     "tools",
                     format!("{at}: tool type '{kind}' is not supported here; only custom tools (name, description, input_schema) are"),
-                ));
+                ))
             }
         }
         let name = t
@@ -395,7 +400,7 @@ fn thinking(v: Option<&Value>) -> Result<Option<bool>, RequestError> {
         other => Err(RequestError::new(
             "thinking",
             format!(
-                "thinking.type must be 'enabled' or 'disabled', got {}",
+                "thinking.type must be 'enabled', 'adaptive' or 'disabled', got {}",
                 other.map_or("nothing".into(), |t| format!("'{t}'"))
             ),
         )),

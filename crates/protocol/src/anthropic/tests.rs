@@ -54,7 +54,6 @@ fn tool_use_and_results_become_calls_and_tool_turns() {
         (m[2].role.as_str(), m[2].content.as_str()),
         ("tool", "-3 C")
     );
-    assert_eq!(m[2].name.as_deref(), Some("get_weather"));
     assert_eq!(m[3].content, "Error: down");
     assert_eq!(
         (m[4].role.as_str(), m[4].content.as_str()),
@@ -134,6 +133,19 @@ fn bad_requests_name_what_is_wrong() {
         let e = read(body).expect_err(body);
         assert_eq!(e.param.as_deref(), Some(param), "{body}: {e}");
     }
+}
+
+#[test]
+fn server_tools_are_left_out_and_leading_system_turns_joined() {
+    let r = read(
+        r#"{"model":"m","max_tokens":5,"system":"A","messages":[{"role":"system","content":"B"},
+        {"role":"user","content":[{"type":"text","text":"<reminder>"},{"type":"text","text":"Hi"}]}],
+        "tools":[{"type":"web_search_20250305","name":"web_search"},{"name":"f","input_schema":{"type":"object"}}]}"#,
+    )
+    .unwrap();
+    assert_eq!(r.tools.unwrap().tools.len(), 1);
+    assert_eq!(r.messages[0], ChatMessage::new("system", "A\n\nB"));
+    assert_eq!(r.messages[1].content, "<reminder>\nHi");
 }
 
 #[test]

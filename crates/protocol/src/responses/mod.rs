@@ -3,7 +3,9 @@
 //! one chat vocabulary: `function_call` items become an assistant turn's calls,
 //! `function_call_output` items `tool` turns), and the response object, its output items and
 //! stream events (`response`). Fields Hearth has no use for (`include`, `prompt_cache_key`,
-//! `truncation`, `user`, `service_tier`) are accepted and ignored.
+//! `truncation`, `service_tier`, `client_metadata`) are accepted and ignored; `user` and
+//! `metadata` are only repeated in the answer. Tools OpenAI runs itself (web search, file
+//! search, code interpreter) are left out, since nothing here can run them.
 
 mod response;
 
@@ -159,9 +161,12 @@ impl ResponsesBody {
         let echo = Echo {
             tools: wire_tools,
             tool_choice: self.tool_choice.unwrap_or_else(|| json!("auto")),
-            parallel_tool_calls: self.parallel_tool_calls.unwrap_or(true),
-            temperature: f64::from(params.temperature),
-            top_p: f64::from(params.top_p),
+            // What holds: one call a turn unless asked for more (see `ToolSet::parallel`).
+            parallel_tool_calls: tools
+                .as_ref()
+                .map_or(self.parallel_tool_calls.unwrap_or(false), |t| t.parallel),
+            temperature: self.temperature.unwrap_or(f64::from(params.temperature)),
+            top_p: self.top_p.unwrap_or(f64::from(params.top_p)),
             max_output_tokens: params.max_tokens,
             text: self
                 .text
@@ -246,17 +251,12 @@ fn items_to_messages(items: Vec<Value>) -> Result<Vec<ChatMessage>, RequestError
                     Some(v @ Value::Array(_)) => content_text(Some(v), &at)?,
                     _ => return Err(bad("a function_call_output item needs 'output'".into())),
                 };
-                let name = out
-                    .iter()
-                    .flat_map(|m| &m.tool_calls)
-                    .find(|c| c.id == call_id)
-                    .map(|c| c.name.clone());
                 out.push(ChatMessage {
                     role: "tool".into(),
                     content,
                     tool_calls: vec![],
                     tool_call_id: Some(call_id),
-                    name,
+                    name: None,
                 });
             }
             Some("reasoning") => {}
@@ -417,7 +417,7 @@ fn effort(reasoning: Option<&Value>) -> Result<Option<bool>, RequestError> {
             other => Err(RequestError::new(
                 "reasoning.effort",
                 format!(
-                    "reasoning.effort must be none, minimal, low, medium or high, got '{other}'"
+                    "reasoning.effort must be none, minimal, low, medium, high or xhigh, got '{other}'"
                 ),
             )),
         },

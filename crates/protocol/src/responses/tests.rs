@@ -41,8 +41,8 @@ fn items_become_turns_with_calls_and_results() {
         ("Checking.", Some("Oslo"))
     );
     assert_eq!(
-        (m[3].role.as_str(), m[3].name.as_deref()),
-        ("tool", Some("get_weather"))
+        (m[3].role.as_str(), m[3].tool_call_id.as_deref()),
+        ("tool", Some("c1"))
     );
     assert_eq!(
         r.tools.unwrap().choice,

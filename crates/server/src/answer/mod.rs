@@ -1,7 +1,7 @@
 //! What a door makes of a model's raw text before a client sees it: thinking apart from the
 //! answer (`reasoning`), tool calls apart from text (`tool_calls`), both while it streams and
-//! at its end; and a client's `format` as the grammar the engine enforces. One reader for the
-//! OpenAI and Ollama doors, so both split an answer the same way.
+//! at its end; and a client's `format` as the grammar the engine enforces. One reader for every
+//! chat door (OpenAI, Ollama, Anthropic's, Responses'), so all split an answer the same way.
 
 mod reasoning;
 mod reply;
@@ -38,6 +38,9 @@ pub(crate) struct Splitter {
     thinking: Option<Thinking>,
     tools: Option<(ToolSet, Scanner)>,
     id: String,
+    /// Calls that cannot be read end the answer as text rather than as an error (see
+    /// [`Splitter::broken_calls_as_text`]).
+    lenient: bool,
 }
 
 impl Splitter {
@@ -48,7 +51,18 @@ impl Splitter {
             thinking: reasoning.then(|| Thinking::new(false)),
             tools: tools.map(|t| (t, Scanner::default())),
             id: id.into(),
+            lenient: false,
         }
+    }
+
+    /// A call cut short or not valid, or a required call that never came, is the answer's
+    /// text: the agents' doors (Anthropic's, Responses') end such an answer as `max_tokens` /
+    /// `incomplete` or as a plain reply, as their APIs do, where the OpenAI and Ollama doors
+    /// answer with an error. Their clients (Claude Code, Codex) take a 400 as final and a 500 as
+    /// a reason to run the whole turn again.
+    pub(crate) fn broken_calls_as_text(mut self) -> Self {
+        self.lenient = true;
+        self
     }
 
     /// The text starts inside a thinking block the prompt opened (see
@@ -89,7 +103,7 @@ impl Splitter {
                 calls
             }
             Read::Text(text) => {
-                if tools.must_call() {
+                if tools.must_call() && !self.lenient {
                     return Err(failure(
                         reason,
                         "the model answered without calling a tool".into(),
@@ -100,7 +114,9 @@ impl Splitter {
             }
             // A call cut off, or one asked for: an error. Under `auto` with no grammar yet
             // (text that only looked like a call), the text is the answer, as llama-server has it.
-            Read::Broken(why) if tools.must_call() || reason == FinishReason::Length => {
+            Read::Broken(why)
+                if !self.lenient && (tools.must_call() || reason == FinishReason::Length) =>
+            {
                 return Err(failure(reason, why))
             }
             Read::Broken(_) => {
@@ -165,6 +181,29 @@ fn is_empty(p: &Piece) -> bool {
     match p {
         Piece::Reasoning(t) | Piece::Content(t) => t.is_empty(),
     }
+}
+
+/// Submit a conversation through the route, with the splitter for its answer: thinking apart
+/// when `reasoning`, calls read when it has tools, and the start inside a thinking block when
+/// the template of this node's model opens one.
+pub(crate) fn submit_chat(
+    router: &hearth_route::Router,
+    target: &hearth_route::Target,
+    chat: hearth_engine::Chat,
+    params: SamplingParams,
+    reasoning: bool,
+) -> Result<(hearth_route::Generation, Splitter), hearth_engine::SubmitError> {
+    let tools = chat.tools.clone();
+    let opened = starts_in_thinking(target.local.as_deref(), chat.think, &params, tools.as_ref());
+    let gen = router.submit(
+        target,
+        hearth_engine::Request {
+            prompt: hearth_engine::Prompt::Chat(chat),
+            params,
+        },
+    )?;
+    let splitter = Splitter::new(reasoning, tools, gen.id.to_string()).opened_thinking(opened);
+    Ok((gen, splitter))
 }
 
 /// Whether an answer starts inside a thinking block the template of this node's model opened
@@ -254,6 +293,24 @@ mod tests {
             (content.as_str(), calls.len()),
             ("[TOOL_CALLS] not json", 0)
         );
+    }
+
+    #[test]
+    fn a_lenient_splitter_ends_broken_calls_as_text() {
+        let s = Splitter::new(false, Some(tools(ToolChoice::Required)), "1").broken_calls_as_text();
+        let (_, content, calls) = split_whole(
+            s,
+            "<tool_call>{\"name\": \"f\", \"argum",
+            FinishReason::Length,
+        )
+        .unwrap();
+        assert_eq!(
+            (content.as_str(), calls.len()),
+            ("<tool_call>{\"name\": \"f\", \"argum", 0)
+        );
+        let s = Splitter::new(false, Some(tools(ToolChoice::Required)), "1").broken_calls_as_text();
+        let (_, content, _) = split_whole(s, "Hello", FinishReason::Stop).unwrap();
+        assert_eq!(content, "Hello");
     }
 
     #[test]

@@ -226,31 +226,17 @@ pub(crate) async fn chat(
         hearth_engine::tools::check(t)
             .map_err(|e| OllamaError::bad_request(format!("invalid tools: {e}")))?;
     }
-    let tools = req.tools.clone();
-    let opened = answer::starts_in_thinking(
-        target.local.as_deref(),
-        req.think,
-        &req.params,
-        tools.as_ref(),
-    );
-    let mut gen = state
-        .router
-        .submit(
-            &target,
-            Request {
-                prompt: Prompt::Chat(Chat {
-                    messages: req.messages,
-                    tools: req.tools,
-                    think: req.think,
-                }),
-                params: req.params,
-            },
-        )
-        .map_err(submit_error)?;
     // Thinking goes apart unless the client turned it off (then it stays in the text, if the
     // template could not turn it off).
-    let splitter =
-        Splitter::new(req.think != Some(false), tools, gen.id.to_string()).opened_thinking(opened);
+    let reasoning = req.think != Some(false);
+    let chat = Chat {
+        messages: req.messages,
+        tools: req.tools,
+        think: req.think,
+    };
+    let (mut gen, splitter) =
+        answer::submit_chat(&state.router, &target, chat, req.params, reasoning)
+            .map_err(submit_error)?;
     if !req.stream {
         let c = stream::collect(&mut gen, &state.shutdown, false)
             .await

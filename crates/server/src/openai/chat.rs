@@ -9,7 +9,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use hearth_engine::{Chat, Done, Prompt, Request, TokenEvent};
+use hearth_engine::{Chat, Done, TokenEvent};
 use hearth_protocol::openai::{self as oa, parse_body, ChatCompletionBody, RequestError};
 use hearth_protocol::{FinishReason, ToolCall, Usage};
 
@@ -17,7 +17,7 @@ use super::{
     body_bytes, chat_logprobs, chat_token_logprob, collect, json, json_error, now_secs, resolve,
     sse_response, timings,
 };
-use crate::answer::{self, Piece, Splitter};
+use crate::answer::{self, Piece};
 use crate::error::ApiError;
 use crate::AppState;
 
@@ -41,24 +41,15 @@ pub(crate) async fn chat_completions(
     }
     answer::constrain(&mut req.params, req.format.take())
         .map_err(|e| invalid("response_format", format!("invalid response_format: {e}")))?;
-    let tools = req.tools.clone();
-    let opened =
-        answer::starts_in_thinking(target.local.as_deref(), None, &req.params, tools.as_ref());
-    let mut gen = state.router.submit(
-        &target,
-        Request {
-            prompt: Prompt::Chat(Chat {
-                messages: req.messages,
-                tools: req.tools,
-                think: None,
-            }),
-            params: req.params,
-        },
-    )?;
+    let chat = Chat {
+        messages: req.messages,
+        tools: req.tools,
+        think: None,
+    };
+    let (mut gen, splitter) = answer::submit_chat(&state.router, &target, chat, req.params, true)?;
     let id = format!("chatcmpl-{}", gen.id);
     let model = target.model.to_string();
     let created = now_secs();
-    let splitter = Splitter::new(true, tools, gen.id.to_string()).opened_thinking(opened);
     if !req.stream {
         let c = collect(&mut gen, &state.shutdown, req.logprobs).await?;
         let (reasoning, content, calls) = answer::split_whole(splitter, &c.text, c.done.reason)

@@ -322,6 +322,10 @@ pub(super) fn stream(
             let mut events = Vec::new();
             o.item_status = super::item_status(d, &ending.calls);
             o.pieces(ending.pieces, &mut events);
+            if ending.calls.is_empty() && o.items.is_empty() && o.open.is_none() {
+                // An empty answer still has its (empty) message, as the whole answer has.
+                o.open_item(false, &mut events);
+            }
             o.calls(&ending.calls, &mut events);
             let items = std::mem::take(&mut o.items);
             let (text, thinking) = (o.text.clone(), o.thinking.clone());

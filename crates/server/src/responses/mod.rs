@@ -17,7 +17,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use futures_util::StreamExt as _;
-use hearth_engine::{Chat, Done, Prompt, Request};
+use hearth_engine::{Chat, Done};
 use hearth_protocol::openai::parse_body;
 use hearth_protocol::responses::{
     Content, Incomplete, OutputItem, Response as Answer, ResponsesBody, Summary, Usage,
@@ -25,7 +25,7 @@ use hearth_protocol::responses::{
 use hearth_protocol::{ChatMessage, FinishReason, ToolCall};
 use hearth_store::responses::StoredResponse;
 
-use crate::answer::{self, Splitter};
+use crate::answer;
 use crate::error::ApiError;
 use crate::openai::{body_bytes, collect, now_secs, resolve};
 use crate::security::VerifiedKey;
@@ -120,24 +120,14 @@ pub(crate) async fn create(
         messages.push(ChatMessage::new("system", i.clone()));
     }
     messages.extend(conversation.iter().cloned());
-    let tools = req.tools.clone();
-    let opened = answer::starts_in_thinking(
-        target.local.as_deref(),
-        req.think,
-        &req.params,
-        tools.as_ref(),
-    );
-    let mut gen = state.router.submit(
-        &target,
-        Request {
-            prompt: Prompt::Chat(Chat {
-                messages,
-                tools: req.tools,
-                think: req.think,
-            }),
-            params: req.params,
-        },
-    )?;
+    hearth_protocol::generation::merge_leading_system(&mut messages);
+    let chat = Chat {
+        messages,
+        tools: req.tools,
+        think: req.think,
+    };
+    let (mut gen, splitter) = answer::submit_chat(&state.router, &target, chat, req.params, true)?;
+    let splitter = splitter.broken_calls_as_text();
     let base = Answer::start(
         format!("resp_{}", uuid::Uuid::new_v4().simple()),
         now_secs(),
@@ -153,22 +143,22 @@ pub(crate) async fn create(
         conversation,
         reasoning_tokens: target.local.clone(),
     };
-    let splitter = Splitter::new(true, tools, gen.id.to_string()).opened_thinking(opened);
     if !req.stream {
         let c = collect(&mut gen, &state.shutdown, false).await?;
         let (thinking, text, calls) = answer::split_whole(splitter, &c.text, c.done.reason)
             .map_err(|e| ApiError::from_call(&e))?;
+        // Ids as the streamed answer has them: the kind, the response, the output index.
         let mut items = Vec::new();
         let id = base.id.clone();
         if let Some(t) = thinking.clone() {
             items.push(OutputItem::Reasoning {
-                id: format!("rs_{id}"),
+                id: format!("rs_{id}_{}", items.len()),
                 summary: vec![Summary::SummaryText { text: t }],
             });
         }
         if !text.is_empty() || calls.is_empty() {
             items.push(OutputItem::Message {
-                id: format!("msg_{id}"),
+                id: format!("msg_{id}_{}", items.len()),
                 status: item_status(&c.done, &calls).into(),
                 role: "assistant".into(),
                 content: vec![Content::text(text.clone())],
