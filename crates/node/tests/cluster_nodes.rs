@@ -2,7 +2,8 @@
 //! model, over real TCP on loopback (`--peer`): a model on one node is served through the
 //! others at every door; requests spread across two nodes that have it; a hot node gets no
 //! new work; an answer whose provider is killed (`kill -9`) mid-stream completes from another
-//! node and names it; a conversation's next turn goes back to the node that ran its last; a
+//! node and names it; a conversation's next turn goes back to the node that ran its last (on
+//! the chat door and, naming the stored answer, on the Responses door); a
 //! different passcode is refused; a frozen peer is gone in seconds and back when it wakes.
 
 mod common;
@@ -77,8 +78,13 @@ impl Peer {
     }
 
     async fn chat(&self, body: Value) -> Value {
+        self.post("/v1/chat/completions", body).await
+    }
+
+    /// POST `body` to `path`; the answer, which must be a success.
+    async fn post(&self, path: &str, body: Value) -> Value {
         let r = client()
-            .post(self.url("/v1/chat/completions"))
+            .post(self.url(path))
             .json(&body)
             .send()
             .await
@@ -419,14 +425,23 @@ async fn ran_on<F: std::future::Future<Output = Value>>(
     }
 }
 
+/// The door a conversation goes through: the chat door (the client sends the history) or the
+/// Responses door (the node keeps it; the next turn names the previous answer).
+#[derive(Clone, Copy)]
+enum Door {
+    Chat,
+    Responses,
+}
+
 /// A conversation's first turn run while a long request keeps one node busy, so it lands on
-/// the other: which one, and the messages of its second turn.
+/// the other: which one, and the door's path and body of its second turn.
 async fn first_turn_beside_a_long_one(
     alpha: &Peer,
     gamma: &Peer,
     beta: &Peer,
     question: &str,
-) -> (&'static str, Value) {
+    door: Door,
+) -> (&'static str, &'static str, Value) {
     let url = beta.url("/v1/chat/completions");
     let long = tokio::spawn(async move {
         client()
@@ -450,9 +465,19 @@ async fn first_turn_beside_a_long_one(
     let messages = json!([{"role": "user", "content": question}]);
     let (at, answer) = {
         let (a0, g0) = (alpha.finished().await, gamma.finished().await);
-        let answer = beta
-            .chat(json!({"messages": messages, "max_tokens": 12, "temperature": 0}))
-            .await;
+        let answer = match door {
+            Door::Chat => {
+                beta.chat(json!({"messages": messages, "max_tokens": 12, "temperature": 0}))
+                    .await
+            }
+            Door::Responses => {
+                beta.post(
+                    "/v1/responses",
+                    json!({"input": question, "max_output_tokens": 12, "temperature": 0}),
+                )
+                .await
+            }
+        };
         let (a1, g1) = (alpha.finished().await, gamma.finished().await);
         let at = match (a1 - a0, g1 - g0) {
             (1, 0) => "alpha",
@@ -463,12 +488,22 @@ async fn first_turn_beside_a_long_one(
     };
     assert_ne!(at, busy, "the first turn went to the free node");
     assert_eq!(long.await.unwrap(), 200);
-    let next = json!([
-        {"role": "user", "content": question},
-        {"role": "assistant", "content": text(&answer)},
-        {"role": "user", "content": "Say more."},
-    ]);
-    (at, next)
+    match door {
+        Door::Chat => {
+            let next = json!([
+                {"role": "user", "content": question},
+                {"role": "assistant", "content": text(&answer)},
+                {"role": "user", "content": "Say more."},
+            ]);
+            let body = json!({"messages": next, "max_tokens": 8, "temperature": 0});
+            (at, "/v1/chat/completions", body)
+        }
+        Door::Responses => {
+            let body = json!({"previous_response_id": answer["id"], "input": "Say more.",
+                "max_output_tokens": 8, "temperature": 0});
+            (at, "/v1/responses", body)
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -482,19 +517,20 @@ async fn a_conversations_next_turn_goes_back_to_the_node_that_ran_the_last() {
     let beta = Peer::start("beta", false, &["--peer", &a, "--peer", &g]);
     beta.wait_peer("alpha", MODEL_ID).await;
     beta.wait_peer("gamma", MODEL_ID).await;
-    // Two conversations whose first turns ran where the other node was busy. Left to speed
-    // alone, their second turns would both go to whichever node measured faster.
-    let (first_a, next_a) =
-        first_turn_beside_a_long_one(&alpha, &gamma, &beta, "Name a fruit.").await;
-    let (first_b, next_b) =
-        first_turn_beside_a_long_one(&alpha, &gamma, &beta, "Name a tree.").await;
-    for (first, next) in [(first_a, next_a), (first_b, next_b)] {
-        let (second, _) = ran_on(
-            &alpha,
-            &gamma,
-            beta.chat(json!({"messages": next, "max_tokens": 8, "temperature": 0})),
-        )
-        .await;
+    // Conversations whose first turns ran where the other node was busy. Left to speed alone,
+    // their second turns would all go to whichever node measured faster. The third goes
+    // through the Responses door: its next turn names the stored answer (beta keeps it) and
+    // goes where the answer's prompt cache is too.
+    let mut turns = Vec::new();
+    for (question, door) in [
+        ("Name a fruit.", Door::Chat),
+        ("Name a tree.", Door::Chat),
+        ("Name a river.", Door::Responses),
+    ] {
+        turns.push(first_turn_beside_a_long_one(&alpha, &gamma, &beta, question, door).await);
+    }
+    for (first, path, next) in turns {
+        let (second, _) = ran_on(&alpha, &gamma, beta.post(path, next)).await;
         let cluster = get_json_at(beta.url("/api/cluster")).await;
         let speeds: Vec<(&Value, &Value)> = cluster["peers"]
             .as_array()

@@ -68,9 +68,9 @@ export async function tempDataDir(t) {
  * for a restart; `env` adds environment variables (e.g. HEARTH_MIN_LOAD_MS). With
  * `modelsDir` the node starts on that folder without naming a model, and is returned once it
  * says it has none (`withModel: false`) or once the one it found is ready. `args` are added
- * to the command line.
+ * to the command line; `ctx` is the context per slot.
  */
-export async function startNode(t, { dataDir, env = {}, modelsDir, withModel = true, args: extra = [] } = {}) {
+export async function startNode(t, { dataDir, env = {}, modelsDir, withModel = true, ctx = 2048, args: extra = [] } = {}) {
   const { bin, model, modelId } = testEnvironment();
   const dir = dataDir ?? (await tempDataDir(t));
   const args = [
@@ -80,7 +80,7 @@ export async function startNode(t, { dataDir, env = {}, modelsDir, withModel = t
     // The model's own folder, so that /api/models lists it (the data dir has no models/).
     ...(modelsDir ? ['--models-dir', modelsDir] : ['--models-dir', dirname(model), '--model', model]),
     '--parallel', '2',
-    '--ctx', '2048',
+    '--ctx', String(ctx),
     // The node's key in a file in the temp data dir, never the user's keyring.
     '--key-storage', 'file',
     ...extra,

@@ -15,7 +15,9 @@ test('a node with no model opens on the Models page and serves once one is added
   const { model, modelId } = testEnvironment();
   const modelsDir = join(await tempDataDir(t), 'models');
   await mkdir(modelsDir);
-  const node = await startNode(t, { modelsDir, withModel: false });
+  // A short context bounds the chat's answer below (a sampled answer may run on to the end of
+  // it; on a busy machine 4,096 tokens took longer than the wait for it).
+  const node = await startNode(t, { modelsDir, withModel: false, ctx: 256 });
 
   // Every door says so in its own shape; here the OpenAI one.
   const res = await fetch(`${node.url}/v1/chat/completions`, {
