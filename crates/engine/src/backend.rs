@@ -143,8 +143,12 @@ mod tempfile_view {
 
     pub(super) struct View(PathBuf);
 
+    /// The prefix of every such folder; the process id follows it.
+    const PREFIX: &str = "hearth-backends-";
+
     impl View {
         pub(super) fn new() -> std::io::Result<Self> {
+            sweep(&std::env::temp_dir());
             let nanos = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.subsec_nanos());
@@ -156,6 +160,30 @@ mod tempfile_view {
 
         pub(super) fn path(&self) -> &Path {
             &self.0
+        }
+    }
+
+    /// Remove the folders of processes that are gone (one killed while it loaded llama.cpp
+    /// left its folder behind). Linux only: a process is alive while `/proc/<pid>` exists.
+    pub(super) fn sweep(tmp: &Path) {
+        if !cfg!(target_os = "linux") {
+            return;
+        }
+        let Ok(entries) = std::fs::read_dir(tmp) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(pid) = name
+                .strip_prefix(PREFIX)
+                .and_then(|rest| rest.split('-').next())
+                .and_then(|pid| pid.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
         }
     }
 
@@ -234,6 +262,16 @@ mod tests {
         let path = view.path().to_owned();
         drop(view);
         assert!(!path.exists(), "the folder of links is removed");
+        // A folder left by a process that is gone goes at the next start; a live one's stays.
+        let tmp = dir.join("tmp");
+        let (gone, alive) = (
+            tmp.join("hearth-backends-4294967295-1"),
+            tmp.join(format!("hearth-backends-{}-1", std::process::id())),
+        );
+        std::fs::create_dir_all(&gone).unwrap();
+        std::fs::create_dir_all(&alive).unwrap();
+        tempfile_view::sweep(&tmp);
+        assert!(!gone.exists() && alive.exists());
         std::fs::remove_file(dir.join("libggml-cpu-sapphirerapids.so")).unwrap();
         assert!(view_without_amx(&dir).is_none(), "nothing to leave out");
         std::fs::remove_dir_all(&dir).unwrap();
