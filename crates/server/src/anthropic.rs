@@ -5,7 +5,6 @@
 //! `content_block_start`/`_delta`/`_stop`, `message_delta`, `message_stop`, `ping` while
 //! waiting). Errors keep Anthropic's shape (`{"type": "error", "error": {...}}`).
 
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
@@ -14,7 +13,6 @@ use axum::extract::State;
 use axum::response::sse::Event as SseEvent;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use futures_util::{stream, StreamExt as _};
 use hearth_engine::{Chat, Done, TokenEvent};
 use hearth_protocol::anthropic::{
     Block, BlockDelta, ErrorBody, ErrorDetail, Message, MessageDelta, MessagesBody,
@@ -25,9 +23,15 @@ use hearth_protocol::{FinishReason, ToolCall};
 
 use crate::answer::{self, Piece};
 use crate::error::ApiError;
-use crate::openai::{body_bytes, MODEL_WAIT};
+use crate::openai::{body_bytes, resolve};
 use crate::stream::{self as door_stream, End};
 use crate::AppState;
+
+/// Whether `path` is this door's: its errors, wherever they arise (the guard, unknown paths,
+/// a wrong method), take Anthropic's shape.
+pub(crate) fn owns(path: &str) -> bool {
+    path.starts_with("/v1/messages")
+}
 
 /// An error in Anthropic's shape, with the status (and `retry-after`) of the node's own.
 #[derive(Debug)]
@@ -71,11 +75,7 @@ async fn read(
         Some(m) if !m.is_empty() => m.to_owned(),
         _ => return Err(bad(RequestError::new("model", "model: Field required"))),
     };
-    let target = state
-        .router
-        .resolve(Some(&model), MODEL_WAIT)
-        .await
-        .map_err(ApiError::from)?;
+    let target = resolve(state, Some(&model)).await?;
     let req = if count {
         wire.validate_count()
     } else {
@@ -173,14 +173,19 @@ pub(crate) async fn messages(
     let splitter = Arc::new(Mutex::new(Some(splitter)));
     let on_token = {
         let (blocks, splitter) = (blocks.clone(), splitter.clone());
-        move |t: &TokenEvent| -> Option<Vec<StreamEvent>> {
-            let pieces = splitter.lock().ok()?.as_mut()?.push(&t.text);
+        move |t: &TokenEvent| -> Vec<StreamEvent> {
             let mut out = Vec::new();
-            blocks.lock().ok()?.pieces(pieces, &mut out);
-            (!out.is_empty()).then_some(out)
+            let pieces = match splitter.lock().ok().as_deref_mut().and_then(Option::as_mut) {
+                Some(s) => s.push(&t.text),
+                None => return out,
+            };
+            if let Ok(mut blocks) = blocks.lock() {
+                blocks.pieces(pieces, &mut out);
+            }
+            out
         }
     };
-    let on_done = move |d: &Done| -> Vec<Vec<StreamEvent>> {
+    let on_done = move |d: &Done| -> Vec<StreamEvent> {
         let (Some(splitter), Ok(mut blocks)) = (
             splitter.lock().ok().and_then(|mut s| s.take()),
             blocks.lock(),
@@ -189,7 +194,7 @@ pub(crate) async fn messages(
         };
         let ending = match splitter.finish(d.reason) {
             Ok(e) => e,
-            Err(e) => return vec![vec![error_event(&ApiError::from_call(&e))]],
+            Err(e) => return vec![error_event(&ApiError::from_call(&e))],
         };
         let mut out = Vec::new();
         blocks.pieces(ending.pieces, &mut out);
@@ -207,30 +212,23 @@ pub(crate) async fn messages(
             usage: usage(d),
         });
         out.push(StreamEvent::MessageStop);
-        vec![out]
+        out
     };
     let on_end = |end: End<'_>| match end {
         End::Done => vec![],
-        End::Failed(f) => vec![vec![error_event(&ApiError::from_failure(f))]],
-        End::ShuttingDown => vec![vec![error_event(&ApiError::shutting_down())]],
+        End::Failed(f) => vec![error_event(&ApiError::from_failure(f))],
+        End::ShuttingDown => vec![error_event(&ApiError::shutting_down())],
     };
     let batches = door_stream::batches(
         gen,
         state.shutdown.clone(),
-        vec![vec![start, StreamEvent::Ping]],
+        vec![start, StreamEvent::Ping],
         on_token,
         on_done,
         on_end,
     );
-    let events = batches.flat_map(|batch| {
-        stream::iter(
-            batch
-                .into_iter()
-                .flatten()
-                .map(|e| Ok::<_, Infallible>(sse_event(&e))),
-        )
-    });
-    let ping = sse_event(&StreamEvent::Ping);
+    let events = door_stream::sse_events(batches, sse_event);
+    let ping = sse_event(StreamEvent::Ping);
     Ok(door_stream::sse_with_ping(
         events,
         state.limits.sse_keep_alive,
@@ -238,10 +236,9 @@ pub(crate) async fn messages(
     ))
 }
 
-fn sse_event(e: &StreamEvent) -> SseEvent {
-    SseEvent::default()
-        .event(e.name())
-        .data(serde_json::to_string(e).unwrap_or_else(|_| "{}".into()))
+/// An event under its `type` as the SSE event name (Anthropic's clients drop data-only ones).
+fn sse_event(e: StreamEvent) -> SseEvent {
+    door_stream::typed_event(serde_json::to_value(e).unwrap_or_default())
 }
 
 fn error_event(e: &ApiError) -> StreamEvent {

@@ -164,7 +164,7 @@ impl AppState {
 async fn fallback(method: axum::http::Method, uri: Uri) -> axum::response::Response {
     use axum::response::IntoResponse;
     let path = uri.path();
-    if path.starts_with("/v1/messages") {
+    if anthropic::owns(path) {
         return anthropic::AnthropicError(error::not_found(uri).await).into_response();
     }
     if method != axum::http::Method::GET || path.starts_with("/v1/") || path.starts_with("/api/") {
@@ -176,7 +176,7 @@ async fn fallback(method: axum::http::Method, uri: Uri) -> axum::response::Respo
 /// A method a path does not take, in the door's own error shape.
 async fn not_allowed(method: axum::http::Method, uri: Uri) -> axum::response::Response {
     use axum::response::IntoResponse;
-    let messages = uri.path().starts_with("/v1/messages");
+    let messages = anthropic::owns(uri.path());
     let e = error::method_not_allowed(method, uri).await;
     if messages {
         return anthropic::AnthropicError(e).into_response();

@@ -4,7 +4,6 @@
 //! counts and finish reasons are the engine's. A client that disconnects cancels its generation.
 
 use std::collections::BTreeMap;
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -15,7 +14,6 @@ use axum::http::StatusCode;
 use axum::response::sse::Event as SseEvent;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use futures_util::{stream, StreamExt as _};
 use hearth_engine::{Done, Prompt, Request, TokenEvent};
 
 use super::stream::{Collected, End};
@@ -326,12 +324,6 @@ where
         on_done,
         on_end,
     );
-    let events = batches.flat_map(|batch| {
-        stream::iter(
-            batch
-                .into_iter()
-                .map(|data| Ok::<_, Infallible>(SseEvent::default().data(data))),
-        )
-    });
+    let events = super::stream::sse_events(batches, |data| SseEvent::default().data(data));
     super::stream::sse(events, state.limits.sse_keep_alive)
 }

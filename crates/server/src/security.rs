@@ -176,8 +176,11 @@ fn is_public(method: &Method, path: &str, upgrade: bool) -> bool {
 
 fn error(status: StatusCode, path: &str, code: &'static str, message: &str) -> Response {
     // Each door keeps its own error shape.
-    let body = if path.starts_with("/v1/messages") {
-        json!({"type": "error", "error": {"type": hearth_protocol::anthropic::ErrorDetail::for_status(status.as_u16(), "").kind, "message": message}})
+    let body = if super::anthropic::owns(path) {
+        json!(hearth_protocol::anthropic::ErrorBody::for_status(
+            status.as_u16(),
+            message
+        ))
     } else if path.starts_with("/v1/") {
         json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": code}})
     } else if super::ollama::PATHS.contains(&path) {

@@ -40,6 +40,31 @@ where
     sse_keeping(events, KeepAlive::new().interval(keep_alive).event(ping))
 }
 
+/// A JSON event under its `type` as the SSE event name (`event: message_start`), as the
+/// Messages and Responses APIs send them.
+pub(crate) fn typed_event(v: serde_json::Value) -> axum::response::sse::Event {
+    let name = v
+        .get("type")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("message");
+    axum::response::sse::Event::default()
+        .event(name)
+        .data(v.to_string())
+}
+
+/// A door's batches as SSE events, each message made one by `to_event`.
+pub(crate) fn sse_events<M, S>(
+    batches: S,
+    to_event: fn(M) -> axum::response::sse::Event,
+) -> impl Stream<Item = Result<axum::response::sse::Event, std::convert::Infallible>> + Send
+where
+    M: Send + 'static,
+    S: Stream<Item = Vec<M>> + Send + 'static,
+{
+    use futures_util::StreamExt as _;
+    batches.flat_map(move |batch| stream::iter(batch.into_iter().map(move |m| Ok(to_event(m)))))
+}
+
 fn sse_keeping<S>(events: S, keep_alive: KeepAlive) -> axum::response::Response
 where
     S: Stream<Item = Result<axum::response::sse::Event, std::convert::Infallible>> + Send + 'static,
@@ -64,10 +89,10 @@ pub(crate) enum End<'a> {
     ShuttingDown,
 }
 
-/// The door's messages for `gen`: `first`, then `on_token`'s per token, `on_done`'s at the
-/// end, and `on_end`'s last of all (exactly once, however the stream ends). Each item is the
-/// messages that leave in one write.
-pub(crate) fn batches<M, T, D, E>(
+/// The door's messages for `gen`: `first`, then `on_token`'s per token (none, one, or several:
+/// an `Option` or a `Vec`), `on_done`'s at the end, and `on_end`'s last of all (exactly once,
+/// however the stream ends). Each item is the messages that leave in one write.
+pub(crate) fn batches<M, I, T, D, E>(
     gen: Generation,
     shutdown: CancellationToken,
     first: Vec<M>,
@@ -77,7 +102,8 @@ pub(crate) fn batches<M, T, D, E>(
 ) -> impl Stream<Item = Vec<M>> + Send
 where
     M: Send + 'static,
-    T: FnMut(&TokenEvent) -> Option<M> + Send + 'static,
+    I: IntoIterator<Item = M>,
+    T: FnMut(&TokenEvent) -> I + Send + 'static,
     D: FnOnce(&Done) -> Vec<M> + Send + 'static,
     E: FnOnce(End<'_>) -> Vec<M> + Send + 'static,
 {
@@ -89,9 +115,10 @@ where
         on_done: Option<D>,
         on_end: Option<E>,
     }
-    impl<M, T, D, E> St<M, T, D, E>
+    impl<M, I, T, D, E> St<M, T, D, E>
     where
-        T: FnMut(&TokenEvent) -> Option<M>,
+        I: IntoIterator<Item = M>,
+        T: FnMut(&TokenEvent) -> I,
         D: FnOnce(&Done) -> Vec<M>,
         E: FnOnce(End<'_>) -> Vec<M>,
     {
@@ -102,9 +129,7 @@ where
         fn handle(&mut self, event: Option<Event>) {
             match event {
                 Some(Event::Token(t)) => {
-                    if let Some(c) = (self.on_token)(&t) {
-                        self.queue.push_back(c);
-                    }
+                    self.queue.extend((self.on_token)(&t));
                 }
                 // Clients of these doors have no controls; nothing to tell them.
                 Some(Event::Restarted | Event::Paused | Event::Resumed | Event::Modified) => {}

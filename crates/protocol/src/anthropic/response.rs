@@ -108,22 +108,6 @@ pub enum StreamEvent {
     Error { error: ErrorDetail },
 }
 
-impl StreamEvent {
-    /// The SSE event name: the `type` field.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Self::MessageStart { .. } => "message_start",
-            Self::ContentBlockStart { .. } => "content_block_start",
-            Self::ContentBlockDelta { .. } => "content_block_delta",
-            Self::ContentBlockStop { .. } => "content_block_stop",
-            Self::MessageDelta { .. } => "message_delta",
-            Self::MessageStop => "message_stop",
-            Self::Ping => "ping",
-            Self::Error { .. } => "error",
-        }
-    }
-}
-
 /// `POST /v1/messages/count_tokens`' answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct TokenCount {

@@ -269,29 +269,6 @@ pub enum StreamEvent {
 }
 
 impl StreamEvent {
-    /// The SSE event name: the `type` field.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Self::Created { .. } => "response.created",
-            Self::InProgress { .. } => "response.in_progress",
-            Self::ItemAdded { .. } => "response.output_item.added",
-            Self::ItemDone { .. } => "response.output_item.done",
-            Self::PartAdded { .. } => "response.content_part.added",
-            Self::PartDone { .. } => "response.content_part.done",
-            Self::TextDelta { .. } => "response.output_text.delta",
-            Self::TextDone { .. } => "response.output_text.done",
-            Self::SummaryPartAdded { .. } => "response.reasoning_summary_part.added",
-            Self::SummaryPartDone { .. } => "response.reasoning_summary_part.done",
-            Self::SummaryDelta { .. } => "response.reasoning_summary_text.delta",
-            Self::SummaryDone { .. } => "response.reasoning_summary_text.done",
-            Self::ArgumentsDelta { .. } => "response.function_call_arguments.delta",
-            Self::ArgumentsDone { .. } => "response.function_call_arguments.done",
-            Self::Completed { .. } => "response.completed",
-            Self::Incomplete { .. } => "response.incomplete",
-            Self::Failed { .. } => "response.failed",
-        }
-    }
-
     /// The event's JSON with its `sequence_number`.
     pub fn numbered(&self, sequence_number: u64) -> Value {
         let mut v = serde_json::to_value(self).unwrap_or(Value::Null);

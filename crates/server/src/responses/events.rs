@@ -3,7 +3,6 @@
 //! `output_item.done`; the calls at the end (`function_call_arguments.delta`/`.done`); last
 //! `response.completed` (or `.incomplete`, `.failed`). Each carries its `sequence_number`.
 
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 
 use axum::response::sse::Event as SseEvent;
@@ -16,7 +15,7 @@ use serde_json::json;
 use super::{function_call, Saver};
 use crate::answer::{Piece, Splitter};
 use crate::error::ApiError;
-use crate::stream::{batches, End};
+use crate::stream::{batches, typed_event, End};
 use crate::AppState;
 
 /// The item being streamed.
@@ -32,9 +31,6 @@ struct Out {
     seq: u64,
     items: Vec<OutputItem>,
     open: Option<Open>,
-    /// All text and thinking, for the stored conversation.
-    text: String,
-    thinking: Option<String>,
     /// The status a message item closes with (`incomplete` once the answer was cut short).
     item_status: &'static str,
 }
@@ -43,7 +39,7 @@ impl Out {
     fn event(&mut self, e: StreamEvent) -> SseEvent {
         let data = e.numbered(self.seq);
         self.seq += 1;
-        SseEvent::default().event(e.name()).data(data.to_string())
+        typed_event(data)
     }
 
     fn item_id(&self, kind: &str, index: usize) -> String {
@@ -67,7 +63,6 @@ impl Out {
             let event = match &mut self.open {
                 Some(Open::Text { index, text }) => {
                     text.push_str(&delta);
-                    self.text.push_str(&delta);
                     let index = *index;
                     StreamEvent::TextDelta {
                         item_id: self.item_id("msg", index),
@@ -79,9 +74,6 @@ impl Out {
                 }
                 Some(Open::Reasoning { index, text }) => {
                     text.push_str(&delta);
-                    self.thinking
-                        .get_or_insert_with(String::new)
-                        .push_str(&delta);
                     let index = *index;
                     StreamEvent::SummaryDelta {
                         item_id: self.item_id("rs", index),
@@ -280,14 +272,12 @@ pub(super) fn stream(
     splitter: Splitter,
     save: Saver,
     pending: Arc<Mutex<Option<StoredResponse>>>,
-) -> impl Stream<Item = Vec<Result<SseEvent, Infallible>>> + Send {
+) -> impl Stream<Item = Vec<SseEvent>> + Send {
     let mut out = Out {
         base: base.clone(),
         seq: 0,
         items: vec![],
         open: None,
-        text: String::new(),
-        thinking: None,
         item_status: "completed",
     };
     let first = vec![
@@ -300,16 +290,21 @@ pub(super) fn stream(
     let splitter = Arc::new(Mutex::new(Some(splitter)));
     let on_token = {
         let (out, splitter) = (out.clone(), splitter.clone());
-        move |t: &TokenEvent| -> Option<Vec<SseEvent>> {
-            let pieces = splitter.lock().ok()?.as_mut()?.push(&t.text);
+        move |t: &TokenEvent| -> Vec<SseEvent> {
             let mut events = Vec::new();
-            out.lock().ok()?.pieces(pieces, &mut events);
-            (!events.is_empty()).then_some(events)
+            let pieces = match splitter.lock().ok().as_deref_mut().and_then(Option::as_mut) {
+                Some(s) => s.push(&t.text),
+                None => return events,
+            };
+            if let Ok(mut o) = out.lock() {
+                o.pieces(pieces, &mut events);
+            }
+            events
         }
     };
     let on_done = {
         let out = out.clone();
-        move |d: &Done| -> Vec<Vec<SseEvent>> {
+        move |d: &Done| -> Vec<SseEvent> {
             let (Some(splitter), Ok(mut o)) =
                 (splitter.lock().ok().and_then(|mut s| s.take()), out.lock())
             else {
@@ -317,7 +312,7 @@ pub(super) fn stream(
             };
             let ending = match splitter.finish(d.reason) {
                 Ok(e) => e,
-                Err(e) => return vec![vec![o.failed(&ApiError::from_call(&e))]],
+                Err(e) => return vec![o.failed(&ApiError::from_call(&e))],
             };
             let mut events = Vec::new();
             o.item_status = super::item_status(d, &ending.calls);
@@ -328,15 +323,7 @@ pub(super) fn stream(
             }
             o.calls(&ending.calls, &mut events);
             let items = std::mem::take(&mut o.items);
-            let (text, thinking) = (o.text.clone(), o.thinking.clone());
-            let (answer, record) = save.finish(
-                o.base.clone(),
-                d,
-                items,
-                thinking.as_deref(),
-                &text,
-                &ending.calls,
-            );
+            let (answer, record) = save.finish(o.base.clone(), d, items, &ending.calls);
             if let Ok(mut p) = pending.lock() {
                 *p = record;
             }
@@ -346,7 +333,7 @@ pub(super) fn stream(
                 StreamEvent::Completed { response: answer }
             };
             events.push(o.event(last));
-            vec![events]
+            events
         }
     };
     let on_end = move |end: End<'_>| {
@@ -355,18 +342,16 @@ pub(super) fn stream(
         };
         match end {
             End::Done => vec![],
-            End::Failed(f) => vec![vec![o.failed(&ApiError::from_failure(f))]],
-            End::ShuttingDown => vec![vec![o.failed(&ApiError::shutting_down())]],
+            End::Failed(f) => vec![o.failed(&ApiError::from_failure(f))],
+            End::ShuttingDown => vec![o.failed(&ApiError::shutting_down())],
         }
     };
-    use futures_util::StreamExt as _;
     batches(
         gen,
         state.shutdown.clone(),
-        vec![first],
+        first,
         on_token,
         on_done,
         on_end,
     )
-    .map(|batch| batch.into_iter().flatten().map(Ok).collect())
 }

@@ -170,8 +170,7 @@ pub(crate) async fn create(
                 .enumerate()
                 .map(|(i, c)| function_call(&id, i, c, "completed")),
         );
-        let (answer, record) =
-            save.finish(base, &c.done, items, thinking.as_deref(), &text, &calls);
+        let (answer, record) = save.finish(base, &c.done, items, &calls);
         if let Some(r) = record {
             state.store.put_response(r).await.map_err(store_error)?;
         }
@@ -191,13 +190,11 @@ pub(crate) async fn create(
                     tracing::warn!(error = %e, "storing a response failed");
                 }
             }
-            futures_util::stream::iter(batch)
+            batch
         }
     });
-    Ok(crate::stream::sse(
-        events.flatten(),
-        state.limits.sse_keep_alive,
-    ))
+    let events = crate::stream::sse_events(events, |e| e);
+    Ok(crate::stream::sse(events, state.limits.sse_keep_alive))
 }
 
 /// Whether the answer ended at `max_output_tokens` (or the context) rather than by itself.
@@ -236,18 +233,33 @@ struct Saver {
 }
 
 impl Saver {
-    /// The finished response, and its row when it is to be stored.
+    /// The finished response, and its row when it is to be stored (the conversation then
+    /// ends with the answer's text and calls; its thinking is left out, as templates drop it).
     fn finish(
         self,
         mut answer: Answer,
         done: &Done,
         items: Vec<OutputItem>,
-        thinking: Option<&str>,
-        text: &str,
         calls: &[ToolCall],
     ) -> (Answer, Option<StoredResponse>) {
+        let (mut text, mut thinking) = (String::new(), None::<String>);
+        for item in &items {
+            match item {
+                OutputItem::Message { content, .. } => {
+                    for Content::OutputText { text: t, .. } in content {
+                        text.push_str(t);
+                    }
+                }
+                OutputItem::Reasoning { summary, .. } => {
+                    for Summary::SummaryText { text: t } in summary {
+                        thinking.get_or_insert_with(String::new).push_str(t);
+                    }
+                }
+                OutputItem::FunctionCall { .. } => {}
+            }
+        }
         let reasoning = match (thinking, &self.reasoning_tokens) {
-            (Some(t), Some(info)) => u32::try_from(info.count_tokens(t)).unwrap_or(0),
+            (Some(t), Some(info)) => u32::try_from(info.count_tokens(&t)).unwrap_or(0),
             _ => 0,
         };
         answer.output = items;
