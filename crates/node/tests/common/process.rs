@@ -264,7 +264,21 @@ pub fn venv_python() -> PathBuf {
 /// Run a peer program (a real client or an independent implementation) to its end, on the
 /// blocking pool, and return its stdout and stderr. Bounded: killed after 5 minutes. Panics
 /// with both outputs when it fails.
-pub async fn run_peer(mut cmd: Command, what: &'static str) -> (String, String) {
+pub async fn run_peer(cmd: Command, what: &'static str) -> (String, String) {
+    let (status, stdout, stderr) = run_peer_to_end(cmd, what).await;
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "{what} failed ({status:?}):\n{stdout}\n{stderr}"
+    );
+    (stdout, stderr)
+}
+
+/// [`run_peer`] without judging how it ended: its exit status (`None`: killed at the
+/// deadline), stdout and stderr.
+pub async fn run_peer_to_end(
+    mut cmd: Command,
+    what: &'static str,
+) -> (Option<std::process::ExitStatus>, String, String) {
     tokio::task::spawn_blocking(move || {
         let dir = tempfile::tempdir().expect("temp dir");
         let (out, err) = (dir.path().join("stdout"), dir.path().join("stderr"));
@@ -285,12 +299,7 @@ pub async fn run_peer(mut cmd: Command, what: &'static str) -> (String, String) 
             }
             std::thread::sleep(Duration::from_millis(50));
         };
-        let (stdout, stderr) = (read(&out), read(&err));
-        assert!(
-            status.is_some_and(|s| s.success()),
-            "{what} failed ({status:?}):\n{stdout}\n{stderr}"
-        );
-        (stdout, stderr)
+        (status, read(&out), read(&err))
     })
     .await
     .expect("the peer's thread")
