@@ -446,8 +446,9 @@ async fn node_figures(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<
         &[
             "--parallel".into(),
             slots.to_string(),
+            // The pool the slots share: as much as the floor's slots have together.
             "--ctx".into(),
-            ctx_per_slot.to_string(),
+            (slots as u32 * ctx_per_slot).to_string(),
             "--threads".into(),
             threads.clone(),
         ],

@@ -49,7 +49,7 @@ async fn engine_load(path: &Path, threads: usize) -> Result<Duration> {
     let config = EngineConfig {
         slots: SLOTS,
         threads,
-        ctx_per_slot: Some(CTX),
+        context: Some(CTX),
         ..EngineConfig::new(path)
     };
     let started = Instant::now();

@@ -238,9 +238,7 @@ fn start(
             hearth_route::task::prepare(&task, &info).map_err(|f| invalid(&f.message))?
         }
         None => {
-            let chat = body
-                .validate(Some(info.ctx_per_slot))
-                .map_err(|e| invalid(&e))?;
+            let chat = body.validate(Some(info.context)).map_err(|e| invalid(&e))?;
             // Their answers need a door that reads the calls back and a grammar: refused
             // rather than answered as plain text.
             if chat.tools.is_some() || chat.format.is_some() {

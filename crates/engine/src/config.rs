@@ -12,8 +12,14 @@ pub struct EngineConfig {
     pub slots: usize,
     /// llama.cpp threads for decode and prefill.
     pub threads: usize,
-    /// Context per slot in tokens; `None` = min(4096, the model's training context).
-    pub ctx_per_slot: Option<u32>,
+    /// The context in tokens: one KV pool that the slots share, one request taking up to all
+    /// of it; `None` = the model's training context.
+    pub context: Option<u32>,
+    /// The element type of the KV cache (`--kv-type`).
+    pub kv_type: KvType,
+    /// Bytes of host memory that evicted sequences' KV state may take (`--cache-ram`); 0 turns
+    /// the prompt cache off.
+    pub cache_ram: u64,
     /// Largest single decode in tokens. A larger decode aborts llama.cpp, so prefill is chunked
     /// to at most this.
     pub n_batch: u32,
@@ -91,6 +97,73 @@ impl std::str::FromStr for GpuLayers {
     }
 }
 
+/// The element type of the KV cache (`--kv-type`): f16, or q8_0 / q4_0 (half and about a
+/// quarter of the memory per token; llama.cpp needs flash attention for a quantized V cache).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KvType {
+    #[default]
+    F16,
+    Q8_0,
+    Q4_0,
+}
+
+impl KvType {
+    /// Bytes one key or value element takes (a block of 32 elements and its f16 scale).
+    pub fn bytes_per_element(self) -> f64 {
+        match self {
+            Self::F16 => 2.0,
+            Self::Q8_0 => 34.0 / 32.0,
+            Self::Q4_0 => 18.0 / 32.0,
+        }
+    }
+
+    /// KV cache bytes one token takes in a model of this shape (keys and values of every
+    /// layer), when its header says the shape. Saturating: the header's numbers are the file's
+    /// word.
+    pub fn bytes_per_token(self, g: &crate::gguf::GgufInfo) -> Option<u64> {
+        let layers = g.block_count?;
+        let heads = g.head_count.filter(|h| *h > 0)?;
+        let kv_heads = g.head_count_kv.unwrap_or(heads);
+        let head = g.embedding_length? / heads;
+        let width = g
+            .key_length
+            .unwrap_or(head)
+            .saturating_add(g.value_length.unwrap_or(head));
+        let elements = layers.saturating_mul(kv_heads).saturating_mul(width);
+        Some((elements as f64 * self.bytes_per_element()) as u64)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::F16 => "f16",
+            Self::Q8_0 => "q8_0",
+            Self::Q4_0 => "q4_0",
+        }
+    }
+}
+
+impl std::fmt::Display for KvType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for KvType {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "f16" => Ok(Self::F16),
+            "q8_0" | "q8" => Ok(Self::Q8_0),
+            "q4_0" | "q4" => Ok(Self::Q4_0),
+            other => Err(format!(
+                "'{}' is not a KV cache type: f16, q8_0 or q4_0",
+                other.chars().take(40).collect::<String>()
+            )),
+        }
+    }
+}
+
 /// Which GPU a model goes to (`--device`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum DeviceChoice {
@@ -138,8 +211,8 @@ pub struct Script {
     pub answer: Vec<String>,
 }
 
-/// Default context per slot when the model allows it (what Ollama uses by default).
-pub const DEFAULT_CTX_PER_SLOT: u32 = 4096;
+/// The context when the model's header does not say its training context.
+pub const DEFAULT_CONTEXT: u32 = 4096;
 pub const DEFAULT_SLOTS: usize = 4;
 pub const DEFAULT_N_BATCH: u32 = 512;
 pub const DEFAULT_PREFILL_CHUNK: u32 = 128;
@@ -151,7 +224,9 @@ impl EngineConfig {
             model_path: model_path.into(),
             slots: DEFAULT_SLOTS,
             threads: physical_cores(),
-            ctx_per_slot: None,
+            context: None,
+            kv_type: KvType::default(),
+            cache_ram: 0,
             n_batch: DEFAULT_N_BATCH,
             prefill_chunk: DEFAULT_PREFILL_CHUNK,
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
@@ -209,6 +284,9 @@ mod tests {
         assert_eq!("none".parse(), Ok(DeviceChoice::None));
         assert_eq!("auto".parse(), Ok(DeviceChoice::Any));
         assert_eq!("Vulkan1".parse(), Ok(DeviceChoice::Named("Vulkan1".into())));
+        assert_eq!("Q8_0".parse(), Ok(KvType::Q8_0));
+        assert_eq!("f16".parse(), Ok(KvType::F16));
+        assert!("q5_1".parse::<KvType>().unwrap_err().contains("q8_0"));
     }
 
     #[test]

@@ -40,6 +40,18 @@ pub(crate) struct Shared {
     /// One stream's decode speed, tokens/s, averaged over the generations that finished (an
     /// `f64`'s bits; 0 until one has): what placement compares nodes by.
     pub(crate) decode_speed: AtomicU64,
+    /// The KV pool and the prompt cache, as the engine thread last left them.
+    pub(crate) pool: PoolCounters,
+}
+
+/// What [`crate::PoolStats`] reports, kept by the engine thread.
+#[derive(Debug, Default)]
+pub(crate) struct PoolCounters {
+    pub(crate) kv_used: AtomicU64,
+    pub(crate) cache_entries: AtomicU64,
+    pub(crate) cache_bytes: AtomicU64,
+    pub(crate) cache_restored: AtomicU64,
+    pub(crate) parked: AtomicU64,
 }
 
 /// How much each finished generation moves the decode speed average.

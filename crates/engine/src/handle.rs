@@ -154,6 +154,22 @@ pub struct EngineStats {
     /// `threads` is below the configured count (it gives a core up from
     /// [`crate::GIVE_UP_AT`] of one).
     pub cpu_others: f64,
+    /// The KV pool and the prompt cache.
+    pub pool: PoolStats,
+}
+
+/// The KV pool the slots share and the prompt cache that outlives them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct PoolStats {
+    /// Tokens the pool holds now: the requests' and idle sequences' kept for their prefix.
+    pub kv_used: u64,
+    /// Sequences saved in host memory (`--cache-ram`), and their bytes.
+    pub cache_entries: u64,
+    pub cache_bytes: u64,
+    /// Prompt tokens restored from host memory instead of prefilled, in total.
+    pub cache_restored_tokens: u64,
+    /// Requests set aside while the pool was full (resumed later), in total.
+    pub parked: u64,
 }
 
 /// A cheap, cloneable handle to one engine thread.
@@ -297,6 +313,7 @@ impl Engine {
             throttle: AtomicU8::new(100),
             threads: AtomicUsize::new(config.threads.max(1)),
             cpu_others: AtomicU64::new(0),
+            pool: crate::engine_loop::PoolCounters::default(),
         });
         let thread_shared = shared.clone();
         // Events are handed to readers through a task on the caller's runtime, if it has one.
@@ -376,6 +393,13 @@ impl Engine {
             decode_tokens_per_s: s.decode_speed(),
             threads: s.threads.load(Ordering::Relaxed),
             cpu_others: f64::from_bits(s.cpu_others.load(Ordering::Relaxed)),
+            pool: PoolStats {
+                kv_used: s.pool.kv_used.load(Ordering::Relaxed),
+                cache_entries: s.pool.cache_entries.load(Ordering::Relaxed),
+                cache_bytes: s.pool.cache_bytes.load(Ordering::Relaxed),
+                cache_restored_tokens: s.pool.cache_restored.load(Ordering::Relaxed),
+                parked: s.pool.parked.load(Ordering::Relaxed),
+            },
         }
     }
 
@@ -402,10 +426,10 @@ impl Engine {
         // Judged by its length first: a prompt that cannot fit is never tokenized.
         let fits = |text: &str| {
             let least = model.prompter.least_tokens(text);
-            if least >= model.ctx_per_slot as usize {
+            if least >= model.context as usize {
                 return Err(SubmitError::ContextLengthExceeded {
                     prompt_tokens: least,
-                    context: model.ctx_per_slot,
+                    context: model.context,
                     at_least: true,
                 });
             }
@@ -441,10 +465,10 @@ impl Engine {
             }
             model.prompter.check_grammar(g, &params.grammar_triggers)?;
         }
-        if tokens.len() >= model.ctx_per_slot as usize {
+        if tokens.len() >= model.context as usize {
             return Err(SubmitError::ContextLengthExceeded {
                 prompt_tokens: tokens.len(),
-                context: model.ctx_per_slot,
+                context: model.context,
                 at_least: false,
             });
         }

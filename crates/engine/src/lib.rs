@@ -73,7 +73,7 @@ pub mod tools;
 
 pub use backend::libraries as load_backend_libraries;
 pub use backend::loaded as backends;
-pub use config::{DeviceChoice, EngineConfig, GpuLayers, Offload, Remote, Script};
+pub use config::{DeviceChoice, EngineConfig, GpuLayers, KvType, Offload, Remote, Script};
 pub use cpu::Backends;
 pub use cpu_share::GIVE_UP_AT;
 pub use devices::{Device, DeviceKind};
@@ -81,7 +81,7 @@ pub use embedder::{normalize, EmbedError, Embeddings, EMBED_MAX_TOKENS};
 pub use events::{Candidate, Done, Event, Failure, FailureKind, Timing, TokenEvent, TokenLogprobs};
 pub use handle::{
     ControlError, Controller, EmbedFailure, EmbedInput, Engine, EngineStats, Events, Generation,
-    Prompt, Request, SubmitError,
+    PoolStats, Prompt, Request, SubmitError,
 };
 pub use model::{Chat, ModelInfo, ModelState, PromptError};
 pub use offload::Placement;

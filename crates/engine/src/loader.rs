@@ -215,8 +215,8 @@ pub(crate) fn n_ctx_train(loaded: &Loaded) -> u32 {
 pub(crate) fn info(
     loaded: &Loaded,
     config: &EngineConfig,
-    ctx_per_slot: u32,
-    slots: usize,
+    context: u32,
+    kv_bytes: u64,
 ) -> Arc<ModelInfo> {
     let model = &loaded.model;
     let template_source = model
@@ -229,8 +229,11 @@ pub(crate) fn info(
         n_params: model.n_params(),
         size_bytes: model.size(),
         n_ctx_train: n_ctx_train(loaded),
-        ctx_per_slot,
-        slots,
+        context,
+        slots: config.slots.max(1),
+        kv_type: config.kv_type,
+        kv_bytes,
+        cache_ram: config.cache_ram,
         embed_max_tokens: crate::embedder::max_tokens(n_ctx_train(loaded)),
         gguf: loaded.gguf.clone(),
         placement: loaded.placement.clone(),

@@ -85,9 +85,14 @@ pub struct ModelInfo {
     pub n_params: u64,
     pub size_bytes: u64,
     pub n_ctx_train: u32,
-    /// The context each request gets, in tokens.
-    pub ctx_per_slot: u32,
+    /// The context in tokens: one KV pool the slots share, one request taking up to all of it.
+    pub context: u32,
     pub slots: usize,
+    /// The KV cache's element type and the memory the whole pool takes.
+    pub kv_type: crate::KvType,
+    pub kv_bytes: u64,
+    /// Host memory evicted sequences' KV may take (the prompt cache; 0: off).
+    pub cache_ram: u64,
     /// The most tokens one embedding input may have.
     pub embed_max_tokens: u32,
     /// Where its layers are: this machine's GPU (how many, how much video memory), or the CPU.
@@ -100,7 +105,7 @@ impl std::fmt::Debug for ModelInfo {
         f.debug_struct("ModelInfo")
             .field("id", &self.id)
             .field("path", &self.path)
-            .field("ctx_per_slot", &self.ctx_per_slot)
+            .field("context", &self.context)
             .field("slots", &self.slots)
             .finish_non_exhaustive()
     }

@@ -14,7 +14,7 @@ use hearth_protocol::{FinishReason, RequestId, Usage};
 use tokio::sync::watch;
 
 use crate::commands::{Command, ControlOp, Courier, Outbox, Submission};
-use crate::config::{EngineConfig, Script, DEFAULT_CTX_PER_SLOT};
+use crate::config::{EngineConfig, Script};
 use crate::embedder::EmbedError;
 use crate::engine_loop;
 use crate::engine_loop::{final_state, stop_message, Shared};
@@ -55,20 +55,14 @@ pub(crate) fn run(
         return;
     };
     let slots = config.slots.max(1);
-    let ctx_per_slot = config
-        .ctx_per_slot
-        .unwrap_or(DEFAULT_CTX_PER_SLOT)
-        .min(loader::n_ctx_train(&loaded).max(1));
+    let context = crate::scheduler::context_for(&config, loader::n_ctx_train(&loaded));
     state.send_replace(ModelState::Ready(loader::info(
-        &loaded,
-        &config,
-        ctx_per_slot,
-        slots,
+        &loaded, &config, context, 0,
     )));
     tracing::info!(model = %loaded.id, slots, "scripted engine ready");
     let mut engine = Scripted {
         script,
-        ctx_per_slot,
+        context,
         slots: (0..slots).map(|_| None).collect(),
         queue: VecDeque::new(),
         draining: Vec::new(),
@@ -87,7 +81,7 @@ pub(crate) fn run(
 
 struct Scripted {
     script: Script,
-    ctx_per_slot: u32,
+    context: u32,
     slots: Vec<Option<Slot>>,
     queue: VecDeque<Box<Submission>>,
     draining: Vec<Outbox>,
@@ -202,7 +196,7 @@ impl Scripted {
             };
             let now = Instant::now();
             let prompt_tokens = s.tokens.len() as u32;
-            let room = self.ctx_per_slot.saturating_sub(prompt_tokens).max(1);
+            let room = self.context.saturating_sub(prompt_tokens).max(1);
             self.slots[free] = Some(Slot {
                 id: s.id,
                 prompt_tokens,

@@ -2,6 +2,7 @@
 //! it (the weights, the key/value cache of every slot, llama.cpp's compute buffers), and how
 //! much the node may give to models: `--memory-limit`, else what the machine has free.
 
+use hearth_engine::KvType;
 use hearth_protocol::gguf::GgufInfo;
 
 /// llama.cpp's compute buffers and the embedding context, beside weights and cache: a
@@ -9,23 +10,12 @@ use hearth_protocol::gguf::GgufInfo;
 const OVERHEAD_BYTES: u64 = 64 << 20;
 
 /// The memory a model is expected to take: its file (weights are mapped, and every page is
-/// read while decoding), plus an f16 key/value cache for `ctx_tokens` (every slot's context)
-/// when the header says the model's shape, plus fixed buffers.
-pub fn estimate(size_bytes: u64, gguf: Option<&GgufInfo>, ctx_tokens: u64) -> u64 {
-    let kv = gguf.and_then(|g| {
-        let layers = g.block_count?;
-        let width = g.embedding_length?;
-        let heads = g.head_count.filter(|h| *h > 0)?;
-        let kv_heads = g.head_count_kv.unwrap_or(heads);
-        // keys and values, 2 bytes each, of width * kv_heads / heads per layer and token
-        // (saturating: the header's numbers are the file's word)
-        Some(
-            [layers, ctx_tokens, width, kv_heads]
-                .into_iter()
-                .fold(4u64, u64::saturating_mul)
-                / heads,
-        )
-    });
+/// read while decoding), plus a `kv`-typed key/value cache for `ctx_tokens` (the pool the
+/// slots share) when the header says the model's shape, plus fixed buffers.
+pub fn estimate(size_bytes: u64, gguf: Option<&GgufInfo>, ctx_tokens: u64, kv: KvType) -> u64 {
+    let kv = gguf
+        .and_then(|g| kv.bytes_per_token(g))
+        .map(|per_token| per_token.saturating_mul(ctx_tokens));
     // Without the shape: a quarter of the weights is a usual cache at these contexts.
     let kv = kv.unwrap_or(size_bytes / 4);
     size_bytes.saturating_add(kv).saturating_add(OVERHEAD_BYTES)
@@ -73,7 +63,7 @@ pub struct Room {
 /// Whether a model file of `size` bytes (its header unread: the usual cache for its size) fits
 /// in `room`.
 pub fn fit(size: u64, room: &Room) -> Fit {
-    let needs = estimate(size, None, room.ctx_tokens);
+    let needs = estimate(size, None, room.ctx_tokens, KvType::F16);
     Fit {
         needs,
         fits: needs.saturating_sub(room.gpu) <= room.budget,
@@ -140,8 +130,30 @@ mod tests {
             ..GgufInfo::default()
         };
         // 30 layers * 8192 tokens * 576 * 3/9 * 2 (k, v) * 2 bytes = 188,743,680
-        assert_eq!(estimate(0, Some(&g), 8192), 188_743_680 + OVERHEAD_BYTES);
-        assert_eq!(estimate(400, None, 8192), 500 + OVERHEAD_BYTES);
+        assert_eq!(
+            estimate(0, Some(&g), 8192, KvType::F16),
+            188_743_680 + OVERHEAD_BYTES
+        );
+        // q8_0: 34 bytes a block of 32 elements instead of 64.
+        assert_eq!(
+            estimate(0, Some(&g), 8192, KvType::Q8_0),
+            188_743_680 / 64 * 34 + OVERHEAD_BYTES
+        );
+        // A head wider than the width over the heads (Gemma 3: 256, not 640 / 4).
+        let wide = GgufInfo {
+            block_count: Some(18),
+            embedding_length: Some(640),
+            head_count: Some(4),
+            head_count_kv: Some(1),
+            key_length: Some(256),
+            value_length: Some(256),
+            ..GgufInfo::default()
+        };
+        assert_eq!(
+            estimate(0, Some(&wide), 1, KvType::F16),
+            18 * 512 * 2 + OVERHEAD_BYTES
+        );
+        assert_eq!(estimate(400, None, 8192, KvType::F16), 500 + OVERHEAD_BYTES);
         // A header's absurd numbers give a huge estimate, never an overflow.
         let absurd = GgufInfo {
             block_count: Some(u64::MAX),
@@ -149,7 +161,7 @@ mod tests {
             head_count: Some(1),
             ..GgufInfo::default()
         };
-        assert_eq!(estimate(0, Some(&absurd), 8192), u64::MAX);
+        assert_eq!(estimate(0, Some(&absurd), 8192, KvType::F16), u64::MAX);
     }
 
     #[test]

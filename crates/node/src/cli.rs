@@ -33,9 +33,19 @@ pub struct ServeArgs {
     /// llama.cpp threads [default: physical cores].
     #[arg(long, env = "HEARTH_THREADS")]
     threads: Option<usize>,
-    /// Context per slot in tokens [default: min(4096, the model's)].
+    /// Each model's context in tokens: one KV pool its --parallel slots share, one request
+    /// taking up to all of it [default: the model's training context, as far as half the
+    /// memory beside its weights holds].
     #[arg(long, env = "HEARTH_CTX")]
     ctx: Option<u32>,
+    /// The KV cache's element type: f16, q8_0 (half the memory) or q4_0.
+    #[arg(long, env = "HEARTH_KV_TYPE", default_value = "f16")]
+    kv_type: hearth_engine::KvType,
+    /// MiB of host memory each model's prompt cache may take: the KV state of sequences whose
+    /// slot was reused, restored when a prompt starts the same way again; 0 turns it off
+    /// [default: a quarter of the memory left beside the models, at most 8 GiB].
+    #[arg(long, env = "HEARTH_CACHE_RAM")]
+    cache_ram: Option<u64>,
     /// Layers of each model on the GPU: auto (as many as its free memory holds, less
     /// --gpu-margin: llama.cpp's fitting), a number, all, or 0 (the CPU only).
     #[arg(long, env = "HEARTH_GPU_LAYERS", default_value = "auto")]
@@ -217,6 +227,8 @@ impl ServeArgs {
             c.threads = t;
         }
         c.ctx = self.ctx;
+        c.kv_type = self.kv_type;
+        c.cache_ram = self.cache_ram.map(|mib| mib.saturating_mul(1 << 20));
         c.offload = hearth_engine::Offload {
             layers: self.gpu_layers,
             device: self.device,

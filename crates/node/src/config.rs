@@ -31,8 +31,14 @@ pub struct NodeConfig {
     /// How much of a model goes to this machine's GPU, and which one (`--gpu-layers`,
     /// `--device`, `--gpu-margin`).
     pub offload: hearth_engine::Offload,
-    /// Context per slot, in tokens.
+    /// Each model's context, in tokens: one KV pool its slots share (`--ctx`); `None`: the
+    /// model's training context, as far as memory holds.
     pub ctx: Option<u32>,
+    /// The KV cache's element type (`--kv-type`).
+    pub kv_type: hearth_engine::KvType,
+    /// Bytes of host memory each model's prompt cache may take (`--cache-ram`); `None`: a share
+    /// of the memory left beside the models, 0: off.
+    pub cache_ram: Option<u64>,
     pub queue: usize,
     /// The Hugging Face-style hub models are downloaded from (`--hub-url`).
     pub hub_url: String,
@@ -96,6 +102,8 @@ impl NodeConfig {
             threads: hearth_engine::config::physical_cores(),
             offload: hearth_engine::Offload::default(),
             ctx: None,
+            kv_type: hearth_engine::KvType::default(),
+            cache_ram: None,
             queue: hearth_engine::config::DEFAULT_QUEUE_CAPACITY,
             hub_url: hearth_models::hub::DEFAULT_HUB_URL.to_owned(),
             transfer_pace: None,

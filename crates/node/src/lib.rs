@@ -244,7 +244,9 @@ impl Node {
         let host = ModelHost::new(EngineSettings {
             slots: config.parallel.max(1),
             threads: config.threads.max(1),
-            ctx_per_slot: config.ctx,
+            context: config.ctx,
+            kv_type: config.kv_type,
+            cache_ram: config.cache_ram,
             queue_capacity: config.queue,
             min_load_time: config.min_load_time,
             script: config.script.clone(),

@@ -184,7 +184,7 @@ async fn serve(config: NodeConfig) -> anyhow::Result<()> {
     println!("Hearth is listening on {url}  (OpenAI API: {url}/v1, streaming WebSocket: ws://{}/generate)", node.addr());
     tokio::select! {
         r = node.host().ready() => match r {
-            Ok(info) => println!("Model {} is ready ({} slots, {} tokens of context each)", info.id, info.slots, info.ctx_per_slot),
+            Ok(info) => println!("Model {} is ready ({} slots, {} tokens of context shared)", info.id, info.slots, info.context),
             Err(hearth_engine::SubmitError::NoModel) => println!("No model yet: open {url} to load one (Models), or put a .gguf file in the models folder"),
             Err(e) => {
                 eprintln!("The model could not be loaded: {e}");

@@ -172,17 +172,16 @@ async fn search(
         tokio_util::sync::CancellationToken::new(),
     );
     let found = downloads.search(query, limit).await?;
-    let slots = hearth_engine::config::DEFAULT_SLOTS as u64;
-    let per_slot = u64::from(hearth_engine::config::DEFAULT_CTX_PER_SLOT);
+    let context = u64::from(hearth_engine::config::DEFAULT_CONTEXT);
     let room = memory::Room {
-        ctx_tokens: per_slot * slots,
+        ctx_tokens: context,
         budget: memory::budget(None, 0, 0),
         gpu: memory::gpu_room(&hearth_engine::Offload::default(), 0),
     };
     if found.is_empty() {
         println!("no GGUF models on the hub match {query:?}");
     }
-    println!("fit: at {per_slot} tokens of context for each of {slots} requests");
+    println!("fit: with a {context}-token context");
     for r in found {
         println!("{}	{} downloads", r.id, r.downloads);
         if let Some(e) = &r.error {

@@ -121,7 +121,7 @@ async fn generation_ends_with_length_at_the_end_of_the_context() {
         c.ctx = Some(96);
     })
     .await;
-    let ctx = t.node().host().model().unwrap().ctx_per_slot as u64;
+    let ctx = t.node().host().model().unwrap().context as u64;
     let v = t
         .chat(json!({"messages": user(PROMPT), "temperature": 0}))
         .await;

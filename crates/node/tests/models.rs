@@ -129,7 +129,7 @@ async fn under_a_low_memory_limit_the_least_recently_used_model_unloads() {
     let path = dir.path().join("alpha.gguf");
     let gguf = hearth_engine::gguf::read(&path).unwrap();
     let size = std::fs::metadata(&path).unwrap().len();
-    let one = hearth_models::memory::estimate(size, Some(&gguf), 2 * 512);
+    let one = hearth_models::memory::estimate(size, Some(&gguf), 512, hearth_engine::KvType::F16);
     // Room for one model and a half: the second one needs the first one's place.
     // alpha is loaded at start (the folder's first model).
     let t = start(dir.path(), |c| c.memory_limit = Some(one * 3 / 2)).await;
@@ -543,7 +543,7 @@ async fn a_model_that_cannot_fit_unloads_nothing() {
     let path = dir.path().join("alpha.gguf");
     let gguf = hearth_engine::gguf::read(&path).unwrap();
     let size = std::fs::metadata(&path).unwrap().len();
-    let one = hearth_models::memory::estimate(size, Some(&gguf), 2 * 512);
+    let one = hearth_models::memory::estimate(size, Some(&gguf), 512, hearth_engine::KvType::F16);
     // gamma's header is the model's, its file twice as long: it needs about two models' room.
     let mut bytes = std::fs::read(&path).unwrap();
     bytes.extend(std::iter::repeat_n(0u8, bytes.len()));

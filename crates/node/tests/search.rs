@@ -53,7 +53,7 @@ async fn the_search_lists_what_fits_and_a_found_file_downloads() {
 
     let (status, v) = search(&t, "tiny").await;
     assert_eq!(status, 200, "{v}");
-    assert_eq!(v["context_per_slot"], 512, "{v}");
+    assert_eq!(v["context"], 512, "{v}");
     let repos = v["repos"].as_array().unwrap();
     let ids: Vec<&str> = repos.iter().map(|r| r["id"].as_str().unwrap()).collect();
     assert_eq!(

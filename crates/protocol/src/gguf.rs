@@ -43,6 +43,10 @@ pub struct GgufInfo {
     /// Attention heads, and the key/value heads (fewer under grouped-query attention).
     pub head_count: Option<u64>,
     pub head_count_kv: Option<u64>,
+    /// The width of one key and one value head (`{arch}.attention.key_length`,
+    /// `value_length`), where it is not `embedding_length / head_count`.
+    pub key_length: Option<u64>,
+    pub value_length: Option<u64>,
     pub chat_template: Option<String>,
     pub tensor_count: u64,
 }
@@ -86,6 +90,8 @@ impl GgufInfo {
                         ".embedding_length",
                         ".attention.head_count",
                         ".attention.head_count_kv",
+                        ".attention.key_length",
+                        ".attention.value_length",
                     ]
                     .iter()
                     .any(|s| k.ends_with(s)) =>
@@ -106,6 +112,8 @@ impl GgufInfo {
                     "embedding_length" => info.embedding_length = Some(v),
                     "attention.head_count" => info.head_count = Some(v),
                     "attention.head_count_kv" => info.head_count_kv = Some(v),
+                    "attention.key_length" => info.key_length = Some(v),
+                    "attention.value_length" => info.value_length = Some(v),
                     _ => {}
                 }
             }
@@ -331,13 +339,14 @@ mod tests {
     }
 
     fn sample() -> Vec<u8> {
-        let mut h = header(8);
+        let mut h = header(9);
         kv_str(&mut h, "general.architecture", "llama");
         kv_u32(&mut h, "general.file_type", 3);
         kv_u32(&mut h, "llama.context_length", 8192);
         kv_u32(&mut h, "llama.embedding_length", 576);
         kv_u32(&mut h, "llama.attention.head_count", 9);
         kv_u32(&mut h, "llama.attention.head_count_kv", 3);
+        kv_u32(&mut h, "llama.attention.key_length", 64);
         // an array of strings, skipped
         let k = "tokenizer.ggml.tokens";
         h.extend((k.len() as u64).to_le_bytes());
@@ -360,6 +369,7 @@ mod tests {
         assert_eq!(info.quantization.as_deref(), Some("Q4_1"));
         assert_eq!(info.context_length, Some(8192));
         assert_eq!(info.embedding_length, Some(576));
+        assert_eq!((info.key_length, info.value_length), (Some(64), None));
         assert_eq!((info.head_count, info.head_count_kv), (Some(9), Some(3)));
         assert_eq!(info.chat_template.as_deref(), Some("{{ x }}"));
     }

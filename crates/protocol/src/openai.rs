@@ -230,8 +230,33 @@ pub struct ChatCompletion {
     pub created: u64,
     pub model: String,
     pub choices: Vec<ChatChoice>,
-    pub usage: Usage,
+    pub usage: CompletionUsage,
     pub timings: Timings,
+}
+
+/// Token counts as OpenAI reports them: the usual three, and how many prompt tokens the
+/// prompt cache served (`prompt_tokens_details.cached_tokens`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CompletionUsage {
+    #[serde(flatten)]
+    pub usage: Usage,
+    pub prompt_tokens_details: PromptTokensDetails,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct PromptTokensDetails {
+    pub cached_tokens: u32,
+}
+
+impl CompletionUsage {
+    pub fn new(usage: Usage, cached_tokens: u32) -> Self {
+        Self {
+            usage,
+            prompt_tokens_details: PromptTokensDetails {
+                cached_tokens: cached_tokens.min(usage.prompt_tokens),
+            },
+        }
+    }
 }
 
 /// Where the time went, as llama-server reports it (`timings`), so clients and benchmarks
@@ -334,7 +359,7 @@ pub struct ChatChunk {
     pub choices: Vec<ChunkChoice>,
     /// Present (as `null`) on every chunk when usage was asked for, as OpenAI does.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Option<Usage>>,
+    pub usage: Option<Option<CompletionUsage>>,
     /// On the chunk that carries the finish reason.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timings: Option<Timings>,
@@ -368,7 +393,7 @@ pub struct TextCompletion {
     pub model: String,
     pub choices: Vec<TextChoice>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Option<Usage>>,
+    pub usage: Option<Option<CompletionUsage>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timings: Option<Timings>,
 }

@@ -62,7 +62,7 @@ impl Target {
 
     /// Tokens of context per request, when this node knows it (its own model).
     pub fn ctx(&self) -> Option<u32> {
-        self.local.as_ref().map(|i| i.ctx_per_slot)
+        self.local.as_ref().map(|i| i.context)
     }
 }
 

@@ -182,7 +182,7 @@ fn invalid(message: impl Into<String>) -> TaskFailure {
 /// The engine request for a task: the conversation rendered by the model's chat template, or
 /// (Hearth extension) a raw prompt, and text to continue from.
 pub fn prepare(task: &Task, model: &ModelInfo) -> Result<Request, TaskFailure> {
-    let ctx = model.ctx_per_slot;
+    let ctx = model.context;
     let ext = task.hearth.clone().unwrap_or_default();
     let max_tokens = match task.max_new_tokens {
         None => None,

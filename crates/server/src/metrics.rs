@@ -74,6 +74,34 @@ fn registry(state: &AppState) -> Registry {
         "Generations finished since start",
         ConstCounter::new(stats.requests_finished),
     );
+    let pool = stats.pool;
+    let gauge = |n: u64| ConstGauge::new(i64::try_from(n).unwrap_or(i64::MAX));
+    r.register(
+        "hearth_kv_tokens",
+        "Tokens the loaded models' KV pools hold (requests' and idle prefixes)",
+        gauge(pool.kv_used),
+    );
+    r.register(
+        "hearth_prompt_cache_entries",
+        "Sequences kept in host memory by the prompt cache",
+        gauge(pool.cache_entries),
+    );
+    r.register_with_unit(
+        "hearth_prompt_cache",
+        "Host memory the prompt cache holds",
+        Unit::Bytes,
+        gauge(pool.cache_bytes),
+    );
+    r.register(
+        "hearth_prompt_cache_restored_tokens",
+        "Prompt tokens restored from the prompt cache instead of prefilled",
+        ConstCounter::new(pool.cache_restored_tokens),
+    );
+    r.register(
+        "hearth_requests_parked",
+        "Requests set aside while the KV pool was full, resumed later",
+        ConstCounter::new(pool.parked),
+    );
     r.register(
         "hearth_engine_threads",
         "llama.cpp threads in use (fewer than configured while other programs keep cores busy)",

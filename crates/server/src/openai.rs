@@ -19,7 +19,6 @@ use hearth_engine::{Done, Prompt, Request, TokenEvent};
 use super::stream::{Collected, End};
 
 use hearth_protocol::openai::{self as oa, parse_body, CompletionBody, ErrorBody, RequestError};
-use hearth_protocol::Usage;
 use hearth_route::{Generation, Target};
 use tokio_util::sync::CancellationToken;
 
@@ -207,7 +206,10 @@ pub(crate) async fn completions(
                 logprobs: req.logprobs.then(|| text_logprobs(&c.tokens, 0)),
                 finish_reason: Some(finish_reason(c.done.reason).to_owned()),
             }],
-            usage: Some(Some(c.done.usage)),
+            usage: Some(Some(oa::CompletionUsage::new(
+                c.done.usage,
+                c.done.timing.cached_tokens,
+            ))),
             timings: Some(timings(&c.done)),
         })
         .into_response());
@@ -216,7 +218,7 @@ pub(crate) async fn completions(
     let logprobs = req.logprobs;
     let usage_field = move || include_usage.then_some(None);
     let chunk = move |choices: Vec<oa::TextChoice>,
-                      usage: Option<Option<Usage>>,
+                      usage: Option<Option<oa::CompletionUsage>>,
                       timings: Option<oa::Timings>| {
         json(&oa::TextCompletion {
             id: id.clone(),
@@ -264,7 +266,8 @@ pub(crate) async fn completions(
         )];
         if include_usage {
             // The usage chunk carries no choices, as OpenAI sends it.
-            out.push(chunk(vec![], Some(Some(d.usage)), None));
+            let usage = oa::CompletionUsage::new(d.usage, d.timing.cached_tokens);
+            out.push(chunk(vec![], Some(Some(usage)), None));
         }
         out
     };

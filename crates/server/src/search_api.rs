@@ -27,8 +27,8 @@ pub(crate) struct SearchQuery {
 pub(crate) struct SearchAnswer {
     query: String,
     hub: String,
-    /// The context a request gets here, in tokens: what the fit marks assume.
-    context_per_slot: u64,
+    /// The context a model gets here, in tokens: what the fit marks assume.
+    context: u64,
     repos: Vec<Repo>,
 }
 
@@ -69,7 +69,7 @@ pub(crate) async fn search(
             e => ApiFailure::new(StatusCode::BAD_GATEWAY, "hub_unavailable", e.to_string()),
         })?;
     let host = state.router.host();
-    let context_per_slot = host.context_per_slot();
+    let context = host.default_context();
     // Read once: the machine's memory and the GPUs' are the same for every file.
     let room = host.room_for_new();
     let repos = found
@@ -99,7 +99,7 @@ pub(crate) async fn search(
     Ok(Json(SearchAnswer {
         query: q.q.trim().to_owned(),
         hub: state.downloads.hub_url().to_owned(),
-        context_per_slot,
+        context,
         repos,
     }))
 }

@@ -25,6 +25,9 @@ pub(crate) struct Status {
     /// Cores' worth of CPU other programs used, as the engine last measured it (why `threads`
     /// is fewer).
     cpu_others: f64,
+    /// The loaded models' KV pools and prompt caches together: tokens held, sequences saved
+    /// in host memory and their bytes, tokens restored from them, requests parked for room.
+    pool: hearth_engine::PoolStats,
     /// The throttle in force (0..=100) and whether serving is paused by the user.
     throttle: u8,
     paused: bool,
@@ -81,8 +84,16 @@ pub(crate) struct ModelStatus {
     pub(crate) progress: f32,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) error: Option<String>,
+    /// Ready: its context in tokens (one KV pool its slots share), the KV cache's type, the
+    /// pool's memory, and the host memory its prompt cache may take.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) ctx_per_slot: Option<u32>,
+    pub(crate) context: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) kv_type: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) kv_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) cache_ram: Option<u64>,
     /// Ready: where its layers are (the GPU, how many, its video memory; or the CPU).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) placement: Option<hearth_engine::Placement>,
@@ -99,7 +110,7 @@ impl ModelStatus {
                 "ready",
                 1.0,
                 None,
-                Some(info.ctx_per_slot),
+                Some(info.context),
             ),
             ModelState::Failed { model, message } => (
                 Some(model.to_string()),
@@ -111,12 +122,19 @@ impl ModelStatus {
             ModelState::Stopped => (None, "stopped", 0.0, None, None),
             ModelState::Unloaded => (None, "empty", 0.0, None, None),
         };
+        let ready = match state {
+            ModelState::Ready(info) => Some(info),
+            _ => None,
+        };
         Self {
             id,
             state: name,
             progress,
             error,
-            ctx_per_slot: ctx,
+            context: ctx,
+            kv_type: ready.map(|i| i.kv_type.name()),
+            kv_bytes: ready.map(|i| i.kv_bytes),
+            cache_ram: ready.map(|i| i.cache_ram),
             placement: match state {
                 ModelState::Ready(info) => Some(info.placement.clone()),
                 _ => None,
@@ -138,6 +156,7 @@ pub(crate) async fn status(State(state): State<Arc<AppState>>) -> Json<Status> {
         requests_finished: stats.requests_finished,
         threads: stats.threads,
         cpu_others: (stats.cpu_others * 100.0).round() / 100.0,
+        pool: stats.pool,
         throttle: state.host.throttle(),
         paused: state.host.is_paused(),
         throttle_cap: state.host.throttle_cap(),

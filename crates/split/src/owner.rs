@@ -163,6 +163,7 @@ impl Splits {
             .arg(path)
             .args(["--parallel", &settings.slots.to_string()])
             .args(["--threads", &settings.threads.to_string()])
+            .args(["--kv-type", settings.kv_type.name()])
             .args(["--split-remote", &endpoints.join(",")])
             .args(["--split-layers", &remote_layers.to_string()])
             .args(["--split-shares", &shares.join(",")])
@@ -173,6 +174,12 @@ impl Splits {
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .kill_on_drop(true);
+        if let Some(context) = settings.context {
+            cmd.args(["--ctx", &context.to_string()]);
+        }
+        if let Some(bytes) = settings.cache_ram {
+            cmd.args(["--cache-ram", &(bytes >> 20).to_string()]);
+        }
         cmd.spawn()
     }
 

@@ -219,6 +219,12 @@ impl LlamaModel {
         u32::try_from(unsafe { llama_cpp_sys_2::llama_model_n_layer(self.model.as_ptr()) }).unwrap()
     }
 
+    /// Returns the sliding-window attention size (0 when the model has no such layers).
+    pub fn n_swa(&self) -> u32 {
+        u32::try_from(unsafe { llama_cpp_sys_2::llama_model_n_swa(self.model.as_ptr()) })
+            .unwrap_or(0)
+    }
+
     /// Returns the number of attention heads within the model.
     pub fn n_head(&self) -> u32 {
         // It's never possible for this to panic because while the API interface is defined as an int32_t,

@@ -101,7 +101,12 @@ export interface ModelStatus {
   state: ModelState;
   progress: number;
   error?: string;
-  ctx_per_slot?: number;
+  /** Ready: its context in tokens (one KV pool its slots share), the KV cache's type, the
+   * pool's memory and the host memory its prompt cache may take. */
+  context?: number;
+  kv_type?: string;
+  kv_bytes?: number;
+  cache_ram?: number;
   /** Ready: where its layers are (absent from older nodes). */
   placement?: Placement;
 }
@@ -220,7 +225,7 @@ export interface SearchAnswer {
   query: string;
   hub: string;
   /** The context a request gets here, which the fit marks assume. */
-  context_per_slot: number;
+  context: number;
   repos: {
     id: string;
     downloads: number;

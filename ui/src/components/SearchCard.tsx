@@ -82,7 +82,7 @@ export function SearchCard({ onDownload, pending }: SearchCardProps) {
       {answer && answer.repos.length > 0 && (
         <>
           <p className="muted">
-            Sizes and fit at {formatNumber(answer.context_per_slot, 0)} tokens of context per request.
+            Sizes and fit at {formatNumber(answer.context, 0)} tokens of context.
           </p>
           <ul className="search-results" data-testid="search-results">
             {answer.repos.map((r) => (

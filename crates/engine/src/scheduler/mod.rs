@@ -1,8 +1,8 @@
 //! The engine thread: it owns the llama.cpp model, context and batch, and runs continuous
-//! batching over `slots` sequences — each step is one `llama_decode` holding the next token of
-//! every generating slot plus a bounded chunk of pending prompt prefill — then samples, turns
-//! tokens into text, and sends events. Nothing here parses JSON, renders templates or takes a
-//! lock on the per-token path.
+//! batching over `slots` sequences sharing one KV pool (`pool`) — each step is one
+//! `llama_decode` holding the next token of every generating slot plus a bounded chunk of
+//! pending prompt prefill — then samples, turns tokens into text, and sends events. Nothing
+//! here parses JSON, renders templates or takes a lock on the per-token path.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hearth_protocol::{FinishReason, RequestId, SamplingParams, Usage};
+use llama_cpp_2::context::session::SeqState;
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::LlamaModel;
@@ -28,8 +29,12 @@ use crate::sampling::{build_sampler, logprobs, Sampler};
 use crate::text::{StopMatcher, StopScan};
 use hearth_protocol::utf8::Utf8Stream;
 
+mod pool;
+mod prompt_cache;
 mod start;
-pub(crate) use start::run;
+pub(crate) use start::{context_for, run};
+
+use prompt_cache::PromptCache;
 
 /// The request a slot is working on.
 struct Slot {
@@ -44,6 +49,13 @@ struct Slot {
     n_past: i32,
     /// Sampled but not yet decoded.
     pending: Option<LlamaToken>,
+    /// Set aside while the pool was full: its sequence holds nothing until it resumes.
+    parked: bool,
+    /// Parked: how many of its prompt and answer tokens it had in the KV cache.
+    park_len: usize,
+    /// Resumed without its whole sequence in the prompt cache: the prompt and answer tokens
+    /// to decode again before its pending token (`prefilled` counts them then).
+    replay: Vec<LlamaToken>,
     params: SamplingParams,
     fixed_seed: Option<u32>,
     sampler: Sampler,
@@ -71,13 +83,21 @@ struct Scheduler<'m> {
     eog: Vec<LlamaToken>,
     n_batch: usize,
     prefill_chunk: usize,
-    ctx_per_slot: u32,
+    /// Cells of the KV pool the slots share: the most tokens one request may hold.
+    context: usize,
+    /// The model's sliding attention window (0: none).
+    n_swa: u32,
     shared: Arc<Shared>,
     piece: Vec<u8>,
     prefill_cursor: usize,
     /// Per free sequence, the tokens whose KV the last tenant left there: a new prompt that
     /// starts the same way skips prefilling that part (llama-server's `cache_prompt`).
     cached: Vec<Vec<LlamaToken>>,
+    /// When each sequence's idle cache was last used (`clock`'s value).
+    cached_used: Vec<u64>,
+    clock: u64,
+    /// Sequences the pool gave up, in host memory.
+    cache: PromptCache<SeqState>,
     /// Hands each step's events to their readers at once.
     courier: Courier,
     /// How many of the context's threads a decode may use (fewer while other programs keep
@@ -101,11 +121,6 @@ enum Filled {
     Tokens,
     /// Prompt tokens too.
     Prompts,
-}
-
-/// How many leading tokens two sequences share.
-fn common_prefix(a: &[LlamaToken], b: &[LlamaToken]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 fn fresh_seed() -> u32 {
@@ -149,12 +164,13 @@ impl engine_loop::Backend for Scheduler<'_> {
 impl Scheduler<'_> {
     fn has_runnable_work(&self) -> bool {
         self.embedder.has_work()
-            || !self.queue.is_empty() && self.slots.iter().any(Option::is_none)
+            || self.could_admit()
+            || self.could_resume()
             || self
                 .slots
                 .iter()
                 .flatten()
-                .any(|s| !s.paused && s.out.pending.is_empty())
+                .any(|s| !s.paused && !s.parked && s.out.pending.is_empty())
     }
 
     fn has_stalled_work(&self) -> bool {
@@ -293,6 +309,7 @@ impl Scheduler<'_> {
     fn step(&mut self) -> bool {
         self.housekeeping();
         self.admit();
+        self.make_room();
         let filled = self.fill_batch();
         if filled == Filled::Nothing {
             self.courier.deliver();
@@ -386,9 +403,17 @@ impl Scheduler<'_> {
         }
     }
 
+    /// Give waiting requests free slots, in order, while the pool has room for their prompts.
     fn admit(&mut self) {
-        while !self.queue.is_empty() {
+        while let Some(next) = self.queue.front() {
             if self.slots.iter().all(Option::is_some) {
+                return;
+            }
+            let seq = self.pick_seq(&next.tokens);
+            let tokens = std::mem::take(&mut self.queue[0].tokens);
+            let fits = self.room_for(seq, &tokens);
+            self.queue[0].tokens = tokens;
+            if !fits {
                 return;
             }
             let s = self.queue.pop_front().expect("queue is not empty");
@@ -406,7 +431,7 @@ impl Scheduler<'_> {
                     continue;
                 }
             };
-            let (seq, reused) = self.reuse_prefix(&s.tokens);
+            let reused = self.take_seq(seq, &s.tokens);
             let now = Instant::now();
             self.slots[seq] = Some(Slot {
                 id: s.id,
@@ -415,6 +440,9 @@ impl Scheduler<'_> {
                 n_past: reused as i32,
                 reused,
                 pending: None,
+                parked: false,
+                park_len: 0,
+                replay: Vec::new(),
                 sampler,
                 fixed_seed: s.params.seed,
                 stop: StopMatcher::new(s.params.stop.clone()),
@@ -434,52 +462,25 @@ impl Scheduler<'_> {
         }
     }
 
-    /// The free sequence whose cached tokens share the longest prefix with `tokens`, with that
-    /// prefix kept in its KV cache and the rest removed. At least the last prompt token is
-    /// decoded again, for fresh logits.
-    fn reuse_prefix(&mut self, tokens: &[LlamaToken]) -> (usize, usize) {
-        let (seq, common) = (0..self.slots.len())
-            .filter(|&i| self.slots[i].is_none())
-            .map(|i| (i, common_prefix(&self.cached[i], tokens)))
-            .max_by_key(|&(i, n)| (n, std::cmp::Reverse(i)))
-            .expect("a free slot exists");
-        let keep = common.min(tokens.len().saturating_sub(1));
-        let cached = std::mem::take(&mut self.cached[seq]);
-        if keep == 0 || keep > cached.len() {
-            let _ = self.ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
-            return (seq, 0);
-        }
-        match self
-            .ctx
-            .kv_cache_seq_rm(seq as i32, Some(keep as u32), None)
-        {
-            Ok(()) => (seq, keep),
-            _ => {
-                let _ = self.ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
-                (seq, 0)
-            }
-        }
-    }
-
     /// Put every generating slot's next token in the batch, then prompt chunks with what room
     /// is left, and say what went in.
     fn fill_batch(&mut self) -> Filled {
         self.batch.clear();
         let mut prompts = false;
         let mut used = 0usize;
-        let ctx_per_slot = self.ctx_per_slot as i32;
+        let context = self.context as i32;
         for i in 0..self.slots.len() {
             let Some(slot) = self.slots[i].as_mut() else {
                 continue;
             };
-            if slot.paused || !slot.out.pending.is_empty() {
+            if !slot.generating() {
                 continue;
             }
             let Some(token) = slot.pending else {
                 continue;
             };
-            if slot.n_past >= ctx_per_slot {
-                // No room for even one more token in this slot's context.
+            if slot.n_past >= context {
+                // No room for even one more token in the whole pool.
                 self.finish(i, FinishReason::Length, true);
                 continue;
             }
@@ -507,17 +508,24 @@ impl Scheduler<'_> {
             let Some(slot) = self.slots[i].as_mut() else {
                 continue;
             };
-            if slot.paused || slot.prefilled >= slot.prompt.len() {
+            // A resumed request decodes its replay, then its pending token; no logits before.
+            let replaying = !slot.replay.is_empty();
+            let feed = if replaying {
+                &slot.replay
+            } else {
+                &slot.prompt
+            };
+            if slot.paused || slot.parked || slot.prefilled >= feed.len() {
                 continue;
             }
-            let take = budget.min(slot.prompt.len() - slot.prefilled);
-            let last = slot.prefilled + take == slot.prompt.len();
+            let take = budget.min(feed.len() - slot.prefilled);
+            let last = slot.prefilled + take == feed.len();
             for j in 0..take {
                 let pos = slot.prefilled + j;
-                let logits = last && j + 1 == take;
+                let logits = last && j + 1 == take && !replaying;
                 if self
                     .batch
-                    .add(slot.prompt[pos], pos as i32, &[slot.seq], logits)
+                    .add(feed[pos], pos as i32, &[slot.seq], logits)
                     .is_err()
                 {
                     break;
@@ -529,6 +537,10 @@ impl Scheduler<'_> {
             }
             slot.prefilled += take;
             slot.n_past = slot.prefilled as i32;
+            if replaying && last {
+                slot.replay.clear();
+                slot.prefilled = slot.prompt.len();
+            }
             prompts = true;
             budget -= take;
             if !last {
@@ -545,7 +557,7 @@ impl Scheduler<'_> {
 
     fn on_token(&mut self, i: usize, token: LlamaToken, lp: Option<(f32, Vec<(usize, f32)>)>) {
         let vocab = self.model.vocab();
-        let ctx_per_slot = self.ctx_per_slot as i32;
+        let context = self.context as i32;
         let slot = self.slots[i].as_mut().expect("slot present");
         // The token that produced these logits is now in the KV cache.
         if slot.pending.take().is_some() {
@@ -583,7 +595,7 @@ impl Scheduler<'_> {
             .params
             .max_tokens
             .is_some_and(|m| slot.generated.len() >= m as usize);
-        let ctx_full = slot.n_past >= ctx_per_slot;
+        let ctx_full = slot.n_past >= context;
         let mut event = TokenEvent {
             text,
             id: Some(token.0),
@@ -701,9 +713,11 @@ impl Scheduler<'_> {
     /// a prefix with them), keep its undelivered events draining.
     fn release(&mut self, slot: Slot) {
         let n_past = slot.n_past.max(0) as usize;
-        let cached = &mut self.cached[slot.seq as usize];
-        cached.clear();
-        cached.extend(slot.prompt.iter().chain(slot.generated.iter()).take(n_past));
+        let seq = slot.seq as usize;
+        self.cached[seq] = slot.kv_tokens(n_past);
+        self.clock += 1;
+        self.cached_used[seq] = self.clock;
+        self.publish_cache();
         self.shared.active.fetch_sub(1, Ordering::Relaxed);
         self.shared.admission.release(1);
         self.retire(slot.out);
@@ -732,11 +746,27 @@ impl Scheduler<'_> {
         let now = Instant::now();
         slot.started = now;
         slot.last_token = now;
+        let last = slot.prompt.len() - 1;
+        if slot.parked {
+            // It resumes from its prompt alone.
+            slot.pending = None;
+            slot.park_len = slot.park_len.min(last);
+            return;
+        }
+        if !slot.replay.is_empty() {
+            // Replaying after a park: keep what of the prompt it holds, prefill the rest.
+            slot.replay.clear();
+            slot.pending = None;
+            let keep = slot.prefilled.min(last);
+            let _ = self.ctx.kv_cache_seq_rm(slot.seq, Some(keep as u32), None);
+            slot.prefilled = keep;
+            slot.n_past = keep as i32;
+            return;
+        }
         if slot.prefilled < slot.prompt.len() {
             // Still prefilling: nothing was generated yet.
             return;
         }
-        let last = slot.prompt.len() - 1;
         let _ = self.ctx.kv_cache_seq_rm(slot.seq, Some(last as u32), None);
         slot.n_past = last as i32;
         slot.pending = Some(slot.prompt[last]);

@@ -15,13 +15,32 @@ use tokio::sync::watch;
 
 use super::Scheduler;
 use crate::commands::{Command, Courier};
-use crate::config::{EngineConfig, DEFAULT_CTX_PER_SLOT};
+use crate::config::{EngineConfig, KvType, DEFAULT_CONTEXT};
 use crate::cpu_share::Governor;
 use crate::embedder::Embedder;
 use crate::engine_loop::{self, final_state, Shared};
 use crate::events::FailureKind;
 use crate::loader;
 use crate::model::ModelState;
+
+/// The context a model gets, in tokens: the configured one, else its training context
+/// (`n_ctx_train`, [`DEFAULT_CONTEXT`] when unknown), never more than that.
+pub(crate) fn context_for(config: &EngineConfig, n_ctx_train: u32) -> u32 {
+    let trained = match n_ctx_train {
+        0 | u32::MAX => DEFAULT_CONTEXT,
+        n => n,
+    };
+    config.context.unwrap_or(trained).min(trained).max(64)
+}
+
+fn cache_type(kv: KvType) -> llama_cpp_2::context::params::KvCacheType {
+    use llama_cpp_2::context::params::KvCacheType;
+    match kv {
+        KvType::F16 => KvCacheType::F16,
+        KvType::Q8_0 => KvCacheType::Q8_0,
+        KvType::Q4_0 => KvCacheType::Q4_0,
+    }
+}
 
 /// Thread entry: load the model, then serve until shutdown or until every handle is gone. A
 /// model or context that fails on the GPU is tried again with fewer layers there.
@@ -56,19 +75,28 @@ fn serve_with(
 ) -> Result<(), loader::Retry> {
     let slots = config.slots.max(1);
     let configured = config.threads.max(1) as i32;
+    // One KV pool the slots share (llama.cpp's unified cache), each request up to all of it;
+    // the sliding-window layers keep every token too, so that a cut-back prefix keeps its
+    // window (the prompt cache's reuse needs it).
     let ctx_for = |n_ctx_train: u32, threads: i32| {
-        let per_slot = config
-            .ctx_per_slot
-            .unwrap_or(DEFAULT_CTX_PER_SLOT)
-            .min(n_ctx_train.max(1))
-            .max(32);
-        LlamaContextParams::default()
-            .with_n_ctx(NonZeroU32::new(per_slot * slots as u32))
+        let kv = cache_type(config.kv_type);
+        let params = LlamaContextParams::default()
+            .with_n_ctx(NonZeroU32::new(context_for(config, n_ctx_train)))
             .with_n_batch(config.n_batch)
             .with_n_ubatch(config.n_batch)
             .with_n_seq_max(slots as u32)
+            .with_kv_unified(true)
+            .with_swa_full(true)
+            .with_type_k(kv)
+            .with_type_v(kv)
             .with_n_threads(threads)
-            .with_n_threads_batch(threads)
+            .with_n_threads_batch(threads);
+        if config.kv_type == KvType::F16 {
+            params
+        } else {
+            // A quantized V cache needs flash attention.
+            params.with_flash_attention_policy(llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_ENABLED)
+        }
     };
     let from_header = |g: &crate::gguf::GgufInfo| {
         let n_ctx_train = g.context_length.and_then(|c| u32::try_from(c).ok());
@@ -108,13 +136,21 @@ fn serve_with(
     };
     loaded.placement.vram_bytes =
         crate::offload::taken_since(&loaded.devices_before, &loaded.placement.devices);
-    let ctx_per_slot = ctx.n_ctx() / slots as u32;
-    let info = loader::info(&loaded, config, ctx_per_slot, slots);
+    let context = ctx.n_ctx();
+    let kv_bytes = config
+        .kv_type
+        .bytes_per_token(&loaded.gguf)
+        .unwrap_or(0)
+        .saturating_mul(u64::from(context));
+    let info = loader::info(&loaded, config, context, kv_bytes);
     tracing::info!(
         model = %model_id,
         seconds = loaded.started.elapsed().as_secs_f32(),
         slots,
-        ctx_per_slot,
+        context,
+        kv_type = %config.kv_type,
+        kv_mib = kv_bytes >> 20,
+        cache_ram_mib = config.cache_ram >> 20,
         threads,
         backend = %loaded.placement.backend,
         layers = loaded.placement.layers,
@@ -144,11 +180,15 @@ fn serve_with(
         draining: Vec::new(),
         n_batch: config.n_batch as usize,
         prefill_chunk: (config.prefill_chunk as usize).clamp(1, config.n_batch as usize),
-        ctx_per_slot,
+        context: context as usize,
+        n_swa: model.n_swa(),
         shared: shared.clone(),
         piece: Vec::with_capacity(64),
         prefill_cursor: 0,
         cached: vec![Vec::new(); slots],
+        cached_used: vec![0; slots],
+        clock: 0,
+        cache: super::PromptCache::new(config.cache_ram),
         courier: Courier::new(runtime),
         governor: Governor::new(threads as usize),
         overlap: loaded.placement.on_gpu_whole(),

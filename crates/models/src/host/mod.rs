@@ -29,7 +29,14 @@ use hearth_base::thermal::ThermalLevel;
 pub struct EngineSettings {
     pub slots: usize,
     pub threads: usize,
-    pub ctx_per_slot: Option<u32>,
+    /// The context of each model (`--ctx`): one KV pool its slots share; `None`: the model's
+    /// training context, as far as memory holds ([`ModelHost::context_of`]).
+    pub context: Option<u32>,
+    /// The KV cache's element type (`--kv-type`).
+    pub kv_type: hearth_engine::KvType,
+    /// Host memory each model's prompt cache may take (`--cache-ram`); `None`: a share of the
+    /// memory left beside the models ([`ModelHost::cache_ram_of`]), 0: off.
+    pub cache_ram: Option<u64>,
     pub queue_capacity: usize,
     pub min_load_time: Option<std::time::Duration>,
     pub script: Option<hearth_engine::Script>,
@@ -50,11 +57,13 @@ const RESERVE: Duration = Duration::from_secs(1);
 pub const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(300);
 
 impl EngineSettings {
-    fn config(&self, path: PathBuf) -> EngineConfig {
+    fn config(&self, path: PathBuf, context: u32, cache_ram: u64) -> EngineConfig {
         EngineConfig {
             slots: self.slots.max(1),
             threads: self.threads.max(1),
-            ctx_per_slot: self.ctx_per_slot,
+            context: Some(context),
+            kv_type: self.kv_type,
+            cache_ram,
             queue_capacity: self.queue_capacity,
             min_load_time: self.min_load_time,
             script: self.script.clone(),
@@ -62,16 +71,6 @@ impl EngineSettings {
             offload: self.offload.clone(),
             ..EngineConfig::new(path)
         }
-    }
-
-    /// The context every slot of an engine gets, for the memory estimate.
-    fn ctx_tokens(&self, gguf: Option<&hearth_protocol::gguf::GgufInfo>) -> u64 {
-        let per_slot = self
-            .ctx_per_slot
-            .map(u64::from)
-            .or_else(|| gguf.and_then(|g| g.context_length).map(|c| c.min(4096)))
-            .unwrap_or(4096);
-        per_slot * self.slots.max(1) as u64
     }
 }
 
@@ -441,6 +440,7 @@ impl ModelHost {
             threads: self.settings.threads.max(1),
             decode_tokens_per_s: 0.0,
             cpu_others: 0.0,
+            pool: hearth_engine::PoolStats::default(),
         };
         if !engines.is_empty() {
             // The threads engines use now (fewer while another program keeps a core busy).
@@ -455,6 +455,11 @@ impl ModelHost {
             total.requests_finished += s.requests_finished;
             total.decode_tokens_per_s = total.decode_tokens_per_s.max(s.decode_tokens_per_s);
             total.cpu_others = total.cpu_others.max(s.cpu_others);
+            total.pool.kv_used += s.pool.kv_used;
+            total.pool.cache_entries += s.pool.cache_entries;
+            total.pool.cache_bytes += s.pool.cache_bytes;
+            total.pool.cache_restored_tokens += s.pool.cache_restored_tokens;
+            total.pool.parked += s.pool.parked;
         }
         total
     }
@@ -471,6 +476,7 @@ impl ModelHost {
                 threads: self.settings.threads.max(1),
                 decode_tokens_per_s: 0.0,
                 cpu_others: 0.0,
+                pool: hearth_engine::PoolStats::default(),
             },
             |e| e.stats(),
         )
@@ -575,7 +581,11 @@ impl ModelHost {
                 percent: 0,
             });
         }
-        let (estimate, weights) = self.need_of(&path);
+        let room::Need {
+            estimate,
+            weights,
+            context,
+        } = self.need_of(&path);
         let (engine, evicted) = {
             let mut inner = self.lock();
             if let Some(e) = inner.entries.iter_mut().find(|e| &e.id == id) {
@@ -650,7 +660,9 @@ impl ModelHost {
             }
             // Unloaded on the new engine's thread before it loads: their memory is free when it
             // is fitted.
-            let engine = Engine::start_after(self.settings.config(path), before);
+            let cache_ram = self.cache_ram_of(budget.saturating_sub(left.saturating_add(ram)));
+            let engine =
+                Engine::start_after(self.settings.config(path, context, cache_ram), before);
             engine.set_throttle(self.throttle());
             inner.next_serial += 1;
             let serial = inner.next_serial;

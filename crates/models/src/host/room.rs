@@ -4,11 +4,26 @@
 
 use std::path::Path;
 
+use hearth_engine::config::DEFAULT_CONTEXT;
 use hearth_engine::SubmitError;
+use hearth_protocol::gguf::GgufInfo;
 use hearth_protocol::ModelId;
 
 use super::ModelHost;
 use crate::memory;
+
+/// The most host memory a prompt cache takes by default (llama-server's `--cache-ram`).
+const DEFAULT_CACHE_RAM_MAX: u64 = 8 << 30;
+
+/// What a model needs here ([`ModelHost::need_of`]).
+pub(super) struct Need {
+    /// The memory it is expected to take.
+    pub(super) estimate: u64,
+    /// The part of it that is its mapped weights.
+    pub(super) weights: u64,
+    /// The context it gets, in tokens.
+    pub(super) context: u32,
+}
 
 impl ModelHost {
     /// The video memory models may still take on the GPUs this host places them on, besides
@@ -25,19 +40,26 @@ impl ModelHost {
     /// The memory the model in `path` is expected to take here: all of it, or in a split
     /// model's worker only the share of the layers not on the RPC servers.
     pub fn estimate_of(&self, path: &Path) -> u64 {
-        self.need_of(path).0
+        self.need_of(path).estimate
     }
 
-    /// [`Self::estimate_of`], and the part of it that is the model's mapped weights here.
-    pub(super) fn need_of(&self, path: &Path) -> (u64, u64) {
+    /// What the model in `path` needs here: [`Self::estimate_of`], the part of it that is its
+    /// mapped weights, and the context it gets.
+    pub(super) fn need_of(&self, path: &Path) -> Need {
         let gguf = hearth_engine::gguf::read(path).ok();
         let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         let size = match path.file_name().and_then(|f| f.to_str()) {
             Some(f) if hearth_protocol::ids::split_shard(f).is_some() => shards_size(path, size),
             _ => size,
         };
-        let whole = memory::estimate(size, gguf.as_ref(), self.settings.ctx_tokens(gguf.as_ref()));
-        match (&self.settings.remote, gguf.and_then(|g| g.block_count)) {
+        let context = self.context_of(gguf.as_ref(), size);
+        let whole = memory::estimate(
+            size,
+            gguf.as_ref(),
+            u64::from(context),
+            self.settings.kv_type,
+        );
+        let (estimate, weights) = match (&self.settings.remote, gguf.and_then(|g| g.block_count)) {
             (Some(remote), Some(n)) if n > 0 => {
                 // `remote.layers` counts the output layer too (llama.cpp's offloaded units).
                 let here = (n + 1).saturating_sub(u64::from(remote.layers)).min(n);
@@ -48,7 +70,65 @@ impl ModelHost {
                 (share(whole), share(size))
             }
             _ => (whole, size.min(whole)),
+        };
+        Need {
+            estimate,
+            weights,
+            context,
         }
+    }
+
+    /// The context a model of header `gguf` and `size` bytes of weights gets here: `--ctx`,
+    /// else its training context as far as a KV cache of half the memory left beside its
+    /// weights holds (the GPUs' when they hold the weights, else the machine's), in steps of
+    /// 256 tokens, and never less than min(its training context, 4096).
+    pub(super) fn context_of(&self, gguf: Option<&GgufInfo>, size: u64) -> u32 {
+        if let Some(c) = self.settings.context {
+            return c.max(1);
+        }
+        let trained = gguf
+            .and_then(|g| g.context_length)
+            .and_then(|c| u32::try_from(c).ok())
+            .filter(|c| *c > 0)
+            .unwrap_or(DEFAULT_CONTEXT);
+        let floor = trained.min(DEFAULT_CONTEXT);
+        let Some(per_token) = gguf
+            .and_then(|g| self.settings.kv_type.bytes_per_token(g))
+            .filter(|b| *b > 0)
+        else {
+            return floor;
+        };
+        let held = self.memory_for_context(size) / 2 / per_token;
+        let held = u32::try_from(held / 256 * 256).unwrap_or(u32::MAX);
+        trained.min(held.max(floor))
+    }
+
+    /// The memory a model of `size` bytes of weights may give its KV cache here: what the
+    /// GPUs it goes to have besides its weights when they hold them all, else the memory
+    /// models may take here besides them.
+    fn memory_for_context(&self, size: u64) -> u64 {
+        if self.settings.remote.is_none() && self.settings.script.is_none() {
+            let offload = &self.settings.offload;
+            let gpu: u64 = hearth_engine::offload::chosen_gpus(offload)
+                .iter()
+                .map(|g| g.memory_total.saturating_sub(offload.margin))
+                .sum();
+            if gpu > size {
+                return gpu - size;
+            }
+        }
+        let limit = self.settings.memory_limit.unwrap_or_else(|| {
+            memory::machine().map_or(u64::MAX, |(_, total)| memory::budget_of(total, total, 0))
+        });
+        limit.saturating_sub(size)
+    }
+
+    /// The host memory a model's prompt cache may take: `--cache-ram`, else a quarter of what
+    /// models may take here besides the loaded ones (`free`), at most 8 GiB (llama-server's).
+    pub(super) fn cache_ram_of(&self, free: u64) -> u64 {
+        self.settings
+            .cache_ram
+            .unwrap_or_else(|| (free / 4).min(DEFAULT_CACHE_RAM_MAX))
     }
 
     /// The memory the loaded models (but `besides`) are expected to hold, and the part of it
@@ -82,15 +162,16 @@ impl ModelHost {
     /// the GPUs' free memory as it is now.
     pub fn room_for_new(&self) -> memory::Room {
         memory::Room {
-            ctx_tokens: self.settings.ctx_tokens(None),
+            ctx_tokens: u64::from(self.context_of(None, 0)),
             budget: self.budget(None).0,
             gpu: self.gpu_room(0),
         }
     }
 
-    /// The context a request gets here when its model's header does not say less, in tokens.
-    pub fn context_per_slot(&self) -> u64 {
-        self.settings.ctx_tokens(None) / self.settings.slots.max(1) as u64
+    /// The context a request gets here when its model's header does not say otherwise, in
+    /// tokens.
+    pub fn default_context(&self) -> u64 {
+        u64::from(self.context_of(None, 0))
     }
 
     /// Whether the model in `path` needs more memory than models here may take even with

@@ -45,10 +45,18 @@ pub struct Metrics {
     pub total_duration: u64,
     /// Loading the model (0 when it was loaded already).
     pub load_duration: u64,
+    /// The whole prompt, cached tokens included (Ollama's count since 0.30).
     pub prompt_eval_count: u32,
+    /// Prompt tokens the prompt cache served instead of prefill (omitted when none).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub prompt_eval_cached_count: u32,
     pub prompt_eval_duration: u64,
     pub eval_count: u32,
     pub eval_duration: u64,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// One line of `/api/chat`: a streamed piece (`done: false`), or the final line with
@@ -235,6 +243,7 @@ mod tests {
             total_duration: 4_883_583_458,
             load_duration: 1_334_875,
             prompt_eval_count: 26,
+            prompt_eval_cached_count: 0,
             prompt_eval_duration: 342_546_000,
             eval_count: 282,
             eval_duration: 4_535_599_000,
@@ -293,6 +302,7 @@ mod tests {
             total_duration: 10_706_818_083,
             load_duration: 6_338_219_291,
             prompt_eval_count: 26,
+            prompt_eval_cached_count: 0,
             prompt_eval_duration: 130_079_000,
             eval_count: 259,
             eval_duration: 4_232_710_000,

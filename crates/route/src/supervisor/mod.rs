@@ -401,7 +401,7 @@ impl Job {
             None => Some(
                 self.host
                     .model_info(&self.model)
-                    .map_or(DEFAULT_MAX_NEW_TOKENS, |i| i64::from(i.ctx_per_slot)),
+                    .map_or(DEFAULT_MAX_NEW_TOKENS, |i| i64::from(i.context)),
             ),
         };
         let hearth = r.hearth.then(|| HearthTask {

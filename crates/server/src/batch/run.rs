@@ -195,7 +195,7 @@ impl Batch {
         request: BatchRequest,
         out: mpsc::Sender<String>,
     ) -> Self {
-        let ctx = info.map(|i| i.ctx_per_slot);
+        let ctx = info.map(|i| i.context);
         let key = request.cache_key().map(|ids| CacheKey {
             caller: caller.to_owned(),
             ids,
@@ -593,7 +593,7 @@ fn prepare_entry(
     resume: Option<&Saved>,
     info: Option<&ModelInfo>,
 ) -> Result<Item, (Option<String>, String)> {
-    let ctx = info.map_or(u32::MAX, |i| i.ctx_per_slot);
+    let ctx = info.map_or(u32::MAX, |i| i.context);
     let PromptEntry { request_id, prompt } = entry;
     if let Some(saved) = resume {
         if saved.eos {

@@ -51,7 +51,7 @@ impl Session {
             Control::Resume => ctl.resume(),
             Control::Regenerate => ctl.regenerate(),
             Control::Modify { parameters } => {
-                let ctx = self.state.host.model().map(|m| m.ctx_per_slot);
+                let ctx = self.state.host.model().map(|m| m.context);
                 match parameters.to_raw(None).validate_patch(ctx) {
                     Ok(patch) if patch.is_empty() => {
                         self.send(&invalid("modify needs at least one parameter to change"))

@@ -92,10 +92,11 @@ impl Session {
             .options
             .include_logprobs
             .then(|| config.options.top_logprobs.unwrap_or(DEFAULT_TOP_LOGPROBS));
-        let mut params = match config.parameters.to_raw(top_logprobs).validate(
-            &SamplingParams::default(),
-            info.as_ref().map(|i| i.ctx_per_slot),
-        ) {
+        let mut params = match config
+            .parameters
+            .to_raw(top_logprobs)
+            .validate(&SamplingParams::default(), info.as_ref().map(|i| i.context))
+        {
             Ok(p) => p,
             Err(e) => {
                 self.send(&invalid(format!("parameters.{}: {}", e.param, e.message)))
@@ -144,7 +145,7 @@ impl Session {
                     .name
                     .clone()
                     .unwrap_or_else(|| info.id.to_string()),
-                max_tokens: info.ctx_per_slot,
+                max_tokens: info.context,
                 quantization: info
                     .gguf
                     .quantization

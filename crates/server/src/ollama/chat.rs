@@ -151,6 +151,7 @@ fn metrics(d: &Done, received: Instant, load: Duration) -> Metrics {
         total_duration: hearth_protocol::ollama::nanos(received.elapsed()),
         load_duration: hearth_protocol::ollama::nanos(load),
         prompt_eval_count: d.usage.prompt_tokens,
+        prompt_eval_cached_count: t.cached_tokens.min(d.usage.prompt_tokens),
         prompt_eval_duration: hearth_protocol::ollama::nanos(t.prefill),
         eval_count: d.usage.completion_tokens,
         eval_duration: hearth_protocol::ollama::nanos(decoding),
@@ -334,10 +335,10 @@ pub(crate) async fn generate(
             .map_err(|e| error(StatusCode::BAD_REQUEST, e.to_string()))?;
         // Judged by its length first: a prompt that cannot fit is never tokenized here.
         let least = info.least_tokens(&rendered);
-        if least >= info.ctx_per_slot as usize {
+        if least >= info.context as usize {
             return Err(submit_error(SubmitError::ContextLengthExceeded {
                 prompt_tokens: least,
-                context: info.ctx_per_slot,
+                context: info.context,
                 at_least: true,
             })
             .into());

@@ -115,7 +115,7 @@ pub(crate) async fn ps(State(state): State<Arc<AppState>>) -> Json<PsResponse> {
             expires_at,
             // What `ollama ps` shows as the share on the GPU.
             size_vram: info.placement.vram_bytes,
-            context_length: Some(info.ctx_per_slot),
+            context_length: Some(info.context),
         });
     }
     Json(PsResponse { models })
@@ -150,7 +150,7 @@ struct Described {
     /// The training context: the header's, or the engine's.
     n_ctx_train: Option<u64>,
     /// A slot's context, once loaded.
-    ctx_per_slot: Option<u32>,
+    context: Option<u32>,
 }
 
 impl Described {
@@ -161,7 +161,7 @@ impl Described {
             gguf: Some(i.gguf.clone()),
             n_params: Some(i.n_params),
             n_ctx_train: Some(u64::from(i.n_ctx_train)),
-            ctx_per_slot: Some(i.ctx_per_slot),
+            context: Some(i.context),
         }
     }
 
@@ -195,7 +195,7 @@ impl Described {
             n_ctx_train: gguf.as_ref().and_then(|g| g.context_length),
             gguf,
             n_params: None,
-            ctx_per_slot: None,
+            context: None,
         })
     }
 }
@@ -223,7 +223,7 @@ pub(crate) async fn show(
                     gguf: None,
                     n_params: None,
                     n_ctx_train: None,
-                    ctx_per_slot: None,
+                    context: None,
                 },
             }
         }
@@ -231,7 +231,7 @@ pub(crate) async fn show(
     let g = d.gguf.as_ref();
     let template = g.and_then(|g| g.chat_template.clone()).unwrap_or_default();
     let mut lines = default_parameters();
-    if let Some(n) = d.ctx_per_slot {
+    if let Some(n) = d.context {
         lines.push(format!("num_ctx {n}"));
     }
     let parameters = lines.join("\n");

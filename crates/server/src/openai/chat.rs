@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use hearth_engine::{Chat, Done, TokenEvent};
 use hearth_protocol::openai::{self as oa, parse_body, ChatCompletionBody, RequestError};
-use hearth_protocol::{FinishReason, ToolCall, Usage};
+use hearth_protocol::{FinishReason, ToolCall};
 
 use super::{
     body_bytes, chat_logprobs, chat_token_logprob, collect, json, json_error, now_secs, resolve,
@@ -72,7 +72,7 @@ pub(crate) async fn chat_completions(
                 },
                 logprobs: req.logprobs.then(|| chat_logprobs(&c.tokens)),
             }],
-            usage: c.done.usage,
+            usage: oa::CompletionUsage::new(c.done.usage, c.done.timing.cached_tokens),
             timings: timings(&c.done),
         })
         .into_response());
@@ -104,7 +104,7 @@ pub(crate) async fn chat_completions(
     let usage_chunk = {
         let chunk_id = format!("chatcmpl-{}", gen.id);
         let model = target.model.to_string();
-        move |usage: Usage| {
+        move |usage: oa::CompletionUsage| {
             json(&oa::ChatChunk {
                 id: chunk_id.clone(),
                 object: "chat.completion.chunk",
@@ -176,7 +176,10 @@ pub(crate) async fn chat_completions(
             Some((finish_reason(d.reason, &ending.calls), timings(d))),
         ));
         if include_usage {
-            out.push(usage_chunk(d.usage));
+            out.push(usage_chunk(oa::CompletionUsage::new(
+                d.usage,
+                d.timing.cached_tokens,
+            )));
         }
         out
     };

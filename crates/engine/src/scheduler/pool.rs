@@ -1,0 +1,361 @@
+//! The KV pool the slots share: which free sequence a request takes (the one whose idle cache
+//! shares its longest prefix, or one the prompt cache restores), room made by dropping idle
+//! caches (saved to the prompt cache first) and, when growing answers fill the pool, by
+//! parking the youngest request until there is room again. No request fails for another's.
+
+use llama_cpp_2::context::session::LlamaStateSeqFlags;
+use llama_cpp_2::token::LlamaToken;
+use std::sync::atomic::Ordering;
+
+use super::prompt_cache::{common_prefix, MIN_TOKENS};
+use super::{Scheduler, Slot};
+
+/// Free cells a parked request waits for beyond its own before it resumes, so that it does not
+/// park again at the next token.
+const RESUME_HEADROOM: usize = 64;
+
+impl Slot {
+    /// The tokens this slot's sequence holds in the KV cache: the first `n_past` of the prompt
+    /// and the answer.
+    pub(super) fn kv_tokens(&self, n: usize) -> Vec<LlamaToken> {
+        self.prompt
+            .iter()
+            .chain(self.generated.iter())
+            .take(n)
+            .copied()
+            .collect()
+    }
+
+    /// Cells this slot still takes for tokens it has to prefill (its prompt, or the tokens it
+    /// replays after parking).
+    fn promised(&self) -> usize {
+        if self.parked {
+            return 0;
+        }
+        if !self.replay.is_empty() {
+            return self.replay.len().saturating_sub(self.prefilled);
+        }
+        self.prompt.len().saturating_sub(self.prefilled)
+    }
+
+    /// It decodes its next token in the coming step.
+    pub(super) fn generating(&self) -> bool {
+        !self.parked
+            && !self.paused
+            && self.replay.is_empty()
+            && self.pending.is_some()
+            && self.out.pending.is_empty()
+    }
+}
+
+impl Scheduler<'_> {
+    /// Cells the pool holds and has promised: requests' tokens, prompt tokens still to come,
+    /// and free sequences' idle caches.
+    fn cells_taken(&self) -> usize {
+        let mut taken = 0;
+        for (i, slot) in self.slots.iter().enumerate() {
+            taken += match slot {
+                Some(s) if s.parked => 0,
+                Some(s) => s.n_past.max(0) as usize + s.promised(),
+                None => self.cached[i].len(),
+            };
+        }
+        taken
+    }
+
+    fn free_cells(&self) -> usize {
+        self.context.saturating_sub(self.cells_taken())
+    }
+
+    /// Cells that dropping free sequences' idle caches (but `keep`'s) would free.
+    fn idle_cells(&self, keep: Option<usize>) -> usize {
+        (0..self.slots.len())
+            .filter(|&i| self.slots[i].is_none() && Some(i) != keep)
+            .map(|i| self.cached[i].len())
+            .sum()
+    }
+
+    /// The next queued request could be admitted now ([`Self::room_for`], without dropping
+    /// anything).
+    pub(super) fn could_admit(&self) -> bool {
+        let Some(next) = self.queue.front() else {
+            return false;
+        };
+        if self.slots.iter().all(Option::is_some) || self.slots.iter().flatten().any(|s| s.parked) {
+            return false;
+        }
+        let seq = self.pick_seq(&next.tokens);
+        let need = next.tokens.len().saturating_sub(self.cached[seq].len());
+        self.free_cells() + self.idle_cells(Some(seq)) >= need
+    }
+
+    /// A parked request could resume now ([`Self::resume_parked`]).
+    pub(super) fn could_resume(&self) -> bool {
+        let Some(slot) = self
+            .slots
+            .iter()
+            .flatten()
+            .filter(|s| s.parked)
+            .min_by_key(|s| s.started)
+        else {
+            return false;
+        };
+        self.slots.iter().flatten().all(|s| s.parked)
+            || self.free_cells() + self.idle_cells(None) >= self.resume_need(slot)
+    }
+
+    /// The free cells a parked request waits for.
+    fn resume_need(&self, slot: &Slot) -> usize {
+        (slot.park_len.max(slot.prompt.len()) + RESUME_HEADROOM).min(self.context)
+    }
+
+    /// Drop idle caches, least recently used first and never `keep`'s, until `need` cells are
+    /// free. Whether they are.
+    fn free_up(&mut self, need: usize, keep: Option<usize>) -> bool {
+        loop {
+            if self.free_cells() >= need {
+                return true;
+            }
+            let Some(seq) = (0..self.slots.len())
+                .filter(|&i| {
+                    self.slots[i].is_none() && !self.cached[i].is_empty() && Some(i) != keep
+                })
+                .min_by_key(|&i| self.cached_used[i])
+            else {
+                return false;
+            };
+            let tokens = std::mem::take(&mut self.cached[seq]);
+            self.save(seq, &tokens);
+            self.clear(seq);
+        }
+    }
+
+    /// Keep sequence `seq`'s KV state (it holds `tokens`) in the prompt cache, if it is worth
+    /// it.
+    fn save(&mut self, seq: usize, tokens: &[LlamaToken]) {
+        if !self.cache.enabled() || tokens.len() < MIN_TOKENS || self.cache.covers(tokens) {
+            return;
+        }
+        let flags = LlamaStateSeqFlags::empty();
+        let bytes = self.ctx.state_seq_get_size_ext(seq as i32, flags) as u64;
+        if !self.cache.wants(tokens, bytes) {
+            return;
+        }
+        match self.ctx.state_seq_get(seq as i32, flags) {
+            Ok(state) => {
+                self.cache.insert(tokens.to_vec(), state, bytes);
+                tracing::debug!(
+                    tokens = tokens.len(),
+                    bytes,
+                    "sequence kept in the prompt cache"
+                );
+            }
+            Err(e) => tracing::warn!(%e, "a sequence's KV state could not be saved"),
+        }
+        self.publish_cache();
+    }
+
+    pub(super) fn publish_cache(&self) {
+        let pool = &self.shared.pool;
+        pool.cache_entries
+            .store(self.cache.len() as u64, Ordering::Relaxed);
+        pool.cache_bytes
+            .store(self.cache.bytes(), Ordering::Relaxed);
+        pool.kv_used
+            .store(self.cells_taken() as u64, Ordering::Relaxed);
+    }
+
+    fn clear(&mut self, seq: usize) {
+        let _ = self.ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
+    }
+
+    /// The free sequence a request for `tokens` goes to: the one whose idle cache shares the
+    /// longest prefix with it, else the least recently used.
+    pub(super) fn pick_seq(&self, tokens: &[LlamaToken]) -> usize {
+        (0..self.slots.len())
+            .filter(|&i| self.slots[i].is_none())
+            .max_by_key(|&i| {
+                (
+                    common_prefix(&self.cached[i], tokens),
+                    std::cmp::Reverse(self.cached_used[i]),
+                )
+            })
+            .expect("a free slot exists")
+    }
+
+    /// Whether a request for `tokens` fits in the pool now if it takes `seq`, idle caches
+    /// dropped for it if need be. Requests parked for room go first.
+    pub(super) fn room_for(&mut self, seq: usize, tokens: &[LlamaToken]) -> bool {
+        if self.slots.iter().flatten().any(|s| s.parked) {
+            return false;
+        }
+        let need = tokens.len().saturating_sub(self.cached[seq].len());
+        self.free_up(need, Some(seq))
+    }
+
+    /// Give `seq` to a request for `tokens`: keep the longest prefix its idle cache or the
+    /// prompt cache holds, drop the rest. How many tokens are kept; at least the last one is
+    /// decoded again, for fresh logits.
+    pub(super) fn take_seq(&mut self, seq: usize, tokens: &[LlamaToken]) -> usize {
+        let cached = std::mem::take(&mut self.cached[seq]);
+        let most = tokens.len().saturating_sub(1);
+        let idle = common_prefix(&cached, tokens).min(most);
+        let saved = self.cache.longest(tokens).min(most);
+        if cached.len() > idle + MIN_TOKENS || saved > idle + MIN_TOKENS {
+            // Its tail (or all of it) would be lost.
+            self.save(seq, &cached);
+        }
+        if saved > idle + MIN_TOKENS {
+            self.clear(seq);
+            return self.restore(seq, tokens, most);
+        }
+        self.trim(seq, idle, cached.len())
+    }
+
+    /// Load into `seq` the prompt cache's entry sharing the longest prefix with `tokens`, cut
+    /// to at most `most` of them. How many tokens `seq` holds then.
+    fn restore(&mut self, seq: usize, tokens: &[LlamaToken], most: usize) -> usize {
+        let Some((state, common)) = self.cache.best(tokens) else {
+            return 0;
+        };
+        let held = state.byte_len();
+        if let Err(e) = self.ctx.state_seq_set(state, seq as i32) {
+            tracing::debug!(%e, bytes = held, "a cached sequence did not fit the pool now");
+            self.clear(seq);
+            return 0;
+        }
+        let entry_len = (self.ctx.kv_cache_seq_pos_max(seq as i32) + 1).max(0) as usize;
+        let kept = self.trim(seq, common.min(most), entry_len);
+        self.shared
+            .pool
+            .cache_restored
+            .fetch_add(kept as u64, Ordering::Relaxed);
+        tracing::debug!(kept, "prompt restored from the prompt cache");
+        kept
+    }
+
+    /// Cut `seq` (holding `held` tokens) back to its first `keep`; 0 when it cannot be cut
+    /// there (a recurrent model) or the cut left less than the sliding window the next token
+    /// attends to.
+    fn trim(&mut self, seq: usize, keep: usize, held: usize) -> usize {
+        if keep == 0 {
+            self.clear(seq);
+            return 0;
+        }
+        if keep < held
+            && self
+                .ctx
+                .kv_cache_seq_rm(seq as i32, Some(keep as u32), None)
+                .is_err()
+        {
+            self.clear(seq);
+            return 0;
+        }
+        if self.n_swa > 0 {
+            let first = self.ctx.kv_cache_seq_pos_min(seq as i32);
+            if first > (keep as i32 - self.n_swa as i32).max(0) {
+                self.clear(seq);
+                return 0;
+            }
+        }
+        keep
+    }
+
+    /// Before a step: parked requests back when there is room for them, then room for every
+    /// generating request's next token, by dropping idle caches and then by parking the
+    /// youngest requests (never the oldest: it always gets on).
+    pub(super) fn make_room(&mut self) {
+        self.resume_parked();
+        let growing = self
+            .slots
+            .iter()
+            .flatten()
+            .filter(|s| s.generating())
+            .count();
+        if growing == 0 || self.free_up(growing, None) {
+            return;
+        }
+        loop {
+            let running: Vec<usize> = (0..self.slots.len())
+                .filter(|&i| self.slots[i].as_ref().is_some_and(|s| !s.parked))
+                .collect();
+            if running.len() < 2 {
+                return;
+            }
+            let growing = running
+                .iter()
+                .filter(|&&i| self.slots[i].as_ref().is_some_and(Slot::generating))
+                .count();
+            if self.free_cells() >= growing {
+                return;
+            }
+            let youngest = *running
+                .iter()
+                .max_by_key(|&&i| self.slots[i].as_ref().map(|s| s.started))
+                .expect("two requests run");
+            self.park(youngest);
+        }
+    }
+
+    /// Set request `i` aside: its sequence to the prompt cache, its cells freed.
+    fn park(&mut self, i: usize) {
+        let slot = self.slots[i].as_ref().expect("slot present");
+        let (seq, n) = (slot.seq as usize, slot.n_past.max(0) as usize);
+        let tokens = slot.kv_tokens(n);
+        self.save(seq, &tokens);
+        self.clear(seq);
+        let slot = self.slots[i].as_mut().expect("slot present");
+        tracing::debug!(id = %slot.id, tokens = n, "the KV pool is full: request parked");
+        slot.parked = true;
+        slot.park_len = if slot.replay.is_empty() {
+            n
+        } else {
+            slot.replay.len()
+        };
+        slot.replay.clear();
+        slot.n_past = 0;
+        slot.prefilled = 0;
+        slot.batch_idx = None;
+        self.shared.pool.parked.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Bring parked requests back, oldest first, while there is room for them: their sequence
+    /// from the prompt cache where it is still there, the rest decoded again.
+    fn resume_parked(&mut self) {
+        loop {
+            let Some(i) = (0..self.slots.len())
+                .filter(|&i| self.slots[i].as_ref().is_some_and(|s| s.parked))
+                .min_by_key(|&i| self.slots[i].as_ref().map(|s| s.started))
+            else {
+                return;
+            };
+            let need = self.resume_need(self.slots[i].as_ref().expect("slot present"));
+            let alone = self.slots.iter().flatten().all(|s| s.parked);
+            if !self.free_up(need, None) && !alone {
+                return;
+            }
+            let slot = self.slots[i].as_mut().expect("slot present");
+            let seq = slot.seq as usize;
+            let target = slot.kv_tokens(slot.park_len);
+            let answering = slot.pending.is_some();
+            let most = if answering {
+                target.len()
+            } else {
+                target.len().min(slot.prompt.len().saturating_sub(1))
+            };
+            let kept = self.restore(seq, &target, most);
+            let slot = self.slots[i].as_mut().expect("slot present");
+            slot.parked = false;
+            slot.n_past = kept as i32;
+            if !answering {
+                slot.prefilled = kept;
+            } else if kept == target.len() {
+                slot.prefilled = slot.prompt.len();
+            } else {
+                slot.replay = target;
+                slot.prefilled = kept;
+            }
+            tracing::debug!(id = %slot.id, kept, "parked request resumed");
+        }
+    }
+}
