@@ -11,6 +11,7 @@ mod floor;
 mod models;
 mod node;
 mod ollama;
+mod prefix;
 mod report;
 mod sharing;
 mod split;
@@ -96,6 +97,9 @@ enum Part {
     Cluster,
     /// Models loaded on demand: the time added to a first token, memory with two loaded.
     Models,
+    /// A long prompt resent after others took the slots: the prompt cache, against
+    /// llama-server's.
+    Prefix,
 }
 
 fn default_model() -> PathBuf {
@@ -162,7 +166,10 @@ fn main() -> Result<()> {
             "figures": figures,
         }))?,
     )?;
-    if matches!(args.only, Some(Part::Doors | Part::Cluster | Part::Models)) {
+    if matches!(
+        args.only,
+        Some(Part::Doors | Part::Cluster | Part::Models | Part::Prefix)
+    ) {
         println!("wrote {}", args.out.display());
     } else {
         let series = |prefix: &str| -> Vec<(usize, f64)> {
@@ -414,6 +421,9 @@ async fn run(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<Figure>> 
     }
     if args.only.is_none() || args.only == Some(Part::Models) {
         figures.extend(models::figures(model, node_bin, args.threads, args.quick).await?);
+    }
+    if args.only.is_none() || args.only == Some(Part::Prefix) {
+        figures.extend(prefix::figures(model, node_bin, args.threads).await?);
     }
     Ok(figures)
 }

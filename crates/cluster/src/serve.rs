@@ -173,6 +173,7 @@ pub(super) async fn inference(
                             queued_ms: d.timing.queued.as_secs_f64() * 1000.0,
                             prefill_ms: d.timing.prefill.as_secs_f64() * 1000.0,
                             stop_sequence: d.stop_sequence.clone(),
+                            cached_tokens: d.timing.cached_tokens,
                         }),
                     }),
                 )

@@ -6,7 +6,7 @@
 mod common;
 
 use common::process::NodeProcess;
-use common::{chat_at, get_json_at, similarity, user, TestNode};
+use common::{get_json_at, similarity, user, ws_recv, ws_send, ws_until, TestNode};
 use serde_json::{json, Value};
 
 /// About `words` tokens of text that does not repeat, different for each `seed`.
@@ -32,11 +32,20 @@ fn a_5000_token_prompt_is_answered_at_the_default_settings() {
         // The default model was trained on 8,192 tokens: its whole context, in one pool.
         assert_eq!(status["model"]["context"], 8192, "{status}");
         assert_eq!(status["model"]["kv_type"], "f16", "{status}");
-        let v = chat_at(
-            &node.url,
-            json!({"messages": user(&long_text(5, 2600)), "max_tokens": 4, "temperature": 0}),
-        )
-        .await;
+        // A long prefill on a busy machine: more than chat_at's two minutes.
+        let v: Value = reqwest::Client::new()
+            .post(format!("{}/v1/chat/completions", node.url))
+            .json(
+                &json!({"messages": user(&long_text(5, 2600)), "max_tokens": 4,
+                "temperature": 0}),
+            )
+            .timeout(std::time::Duration::from_secs(600))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         let prompt = v["usage"]["prompt_tokens"].as_u64().unwrap();
         assert!((5000..8192).contains(&prompt), "{}", v["usage"]);
         assert_eq!(v["usage"]["completion_tokens"], 4, "{v}");
@@ -209,4 +218,46 @@ async fn a_q8_0_cache_takes_half_the_memory_and_answers_alike() {
     assert_eq!(kv[1], kv[0] / 64 * 34, "{kv:?}");
     let like = similarity(&answers[0], &answers[1]);
     assert!(like > 0.5, "{like}: {answers:?}");
+}
+
+/// A paused answer holds no room from the others: an answer that needs the pool parks it, and
+/// once resumed it goes on as if it had never stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_answer_does_not_hold_the_pool_from_the_others() {
+    let t = TestNode::start_with(|c| {
+        c.parallel = 2;
+        c.ctx = Some(512);
+    })
+    .await;
+    let prompt = "Write a long story about a dragon and a knight.";
+    let config = json!({"type": "config", "prompt": prompt,
+        "parameters": {"max_tokens": 200, "temperature": 0, "ignore_eos": true}});
+    let mut ws = t.ws("/generate").await;
+    ws_send(&mut ws, config.clone()).await;
+    assert_eq!(ws_recv(&mut ws).await["type"], "init");
+    for _ in 0..3 {
+        ws_recv(&mut ws).await;
+    }
+    ws_send(&mut ws, json!({"type": "control", "action": "pause"})).await;
+    let (ack, _) = ws_until(&mut ws, "status").await;
+    assert_eq!(ack["operation"], "pause");
+
+    // 40 prompt tokens and 440 answer tokens: the pool's room and the paused answer's cells.
+    let v = t
+        .chat(
+            json!({"messages": user("Explain in detail how a steam engine works."),
+            "max_tokens": 440, "temperature": 0, "ignore_eos": true}),
+        )
+        .await;
+    assert_eq!(v["usage"]["completion_tokens"], 440, "{v}");
+    let status = t.status().await;
+    assert!(status["pool"]["parked"].as_u64().unwrap() >= 1, "{status}");
+
+    ws_send(&mut ws, json!({"type": "control", "action": "resume"})).await;
+    let (done, _) = ws_until(&mut ws, "completion").await;
+    assert_eq!(done["usage"]["completion_tokens"], 200, "{done}");
+    ws_send(&mut ws, config).await;
+    let (straight, _) = ws_until(&mut ws, "completion").await;
+    assert_eq!(straight["generated_text"], done["generated_text"]);
+    t.stop().await;
 }

@@ -107,6 +107,7 @@ impl Runner {
                             queued_ms: ms(done.timing.queued),
                             prefill_ms: ms(done.timing.prefill),
                             stop_sequence: done.stop_sequence,
+                            cached_tokens: done.timing.cached_tokens,
                         };
                         if !self
                             .send(Message::text(wp::done_frame(self.id, &d)), false)

@@ -46,6 +46,14 @@ struct ModelRow {
     /// Loaded: where its layers are (the GPU, how many, its video memory; or the CPU).
     #[serde(skip_serializing_if = "Option::is_none")]
     placement: Option<hearth_engine::Placement>,
+    /// Loaded: its context in tokens (one KV pool its slots share), the KV cache's element
+    /// type and the pool's memory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    context: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kv_type: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kv_bytes: Option<u64>,
     /// Times it was loaded since the node started.
     loads: u64,
     /// Seconds until it unloads unless used (absent: not by time).
@@ -84,10 +92,14 @@ fn peers_models(state: &AppState) -> Vec<(String, Vec<String>)> {
 }
 
 fn model_row(host: &ModelHost, file: ModelFile, peers: &[(String, Vec<String>)]) -> ModelRow {
-    let (state, load_progress, load_error, placement) = match host
+    let model_state = host
         .engine_of(&file.id)
-        .map(|e| e.model_state().borrow().clone())
-    {
+        .map(|e| e.model_state().borrow().clone());
+    let ready = match &model_state {
+        Some(ModelState::Ready(info)) => Some(info.clone()),
+        _ => None,
+    };
+    let (state, load_progress, load_error, placement) = match model_state {
         Some(ModelState::Ready(info)) => ("loaded", None, None, Some(info.placement.clone())),
         Some(ModelState::Loading { progress, .. }) => {
             ("loading", Some(progress.clamp(0.0, 1.0)), None, None)
@@ -109,6 +121,9 @@ fn model_row(host: &ModelHost, file: ModelFile, peers: &[(String, Vec<String>)])
         load_progress,
         load_error,
         placement,
+        context: ready.as_ref().map(|i| i.context),
+        kv_type: ready.as_ref().map(|i| i.kv_type.name()),
+        kv_bytes: ready.as_ref().map(|i| i.kv_bytes),
         loads: host.loads(&file.id),
         unloads_in_s: (state == "loaded")
             .then(|| host.expires_in(&file.id).map(|d| d.as_secs()))

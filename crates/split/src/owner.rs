@@ -174,9 +174,8 @@ impl Splits {
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .kill_on_drop(true);
-        if let Some(context) = settings.context {
-            cmd.args(["--ctx", &context.to_string()]);
-        }
+        // The context the estimate that placed the layers counted.
+        cmd.args(["--ctx", &state.host.context_for(path).to_string()]);
         if let Some(bytes) = settings.cache_ram {
             cmd.args(["--cache-ram", &(bytes >> 20).to_string()]);
         }

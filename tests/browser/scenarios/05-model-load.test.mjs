@@ -76,6 +76,11 @@ test('unload and load a model with a progress bar', { timeout: 180_000 }, async 
   assert.equal(seen.header.at(-1), 'ready');
   const models = await apiGet(node, '/api/models');
   assert.equal(models.loaded, node.modelId);
+  // The loaded row shows its context (the pool its slots share) and the pool's memory.
+  const status = await apiGet(node, '/api/status');
+  const context = row.locator(sel('model-context'));
+  assert.equal(await context.getAttribute('data-context'), String(status.model.context));
+  assert.match(await context.innerText(), /context · .+ f16 KV/);
 
   await screenshot(page, '05-model-load');
   assert.deepEqual(problems, []);

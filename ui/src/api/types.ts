@@ -194,6 +194,10 @@ export interface ModelInfo {
   on_peers?: string[];
   /** Loaded: where its layers are. */
   placement?: Placement;
+  /** Loaded: its context in tokens (one KV pool its slots share), the KV cache's type and memory. */
+  context?: number;
+  kv_type?: string;
+  kv_bytes?: number;
 }
 
 /** A model only the cluster's peers have (loaded), offered for a transfer. */

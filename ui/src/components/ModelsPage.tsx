@@ -236,6 +236,17 @@ export function ModelsPage({ live, dispatch }: ModelsPageProps) {
                         {formatPlacement(m.placement)}
                       </span>
                     )}
+                    {loadedRow && m.context !== undefined && (
+                      <span
+                        className="badge"
+                        data-testid="model-context"
+                        data-context={m.context}
+                        title="The context its requests share: one KV cache, one request may take all of it"
+                      >
+                        {formatContext(m.context)} context
+                        {m.kv_bytes ? ` · ${formatBytes(m.kv_bytes)} ${m.kv_type ?? ''} KV` : ''}
+                      </span>
+                    )}
                     {m.state === 'failed' && m.load_error && !m.error && (
                       <div className="model-error" role="alert" data-testid="model-load-failed">
                         Failed to load: {m.load_error}

@@ -712,8 +712,10 @@ impl Scheduler<'_> {
     /// Give a slot back: remember which tokens its KV cache holds (the next tenant may share
     /// a prefix with them), keep its undelivered events draining.
     fn release(&mut self, slot: Slot) {
-        let n_past = slot.n_past.max(0) as usize;
         let seq = slot.seq as usize;
+        // No more than the cache holds: a failed decode leaves out the tokens it was given.
+        let held = (self.ctx.kv_cache_seq_pos_max(seq as i32) + 1).max(0) as usize;
+        let n_past = (slot.n_past.max(0) as usize).min(held);
         self.cached[seq] = slot.kv_tokens(n_past);
         self.clock += 1;
         self.cached_used[seq] = self.clock;
@@ -753,24 +755,25 @@ impl Scheduler<'_> {
             slot.park_len = slot.park_len.min(last);
             return;
         }
-        if !slot.replay.is_empty() {
-            // Replaying after a park: keep what of the prompt it holds, prefill the rest.
-            slot.replay.clear();
-            slot.pending = None;
-            let keep = slot.prefilled.min(last);
-            let _ = self.ctx.kv_cache_seq_rm(slot.seq, Some(keep as u32), None);
-            slot.prefilled = keep;
-            slot.n_past = keep as i32;
-            return;
-        }
-        if slot.prefilled < slot.prompt.len() {
+        // Keep what of the prompt the sequence holds (but its last token, decoded again for
+        // fresh logits), prefill the rest.
+        let keep = if !slot.replay.is_empty() {
+            // Replaying after a park: its first tokens are the prompt's.
+            slot.prefilled.min(last)
+        } else if slot.prefilled < slot.prompt.len() {
             // Still prefilling: nothing was generated yet.
             return;
-        }
-        let _ = self.ctx.kv_cache_seq_rm(slot.seq, Some(last as u32), None);
-        slot.n_past = last as i32;
-        slot.pending = Some(slot.prompt[last]);
-        slot.prefilled = slot.prompt.len();
+        } else {
+            last
+        };
+        slot.replay.clear();
+        slot.pending = None;
+        let (seq, held) = (slot.seq as usize, slot.n_past.max(0) as usize);
+        // A model that cannot cut its cache there starts the prompt over.
+        let kept = self.trim(seq, keep, held);
+        let slot = self.slots[i].as_mut().expect("slot present");
+        slot.prefilled = kept;
+        slot.n_past = kept as i32;
     }
 
     fn shutdown(&mut self, reason: FailureKind) {

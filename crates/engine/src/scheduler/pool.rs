@@ -86,22 +86,76 @@ impl Scheduler<'_> {
         }
         let seq = self.pick_seq(&next.tokens);
         let need = next.tokens.len().saturating_sub(self.cached[seq].len());
-        self.free_cells() + self.idle_cells(Some(seq)) >= need
+        self.free_cells() + self.idle_cells(Some(seq)) + self.paused_cells() >= need
+    }
+
+    /// Cells that parking the paused requests would free: a paused answer does not hold the
+    /// pool from the others.
+    fn paused_cells(&self) -> usize {
+        self.slots
+            .iter()
+            .flatten()
+            .filter(|s| s.paused && !s.parked)
+            .map(|s| s.n_past.max(0) as usize + s.promised())
+            .sum()
+    }
+
+    /// Park the youngest paused request, if one holds cells. Whether one was.
+    fn park_paused(&mut self) -> bool {
+        let Some(i) = (0..self.slots.len())
+            .filter(|&i| {
+                self.slots[i]
+                    .as_ref()
+                    .is_some_and(|s| s.paused && !s.parked)
+            })
+            .max_by_key(|&i| self.slots[i].as_ref().map(|s| s.started))
+        else {
+            return false;
+        };
+        self.park(i);
+        true
+    }
+
+    /// Make `need` free cells, never dropping `keep`'s idle cache: idle caches first, then
+    /// paused requests parked. Nothing is dropped when even that would not do.
+    fn make_free(&mut self, need: usize, keep: Option<usize>) -> bool {
+        if self.free_cells() + self.idle_cells(keep) + self.paused_cells() < need {
+            return false;
+        }
+        while !self.free_up(need, keep) {
+            if !self.park_paused() {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The parked request to resume first: the oldest not paused (a paused one waits until
+    /// it is resumed by its reader).
+    fn next_parked(&self) -> Option<usize> {
+        (0..self.slots.len())
+            .filter(|&i| {
+                self.slots[i]
+                    .as_ref()
+                    .is_some_and(|s| s.parked && !s.paused)
+            })
+            .min_by_key(|&i| self.slots[i].as_ref().map(|s| s.started))
+    }
+
+    /// No request holds cells: every one is parked.
+    fn all_parked(&self) -> bool {
+        self.slots.iter().flatten().all(|s| s.parked)
     }
 
     /// A parked request could resume now ([`Self::resume_parked`]).
     pub(super) fn could_resume(&self) -> bool {
-        let Some(slot) = self
-            .slots
-            .iter()
-            .flatten()
-            .filter(|s| s.parked)
-            .min_by_key(|s| s.started)
-        else {
+        let Some(i) = self.next_parked() else {
             return false;
         };
-        self.slots.iter().flatten().all(|s| s.parked)
-            || self.free_cells() + self.idle_cells(None) >= self.resume_need(slot)
+        let slot = self.slots[i].as_ref().expect("slot present");
+        self.all_parked()
+            || self.free_cells() + self.idle_cells(None) + self.paused_cells()
+                >= self.resume_need(slot)
     }
 
     /// The free cells a parked request waits for.
@@ -170,13 +224,18 @@ impl Scheduler<'_> {
     }
 
     /// The free sequence a request for `tokens` goes to: the one whose idle cache shares the
-    /// longest prefix with it, else the least recently used.
+    /// longest prefix with it when that is a tenth of the prompt or more (llama-server's slot
+    /// similarity), else the least recently used (an empty one first), so that a long idle
+    /// cache is not given up for a shared template opening.
     pub(super) fn pick_seq(&self, tokens: &[LlamaToken]) -> usize {
         (0..self.slots.len())
             .filter(|&i| self.slots[i].is_none())
             .max_by_key(|&i| {
+                let common = common_prefix(&self.cached[i], tokens);
+                let worth = common > 0 && common * 10 >= tokens.len();
                 (
-                    common_prefix(&self.cached[i], tokens),
+                    worth,
+                    if worth { common } else { 0 },
                     std::cmp::Reverse(self.cached_used[i]),
                 )
             })
@@ -186,11 +245,11 @@ impl Scheduler<'_> {
     /// Whether a request for `tokens` fits in the pool now if it takes `seq`, idle caches
     /// dropped for it if need be. Requests parked for room go first.
     pub(super) fn room_for(&mut self, seq: usize, tokens: &[LlamaToken]) -> bool {
-        if self.slots.iter().flatten().any(|s| s.parked) {
+        if self.next_parked().is_some() {
             return false;
         }
         let need = tokens.len().saturating_sub(self.cached[seq].len());
-        self.free_up(need, Some(seq))
+        self.make_free(need, Some(seq))
     }
 
     /// Give `seq` to a request for `tokens`: keep the longest prefix its idle cache or the
@@ -237,7 +296,7 @@ impl Scheduler<'_> {
     /// Cut `seq` (holding `held` tokens) back to its first `keep`; 0 when it cannot be cut
     /// there (a recurrent model) or the cut left less than the sliding window the next token
     /// attends to.
-    fn trim(&mut self, seq: usize, keep: usize, held: usize) -> usize {
+    pub(super) fn trim(&mut self, seq: usize, keep: usize, held: usize) -> usize {
         if keep == 0 {
             self.clear(seq);
             return 0;
@@ -289,9 +348,10 @@ impl Scheduler<'_> {
             if self.free_cells() >= growing {
                 return;
             }
+            // A paused request first, else the youngest.
             let youngest = *running
                 .iter()
-                .max_by_key(|&&i| self.slots[i].as_ref().map(|s| s.started))
+                .max_by_key(|&&i| self.slots[i].as_ref().map(|s| (s.paused, s.started)))
                 .expect("two requests run");
             self.park(youngest);
         }
@@ -323,17 +383,15 @@ impl Scheduler<'_> {
     /// from the prompt cache where it is still there, the rest decoded again.
     fn resume_parked(&mut self) {
         loop {
-            let Some(i) = (0..self.slots.len())
-                .filter(|&i| self.slots[i].as_ref().is_some_and(|s| s.parked))
-                .min_by_key(|&i| self.slots[i].as_ref().map(|s| s.started))
-            else {
+            let Some(i) = self.next_parked() else {
                 return;
             };
             let need = self.resume_need(self.slots[i].as_ref().expect("slot present"));
-            let alone = self.slots.iter().flatten().all(|s| s.parked);
-            if !self.free_up(need, None) && !alone {
+            if !self.all_parked() && !self.make_free(need, None) {
                 return;
             }
+            // Alone, it has the whole pool.
+            self.free_up(need, None);
             let slot = self.slots[i].as_mut().expect("slot present");
             let seq = slot.seq as usize;
             let target = slot.kv_tokens(slot.park_len);

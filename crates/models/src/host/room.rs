@@ -80,17 +80,18 @@ impl ModelHost {
 
     /// The context a model of header `gguf` and `size` bytes of weights gets here: `--ctx`,
     /// else its training context as far as a KV cache of half the memory left beside its
-    /// weights holds (the GPUs' when they hold the weights, else the machine's), in steps of
-    /// 256 tokens, and never less than min(its training context, 4096).
+    /// weights holds (on the GPUs when their free memory holds the weights, else what models
+    /// may take here besides the loaded ones), in steps of 256 tokens, and never less than
+    /// min(its training context, 4096); never more than its training context.
     pub(super) fn context_of(&self, gguf: Option<&GgufInfo>, size: u64) -> u32 {
-        if let Some(c) = self.settings.context {
-            return c.max(1);
-        }
         let trained = gguf
             .and_then(|g| g.context_length)
             .and_then(|c| u32::try_from(c).ok())
             .filter(|c| *c > 0)
             .unwrap_or(DEFAULT_CONTEXT);
+        if let Some(c) = self.settings.context {
+            return c.clamp(1, trained);
+        }
         let floor = trained.min(DEFAULT_CONTEXT);
         let Some(per_token) = gguf
             .and_then(|g| self.settings.kv_type.bytes_per_token(g))
@@ -103,24 +104,22 @@ impl ModelHost {
         trained.min(held.max(floor))
     }
 
-    /// The memory a model of `size` bytes of weights may give its KV cache here: what the
-    /// GPUs it goes to have besides its weights when they hold them all, else the memory
-    /// models may take here besides them.
+    /// The memory a model of `size` bytes of weights may give its KV cache here now: what the
+    /// GPUs it goes to have free besides the loaded models' share and its weights, when that
+    /// holds the weights, else the memory models may take here besides the loaded ones and
+    /// its weights.
     fn memory_for_context(&self, size: u64) -> u64 {
-        if self.settings.remote.is_none() && self.settings.script.is_none() {
-            let offload = &self.settings.offload;
-            let gpu: u64 = hearth_engine::offload::chosen_gpus(offload)
-                .iter()
-                .map(|g| g.memory_total.saturating_sub(offload.margin))
-                .sum();
-            if gpu > size {
-                return gpu - size;
-            }
+        let vram_held: u64 = self.lock().entries.iter().map(|e| e.vram).sum();
+        let gpu = self.gpu_room(vram_held);
+        if gpu > size {
+            return gpu - size;
         }
-        let limit = self.settings.memory_limit.unwrap_or_else(|| {
-            memory::machine().map_or(u64::MAX, |(_, total)| memory::budget_of(total, total, 0))
-        });
-        limit.saturating_sub(size)
+        self.free_for_models(None).saturating_sub(size)
+    }
+
+    /// The context the model in `path` gets here, in tokens ([`Self::context_of`]).
+    pub fn context_for(&self, path: &Path) -> u32 {
+        self.need_of(path).context
     }
 
     /// The host memory a model's prompt cache may take: `--cache-ram`, else a quarter of what

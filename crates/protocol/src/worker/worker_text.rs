@@ -22,6 +22,13 @@ pub struct TaskDone {
     /// The stop string that ended the answer, when one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_sequence: Option<String>,
+    /// Prompt tokens the worker's prompt cache served instead of prefill.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_tokens: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Why a task failed, as a Hearth worker reports it to a Hearth hub (extension). `code` is
@@ -124,6 +131,7 @@ mod tests {
             queued_ms: 1.0,
             prefill_ms: 2.5,
             stop_sequence: Some("END".into()),
+            cached_tokens: 11,
         };
         assert_eq!(
             parse_worker_text(&done_frame(TaskId(9), &done)).unwrap(),

@@ -78,7 +78,7 @@ impl Job {
             prefill: ext.map(|d| ms(d.prefill_ms)).unwrap_or_default(),
             first_token: self.first_token,
             total: self.submitted.elapsed(),
-            cached_tokens: 0,
+            cached_tokens: ext.map_or(0, |d| d.cached_tokens),
         }
     }
 

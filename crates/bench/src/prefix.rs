@@ -1,0 +1,162 @@
+//! The agent's most common request: a long prompt sent again after other long prompts took
+//! the slots. The node (its prompt cache in host memory) against llama-server built from the
+//! same era of llama.cpp (`scripts/llama-server.sh`, its `--cache-ram`), each as a user starts
+//! it on the model: the time to answer the prompt cold, then again after four others.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Value};
+
+use crate::node::NodeProc;
+use crate::report::Figure;
+
+/// Words in each long prompt: about 2,500 tokens of the default model.
+const PROMPT_WORDS: usize = 1250;
+
+/// Prompts sent between the first and the repeat: as many as the slots, so that each slot is
+/// taken by another prompt (and the pool holds none of the first one's idle cache).
+const OTHERS: usize = 4;
+
+/// About `words` tokens of text that does not repeat, different for each `seed`.
+fn long_text(seed: usize, words: usize) -> String {
+    const W: [&str; 12] = [
+        "river", "stone", "lamp", "orchard", "copper", "meadow", "harbor", "violet", "engine",
+        "canyon", "thread", "bakery",
+    ];
+    (0..words)
+        .map(|i| format!("{}{}", W[(i * seed + seed) % W.len()], i % 89))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// One chat answer of one token: its wall time and the prompt tokens it reported.
+async fn ask(http: &reqwest::Client, base: &str, text: &str) -> Result<(Duration, u64)> {
+    let body = json!({"messages": [{"role": "user", "content": text}], "max_tokens": 1,
+        "temperature": 0});
+    let sent = Instant::now();
+    let v: Value = http
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&body)
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    let took = sent.elapsed();
+    let prompt = v["usage"]["prompt_tokens"].as_u64().unwrap_or(0);
+    Ok((took, prompt))
+}
+
+/// Cold, then again after [`OTHERS`] other prompts: the two times and the prompt's tokens.
+async fn cold_and_resent(http: &reqwest::Client, base: &str) -> Result<(f64, f64, u64)> {
+    let first = long_text(5, PROMPT_WORDS);
+    let (cold, tokens) = ask(http, base, &first).await?;
+    for k in 0..OTHERS {
+        ask(http, base, &long_text(7 + k, PROMPT_WORDS)).await?;
+    }
+    let (resent, _) = ask(http, base, &first).await?;
+    Ok((cold.as_secs_f64(), resent.as_secs_f64(), tokens))
+}
+
+/// llama-server as `scripts/llama-server.sh` builds it (`HEARTH_LLAMA_SERVER` names another).
+fn llama_server_bin() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("HEARTH_LLAMA_SERVER") {
+        return Some(PathBuf::from(p));
+    }
+    let out = Command::new("scripts/llama-server.sh").output().ok()?;
+    let path = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
+    (out.status.success() && path.is_file()).then_some(path)
+}
+
+/// A llama-server process, killed when dropped.
+struct LlamaServer {
+    child: Child,
+    base: String,
+}
+
+impl LlamaServer {
+    async fn start(bin: &Path, model: &Path, threads: i32) -> Result<Self> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let child = Command::new(bin)
+            .arg("-m")
+            .arg(model)
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .args(["-np", "4", "-t", &threads.to_string(), "--jinja"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        let server = Self {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+        };
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while Instant::now() < deadline {
+            let ok = reqwest::get(format!("{}/health", server.base))
+                .await
+                .is_ok_and(|r| r.status().is_success());
+            if ok {
+                return Ok(server);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        bail!("llama-server did not get ready in 120 s")
+    }
+}
+
+impl Drop for LlamaServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The resent-prefix figures: each server's resent / cold time, and the node's resent time
+/// against llama-server's (when it could be built).
+pub(crate) async fn figures(model: &Path, node_bin: &Path, threads: i32) -> Result<Vec<Figure>> {
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(600))
+        .build()?;
+    eprintln!("a long prompt resent after {OTHERS} others took the slots");
+    let node = NodeProc::start(node_bin, model, &["--threads".into(), threads.to_string()])?;
+    let (cold, resent, tokens) = cold_and_resent(&http, &format!("http://{}", node.addr)).await?;
+    drop(node);
+    let name = format!("resent {tokens}-token prompt after its slot was reused, node");
+    let mut figures = vec![
+        Figure::new(format!("{name}: cold"), "s", vec![cold]),
+        Figure::new(
+            format!("{name}: resent / cold"),
+            "ratio",
+            vec![resent / cold],
+        )
+        .at_most(0.25),
+    ];
+    let Some(bin) = llama_server_bin() else {
+        eprintln!(
+            "llama-server could not be built (scripts/llama-server.sh): its rows are left out"
+        );
+        return Ok(figures);
+    };
+    let server = LlamaServer::start(&bin, model, threads).await?;
+    let (ls_cold, ls_resent, _) = cold_and_resent(&http, &server.base).await?;
+    drop(server);
+    figures.push(Figure::new(
+        "the same, llama-server --cache-ram: resent / cold",
+        "ratio",
+        vec![ls_resent / ls_cold],
+    ));
+    figures.push(
+        Figure::new(
+            "the same, resent: node / llama-server",
+            "ratio",
+            vec![resent / ls_resent],
+        )
+        .at_most(1.0),
+    );
+    Ok(figures)
+}
