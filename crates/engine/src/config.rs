@@ -20,6 +20,10 @@ pub struct EngineConfig {
     /// Bytes of host memory that evicted sequences' KV state may take (`--cache-ram`); 0 turns
     /// the prompt cache off.
     pub cache_ram: u64,
+    /// A folder where the prompt cache's sequences are also kept across restarts
+    /// (`--cache-disk`), and the most bytes they may take there.
+    pub cache_disk: Option<PathBuf>,
+    pub cache_disk_max: u64,
     /// Largest single decode in tokens. A larger decode aborts llama.cpp, so prefill is chunked
     /// to at most this.
     pub n_batch: u32,
@@ -211,6 +215,9 @@ pub struct Script {
     pub answer: Vec<String>,
 }
 
+/// The most bytes the prompt cache takes on disk by default (`--cache-disk-max`).
+pub const DEFAULT_CACHE_DISK_MAX: u64 = 8 << 30;
+
 /// The context when the model's header does not say its training context.
 pub const DEFAULT_CONTEXT: u32 = 4096;
 pub const DEFAULT_SLOTS: usize = 4;
@@ -227,6 +234,8 @@ impl EngineConfig {
             context: None,
             kv_type: KvType::default(),
             cache_ram: 0,
+            cache_disk: None,
+            cache_disk_max: DEFAULT_CACHE_DISK_MAX,
             n_batch: DEFAULT_N_BATCH,
             prefill_chunk: DEFAULT_PREFILL_CHUNK,
             queue_capacity: DEFAULT_QUEUE_CAPACITY,

@@ -46,6 +46,14 @@ pub struct ServeArgs {
     /// [default: a quarter of the memory left beside the models, at most 8 GiB].
     #[arg(long, env = "HEARTH_CACHE_RAM")]
     cache_ram: Option<u64>,
+    /// A folder where the prompt cache also keeps its sequences, so that they outlive a
+    /// restart (a folder per model and KV type; each file checksummed, a damaged one deleted
+    /// unread) [default: none].
+    #[arg(long, env = "HEARTH_CACHE_DISK")]
+    cache_disk: Option<PathBuf>,
+    /// MiB each model's prompt cache may take in --cache-disk; the oldest files go first.
+    #[arg(long, env = "HEARTH_CACHE_DISK_MAX", default_value_t = hearth_engine::config::DEFAULT_CACHE_DISK_MAX >> 20)]
+    cache_disk_max: u64,
     /// Layers of each model on the GPU: auto (as many as its free memory holds, less
     /// --gpu-margin: llama.cpp's fitting), a number, all, or 0 (the CPU only).
     #[arg(long, env = "HEARTH_GPU_LAYERS", default_value = "auto")]
@@ -229,6 +237,8 @@ impl ServeArgs {
         c.ctx = self.ctx;
         c.kv_type = self.kv_type;
         c.cache_ram = self.cache_ram.map(|mib| mib.saturating_mul(1 << 20));
+        c.cache_disk = self.cache_disk;
+        c.cache_disk_max = self.cache_disk_max.saturating_mul(1 << 20);
         c.offload = hearth_engine::Offload {
             layers: self.gpu_layers,
             device: self.device,

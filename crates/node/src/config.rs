@@ -39,6 +39,10 @@ pub struct NodeConfig {
     /// Bytes of host memory each model's prompt cache may take (`--cache-ram`); `None`: a share
     /// of the memory left beside the models, 0: off.
     pub cache_ram: Option<u64>,
+    /// Where the prompt cache also keeps sequences across restarts (`--cache-disk`), and the
+    /// most bytes each model's may take there (`--cache-disk-max`).
+    pub cache_disk: Option<PathBuf>,
+    pub cache_disk_max: u64,
     pub queue: usize,
     /// The Hugging Face-style hub models are downloaded from (`--hub-url`).
     pub hub_url: String,
@@ -104,6 +108,8 @@ impl NodeConfig {
             ctx: None,
             kv_type: hearth_engine::KvType::default(),
             cache_ram: None,
+            cache_disk: None,
+            cache_disk_max: hearth_engine::config::DEFAULT_CACHE_DISK_MAX,
             queue: hearth_engine::config::DEFAULT_QUEUE_CAPACITY,
             hub_url: hearth_models::hub::DEFAULT_HUB_URL.to_owned(),
             transfer_pace: None,

@@ -247,6 +247,8 @@ impl Node {
             context: config.ctx,
             kv_type: config.kv_type,
             cache_ram: config.cache_ram,
+            cache_disk: config.cache_disk.clone(),
+            cache_disk_max: config.cache_disk_max,
             queue_capacity: config.queue,
             min_load_time: config.min_load_time,
             script: config.script.clone(),

@@ -261,3 +261,70 @@ async fn a_paused_answer_does_not_hold_the_pool_from_the_others() {
     assert_eq!(straight["generated_text"], done["generated_text"]);
     t.stop().await;
 }
+
+/// The `.kv` files of the prompt cache under `root`.
+fn cache_files(root: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for dir in std::fs::read_dir(root).unwrap().flatten() {
+        for f in std::fs::read_dir(dir.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if f.path().extension().is_some_and(|x| x == "kv") {
+                files.push(f.path());
+            }
+        }
+    }
+    files
+}
+
+/// `--cache-disk`: a sequence given up before a restart comes back from its file after it; a
+/// file damaged on disk is deleted and never loaded, and the node answers all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_prompt_cache_on_disk_outlives_a_restart_and_a_damaged_file_is_never_loaded() {
+    let disk = tempfile::tempdir().unwrap();
+    let (a, b) = (long_text(5, 700), long_text(7, 700));
+    let start = || {
+        let root = disk.path().to_path_buf();
+        TestNode::start_with(move |c| {
+            c.parallel = 1;
+            c.ctx = Some(4096);
+            c.cache_disk = Some(root);
+        })
+    };
+    let t = start().await;
+    cached_by_door(&t, "openai", &a).await;
+    // B takes the only slot: A's sequence goes to memory and to a file.
+    cached_by_door(&t, "openai", &b).await;
+    t.stop().await;
+    common::wait_for_secs(
+        20,
+        async || !cache_files(disk.path()).is_empty(),
+        "the file",
+    )
+    .await;
+
+    let t = start().await;
+    let (cached, prompt) = cached_by_door(&t, "openai", &a).await;
+    assert_eq!(cached, prompt - 1, "read back from disk after the restart");
+    t.stop().await;
+
+    for file in cache_files(disk.path()) {
+        let mut bytes = std::fs::read(&file).unwrap();
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0x55;
+        std::fs::write(&file, bytes).unwrap();
+    }
+    let t = start().await;
+    let (cached, prompt) = cached_by_door(&t, "openai", &a).await;
+    assert!(
+        cached < 64,
+        "a damaged file was loaded: {cached} of {prompt}"
+    );
+    t.stop().await;
+    assert!(
+        cache_files(disk.path()).is_empty(),
+        "the damaged file is deleted"
+    );
+}

@@ -29,6 +29,7 @@ use crate::sampling::{build_sampler, logprobs, Sampler};
 use crate::text::{StopMatcher, StopScan};
 use hearth_protocol::utf8::Utf8Stream;
 
+mod disk_cache;
 mod pool;
 mod prompt_cache;
 mod start;
@@ -96,8 +97,9 @@ struct Scheduler<'m> {
     /// When each sequence's idle cache was last used (`clock`'s value).
     cached_used: Vec<u64>,
     clock: u64,
-    /// Sequences the pool gave up, in host memory.
+    /// Sequences the pool gave up, in host memory, and on disk (`--cache-disk`).
     cache: PromptCache<SeqState>,
+    disk: Option<disk_cache::DiskCache>,
     /// Hands each step's events to their readers at once.
     courier: Courier,
     /// How many of the context's threads a decode may use (fewer while other programs keep

@@ -187,17 +187,28 @@ impl Scheduler<'_> {
     /// Keep sequence `seq`'s KV state (it holds `tokens`) in the prompt cache, if it is worth
     /// it.
     fn save(&mut self, seq: usize, tokens: &[LlamaToken]) {
-        if !self.cache.enabled() || tokens.len() < MIN_TOKENS || self.cache.covers(tokens) {
+        if tokens.len() < MIN_TOKENS {
             return;
         }
         let flags = LlamaStateSeqFlags::empty();
+        let disk = self.disk.as_ref().is_some_and(|d| !d.covers(tokens));
+        let ram = self.cache.enabled() && !self.cache.covers(tokens);
+        if !ram && !disk {
+            return;
+        }
         let bytes = self.ctx.state_seq_get_size_ext(seq as i32, flags) as u64;
-        if !self.cache.wants(tokens, bytes) {
+        let ram = ram && self.cache.wants(tokens, bytes);
+        if !ram && !disk {
             return;
         }
         match self.ctx.state_seq_get(seq as i32, flags) {
             Ok(state) => {
-                self.cache.insert(tokens.to_vec(), state, bytes);
+                if let Some(d) = self.disk.as_mut() {
+                    d.save(tokens, &state);
+                }
+                if ram {
+                    self.cache.insert(tokens.to_vec(), state, bytes);
+                }
                 tracing::debug!(
                     tokens = tokens.len(),
                     bytes,
@@ -207,6 +218,12 @@ impl Scheduler<'_> {
             Err(e) => tracing::warn!(%e, "a sequence's KV state could not be saved"),
         }
         self.publish_cache();
+    }
+
+    /// How many tokens of `tokens` the prompt cache (in memory or on disk) could restore.
+    fn saved(&self, tokens: &[LlamaToken]) -> usize {
+        let disk = self.disk.as_ref().map_or(0, |d| d.longest(tokens));
+        self.cache.longest(tokens).max(disk)
     }
 
     pub(super) fn publish_cache(&self) {
@@ -259,7 +276,7 @@ impl Scheduler<'_> {
         let cached = std::mem::take(&mut self.cached[seq]);
         let most = tokens.len().saturating_sub(1);
         let idle = common_prefix(&cached, tokens).min(most);
-        let saved = self.cache.longest(tokens).min(most);
+        let saved = self.saved(tokens).min(most);
         if cached.len() > idle + MIN_TOKENS || saved > idle + MIN_TOKENS {
             // Its tail (or all of it) would be lost.
             self.save(seq, &cached);
@@ -274,6 +291,25 @@ impl Scheduler<'_> {
     /// Load into `seq` the prompt cache's entry sharing the longest prefix with `tokens`, cut
     /// to at most `most` of them. How many tokens `seq` holds then.
     fn restore(&mut self, seq: usize, tokens: &[LlamaToken], most: usize) -> usize {
+        let on_disk = self.disk.as_ref().map_or(0, |d| d.longest(tokens));
+        if on_disk > self.cache.longest(tokens) {
+            if let Some((state, held)) = self.disk.as_mut().and_then(|d| d.load(tokens)) {
+                let loaded = self.ctx.state_seq_set(&state, seq as i32);
+                let common = common_prefix(&held, tokens);
+                let bytes = state.byte_len() as u64;
+                if self.cache.enabled() {
+                    // In memory from now on.
+                    self.cache.insert(held, state, bytes);
+                }
+                if let Err(e) = loaded {
+                    tracing::debug!(%e, bytes, "a sequence from disk did not fit the pool now");
+                    self.clear(seq);
+                    return 0;
+                }
+                tracing::debug!(common, "prompt read from the prompt cache on disk");
+                return self.restored(seq, common.min(most));
+            }
+        }
         let Some((state, common)) = self.cache.best(tokens) else {
             return 0;
         };
@@ -283,8 +319,13 @@ impl Scheduler<'_> {
             self.clear(seq);
             return 0;
         }
+        self.restored(seq, common.min(most))
+    }
+
+    /// `seq` holds a restored sequence: cut it to `keep` tokens, and count them.
+    fn restored(&mut self, seq: usize, keep: usize) -> usize {
         let entry_len = (self.ctx.kv_cache_seq_pos_max(seq as i32) + 1).max(0) as usize;
-        let kept = self.trim(seq, common.min(most), entry_len);
+        let kept = self.trim(seq, keep, entry_len);
         self.shared
             .pool
             .cache_restored

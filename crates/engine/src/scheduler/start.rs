@@ -189,6 +189,12 @@ fn serve_with(
         cached_used: vec![0; slots],
         clock: 0,
         cache: super::PromptCache::new(config.cache_ram),
+        disk: config.cache_disk.as_ref().and_then(|root| {
+            let dir = super::disk_cache::folder(root, &config.model_path, config.kv_type.name());
+            super::disk_cache::DiskCache::open(dir, config.cache_disk_max)
+                .map_err(|e| tracing::warn!(%e, "the prompt cache's folder cannot be used"))
+                .ok()
+        }),
         courier: Courier::new(runtime),
         governor: Governor::new(threads as usize),
         overlap: loaded.placement.on_gpu_whole(),

@@ -37,6 +37,10 @@ pub struct EngineSettings {
     /// Host memory each model's prompt cache may take (`--cache-ram`); `None`: a share of the
     /// memory left beside the models ([`ModelHost::cache_ram_of`]), 0: off.
     pub cache_ram: Option<u64>,
+    /// A folder where each model's prompt cache also keeps its sequences across restarts
+    /// (`--cache-disk`), and the most bytes each may take there.
+    pub cache_disk: Option<PathBuf>,
+    pub cache_disk_max: u64,
     pub queue_capacity: usize,
     pub min_load_time: Option<std::time::Duration>,
     pub script: Option<hearth_engine::Script>,
@@ -64,6 +68,8 @@ impl EngineSettings {
             context: Some(context),
             kv_type: self.kv_type,
             cache_ram,
+            cache_disk: self.cache_disk.clone(),
+            cache_disk_max: self.cache_disk_max,
             queue_capacity: self.queue_capacity,
             min_load_time: self.min_load_time,
             script: self.script.clone(),

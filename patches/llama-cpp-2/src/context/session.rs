@@ -672,6 +672,24 @@ pub struct SeqState {
 }
 
 impl SeqState {
+    /// The serialized state, to keep elsewhere (a file) and bring back with
+    /// [`Self::from_bytes`].
+    #[must_use]
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// A state from bytes [`Self::as_bytes`] gave, with the flags it was captured with.
+    ///
+    /// # Safety
+    ///
+    /// `bytes` must be exactly what `as_bytes` returned for a state captured from a context of
+    /// the same model and cache layout (llama.cpp's reader trusts the lengths inside).
+    #[must_use]
+    pub unsafe fn from_bytes(bytes: Vec<u8>, flags: LlamaStateSeqFlags) -> Self {
+        Self { bytes, flags }
+    }
+
     /// The flag set that was used to capture this state.
     #[must_use]
     pub fn flags(&self) -> LlamaStateSeqFlags {

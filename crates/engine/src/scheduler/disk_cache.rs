@@ -1,0 +1,280 @@
+//! The prompt cache on disk (`--cache-disk DIR`): sequences the prompt cache keeps are also
+//! written to files, in a folder per model file and KV type, so that a restart does not lose
+//! them. Each file is checksummed (SHA-256); one that does not check out is deleted, never
+//! loaded. Files are written on a thread of their own; the oldest go past the size cap.
+//! The format is Hearth's own (a short header, the tokens, llama.cpp's state bytes, the sum):
+//! llama.cpp's session files carry no checksum.
+#![allow(unsafe_code)]
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
+
+use llama_cpp_2::context::session::{LlamaStateSeqFlags, SeqState};
+use llama_cpp_2::token::LlamaToken;
+use sha2::{Digest, Sha256};
+
+use super::prompt_cache::common_prefix;
+
+const MAGIC: &[u8; 8] = b"HKVSEQ01";
+/// States waiting to be written; beyond this a save is skipped rather than waited for.
+const QUEUE: usize = 4;
+
+/// One file: the tokens its state holds.
+struct Entry {
+    tokens: Vec<LlamaToken>,
+    path: PathBuf,
+}
+
+pub(super) struct DiskCache {
+    dir: PathBuf,
+    entries: Vec<Entry>,
+    writer: SyncSender<(PathBuf, Vec<u8>)>,
+}
+
+/// The folder of one model's cache: its file's name, size and change time and the KV type
+/// name it (a state loads only into the cache layout it came from).
+pub(super) fn folder(root: &Path, model: &Path, kv: &str) -> PathBuf {
+    let meta = std::fs::metadata(model).ok();
+    let mut h = Sha256::new();
+    h.update(
+        model
+            .file_name()
+            .map(|n| n.as_encoded_bytes())
+            .unwrap_or_default(),
+    );
+    h.update(
+        meta.as_ref()
+            .map_or(0, std::fs::Metadata::len)
+            .to_le_bytes(),
+    );
+    let changed = meta
+        .and_then(|m| m.modified().ok())
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_secs());
+    h.update(changed.to_le_bytes());
+    h.update(kv.as_bytes());
+    let digest = hex(&h.finalize()[..8]);
+    let stem = model
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    root.join(format!("{stem}-{kv}-{digest}"))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A file's bytes: magic, token count, tokens, state length, state, SHA-256 of all before.
+fn encode(tokens: &[LlamaToken], state: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(32 + tokens.len() * 4 + state.len() + 32);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&(tokens.len() as u64).to_le_bytes());
+    for t in tokens {
+        out.extend_from_slice(&t.0.to_le_bytes());
+    }
+    out.extend_from_slice(&(state.len() as u64).to_le_bytes());
+    out.extend_from_slice(state);
+    let sum = Sha256::digest(&out);
+    out.extend_from_slice(&sum);
+    out
+}
+
+/// The tokens of a file, from its header alone.
+fn read_tokens(path: &Path) -> Option<Vec<LlamaToken>> {
+    let mut f = std::fs::File::open(path).ok()?;
+    let mut head = [0u8; 16];
+    f.read_exact(&mut head).ok()?;
+    if &head[..8] != MAGIC {
+        return None;
+    }
+    let n = usize::try_from(u64::from_le_bytes(head[8..16].try_into().ok()?)).ok()?;
+    let size = f.metadata().ok()?.len();
+    // A header's count is the file's word: no more tokens than the file has bytes for.
+    (n as u64).checked_mul(4).filter(|b| *b <= size)?;
+    let mut raw = vec![0u8; n * 4];
+    f.read_exact(&mut raw).ok()?;
+    Some(
+        raw.chunks_exact(4)
+            .map(|c| LlamaToken::new(i32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+            .collect(),
+    )
+}
+
+/// The state of a whole file whose sum checks out and whose tokens are `tokens`.
+fn decode(bytes: &[u8], tokens: &[LlamaToken]) -> Option<Vec<u8>> {
+    let body = bytes.len().checked_sub(32)?;
+    let (content, sum) = bytes.split_at(body);
+    if Sha256::digest(content).as_slice() != sum {
+        return None;
+    }
+    let at = 16 + tokens.len() * 4;
+    let state_len = usize::try_from(u64::from_le_bytes(
+        content.get(at..at + 8)?.try_into().ok()?,
+    ))
+    .ok()?;
+    let state = content.get(at + 8..)?;
+    (state.len() == state_len).then(|| state.to_vec())
+}
+
+/// Write `bytes` to `path` whole (a temporary file renamed), then delete the oldest files of
+/// `dir` past `cap` bytes.
+fn write(dir: &Path, path: &Path, bytes: &[u8], cap: u64) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    let mut files: Vec<(std::time::SystemTime, u64, PathBuf)> = std::fs::read_dir(dir)?
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "kv"))
+        .filter_map(|e| {
+            let m = e.metadata().ok()?;
+            Some((m.modified().ok()?, m.len(), e.path()))
+        })
+        .collect();
+    files.sort();
+    let mut total: u64 = files.iter().map(|f| f.1).sum();
+    for (_, len, file) in files {
+        if total <= cap || file == path {
+            break;
+        }
+        let _ = std::fs::remove_file(&file);
+        total -= len;
+    }
+    Ok(())
+}
+
+impl DiskCache {
+    /// The cache in `dir` (made if need be), its files' tokens read, at most `cap` bytes on
+    /// disk. Files that are not entries (a write cut short) are deleted.
+    pub(super) fn open(dir: PathBuf, cap: u64) -> std::io::Result<Self> {
+        std::fs::create_dir_all(&dir)?;
+        let mut entries = Vec::new();
+        for e in std::fs::read_dir(&dir)?.flatten() {
+            let path = e.path();
+            match (
+                path.extension().and_then(|x| x.to_str()),
+                read_tokens(&path),
+            ) {
+                (Some("kv"), Some(tokens)) => entries.push(Entry { tokens, path }),
+                _ => {
+                    tracing::warn!(file = %path.display(), "not a prompt cache entry: deleted");
+                    let _ = std::fs::remove_file(&path);
+                }
+            }
+        }
+        tracing::info!(dir = %dir.display(), entries = entries.len(), "prompt cache on disk");
+        let (writer, jobs) = sync_channel::<(PathBuf, Vec<u8>)>(QUEUE);
+        let folder = dir.clone();
+        std::thread::Builder::new()
+            .name("hearth-kv-disk".into())
+            .spawn(move || {
+                for (path, bytes) in jobs {
+                    if let Err(e) = write(&folder, &path, &bytes, cap) {
+                        tracing::warn!(%e, file = %path.display(), "a prompt cache file was not written");
+                    }
+                }
+            })?;
+        Ok(Self {
+            dir,
+            entries,
+            writer,
+        })
+    }
+
+    /// Whether a file holds `tokens` already (or more).
+    pub(super) fn covers(&self, tokens: &[LlamaToken]) -> bool {
+        self.entries
+            .iter()
+            .any(|e| e.tokens.len() >= tokens.len() && e.tokens.starts_with(tokens))
+    }
+
+    /// How many tokens the file sharing the longest prefix with `tokens` shares.
+    pub(super) fn longest(&self, tokens: &[LlamaToken]) -> usize {
+        self.entries
+            .iter()
+            .map(|e| common_prefix(&e.tokens, tokens))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The state of the file sharing the longest prefix with `tokens`, its tokens, and how
+    /// many it shares; a file that does not check out is deleted and the next one tried.
+    pub(super) fn load(&mut self, tokens: &[LlamaToken]) -> Option<(SeqState, Vec<LlamaToken>)> {
+        loop {
+            let i = (0..self.entries.len())
+                .max_by_key(|&i| common_prefix(&self.entries[i].tokens, tokens))
+                .filter(|&i| common_prefix(&self.entries[i].tokens, tokens) > 0)?;
+            let bytes = std::fs::read(&self.entries[i].path).ok();
+            match bytes.and_then(|b| decode(&b, &self.entries[i].tokens)) {
+                Some(state) => {
+                    // SAFETY: the bytes are a state `SeqState::as_bytes` gave (`save`), for this
+                    // model file and KV type (the folder's name), whole (the sum checks out).
+                    let state = unsafe { SeqState::from_bytes(state, LlamaStateSeqFlags::empty()) };
+                    return Some((state, self.entries[i].tokens.clone()));
+                }
+                None => {
+                    let e = self.entries.swap_remove(i);
+                    tracing::warn!(file = %e.path.display(), "a damaged prompt cache file: deleted, not loaded");
+                    let _ = std::fs::remove_file(&e.path);
+                }
+            }
+        }
+    }
+
+    /// Keep `state` (the KV of `tokens`) on disk too, unless a file holds them already.
+    pub(super) fn save(&mut self, tokens: &[LlamaToken], state: &SeqState) {
+        if self.covers(tokens) {
+            return;
+        }
+        let name = {
+            let mut h = Sha256::new();
+            for t in tokens {
+                h.update(t.0.to_le_bytes());
+            }
+            hex(&h.finalize()[..12])
+        };
+        let path = self.dir.join(format!("{name}.kv"));
+        let bytes = encode(tokens, state.as_bytes());
+        match self.writer.try_send((path.clone(), bytes)) {
+            Ok(()) => {
+                self.entries.retain(|e| !tokens.starts_with(&e.tokens));
+                self.entries.push(Entry {
+                    tokens: tokens.to_vec(),
+                    path,
+                });
+            }
+            Err(TrySendError::Full(_)) => tracing::debug!("prompt cache writer busy: not saved"),
+            Err(TrySendError::Disconnected(_)) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_reads_back_and_a_damaged_one_does_not() {
+        let tokens: Vec<LlamaToken> = (0..70).map(LlamaToken::new).collect();
+        let state = vec![7u8; 300];
+        let bytes = encode(&tokens, &state);
+        assert_eq!(decode(&bytes, &tokens), Some(state));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.kv");
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(read_tokens(&path), Some(tokens.clone()));
+        for at in [3, 20, 400, bytes.len() - 1] {
+            let mut bad = bytes.clone();
+            bad[at] ^= 1;
+            assert_eq!(decode(&bad, &tokens), None, "byte {at}");
+        }
+        assert_eq!(decode(&bytes[..bytes.len() - 5], &tokens), None);
+        std::fs::write(&path, b"HKVSEQ01\xff\xff\xff\xff\xff\xff\xff\x7f").unwrap();
+        assert_eq!(read_tokens(&path), None);
+    }
+}
