@@ -14,7 +14,7 @@ use crate::node::NodeProc;
 use crate::report::Figure;
 
 /// Words in each long prompt: about 2,500 tokens of the default model.
-const PROMPT_WORDS: usize = 1250;
+const PROMPT_WORDS: usize = 860;
 
 /// Prompts sent between the first and the repeat: as many as the slots, so that each slot is
 /// taken by another prompt (and the pool holds none of the first one's idle cache).
@@ -145,6 +145,11 @@ pub(crate) async fn figures(model: &Path, node_bin: &Path, threads: i32) -> Resu
     let server = LlamaServer::start(&bin, model, threads).await?;
     let (ls_cold, ls_resent, _) = cold_and_resent(&http, &server.base).await?;
     drop(server);
+    figures.push(Figure::new(
+        "the same, llama-server: cold",
+        "s",
+        vec![ls_cold],
+    ));
     figures.push(Figure::new(
         "the same, llama-server --cache-ram: resent / cold",
         "ratio",

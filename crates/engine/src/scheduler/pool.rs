@@ -81,7 +81,8 @@ impl Scheduler<'_> {
         let Some(next) = self.queue.front() else {
             return false;
         };
-        if self.slots.iter().all(Option::is_some) || self.slots.iter().flatten().any(|s| s.parked) {
+        // As `room_for` judges: requests parked for room go first.
+        if self.slots.iter().all(Option::is_some) || self.next_parked().is_some() {
             return false;
         }
         let seq = self.pick_seq(&next.tokens);
