@@ -627,7 +627,7 @@ async fn a_request_with_tools_runs_on_a_hearth_peer_of_the_cluster() {
     let mut body = ask(json!("required"));
     body["model"] = json!(common::MODEL_ID);
     let via_b = b.chat(body.clone()).await;
-    let here = a.chat(body).await;
+    let here = a.chat(body.clone()).await;
     assert_eq!(
         via_b["choices"][0]["finish_reason"], "tool_calls",
         "{via_b}"
@@ -637,7 +637,20 @@ async fn a_request_with_tools_runs_on_a_hearth_peer_of_the_cluster() {
         openai_call(&here["choices"][0]["message"]["tool_calls"][0]).1,
         "the peer rendered the tools as a does itself"
     );
-    assert_eq!(via_b["usage"], here["usage"], "{via_b} {here}");
+    for count in ["prompt_tokens", "completion_tokens", "total_tokens"] {
+        assert_eq!(
+            via_b["usage"][count], here["usage"][count],
+            "{via_b} {here}"
+        );
+    }
+    // Sent again through b: a's prompt cache served it, and b says so.
+    let prompt = here["usage"]["prompt_tokens"].as_u64().unwrap();
+    let again = b.chat(body).await;
+    assert_eq!(
+        again["usage"]["prompt_tokens_details"]["cached_tokens"],
+        prompt - 1,
+        "{again}"
+    );
     b.stop().await;
     a.stop().await;
 }

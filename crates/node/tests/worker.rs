@@ -41,14 +41,24 @@ async fn a_hearth_worker_serves_a_hearth_hub() {
         "messages": [{"role": "system", "content": "You are terse."},
                      {"role": "user", "content": "Name three fruits."}]});
     let via_hub = hub.chat(body.clone()).await;
-    let direct = worker.chat(body).await;
+    let direct = worker.chat(body.clone()).await;
     assert_eq!(
         via_hub["choices"][0]["message"]["content"], direct["choices"][0]["message"]["content"],
         "the worker renders the same conversation the hub received"
     );
+    for count in ["prompt_tokens", "completion_tokens", "total_tokens"] {
+        assert_eq!(
+            via_hub["usage"][count], direct["usage"][count],
+            "usage is the worker's real count"
+        );
+    }
+    // Through the hub again: the worker's prompt cache served it, and the hub says so.
+    let prompt = direct["usage"]["prompt_tokens"].as_u64().unwrap();
+    let again = hub.chat(body).await;
     assert_eq!(
-        via_hub["usage"], direct["usage"],
-        "usage is the worker's real count"
+        again["usage"]["prompt_tokens_details"]["cached_tokens"],
+        prompt - 1,
+        "{again}"
     );
     assert_eq!(
         via_hub["choices"][0]["finish_reason"],
@@ -78,10 +88,10 @@ async fn a_hearth_worker_serves_a_hearth_hub() {
         .unwrap();
     assert_eq!(completion["usage"]["completion_tokens"], 4, "{completion}");
 
-    // The hub's own engine took nothing (--hub-local false); the worker finished all three.
+    // The hub's own engine took nothing (--hub-local false); the worker finished all four.
     let status = hub.status().await;
     assert_eq!(status["requests_finished"], 0, "{status}");
-    assert_eq!(workers(&hub).await[0]["completed"], 3);
+    assert_eq!(workers(&hub).await[0]["completed"], 4);
     let metrics = hub.metrics().await;
     assert!(metrics.contains("hearth_hub_workers 1"), "{metrics}");
     assert!(
