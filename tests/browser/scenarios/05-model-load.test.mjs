@@ -80,7 +80,7 @@ test('unload and load a model with a progress bar', { timeout: 180_000 }, async 
   const status = await apiGet(node, '/api/status');
   const context = row.locator(sel('model-context'));
   assert.equal(await context.getAttribute('data-context'), String(status.model.context));
-  assert.match(await context.innerText(), /context · .+ f16 KV/);
+  assert.match(await context.innerText(), /context · .+ f16 KV/i);
 
   await screenshot(page, '05-model-load');
   assert.deepEqual(problems, []);
