@@ -1,7 +1,9 @@
-//! The prompt cache on disk (`--cache-disk DIR`): sequences the prompt cache keeps are also
-//! written to files, in a folder per model file and KV type, so that a restart does not lose
-//! them. Each file is checksummed (SHA-256); one that does not check out is deleted, never
-//! loaded. Files are written on a thread of their own; the oldest go past the size cap.
+//! The prompt cache on disk (`--cache-disk DIR`): sequences the prompt cache keeps (and the
+//! idle ones when the engine stops) are also written to files, in a folder per model (a hash
+//! of its file's start) and cache layout, so that a restart does not lose them. Each file is
+//! checksummed (SHA-256); one that does not check out, or that this pool cannot take, is
+//! deleted, never loaded again. Files are written on a thread of their own, readable by this
+//! user only; the oldest go past the size cap.
 //! The format is Hearth's own (a short header, the tokens, llama.cpp's state bytes, the sum):
 //! llama.cpp's session files carry no checksum.
 #![allow(unsafe_code)]
@@ -9,6 +11,7 @@
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
+use std::thread::JoinHandle;
 
 use llama_cpp_2::context::session::{LlamaStateSeqFlags, SeqState};
 use llama_cpp_2::token::LlamaToken;
@@ -19,6 +22,9 @@ use super::prompt_cache::common_prefix;
 const MAGIC: &[u8; 8] = b"HKVSEQ01";
 /// States waiting to be written; beyond this a save is skipped rather than waited for.
 const QUEUE: usize = 4;
+/// Bytes of a model file's start hashed for its folder's name: the GGUF header and metadata
+/// (architecture, shapes, tokenizer) and its first tensors.
+const MODEL_PREFIX: u64 = 4 << 20;
 
 /// One file: the tokens its state holds.
 struct Entry {
@@ -26,40 +32,35 @@ struct Entry {
     path: PathBuf,
 }
 
+/// A file to write: where, its tokens, the state's bytes.
+type Job = (PathBuf, Vec<LlamaToken>, Vec<u8>);
+
 pub(super) struct DiskCache {
     dir: PathBuf,
     entries: Vec<Entry>,
-    writer: SyncSender<(PathBuf, Vec<u8>)>,
+    writer: Option<SyncSender<Job>>,
+    thread: Option<JoinHandle<()>>,
 }
 
-/// The folder of one model's cache: its file's name, size and change time and the KV type
-/// name it (a state loads only into the cache layout it came from).
-pub(super) fn folder(root: &Path, model: &Path, kv: &str) -> PathBuf {
-    let meta = std::fs::metadata(model).ok();
+/// The folder of one model's cache: a hash of its file's size and first bytes and of `layout`
+/// (the KV type and where the cache is: a state loads only into the layout it came from).
+pub(super) fn folder(root: &Path, model: &Path, layout: &str) -> PathBuf {
     let mut h = Sha256::new();
     h.update(
-        model
-            .file_name()
-            .map(|n| n.as_encoded_bytes())
-            .unwrap_or_default(),
-    );
-    h.update(
-        meta.as_ref()
-            .map_or(0, std::fs::Metadata::len)
+        std::fs::metadata(model)
+            .map_or(0, |m| m.len())
             .to_le_bytes(),
     );
-    let changed = meta
-        .and_then(|m| m.modified().ok())
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_secs());
-    h.update(changed.to_le_bytes());
-    h.update(kv.as_bytes());
+    if let Ok(f) = std::fs::File::open(model) {
+        let _ = std::io::copy(&mut f.take(MODEL_PREFIX), &mut h);
+    }
+    h.update(layout.as_bytes());
     let digest = hex(&h.finalize()[..8]);
     let stem = model
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    root.join(format!("{stem}-{kv}-{digest}"))
+    root.join(format!("{stem}-{digest}"))
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -110,6 +111,15 @@ fn decode(bytes: &[u8], tokens: &[LlamaToken]) -> Option<Vec<u8>> {
         return None;
     }
     let at = 16 + tokens.len() * 4;
+    let same = content.get(8..16)? == (tokens.len() as u64).to_le_bytes()
+        && content
+            .get(16..at)?
+            .chunks_exact(4)
+            .zip(tokens)
+            .all(|(c, t)| c == t.0.to_le_bytes());
+    if !same {
+        return None;
+    }
     let state_len = usize::try_from(u64::from_le_bytes(
         content.get(at..at + 8)?.try_into().ok()?,
     ))
@@ -118,12 +128,16 @@ fn decode(bytes: &[u8], tokens: &[LlamaToken]) -> Option<Vec<u8>> {
     (state.len() == state_len).then(|| state.to_vec())
 }
 
-/// Write `bytes` to `path` whole (a temporary file renamed), then delete the oldest files of
-/// `dir` past `cap` bytes.
+/// Write `bytes` to `path` whole (a temporary file of this process renamed), readable by this
+/// user only, then delete the oldest files of `dir` past `cap` bytes.
 fn write(dir: &Path, path: &Path, bytes: &[u8], cap: u64) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
+    let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
     {
-        let mut f = std::fs::File::create(&tmp)?;
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let mut f = options.open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
     }
@@ -149,10 +163,14 @@ fn write(dir: &Path, path: &Path, bytes: &[u8], cap: u64) -> std::io::Result<()>
 }
 
 impl DiskCache {
-    /// The cache in `dir` (made if need be), its files' tokens read, at most `cap` bytes on
-    /// disk. Files that are not entries (a write cut short) are deleted.
+    /// The cache in `dir` (made if need be, this user's only), its files' tokens read, at most
+    /// `cap` bytes on disk. Files that are not entries (a write cut short) are deleted.
     pub(super) fn open(dir: PathBuf, cap: u64) -> std::io::Result<Self> {
-        std::fs::create_dir_all(&dir)?;
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder.create(&dir)?;
         let mut entries = Vec::new();
         for e in std::fs::read_dir(&dir)?.flatten() {
             let path = e.path();
@@ -168,12 +186,13 @@ impl DiskCache {
             }
         }
         tracing::info!(dir = %dir.display(), entries = entries.len(), "prompt cache on disk");
-        let (writer, jobs) = sync_channel::<(PathBuf, Vec<u8>)>(QUEUE);
+        let (writer, jobs) = sync_channel::<Job>(QUEUE);
         let folder = dir.clone();
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("hearth-kv-disk".into())
             .spawn(move || {
-                for (path, bytes) in jobs {
+                for (path, tokens, state) in jobs {
+                    let bytes = encode(&tokens, &state);
                     if let Err(e) = write(&folder, &path, &bytes, cap) {
                         tracing::warn!(%e, file = %path.display(), "a prompt cache file was not written");
                     }
@@ -182,38 +201,53 @@ impl DiskCache {
         Ok(Self {
             dir,
             entries,
-            writer,
+            writer: Some(writer),
+            thread: Some(thread),
         })
+    }
+
+    /// The entries whose file is there (the writer may not have written one yet, or has
+    /// deleted it for the cap).
+    fn present(&self) -> impl Iterator<Item = &Entry> {
+        self.entries.iter().filter(|e| e.path.is_file())
     }
 
     /// Whether a file holds `tokens` already (or more).
     pub(super) fn covers(&self, tokens: &[LlamaToken]) -> bool {
-        self.entries
-            .iter()
+        self.present()
             .any(|e| e.tokens.len() >= tokens.len() && e.tokens.starts_with(tokens))
     }
 
     /// How many tokens the file sharing the longest prefix with `tokens` shares.
     pub(super) fn longest(&self, tokens: &[LlamaToken]) -> usize {
-        self.entries
-            .iter()
+        self.present()
             .map(|e| common_prefix(&e.tokens, tokens))
             .max()
             .unwrap_or(0)
     }
 
-    /// The state of the file sharing the longest prefix with `tokens`, its tokens, and how
-    /// many it shares; a file that does not check out is deleted and the next one tried.
+    /// The state of the file sharing the longest prefix with `tokens`, and its tokens; a file
+    /// that does not check out is deleted and the next one tried.
     pub(super) fn load(&mut self, tokens: &[LlamaToken]) -> Option<(SeqState, Vec<LlamaToken>)> {
         loop {
             let i = (0..self.entries.len())
                 .max_by_key(|&i| common_prefix(&self.entries[i].tokens, tokens))
                 .filter(|&i| common_prefix(&self.entries[i].tokens, tokens) > 0)?;
-            let bytes = std::fs::read(&self.entries[i].path).ok();
+            let bytes = match std::fs::read(&self.entries[i].path) {
+                Ok(b) => Some(b),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    // Deleted for the cap, or not written yet: not a damaged file.
+                    self.entries.swap_remove(i);
+                    continue;
+                }
+                Err(_) => None,
+            };
             match bytes.and_then(|b| decode(&b, &self.entries[i].tokens)) {
                 Some(state) => {
-                    // SAFETY: the bytes are a state `SeqState::as_bytes` gave (`save`), for this
-                    // model file and KV type (the folder's name), whole (the sum checks out).
+                    // SAFETY: the bytes are a state `SeqState::as_bytes` gave (`save`), whole
+                    // (the sum checks out), for this model and cache layout (the folder's
+                    // name); llama.cpp's reader checks each length and shape besides and
+                    // refuses a state this pool cannot take.
                     let state = unsafe { SeqState::from_bytes(state, LlamaStateSeqFlags::empty()) };
                     return Some((state, self.entries[i].tokens.clone()));
                 }
@@ -226,11 +260,24 @@ impl DiskCache {
         }
     }
 
-    /// Keep `state` (the KV of `tokens`) on disk too, unless a file holds them already.
-    pub(super) fn save(&mut self, tokens: &[LlamaToken], state: &SeqState) {
+    /// Forget the file holding `tokens`, and delete it: this pool did not take its state.
+    pub(super) fn reject(&mut self, tokens: &[LlamaToken]) {
+        if let Some(i) = self.entries.iter().position(|e| e.tokens == tokens) {
+            let e = self.entries.swap_remove(i);
+            tracing::warn!(file = %e.path.display(), "a prompt cache file this pool cannot take: deleted");
+            let _ = std::fs::remove_file(&e.path);
+        }
+    }
+
+    /// Keep `state` (the KV of `tokens`) on disk too, unless a file holds them already; with
+    /// `wait`, even when the writer is behind (the engine stops), else it is skipped then.
+    pub(super) fn save(&mut self, tokens: &[LlamaToken], state: &SeqState, wait: bool) {
         if self.covers(tokens) {
             return;
         }
+        let Some(writer) = &self.writer else {
+            return;
+        };
         let name = {
             let mut h = Sha256::new();
             for t in tokens {
@@ -239,9 +286,24 @@ impl DiskCache {
             hex(&h.finalize()[..12])
         };
         let path = self.dir.join(format!("{name}.kv"));
-        let bytes = encode(tokens, state.as_bytes());
-        match self.writer.try_send((path.clone(), bytes)) {
+        let job = (path.clone(), tokens.to_vec(), state.as_bytes().to_vec());
+        let sent = if wait {
+            writer
+                .send(job)
+                .map_err(|e| TrySendError::Disconnected(e.0))
+        } else {
+            writer.try_send(job)
+        };
+        match sent {
             Ok(()) => {
+                // The shorter files it holds go.
+                for e in self
+                    .entries
+                    .iter()
+                    .filter(|e| tokens.starts_with(&e.tokens))
+                {
+                    let _ = std::fs::remove_file(&e.path);
+                }
                 self.entries.retain(|e| !tokens.starts_with(&e.tokens));
                 self.entries.push(Entry {
                     tokens: tokens.to_vec(),
@@ -250,6 +312,14 @@ impl DiskCache {
             }
             Err(TrySendError::Full(_)) => tracing::debug!("prompt cache writer busy: not saved"),
             Err(TrySendError::Disconnected(_)) => {}
+        }
+    }
+
+    /// Write what is queued and wait for it (the engine stops).
+    pub(super) fn close(&mut self) {
+        self.writer.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
         }
     }
 }

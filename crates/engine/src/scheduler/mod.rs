@@ -792,5 +792,6 @@ impl Scheduler<'_> {
             }));
             self.shared.admission.release(1);
         }
+        self.keep_on_disk();
     }
 }

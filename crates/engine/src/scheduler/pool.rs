@@ -205,7 +205,7 @@ impl Scheduler<'_> {
         match self.ctx.state_seq_get(seq as i32, flags) {
             Ok(state) => {
                 if let Some(d) = self.disk.as_mut() {
-                    d.save(tokens, &state);
+                    d.save(tokens, &state, false);
                 }
                 if ram {
                     self.cache.insert(tokens.to_vec(), state, bytes);
@@ -219,6 +219,28 @@ impl Scheduler<'_> {
             Err(e) => tracing::warn!(%e, "a sequence's KV state could not be saved"),
         }
         self.publish_cache();
+    }
+
+    /// The engine stops: the idle sequences (the latest conversations) go to disk too, and
+    /// what is queued there is written before the engine is gone.
+    pub(super) fn keep_on_disk(&mut self) {
+        let Some(mut disk) = self.disk.take() else {
+            return;
+        };
+        for seq in 0..self.slots.len() {
+            let tokens = std::mem::take(&mut self.cached[seq]);
+            if tokens.len() < MIN_TOKENS || disk.covers(&tokens) {
+                continue;
+            }
+            match self
+                .ctx
+                .state_seq_get(seq as i32, LlamaStateSeqFlags::empty())
+            {
+                Ok(state) => disk.save(&tokens, &state, true),
+                Err(e) => tracing::warn!(%e, "a sequence's KV state could not be saved"),
+            }
+        }
+        disk.close();
     }
 
     /// How many tokens of `tokens` the prompt cache (in memory or on disk) could restore.
@@ -295,17 +317,21 @@ impl Scheduler<'_> {
         let on_disk = self.disk.as_ref().map_or(0, |d| d.longest(tokens));
         if on_disk > self.cache.longest(tokens) {
             if let Some((state, held)) = self.disk.as_mut().and_then(|d| d.load(tokens)) {
-                let loaded = self.ctx.state_seq_set(&state, seq as i32);
-                let common = common_prefix(&held, tokens);
                 let bytes = state.byte_len() as u64;
+                if let Err(e) = self.ctx.state_seq_set(&state, seq as i32) {
+                    // Whole and checked, yet this pool does not take it (a smaller context
+                    // now): it never will, so it goes.
+                    tracing::debug!(%e, bytes, "a sequence from disk did not load");
+                    if let Some(d) = self.disk.as_mut() {
+                        d.reject(&held);
+                    }
+                    self.clear(seq);
+                    return 0;
+                }
+                let common = common_prefix(&held, tokens);
                 if self.cache.enabled() {
                     // In memory from now on.
                     self.cache.insert(held, state, bytes);
-                }
-                if let Err(e) = loaded {
-                    tracing::debug!(%e, bytes, "a sequence from disk did not fit the pool now");
-                    self.clear(seq);
-                    return 0;
                 }
                 tracing::debug!(common, "prompt read from the prompt cache on disk");
                 return self.restored(seq, common.min(most));

@@ -190,7 +190,14 @@ fn serve_with(
         clock: 0,
         cache: super::PromptCache::new(config.cache_ram),
         disk: config.cache_disk.as_ref().and_then(|root| {
-            let dir = super::disk_cache::folder(root, &config.model_path, config.kv_type.name());
+            // A state loads into the layout it came from: the KV type, and where the cache is.
+            let layout = format!(
+                "{}-{}-{}",
+                config.kv_type.name(),
+                loaded.placement.backend,
+                loaded.placement.layers
+            );
+            let dir = super::disk_cache::folder(root, &config.model_path, &layout);
             super::disk_cache::DiskCache::open(dir, config.cache_disk_max)
                 .map_err(|e| tracing::warn!(%e, "the prompt cache's folder cannot be used"))
                 .ok()

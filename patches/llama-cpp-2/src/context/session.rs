@@ -573,9 +573,10 @@ impl LlamaContext<'_> {
     /// just the running recurrent and SWA state, then restore it via
     /// [`Self::state_seq_set`] to effectively "rewind" the sequence.
     ///
-    /// The returned [`SeqState`] is opaque — its bytes cannot be
-    /// inspected or forged from safe code, so [`Self::state_seq_set`]
-    /// only ever sees data produced by this method.
+    /// The returned [`SeqState`] can be read ([`SeqState::as_bytes`]) but
+    /// not forged from safe code, so [`Self::state_seq_set`] only ever sees
+    /// data produced by this method or vouched for by an `unsafe`
+    /// [`SeqState::from_bytes`].
     ///
     /// Wraps `llama_state_seq_get_data_ext`.
     ///
@@ -657,9 +658,10 @@ impl LlamaContext<'_> {
 ///
 /// Produced by [`LlamaContext::state_seq_get`] and consumed by
 /// [`LlamaContext::state_seq_set`]. Bytes cannot be constructed, forged,
-/// or mutated from safe code — the only way to obtain a `SeqState` is
+/// or mutated from safe code — the only safe way to obtain a `SeqState` is
 /// via a get call, which guarantees the payload came from llama.cpp
-/// itself. Combined with llama.cpp's own shape validation on the
+/// itself (`unsafe` [`SeqState::from_bytes`] brings back bytes kept
+/// elsewhere). Combined with llama.cpp's own shape validation on the
 /// deserialize path, this closes the "arbitrary bytes into C parser"
 /// unsoundness that motivates the unsafe raw setters.
 ///
