@@ -3,6 +3,7 @@
 # sdist on PyPI (the same era as the llama.cpp Hearth's engine links), for the benchmark's
 # side-by-side rows. Idempotent: prints the binary's path, building it only once
 # (~12 min on 2 cores). Needs cmake and a C++ compiler (scripts/setup.sh installs them).
+# `scripts/llama-server.sh --built` prints the path only when it is built already.
 set -euo pipefail
 
 VERSION=0.3.36
@@ -12,6 +13,10 @@ BIN="$ROOT/$VERSION/bin/llama-server"
 if [[ -x "$BIN" ]]; then
     echo "$BIN"
     exit 0
+fi
+# --built: only say where one built already is (none: exit 1).
+if [[ "${1:-}" == "--built" ]]; then
+    exit 1
 fi
 
 mkdir -p "$ROOT"

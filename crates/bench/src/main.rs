@@ -423,7 +423,7 @@ async fn run(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<Figure>> 
         figures.extend(models::figures(model, node_bin, args.threads, args.quick).await?);
     }
     if args.only.is_none() || args.only == Some(Part::Prefix) {
-        figures.extend(prefix::figures(model, node_bin, args.threads).await?);
+        figures.extend(prefix::figures(model, node_bin, args.threads, args.quick).await?);
     }
     Ok(figures)
 }

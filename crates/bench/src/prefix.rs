@@ -13,7 +13,8 @@ use serde_json::{json, Value};
 use crate::node::NodeProc;
 use crate::report::Figure;
 
-/// Words in each long prompt: about 2,500 tokens of the default model.
+/// Words in each long prompt: about 2,500 tokens of the default model (a tenth of that in a
+/// quick run).
 const PROMPT_WORDS: usize = 860;
 
 /// Prompts sent between the first and the repeat: as many as the slots, so that each slot is
@@ -51,22 +52,32 @@ async fn ask(http: &reqwest::Client, base: &str, text: &str) -> Result<(Duration
 }
 
 /// Cold, then again after [`OTHERS`] other prompts: the two times and the prompt's tokens.
-async fn cold_and_resent(http: &reqwest::Client, base: &str) -> Result<(f64, f64, u64)> {
-    let first = long_text(5, PROMPT_WORDS);
+async fn cold_and_resent(
+    http: &reqwest::Client,
+    base: &str,
+    words: usize,
+) -> Result<(f64, f64, u64)> {
+    let first = long_text(5, words);
     let (cold, tokens) = ask(http, base, &first).await?;
     for k in 0..OTHERS {
-        ask(http, base, &long_text(7 + k, PROMPT_WORDS)).await?;
+        ask(http, base, &long_text(7 + k, words)).await?;
     }
     let (resent, _) = ask(http, base, &first).await?;
     Ok((cold.as_secs_f64(), resent.as_secs_f64(), tokens))
 }
 
-/// llama-server as `scripts/llama-server.sh` builds it (`HEARTH_LLAMA_SERVER` names another).
-fn llama_server_bin() -> Option<PathBuf> {
+/// llama-server as `scripts/llama-server.sh` builds it (`HEARTH_LLAMA_SERVER` names another);
+/// with `build` false, only one built already (a quick run never spends minutes on it).
+fn llama_server_bin(build: bool) -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("HEARTH_LLAMA_SERVER") {
         return Some(PathBuf::from(p));
     }
-    let out = Command::new("scripts/llama-server.sh").output().ok()?;
+    let script_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/llama-server.sh");
+    let mut script = Command::new(script_path);
+    if !build {
+        script.arg("--built");
+    }
+    let out = script.output().ok()?;
     let path = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
     (out.status.success() && path.is_file()).then_some(path)
 }
@@ -118,15 +129,26 @@ impl Drop for LlamaServer {
 
 /// The resent-prefix figures: each server's resent / cold time, and the node's resent time
 /// against llama-server's (when it could be built).
-pub(crate) async fn figures(model: &Path, node_bin: &Path, threads: i32) -> Result<Vec<Figure>> {
+pub(crate) async fn figures(
+    model: &Path,
+    node_bin: &Path,
+    threads: i32,
+    quick: bool,
+) -> Result<Vec<Figure>> {
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(600))
         .build()?;
-    eprintln!("a long prompt resent after {OTHERS} others took the slots");
+    let words = if quick {
+        PROMPT_WORDS / 10
+    } else {
+        PROMPT_WORDS
+    };
     let node = NodeProc::start(node_bin, model, &["--threads".into(), threads.to_string()])?;
-    let (cold, resent, tokens) = cold_and_resent(&http, &format!("http://{}", node.addr)).await?;
+    let (cold, resent, tokens) =
+        cold_and_resent(&http, &format!("http://{}", node.addr), words).await?;
     drop(node);
-    let name = format!("resent {tokens}-token prompt after its slot was reused, node");
+    eprintln!("a {tokens}-token prompt resent after {OTHERS} others took the slots");
+    let name = "a long prompt resent after its slot was reused, node";
     let mut figures = vec![
         Figure::new(format!("{name}: cold"), "s", vec![cold]),
         Figure::new(
@@ -136,14 +158,14 @@ pub(crate) async fn figures(model: &Path, node_bin: &Path, threads: i32) -> Resu
         )
         .at_most(0.25),
     ];
-    let Some(bin) = llama_server_bin() else {
+    let Some(bin) = llama_server_bin(!quick) else {
         eprintln!(
             "llama-server could not be built (scripts/llama-server.sh): its rows are left out"
         );
         return Ok(figures);
     };
     let server = LlamaServer::start(&bin, model, threads).await?;
-    let (ls_cold, ls_resent, _) = cold_and_resent(&http, &server.base).await?;
+    let (ls_cold, ls_resent, _) = cold_and_resent(&http, &server.base, words).await?;
     drop(server);
     figures.push(Figure::new(
         "the same, llama-server: cold",

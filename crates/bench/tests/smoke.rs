@@ -61,6 +61,7 @@ fn a_quick_benchmark_run_reports_every_figure() {
         "time to first token, p50",
         "added by the node, p50",
         "resident memory per extra slot",
+        "a long prompt resent after its slot was reused, node: resent / cold",
         "SSE token messages, 1 client(s)",
         "/generate token messages, 32 client(s)",
         "cluster: 2 nodes on 1 core each, 4 requests",

@@ -10,7 +10,8 @@
 //!   [`Controller`] (stop / pause / resume / modify / regenerate).
 //! - `embedder`: embeddings in a second context on the same weights, beside generation.
 //! - `engine_loop`: the loop every engine thread runs, over a `Backend`: `scheduler` (llama.cpp:
-//!   slots, chunked prefill, one decode per step, sampling) or `scripted` (scripted tokens
+//!   slots sharing one KV pool, the prompt cache in memory and on disk, chunked prefill, one
+//!   decode per step, sampling) or `scripted` (scripted tokens
 //!   instead of a model, for door benchmarks, fault and timing tests); `commands`: what handle
 //!   and threads exchange;
 //!   `loader`: loading with progress; `admission`: the in-flight limit.
