@@ -193,12 +193,12 @@ impl Scheduler<'_> {
         }
         let flags = LlamaStateSeqFlags::empty();
         let disk = self.disk.as_ref().is_some_and(|d| !d.covers(tokens));
-        let ram = self.cache.enabled() && !self.cache.covers(tokens);
+        let ram = self.cache.wants(tokens);
         if !ram && !disk {
             return;
         }
         let bytes = self.ctx.state_seq_get_size_ext(seq as i32, flags) as u64;
-        let ram = ram && self.cache.wants(tokens, bytes);
+        let ram = ram && self.cache.fits(bytes);
         if !ram && !disk {
             return;
         }

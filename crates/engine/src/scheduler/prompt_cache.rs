@@ -58,10 +58,15 @@ impl<S> PromptCache<S> {
             .any(|e| e.tokens.len() >= tokens.len() && e.tokens.starts_with(tokens))
     }
 
-    /// Whether saving `tokens` is worth a copy: long enough, not held already, and within the
-    /// limit (`bytes` is what the state would take).
-    pub(super) fn wants(&self, tokens: &[LlamaToken], bytes: u64) -> bool {
-        self.enabled() && tokens.len() >= MIN_TOKENS && bytes <= self.limit && !self.covers(tokens)
+    /// Whether saving `tokens` is worth a copy: the cache is on, they are long enough, and no
+    /// entry holds them already.
+    pub(super) fn wants(&self, tokens: &[LlamaToken]) -> bool {
+        self.enabled() && tokens.len() >= MIN_TOKENS && !self.covers(tokens)
+    }
+
+    /// Whether a state of `bytes` fits in the cache at all.
+    pub(super) fn fits(&self, bytes: u64) -> bool {
+        bytes <= self.limit
     }
 
     /// Keep `state`, the KV of `tokens`. Entries it extends go (it holds what they hold); the
@@ -156,15 +161,15 @@ mod tests {
         cache.insert(toks(0..200), 2, 200);
         assert_eq!((cache.len(), cache.bytes()), (1, 200));
         // Already held by the longer entry.
-        assert!(!cache.wants(&toks(0..150), 150));
+        assert!(!cache.wants(&toks(0..150)));
         cache.insert(toks(0..150), 3, 150);
         assert_eq!((cache.len(), cache.bytes()), (1, 200));
         // Too short, or larger than the whole cache: not kept.
-        assert!(!cache.wants(&toks(500..510), 10));
-        assert!(!cache.wants(&toks(500..700), 2000));
+        assert!(!cache.wants(&toks(500..510)));
+        assert!(cache.wants(&toks(500..700)) && !cache.fits(2000));
         cache.insert(toks(500..700), 4, 2000);
         assert_eq!((cache.len(), cache.bytes()), (1, 200));
         // A limit of 0 turns it off.
-        assert!(!PromptCache::<()>::new(0).wants(&toks(0..100), 1));
+        assert!(!PromptCache::<()>::new(0).wants(&toks(0..100)));
     }
 }
