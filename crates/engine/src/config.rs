@@ -24,6 +24,8 @@ pub struct EngineConfig {
     /// (`--cache-disk`), and the most bytes they may take there.
     pub cache_disk: Option<PathBuf>,
     pub cache_disk_max: u64,
+    /// Guessing ahead (`--spec`); a request may say otherwise.
+    pub spec: hearth_protocol::Speculation,
     /// Largest single decode in tokens. A larger decode aborts llama.cpp, so prefill is chunked
     /// to at most this.
     pub n_batch: u32,
@@ -236,6 +238,7 @@ impl EngineConfig {
             cache_ram: 0,
             cache_disk: None,
             cache_disk_max: DEFAULT_CACHE_DISK_MAX,
+            spec: hearth_protocol::Speculation::default(),
             n_batch: DEFAULT_N_BATCH,
             prefill_chunk: DEFAULT_PREFILL_CHUNK,
             queue_capacity: DEFAULT_QUEUE_CAPACITY,

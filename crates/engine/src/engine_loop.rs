@@ -42,6 +42,33 @@ pub(crate) struct Shared {
     pub(crate) decode_speed: AtomicU64,
     /// The KV pool and the prompt cache, as the engine thread last left them.
     pub(crate) pool: PoolCounters,
+    /// Speculation's guesses, as the engine thread counted them.
+    pub(crate) spec: SpecCounters,
+}
+
+/// What [`crate::SpecStats`] reports, kept by the engine thread.
+#[derive(Debug, Default)]
+pub(crate) struct SpecCounters {
+    pub(crate) guessed: AtomicU64,
+    pub(crate) held: AtomicU64,
+    /// Steps with guesses against the same steps without, averaged (an `f64`'s bits; 0: none).
+    pub(crate) speedup: AtomicU64,
+}
+
+impl SpecCounters {
+    pub(crate) fn record_speedup(&self, speedup: f64) {
+        let _ = self
+            .speedup
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
+                let old = f64::from_bits(bits);
+                let new = if old > 0.0 {
+                    old + 0.05 * (speedup - old)
+                } else {
+                    speedup
+                };
+                Some(new.to_bits())
+            });
+    }
 }
 
 /// What [`crate::PoolStats`] reports, kept by the engine thread.

@@ -156,6 +156,19 @@ pub struct EngineStats {
     pub cpu_others: f64,
     /// The KV pool and the prompt cache.
     pub pool: PoolStats,
+    /// Speculation's guesses.
+    pub spec: SpecStats,
+}
+
+/// Speculation: tokens guessed ahead and how many held.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
+pub struct SpecStats {
+    /// Tokens guessed, in total, and those that were what the sampler chose.
+    pub guessed: u64,
+    pub held: u64,
+    /// How much faster steps with guesses ran than the same steps without, as measured here
+    /// (recent steps weigh most; 0: none yet).
+    pub speedup: f64,
 }
 
 /// The KV pool the slots share and the prompt cache that outlives them.
@@ -314,6 +327,7 @@ impl Engine {
             threads: AtomicUsize::new(config.threads.max(1)),
             cpu_others: AtomicU64::new(0),
             pool: crate::engine_loop::PoolCounters::default(),
+            spec: crate::engine_loop::SpecCounters::default(),
         });
         let thread_shared = shared.clone();
         // Events are handed to readers through a task on the caller's runtime, if it has one.
@@ -399,6 +413,11 @@ impl Engine {
                 cache_bytes: s.pool.cache_bytes.load(Ordering::Relaxed),
                 cache_restored_tokens: s.pool.cache_restored.load(Ordering::Relaxed),
                 parked: s.pool.parked.load(Ordering::Relaxed),
+            },
+            spec: SpecStats {
+                guessed: s.spec.guessed.load(Ordering::Relaxed),
+                held: s.spec.held.load(Ordering::Relaxed),
+                speedup: f64::from_bits(s.spec.speedup.load(Ordering::Relaxed)),
             },
         }
     }

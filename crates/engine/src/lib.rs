@@ -24,6 +24,8 @@
 //!   `hearth_protocol::gguf`).
 //! - [`grammar`]: JSON formats and schemas as llama.cpp grammars, checked before a request
 //!   queues.
+//! - `speculation`: what to guess ahead (n-grams of the prompt and answer) and whether it pays
+//!   (measured step costs, acceptance); the scheduler's `speculate` applies it.
 //! - `text`: UTF-8 assembly and stop-string hold-back; `sampling`: sampler chains, logprobs.
 //! - [`config`]: [`EngineConfig`] and physical-core detection.
 //! - [`devices`]: the devices the backends loaded at start offer (the GPU backends whose driver
@@ -68,6 +70,7 @@ pub mod rpc;
 mod sampling;
 mod scheduler;
 mod scripted;
+mod speculation;
 pub mod template;
 mod text;
 pub mod tools;
@@ -82,7 +85,7 @@ pub use embedder::{normalize, EmbedError, Embeddings, EMBED_MAX_TOKENS};
 pub use events::{Candidate, Done, Event, Failure, FailureKind, Timing, TokenEvent, TokenLogprobs};
 pub use handle::{
     ControlError, Controller, EmbedFailure, EmbedInput, Engine, EngineStats, Events, Generation,
-    PoolStats, Prompt, Request, SubmitError,
+    PoolStats, Prompt, Request, SpecStats, SubmitError,
 };
 pub use model::{Chat, ModelInfo, ModelState, PromptError};
 pub use offload::Placement;

@@ -54,6 +54,12 @@ pub struct ServeArgs {
     /// MiB each model's prompt cache may take in --cache-disk; the oldest files go first.
     #[arg(long, env = "HEARTH_CACHE_DISK_MAX", default_value_t = hearth_engine::config::DEFAULT_CACHE_DISK_MAX >> 20)]
     cache_disk_max: u64,
+    /// Speculative decoding: guess tokens ahead from n-grams of the prompt and the answer and
+    /// check them in one decode (answers stay the same). auto: where the measured cost of a
+    /// decode and how often guesses hold say it pays; none; ngram: always. A request may say
+    /// otherwise (`speculative`).
+    #[arg(long, env = "HEARTH_SPEC", default_value = "auto")]
+    spec: hearth_protocol::Speculation,
     /// Layers of each model on the GPU: auto (as many as its free memory holds, less
     /// --gpu-margin: llama.cpp's fitting), a number, all, or 0 (the CPU only).
     #[arg(long, env = "HEARTH_GPU_LAYERS", default_value = "auto")]
@@ -239,6 +245,7 @@ impl ServeArgs {
         c.cache_ram = self.cache_ram.map(|mib| mib.saturating_mul(1 << 20));
         c.cache_disk = self.cache_disk;
         c.cache_disk_max = self.cache_disk_max.saturating_mul(1 << 20);
+        c.spec = self.spec;
         c.offload = hearth_engine::Offload {
             layers: self.gpu_layers,
             device: self.device,

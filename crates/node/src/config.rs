@@ -43,6 +43,8 @@ pub struct NodeConfig {
     /// most bytes each model's may take there (`--cache-disk-max`).
     pub cache_disk: Option<PathBuf>,
     pub cache_disk_max: u64,
+    /// Guessing ahead (`--spec`): auto, none or ngram.
+    pub spec: hearth_protocol::Speculation,
     pub queue: usize,
     /// The Hugging Face-style hub models are downloaded from (`--hub-url`).
     pub hub_url: String,
@@ -110,6 +112,7 @@ impl NodeConfig {
             cache_ram: None,
             cache_disk: None,
             cache_disk_max: hearth_engine::config::DEFAULT_CACHE_DISK_MAX,
+            spec: hearth_protocol::Speculation::Auto,
             queue: hearth_engine::config::DEFAULT_QUEUE_CAPACITY,
             hub_url: hearth_models::hub::DEFAULT_HUB_URL.to_owned(),
             transfer_pace: None,

@@ -249,6 +249,7 @@ impl Node {
             cache_ram: config.cache_ram,
             cache_disk: config.cache_disk.clone(),
             cache_disk_max: config.cache_disk_max,
+            spec: config.spec,
             queue_capacity: config.queue,
             min_load_time: config.min_load_time,
             script: config.script.clone(),

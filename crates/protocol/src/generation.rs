@@ -38,6 +38,52 @@ pub struct SamplingParams {
     /// Words that switch `grammar` on (llama.cpp's lazy grammar, which starts at the word):
     /// free text until a tool call opens. Empty: the grammar holds from the first token.
     pub grammar_triggers: Vec<String>,
+    /// Guessing ahead for this request (a Hearth extension, `speculative`); `None`: the
+    /// node's setting (`--spec`).
+    pub speculation: Option<Speculation>,
+}
+
+/// Speculative decoding: tokens guessed ahead, then checked in one decode, kept while they are
+/// what the sampler would have chosen. Answers are the same with it on or off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Speculation {
+    /// Guess where the measured cost of a decode and the request's acceptance say it pays.
+    #[default]
+    Auto,
+    /// Never guess.
+    None,
+    /// Guess from n-grams of the prompt and the answer whenever one matches (prompt lookup),
+    /// whatever it costs: for tests and comparisons.
+    Ngram,
+}
+
+impl Speculation {
+    pub const NAMES: &'static str = "auto, none or ngram";
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::None => "none",
+            Self::Ngram => "ngram",
+        }
+    }
+}
+
+impl std::str::FromStr for Speculation {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(Self::Auto),
+            "none" | "off" => Ok(Self::None),
+            "ngram" => Ok(Self::Ngram),
+            other => Err(format!(
+                "speculative must be {}, got {other:?}",
+                Self::NAMES
+            )),
+        }
+    }
 }
 
 impl Default for SamplingParams {
@@ -57,6 +103,7 @@ impl Default for SamplingParams {
             ignore_eos: false,
             grammar: None,
             grammar_triggers: Vec::new(),
+            speculation: None,
         }
     }
 }
@@ -254,6 +301,8 @@ pub struct RawParams {
     pub stop: Option<StopField>,
     pub top_logprobs: Option<i64>,
     pub ignore_eos: Option<bool>,
+    /// `auto`, `none` or `ngram` ([`Speculation`]).
+    pub speculative: Option<String>,
 }
 
 impl RawParams {
@@ -276,6 +325,13 @@ impl RawParams {
             None => defaults.presence_penalty,
         };
         params.ignore_eos = self.ignore_eos.unwrap_or(defaults.ignore_eos);
+        params.speculation = match &self.speculative {
+            None => defaults.speculation,
+            Some(s) => Some(
+                s.parse::<Speculation>()
+                    .map_err(|m| ParamError::new("speculative", m))?,
+            ),
+        };
         params.top_logprobs = match self.top_logprobs {
             None => defaults.top_logprobs,
             Some(n) if (0..=i64::from(MAX_TOP_LOGPROBS)).contains(&n) => Some(n as u8),

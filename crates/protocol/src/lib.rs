@@ -54,6 +54,8 @@ pub mod utf8;
 mod value_kind;
 pub mod worker;
 
-pub use generation::{ChatMessage, FinishReason, ParamError, SamplingParams, SamplingPatch, Usage};
+pub use generation::{
+    ChatMessage, FinishReason, ParamError, SamplingParams, SamplingPatch, Speculation, Usage,
+};
 pub use ids::{ModelId, RequestId};
 pub use tools::{Tool, ToolCall, ToolChoice, ToolSet};

@@ -66,6 +66,9 @@ pub struct CompletionBody {
     pub echo: Option<bool>,
     #[serde(default)]
     pub ignore_eos: Option<bool>,
+    /// Hearth extension: `auto`, `none` or `ngram` speculation for this request.
+    #[serde(default)]
+    pub speculative: Option<String>,
     #[serde(default)]
     pub suffix: Option<String>,
 }
@@ -179,6 +182,7 @@ impl CompletionBody {
             stop: self.stop,
             top_logprobs: self.logprobs,
             ignore_eos: self.ignore_eos,
+            speculative: self.speculative.clone(),
         };
         let mut params = raw.validate(&defaults, max_context)?;
         if let (Some(ctx), None) = (max_context, self.max_tokens) {

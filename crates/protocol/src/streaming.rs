@@ -45,6 +45,8 @@ pub struct Parameters {
     pub stop: Option<StopField>,
     /// Hearth extension (llama-server's name): keep generating past end-of-sequence.
     pub ignore_eos: Option<bool>,
+    /// Hearth extension: `auto`, `none` or `ngram` speculation for this request.
+    pub speculative: Option<String>,
 }
 
 impl Parameters {
@@ -59,6 +61,7 @@ impl Parameters {
             stop: self.stop.clone(),
             top_logprobs,
             ignore_eos: self.ignore_eos,
+            speculative: self.speculative.clone(),
             ..RawParams::default()
         }
     }

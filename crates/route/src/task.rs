@@ -206,6 +206,7 @@ pub fn prepare(task: &Task, model: &ModelInfo) -> Result<Request, TaskFailure> {
         max_tokens,
         stop: ext.stop.map(StopField::Many),
         ignore_eos: ext.ignore_eos,
+        speculative: ext.speculative,
         ..RawParams::default()
     };
     let mut params = raw

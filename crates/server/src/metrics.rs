@@ -103,6 +103,21 @@ fn registry(state: &AppState) -> Registry {
         ConstCounter::new(pool.parked),
     );
     r.register(
+        "hearth_spec_guessed_tokens",
+        "Tokens speculation guessed ahead",
+        ConstCounter::new(stats.spec.guessed),
+    );
+    r.register(
+        "hearth_spec_held_tokens",
+        "Guessed tokens that were what the sampler chose (kept)",
+        ConstCounter::new(stats.spec.held),
+    );
+    r.register(
+        "hearth_spec_speedup",
+        "Tokens per second of steps with guesses over the same steps without, measured (0: none yet)",
+        ConstGauge::new(stats.spec.speedup),
+    );
+    r.register(
         "hearth_engine_threads",
         "llama.cpp threads in use (fewer than configured while other programs keep cores busy)",
         ConstGauge::new(count(stats.threads)),

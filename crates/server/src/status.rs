@@ -28,6 +28,8 @@ pub(crate) struct Status {
     /// The loaded models' KV pools and prompt caches together: tokens held, sequences saved
     /// in host memory and their bytes, tokens restored from them, requests parked for room.
     pool: hearth_engine::PoolStats,
+    /// Speculation's guesses, those that held, and its measured speed-up.
+    spec: hearth_engine::SpecStats,
     /// The throttle in force (0..=100) and whether serving is paused by the user.
     throttle: u8,
     paused: bool,
@@ -157,6 +159,7 @@ pub(crate) async fn status(State(state): State<Arc<AppState>>) -> Json<Status> {
         threads: stats.threads,
         cpu_others: (stats.cpu_others * 100.0).round() / 100.0,
         pool: stats.pool,
+        spec: stats.spec,
         throttle: state.host.throttle(),
         paused: state.host.is_paused(),
         throttle_cap: state.host.throttle_cap(),

@@ -16,7 +16,7 @@ use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
 
-use crate::commands::{Command, ControlOp, Courier, Outbox, Submission};
+use crate::commands::{Command, Courier, Outbox, Submission};
 use crate::cpu_share::Governor;
 use crate::embedder::Embedder;
 use crate::engine_loop;
@@ -25,13 +25,15 @@ use crate::events::{
     Candidate, Done, Event, Failure, FailureKind, Timing, TokenEvent, TokenLogprobs,
 };
 use crate::omp;
-use crate::sampling::{build_sampler, logprobs, Sampler};
+use crate::sampling::{build_sampler, Sampler};
 use crate::text::{StopMatcher, StopScan};
 use hearth_protocol::utf8::Utf8Stream;
 
+mod control;
 mod disk_cache;
 mod pool;
 mod prompt_cache;
+mod speculate;
 mod start;
 pub(crate) use start::{context_for, run};
 
@@ -58,6 +60,8 @@ struct Slot {
     /// to decode again before its pending token (`prefilled` counts them then).
     replay: Vec<LlamaToken>,
     params: SamplingParams,
+    /// Guessing ahead for this request, and what it has guessed.
+    spec: speculate::SlotSpec,
     fixed_seed: Option<u32>,
     sampler: Sampler,
     generated: Vec<LlamaToken>,
@@ -113,6 +117,8 @@ struct Scheduler<'m> {
     /// decodes in a millisecond), not between two decodes. On the CPU, decoding is done when
     /// `llama_decode` returns, and events go out as soon as they are made.
     overlap: bool,
+    /// Speculation: the node's setting, what steps cost here, how often guesses held.
+    spec: speculate::EngineSpec,
 }
 
 /// What [`Scheduler::fill_batch`] put in the batch.
@@ -193,110 +199,6 @@ impl Scheduler<'_> {
         }
     }
 
-    fn control(&mut self, id: RequestId, op: ControlOp) {
-        if let Some(i) = self
-            .slots
-            .iter()
-            .position(|s| s.as_ref().is_some_and(|s| s.id == id))
-        {
-            let slot = self.slots[i].as_mut().expect("slot just found");
-            match op {
-                ControlOp::Stop => self.finish(i, FinishReason::Cancelled, true),
-                ControlOp::Pause => {
-                    slot.paused = true;
-                    slot.out.send(Event::Paused);
-                }
-                ControlOp::Resume => {
-                    slot.paused = false;
-                    slot.out.send(Event::Resumed);
-                }
-                ControlOp::Modify(patch) => {
-                    slot.out.send(Event::Modified);
-                    slot.params.apply(&patch);
-                    if patch.seed.is_some() {
-                        slot.fixed_seed = patch.seed;
-                    }
-                    let seed = slot.fixed_seed.unwrap_or_else(fresh_seed);
-                    match build_sampler(self.model, &slot.params, seed, &self.eog) {
-                        Ok(sampler) => slot.sampler = sampler,
-                        Err(e) => return self.fail(i, FailureKind::Decode, e.to_string()),
-                    }
-                    // Penalties (and a grammar) must see the history they would have seen.
-                    slot.sampler.accept_many(slot.generated.iter());
-                    if let Some(stops) = patch.stop {
-                        match slot.stop.set_stops(stops) {
-                            StopScan::Release(text) if !text.is_empty() => {
-                                let now = Instant::now();
-                                slot.out.send(Event::Token(TokenEvent {
-                                    text,
-                                    id: None,
-                                    logprobs: None,
-                                    elapsed: now - slot.submitted,
-                                    since_prev: now - slot.last_token,
-                                }));
-                            }
-                            StopScan::Release(_) => {}
-                            StopScan::Stopped(text) => {
-                                self.emit_tail(i, text);
-                                self.finish(i, FinishReason::Stop, false);
-                                return;
-                            }
-                        }
-                    }
-                    let slot = self.slots[i].as_ref().expect("slot present");
-                    if slot
-                        .params
-                        .max_tokens
-                        .is_some_and(|m| slot.generated.len() >= m as usize)
-                    {
-                        self.finish(i, FinishReason::Length, true);
-                    }
-                }
-                ControlOp::Regenerate => self.restart(i),
-            }
-            return;
-        }
-        if let Some(q) = self.queue.iter().position(|s| s.id == id) {
-            match op {
-                ControlOp::Stop => {
-                    let s = self.queue.remove(q).expect("queued request just found");
-                    let now = Instant::now();
-                    let mut out = Outbox::new(s.events, s.stalled, &self.courier);
-                    out.send(Event::Done(Done {
-                        reason: FinishReason::Cancelled,
-                        usage: Usage::new(s.tokens.len() as u32, 0),
-                        timing: Timing {
-                            queued: now - s.submitted,
-                            total: now - s.submitted,
-                            ..Timing::default()
-                        },
-                        stop_sequence: None,
-                    }));
-                    self.retire(out);
-                }
-                ControlOp::Modify(patch) => {
-                    let s = &mut self.queue[q];
-                    s.params.apply(&patch);
-                    let _ = s.events.try_send(Event::Modified);
-                }
-                ControlOp::Pause => {
-                    let s = &mut self.queue[q];
-                    s.paused = true;
-                    let _ = s.events.try_send(Event::Paused);
-                }
-                ControlOp::Resume => {
-                    let s = &mut self.queue[q];
-                    s.paused = false;
-                    let _ = s.events.try_send(Event::Resumed);
-                }
-                // Nothing generated yet: it starts from the prompt anyway.
-                ControlOp::Regenerate => {
-                    let _ = self.queue[q].events.try_send(Event::Restarted);
-                }
-            }
-        }
-    }
-
     /// Free abandoned work and hand waiting events to their readers.
     fn housekeeping(&mut self) {
         self.drop_abandoned();
@@ -358,21 +260,14 @@ impl Scheduler<'_> {
             self.courier.deliver();
             return true;
         }
+        let mut yielded = 0;
         for i in 0..self.slots.len() {
-            let Some(slot) = self.slots[i].as_mut() else {
+            let Some(idx) = self.slots[i].as_mut().and_then(|s| s.batch_idx.take()) else {
                 continue;
             };
-            let Some(idx) = slot.batch_idx.take() else {
-                continue;
-            };
-            let token = slot.sampler.sample(&self.ctx, idx, &self.eog);
-            let lp = slot.params.top_logprobs.map(|n| {
-                let (chosen, top) =
-                    logprobs(self.ctx.get_logits_ith(idx), token.0 as usize, n as usize);
-                (chosen, top)
-            });
-            self.on_token(i, token, lp);
+            yielded += self.take_tokens(i, idx);
         }
+        self.spec.stepped(started.elapsed(), yielded, &self.shared);
         if !self.overlap {
             self.courier.deliver();
         } else {
@@ -445,6 +340,7 @@ impl Scheduler<'_> {
                 parked: false,
                 park_len: 0,
                 replay: Vec::new(),
+                spec: speculate::SlotSpec::new(s.params.speculation.unwrap_or(self.spec.mode)),
                 sampler,
                 fixed_seed: s.params.seed,
                 stop: StopMatcher::new(s.params.stop.clone()),
@@ -496,6 +392,8 @@ impl Scheduler<'_> {
             slot.batch_idx = Some(used as i32);
             used += 1;
         }
+        used = self.add_guesses(used);
+        let answer_tokens = used;
         let mut budget = if used > 0 {
             self.prefill_chunk.min(self.n_batch - used)
         } else {
@@ -550,6 +448,7 @@ impl Scheduler<'_> {
                 self.prefill_cursor = (i + 1) % n;
             }
         }
+        self.spec.filled = (answer_tokens, used - answer_tokens);
         match (used, prompts) {
             (0, _) => Filled::Nothing,
             (_, false) => Filled::Tokens,
@@ -717,7 +616,17 @@ impl Scheduler<'_> {
         let seq = slot.seq as usize;
         // No more than the cache holds: a failed decode leaves out the tokens it was given.
         let held = (self.ctx.kv_cache_seq_pos_max(seq as i32) + 1).max(0) as usize;
-        let n_past = (slot.n_past.max(0) as usize).min(held);
+        let mut n_past = (slot.n_past.max(0) as usize).min(held);
+        // Guesses past its end that had no turn to leave.
+        if held > n_past
+            && self
+                .ctx
+                .kv_cache_seq_rm(seq as i32, Some(n_past as u32), None)
+                .is_err()
+        {
+            self.clear(seq);
+            n_past = 0;
+        }
         self.cached[seq] = slot.kv_tokens(n_past);
         self.clock += 1;
         self.cached_used[seq] = self.clock;
@@ -731,51 +640,6 @@ impl Scheduler<'_> {
         if !out.flush() {
             self.draining.push(out);
         }
-    }
-
-    /// `regenerate`: drop everything generated, keep the prompt's KV cache, and decode the
-    /// last prompt token again to get fresh logits.
-    fn restart(&mut self, i: usize) {
-        let slot = self.slots[i].as_mut().expect("slot present");
-        slot.out.send(Event::Restarted);
-        let seed = slot.fixed_seed.unwrap_or_else(fresh_seed);
-        match build_sampler(self.model, &slot.params, seed, &self.eog) {
-            Ok(sampler) => slot.sampler = sampler,
-            Err(e) => return self.fail(i, FailureKind::Decode, e.to_string()),
-        }
-        slot.generated.clear();
-        slot.utf8.reset();
-        slot.stop.reset();
-        slot.first_token = None;
-        let now = Instant::now();
-        slot.started = now;
-        slot.last_token = now;
-        let last = slot.prompt.len() - 1;
-        if slot.parked {
-            // It resumes from its prompt alone.
-            slot.pending = None;
-            slot.park_len = slot.park_len.min(last);
-            return;
-        }
-        // Keep what of the prompt the sequence holds (but its last token, decoded again for
-        // fresh logits), prefill the rest.
-        let keep = if !slot.replay.is_empty() {
-            // Replaying after a park: its first tokens are the prompt's.
-            slot.prefilled.min(last)
-        } else if slot.prefilled < slot.prompt.len() {
-            // Still prefilling: nothing was generated yet.
-            return;
-        } else {
-            last
-        };
-        slot.replay.clear();
-        slot.pending = None;
-        let (seq, held) = (slot.seq as usize, slot.n_past.max(0) as usize);
-        // A model that cannot cut its cache there starts the prompt over.
-        let kept = self.trim(seq, keep, held);
-        let slot = self.slots[i].as_mut().expect("slot present");
-        slot.prefilled = kept;
-        slot.n_past = kept as i32;
     }
 
     fn shutdown(&mut self, reason: FailureKind) {

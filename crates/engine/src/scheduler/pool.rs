@@ -63,7 +63,7 @@ impl Scheduler<'_> {
         taken
     }
 
-    fn free_cells(&self) -> usize {
+    pub(super) fn free_cells(&self) -> usize {
         self.context.saturating_sub(self.cells_taken())
     }
 
@@ -259,7 +259,7 @@ impl Scheduler<'_> {
             .store(self.cells_taken() as u64, Ordering::Relaxed);
     }
 
-    fn clear(&mut self, seq: usize) {
+    pub(super) fn clear(&mut self, seq: usize) {
         let _ = self.ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
     }
 

@@ -206,6 +206,11 @@ fn serve_with(
         governor: Governor::new(threads as usize),
         overlap: loaded.placement.on_gpu_whole(),
         embedder: Embedder::new(&model, backend, threads),
+        spec: super::speculate::EngineSpec::new(
+            config.spec,
+            // A recurrent state cannot take guesses back.
+            !model.is_recurrent() && !model.is_hybrid(),
+        ),
     };
     engine_loop::serve(&mut sched, commands);
     let reason = shared.stop_reason().unwrap_or(FailureKind::ShuttingDown);

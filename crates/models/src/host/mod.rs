@@ -41,6 +41,8 @@ pub struct EngineSettings {
     /// (`--cache-disk`), and the most bytes each may take there.
     pub cache_disk: Option<PathBuf>,
     pub cache_disk_max: u64,
+    /// Guessing ahead (`--spec`).
+    pub spec: hearth_protocol::Speculation,
     pub queue_capacity: usize,
     pub min_load_time: Option<std::time::Duration>,
     pub script: Option<hearth_engine::Script>,
@@ -70,6 +72,7 @@ impl EngineSettings {
             cache_ram,
             cache_disk: self.cache_disk.clone(),
             cache_disk_max: self.cache_disk_max,
+            spec: self.spec,
             queue_capacity: self.queue_capacity,
             min_load_time: self.min_load_time,
             script: self.script.clone(),
@@ -447,7 +450,10 @@ impl ModelHost {
             decode_tokens_per_s: 0.0,
             cpu_others: 0.0,
             pool: hearth_engine::PoolStats::default(),
+            spec: hearth_engine::SpecStats::default(),
         };
+        // The speed-up of the engine that guessed most.
+        let mut most_guessed = 0;
         if !engines.is_empty() {
             // The threads engines use now (fewer while another program keeps a core busy).
             total.threads = 0;
@@ -466,6 +472,12 @@ impl ModelHost {
             total.pool.cache_bytes += s.pool.cache_bytes;
             total.pool.cache_restored_tokens += s.pool.cache_restored_tokens;
             total.pool.parked += s.pool.parked;
+            if s.spec.guessed > most_guessed {
+                most_guessed = s.spec.guessed;
+                total.spec.speedup = s.spec.speedup;
+            }
+            total.spec.guessed += s.spec.guessed;
+            total.spec.held += s.spec.held;
         }
         total
     }
@@ -483,6 +495,7 @@ impl ModelHost {
                 decode_tokens_per_s: 0.0,
                 cpu_others: 0.0,
                 pool: hearth_engine::PoolStats::default(),
+                spec: hearth_engine::SpecStats::default(),
             },
             |e| e.stats(),
         )

@@ -50,6 +50,9 @@ pub struct MessagesBody {
     pub tool_choice: Option<Value>,
     #[serde(default)]
     pub thinking: Option<Value>,
+    /// Hearth extension: `auto`, `none` or `ngram` speculation for this request.
+    #[serde(default)]
+    pub speculative: Option<String>,
 }
 
 /// One turn as sent: a string or a list of content blocks.
@@ -126,6 +129,7 @@ impl MessagesBody {
             top_k: self.top_k,
             max_tokens,
             stop: Some(StopField::Many(self.stop_sequences.unwrap_or_default())),
+            speculative: self.speculative,
             ..RawParams::default()
         };
         let params = raw

@@ -41,6 +41,9 @@ pub struct Options {
     /// the end of sequence. Benchmarks use it for fixed-length runs.
     #[serde(default)]
     pub ignore_eos: Option<bool>,
+    /// Hearth extension: `auto`, `none` or `ngram` speculation for this request.
+    #[serde(default)]
+    pub speculative: Option<String>,
 }
 
 /// Read `options` only from an object (or `null`): a derived struct would also take an array
@@ -116,6 +119,7 @@ impl Options {
             stop: self.stop.clone(),
             top_logprobs: None,
             ignore_eos: self.ignore_eos,
+            speculative: self.speculative.clone(),
         };
         let params = raw.validate(&ollama_defaults(), context)?;
         Ok((params, num_ctx))

@@ -78,6 +78,9 @@ pub struct ChatCompletionBody {
     pub top_logprobs: Option<i64>,
     #[serde(default)]
     pub ignore_eos: Option<bool>,
+    /// Hearth extension: `auto`, `none` or `ngram` speculation for this request.
+    #[serde(default)]
+    pub speculative: Option<String>,
     #[serde(default)]
     pub tools: Option<Vec<Value>>,
     #[serde(default)]
@@ -150,6 +153,7 @@ impl ChatCompletionBody {
                 None
             },
             ignore_eos: self.ignore_eos,
+            speculative: self.speculative,
         };
         let params = raw.validate(&SamplingParams::default(), max_context)?;
         Ok(ChatRequest {

@@ -60,6 +60,9 @@ pub struct ResponsesBody {
     pub background: Option<bool>,
     #[serde(default)]
     pub user: Option<String>,
+    /// Hearth extension: `auto`, `none` or `ngram` speculation for this request.
+    #[serde(default)]
+    pub speculative: Option<String>,
 }
 
 /// A validated Responses request.
@@ -147,6 +150,7 @@ impl ResponsesBody {
             temperature: self.temperature,
             top_p: self.top_p,
             max_tokens: self.max_output_tokens,
+            speculative: self.speculative.clone(),
             ..RawParams::default()
         };
         let params = raw

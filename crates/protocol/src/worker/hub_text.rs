@@ -114,6 +114,9 @@ pub struct HearthTask {
     /// Whether the model should think first, where its template can turn thinking on or off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub think: Option<bool>,
+    /// The request's own speculation setting (`auto`, `none`, `ngram`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative: Option<String>,
 }
 
 /// A text frame from the hub.
@@ -454,6 +457,7 @@ mod tests {
                 continue_from: Some("Hel".into()),
                 seed: Some(3),
                 stop: Some(vec!["\n".into()]),
+                speculative: Some("ngram".into()),
                 ..HearthTask::default()
             }),
         };

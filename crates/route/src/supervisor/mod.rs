@@ -418,6 +418,7 @@ impl Job {
             grammar: params.grammar.clone(),
             tools,
             think,
+            speculative: params.speculation.map(|s| s.as_str().to_owned()),
         });
         let skip = if continuing && !r.hearth {
             self.delivered.clone()
