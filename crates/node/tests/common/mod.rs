@@ -108,6 +108,24 @@ pub fn sha256_of(path: &std::path::Path) -> String {
     hex::encode(h.finalize())
 }
 
+/// The long-context test model (Gemma 3 270M, 32k context), fetched by `scripts/setup.sh`
+/// through `scripts/long-model.sh`.
+pub fn long_model_path() -> PathBuf {
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/long-model.sh");
+    let out = std::process::Command::new(script)
+        .arg("--path")
+        .output()
+        .expect("scripts/long-model.sh runs");
+    let path = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    assert!(
+        path.is_file(),
+        "the long-context model is missing at {} — run `make test` (or scripts/setup.sh)",
+        path.display()
+    );
+    path
+}
+
 /// The default model, fetched by `scripts/setup.sh` (HEARTH_TEST_MODEL overrides).
 pub fn model_path() -> PathBuf {
     let path = std::env::var_os("HEARTH_TEST_MODEL")

@@ -39,6 +39,11 @@ impl NodeProcess {
         Self::launch(data_dir, Some(&super::model_path()), args, open_files)
     }
 
+    /// Like [`NodeProcess::start`] on another model file.
+    pub fn start_model(data_dir: &Path, model: &Path, args: &[&str]) -> Self {
+        Self::launch(data_dir, Some(model), args, None)
+    }
+
     /// Like [`NodeProcess::start`] with no model (its models folder, in the data dir, empty).
     pub fn start_without_model(data_dir: &Path, args: &[&str]) -> Self {
         Self::launch(data_dir, None, args, None)
