@@ -7,16 +7,21 @@
 mod client;
 mod cluster;
 mod cpu;
+mod doors;
 mod floor;
+mod llama_server;
+mod long;
 mod models;
 mod node;
 mod ollama;
 mod prefix;
 mod report;
 mod sharing;
+mod spec;
 mod split;
 mod tealenet;
 mod transfer;
+mod ttft;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -35,12 +40,6 @@ use report::{percentile, Figure};
 
 const PROMPT: &str = "Write a short story about a robot learning to paint.";
 const CONCURRENCY: [usize; 4] = [1, 2, 4, 8];
-const DOOR_CLIENTS: usize = 32;
-/// Rounds of door-capacity runs (each round measures every door once).
-const DOOR_RUNS: usize = 5;
-/// Tokens per request in the door-capacity runs: `/generate` repeats the cumulative text in
-/// every token message, so long requests would measure JSON size rather than the door.
-const DOOR_REQUEST_TOKENS: usize = 256;
 
 #[derive(Debug, Parser)]
 #[command(about = "Hearth benchmarks: ratios against the llama.cpp floor, measured in one run")]
@@ -100,6 +99,12 @@ enum Part {
     /// A long prompt resent after others took the slots: the prompt cache, against
     /// llama-server's.
     Prefix,
+    /// Speculation on a code edit and free chat, against llama-server's `ngram-mod`.
+    Spec,
+    /// Time to first token at 1, 4 and 8 streams, against llama-server.
+    Ttft,
+    /// 6k and 30k-token prompts on Gemma 3 270M: f16, q8_0 and llama-server.
+    Long,
 }
 
 fn default_model() -> PathBuf {
@@ -414,7 +419,7 @@ async fn run(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<Figure>> 
         );
     }
     if args.only.is_none() || args.only == Some(Part::Doors) {
-        figures.extend(door_figures(args, model, node_bin).await?);
+        figures.extend(doors::figures(args.door_seconds, model, node_bin).await?);
     }
     if args.only.is_none() || args.only == Some(Part::Cluster) {
         figures.extend(cluster::figures(model, node_bin, args.tokens * 2, args.quick).await?);
@@ -424,6 +429,15 @@ async fn run(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<Figure>> 
     }
     if args.only.is_none() || args.only == Some(Part::Prefix) {
         figures.extend(prefix::figures(model, node_bin, args.threads, args.quick).await?);
+    }
+    if args.only.is_none() || args.only == Some(Part::Spec) {
+        figures.extend(spec::figures(model, node_bin, args.threads, args.quick).await?);
+    }
+    if args.only.is_none() || args.only == Some(Part::Ttft) {
+        figures.extend(ttft::figures(model, node_bin, args.threads, args.quick).await?);
+    }
+    if args.only.is_none() || args.only == Some(Part::Long) {
+        figures.extend(long::figures(node_bin, args.threads, args.quick).await?);
     }
     Ok(figures)
 }
@@ -676,83 +690,6 @@ async fn node_figures(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<
         vec![(rss_loaded - rss_one) / (slots as f64 - 1.0) / mib],
     ));
     Ok(figures)
-}
-
-/// Door capacity: token messages per second each door sustains with the scripted engine
-/// (no model work), to one client and to many.
-async fn door_figures(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<Figure>> {
-    let http = reqwest::Client::builder()
-        .pool_max_idle_per_host(64)
-        .timeout(Duration::from_secs(300))
-        .build()?;
-    eprintln!("door capacity with the scripted engine");
-    let scripted = NodeProc::start(
-        node_bin,
-        model,
-        &[
-            "--scripted".into(),
-            "--parallel".into(),
-            DOOR_CLIENTS.to_string(),
-            "--queue".into(),
-            DOOR_CLIENTS.to_string(),
-        ],
-    )?;
-    let door = Duration::from_secs_f64(args.door_seconds);
-    let setups = [
-        ("SSE", 1),
-        ("SSE", DOOR_CLIENTS),
-        ("/generate", 1),
-        ("/generate", DOOR_CLIENTS),
-    ];
-    let mut samples = vec![Vec::new(); setups.len()];
-    // Round after round of every setup, so that a burst of load on the host lowers one sample
-    // of several figures rather than every sample of one.
-    for _ in 0..DOOR_RUNS {
-        for ((name, clients), samples) in setups.iter().zip(&mut samples) {
-            let start = Instant::now();
-            let tasks: Vec<_> = (0..*clients)
-                .map(|_| {
-                    let http = http.clone();
-                    let base = scripted.base();
-                    let addr = scripted.addr.clone();
-                    let is_sse = *name == "SSE";
-                    tokio::spawn(async move {
-                        if is_sse {
-                            client::count_sse(http, base, DOOR_REQUEST_TOKENS, door).await
-                        } else {
-                            client::count_ws(addr, DOOR_REQUEST_TOKENS, door).await
-                        }
-                    })
-                })
-                .collect();
-            let mut total = 0;
-            for t in tasks {
-                total += t.await??;
-            }
-            samples.push(total as f64 / start.elapsed().as_secs_f64());
-        }
-    }
-    let doors = setups
-        .iter()
-        .zip(samples)
-        .map(|((name, clients), samples)| {
-            (
-                format!("{name} token messages, {clients} client(s)"),
-                samples,
-            )
-        });
-    drop(scripted);
-    Ok(doors
-        .map(|(name, samples)| {
-            let one_client = name.ends_with(" 1 client(s)");
-            let f = Figure::new(name, "msg/s", samples);
-            if one_client {
-                f.at_least(50_000.0)
-            } else {
-                f
-            }
-        })
-        .collect())
 }
 
 #[cfg(test)]

@@ -3,13 +3,13 @@
 //! same era of llama.cpp (`scripts/llama-server.sh`, its `--cache-ram`), each as a user starts
 //! it on the model: the time to answer the prompt cold, then again after four others.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use serde_json::{json, Value};
 
+use crate::llama_server::{llama_server_bin, LlamaServer};
 use crate::node::NodeProc;
 use crate::report::Figure;
 
@@ -66,67 +66,6 @@ async fn cold_and_resent(
     Ok((cold.as_secs_f64(), resent.as_secs_f64(), tokens))
 }
 
-/// llama-server as `scripts/llama-server.sh` builds it (`HEARTH_LLAMA_SERVER` names another);
-/// with `build` false, only one built already (a quick run never spends minutes on it).
-fn llama_server_bin(build: bool) -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("HEARTH_LLAMA_SERVER") {
-        return Some(PathBuf::from(p));
-    }
-    let script_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/llama-server.sh");
-    let mut script = Command::new(script_path);
-    if !build {
-        script.arg("--built");
-    }
-    let out = script.output().ok()?;
-    let path = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
-    (out.status.success() && path.is_file()).then_some(path)
-}
-
-/// A llama-server process, killed when dropped.
-struct LlamaServer {
-    child: Child,
-    base: String,
-}
-
-impl LlamaServer {
-    async fn start(bin: &Path, model: &Path, threads: i32) -> Result<Self> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
-        let child = Command::new(bin)
-            .arg("-m")
-            .arg(model)
-            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-            .args(["-np", "4", "-t", &threads.to_string(), "--jinja"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .with_context(|| format!("starting {}", bin.display()))?;
-        let server = Self {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-        };
-        let deadline = Instant::now() + Duration::from_secs(120);
-        while Instant::now() < deadline {
-            let ok = reqwest::get(format!("{}/health", server.base))
-                .await
-                .is_ok_and(|r| r.status().is_success());
-            if ok {
-                return Ok(server);
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        bail!("llama-server did not get ready in 120 s")
-    }
-}
-
-impl Drop for LlamaServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// The resent-prefix figures: each server's resent / cold time, and the node's resent time
 /// against llama-server's (when it could be built).
 pub(crate) async fn figures(
@@ -164,7 +103,7 @@ pub(crate) async fn figures(
         );
         return Ok(figures);
     };
-    let server = LlamaServer::start(&bin, model, threads).await?;
+    let server = LlamaServer::start(&bin, model, threads, &[]).await?;
     let (ls_cold, ls_resent, _) = cold_and_resent(&http, &server.base, words).await?;
     drop(server);
     figures.push(Figure::new(
