@@ -22,6 +22,30 @@ const STEP_WEIGHT: f64 = 0.1;
 /// guessed tokens' worth that belief weighs.
 const PRIOR_WEIGHT: f64 = 4.0;
 
+/// Every this many times `auto` declines to guess, it guesses one token anyway: a cost measured
+/// once under load, or a request's early misses, would otherwise keep it off for good. At most
+/// one step in this many carries one token more.
+const EXPLORE_EVERY: u32 = 128;
+
+/// Counts `auto`'s declines and says when to guess anyway.
+#[derive(Debug, Default)]
+pub(crate) struct Explore {
+    declined: u32,
+}
+
+impl Explore {
+    /// `auto` declined once more: whether this time it guesses one token anyway.
+    pub(crate) fn declined(&mut self) -> bool {
+        self.declined += 1;
+        if self.declined >= EXPLORE_EVERY {
+            self.declined = 0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
 /// An n-gram index over one request's tokens (its prompt, then its answer), built as they
 /// come: each n-gram maps to the position after its latest occurrence.
 #[derive(Debug, Default)]
@@ -279,6 +303,14 @@ mod tests {
         // Measured steps win over the estimate: here two tokens cost two steps.
         c.record_step(2, 0.020);
         assert_eq!(c.best_guess(1, 1.0, 0.9, 1), 0);
+    }
+
+    #[test]
+    fn a_declining_auto_guesses_once_in_a_while() {
+        let mut e = Explore::default();
+        let tries: Vec<bool> = (0..3 * EXPLORE_EVERY).map(|_| e.declined()).collect();
+        assert_eq!(tries.iter().filter(|&&t| t).count(), 3);
+        assert!(tries[EXPLORE_EVERY as usize - 1]);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use llama_cpp_2::token::LlamaToken;
 use super::Scheduler;
 use crate::engine_loop::Shared;
 use crate::sampling::logprobs;
-use crate::speculation::{expected_gain, Acceptance, Drafter, StepCost, MAX_DRAFT};
+use crate::speculation::{expected_gain, Acceptance, Drafter, Explore, StepCost, MAX_DRAFT};
 
 /// The acceptance a request is believed to have before any request's guesses were counted.
 const FIRST_PRIOR: f64 = 0.5;
@@ -56,6 +56,7 @@ pub(super) struct EngineSpec {
     pub(super) filled: (usize, usize),
     /// Guessed tokens in the last batch.
     guessed: usize,
+    explore: Explore,
 }
 
 impl EngineSpec {
@@ -67,6 +68,7 @@ impl EngineSpec {
             acceptance: Acceptance::default(),
             filled: (0, 0),
             guessed: 0,
+            explore: Explore::default(),
         }
     }
 
@@ -118,17 +120,31 @@ impl Scheduler<'_> {
                 .min(context.saturating_sub(next_pos));
             let auto = slot.spec.mode == Speculation::Auto;
             let rate = slot.spec.acceptance.rate(prior);
-            // Not even guesses that always hold would pay: nothing to look up.
-            if room == 0 || (auto && self.spec.cost.best_guess(tokens, yielded, 1.0, room) == 0) {
+            if room == 0 {
+                continue;
+            }
+            // Not even guesses that always hold would pay: nothing to look up, but now and then
+            // one token to measure again.
+            let hopeless = auto && self.spec.cost.best_guess(tokens, yielded, 1.0, room) == 0;
+            let exploring = hopeless && self.spec.explore.declined();
+            if hopeless && !exploring {
                 continue;
             }
             let mut guess = slot.spec.drafter.draft(&slot.prompt, &slot.generated, room);
-            let k = if auto {
-                self.spec
-                    .cost
-                    .best_guess(tokens, yielded, rate, guess.len())
-            } else {
-                guess.len()
+            let k = match (auto, exploring) {
+                (false, _) => guess.len(),
+                (true, true) => guess.len().min(1),
+                (true, false) => {
+                    let k = self
+                        .spec
+                        .cost
+                        .best_guess(tokens, yielded, rate, guess.len());
+                    if k == 0 && !guess.is_empty() && self.spec.explore.declined() {
+                        1
+                    } else {
+                        k
+                    }
+                }
             };
             if k == 0 {
                 continue;
