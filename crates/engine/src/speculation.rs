@@ -23,8 +23,9 @@ const STEP_WEIGHT: f64 = 0.1;
 const PRIOR_WEIGHT: f64 = 4.0;
 
 /// Every this many times `auto` declines to guess, it guesses one token anyway: a cost measured
-/// once under load, or a request's early misses, would otherwise keep it off for good. At most
-/// one step in this many carries one token more.
+/// once under load, or a request's early misses, would otherwise keep it off for good. Declines
+/// are counted per slot and step, so with N slots generating about one step in 128/N carries
+/// one token more.
 const EXPLORE_EVERY: u32 = 128;
 
 /// Counts `auto`'s declines and says when to guess anyway.

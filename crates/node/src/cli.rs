@@ -55,9 +55,9 @@ pub struct ServeArgs {
     #[arg(long, env = "HEARTH_CACHE_DISK_MAX", default_value_t = hearth_engine::config::DEFAULT_CACHE_DISK_MAX >> 20)]
     cache_disk_max: u64,
     /// Speculative decoding: guess tokens ahead from n-grams of the prompt and the answer and
-    /// check them in one decode (answers stay the same). auto: where the measured cost of a
-    /// decode and how often guesses hold say it pays; none; ngram: always. A request may say
-    /// otherwise (`speculative`).
+    /// check them in one decode, each token taken by the sampler's own rule. auto: where the
+    /// measured cost of a decode and how often guesses hold say it pays; none; ngram: always. A
+    /// request may say otherwise (`speculative`).
     #[arg(long, env = "HEARTH_SPEC", default_value = "auto")]
     spec: hearth_protocol::Speculation,
     /// Layers of each model on the GPU: auto (as many as its free memory holds, less
