@@ -124,6 +124,30 @@ async fn sse_chat_with(
 }
 
 /// Stream one generation over `/generate`.
+/// Read a streamed answer (server-sent events) to its end, handing each `data:` JSON object to
+/// `on` as it arrives: the speculation, first-token and long-prompt rows read the stream so.
+pub(crate) async fn each_sse_object(
+    resp: reqwest::Response,
+    mut on: impl FnMut(&Value),
+) -> Result<()> {
+    let mut stream = resp.bytes_stream();
+    let mut buf = String::new();
+    while let Some(chunk) = stream.next().await {
+        buf.push_str(&String::from_utf8_lossy(&chunk?));
+        while let Some(end) = buf.find('\n') {
+            let line: String = buf.drain(..=end).collect();
+            if let Some(v) = line
+                .trim()
+                .strip_prefix("data: ")
+                .and_then(|d| serde_json::from_str::<Value>(d).ok())
+            {
+                on(&v);
+            }
+        }
+    }
+    Ok(())
+}
+
 pub(crate) async fn ws_generate(addr: &str, prompt: &str, max_tokens: usize) -> Result<Trace> {
     let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/generate")).await?;
     let sent = Instant::now();

@@ -8,8 +8,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use futures_util::StreamExt;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::llama_server::{llama_server_bin, LlamaServer};
 use crate::node::NodeProc;
@@ -54,28 +53,17 @@ async fn prefill_and_decode(
         .send()
         .await?
         .error_for_status()?;
-    let mut stream = r.bytes_stream();
-    let (mut buf, mut first, mut prompt_tokens, mut completion) = (String::new(), None, 0, 0);
-    while let Some(chunk) = stream.next().await {
-        buf.push_str(&String::from_utf8_lossy(&chunk?));
-        while let Some(end) = buf.find('\n') {
-            let line: String = buf.drain(..=end).collect();
-            let Some(v) = line
-                .trim()
-                .strip_prefix("data: ")
-                .and_then(|d| serde_json::from_str::<Value>(d).ok())
-            else {
-                continue;
-            };
-            if first.is_none() && !v["choices"][0]["text"].as_str().unwrap_or("").is_empty() {
-                first = Some(Instant::now());
-            }
-            if let Some(n) = v["usage"]["completion_tokens"].as_u64() {
-                completion = n;
-                prompt_tokens = v["usage"]["prompt_tokens"].as_u64().unwrap_or(0);
-            }
+    let (mut first, mut prompt_tokens, mut completion) = (None, 0, 0);
+    crate::client::each_sse_object(r, |v| {
+        if first.is_none() && !v["choices"][0]["text"].as_str().unwrap_or("").is_empty() {
+            first = Some(Instant::now());
         }
-    }
+        if let Some(n) = v["usage"]["completion_tokens"].as_u64() {
+            completion = n;
+            prompt_tokens = v["usage"]["prompt_tokens"].as_u64().unwrap_or(0);
+        }
+    })
+    .await?;
     let first = first.context("no text came")?;
     anyhow::ensure!(completion > 8, "only {completion} tokens came");
     let decode = (completion - 1) as f64 / first.elapsed().as_secs_f64().max(1e-6);

@@ -8,8 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use futures_util::StreamExt;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::llama_server::{llama_server_bin, LlamaServer};
 use crate::node::NodeProc;
@@ -98,29 +97,18 @@ async fn decode_speed(
         .send()
         .await?
         .error_for_status()?;
-    let mut stream = r.bytes_stream();
     let mut first: Option<Instant> = None;
-    let mut buf = String::new();
     let mut completion = 0u64;
-    while let Some(chunk) = stream.next().await {
-        buf.push_str(&String::from_utf8_lossy(&chunk?));
-        while let Some(end) = buf.find('\n') {
-            let line: String = buf.drain(..=end).collect();
-            let Some(data) = line.trim().strip_prefix("data: ") else {
-                continue;
-            };
-            let Ok(v) = serde_json::from_str::<Value>(data) else {
-                continue;
-            };
-            let text = v["choices"][0]["delta"]["content"].as_str().unwrap_or("");
-            if !text.is_empty() && first.is_none() {
-                first = Some(Instant::now());
-            }
-            if let Some(n) = v["usage"]["completion_tokens"].as_u64() {
-                completion = n;
-            }
+    crate::client::each_sse_object(r, |v| {
+        let text = v["choices"][0]["delta"]["content"].as_str().unwrap_or("");
+        if !text.is_empty() && first.is_none() {
+            first = Some(Instant::now());
         }
-    }
+        if let Some(n) = v["usage"]["completion_tokens"].as_u64() {
+            completion = n;
+        }
+    })
+    .await?;
     let first = first.context("no token came")?;
     let took = first.elapsed().as_secs_f64();
     anyhow::ensure!(completion > 8, "only {completion} tokens came");

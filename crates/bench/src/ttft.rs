@@ -7,8 +7,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use futures_util::StreamExt;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::llama_server::{llama_server_bin, LlamaServer};
 use crate::node::NodeProc;
@@ -27,26 +26,14 @@ pub(crate) async fn first_token(http: &reqwest::Client, base: &str, prompt: &str
         .send()
         .await?
         .error_for_status()?;
-    let mut stream = r.bytes_stream();
-    let mut buf = String::new();
     let mut first = None;
-    while let Some(chunk) = stream.next().await {
-        buf.push_str(&String::from_utf8_lossy(&chunk?));
-        while let Some(end) = buf.find('\n') {
-            let line: String = buf.drain(..=end).collect();
-            let Some(v) = line
-                .trim()
-                .strip_prefix("data: ")
-                .and_then(|d| serde_json::from_str::<Value>(d).ok())
-            else {
-                continue;
-            };
-            let text = v["choices"][0]["delta"]["content"].as_str().unwrap_or("");
-            if !text.is_empty() && first.is_none() {
-                first = Some(sent.elapsed().as_secs_f64());
-            }
+    crate::client::each_sse_object(r, |v| {
+        let text = v["choices"][0]["delta"]["content"].as_str().unwrap_or("");
+        if !text.is_empty() && first.is_none() {
+            first = Some(sent.elapsed().as_secs_f64());
         }
-    }
+    })
+    .await?;
     first.context("no text came")
 }
 
