@@ -1,7 +1,8 @@
 //! Speculation's figures: one stream's decode speed on a code edit (an answer that copies much
 //! of its prompt) and on free chat, with the node's guesses off (`none`), as it decides
-//! (`auto`) and always (`ngram`), against llama-server without and with its `ngram-mod`
-//! speculation. Speeds are taken from the stream: tokens after the first over the time since
+//! (`auto`) and always (`ngram`), and with the model as its own draft model (`auto`,
+//! `draft`), against llama-server without and with its `ngram-mod` speculation and draft
+//! model. Speeds are taken from the stream: tokens after the first over the time since
 //! the first.
 
 use std::path::Path;
@@ -199,6 +200,29 @@ pub(crate) async fn figures(
         node_speed.push((what, by));
     }
     drop(node);
+    // The model drafting for itself: a draft as slow as the model never pays, so `auto` must
+    // leave it off, and `draft` shows what it costs to draft anyway.
+    let drafted = NodeProc::start(
+        node_bin,
+        model,
+        &[
+            "--threads".into(),
+            threads.to_string(),
+            "--draft-model".into(),
+            model.display().to_string(),
+        ],
+    )?;
+    let draft_base = format!("http://{}", drafted.addr);
+    let (prompt, what) = WORKLOADS[0];
+    let mut with_draft = Vec::new();
+    for spec in ["none", "auto", "draft"] {
+        let s = speed(&http, &draft_base, prompt, tokens, Some(spec), runs)
+            .await
+            .with_context(|| format!("{what}, node with a draft model, --spec {spec}"))?;
+        eprintln!("{what}, node with a draft model, --spec {spec}: {s:.1} tokens/s");
+        with_draft.push(s);
+    }
+    drop(drafted);
     let mut figures = Vec::new();
     for (what, by) in &node_speed {
         figures.push(Figure::new(
@@ -222,15 +246,33 @@ pub(crate) async fn figures(
             vec![by[2] / by[0]],
         ));
     }
+    figures.push(
+        Figure::new(
+            format!("{what}: node with itself as draft model, --spec auto / none"),
+            "ratio",
+            vec![with_draft[1] / with_draft[0]],
+        )
+        .at_least(1.0),
+    );
+    figures.push(Figure::new(
+        format!("{what}: node with itself as draft model, --spec draft / none"),
+        "ratio",
+        vec![with_draft[2] / with_draft[0]],
+    ));
     let Some(bin) = llama_server_bin(!quick) else {
         eprintln!(
             "llama-server could not be built (scripts/llama-server.sh): its rows are left out"
         );
         return Ok(figures);
     };
+    let model_arg = model.display().to_string();
     for (extra, label) in [
         (&[][..], "llama-server"),
         (&["--spec-type", "ngram-mod"][..], "llama-server ngram-mod"),
+        (
+            &["--model-draft", model_arg.as_str()][..],
+            "llama-server with itself as draft model",
+        ),
     ] {
         // A peer that fails is said, and its rows left out: the node's stand.
         let m = Measure {

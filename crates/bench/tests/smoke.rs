@@ -64,6 +64,7 @@ fn a_quick_benchmark_run_reports_every_figure() {
         "a long prompt resent after its slot was reused, node: resent / cold",
         "code edit: node --spec auto / none",
         "free chat: node --spec ngram / none",
+        "code edit: node with itself as draft model, --spec draft / none",
         "first token at 8 streams, node",
         "Gemma 3 270M, 600-token prompt, node q8_0: decode",
         "Gemma 3 270M, 600-token prompt: decode q8_0 / f16",
