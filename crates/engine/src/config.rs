@@ -26,6 +26,9 @@ pub struct EngineConfig {
     pub cache_disk_max: u64,
     /// Guessing ahead (`--spec`); a request may say otherwise.
     pub spec: hearth_protocol::Speculation,
+    /// A smaller model of the same vocabulary that guesses ahead (`--draft-model`); a model
+    /// whose vocabulary it does not share goes without.
+    pub draft_model: Option<PathBuf>,
     /// Largest single decode in tokens. A larger decode aborts llama.cpp, so prefill is chunked
     /// to at most this.
     pub n_batch: u32,
@@ -239,6 +242,7 @@ impl EngineConfig {
             cache_disk: None,
             cache_disk_max: DEFAULT_CACHE_DISK_MAX,
             spec: hearth_protocol::Speculation::default(),
+            draft_model: None,
             n_batch: DEFAULT_N_BATCH,
             prefill_chunk: DEFAULT_PREFILL_CHUNK,
             queue_capacity: DEFAULT_QUEUE_CAPACITY,

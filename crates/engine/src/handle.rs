@@ -478,6 +478,14 @@ impl Engine {
         if tokens.is_empty() {
             return Err(PromptError::Empty.into());
         }
+        if params.speculation == Some(hearth_protocol::Speculation::Draft) && model.draft.is_none()
+        {
+            return Err(PromptError::NoDraftModel {
+                model: model.id.clone(),
+                why: model.draft_refused.clone(),
+            }
+            .into());
+        }
         if let Some(g) = &params.grammar {
             if params.ignore_eos {
                 return Err(PromptError::GrammarWithoutEnd.into());

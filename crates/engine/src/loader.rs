@@ -217,6 +217,7 @@ pub(crate) fn info(
     config: &EngineConfig,
     context: u32,
     kv_bytes: u64,
+    draft: (Option<ModelId>, Option<String>),
 ) -> Arc<ModelInfo> {
     let model = &loaded.model;
     let template_source = model
@@ -237,6 +238,8 @@ pub(crate) fn info(
         embed_max_tokens: crate::embedder::max_tokens(n_ctx_train(loaded)),
         gguf: loaded.gguf.clone(),
         placement: loaded.placement.clone(),
+        draft: draft.0,
+        draft_refused: draft.1,
         prompter: Prompter::new(model.clone(), template_source),
     })
 }

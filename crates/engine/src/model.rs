@@ -97,6 +97,9 @@ pub struct ModelInfo {
     pub embed_max_tokens: u32,
     /// Where its layers are: this machine's GPU (how many, how much video memory), or the CPU.
     pub placement: crate::offload::Placement,
+    /// The draft model guessing for it (`--draft-model`), or why the one configured does not.
+    pub draft: Option<ModelId>,
+    pub draft_refused: Option<String>,
     pub(crate) prompter: Prompter,
 }
 
@@ -191,6 +194,9 @@ pub enum PromptError {
     GrammarWithoutEnd,
     #[error("a format cannot be combined with tools: a tool call has its own format")]
     FormatWithTools,
+    /// `speculative: "draft"` for a model no draft model guesses for.
+    #[error("model {model} has no draft model: start the node with --draft-model (one sharing its vocabulary) to use speculative \"draft\"{}", why.as_deref().map(|w| format!(" ({w})")).unwrap_or_default())]
+    NoDraftModel { model: ModelId, why: Option<String> },
 }
 
 /// Template + tokenizer, usable from any thread (llama.cpp's vocabulary is read-only after

@@ -57,7 +57,11 @@ pub(crate) fn run(
     let slots = config.slots.max(1);
     let context = crate::scheduler::context_for(&config, loader::n_ctx_train(&loaded));
     state.send_replace(ModelState::Ready(loader::info(
-        &loaded, &config, context, 0,
+        &loaded,
+        &config,
+        context,
+        0,
+        (None, None),
     )));
     tracing::info!(model = %loaded.id, slots, "scripted engine ready");
     let mut engine = Scripted {

@@ -1,8 +1,9 @@
 //! Speculative decoding's two judgements, apart from the scheduler that applies them: which
 //! tokens to guess ([`Drafter`]: prompt lookup, what followed the latest earlier occurrence of
-//! the last three tokens in the prompt and the answer so far), and whether guessing pays
-//! ([`StepCost`]: what a decode of n tokens costs on this device, measured, against the tokens
-//! a request's acceptance rate says a guess of k would add). Where it does not pay it is off.
+//! the last three tokens in the prompt and the answer so far; a draft model's guesses are in
+//! `scheduler/draft.rs`), and whether guessing pays ([`StepCost`]: what a decode of n tokens
+//! costs on this device, measured, plus the draft's own decodes, against the tokens a request's
+//! acceptance rate says a guess of k would add). Where it does not pay it is off.
 
 use std::collections::HashMap;
 
@@ -207,6 +208,19 @@ impl StepCost {
     /// the most tokens per second, and 0 unless that beats the step without guesses by the
     /// margin.
     pub(crate) fn best_guess(&self, tokens: usize, yielded: f64, a: f64, offered: usize) -> usize {
+        self.best_guess_paying(tokens, yielded, a, offered, 0.0)
+    }
+
+    /// [`Self::best_guess`] when each guessed token also costs `each` seconds to make (a draft
+    /// model's decode).
+    pub(crate) fn best_guess_paying(
+        &self,
+        tokens: usize,
+        yielded: f64,
+        a: f64,
+        offered: usize,
+        each: f64,
+    ) -> usize {
         let Some(without) = self.cost(tokens) else {
             return 0;
         };
@@ -216,7 +230,7 @@ impl StepCost {
             let Some(with) = self.cost(tokens + k) else {
                 break;
             };
-            let speed = (yielded + expected_gain(a, k)) / with;
+            let speed = (yielded + expected_gain(a, k)) / (with + each * k as f64);
             if speed > best.1 {
                 best = (k, speed);
             }
@@ -304,6 +318,22 @@ mod tests {
         // Measured steps win over the estimate: here two tokens cost two steps.
         c.record_step(2, 0.020);
         assert_eq!(c.best_guess(1, 1.0, 0.9, 1), 0);
+    }
+
+    #[test]
+    fn a_draft_model_pays_only_when_its_own_decode_is_cheap() {
+        // A GPU step: more tokens cost almost nothing.
+        let mut g = StepCost::default();
+        g.record_step(1, 0.010);
+        g.record_prefill(512, 0.512 * 0.05 / 1000.0 * 1000.0);
+        // A draft a tenth of the model's cost, mostly right: a long guess pays.
+        assert!(g.best_guess_paying(1, 1.0, 0.8, 8, 0.001) >= 4);
+        // A draft as slow as the model itself never pays, however right.
+        assert_eq!(g.best_guess_paying(1, 1.0, 1.0, 8, 0.010), 0);
+        assert_eq!(
+            g.best_guess_paying(1, 1.0, 0.8, 8, 0.0),
+            g.best_guess(1, 1.0, 0.8, 8)
+        );
     }
 
     #[test]

@@ -54,12 +54,16 @@ pub struct ServeArgs {
     /// MiB each model's prompt cache may take in --cache-disk; the oldest files go first.
     #[arg(long, env = "HEARTH_CACHE_DISK_MAX", default_value_t = hearth_engine::config::DEFAULT_CACHE_DISK_MAX >> 20)]
     cache_disk_max: u64,
-    /// Speculative decoding: guess tokens ahead from n-grams of the prompt and the answer and
-    /// check them in one decode, each token taken by the sampler's own rule. auto: where the
-    /// measured cost of a decode and how often guesses hold say it pays; none; ngram: always. A
-    /// request may say otherwise (`speculative`).
+    /// Speculative decoding: guess tokens ahead from n-grams of the prompt and the answer, or
+    /// with --draft-model, and check them in one decode, each token taken by the sampler's own
+    /// rule. auto: where the measured cost of a decode and how often guesses hold say it pays;
+    /// none; ngram or draft: always. A request may say otherwise (`speculative`).
     #[arg(long, env = "HEARTH_SPEC", default_value = "auto")]
     spec: hearth_protocol::Speculation,
+    /// A smaller model with the same vocabulary (a path, or a name in the models folder) that
+    /// guesses ahead for every loaded model that shares it; others go without [default: none].
+    #[arg(long, env = "HEARTH_DRAFT_MODEL")]
+    draft_model: Option<String>,
     /// Layers of each model on the GPU: auto (as many as its free memory holds, less
     /// --gpu-margin: llama.cpp's fitting), a number, all, or 0 (the CPU only).
     #[arg(long, env = "HEARTH_GPU_LAYERS", default_value = "auto")]
@@ -246,6 +250,7 @@ impl ServeArgs {
         c.cache_disk = self.cache_disk;
         c.cache_disk_max = self.cache_disk_max.saturating_mul(1 << 20);
         c.spec = self.spec;
+        c.draft_model = self.draft_model;
         c.offload = hearth_engine::Offload {
             layers: self.gpu_layers,
             device: self.device,

@@ -43,8 +43,11 @@ pub struct NodeConfig {
     /// most bytes each model's may take there (`--cache-disk-max`).
     pub cache_disk: Option<PathBuf>,
     pub cache_disk_max: u64,
-    /// Guessing ahead (`--spec`): auto, none or ngram.
+    /// Guessing ahead (`--spec`): auto, none, ngram or draft.
     pub spec: hearth_protocol::Speculation,
+    /// A smaller model of the same vocabulary that guesses ahead (`--draft-model`): a path or
+    /// a name in the models folder.
+    pub draft_model: Option<String>,
     pub queue: usize,
     /// The Hugging Face-style hub models are downloaded from (`--hub-url`).
     pub hub_url: String,
@@ -113,6 +116,7 @@ impl NodeConfig {
             cache_disk: None,
             cache_disk_max: hearth_engine::config::DEFAULT_CACHE_DISK_MAX,
             spec: hearth_protocol::Speculation::Auto,
+            draft_model: None,
             queue: hearth_engine::config::DEFAULT_QUEUE_CAPACITY,
             hub_url: hearth_models::hub::DEFAULT_HUB_URL.to_owned(),
             transfer_pace: None,

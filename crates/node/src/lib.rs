@@ -63,6 +63,10 @@ pub enum NodeError {
     Join(#[from] hearth_route::join::JoinError),
     #[error("loading the node's identity: {0}")]
     IdentityTask(String),
+    #[error("draft model {0} not found (looked for {1}): --draft-model takes a path or a name in the models folder")]
+    DraftModel(String, std::path::PathBuf),
+    #[error("--spec draft needs a draft model (--draft-model NAME|PATH)")]
+    DraftSpecWithoutModel,
     #[error("TealeNet compatibility on the LAN needs a cluster passcode (--passcode): its traffic is plain text, and without one any machine on the LAN could use this node")]
     ClusterWithoutPasscode,
     #[error("cannot listen on {addr}: {source}")]
@@ -142,6 +146,19 @@ impl Node {
         if let Some(j) = &config.join {
             j.validate()?;
         }
+        let draft_model = match config.draft_model.as_deref() {
+            Some(name) => match config::resolve_model(&config.models_dir, Some(name)) {
+                Ok(path) => Some(path),
+                Err(config::ModelPathError::NotFound(name, looked)) => {
+                    return Err(NodeError::DraftModel(name, looked))
+                }
+                Err(e) => return Err(e.into()),
+            },
+            None if config.spec == hearth_protocol::Speculation::Draft => {
+                return Err(NodeError::DraftSpecWithoutModel)
+            }
+            None => None,
+        };
         // Every connection is a file descriptor: take what the system allows, not the default
         // soft limit (1,024 on most Linux systems).
         match rlimit::increase_nofile_limit(u64::MAX) {
@@ -250,6 +267,7 @@ impl Node {
             cache_disk: config.cache_disk.clone(),
             cache_disk_max: config.cache_disk_max,
             spec: config.spec,
+            draft_model,
             queue_capacity: config.queue,
             min_load_time: config.min_load_time,
             script: config.script.clone(),

@@ -1,7 +1,9 @@
 //! Speculation against the real default model: an answer that copies its prompt is the same
 //! text with guesses on and off (greedy; sampled with a seed, the same text each time), guesses are made and held
 //! and counted in `/metrics` and status, two requests guessing side by side are answered as
-//! each alone, a request may turn it on or off, and a bad setting is refused on each door.
+//! each alone, a request may turn it on or off, and a bad setting is refused on each door. A
+//! draft model (`--draft-model`, here the default model drafting for itself) guesses too,
+//! with the same text; one of another vocabulary is refused, and so is a request for it.
 
 mod common;
 
@@ -160,9 +162,137 @@ async fn each_door_takes_the_setting_and_refuses_a_bad_one() {
         let v: Value = r.json().await.unwrap();
         assert!(
             v.to_string()
-                .contains("speculative must be auto, none or ngram"),
+                .contains("speculative must be auto, none, ngram or draft"),
             "{door}: {v}"
         );
+    }
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn a_draft_model_guesses_and_the_answer_is_the_same() {
+    let t = TestNode::start_with(|c| {
+        c.parallel = 2;
+        c.spec = hearth_protocol::Speculation::None;
+        c.draft_model = Some(common::model_path().to_string_lossy().into_owned());
+    })
+    .await;
+    let status = t.status().await;
+    assert_eq!(status["model"]["draft"], common::MODEL_ID, "{status}");
+    answer(&t, body("none", json!({"max_tokens": 1}))).await;
+    let (plain, n) = answer(&t, body("none", json!({}))).await;
+    assert!(n >= 40, "{n} tokens: {plain}");
+    let (drafted, _) = answer(&t, body("draft", json!({}))).await;
+    assert_eq!(
+        drafted, plain,
+        "greedy text differs with the draft model's guesses"
+    );
+    let m = t.metrics().await;
+    let made = counter(&m, "hearth_spec_guessed_tokens_total");
+    let held = counter(&m, "hearth_spec_held_tokens_total");
+    // The model drafting for itself: its greedy guesses are mostly what it then chooses.
+    assert!(
+        made > 0.0 && held >= 0.5 * made,
+        "guesses made {made}, held {held}"
+    );
+
+    // A prompt longer than one batch: the draft catches up over several steps, then guesses.
+    let long = format!(
+        "Here are five copies of a Python function:\n\n{}\nWrite it once more, renamed to \
+         merge_sorted, and nothing else.\n",
+        CODE.repeat(5)
+    );
+    let long_body = |spec: &str| {
+        json!({"messages": user(&long), "max_tokens": 100, "temperature": 0,
+            "speculative": spec})
+    };
+    answer(
+        &t,
+        json!({"messages": user(&long), "max_tokens": 1, "temperature": 0}),
+    )
+    .await;
+    let v = t.chat(long_body("none")).await;
+    let prompt_tokens = v["usage"]["prompt_tokens"].as_u64().unwrap();
+    assert!(prompt_tokens > 512, "longer than a batch: {prompt_tokens}");
+    let plain_long = v["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let before = counter(&t.metrics().await, "hearth_spec_held_tokens_total");
+    let (drafted_long, _) = answer(&t, long_body("draft")).await;
+    assert_eq!(drafted_long, plain_long);
+    let held = counter(&t.metrics().await, "hearth_spec_held_tokens_total");
+    assert!(
+        held > before,
+        "no guess held after the long prompt's catch-up"
+    );
+
+    // Two at once, both drafting in one batch (and a sampled one): each answers its own.
+    let other = "Here is a list:\n\napples, pears, plums, cherries, grapes, figs, dates, limes, \
+        lemons, melons\n\nWrite the same list again, in the same order.\n";
+    let (x, y) = tokio::join!(
+        answer(&t, body("draft", json!({"temperature": 0.5, "seed": 3}))),
+        answer(
+            &t,
+            json!({"messages": user(other), "max_tokens": 60, "temperature": 0,
+            "speculative": "draft"})
+        )
+    );
+    assert!(
+        x.0.contains("merge_sorted") || x.0.contains("def "),
+        "{}",
+        x.0
+    );
+    assert!(y.0.to_lowercase().contains("plums, cherries"), "{}", y.0);
+    assert!(counter(&t.metrics().await, "hearth_spec_held_tokens_total") > held);
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn a_draft_model_of_another_vocabulary_is_refused_clearly() {
+    // Node settings that cannot work fail at start, naming what is wrong.
+    let e = TestNode::try_start_with(|c| c.spec = hearth_protocol::Speculation::Draft)
+        .await
+        .err()
+        .expect("--spec draft without a draft model is refused");
+    assert!(e.to_string().contains("--draft-model"), "{e}");
+    let e = TestNode::try_start_with(|c| c.draft_model = Some("no-such-draft".into()))
+        .await
+        .err()
+        .expect("a missing draft model is refused");
+    assert!(e.to_string().contains("no-such-draft"), "{e}");
+
+    // Gemma's vocabulary is not SmolLM2's: the model serves without a draft and says why.
+    let t = TestNode::start_with(|c| {
+        c.parallel = 1;
+        c.draft_model = Some(common::long_model_path().to_string_lossy().into_owned());
+    })
+    .await;
+    let status = t.status().await;
+    assert!(status["model"]["draft"].is_null(), "{status}");
+    let why = status["model"]["draft_refused"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(why.contains("vocabulary"), "{status}");
+    let ok = t
+        .chat(json!({"messages": user("Hi"), "max_tokens": 4}))
+        .await;
+    assert!(ok["choices"][0]["message"]["content"].is_string());
+    for (door, body) in [
+        (
+            "/v1/chat/completions",
+            json!({"model": common::MODEL_ID, "messages": user("Hi"), "speculative": "draft"}),
+        ),
+        (
+            "/api/chat",
+            json!({"model": common::MODEL_ID, "messages": user("Hi"), "stream": false,
+                "options": {"speculative": "draft"}}),
+        ),
+    ] {
+        let r = t.post(door, &body).await;
+        assert_eq!(r.status(), 400, "{door}");
+        let v: Value = r.json().await.unwrap();
+        assert!(v.to_string().contains("has no draft model"), "{door}: {v}");
     }
     t.stop().await;
 }

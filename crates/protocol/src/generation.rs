@@ -56,16 +56,19 @@ pub enum Speculation {
     /// Guess from n-grams of the prompt and the answer whenever one matches (prompt lookup),
     /// whatever it costs: for tests and comparisons.
     Ngram,
+    /// Guess with the node's draft model (`--draft-model`) at every step, whatever it costs.
+    Draft,
 }
 
 impl Speculation {
-    pub const NAMES: &'static str = "auto, none or ngram";
+    pub const NAMES: &'static str = "auto, none, ngram or draft";
 
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Auto => "auto",
             Self::None => "none",
             Self::Ngram => "ngram",
+            Self::Draft => "draft",
         }
     }
 }
@@ -78,6 +81,7 @@ impl std::str::FromStr for Speculation {
             "auto" => Ok(Self::Auto),
             "none" | "off" => Ok(Self::None),
             "ngram" => Ok(Self::Ngram),
+            "draft" => Ok(Self::Draft),
             other => Err(format!(
                 "speculative must be {}, got {other:?}",
                 Self::NAMES
@@ -301,7 +305,7 @@ pub struct RawParams {
     pub stop: Option<StopField>,
     pub top_logprobs: Option<i64>,
     pub ignore_eos: Option<bool>,
-    /// `auto`, `none` or `ngram` ([`Speculation`]).
+    /// `auto`, `none`, `ngram` or `draft` ([`Speculation`]).
     pub speculative: Option<String>,
 }
 

@@ -66,7 +66,7 @@ pub struct CompletionBody {
     pub echo: Option<bool>,
     #[serde(default)]
     pub ignore_eos: Option<bool>,
-    /// Hearth extension: `auto`, `none` or `ngram` speculation for this request.
+    /// Hearth extension: `auto`, `none`, `ngram` or `draft` speculation for this request.
     #[serde(default)]
     pub speculative: Option<String>,
     #[serde(default)]

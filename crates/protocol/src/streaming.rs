@@ -45,7 +45,7 @@ pub struct Parameters {
     pub stop: Option<StopField>,
     /// Hearth extension (llama-server's name): keep generating past end-of-sequence.
     pub ignore_eos: Option<bool>,
-    /// Hearth extension: `auto`, `none` or `ngram` speculation for this request.
+    /// Hearth extension: `auto`, `none`, `ngram` or `draft` speculation for this request.
     pub speculative: Option<String>,
 }
 

@@ -99,6 +99,11 @@ pub(crate) struct ModelStatus {
     /// Ready: where its layers are (the GPU, how many, its video memory; or the CPU).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) placement: Option<hearth_engine::Placement>,
+    /// Ready: the draft model guessing for it (`--draft-model`), or why the one set does not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) draft: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) draft_refused: Option<String>,
 }
 
 impl ModelStatus {
@@ -141,6 +146,8 @@ impl ModelStatus {
                 ModelState::Ready(info) => Some(info.placement.clone()),
                 _ => None,
             },
+            draft: ready.and_then(|i| i.draft.as_ref().map(ToString::to_string)),
+            draft_refused: ready.and_then(|i| i.draft_refused.clone()),
         }
     }
 }

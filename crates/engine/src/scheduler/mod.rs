@@ -31,6 +31,7 @@ use hearth_protocol::utf8::Utf8Stream;
 
 mod control;
 mod disk_cache;
+mod draft;
 mod pool;
 mod prompt_cache;
 mod speculate;
@@ -119,6 +120,8 @@ struct Scheduler<'m> {
     overlap: bool,
     /// Speculation: the node's setting, what steps cost here, how often guesses held.
     spec: speculate::EngineSpec,
+    /// The draft model that guesses ahead (`--draft-model`), when it shares this vocabulary.
+    draft: Option<draft::DraftModel<'m>>,
 }
 
 /// What [`Scheduler::fill_batch`] put in the batch.

@@ -1,16 +1,16 @@
 //! Speculation in the batch: after each generating slot's next token, the tokens its n-gram
-//! drafter guesses follow (as many as the measured step cost and its acceptance say pay, or
-//! all under `ngram`), each with logits; after the decode the slot's own sampler takes its
+//! drafter or the draft model guesses follow (as many as the measured step cost and its
+//! acceptance say pay, or all under `ngram` and `draft`), each with logits; after the decode the slot's own sampler takes its
 //! tokens one by one and keeps going while each is the guess, so answers are those it would
 //! have given without guessing. Guesses that did not hold leave the KV cache at once.
 
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hearth_protocol::Speculation;
 use llama_cpp_2::token::LlamaToken;
 
-use super::Scheduler;
+use super::{draft, Scheduler};
 use crate::engine_loop::Shared;
 use crate::sampling::logprobs;
 use crate::speculation::{expected_gain, Acceptance, Drafter, Explore, StepCost, MAX_DRAFT};
@@ -22,10 +22,14 @@ const FIRST_PRIOR: f64 = 0.5;
 pub(super) struct SlotSpec {
     mode: Speculation,
     drafter: Drafter,
+    /// How often its n-gram guesses held, and its draft model's.
     acceptance: Acceptance,
-    /// This step's guesses, and the batch index of the first.
+    draft_acceptance: Acceptance,
+    /// This step's guesses, the batch index of the first, and whether the draft model made
+    /// them.
     guess: Vec<LlamaToken>,
     guess_at: i32,
+    from_draft: bool,
 }
 
 impl SlotSpec {
@@ -34,8 +38,10 @@ impl SlotSpec {
             mode,
             drafter: Drafter::default(),
             acceptance: Acceptance::default(),
+            draft_acceptance: Acceptance::default(),
             guess: Vec::new(),
             guess_at: 0,
+            from_draft: false,
         }
     }
 
@@ -51,11 +57,14 @@ pub(super) struct EngineSpec {
     /// The model's cache can take guesses back (not a recurrent or hybrid model).
     can_rewind: bool,
     cost: StepCost,
+    /// How often n-gram guesses held over recent requests, and the draft model's.
     acceptance: Acceptance,
+    draft_acceptance: Acceptance,
     /// The last batch's answer tokens (next tokens and guesses) and prompt tokens.
     pub(super) filled: (usize, usize),
-    /// Guessed tokens in the last batch.
+    /// Guessed tokens in the last batch, and the seconds the draft model took to guess them.
     guessed: usize,
+    draft_secs: f64,
     explore: Explore,
 }
 
@@ -66,8 +75,10 @@ impl EngineSpec {
             can_rewind,
             cost: StepCost::default(),
             acceptance: Acceptance::default(),
+            draft_acceptance: Acceptance::default(),
             filled: (0, 0),
             guessed: 0,
+            draft_secs: 0.0,
             explore: Explore::default(),
         }
     }
@@ -79,11 +90,17 @@ impl EngineSpec {
         match self.filled {
             (0, prompt) => self.cost.record_prefill(prompt, secs),
             (answer, 0) => {
-                self.cost.record_step(answer, secs);
+                // A step right after the draft model's decodes runs with the caches full of
+                // the draft's weights: slower than the same step alone, it would make every
+                // guess look dear. Steps that follow no draft are the table.
+                if self.draft_secs == 0.0 {
+                    self.cost.record_step(answer, secs);
+                }
                 let plain = answer - self.guessed;
                 if self.guessed > 0 && plain > 0 {
                     if let Some(without) = self.cost.cost(plain) {
-                        let speedup = (yielded as f64 / secs) / (plain as f64 / without);
+                        let speedup =
+                            (yielded as f64 / (secs + self.draft_secs)) / (plain as f64 / without);
                         shared.spec.record_speedup(speedup);
                     }
                 }
@@ -95,16 +112,29 @@ impl EngineSpec {
 
 impl Scheduler<'_> {
     /// After the `used` next tokens of generating slots, put their guesses in the batch where
-    /// they pay. The batch's tokens then.
+    /// they pay: n-grams first (free to look up), else the draft model's. The batch's tokens
+    /// then.
     pub(super) fn add_guesses(&mut self, mut used: usize) -> usize {
         self.spec.guessed = 0;
+        self.spec.draft_secs = 0.0;
         if used == 0 || !self.spec.can_rewind {
             return used;
         }
         // Cells the pool has beyond this step's next tokens.
         let mut spare = self.free_cells().saturating_sub(used);
         let prior = self.spec.acceptance.rate(FIRST_PRIOR);
+        let draft_prior = self.spec.draft_acceptance.rate(FIRST_PRIOR);
+        // What one token guessed by the draft model costs: measured, else its size's share of
+        // a step here.
+        let draft_cost = self.draft.as_ref().and_then(|d| {
+            d.token_cost()
+                .or_else(|| self.spec.cost.cost(1).map(|c| c * d.size_ratio))
+        });
+        let has_draft = self.draft.is_some();
         let (mut tokens, mut yielded) = (used, used as f64);
+        // Slots that ask the draft model, and for how many tokens (their room is held).
+        let mut asks: Vec<(usize, usize)> = Vec::new();
+        let mut held_back = 0;
         let context = self.context;
         for i in 0..self.slots.len() {
             let Some(slot) = self.slots[i].as_mut() else {
@@ -116,41 +146,65 @@ impl Scheduler<'_> {
             let next_pos = slot.n_past as usize + 1;
             let room = MAX_DRAFT
                 .min(spare)
-                .min(self.n_batch - used)
+                .min(self.n_batch - used - held_back)
                 .min(context.saturating_sub(next_pos));
-            let auto = slot.spec.mode == Speculation::Auto;
-            let rate = slot.spec.acceptance.rate(prior);
             if room == 0 {
                 continue;
             }
-            // Not even guesses that always hold would pay: nothing to look up, but now and then
-            // one token to measure again.
-            let hopeless = auto && self.spec.cost.best_guess(tokens, yielded, 1.0, room) == 0;
-            let exploring = hopeless && self.spec.explore.declined();
-            if hopeless && !exploring {
-                continue;
-            }
-            let mut guess = slot.spec.drafter.draft(&slot.prompt, &slot.generated, room);
-            let k = match (auto, exploring) {
-                (false, _) => guess.len(),
-                (true, true) => guess.len().min(1),
-                (true, false) => {
-                    let k = self
-                        .spec
-                        .cost
-                        .best_guess(tokens, yielded, rate, guess.len());
-                    if k == 0 && !guess.is_empty() && self.spec.explore.declined() {
-                        1
+            let rate = slot.spec.acceptance.rate(prior);
+            let draft_rate = slot.spec.draft_acceptance.rate(draft_prior);
+            let (guess, ask) = match slot.spec.mode {
+                Speculation::None => continue,
+                Speculation::Ngram => (
+                    slot.spec.drafter.draft(&slot.prompt, &slot.generated, room),
+                    0,
+                ),
+                Speculation::Draft => (Vec::new(), if has_draft { room } else { 0 }),
+                Speculation::Auto => {
+                    let cost = &self.spec.cost;
+                    // Not even guesses that always hold would pay: nothing to look up.
+                    let hopeless = cost.best_guess(tokens, yielded, 1.0, room) == 0;
+                    let mut guess = if hopeless {
+                        Vec::new()
                     } else {
-                        k
+                        slot.spec.drafter.draft(&slot.prompt, &slot.generated, room)
+                    };
+                    let k = cost.best_guess(tokens, yielded, rate, guess.len());
+                    // The draft model where n-grams have nothing that pays, if a draft whose
+                    // guesses always held would pay at all (its catch-up with the prompt is a
+                    // prefill: never spent on a draft that cannot pay).
+                    let (mut ask, draft_can_pay) = match (k, draft_cost) {
+                        (0, Some(each)) => (
+                            cost.best_guess_paying(tokens, yielded, draft_rate, room, each),
+                            cost.best_guess_paying(tokens, yielded, 1.0, room, each) > 0,
+                        ),
+                        _ => (0, false),
+                    };
+                    guess.truncate(k);
+                    if k == 0 && ask == 0 && self.spec.explore.declined() {
+                        // Now and then one token anyway, to measure again.
+                        guess = slot.spec.drafter.draft(&slot.prompt, &slot.generated, 1);
+                        if guess.is_empty() && draft_can_pay {
+                            ask = 1;
+                        }
                     }
+                    (guess, ask)
                 }
             };
+            if ask > 0 {
+                asks.push((i, ask));
+                held_back += ask;
+                spare -= ask;
+                tokens += ask;
+                yielded += expected_gain(draft_rate, ask);
+                continue;
+            }
+            let k = guess.len();
             if k == 0 {
                 continue;
             }
-            guess.truncate(k);
             slot.spec.guess_at = used as i32;
+            slot.spec.from_draft = false;
             for (j, &t) in guess.iter().enumerate() {
                 // Room was counted: the batch takes them.
                 let _ = self.batch.add(t, (next_pos + j) as i32, &[slot.seq], true);
@@ -162,18 +216,75 @@ impl Scheduler<'_> {
             yielded += expected_gain(rate, k);
             self.spec.guessed += k;
         }
+        if !asks.is_empty() {
+            used = self.add_draft_guesses(&asks, used);
+        }
+        used
+    }
+
+    /// The draft model's guesses for `asks` (slot, most tokens), into the batch after its
+    /// `used` tokens. The batch's tokens then.
+    fn add_draft_guesses(&mut self, asks: &[(usize, usize)], mut used: usize) -> usize {
+        let Some(draft) = self.draft.as_mut() else {
+            return used;
+        };
+        let started = Instant::now();
+        let guesses = {
+            let slots = &self.slots;
+            let asked: Vec<draft::Ask<'_>> = asks
+                .iter()
+                .filter_map(|&(i, most)| {
+                    let slot = slots[i].as_ref()?;
+                    Some(draft::Ask {
+                        seq: slot.seq,
+                        prompt: &slot.prompt,
+                        answer: &slot.generated,
+                        most,
+                    })
+                })
+                .collect();
+            draft.guess(&asked)
+        };
+        self.spec.draft_secs = started.elapsed().as_secs_f64();
+        for (&(i, _), guess) in asks.iter().zip(guesses) {
+            let Some(slot) = self.slots[i].as_mut() else {
+                continue;
+            };
+            if guess.is_empty() {
+                // The draft was unsure from the first token: its decode bought nothing, which
+                // counts against drafting as a miss would.
+                slot.spec.draft_acceptance.record(1, 0);
+                let mut miss = Acceptance::default();
+                miss.record(1, 0);
+                self.spec.draft_acceptance.fold(miss);
+                continue;
+            }
+            let next_pos = slot.n_past as usize + 1;
+            slot.spec.guess_at = used as i32;
+            slot.spec.from_draft = true;
+            for (j, &t) in guess.iter().enumerate() {
+                // Room was held for each ask's most.
+                let _ = self.batch.add(t, (next_pos + j) as i32, &[slot.seq], true);
+            }
+            used += guess.len();
+            self.spec.guessed += guess.len();
+            slot.spec.guess = guess;
+        }
         used
     }
 
     /// Slot `i`'s tokens from the logits at batch index `idx`: the next one, then one more for
     /// each guess that was what its sampler chose. How many it took.
     pub(super) fn take_tokens(&mut self, i: usize, mut idx: i32) -> usize {
-        let (guess, at) = match self.slots[i].as_mut() {
-            Some(slot) => (std::mem::take(&mut slot.spec.guess), slot.spec.guess_at),
+        let (guess, at, from_draft) = match self.slots[i].as_mut() {
+            Some(slot) => (
+                std::mem::take(&mut slot.spec.guess),
+                slot.spec.guess_at,
+                slot.spec.from_draft,
+            ),
             None => return 0,
         };
-        let mut held = 0;
-        let mut taken = 0;
+        let (mut held, mut taken, mut missed) = (0, 0, false);
         // Until the request ends, or a token is not the guess.
         while let Some(slot) = self.slots[i].as_mut() {
             let token = slot.sampler.sample(&self.ctx, idx, &self.eog);
@@ -183,7 +294,11 @@ impl Scheduler<'_> {
                 .map(|n| logprobs(self.ctx.get_logits_ith(idx), token.0 as usize, n as usize));
             self.on_token(i, token, lp);
             taken += 1;
-            if held == guess.len() || guess[held] != token {
+            if held == guess.len() {
+                break;
+            }
+            if guess[held] != token {
+                missed = true;
                 break;
             }
             // The guess held: the logits after it say the next token.
@@ -193,16 +308,27 @@ impl Scheduler<'_> {
         if guess.is_empty() {
             return taken;
         }
+        // A request that ended (a stop, its length) on a guess that held says nothing against
+        // the guesses after its end: only a miss counts as one.
+        let judged = if missed { guess.len() } else { held };
         let mut record = Acceptance::default();
-        record.record(guess.len(), held);
-        self.spec.acceptance.fold(record);
+        record.record(judged, held);
+        if from_draft {
+            self.spec.draft_acceptance.fold(record);
+        } else {
+            self.spec.acceptance.fold(record);
+        }
         let counters = &self.shared.spec;
         counters
             .guessed
             .fetch_add(guess.len() as u64, Ordering::Relaxed);
         counters.held.fetch_add(held as u64, Ordering::Relaxed);
         if let Some(slot) = self.slots[i].as_mut() {
-            slot.spec.acceptance.record(guess.len(), held);
+            if from_draft {
+                slot.spec.draft_acceptance.record(judged, held);
+            } else {
+                slot.spec.acceptance.record(judged, held);
+            }
             if held < guess.len() {
                 // The guesses that did not hold leave the cache (a finished request's go when
                 // its slot is released).

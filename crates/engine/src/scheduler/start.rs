@@ -142,7 +142,37 @@ fn serve_with(
         .bytes_per_token(&loaded.gguf)
         .unwrap_or(0)
         .saturating_mul(u64::from(context));
-    let info = loader::info(&loaded, config, context, kv_bytes);
+    // The draft model, when one is set and shares this model's vocabulary (never in a split
+    // model's worker: its layers are elsewhere).
+    let draft_id = config.draft_model.as_deref().map(loader::model_id);
+    let draft_model = match (&config.draft_model, &config.remote) {
+        (Some(path), None) => {
+            super::draft::load(backend, path, &model, loaded.placement.on_gpu_whole()).map(Some)
+        }
+        _ => Ok(None),
+    };
+    let draft = match &draft_model {
+        Ok(Some(m)) => super::draft::DraftModel::new(
+            m,
+            backend,
+            ctx_for(m.n_ctx_train(), threads),
+            context,
+            slots,
+            m.size() as f64 / model.size().max(1) as f64,
+        )
+        .map(Some),
+        Ok(None) => Ok(None),
+        Err(why) => Err(why.clone()),
+    };
+    let draft_state = match (&draft, draft_id) {
+        (Ok(Some(_)), id) => (id, None),
+        (Err(why), Some(id)) => {
+            tracing::warn!(model = %model_id, draft = %id, %why, "the draft model cannot guess for this model");
+            (None, Some(format!("draft model {id}: {why}")))
+        }
+        _ => (None, None),
+    };
+    let info = loader::info(&loaded, config, context, kv_bytes, draft_state);
     tracing::info!(
         model = %model_id,
         seconds = loaded.started.elapsed().as_secs_f32(),
@@ -206,6 +236,7 @@ fn serve_with(
         governor: Governor::new(threads as usize),
         overlap: loaded.placement.on_gpu_whole(),
         embedder: Embedder::new(&model, backend, threads),
+        draft: draft.ok().flatten(),
         spec: super::speculate::EngineSpec::new(
             config.spec,
             // A recurrent state cannot take guesses back.

@@ -41,8 +41,10 @@ pub struct EngineSettings {
     /// (`--cache-disk`), and the most bytes each may take there.
     pub cache_disk: Option<PathBuf>,
     pub cache_disk_max: u64,
-    /// Guessing ahead (`--spec`).
+    /// Guessing ahead (`--spec`), and the draft model that guesses for models sharing its
+    /// vocabulary (`--draft-model`).
     pub spec: hearth_protocol::Speculation,
+    pub draft_model: Option<PathBuf>,
     pub queue_capacity: usize,
     pub min_load_time: Option<std::time::Duration>,
     pub script: Option<hearth_engine::Script>,
@@ -73,6 +75,7 @@ impl EngineSettings {
             cache_disk: self.cache_disk.clone(),
             cache_disk_max: self.cache_disk_max,
             spec: self.spec,
+            draft_model: self.draft_model.clone(),
             queue_capacity: self.queue_capacity,
             min_load_time: self.min_load_time,
             script: self.script.clone(),

@@ -71,6 +71,21 @@ impl ModelHost {
             }
             _ => (whole, size.min(whole)),
         };
+        // The draft model (`--draft-model`) loads beside it with a pool of the same context.
+        let (estimate, weights) = match &self.settings.draft_model {
+            Some(draft) if draft != path && self.settings.remote.is_none() => {
+                let size = std::fs::metadata(draft).map(|m| m.len()).unwrap_or(0);
+                let gguf = hearth_engine::gguf::read(draft).ok();
+                let more = memory::estimate(
+                    size,
+                    gguf.as_ref(),
+                    u64::from(context),
+                    self.settings.kv_type,
+                );
+                (estimate + more, weights + size.min(more))
+            }
+            _ => (estimate, weights),
+        };
         Need {
             estimate,
             weights,

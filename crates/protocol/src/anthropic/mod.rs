@@ -50,7 +50,7 @@ pub struct MessagesBody {
     pub tool_choice: Option<Value>,
     #[serde(default)]
     pub thinking: Option<Value>,
-    /// Hearth extension: `auto`, `none` or `ngram` speculation for this request.
+    /// Hearth extension: `auto`, `none`, `ngram` or `draft` speculation for this request.
     #[serde(default)]
     pub speculative: Option<String>,
 }

@@ -41,7 +41,7 @@ pub struct Options {
     /// the end of sequence. Benchmarks use it for fixed-length runs.
     #[serde(default)]
     pub ignore_eos: Option<bool>,
-    /// Hearth extension: `auto`, `none` or `ngram` speculation for this request.
+    /// Hearth extension: `auto`, `none`, `ngram` or `draft` speculation for this request.
     #[serde(default)]
     pub speculative: Option<String>,
 }

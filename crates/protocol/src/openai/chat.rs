@@ -78,7 +78,7 @@ pub struct ChatCompletionBody {
     pub top_logprobs: Option<i64>,
     #[serde(default)]
     pub ignore_eos: Option<bool>,
-    /// Hearth extension: `auto`, `none` or `ngram` speculation for this request.
+    /// Hearth extension: `auto`, `none`, `ngram` or `draft` speculation for this request.
     #[serde(default)]
     pub speculative: Option<String>,
     #[serde(default)]

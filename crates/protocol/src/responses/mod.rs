@@ -60,7 +60,7 @@ pub struct ResponsesBody {
     pub background: Option<bool>,
     #[serde(default)]
     pub user: Option<String>,
-    /// Hearth extension: `auto`, `none` or `ngram` speculation for this request.
+    /// Hearth extension: `auto`, `none`, `ngram` or `draft` speculation for this request.
     #[serde(default)]
     pub speculative: Option<String>,
 }

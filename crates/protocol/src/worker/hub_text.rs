@@ -114,7 +114,7 @@ pub struct HearthTask {
     /// Whether the model should think first, where its template can turn thinking on or off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub think: Option<bool>,
-    /// The request's own speculation setting (`auto`, `none`, `ngram`).
+    /// The request's own speculation setting (`auto`, `none`, `ngram`, `draft`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speculative: Option<String>,
 }
