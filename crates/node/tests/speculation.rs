@@ -243,7 +243,9 @@ async fn a_draft_model_guesses_and_the_answer_is_the_same() {
         "{}",
         x.0
     );
+    assert!(!x.0.contains("plums"), "{}", x.0);
     assert!(y.0.to_lowercase().contains("plums, cherries"), "{}", y.0);
+    assert!(!y.0.contains("merge"), "{}", y.0);
     assert!(counter(&t.metrics().await, "hearth_spec_held_tokens_total") > held);
     t.stop().await;
 }

@@ -98,6 +98,8 @@ pub(super) struct DraftModel<'m> {
     held: Vec<Vec<LlamaToken>>,
     n_batch: usize,
     cells: usize,
+    /// The model's vocabulary size: guesses are among its tokens.
+    n_vocab: usize,
     /// Seconds one guessing step takes (0: not measured yet).
     step_secs: f64,
     /// The draft's size over the model's: a first estimate of a step's cost against the
@@ -114,6 +116,7 @@ impl<'m> DraftModel<'m> {
         params: LlamaContextParams,
         cells: u32,
         slots: usize,
+        n_vocab: usize,
         size_ratio: f64,
     ) -> Result<Self, String> {
         let ctx = model
@@ -126,6 +129,7 @@ impl<'m> DraftModel<'m> {
             held: vec![Vec::new(); slots],
             n_batch,
             cells,
+            n_vocab,
             step_secs: 0.0,
             size_ratio,
         })
@@ -144,30 +148,32 @@ impl<'m> DraftModel<'m> {
         }
     }
 
-    /// Make room for `more` tokens: when the pool would overflow, sequences nobody asks for
-    /// now leave it.
-    fn make_room(&mut self, asks: &[Ask<'_>], more: usize) {
-        let held: usize = self.held.iter().map(Vec::len).sum();
-        if held + more <= self.cells {
+    /// Make room for the asking sequences' `demand` (their tokens and guesses): when the pool
+    /// would overflow, sequences nobody asks for now (finished requests') leave it.
+    fn make_room(&mut self, asks: &[Ask<'_>], demand: usize) {
+        let asking = |seq: usize| asks.iter().any(|a| a.seq as usize == seq);
+        let others: usize = (0..self.held.len())
+            .filter(|&s| !asking(s))
+            .map(|s| self.held[s].len())
+            .sum();
+        if others + demand <= self.cells {
             return;
         }
         for seq in 0..self.held.len() {
-            if !self.held[seq].is_empty() && !asks.iter().any(|a| a.seq as usize == seq) {
+            if !self.held[seq].is_empty() && !asking(seq) {
                 let _ = self.ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
                 self.held[seq].clear();
             }
         }
     }
 
-    /// Up to `most` guessed tokens for each ask (fewer where the draft is unsure, none while
-    /// it catches up with a long prompt), and the seconds it took.
-    pub(super) fn guess(&mut self, asks: &[Ask<'_>]) -> Vec<Vec<LlamaToken>> {
-        let mut out = vec![Vec::new(); asks.len()];
-        let more: usize = asks.iter().map(|a| a.len() + a.most).sum();
-        self.make_room(
-            asks,
-            more.saturating_sub(self.held.iter().map(Vec::len).sum()),
-        );
+    /// For each ask, up to `most` guessed tokens (fewer where the draft is unsure, none when
+    /// unsure from the first), or `None` where the draft has no answer yet: it is still
+    /// catching up with a long prompt, or its decode failed.
+    pub(super) fn guess(&mut self, asks: &[Ask<'_>]) -> Vec<Option<Vec<LlamaToken>>> {
+        let mut out = vec![None; asks.len()];
+        let demand: usize = asks.iter().map(|a| a.len() + a.most).sum();
+        self.make_room(asks, demand);
         // First: what each sequence lacks, its last token with logits; a bounded catch-up.
         self.batch.clear();
         let mut budget = self.n_batch;
@@ -206,6 +212,9 @@ impl<'m> DraftModel<'m> {
                     .add(ask.at(i), i as i32, &[ask.seq], last)
                     .is_err()
                 {
+                    // Never: the budget is the batch's size. Start over rather than keep
+                    // tokens that were never decoded.
+                    self.reset();
                     return out;
                 }
                 self.held[seq].push(ask.at(i));
@@ -218,17 +227,25 @@ impl<'m> DraftModel<'m> {
         if self.batch.n_tokens() == 0 || self.decode().is_err() {
             return out;
         }
+        for &(a, _) in &live {
+            out[a] = Some(Vec::new());
+        }
         // Then one token for each sequence per decode, while it is sure and wants more.
         while !live.is_empty() {
             self.batch.clear();
             let mut next = Vec::new();
             for &(a, idx) in &live {
-                let (token, p) = most_likely(self.ctx.get_logits_ith(idx));
+                // Only tokens the model has too (a padded draft vocabulary may have more).
+                let logits = self.ctx.get_logits_ith(idx);
+                let (token, p) = most_likely(&logits[..logits.len().min(self.n_vocab)]);
                 if p < P_MIN {
                     continue;
                 }
-                out[a].push(token);
-                if out[a].len() >= asks[a].most {
+                let Some(guess) = out[a].as_mut() else {
+                    continue;
+                };
+                guess.push(token);
+                if guess.len() >= asks[a].most {
                     continue;
                 }
                 let seq = asks[a].seq;
@@ -244,6 +261,7 @@ impl<'m> DraftModel<'m> {
             }
             let started = Instant::now();
             if self.decode().is_err() {
+                // The guesses made so far stand: each came from logits decoded whole.
                 break;
             }
             let secs = started.elapsed().as_secs_f64();

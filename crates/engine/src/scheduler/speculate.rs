@@ -229,25 +229,30 @@ impl Scheduler<'_> {
             return used;
         };
         let started = Instant::now();
-        let guesses = {
+        let (asked, guesses) = {
             let slots = &self.slots;
-            let asked: Vec<draft::Ask<'_>> = asks
+            let (asked, asks): (Vec<usize>, Vec<draft::Ask<'_>>) = asks
                 .iter()
                 .filter_map(|&(i, most)| {
                     let slot = slots[i].as_ref()?;
-                    Some(draft::Ask {
+                    let ask = draft::Ask {
                         seq: slot.seq,
                         prompt: &slot.prompt,
                         answer: &slot.generated,
                         most,
-                    })
+                    };
+                    Some((i, ask))
                 })
-                .collect();
-            draft.guess(&asked)
+                .unzip();
+            (asked, draft.guess(&asks))
         };
         self.spec.draft_secs = started.elapsed().as_secs_f64();
-        for (&(i, _), guess) in asks.iter().zip(guesses) {
+        for (i, guess) in asked.into_iter().zip(guesses) {
             let Some(slot) = self.slots[i].as_mut() else {
+                continue;
+            };
+            // No answer yet (a prompt still catching up): nothing to judge the draft by.
+            let Some(guess) = guess else {
                 continue;
             };
             if guess.is_empty() {

@@ -158,6 +158,7 @@ fn serve_with(
             ctx_for(m.n_ctx_train(), threads),
             context,
             slots,
+            model.n_vocab().max(0) as usize,
             m.size() as f64 / model.size().max(1) as f64,
         )
         .map(Some),

@@ -71,9 +71,10 @@ impl ModelHost {
             }
             _ => (whole, size.min(whole)),
         };
-        // The draft model (`--draft-model`) loads beside it with a pool of the same context.
+        // The draft model (`--draft-model`) loads beside it with a pool of the same context
+        // (the same file drafting for itself shares its mapped weights, not its pool).
         let (estimate, weights) = match &self.settings.draft_model {
-            Some(draft) if draft != path && self.settings.remote.is_none() => {
+            Some(draft) if self.settings.remote.is_none() => {
                 let size = std::fs::metadata(draft).map(|m| m.len()).unwrap_or(0);
                 let gguf = hearth_engine::gguf::read(draft).ok();
                 let more = memory::estimate(
@@ -82,7 +83,11 @@ impl ModelHost {
                     u64::from(context),
                     self.settings.kv_type,
                 );
-                (estimate + more, weights + size.min(more))
+                if draft == path {
+                    (estimate + more.saturating_sub(size), weights)
+                } else {
+                    (estimate + more, weights + size.min(more))
+                }
             }
             _ => (estimate, weights),
         };
