@@ -1,6 +1,6 @@
-//! This node as its cluster sees it: the handles the cluster's listener, connections and
-//! dialer use (the model host, the route, the store, the identity, the samples), the cluster's
-//! own state that the doors read (its port, the peers connected, the dialer), and who serves
+//! This node as its cluster sees it: the node's [`Core`], the handles every part shares (the
+//! model host, the route, the store, the identity, the samples), held here once; the cluster's
+//! own state that the doors read (its port, the peers connected, the dialer); and who serves
 //! the tunnels peers open. The cluster knows this and nothing of the doors' state; the split
 //! registers itself as the tunnels' server ([`Context::serve_tunnels`]).
 
@@ -31,8 +31,11 @@ pub type TunnelServer = Box<
         + Sync,
 >;
 
-/// What the cluster needs of this node. One per node, shared with the doors.
-pub struct Context {
+/// The handles every part of the node shares, held here once: the model host, the store, the
+/// node's name and identity, the route, model sharing, the telemetry samples, the connection
+/// limits and the shutdown token. The cluster's [`Context`] owns it; the doors reach it through
+/// that context.
+pub struct Core {
     pub host: Arc<ModelHost>,
     pub store: Store,
     /// This node's name, shown with every answer it gives.
@@ -44,10 +47,24 @@ pub struct Context {
     pub sharing: Arc<Sharing>,
     /// The telemetry sampler's latest snapshot.
     pub telemetry: watch::Receiver<Telemetry>,
-    /// Timeouts and connection caps, as for the doors' connections.
+    /// Timeouts and connection caps, for the doors' connections and the cluster's.
     pub limits: Limits,
     /// Cancelled when the node begins shutting down.
     pub shutdown: CancellationToken,
+}
+
+impl fmt::Debug for Core {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Core")
+            .field("node_name", &self.node_name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the cluster needs of this node: the [`Core`] (read through this context as if its
+/// own fields) and the cluster's own state. One per node, shared with the doors.
+pub struct Context {
+    pub core: Core,
     /// The cluster's port when it listens.
     pub port: Option<u16>,
     /// The peers connected now.
@@ -57,6 +74,14 @@ pub struct Context {
     /// strong one here would keep the context (and its database) alive after the node is gone.
     dialer: OnceLock<Weak<Dialer>>,
     tunnels: OnceLock<TunnelServer>,
+}
+
+impl std::ops::Deref for Context {
+    type Target = Core;
+
+    fn deref(&self) -> &Core {
+        &self.core
+    }
 }
 
 impl fmt::Debug for Context {
@@ -69,34 +94,12 @@ impl fmt::Debug for Context {
     }
 }
 
-/// The parts of a [`Context`] the node gives it.
-#[derive(Debug)]
-pub struct Parts {
-    pub host: Arc<ModelHost>,
-    pub store: Store,
-    pub node_name: String,
-    pub identity: Arc<Identity>,
-    pub router: Router,
-    pub sharing: Arc<Sharing>,
-    pub telemetry: watch::Receiver<Telemetry>,
-    pub limits: Limits,
-    pub shutdown: CancellationToken,
-    pub port: Option<u16>,
-}
-
 impl Context {
-    pub fn new(p: Parts) -> Self {
+    /// The cluster's context around the node's `core`, listening on `port` if it does.
+    pub fn new(core: Core, port: Option<u16>) -> Self {
         Self {
-            host: p.host,
-            store: p.store,
-            node_name: p.node_name,
-            identity: p.identity,
-            router: p.router,
-            sharing: p.sharing,
-            telemetry: p.telemetry,
-            limits: p.limits,
-            shutdown: p.shutdown,
-            port: p.port,
+            core,
+            port,
             peers: Peers::default(),
             dialer: OnceLock::new(),
             tunnels: OnceLock::new(),

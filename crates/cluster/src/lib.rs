@@ -30,7 +30,7 @@ mod serve;
 pub(crate) mod sharing;
 pub mod tunnel;
 
-pub use context::{Context, Parts, TunnelServer};
+pub use context::{Context, Core, TunnelServer};
 pub use discovery::Discovery;
 pub use discovery::DiscoveryError;
 pub use peers::{PeerView, Peers};

@@ -323,7 +323,7 @@ impl Node {
             Some(sharing.clone()),
             shutdown.child_token(),
         );
-        let cluster = Arc::new(hearth_cluster::Context::new(hearth_cluster::Parts {
+        let core = hearth_cluster::Core {
             host,
             store,
             node_name: config.name.clone(),
@@ -333,11 +333,12 @@ impl Node {
             telemetry,
             limits: config.limits,
             shutdown,
-            port: cluster_listener
-                .as_ref()
-                .and_then(|(l, _)| l.local_addr().ok())
-                .map(|a| a.port()),
-        }));
+        };
+        let cluster_port = cluster_listener
+            .as_ref()
+            .and_then(|(l, _)| l.local_addr().ok())
+            .map(|a| a.port());
+        let cluster = Arc::new(hearth_cluster::Context::new(core, cluster_port));
         let state = Arc::new(AppState::new(hearth_server::Parts {
             cluster,
             models_dir: config.models_dir.clone(),

@@ -62,58 +62,47 @@ use axum::http::Uri;
 use axum::routing::{delete, get, post};
 use axum::Router;
 use hearth_protocol::limits::MAX_HTTP_BODY_BYTES;
-use tokio_util::sync::CancellationToken;
-
-use hearth_models::ModelHost;
-use hearth_store::Store;
 
 /// What every door shares.
 #[derive(Debug)]
 pub struct AppState {
-    pub host: Arc<ModelHost>,
-    pub store: Store,
-    /// This node's name, shown with every answer it gives.
-    pub node_name: String,
+    /// The cluster's side of this node (its port when it listens, the peers connected to it,
+    /// the dialer), and the node's [`hearth_cluster::Core`] that the doors read through this
+    /// state as if its own fields: the model host, store, route, identity, samples, limits and
+    /// shutdown token.
+    pub cluster: Arc<hearth_cluster::Context>,
     /// Where GGUF files live.
     pub models_dir: std::path::PathBuf,
     /// Where other apps keep models that can be imported.
     pub import_roots: hearth_models::import::Roots,
     /// Downloads from the hub or from peers into the models folder (`--hub-url`).
     pub downloads: Arc<hearth_models::Downloads>,
-    /// Model sharing over the cluster's connections.
-    pub sharing: Arc<hearth_models::sharing::Sharing>,
-    /// Cancelled when the node begins shutting down.
-    pub shutdown: CancellationToken,
     /// Answers streaming into conversations right now.
     pub chats: chat::Chats,
-    /// The telemetry sampler's latest snapshot.
-    pub telemetry: tokio::sync::watch::Receiver<hearth_models::telemetry::Telemetry>,
     /// Whether the node is shared on the LAN, and the Host names it answers to.
     pub exposure: security::Exposure,
     /// The batch door's defaults and continuation cache.
     pub batch: batch::BatchDoor,
     /// The signed-challenge door's timeout and failure counters.
     pub auth: auth::AuthState,
-    /// This node's Ed25519 identity.
-    pub identity: Arc<hearth_auth::identity::Identity>,
-    /// Where each request runs: the local engine or, in hub mode, a worker.
-    pub router: hearth_route::Router,
-    /// Timeouts and connection caps (`listen`); a stalled request body fails after the
-    /// header timeout too.
-    pub limits: hearth_base::connections::Limits,
-    /// The cluster's side of this node: its port when it listens, the peers connected to it,
-    /// the dialer.
-    pub cluster: Arc<hearth_cluster::Context>,
     /// Notified when the cluster's passcode changed: the node moves its listener.
     pub cluster_rebind: Arc<tokio::sync::Notify>,
     /// Split models: this node's, and whether it shares its memory with peers' ones.
     pub splits: Arc<hearth_split::Splits>,
 }
 
-/// What the node gives the doors besides the cluster's [`hearth_cluster::Context`], whose model
-/// host, store, route, identity, samples, limits and shutdown token the doors share. The doors'
-/// own state (answers streaming into conversations, exposure, the batch door's cache, the
-/// signed-challenge door's counters) is made here.
+impl std::ops::Deref for AppState {
+    type Target = hearth_cluster::Core;
+
+    fn deref(&self) -> &hearth_cluster::Core {
+        &self.cluster.core
+    }
+}
+
+/// What the node gives the doors besides the cluster's [`hearth_cluster::Context`] (and the
+/// [`hearth_cluster::Core`] in it). The doors' own state (answers streaming into
+/// conversations, exposure, the batch door's cache, the signed-challenge door's counters) is
+/// made here.
 #[derive(Debug)]
 pub struct Parts {
     pub cluster: Arc<hearth_cluster::Context>,
@@ -130,24 +119,14 @@ pub struct Parts {
 
 impl AppState {
     pub fn new(p: Parts) -> Self {
-        let c = &p.cluster;
         Self {
-            host: c.host.clone(),
-            store: c.store.clone(),
-            node_name: c.node_name.clone(),
             models_dir: p.models_dir,
             import_roots: p.import_roots,
             downloads: p.downloads,
-            sharing: c.sharing.clone(),
-            shutdown: c.shutdown.clone(),
             chats: chat::Chats::default(),
-            telemetry: c.telemetry.clone(),
             exposure: security::Exposure::new(p.exposed, p.allowed_hosts),
             batch: batch::BatchDoor::new(p.batch_defaults),
             auth: auth::AuthState::new(p.auth_timeout),
-            identity: c.identity.clone(),
-            router: c.router.clone(),
-            limits: c.limits,
             cluster_rebind: Arc::new(tokio::sync::Notify::new()),
             splits: p.splits,
             cluster: p.cluster,
