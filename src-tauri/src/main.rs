@@ -24,7 +24,6 @@ use std::time::Duration;
 use anyhow::Context;
 use hearth_node::Node;
 use tauri::{Manager, RunEvent, WindowEvent};
-use tracing_subscriber::EnvFilter;
 
 /// What the window, tray and commands share.
 #[derive(Debug, Default)]
@@ -48,13 +47,7 @@ pub(crate) fn show_main(app: &tauri::AppHandle) {
 const QUIT_WAIT: Duration = Duration::from_secs(6);
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| EnvFilter::new("info,llama_cpp_2=warn,llama-cpp-2=warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    hearth_node::logging::init();
     let config = hearth_node::cli::EnvOnly::read().context("reading HEARTH_* settings")?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

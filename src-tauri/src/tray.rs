@@ -5,8 +5,8 @@
 //! icon and tooltip when they change. Which state and text to show is decided by pure
 //! functions, tested below.
 
-use hearth_engine::ModelState;
 use hearth_node::telemetry::{Telemetry, ThermalLevel, ThermalSource};
+use hearth_node::ModelState;
 use hearth_node::Node;
 use tauri::image::Image;
 use tauri::menu::{CheckMenuItem, Menu, MenuItem, PredefinedMenuItem};
@@ -90,7 +90,7 @@ pub(crate) fn tooltip(t: &Telemetry, model: &ModelState, exposed: bool, peers: u
 }
 
 /// Where a model computes, in the tray's few words: `GPU 31/31 (Vulkan0, 96 MiB)` or `CPU`.
-fn placement(p: &hearth_engine::Placement) -> String {
+fn placement(p: &hearth_node::Placement) -> String {
     if p.layers == 0 {
         return "CPU".into();
     }
@@ -324,20 +324,20 @@ mod tests {
 
     #[test]
     fn the_model_s_place_is_said_in_few_words() {
-        let on = |backend: &str, layers, vram| hearth_engine::Placement {
+        let on = |backend: &str, layers, vram| hearth_node::Placement {
             backend: backend.into(),
             devices: vec!["Vulkan0".into()],
             layers,
             layers_total: 31,
             vram_bytes: vram,
-            ..hearth_engine::Placement::default()
+            ..hearth_node::Placement::default()
         };
         assert_eq!(
             placement(&on("Vulkan", 31, 96 << 20)),
             "GPU 31/31 (Vulkan0, 96 MiB)"
         );
         assert_eq!(placement(&on("Vulkan", 12, 0)), "GPU 12/31 (Vulkan0)");
-        assert_eq!(placement(&hearth_engine::Placement::cpu(31, None)), "CPU");
+        assert_eq!(placement(&hearth_node::Placement::cpu(31, None)), "CPU");
     }
 
     #[test]

@@ -85,11 +85,32 @@ pub fn devices() -> Vec<Device> {
             description: d.description,
             backend: d.backend,
             memory_total: d.memory_total as u64,
-            memory_free: d.memory_free as u64,
+            memory_free: cpu_free(d.device_type, d.memory_total as u64, d.memory_free as u64),
             device_id: device_id(d.index),
             index: d.index,
         })
         .collect()
+}
+
+/// The CPU's free memory: ggml's CPU device reports all of it free (a model loaded there then
+/// shows "0 used"), so where it does the system's available memory says it instead.
+fn cpu_free(kind: LlamaBackendDeviceType, total: u64, free: u64) -> u64 {
+    if kind != LlamaBackendDeviceType::Cpu || free < total {
+        return free;
+    }
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| mem_available(&m))
+        .map_or(free, |available| available.min(total))
+}
+
+/// `MemAvailable` of a `/proc/meminfo` text, in bytes.
+fn mem_available(meminfo: &str) -> Option<u64> {
+    let line = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?;
+    let kib: u64 = line.trim().strip_suffix("kB")?.trim().parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// The id of ggml's device `index`, when its driver gives one.
@@ -135,6 +156,24 @@ fn distinct(all: Vec<Device>) -> Vec<Device> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_the_available_memory() {
+        let m = "MemTotal:       24576000 kB\nMemFree:         1000000 kB\nMemAvailable:   20000000 kB\n";
+        assert_eq!(mem_available(m), Some(20_000_000 * 1024));
+        assert_eq!(mem_available("MemTotal: 1 kB\n"), None);
+    }
+
+    #[test]
+    fn a_cpu_reported_all_free_gets_the_system_figure() {
+        let gpu = cpu_free(LlamaBackendDeviceType::Gpu, 100, 100);
+        assert_eq!(gpu, 100, "a GPU's figure is its driver's");
+        assert_eq!(cpu_free(LlamaBackendDeviceType::Cpu, 100, 40), 40);
+        if std::path::Path::new("/proc/meminfo").exists() {
+            let total = u64::MAX / 2;
+            assert!(cpu_free(LlamaBackendDeviceType::Cpu, total, total) < total);
+        }
+    }
 
     #[test]
     fn a_card_seen_by_two_backends_is_used_once_and_integrated_gpus_only_alone() {

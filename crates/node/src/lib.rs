@@ -16,7 +16,8 @@
 //!   listener, which follows the doors on and off the LAN, is `node_cluster`.
 //! - [`cli`], [`config`]: the `serve` flags and their `HEARTH_*` variables (shared with the
 //!   desktop app); [`NodeConfig`], default paths, `--model` resolution.
-//! - [`telemetry`]: the samples the desktop app's tray shows (`hearth_models::telemetry`).
+//! - [`telemetry`]: the samples the desktop app's tray shows (`hearth_models::telemetry`),
+//!   with [`ModelState`] and [`Placement`]; [`logging`]: the log setup both programs share.
 //!
 //! Architecture invariant: `hearth-node` is the top of the node's crates and the only one the
 //! desktop app knows, and no other crate depends on it.
@@ -27,6 +28,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod logging;
 mod node_cluster;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -38,6 +40,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub use config::NodeConfig;
+/// What the desktop app's tray shows of the model, so that it needs no crate below this one.
+pub use hearth_engine::{ModelState, Placement};
 /// The machine's samples, which the desktop app's tray shows (it knows this crate only).
 pub use hearth_models::telemetry;
 use hearth_models::{EngineSettings, ModelHost};

@@ -11,7 +11,6 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use hearth_node::cli::ServeArgs;
 use hearth_node::{Node, NodeConfig};
-use tracing_subscriber::EnvFilter;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -78,15 +77,7 @@ enum KeysAction {
 }
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| EnvFilter::new("info,llama_cpp_2=warn,llama-cpp-2=warn")),
-        )
-        .with_writer(std::io::stderr)
-        // Colours only for a terminal: a log file gets plain text.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    hearth_node::logging::init();
     let cli = Cli::parse();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

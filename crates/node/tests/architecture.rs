@@ -36,10 +36,7 @@ const HEARTH_ONLY: &[(&str, &[&str])] = &[
     ("hearth-engine", &["hearth-protocol"]),
     ("hearth-bench", &["hearth-engine", "hearth-protocol"]),
     // Of the node's crates the desktop app knows the top one only.
-    (
-        "hearth-desktop",
-        &["hearth-node", "hearth-engine", "hearth-protocol"],
-    ),
+    ("hearth-desktop", &["hearth-node", "hearth-protocol"]),
 ];
 
 /// Outside crates only some of Hearth's may name: (crate, the lowest of ours that may).
