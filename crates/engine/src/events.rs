@@ -43,12 +43,12 @@ pub struct TokenEvent {
 /// most likely alternatives.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TokenLogprobs {
-    pub token: Candidate,
-    pub top: Vec<Candidate>,
+    pub token: TokenCandidate,
+    pub top: Vec<TokenCandidate>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Candidate {
+pub struct TokenCandidate {
     pub id: i32,
     /// The token's text, lossily decoded on its own (a piece may be part of a character).
     pub text: String,

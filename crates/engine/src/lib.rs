@@ -82,7 +82,9 @@ pub use cpu::Backends;
 pub use cpu_share::GIVE_UP_AT;
 pub use devices::{Device, DeviceKind};
 pub use embedder::{normalize, EmbedError, Embeddings, EMBED_MAX_TOKENS};
-pub use events::{Candidate, Done, Event, Failure, FailureKind, Timing, TokenEvent, TokenLogprobs};
+pub use events::{
+    Done, Event, Failure, FailureKind, Timing, TokenCandidate, TokenEvent, TokenLogprobs,
+};
 pub use handle::{
     ControlError, Controller, EmbedFailure, EmbedInput, Engine, EngineStats, Events, Generation,
     PoolStats, Prompt, Request, SpecStats, SubmitError,

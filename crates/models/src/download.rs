@@ -1,4 +1,4 @@
-//! Downloads of models into the models folder, from a hub ([`super::hub_download`]) or from
+//! Downloads of models into the models folder, from a hub ([`super::model_hub_download`]) or from
 //! the cluster's peers ([`super::peer_download`]): the jobs, their progress (bytes, speed, time
 //! left: what the UI, the CLI and Ollama's pull show), cancel, and resuming after a restart.
 //! Each file goes to a partial file in `.downloads/` beside a note of what it must become, and
@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::download_error::{io, DownloadError};
-use super::hub::{HubError, HubFile};
+use super::model_hub::{ModelHubError, ModelHubFile};
 use super::partial::{held_here, Note};
 
 /// The folder of partial files, inside the models folder (the registry lists `*.gguf` only).
@@ -81,7 +81,7 @@ pub struct Progress {
 /// Where a download comes from.
 #[derive(Debug, Clone)]
 pub(super) enum Source {
-    Hub(HubFile),
+    Hub(ModelHubFile),
     /// The cluster's peers, by the model's name in their folders.
     Peers(String),
 }
@@ -91,14 +91,14 @@ impl Source {
     fn parse(spec: &str) -> Result<Self, DownloadError> {
         let s = spec.trim();
         if s.contains('/') {
-            let file = HubFile::parse(s)?;
+            let file = ModelHubFile::parse(s)?;
             // A split model, named by any of its shards, is downloaded whole: named by its first.
             let first = hearth_protocol::ids::first_file(file.file_name());
             return Ok(Source::Hub(file.sibling(&first)));
         }
         let name = s.strip_suffix(".gguf").unwrap_or(s);
         if !super::registry::plain_name(name) {
-            return Err(DownloadError::Hub(HubError::BadName(
+            return Err(DownloadError::Hub(ModelHubError::BadName(
                 s.chars().take(300).collect(),
             )));
         }
@@ -152,13 +152,13 @@ pub struct Downloads {
 }
 
 impl Downloads {
-    /// The hub's GGUF repositories matching `query` (see [`crate::hub_search`]).
+    /// The hub's GGUF repositories matching `query` (see [`crate::model_hub_search`]).
     pub async fn search(
         &self,
         query: &str,
         limit: usize,
-    ) -> Result<Vec<crate::hub_search::FoundRepo>, crate::hub::HubError> {
-        crate::hub_search::search(&self.http, &self.hub, query, limit).await
+    ) -> Result<Vec<crate::model_hub_search::FoundRepo>, crate::model_hub::ModelHubError> {
+        crate::model_hub_search::search(&self.http, &self.hub, query, limit).await
     }
 
     /// The hub this node downloads from.

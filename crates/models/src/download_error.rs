@@ -1,12 +1,12 @@
 //! What can go wrong with a download, from the hub or from peers, as the doors and the CLI
 //! report it.
 
-use super::hub::HubError;
+use super::model_hub::ModelHubError;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DownloadError {
     #[error(transparent)]
-    Hub(#[from] HubError),
+    Hub(#[from] ModelHubError),
     #[error("{0} is already in the models folder")]
     Exists(String),
     #[error("the downloaded file's SHA-256 is {got}, the hub says {expected}: the file arrived damaged, and the partial download was deleted")]

@@ -3,7 +3,7 @@
 //! engines, which loads on demand, unloads the least recently used and the idle (`host`); and
 //! models of Ollama and LM Studio linked in without a copy (`import`); downloads from a
 //! Hugging Face-style hub or from peers (`hub`, `download`, `sharing`), and the hub's model
-//! search (`hub_search`); and the machine's
+//! search (`model_hub_search`); and the machine's
 //! telemetry, sampled beside the loaded models (`telemetry`).
 //!
 //! Architecture invariant: `hearth-models` knows files, engines and the machine, never where a
@@ -15,11 +15,11 @@ mod disk;
 pub mod download;
 mod download_error;
 pub mod host;
-pub mod hub;
-mod hub_download;
-pub mod hub_search;
 pub mod import;
 pub mod memory;
+pub mod model_hub;
+mod model_hub_download;
+pub mod model_hub_search;
 mod partial;
 mod peer_download;
 pub mod registry;

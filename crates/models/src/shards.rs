@@ -10,7 +10,7 @@ use sha2::Digest as _;
 
 use super::download::{lock, Downloads, Job, Source};
 use super::download_error::DownloadError;
-use super::hub::HubError;
+use super::model_hub::ModelHubError;
 use super::partial::{hash_prefix, Note};
 
 /// Shards a split model may have: five digits (`-00001-of-0000N`).
@@ -46,7 +46,7 @@ impl Downloads {
             .ok_or_else(|| {
                 let why = "shard sizes past any disk".to_owned();
                 match job.source {
-                    Source::Hub(_) => DownloadError::Hub(HubError::BadListing(why)),
+                    Source::Hub(_) => DownloadError::Hub(ModelHubError::BadListing(why)),
                     Source::Peers(_) => DownloadError::BadPeer(why),
                 }
             })?;

@@ -87,7 +87,7 @@ pub struct ServeArgs {
     #[arg(long, env = "HEARTH_MEMORY_LIMIT")]
     memory_limit: Option<u64>,
     /// The Hugging Face-style hub models are downloaded from (`OWNER/REPO/FILE.gguf`).
-    #[arg(long, env = "HEARTH_HUB_URL", default_value = hearth_models::hub::DEFAULT_HUB_URL)]
+    #[arg(long, env = "HEARTH_HUB_URL", default_value = hearth_models::model_hub::DEFAULT_HUB_URL)]
     hub_url: String,
     /// Requests that may wait for a slot before new ones are refused.
     #[arg(long, env = "HEARTH_QUEUE", default_value_t = hearth_engine::config::DEFAULT_QUEUE_CAPACITY)]

@@ -118,7 +118,7 @@ impl NodeConfig {
             spec: hearth_protocol::Speculation::Auto,
             draft_model: None,
             queue: hearth_engine::config::DEFAULT_QUEUE_CAPACITY,
-            hub_url: hearth_models::hub::DEFAULT_HUB_URL.to_owned(),
+            hub_url: hearth_models::model_hub::DEFAULT_HUB_URL.to_owned(),
             transfer_pace: None,
             import_roots: hearth_models::import::Roots::of_user(),
             keep_alive: hearth_models::DEFAULT_KEEP_ALIVE,

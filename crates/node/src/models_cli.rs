@@ -37,17 +37,17 @@ enum ModelsAction {
     Search {
         query: Vec<String>,
         /// The Hugging Face-style hub to search.
-        #[arg(long, env = "HEARTH_HUB_URL", default_value = hearth_models::hub::DEFAULT_HUB_URL)]
+        #[arg(long, env = "HEARTH_HUB_URL", default_value = hearth_models::model_hub::DEFAULT_HUB_URL)]
         hub_url: String,
         /// Repositories to list, at most 30.
-        #[arg(long, default_value_t = hearth_models::hub_search::DEFAULT_LIMIT)]
+        #[arg(long, default_value_t = hearth_models::model_hub_search::DEFAULT_LIMIT)]
         limit: usize,
     },
     /// Download OWNER/REPO/FILE.gguf from the hub into the folder (resumes a partial one).
     Pull {
         model: String,
         /// The Hugging Face-style hub to download from.
-        #[arg(long, env = "HEARTH_HUB_URL", default_value = hearth_models::hub::DEFAULT_HUB_URL)]
+        #[arg(long, env = "HEARTH_HUB_URL", default_value = hearth_models::model_hub::DEFAULT_HUB_URL)]
         hub_url: String,
     },
     /// Delete a model's files from the folder (only the link of an imported model).

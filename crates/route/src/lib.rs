@@ -387,27 +387,27 @@ impl Router {
         );
         // Queued here while older requests wait for the first slot anywhere: it waits with
         // them instead of going ahead of them.
-        if matches!(placement, Placement::Local) && hub.waiting() > 0 {
+        if matches!(placement, Destination::Local) && hub.waiting() > 0 {
             let s = self.host.stats_of(&target.model);
             if s.active + s.queued >= s.slots {
-                placement = Placement::Wait;
+                placement = Destination::Wait;
             }
         }
         if let Some(m) = conversation {
             match &placement {
-                Placement::Local => self.affinity.remember(m, Provider::Local),
-                Placement::Worker(r) => self.affinity.remember(m, Provider::Worker(r.worker)),
-                Placement::Wait | Placement::Nobody => {}
+                Destination::Local => self.affinity.remember(m, Provider::Local),
+                Destination::Worker(r) => self.affinity.remember(m, Provider::Worker(r.worker)),
+                Destination::Wait | Destination::Nobody => {}
             }
         }
         match placement {
-            Placement::Local => {
+            Destination::Local => {
                 return self
                     .host
                     .submit(&target.model, request)
                     .map(Generation::local)
             }
-            Placement::Wait if !hub.queue_has_room() => {
+            Destination::Wait if !hub.queue_has_room() => {
                 return Err(SubmitError::QueueFull {
                     slots: hub
                         .snapshot()
@@ -511,7 +511,7 @@ pub fn continuation(info: &ModelInfo, prompt: Prompt, delivered: &str) -> Result
 
 /// Where a request goes now.
 #[derive(Debug)]
-pub(crate) enum Placement {
+pub(crate) enum Destination {
     Local,
     Worker(Reservation),
     /// Workers serve the model but none has a free slot.
@@ -559,7 +559,7 @@ pub(crate) fn placement(
     needs_continuation: bool,
     serve_local: bool,
     preferred: Option<Provider>,
-) -> Placement {
+) -> Destination {
     // A worker's slot can be taken between reading the candidates and reserving it: look again.
     for _ in 0..3 {
         let mut candidates: Vec<Candidate<Provider>> = Vec::new();
@@ -583,15 +583,15 @@ pub(crate) fn placement(
             needs_continuation,
         };
         match place::place(ask, &candidates) {
-            Choice::Run(Provider::Local) => return Placement::Local,
+            Choice::Run(Provider::Local) => return Destination::Local,
             Choice::Run(Provider::Worker(w)) => {
                 if let Some(r) = hub.reserve(w) {
-                    return Placement::Worker(r);
+                    return Destination::Worker(r);
                 }
             }
-            Choice::Wait => return Placement::Wait,
-            Choice::Nobody => return Placement::Nobody,
+            Choice::Wait => return Destination::Wait,
+            Choice::Nobody => return Destination::Nobody,
         }
     }
-    Placement::Wait
+    Destination::Wait
 }

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::Json;
-use hearth_models::hub::HubError;
-use hearth_models::hub_search::{FoundFile, DEFAULT_LIMIT};
+use hearth_models::model_hub::ModelHubError;
+use hearth_models::model_hub_search::{FoundFile, DEFAULT_LIMIT};
 use serde::{Deserialize, Serialize};
 
 use super::api::ApiFailure;
@@ -65,7 +65,7 @@ pub(crate) async fn search(
         .search(&q.q, q.limit.unwrap_or(DEFAULT_LIMIT))
         .await
         .map_err(|e| match e {
-            HubError::BadQuery(_) => ApiFailure::bad_request(e.to_string()),
+            ModelHubError::BadQuery(_) => ApiFailure::bad_request(e.to_string()),
             e => ApiFailure::new(StatusCode::BAD_GATEWAY, "hub_unavailable", e.to_string()),
         })?;
     let host = state.router.host();

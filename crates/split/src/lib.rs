@@ -54,7 +54,7 @@ pub enum SplitError {
 
 /// Where a split model's layers are.
 #[derive(Debug, Clone, Serialize)]
-pub struct Placement {
+pub struct SplitLayout {
     pub model: String,
     /// Layers on this machine, and about the bytes of weights they take.
     pub local_layers: u32,
@@ -91,7 +91,7 @@ struct Split {
 }
 
 struct Running {
-    placement: Placement,
+    placement: SplitLayout,
     /// The model's file.
     path: PathBuf,
     stop: CancellationToken,
@@ -316,7 +316,7 @@ impl Splits {
     }
 
     /// Every split model's placement (ready once its worker has joined this node).
-    pub fn placements(&self, state: &Context) -> Vec<Placement> {
+    pub fn placements(&self, state: &Context) -> Vec<SplitLayout> {
         let workers = state
             .router
             .hub()
@@ -324,7 +324,7 @@ impl Splits {
             .unwrap_or_default();
         let name = Self::worker_name(state);
         let serves = |m: &str| workers.iter().any(|w| w.name == name && w.model == m);
-        let mut all: Vec<Placement> = lock(&self.running)
+        let mut all: Vec<SplitLayout> = lock(&self.running)
             .values()
             .map(|r| {
                 let mut p = r.placement.clone();
@@ -370,7 +370,7 @@ impl Splits {
         self: &Arc<Self>,
         state: &Arc<Context>,
         name: &str,
-    ) -> Result<Placement, SplitError> {
+    ) -> Result<SplitLayout, SplitError> {
         // A model of the folder, or one loaded here from elsewhere (`--model PATH`).
         let (id, path) = state
             .router
@@ -399,7 +399,7 @@ impl Splits {
             if running.contains_key(&id) {
                 return Err(SplitError::Already(id.0));
             }
-            let placement = Placement {
+            let placement = SplitLayout {
                 model: id.0.clone(),
                 local_layers: layers,
                 local_bytes: 0,

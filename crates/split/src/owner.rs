@@ -14,7 +14,7 @@ use hearth_protocol::ModelId;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use super::{lock, place, weight_bytes, PeerShare, Placement, Split, SplitError, Splits};
+use super::{lock, place, weight_bytes, PeerShare, Split, SplitError, SplitLayout, Splits};
 use hearth_cluster::tunnel::{Offer, Tunnel};
 use hearth_cluster::Context;
 
@@ -35,7 +35,7 @@ impl Splits {
         state: &Arc<Context>,
         split: &Split,
         attempt: &CancellationToken,
-    ) -> Result<(Placement, Vec<String>), SplitError> {
+    ) -> Result<(SplitLayout, Vec<String>), SplitError> {
         let launched = self.open_tunnels(state, split, attempt).await;
         if launched.is_err() {
             attempt.cancel();
@@ -48,7 +48,7 @@ impl Splits {
         state: &Arc<Context>,
         split: &Split,
         attempt: &CancellationToken,
-    ) -> Result<(Placement, Vec<String>), SplitError> {
+    ) -> Result<(SplitLayout, Vec<String>), SplitError> {
         let dialer = state.dialer().ok_or(SplitError::NoCluster)?;
         let me = dialer.me().clone();
         // The Hearth peers connected now, once each, where their clusters listen.
@@ -118,7 +118,7 @@ impl Splits {
                 bytes: weight_bytes(size, n, split.layers),
             });
         }
-        let placement = Placement {
+        let placement = SplitLayout {
             model: split.id.0.clone(),
             local_layers,
             local_bytes: weight_bytes(size, local_layers, split.layers),

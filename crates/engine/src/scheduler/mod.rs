@@ -22,7 +22,7 @@ use crate::embedder::Embedder;
 use crate::engine_loop;
 use crate::engine_loop::{stop_message, Shared};
 use crate::events::{
-    Candidate, Done, Event, Failure, FailureKind, Timing, TokenEvent, TokenLogprobs,
+    Done, Event, Failure, FailureKind, Timing, TokenCandidate, TokenEvent, TokenLogprobs,
 };
 use crate::omp;
 use crate::sampling::{build_sampler, Sampler};
@@ -526,12 +526,12 @@ impl Scheduler<'_> {
         }
     }
 
-    fn candidate(&self, id: i32, logprob: f32) -> Candidate {
+    fn candidate(&self, id: i32, logprob: f32) -> TokenCandidate {
         let mut bytes = Vec::new();
         self.model
             .vocab()
             .token_to_piece_into(LlamaToken::new(id), &mut bytes, false, None);
-        Candidate {
+        TokenCandidate {
             id,
             text: String::from_utf8_lossy(&bytes).into_owned(),
             bytes,

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use super::{Job, Outcome, DISPATCH_WAIT};
 use crate::generation::RemoteOp;
-use crate::Placement;
+use crate::Destination;
 
 impl Job {
     /// Run (or continue) the job on this node's engine and forward its events.
@@ -148,7 +148,7 @@ impl Job {
             let local = self.local_candidate() && self.host.engine_of(&self.model).is_some();
             let room = self.host.room(&self.model);
             match self.place() {
-                Placement::Wait => {}
+                Destination::Wait => {}
                 p => return Outcome::Place(p),
             }
             tokio::select! {

@@ -43,7 +43,7 @@ mod accounting;
 mod local;
 
 use crate::generation::{Generation, RemoteOp};
-use crate::Placement;
+use crate::Destination;
 use hearth_hub::{Hub, Reservation, TaskEvent, WorkerId};
 use hearth_models::ModelHost;
 
@@ -74,7 +74,7 @@ pub(super) struct Start {
     /// Whether this node's engine may take the request when it is lost elsewhere.
     pub(super) serve_local: bool,
     pub(super) shutdown: CancellationToken,
-    pub(super) first: Placement,
+    pub(super) first: Destination,
 }
 
 /// Spawn the supervisor for `start` and hand back the door's side of the generation.
@@ -82,14 +82,14 @@ pub(super) fn spawn(start: Start) -> Generation {
     let (events_tx, events_rx) = mpsc::channel(hearth_engine::handle::EVENT_CAPACITY);
     let (ops_tx, ops_rx) = mpsc::channel(CONTROL_CAPACITY);
     let first_worker = match &start.first {
-        Placement::Worker(r) => Some(r.worker_name.clone()),
+        Destination::Worker(r) => Some(r.worker_name.clone()),
         _ => None,
     };
     let (answerer_tx, answerer_rx) = watch::channel(first_worker);
     let pausable = Arc::new(AtomicBool::new(match &start.first {
-        Placement::Local => true,
-        Placement::Worker(r) => r.controls.is_some(),
-        Placement::Wait | Placement::Nobody => false,
+        Destination::Local => true,
+        Destination::Worker(r) => r.controls.is_some(),
+        Destination::Wait | Destination::Nobody => false,
     }));
     let now = Instant::now();
     let job = Job {
@@ -133,7 +133,7 @@ enum Outcome {
     /// The stream has ended (or its reader is gone).
     Finished,
     /// Place it here next.
-    Place(Placement),
+    Place(Destination),
     /// `regenerate`: start over from the prompt.
     Restart,
     /// The named worker was lost mid-task (disconnected, or stopping).
@@ -218,14 +218,14 @@ struct Job {
 }
 
 impl Job {
-    async fn run(mut self, first: Placement) {
+    async fn run(mut self, first: Destination) {
         let mut next = first;
         loop {
             let outcome = match next {
-                Placement::Worker(r) => self.on_worker(r).await,
-                Placement::Local => self.on_local().await,
-                Placement::Wait => self.wait().await,
-                Placement::Nobody => {
+                Destination::Worker(r) => self.on_worker(r).await,
+                Destination::Local => self.on_local().await,
+                Destination::Wait => self.wait().await,
+                Destination::Nobody => {
                     self.hub.count_unserved();
                     let msg = format!("no worker serving {} is connected", self.model);
                     self.fail(msg).await;
@@ -270,7 +270,7 @@ impl Job {
 
     /// Where an answer whose provider was lost (`what` says how) goes next; `None` once it has
     /// failed (too many losses, or nowhere left).
-    async fn re_place(&mut self, what: String) -> Option<Placement> {
+    async fn re_place(&mut self, what: String) -> Option<Destination> {
         self.losses += 1;
         // A grammar starts from its first symbol: text cut mid-way through cannot be carried on.
         if (self.params.grammar.is_some() || self.prompt.has_tools()) && !self.delivered.is_empty()
@@ -287,7 +287,7 @@ impl Job {
             return None;
         }
         match self.place() {
-            Placement::Nobody => {
+            Destination::Nobody => {
                 self.hub.count_unserved();
                 let msg = if self.need_hearth() && !self.delivered.is_empty() {
                     format!(
@@ -324,7 +324,7 @@ impl Job {
         self.serve_local && self.host.model_info(&self.model).is_some()
     }
 
-    fn place(&self) -> Placement {
+    fn place(&self) -> Destination {
         super::placement(
             &self.avoid,
             &self.hub,

@@ -20,7 +20,7 @@ use serde_json::json;
 use super::chat::{error_line, ndjson, read_body};
 use super::{error, Reply};
 use crate::AppState;
-use hearth_models::{hub::HubFile, DownloadError, DownloadState, Downloads, Progress};
+use hearth_models::{model_hub::ModelHubFile, DownloadError, DownloadState, Downloads, Progress};
 
 fn refusal(e: &DownloadError) -> OllamaError {
     OllamaError::bad_request(e.to_string())
@@ -33,7 +33,7 @@ pub(crate) async fn pull(
     let req = parse_body::<PullBody>(&read_body(body)?)?;
     let name = req.model_name()?;
     // Pulls come from the hub only (a peer's model is fetched on the Models page).
-    let file = HubFile::parse(&name).map_err(|_| {
+    let file = ModelHubFile::parse(&name).map_err(|_| {
         OllamaError::bad_request(format!(
             "'{}' is not a model Hearth can pull: name a GGUF file on the hub as OWNER/REPO/FILE.gguf (hf.co/ in front is fine), e.g. bartowski/SmolLM2-135M-Instruct-GGUF/SmolLM2-135M-Instruct-Q4_K_M.gguf",
             name.chars().take(200).collect::<String>()

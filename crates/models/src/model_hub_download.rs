@@ -1,4 +1,4 @@
-//! Downloads from a Hugging Face-style hub ([`super::hub`]): the file's size and SHA-256 from
+//! Downloads from a Hugging Face-style hub ([`super::model_hub`]): the file's size and SHA-256 from
 //! the hub's listing, then its bytes into the partial file, resumed with HTTP Range after an
 //! interruption, and checked before the file is moved into place. A split model's shards
 //! (`NAME-00001-of-0000N.gguf`, named by any one of them) come one after another, the first
@@ -12,7 +12,7 @@ use tokio::io::{AsyncSeekExt as _, AsyncWriteExt as _};
 
 use super::download::{lock, range_start, DownloadState, Downloads, Job, Meter, MAX_FAILURES};
 use super::download_error::{io, DownloadError};
-use super::hub::{HubError, HubFile, Remote};
+use super::model_hub::{ModelHubError, ModelHubFile, Remote};
 use super::partial::{hash_prefix, open_partial, Note};
 use super::shards::{Shard, Step};
 
@@ -29,7 +29,7 @@ impl Downloads {
     pub(super) async fn fetch_from_hub(
         &self,
         job: &Job,
-        source: &HubFile,
+        source: &ModelHubFile,
     ) -> Result<(), DownloadError> {
         let Some((name, _, count)) = hearth_protocol::ids::split_shard(source.file_name()) else {
             let remote = self.lookup(job, source).await?;
@@ -61,7 +61,7 @@ impl Downloads {
     }
 
     /// What the file must be, from the hub (retried like the transfer).
-    async fn lookup(&self, job: &Job, source: &HubFile) -> Result<Remote, DownloadError> {
+    async fn lookup(&self, job: &Job, source: &ModelHubFile) -> Result<Remote, DownloadError> {
         let mut failures = 0u32;
         let mut delays =
             hearth_base::backoff::jittered(Duration::from_millis(500), Duration::from_secs(30));
@@ -92,7 +92,7 @@ impl Downloads {
     async fn fetch_hub_file(
         &self,
         job: &Job,
-        source: &HubFile,
+        source: &ModelHubFile,
         remote: Remote,
         at: Place,
     ) -> Result<(), DownloadError> {
@@ -200,7 +200,7 @@ impl Downloads {
     async fn attempt(
         &self,
         job: &Job,
-        source: &HubFile,
+        source: &ModelHubFile,
         url: &str,
         remote: &Remote,
         at: Place,
@@ -209,7 +209,7 @@ impl Downloads {
         have: &mut u64,
     ) -> Result<(), DownloadError> {
         let unreachable =
-            |e: reqwest::Error| DownloadError::Hub(HubError::Unreachable(e.to_string()));
+            |e: reqwest::Error| DownloadError::Hub(ModelHubError::Unreachable(e.to_string()));
         let mut req = self.http.get(url);
         if *have > 0 {
             req = req.header(reqwest::header::RANGE, format!("bytes={have}-"));
@@ -224,7 +224,7 @@ impl Downloads {
                     .and_then(|v| v.to_str().ok())
                     .and_then(range_start);
                 if from != Some(*have) {
-                    return Err(DownloadError::Hub(HubError::BadListing(format!(
+                    return Err(DownloadError::Hub(ModelHubError::BadListing(format!(
                         "asked for bytes from {have}, got a range from {from:?}"
                     ))));
                 }
@@ -240,13 +240,13 @@ impl Downloads {
             }
             416 if *have == remote.size => return Ok(()),
             404 => {
-                return Err(DownloadError::Hub(HubError::NotFound {
+                return Err(DownloadError::Hub(ModelHubError::NotFound {
                     repo: source.repo.clone(),
                     file: source.path.clone(),
                 }))
             }
             _ => {
-                return Err(DownloadError::Hub(HubError::Status {
+                return Err(DownloadError::Hub(ModelHubError::Status {
                     status,
                     url: url.to_owned(),
                 }))

@@ -8,7 +8,7 @@ use hearth_protocol::gguf::quant_in_name;
 use hearth_protocol::ids::split_shard;
 use serde::{Deserialize, Serialize};
 
-use crate::hub::{get_json, HubError, HubFile, TreeEntry, REVISION};
+use crate::model_hub::{get_json, ModelHubError, ModelHubFile, TreeEntry, REVISION};
 use crate::registry::plain_name;
 
 /// Repositories one search lists when the caller does not say.
@@ -63,10 +63,10 @@ struct Hit {
 }
 
 /// Why a search was refused before it reached the hub.
-pub fn check_query(query: &str) -> Result<&str, HubError> {
+pub fn check_query(query: &str) -> Result<&str, ModelHubError> {
     let q = query.trim();
     if q.is_empty() || q.len() > MAX_QUERY_BYTES || q.chars().any(char::is_control) {
-        return Err(HubError::BadQuery(q.chars().take(60).collect()));
+        return Err(ModelHubError::BadQuery(q.chars().take(60).collect()));
     }
     Ok(q)
 }
@@ -77,7 +77,7 @@ pub async fn search(
     hub: &str,
     query: &str,
     limit: usize,
-) -> Result<Vec<FoundRepo>, HubError> {
+) -> Result<Vec<FoundRepo>, ModelHubError> {
     let q = check_query(query)?;
     let hub = hub.trim_end_matches('/');
     let url = reqwest::Url::parse_with_params(
@@ -93,15 +93,15 @@ pub async fn search(
             ("expand", "lastModified"),
         ],
     )
-    .map_err(|e| HubError::BadListing(e.to_string()))?;
+    .map_err(|e| ModelHubError::BadListing(e.to_string()))?;
     let body = get_json(http, url.as_str())
         .await?
-        .ok_or_else(|| HubError::Status {
+        .ok_or_else(|| ModelHubError::Status {
             status: 404,
             url: url.to_string(),
         })?;
     let mut hits: Vec<Hit> =
-        serde_json::from_slice(&body).map_err(|e| HubError::BadListing(e.to_string()))?;
+        serde_json::from_slice(&body).map_err(|e| ModelHubError::BadListing(e.to_string()))?;
     // The hub's word on how many is not taken: each hit costs a listing.
     hits.truncate(limit.clamp(1, MAX_LIMIT));
     let ids: Vec<String> = hits.iter().map(|h| h.id.clone()).collect();
@@ -136,16 +136,16 @@ pub async fn files_of(
     http: &reqwest::Client,
     hub: &str,
     repo: &str,
-) -> Result<Vec<FoundFile>, HubError> {
+) -> Result<Vec<FoundFile>, ModelHubError> {
     let url = format!(
         "{hub}/api/models/{}/tree/{REVISION}?recursive=true",
-        HubFile::encoded(repo)
+        ModelHubFile::encoded(repo)
     );
     let body = get_json(http, &url)
         .await?
-        .ok_or(HubError::Status { status: 404, url })?;
+        .ok_or(ModelHubError::Status { status: 404, url })?;
     let entries: Vec<TreeEntry> =
-        serde_json::from_slice(&body).map_err(|e| HubError::BadListing(e.to_string()))?;
+        serde_json::from_slice(&body).map_err(|e| ModelHubError::BadListing(e.to_string()))?;
     Ok(models_in(repo, &entries))
 }
 

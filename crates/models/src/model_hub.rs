@@ -33,7 +33,7 @@ const SEGMENT: &AsciiSet = &CONTROLS
     .add(b'}');
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum HubError {
+pub enum ModelHubError {
     #[error("'{0}' is not a model to download: name a file on the hub as OWNER/REPO/FILE.gguf (for example bartowski/SmolLM2-135M-Instruct-GGUF/SmolLM2-135M-Instruct-Q4_K_M.gguf), or a model a peer of this cluster has by its name")]
     BadName(String),
     #[error("the hub has no file {file} in {repo}")]
@@ -50,12 +50,12 @@ pub enum HubError {
     BadQuery(String),
 }
 
-impl HubError {
+impl ModelHubError {
     /// Whether trying again later may work (the network, or the hub busy).
     pub fn is_transient(&self) -> bool {
         match self {
-            HubError::Unreachable(_) => true,
-            HubError::Status { status, .. } => *status == 429 || *status >= 500,
+            ModelHubError::Unreachable(_) => true,
+            ModelHubError::Status { status, .. } => *status == 429 || *status >= 500,
             _ => false,
         }
     }
@@ -63,7 +63,7 @@ impl HubError {
 
 /// A file of a hub repository.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HubFile {
+pub struct ModelHubFile {
     /// `OWNER/REPO`.
     pub repo: String,
     /// Its path in the repository.
@@ -78,10 +78,10 @@ pub struct Remote {
     pub sha256: String,
 }
 
-impl HubFile {
+impl ModelHubFile {
     /// `OWNER/REPO/[DIR/]FILE.gguf`, with `hf.co/` or `huggingface.co/` in front or not.
-    pub fn parse(spec: &str) -> Result<Self, HubError> {
-        let bad = || HubError::BadName(spec.chars().take(300).collect());
+    pub fn parse(spec: &str) -> Result<Self, ModelHubError> {
+        let bad = || ModelHubError::BadName(spec.chars().take(300).collect());
         let s = spec.trim();
         let s = ["https://", "http://"]
             .iter()
@@ -120,12 +120,12 @@ impl HubFile {
     }
 
     /// The file named `name` in the same folder of the same repository.
-    pub fn sibling(&self, name: &str) -> HubFile {
+    pub fn sibling(&self, name: &str) -> ModelHubFile {
         let path = match self.path.rsplit_once('/') {
             Some((folder, _)) => format!("{folder}/{name}"),
             None => name.to_owned(),
         };
-        HubFile {
+        ModelHubFile {
             repo: self.repo.clone(),
             path,
         }
@@ -169,22 +169,24 @@ impl HubFile {
     }
 
     /// Its size and SHA-256, from the hub's LFS metadata.
-    pub async fn lookup(&self, http: &reqwest::Client, hub: &str) -> Result<Remote, HubError> {
+    pub async fn lookup(&self, http: &reqwest::Client, hub: &str) -> Result<Remote, ModelHubError> {
         let url = self.listing_url(hub);
         let Some(body) = get_json(http, &url).await? else {
             // No listing: a mirror that serves files only says it in their headers.
             return self.lookup_by_head(hub).await;
         };
         let entries: Vec<TreeEntry> =
-            serde_json::from_slice(&body).map_err(|e| HubError::BadListing(e.to_string()))?;
+            serde_json::from_slice(&body).map_err(|e| ModelHubError::BadListing(e.to_string()))?;
         let entry = entries
             .into_iter()
             .find(|e| e.path == self.path && e.kind == "file")
             .ok_or_else(|| self.not_found())?;
-        let lfs = entry.lfs.ok_or_else(|| HubError::NoDigest(self.spec()))?;
+        let lfs = entry
+            .lfs
+            .ok_or_else(|| ModelHubError::NoDigest(self.spec()))?;
         let sha256 = lfs.oid.to_ascii_lowercase();
         if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(HubError::BadListing(format!(
+            return Err(ModelHubError::BadListing(format!(
                 "the LFS oid of {} is not a SHA-256",
                 self.path
             )));
@@ -199,7 +201,7 @@ impl HubFile {
     /// reads them (`X-Linked-Etag`, `X-Linked-Size`, else `ETag` and `Content-Length`): for a
     /// mirror that serves files but no listing. The answer is not followed past a redirect
     /// (the headers are on it).
-    async fn lookup_by_head(&self, hub: &str) -> Result<Remote, HubError> {
+    async fn lookup_by_head(&self, hub: &str) -> Result<Remote, ModelHubError> {
         let url = self.url(hub);
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
@@ -207,18 +209,18 @@ impl HubFile {
             .timeout(std::time::Duration::from_secs(60))
             .user_agent(concat!("hearth/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| HubError::Unreachable(e.to_string()))?;
+            .map_err(|e| ModelHubError::Unreachable(e.to_string()))?;
         let resp = http
             .head(&url)
             .send()
             .await
-            .map_err(|e| HubError::Unreachable(e.to_string()))?;
+            .map_err(|e| ModelHubError::Unreachable(e.to_string()))?;
         let status = resp.status();
         if status.as_u16() == 404 {
             return Err(self.not_found());
         }
         if !(status.is_success() || status.is_redirection()) {
-            return Err(HubError::Status {
+            return Err(ModelHubError::Status {
                 status: status.as_u16(),
                 url,
             });
@@ -237,16 +239,16 @@ impl HubFile {
             .trim_matches('"')
             .to_ascii_lowercase();
         if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(HubError::NoDigest(self.spec()));
+            return Err(ModelHubError::NoDigest(self.spec()));
         }
         let size = header(["x-linked-size", "content-length"])
             .and_then(|s| s.trim().parse().ok())
-            .ok_or_else(|| HubError::BadListing(format!("{url} says no size")))?;
+            .ok_or_else(|| ModelHubError::BadListing(format!("{url} says no size")))?;
         Ok(Remote { size, sha256 })
     }
 
-    fn not_found(&self) -> HubError {
-        HubError::NotFound {
+    fn not_found(&self) -> ModelHubError {
+        ModelHubError::NotFound {
             repo: self.repo.clone(),
             file: self.path.clone(),
         }
@@ -258,18 +260,18 @@ impl HubFile {
 pub(crate) async fn get_json(
     http: &reqwest::Client,
     url: &str,
-) -> Result<Option<Vec<u8>>, HubError> {
+) -> Result<Option<Vec<u8>>, ModelHubError> {
     let resp = http
         .get(url)
         .send()
         .await
-        .map_err(|e| HubError::Unreachable(e.to_string()))?;
+        .map_err(|e| ModelHubError::Unreachable(e.to_string()))?;
     let status = resp.status().as_u16();
     if status == 404 {
         return Ok(None);
     }
     if !resp.status().is_success() {
-        return Err(HubError::Status {
+        return Err(ModelHubError::Status {
             status,
             url: url.to_owned(),
         });
@@ -278,17 +280,17 @@ pub(crate) async fn get_json(
         .content_length()
         .is_some_and(|n| n > MAX_LISTING_BYTES as u64)
     {
-        return Err(HubError::BadListing("too large".into()));
+        return Err(ModelHubError::BadListing("too large".into()));
     }
     let mut resp = resp;
     let mut body = Vec::new();
     while let Some(piece) = resp
         .chunk()
         .await
-        .map_err(|e| HubError::Unreachable(e.to_string()))?
+        .map_err(|e| ModelHubError::Unreachable(e.to_string()))?
     {
         if body.len() + piece.len() > MAX_LISTING_BYTES {
-            return Err(HubError::BadListing("too large".into()));
+            return Err(ModelHubError::BadListing("too large".into()));
         }
         body.extend_from_slice(&piece);
     }
@@ -319,7 +321,7 @@ mod tests {
 
     #[test]
     fn names_are_owner_repo_and_a_gguf_file() {
-        let f = HubFile::parse("hf.co/owner/repo/sub dir/Model-Q4.gguf").unwrap();
+        let f = ModelHubFile::parse("hf.co/owner/repo/sub dir/Model-Q4.gguf").unwrap();
         assert_eq!(f.repo, "owner/repo");
         assert_eq!(f.path, "sub dir/Model-Q4.gguf");
         assert_eq!(f.file_name(), "Model-Q4.gguf");
@@ -339,7 +341,7 @@ mod tests {
             "owner/repo/a\\b.gguf",
             "",
         ] {
-            assert!(HubFile::parse(bad).is_err(), "{bad}");
+            assert!(ModelHubFile::parse(bad).is_err(), "{bad}");
         }
     }
 }
