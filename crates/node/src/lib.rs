@@ -369,7 +369,7 @@ impl Node {
             ))
         });
         let limits = state.limits;
-        let app = hearth_server::router(state.clone());
+        let app = hearth_server::app(state.clone());
         let stop = state.shutdown.child_token();
         let connections = Arc::new(hearth_base::connections::PerAddress::default());
         let task = hearth_server::listen::serve(

@@ -1,4 +1,4 @@
-//! The HTTP server: one axum router for every door on one port, the shared [`AppState`], and
+//! The HTTP server: one axum app ([`app`]) for every door on one port, the shared [`AppState`], and
 //! graceful shutdown (doors watch the shutdown token and send their final messages, then the
 //! listener stops and the engine is stopped). The doors, each only translating between its
 //! protocol and the route (`hearth_route`):
@@ -163,8 +163,9 @@ async fn not_allowed(method: axum::http::Method, uri: Uri) -> axum::response::Re
     e.into_response()
 }
 
-/// Every route of the node. Tests drive it with `oneshot` or over a real socket.
-pub fn router(state: Arc<AppState>) -> Router {
+/// Every route of the node, as one axum app (the route that places requests is `state.router`).
+/// Tests drive it with `oneshot` or over a real socket.
+pub fn app(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/v1/models", get(openai::models))
         .route("/v1/models/{*id}", get(openai::model))

@@ -3,7 +3,7 @@
 //! every failed accept. Here:
 //! - request headers must arrive within the header timeout, which also closes keep-alive
 //!   connections idle for that long (hyper's `header_read_timeout`, with a Tokio timer); a body
-//!   that stalls for as long fails (tower-http's `RequestBodyTimeout`, in `crate::router`);
+//!   that stalls for as long fails (tower-http's `RequestBodyTimeout`, in `crate::app`);
 //! - each non-loopback address may hold [`Limits::per_address`] connections, WebSockets
 //!   upgraded from them included (the place travels with the socket); more are closed at once
 //!   (a LAN machine cannot take every file descriptor);
