@@ -15,8 +15,9 @@ fn main() {
         .config_path("../tauri.conf.json")
         .app_manifest(tauri_build::AppManifest::new().commands(COMMANDS));
     tauri_build::try_build(attributes).expect("tauri-build failed");
-    // llama.cpp's shared libraries, as for hearth-node (see crates/node/build.rs).
-    if let Ok(dirs) = std::env::var("DEP_HEARTH_ENGINE_LIB_DIRS") {
+    // llama.cpp's shared libraries, as for hearth-node, whose build script hands their
+    // folders on (see crates/node/build.rs).
+    if let Ok(dirs) = std::env::var("DEP_HEARTH_NODE_LIB_DIRS") {
         if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
             let rpath = format!("$ORIGIN/../lib/hearth:{dirs}");
             println!("cargo:rustc-link-arg-bins=-Wl,--disable-new-dtags,-rpath,{rpath}");
