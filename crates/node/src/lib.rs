@@ -12,8 +12,9 @@
 //! `hearth_route` (the one route, worker mode), `hearth_hub` (remote providers, placement),
 //! `hearth_models` (model files, downloads, the engines loaded here, telemetry),
 //! `hearth_store`, `hearth_auth`, `hearth_base`. This crate puts them together:
-//! - [`Node`]: start everything, hand out the address, shut down gracefully; its cluster
-//!   listener, which follows the doors on and off the LAN, is `node_cluster`.
+//! - [`Node`]: start everything (its steps, one function each, are `start`), hand out the
+//!   address, shut down gracefully; its cluster listener, which follows the doors on and off
+//!   the LAN, is `node_cluster`.
 //! - [`cli`], [`config`]: the `serve` flags and their `HEARTH_*` variables (shared with the
 //!   desktop app); [`NodeConfig`], default paths, `--model` resolution.
 //! - [`telemetry`]: the samples the desktop app's tray shows (`hearth_models::telemetry`),
@@ -30,6 +31,7 @@ pub mod cli;
 pub mod config;
 pub mod logging;
 mod node_cluster;
+mod start;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -44,10 +46,10 @@ pub use config::NodeConfig;
 pub use hearth_engine::{ModelState, Placement};
 /// The machine's samples, which the desktop app's tray shows (it knows this crate only).
 pub use hearth_models::telemetry;
-use hearth_models::{EngineSettings, ModelHost};
+use hearth_models::ModelHost;
 use hearth_server::AppState;
 use hearth_store::Store;
-use node_cluster::{bind_cluster_default, cluster_host, discover, ClusterRun};
+use node_cluster::ClusterRun;
 
 /// The least time shutdown gives the engine thread to finish its current step (it gets the
 /// whole grace period when that is longer).
@@ -134,319 +136,64 @@ impl Node {
     /// Open the database, start loading the model and listen. Returns once the port is bound;
     /// the model may still be loading (doors report that).
     pub async fn start(config: NodeConfig) -> Result<Self, NodeError> {
-        // A new machine has no model yet: the node starts without one (every door answers "no
-        // model loaded" until the UI or the API loads one). A model asked for by name must exist.
-        let model_path = match config::resolve_model(&config.models_dir, config.model.as_deref()) {
-            Ok(path) => Some(path),
-            Err(config::ModelPathError::NoModels(dir)) if config.model.is_none() => {
-                tracing::warn!(
-                    models_dir = %dir.display(),
-                    "no model yet: starting without one; load one from the web UI (Models) or put a .gguf file in the models folder"
-                );
-                None
-            }
-            Err(e) => return Err(e.into()),
-        };
+        let files = start::model_files(&config)?;
         if let Some(j) = &config.join {
             j.validate()?;
         }
-        let draft_model = match config.draft_model.as_deref() {
-            Some(name) => match config::resolve_model(&config.models_dir, Some(name)) {
-                Ok(path) => Some(path),
-                Err(config::ModelPathError::NotFound(name, looked)) => {
-                    return Err(NodeError::DraftModel(name, looked))
-                }
-                Err(e) => return Err(e.into()),
-            },
-            None if config.spec == hearth_protocol::Speculation::Draft => {
-                return Err(NodeError::DraftSpecWithoutModel)
-            }
-            None => None,
-        };
-        // Every connection is a file descriptor: take what the system allows, not the default
-        // soft limit (1,024 on most Linux systems).
-        match rlimit::increase_nofile_limit(u64::MAX) {
-            Ok(n) => tracing::debug!(open_files = n, "open-files limit"),
-            Err(e) => tracing::debug!(error = %e, "the open-files limit could not be raised"),
-        }
-        // Before anything in the data dir is touched: a second node must not open its database.
-        let mut lock = hearth_base::data_dir::DataDirLock::acquire(&config.data_dir)?;
-        let store = Store::open(&config.data_dir)?;
-        let (data_dir, key_storage) = (config.data_dir.clone(), config.key_storage);
-        let identity = tokio::task::spawn_blocking(move || {
-            hearth_auth::identity::Identity::load_or_create(&data_dir, key_storage)
-        })
-        .await
-        .map_err(|e| NodeError::IdentityTask(e.to_string()))??;
-        tracing::info!(device_id = %identity.device_id(), "node identity");
-        let interrupted = store.interrupt_streaming().await?;
-        if interrupted > 0 {
-            tracing::info!(
-                messages = interrupted,
-                "answers cut off by the last shutdown are marked interrupted"
-            );
-        }
-        let lan_host = if config.host.is_loopback() {
-            IpAddr::V4(Ipv4Addr::UNSPECIFIED)
-        } else {
-            config.host
-        };
-        let exposed = config.lan || !config.host.is_loopback();
-        // Plain text on the LAN with no passcode would let any machine there use the model
-        // without an API key: refused before anything listens (the command line's choice).
-        if exposed
-            && config
-                .cluster
-                .as_ref()
-                .is_some_and(|c| c.tealenet_compat && c.passcode.is_none())
-        {
-            return Err(NodeError::ClusterWithoutPasscode);
-        }
+        start::raise_open_files();
+        let start::DataDir {
+            mut lock,
+            store,
+            identity,
+        } = start::open_data_dir(&config).await?;
+        let exposure = start::exposure(&config)?;
         let mut config = config;
-        // The passcode and compatibility set in the UI, unless the command line sets them; a
-        // stored compatibility that this start could not allow is left off (a setting must
-        // never keep the node from starting).
-        if let Some(c) = &mut config.cluster {
-            if c.passcode.is_none() {
-                c.passcode = store.node_setting(hearth_cluster::SETTING_PASSCODE).await?;
-            }
-            let stored_compat = store
-                .node_setting(hearth_cluster::SETTING_COMPAT)
-                .await?
-                .is_some_and(|v| v == "true");
-            if stored_compat && exposed && c.passcode.is_none() {
-                tracing::warn!("TealeNet compatibility (set in the UI) stays off: on the LAN it needs a passcode");
-            } else {
-                c.tealenet_compat |= stored_compat;
-            }
-        }
-        let bind_host = if exposed { lan_host } else { config.host };
-        let bind = SocketAddr::new(bind_host, config.port);
-        let listener = TcpListener::bind(bind)
-            .await
-            .map_err(|source| NodeError::Bind { addr: bind, source })?;
-        let addr = listener
-            .local_addr()
-            .map_err(|source| NodeError::Bind { addr: bind, source })?;
-        let ollama_listener = match config.ollama_port {
-            Some(port) => {
-                let at = SocketAddr::new(bind_host, port);
-                let l = TcpListener::bind(at)
-                    .await
-                    .map_err(|source| NodeError::Bind { addr: at, source })?;
-                let at = l
-                    .local_addr()
-                    .map_err(|source| NodeError::Bind { addr: at, source })?;
-                Some((l, at))
-            }
-            None => None,
-        };
-        // The cluster's listener, where the doors listen; on the LAN only with a passcode
-        // (without one any machine there could use this node without an API key).
-        let cluster_listener = match &config.cluster {
-            Some(c) => {
-                let host = cluster_host(bind_host, c.passcode.is_some());
-                let l = match c.port {
-                    Some(port) => {
-                        let at = SocketAddr::new(host, port);
-                        TcpListener::bind(at)
-                            .await
-                            .map_err(|source| NodeError::Bind { addr: at, source })?
-                    }
-                    None => bind_cluster_default(host).await?,
-                };
-                Some((l, c.clone()))
-            }
-            None => None,
-        };
+        start::stored_cluster_settings(&mut config, &store, exposure.exposed).await?;
+        let listeners = start::bind(&config, exposure).await?;
+        let addr = listeners.addr;
         if let Err(e) = lock.record(Some(addr.port())) {
             tracing::warn!(error = %e, "could not write the port into the data dir's lock file");
         }
-        let host = ModelHost::new(EngineSettings {
-            slots: config.parallel.max(1),
-            threads: config.threads.max(1),
-            context: config.ctx,
-            kv_type: config.kv_type,
-            cache_ram: config.cache_ram,
-            cache_disk: config.cache_disk.clone(),
-            cache_disk_max: config.cache_disk_max,
-            spec: config.spec,
-            draft_model,
-            queue_capacity: config.queue,
-            min_load_time: config.min_load_time,
-            script: config.script.clone(),
-            remote: config.remote.clone(),
-            offload: config.offload.clone(),
-            keep_alive: config.keep_alive,
-            memory_limit: config.memory_limit,
-        });
-        log_devices(&config.offload);
-        if let Some(path) = model_path {
-            // A failure is the host's state (the UI shows it) and in the log.
-            let _ = host.load(path).await;
-        }
-        // The throttle cap set on the Settings page.
-        if let Some(cap) = store
-            .node_setting(hearth_server::SETTING_THROTTLE_CAP)
-            .await?
-            .and_then(|v| v.parse::<u8>().ok())
-        {
-            host.set_throttle_cap(cap);
-        }
-        let shutdown = CancellationToken::new();
-        host.spawn_keep_alive(shutdown.child_token());
-        let telemetry = hearth_models::telemetry::spawn(
-            host.clone(),
-            shutdown.child_token(),
-            config.thermal_zone.clone(),
-        );
-        let mut allowed_hosts = config.allowed_hosts.clone();
-        allowed_hosts.push(config.name.clone());
-        allowed_hosts.push(format!("{}.local", config.name));
-        let sharing = Arc::new(hearth_models::sharing::Sharing::default());
-        sharing.set_pace(config.transfer_pace);
-        // The registry of remote providers: a hub's workers, and the cluster's peers.
-        let router = hearth_route::Router::new(
-            host.clone(),
-            hearth_models::Registry::new(&config.models_dir),
-            config
-                .hub
-                .clone()
-                .or_else(|| {
-                    config
-                        .cluster
-                        .as_ref()
-                        .map(|_| hearth_hub::HubConfig::peers_only())
-                })
-                .map(hearth_hub::Hub::new),
-            shutdown.clone(),
-        );
-        let downloads = hearth_models::Downloads::new(
-            config.models_dir.clone(),
-            config.hub_url.clone(),
-            Some(sharing.clone()),
-            shutdown.child_token(),
-        );
-        let core = hearth_cluster::Core {
+        let host = start::model_host(&config, files, &store).await?;
+        let state = start::shared_state(
+            &config,
             host,
-            store,
-            node_name: config.name.clone(),
-            identity: Arc::new(identity),
-            router,
-            sharing,
-            telemetry,
-            limits: config.limits,
-            shutdown,
-        };
-        let cluster_port = cluster_listener
-            .as_ref()
-            .and_then(|(l, _)| l.local_addr().ok())
-            .map(|a| a.port());
-        let cluster = Arc::new(hearth_cluster::Context::new(core, cluster_port));
-        let state = Arc::new(AppState::new(hearth_server::Parts {
-            cluster,
-            models_dir: config.models_dir.clone(),
-            import_roots: config.import_roots.clone(),
-            downloads,
-            exposed,
-            allowed_hosts,
-            batch_defaults: config.batch_defaults.clone(),
-            auth_timeout: config.auth_timeout,
-            splits: Arc::new(hearth_split::Splits::new(
-                config.share_memory,
-                addr,
-                config.data_dir.clone(),
-            )),
-        }));
-        // Downloads a previous run left part way go on.
-        state.downloads.resume_partials();
-        hearth_split::attach(&state.cluster, &state.splits);
-        let worker = config.join.clone().map(|j| {
-            tokio::spawn(hearth_route::join::run(
-                j,
-                state.router.clone(),
-                state.shutdown.child_token(),
-            ))
-        });
-        let limits = state.limits;
-        let app = hearth_server::app(state.clone());
-        let stop = state.shutdown.child_token();
-        let connections = Arc::new(hearth_base::connections::PerAddress::default());
-        let task = hearth_server::listen::serve(
-            listener,
-            app.clone(),
-            stop.clone(),
-            limits,
-            connections.clone(),
+            (store, identity),
+            exposure.exposed,
+            &listeners,
         );
-        tracing::info!(%addr, name = %config.name, exposed, "listening");
-        let mut tasks = vec![task];
-        let ollama_addr = ollama_listener.map(|(l, at)| {
-            tasks.push(hearth_server::listen::serve(
-                l,
-                app.clone(),
-                stop.clone(),
-                limits,
-                connections.clone(),
-            ));
-            tracing::info!(addr = %at, "listening on the Ollama port too");
-            at
-        });
-        let (cluster, dialer) = match cluster_listener {
-            Some((l, c)) => {
-                let at = l.local_addr().map_err(|source| NodeError::Bind {
-                    addr: SocketAddr::new(bind_host, 0),
-                    source,
-                })?;
-                let (st, cc, table) = (state.cluster.clone(), c.clone(), connections.clone());
-                let me =
-                    tokio::task::spawn_blocking(move || hearth_cluster::Me::new(st, &cc, table))
-                        .await
-                        .map_err(|e| NodeError::IdentityTask(e.to_string()))?
-                        .map(Arc::new)
-                        .expect("a node with a cluster has a registry of remote providers");
-                tracing::info!(addr = %at, compat = c.tealenet_compat, "cluster listening (Hearth peers encrypted; TealeNet peers in plain text only with --tealenet-compat)");
-                // Its own token: rebinding the doors alone must not close it.
-                let stop = state.shutdown.child_token();
-                tasks.push(hearth_cluster::listen(l, me.clone(), stop.clone()));
-                let dialer =
-                    hearth_cluster::dial::Dialer::new(me.clone(), state.shutdown.child_token());
-                for p in &c.peers {
-                    dialer.add(p);
-                }
-                // And the peers it knew before (added by hand, or connected once).
-                for k in state.store.known_peers().await? {
-                    dialer.add(&k.address);
-                }
-                let discovery = discover(&c, &me, &dialer, at);
-                state.cluster.set_dialer(&dialer);
-                let run = ClusterRun {
-                    config: c,
-                    me,
-                    stop,
-                    addr: at,
-                    _discovery: discovery,
-                };
-                (Some(run), Some(dialer))
-            }
+        let worker = start::join_hub(&config, &state);
+        let start::Listeners {
+            doors,
+            ollama,
+            cluster,
+            ..
+        } = listeners;
+        let mut doors = start::serve_doors(&state, doors, ollama);
+        tracing::info!(%addr, name = %config.name, exposed = exposure.exposed, "listening");
+        let (cluster, dialer) = match cluster {
+            Some(c) => start::start_cluster(&state, c, &mut doors, exposure.bind_host).await?,
             None => (None, None),
         };
-        if exposed {
+        if exposure.exposed {
             tracing::info!("exposed to the LAN: requests from other machines need an API key (hearth-node keys create)");
         }
         let node = Self {
             inner: Arc::new(Inner {
                 state,
-                app,
+                app: doors.app,
                 port: addr.port(),
-                lan_host,
-                listening: tokio::sync::Mutex::new(Listening { stop, tasks }),
-                connections,
+                lan_host: exposure.lan_host,
+                listening: tokio::sync::Mutex::new(Listening {
+                    stop: doors.stop,
+                    tasks: doors.tasks,
+                }),
+                connections: doors.connections,
                 cluster: std::sync::Mutex::new(cluster),
                 dialer,
                 addr: std::sync::Mutex::new(addr),
-                ollama_addr: std::sync::Mutex::new(ollama_addr),
-                ollama_port: ollama_addr.map(|a| a.port()),
+                ollama_addr: std::sync::Mutex::new(doors.ollama_addr),
+                ollama_port: doors.ollama_addr.map(|a| a.port()),
                 grace: config.shutdown_grace,
                 worker: std::sync::Mutex::new(worker),
                 _lock: lock,
@@ -661,26 +408,4 @@ pub(crate) async fn bind_retrying(addr: SocketAddr) -> std::io::Result<TcpListen
             Err(e) => return Err(e),
         }
     }
-}
-
-/// The devices llama.cpp found, and the CPU variant it picked, in the log at start.
-fn log_devices(offload: &hearth_engine::Offload) {
-    let backends = hearth_engine::backends();
-    for d in hearth_engine::devices::devices() {
-        tracing::info!(
-            device = %d.name,
-            kind = ?d.kind,
-            backend = %d.backend,
-            description = %d.description,
-            memory_total_mib = d.memory_total >> 20,
-            memory_free_mib = d.memory_free >> 20,
-            "compute device"
-        );
-    }
-    tracing::info!(
-        cpu_variant = backends.cpu_variant.as_deref().unwrap_or("built in"),
-        gpu_layers = ?offload.layers,
-        device = ?offload.device,
-        "models go to the GPU as these say"
-    );
 }
