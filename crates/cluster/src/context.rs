@@ -20,9 +20,9 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::dial::Dialer;
+use super::peers::Peers;
 use super::sharing::Files;
 use super::tunnel::Tunnel;
-use super::Peers;
 
 /// Serves one tunnel a peer opened, of the kind it names; says why it ended.
 pub type TunnelServer = Box<

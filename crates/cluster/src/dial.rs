@@ -20,8 +20,10 @@ use tokio::net::TcpStream;
 use tokio_util::codec::Framed;
 use tokio_util::sync::CancellationToken;
 
+use super::frames::codec;
 use super::handshake::{DialFailure, Greeting};
-use super::{codec, connection, handshake, Me};
+use super::Me;
+use super::{connection, handshake};
 use hearth_base::connections::Held;
 
 /// The first reconnect waits about this long.

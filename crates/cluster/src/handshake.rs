@@ -28,9 +28,10 @@ use hearth_protocol::cluster::{self as cm, HearthHello, Hello, Message, PeerUuid
 
 use tokio_util::bytes::Bytes;
 
+use super::frames::{Frames, HELLO_WAIT};
 use super::link::{Incoming, Link};
 use super::secure::{self, Proven};
-use super::{Frames, Me, Rules, HELLO_WAIT};
+use super::{Me, Rules};
 
 /// A peer past the handshake.
 #[derive(Debug)]
@@ -346,7 +347,7 @@ mod tests {
 
     #[test]
     fn passcodes_match_when_both_have_none_or_the_same_hash() {
-        let h = crate::passcode_hash("sesame");
+        let h = crate::config::passcode_hash("sesame");
         assert!(passcodes_match(None, None));
         assert!(passcodes_match(Some(&h), Some(&h)));
         assert!(passcodes_match(Some(&h), Some(&h.to_uppercase())));
@@ -354,7 +355,7 @@ mod tests {
         assert!(!passcodes_match(None, Some(&h)));
         assert!(!passcodes_match(
             Some(&h),
-            Some(&crate::passcode_hash("other"))
+            Some(&crate::config::passcode_hash("other"))
         ));
     }
 }

@@ -9,9 +9,9 @@ use std::time::Instant;
 
 use tokio_util::bytes::Bytes;
 
+use super::frames::{Frames, ADMITTED_FRAME_BYTES};
 use super::peers::Kind;
 use super::secure::{self, Opener};
-use super::Frames;
 
 /// What arrived.
 #[derive(Debug)]
@@ -46,7 +46,7 @@ impl Link {
     pub(crate) fn plain(mut frames: Frames, shape: Shape, traffic: super::Peers) -> Self {
         frames
             .codec_mut()
-            .set_max_frame_length(super::ADMITTED_FRAME_BYTES);
+            .set_max_frame_length(ADMITTED_FRAME_BYTES);
         Self {
             frames,
             shape,
@@ -147,7 +147,7 @@ impl Link {
             let Some((t, opener)) = &mut self.noise else {
                 return Some(Ok(Incoming::Message(frame.to_vec())));
             };
-            match opener.open(t, &frame, super::ADMITTED_FRAME_BYTES) {
+            match opener.open(t, &frame, ADMITTED_FRAME_BYTES) {
                 Err(e) => return Some(Err(e)),
                 // A piece of a longer message: read on.
                 Ok(None) => {}

@@ -9,7 +9,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use super::PeerView;
+use super::peers::PeerView;
 use hearth_protocol::cluster::ThermalLevel;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

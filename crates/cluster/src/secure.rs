@@ -17,7 +17,7 @@ use hearth_protocol::cluster::{HearthHello, HEARTH_NOISE, HEARTH_NOISE_AES};
 use serde::{Deserialize, Serialize};
 use tokio_util::bytes::{BufMut as _, Bytes, BytesMut};
 
-use super::Frames;
+use super::frames::Frames;
 use hearth_auth::identity::{device_id, Identity};
 
 /// The longest Noise message (the specification's limit) and so the frame limit once the
@@ -213,7 +213,7 @@ fn verify(payload: &[u8], remote_static: Option<&[u8]>) -> Result<Proven, String
 }
 
 async fn next_frame(frames: &mut Frames) -> Result<Bytes, String> {
-    match tokio::time::timeout(super::HELLO_WAIT, frames.next()).await {
+    match tokio::time::timeout(super::frames::HELLO_WAIT, frames.next()).await {
         Err(_) => Err("the handshake stalled".into()),
         Ok(None) => {
             Err("it closed the connection during the handshake (a different passcode?)".into())
@@ -410,7 +410,7 @@ mod tests {
         assert_eq!(&out[..4], b"left", "appended after what was there");
         let mut out = out.split_off(4);
         assert_eq!(n, out.len());
-        let mut codec = crate::codec();
+        let mut codec = crate::frames::codec();
         codec.set_max_frame_length(NOISE_FRAME_BYTES);
         let mut frames = Vec::new();
         while let Some(f) = codec.decode(&mut out).unwrap() {

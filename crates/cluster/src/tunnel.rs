@@ -125,10 +125,14 @@ impl Tunnel {
             }
             let _ = tcp.set_nodelay(true);
             let held = Held::new(tcp, me.table.outbound(), me.state.limits.write_timeout);
-            let admitted =
-                handshake::dial_for(Framed::new(held, super::codec()), me, Some(kind), true)
-                    .await
-                    .map_err(|e| e.to_string())?;
+            let admitted = handshake::dial_for(
+                Framed::new(held, super::frames::codec()),
+                me,
+                Some(kind),
+                true,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
             let mut link = admitted.link;
             let name = admitted.hello.device_info.name;
             let peer_id = admitted.hello.device_info.id.to_string();
