@@ -1,8 +1,9 @@
 //! The LAN cluster (DESIGN.md §5, `protocols/cluster-messages.md`): a TCP listener on
-//! `--cluster-port` and connections this node opens to peers (`--peer`, discovery), whose
-//! frames are a 4-byte big-endian length and then one cluster message's JSON (tokio-util's
-//! length-delimited codec; a frame announced over [`MAX_CLUSTER_FRAME_BYTES`] closes its
-//! connection before anything is allocated for it).
+//! `--cluster-port` ([`listen`]) and connections this node opens to peers (`--peer`,
+//! discovery), whose frames are a 4-byte big-endian length and then one cluster message's JSON
+//! ([`frames`]: tokio-util's length-delimited codec; a frame announced over the limit closes
+//! its connection before anything is allocated for it). Its settings are [`config`]'s; this
+//! node as its peers know it is [`Me`], here.
 //!
 //! Each connection is admitted by [`handshake`]: Hearth nodes go on encrypted
 //! ([`secure`], Noise XXpsk3 keyed by the passcode and signed by the device identities);

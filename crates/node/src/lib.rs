@@ -146,22 +146,17 @@ impl Node {
             store,
             identity,
         } = start::open_data_dir(&config).await?;
-        let exposure = start::exposure(&config)?;
+        let reach = start::reach(&config)?;
         let mut config = config;
-        start::stored_cluster_settings(&mut config, &store, exposure.exposed).await?;
-        let listeners = start::bind(&config, exposure).await?;
+        start::stored_cluster_settings(&mut config, &store, reach.exposed).await?;
+        let listeners = start::bind(&config, reach).await?;
         let addr = listeners.addr;
         if let Err(e) = lock.record(Some(addr.port())) {
             tracing::warn!(error = %e, "could not write the port into the data dir's lock file");
         }
         let host = start::model_host(&config, files, &store).await?;
-        let state = start::shared_state(
-            &config,
-            host,
-            (store, identity),
-            exposure.exposed,
-            &listeners,
-        );
+        let state =
+            start::shared_state(&config, host, (store, identity), reach.exposed, &listeners);
         let worker = start::join_hub(&config, &state);
         let start::Listeners {
             doors,
@@ -170,12 +165,12 @@ impl Node {
             ..
         } = listeners;
         let mut doors = start::serve_doors(&state, doors, ollama);
-        tracing::info!(%addr, name = %config.name, exposed = exposure.exposed, "listening");
+        tracing::info!(%addr, name = %config.name, exposed = reach.exposed, "listening");
         let (cluster, dialer) = match cluster {
-            Some(c) => start::start_cluster(&state, c, &mut doors, exposure.bind_host).await?,
+            Some(c) => start::start_cluster(&state, c, &mut doors, reach.bind_host).await?,
             None => (None, None),
         };
-        if exposure.exposed {
+        if reach.exposed {
             tracing::info!("exposed to the LAN: requests from other machines need an API key (hearth-node keys create)");
         }
         let node = Self {
@@ -183,7 +178,7 @@ impl Node {
                 state,
                 app: doors.app,
                 port: addr.port(),
-                lan_host: exposure.lan_host,
+                lan_host: reach.lan_host,
                 listening: tokio::sync::Mutex::new(Listening {
                     stop: doors.stop,
                     tasks: doors.tasks,

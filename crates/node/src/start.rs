@@ -1,7 +1,8 @@
-//! [`crate::Node::start`]'s steps, in the order it takes them: which model files, the data
-//! dir (lock, database, identity), where the node listens, the model host, the shared state
-//! the doors and the cluster read, the doors' listeners, and the cluster. Each step is one
-//! function here; `start` itself only strings them together.
+//! [`crate::Node::start`]'s steps, in the order it takes them: which model files, the
+//! open-files limit, the data dir (lock, database, identity), where the node listens and the
+//! cluster settings stored in the UI, the listeners, the model host, the shared state the doors
+//! and the cluster read, the hub worker (`--join`), the doors serving, and the cluster. Each
+//! step is one function here; `start` itself only strings them together.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -98,17 +99,17 @@ pub(crate) async fn open_data_dir(config: &NodeConfig) -> Result<DataDir, NodeEr
 
 /// Where the node listens: shared on the LAN or on loopback only.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Exposure {
+pub(crate) struct Reach {
     /// Where the node listens when exposed to the LAN.
     pub(crate) lan_host: IpAddr,
     pub(crate) exposed: bool,
-    /// Where it listens now.
+    /// Where it listens at start.
     pub(crate) bind_host: IpAddr,
 }
 
 /// Where the node listens, refused before anything listens when the cluster would speak plain
 /// text on the LAN without a passcode (any machine there could use the model without a key).
-pub(crate) fn exposure(config: &NodeConfig) -> Result<Exposure, NodeError> {
+pub(crate) fn reach(config: &NodeConfig) -> Result<Reach, NodeError> {
     let lan_host = if config.host.is_loopback() {
         IpAddr::V4(Ipv4Addr::UNSPECIFIED)
     } else {
@@ -124,7 +125,7 @@ pub(crate) fn exposure(config: &NodeConfig) -> Result<Exposure, NodeError> {
         return Err(NodeError::ClusterWithoutPasscode);
     }
     let bind_host = if exposed { lan_host } else { config.host };
-    Ok(Exposure {
+    Ok(Reach {
         lan_host,
         exposed,
         bind_host,
@@ -178,8 +179,8 @@ async fn bind_at(at: SocketAddr) -> Result<(TcpListener, SocketAddr), NodeError>
     Ok((l, bound))
 }
 
-pub(crate) async fn bind(config: &NodeConfig, exposure: Exposure) -> Result<Listeners, NodeError> {
-    let host = exposure.bind_host;
+pub(crate) async fn bind(config: &NodeConfig, reach: Reach) -> Result<Listeners, NodeError> {
+    let host = reach.bind_host;
     let (doors, addr) = bind_at(SocketAddr::new(host, config.port)).await?;
     let ollama = match config.ollama_port {
         Some(port) => Some(bind_at(SocketAddr::new(host, port)).await?),
