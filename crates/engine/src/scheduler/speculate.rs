@@ -83,6 +83,32 @@ impl EngineSpec {
         }
     }
 
+    /// A guess of `guessed` tokens (n-grams' or the draft's) of which `held` held: counted for
+    /// its request, while it runs, and over all requests.
+    fn judged(
+        &mut self,
+        slot: Option<&mut SlotSpec>,
+        from_draft: bool,
+        guessed: usize,
+        held: usize,
+    ) {
+        let mut record = Acceptance::default();
+        record.record(guessed, held);
+        if from_draft {
+            self.draft_acceptance.fold(record);
+        } else {
+            self.acceptance.fold(record);
+        }
+        if let Some(slot) = slot {
+            let own = if from_draft {
+                &mut slot.draft_acceptance
+            } else {
+                &mut slot.acceptance
+            };
+            own.record(guessed, held);
+        }
+    }
+
     /// The step just decoded took `took` and gave `yielded` tokens: its cost is measured, and
     /// with guesses in it, how much faster it was than the same step without.
     pub(super) fn stepped(&mut self, took: Duration, yielded: usize, shared: &Shared) {
@@ -258,10 +284,7 @@ impl Scheduler<'_> {
             if guess.is_empty() {
                 // The draft was unsure from the first token: its decode bought nothing, which
                 // counts against drafting as a miss would.
-                slot.spec.draft_acceptance.record(1, 0);
-                let mut miss = Acceptance::default();
-                miss.record(1, 0);
-                self.spec.draft_acceptance.fold(miss);
+                self.spec.judged(Some(&mut slot.spec), true, 1, 0);
                 continue;
             }
             let next_pos = slot.n_past as usize + 1;
@@ -316,24 +339,14 @@ impl Scheduler<'_> {
         // A request that ended (a stop, its length) on a guess that held says nothing against
         // the guesses after its end: only a miss counts as one.
         let judged = if missed { guess.len() } else { held };
-        let mut record = Acceptance::default();
-        record.record(judged, held);
-        if from_draft {
-            self.spec.draft_acceptance.fold(record);
-        } else {
-            self.spec.acceptance.fold(record);
-        }
+        let slot = self.slots[i].as_mut().map(|s| &mut s.spec);
+        self.spec.judged(slot, from_draft, judged, held);
         let counters = &self.shared.spec;
         counters
             .guessed
             .fetch_add(guess.len() as u64, Ordering::Relaxed);
         counters.held.fetch_add(held as u64, Ordering::Relaxed);
         if let Some(slot) = self.slots[i].as_mut() {
-            if from_draft {
-                slot.spec.draft_acceptance.record(judged, held);
-            } else {
-                slot.spec.acceptance.record(judged, held);
-            }
             if held < guess.len() {
                 // The guesses that did not hold leave the cache (a finished request's go when
                 // its slot is released).
