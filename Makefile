@@ -78,7 +78,7 @@ package: setup
 	strip --strip-debug -o "$(TARGET_DIR)/package/hearth-node" "$(TARGET_DIR)/release/hearth-node"
 	@# llama.cpp's libraries, as the programs load them (the package puts them in
 	@# /usr/lib/hearth, which the programs' run-time path names), and its backends beside them.
-	ldd "$(TARGET_DIR)/release/hearth-desktop" | awk '/lib(llama|ggml)/ {print $$3}' | while read -r lib; do \
+	ldd "$(TARGET_DIR)/release/hearth-desktop" | awk '/lib(llama|ggml|mtmd)/ {print $$3}' | while read -r lib; do \
 	  strip --strip-unneeded -o "$(TARGET_DIR)/package/lib/$$(basename "$$lib")" "$$lib"; \
 	done
 	base=$$(ldd "$(TARGET_DIR)/release/hearth-desktop" | awk '/libggml-base/ {print $$3}'); \

@@ -55,7 +55,9 @@ fn remove_dangling_links() {
         for e in entries.flatten() {
             let name = e.file_name();
             let name = name.to_string_lossy();
-            let ours = name.starts_with("libllama") || name.starts_with("libggml");
+            let ours = ["libllama", "libggml", "libmtmd"]
+                .iter()
+                .any(|lib| name.starts_with(lib));
             let dangling = e.file_type().is_ok_and(|t| t.is_symlink()) && !e.path().exists();
             if ours && dangling && name.ends_with(".so") {
                 let _ = std::fs::remove_file(e.path());

@@ -20,7 +20,7 @@ strip -o "$stage/bin/hearth-node" "$release/hearth-node"
 for also in ${GPU_BENCH_ALSO:-}; do
   strip -o "$stage/bin/hearth-node-${also%%=*}" "${also#*=}"
 done
-libs=$(ldd "$release/hearth-node" | awk '/lib(llama|ggml)/ {print $3}')
+libs=$(ldd "$release/hearth-node" | awk '/lib(llama|ggml|mtmd)/ {print $3}')
 for lib in $libs; do cp -L "$lib" "$stage/lib/hearth/"; done
 # The rest of what it loads but the C and C++ runtimes, which a machine with CUDA's compiler has:
 # an image made for GPUs may lack the D-Bus, SQLite or OpenMP libraries.

@@ -927,6 +927,50 @@ impl MtmdInputChunk<'_> {
     }
 }
 
+impl MtmdInputChunk<'_> {
+    /// Evaluate this one chunk into `seq_id` at `n_past` (`mtmd_helper_eval_chunk_single`):
+    /// a text chunk is decoded; an image or audio chunk is encoded, then its embeddings are
+    /// decoded in batches of `n_batch`. Returns the next position.
+    ///
+    /// Added for Hearth (see `PATCH.md`): [`MtmdInputChunks::eval_chunks`] evaluates a whole
+    /// prompt at once, while a program that batches several sequences prefills the text itself
+    /// and needs only the media chunks evaluated, one at a time, between its own decodes.
+    ///
+    /// # Errors
+    ///
+    /// Returns `MtmdEvalError::EvalFailure` if encoding or decoding fails.
+    ///
+    /// This function is NOT thread-safe.
+    pub fn eval(
+        &self,
+        mtmd_ctx: &mut MtmdContext,
+        llama_ctx: &mut LlamaContext,
+        n_past: llama_cpp_sys_2::llama_pos,
+        seq_id: llama_cpp_sys_2::llama_seq_id,
+        n_batch: i32,
+        logits_last: bool,
+    ) -> Result<llama_cpp_sys_2::llama_pos, MtmdEvalError> {
+        let mut new_n_past: llama_cpp_sys_2::llama_pos = 0;
+        let result = unsafe {
+            llama_cpp_sys_2::mtmd_helper_eval_chunk_single(
+                mtmd_ctx.context.as_mut_ptr(),
+                llama_ctx.context.as_mut_ptr(),
+                self.chunk.as_ptr(),
+                n_past,
+                seq_id,
+                n_batch,
+                logits_last,
+                &raw mut new_n_past,
+            )
+        };
+        if result == 0 {
+            Ok(new_n_past)
+        } else {
+            Err(MtmdEvalError::EvalFailure(result))
+        }
+    }
+}
+
 impl Drop for MtmdInputChunk<'_> {
     fn drop(&mut self) {
         if self.owned {
