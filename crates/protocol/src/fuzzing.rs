@@ -4,7 +4,7 @@
 //! `tests/fuzz_corpus.rs` both call [`run`], so a crash the fuzzer found is replayed by
 //! `make test` on stable Rust once its input is in the corpus.
 
-use crate::{auth_ws, batch, cluster, gguf, ollama, openai, streaming, worker};
+use crate::{auth_ws, batch, cluster, gguf, media, ollama, openai, streaming, worker};
 
 /// Every target, by the name of its corpus folder (`fuzz/corpus/<name>`).
 pub const TARGETS: &[&str] = &[
@@ -19,6 +19,7 @@ pub const TARGETS: &[&str] = &[
     "ollama_chat",
     "ollama_generate",
     "ollama_embed",
+    "image_decode",
 ];
 
 /// Run `target` on `data`. Unknown names are a programming error (they panic).
@@ -35,6 +36,7 @@ pub fn run(target: &str, data: &[u8]) {
         "ollama_chat" => ollama_chat(data),
         "ollama_generate" => ollama_generate(data),
         "ollama_embed" => ollama_embed(data),
+        "image_decode" => image_decode(data),
         other => panic!("no fuzz target {other}"),
     }
 }
@@ -195,6 +197,16 @@ pub fn gguf_header(data: &[u8]) {
             .chat_template
             .as_ref()
             .is_none_or(|t| t.len() <= data.len()));
+    }
+}
+
+/// An image's file as a client sent it (PNG, JPEG, GIF, WebP, or anything else): decoded
+/// within the pixel limit, or refused.
+pub fn image_decode(data: &[u8]) {
+    if let Ok(p) = media::Image(data.to_vec()).decode() {
+        let pixels = u64::from(p.width) * u64::from(p.height);
+        assert!(pixels <= media::MAX_IMAGE_PIXELS);
+        assert_eq!(p.rgb.len() as u64, pixels * 3);
     }
 }
 

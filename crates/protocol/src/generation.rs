@@ -176,6 +176,10 @@ pub struct ChatMessage {
     /// The function a `tool` turn's result comes from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// Images the turn shows the model, in order; each stands where the content holds the
+    /// media marker (`<__media__>`), or before the text when it holds none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<crate::media::Image>,
 }
 
 impl ChatMessage {
@@ -186,6 +190,7 @@ impl ChatMessage {
             tool_calls: Vec::new(),
             tool_call_id: None,
             name: None,
+            images: Vec::new(),
         }
     }
 }

@@ -20,6 +20,7 @@
 //! - [`embeddings`]: OpenAI's embeddings API (`/v1/embeddings`): inputs, float or base64 vectors.
 //! - [`ollama`]: Ollama's HTTP API (`/api/chat`, `/api/generate`, `/api/embed`, tags, show, ps,
 //!   pull, errors): request bodies, their validation, and response lines.
+//! - [`media`]: images a message carries (base64 on the wire) and their limits.
 //! - [`tools`]: tool calling's tools, choice and calls, in the shape chat templates read.
 //! - [`streaming`]: the `/generate` streaming WebSocket protocol (`protocols/streaming-ws.md`).
 //! - `value_kind`: a JSON value's kind in error messages' words.
@@ -45,6 +46,7 @@ pub mod generation;
 pub mod gguf;
 pub mod ids;
 pub mod limits;
+pub mod media;
 pub mod ollama;
 pub mod openai;
 pub mod responses;

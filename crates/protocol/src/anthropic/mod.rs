@@ -5,9 +5,9 @@
 //! error body. Fields that only steer Anthropic's service are accepted and ignored
 //! (`metadata`, `cache_control`, `service_tier`, `context_management`, `output_config`, the
 //! thinking budget); tools Anthropic runs on its own servers (web search, web fetch, code
-//! execution) are left out, since nothing here can run them; content Hearth cannot read
-//! (images, documents) and Anthropic-defined client tools (bash, text editor, computer) are
-//! refused.
+//! execution) are left out, since nothing here can run them; `image` blocks in a turn's
+//! content are read (base64, or a data URI); documents, images inside tool results and
+//! Anthropic-defined client tools (bash, text editor, computer) are refused.
 
 mod response;
 
@@ -20,6 +20,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::generation::{ChatMessage, RawParams, SamplingParams, StopField};
+use crate::media::{Image, MEDIA_MARKER};
 use crate::openai::RequestError;
 use crate::tools::{Tool, ToolCall, ToolSet};
 use crate::value_kind::kind;
@@ -193,8 +194,34 @@ fn text_of(v: &Value, at: &str) -> Result<String, RequestError> {
 fn no_images(at: &str) -> RequestError {
     RequestError::new(
         at,
-        format!("{at}: image blocks are not supported: the model served here cannot see images"),
+        format!("{at}: image blocks are not supported here: only in a user turn's content"),
     )
+}
+
+/// An `image` block's picture: `source` is `{"type": "base64", "media_type", "data"}` or
+/// `{"type": "url", "url"}` (a data URI only: this node fetches nothing from the web).
+fn image_block(b: &Value, at: &str) -> Result<Image, RequestError> {
+    let source = b.get("source").unwrap_or(&Value::Null);
+    let field = |name: &str| {
+        source
+            .get(name)
+            .and_then(Value::as_str)
+            .ok_or_else(|| RequestError::new(at, format!("{at}.source.{name}: Field required")))
+    };
+    let image = match source.get("type").and_then(Value::as_str) {
+        Some("base64") => Image::from_base64(field("data")?),
+        Some("url") => Image::from_url(field("url")?),
+        other => {
+            return Err(RequestError::new(
+                at,
+                format!(
+                    "{at}.source.type: expected 'base64' or 'url', got {}",
+                    other.map_or("(none)".into(), |t| format!("'{t}'"))
+                ),
+            ))
+        }
+    };
+    image.map_err(|e| RequestError::new(at, format!("{at}: {e}")))
 }
 
 /// One wire turn into chat messages: a user turn's `tool_result` blocks become `tool` turns
@@ -301,9 +328,20 @@ fn turn(i: usize, m: WireMessage, out: &mut Vec<ChatMessage>) -> Result<(), Requ
                     tool_calls: vec![],
                     tool_call_id: Some(id),
                     name: None,
+                    images: vec![],
                 });
             }
-            ("image", _) | ("document", _) => return Err(no_images(&bat)),
+            ("image", _) => {
+                current.content.push_str(MEDIA_MARKER);
+                current.images.push(image_block(&b, &bat)?);
+                open = true;
+            }
+            ("document", _) => {
+                return Err(RequestError::new(
+                    &bat,
+                    format!("{bat}: document blocks are not supported: send the text, or images"),
+                ))
+            }
             (other, role) => {
                 return Err(RequestError::new(
                     &bat,

@@ -33,6 +33,22 @@ fn system_blocks_and_turns_become_chat_messages() {
 }
 
 #[test]
+fn image_blocks_stand_where_they_are_in_the_turn() {
+    let r = read(
+        r#"{"model":"m","max_tokens":10,"messages":[{"role":"user","content":[
+        {"type":"text","text":"Compare"},
+        {"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}},
+        {"type":"image","source":{"type":"url","url":"data:image/png;base64,iVBORw0KGgo="}},
+        {"type":"text","text":"these."}]}]}"#,
+    )
+    .unwrap();
+    let m = &r.messages[0];
+    assert_eq!(m.content, "Compare<__media__><__media__>\nthese.");
+    assert_eq!(m.images.len(), 2);
+    assert_eq!(m.images[0].0, b"\x89PNG\r\n\x1a\n");
+}
+
+#[test]
 fn tool_use_and_results_become_calls_and_tool_turns() {
     let r = read(
         r#"{"model":"m","max_tokens":10,
@@ -107,6 +123,14 @@ fn bad_requests_name_what_is_wrong() {
         ),
         (
             r#"{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{}}]}]}"#,
+            "messages[0].content[0]",
+        ),
+        (
+            r#"{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"https://example.com/a.png"}}]}]}"#,
+            "messages[0].content[0]",
+        ),
+        (
+            r#"{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"%%"}}]}]}"#,
             "messages[0].content[0]",
         ),
         (

@@ -1,11 +1,11 @@
 //! Validation of `/api/chat` bodies into [`OllamaChat`]: the model, the messages (tool calls
 //! and results included), sampling parameters, streaming, `format`, `keep_alive`, `tools` and
-//! `think`, with what a node cannot do (images) refused in Ollama's words.
+//! `think`, and each message's `images`.
 
 use super::keep_alive::KeepAlive;
 use super::options::Format;
 use super::request::ChatBody;
-use super::{common, model_name, refuse_images, OllamaError};
+use super::{common, model_name, read_images, OllamaError};
 use crate::generation::{ChatMessage, SamplingParams};
 use crate::tools::{Tool, ToolCall, ToolSet};
 
@@ -77,7 +77,7 @@ impl ChatBody {
                     m.role
                 )));
             }
-            refuse_images(&model, m.images.as_ref())?;
+            let images = read_images(&format!("messages[{i}].images"), m.images)?;
             let mut tool_calls = Vec::new();
             for (j, call) in m.tool_calls.unwrap_or_default().into_iter().enumerate() {
                 let mut call: ToolCall = serde_json::from_value(call).map_err(|e| {
@@ -95,6 +95,7 @@ impl ChatBody {
                 tool_calls,
                 tool_call_id: None,
                 name: m.tool_name,
+                images,
             });
         }
         Ok(OllamaChat {
@@ -215,9 +216,16 @@ mod tests {
             assert_eq!(e.status, 400);
             assert!(e.message.contains(says), "{extra}: {e}");
         }
-        let e = chat(r#"{"model": "llava", "messages": [{"role": "user", "content": "what is in this image?", "images": ["iVBORw0KGgo="]}]}"#)
+        let c = chat(r#"{"model": "llava", "messages": [{"role": "user", "content": "what is in this image?", "images": ["iVBORw0KGgo="]}]}"#)
+            .unwrap();
+        assert_eq!(c.messages[0].images[0].0, b"\x89PNG\r\n\x1a\n");
+        let e = chat(r#"{"model": "llava", "messages": [{"role": "user", "content": "x", "images": ["%%"]}]}"#)
             .unwrap_err();
-        assert!(e.message.contains("does not support vision"), "{e}");
+        assert!(
+            e.message
+                .contains("messages[0].images[0]: the image is not valid base64"),
+            "{e}"
+        );
         let e = chat(r#"{"model": "m", "messages": [{"role": "wizard", "content": "x"}]}"#)
             .unwrap_err();
         assert!(e.message.contains("messages[0]"), "{e}");

@@ -1,11 +1,11 @@
 //! Validation of `/api/generate` bodies into [`OllamaGenerate`]: the model, the prompt (raw or
 //! for the chat template, with `system` and `context`), sampling parameters, streaming, `format`
-//! `keep_alive` and `think`, with what a node cannot do (images, `suffix`, `template`) refused.
+//! `keep_alive` and `think`, its `images`, with what a node cannot do (`suffix`, `template`) refused.
 
 use super::keep_alive::KeepAlive;
 use super::options::Format;
 use super::request::GenerateBody;
-use super::{common, model_name, refuse_images, OllamaError};
+use super::{common, model_name, read_images, OllamaError};
 use crate::generation::{ChatMessage, SamplingParams};
 
 /// A validated `/api/generate` request.
@@ -28,6 +28,8 @@ pub struct OllamaGenerate {
     /// `think`: the answer's thinking apart (`true`), or thinking turned off where the template
     /// can (`false`); `None` leaves it to the model.
     pub think: Option<bool>,
+    /// Images the prompt shows the model (before its text, as Ollama places them).
+    pub images: Vec<crate::media::Image>,
 }
 
 impl OllamaGenerate {
@@ -46,9 +48,9 @@ impl OllamaGenerate {
             .system
             .iter()
             .map(|s| ChatMessage::new("system", s.as_str()));
-        system
-            .chain([ChatMessage::new("user", self.prompt.as_str())])
-            .collect()
+        let mut user = ChatMessage::new("user", self.prompt.as_str());
+        user.images = self.images.clone();
+        system.chain([user]).collect()
     }
 }
 
@@ -63,7 +65,12 @@ impl GenerateBody {
             self.think.as_ref(),
             max_context,
         )?;
-        refuse_images(&model, self.images.as_ref())?;
+        let images = read_images("images", self.images)?;
+        if self.raw.unwrap_or(false) && !images.is_empty() {
+            return Err(OllamaError::bad_request(
+                "raw mode does not support images: send them with raw false, and the model's template places them",
+            ));
+        }
         // Fill-in-the-middle needs the model's insert capability, which a node does not offer.
         if self.suffix.as_ref().is_some_and(|s| !s.is_empty()) {
             return Err(OllamaError::bad_request(format!(
@@ -105,6 +112,7 @@ impl GenerateBody {
             keep_alive: c.keep_alive,
             num_ctx: c.num_ctx,
             think: c.think,
+            images,
         })
     }
 }
@@ -191,8 +199,16 @@ mod tests {
                 "template is not supported",
             ),
             (
-                r#"{"model": "llava", "prompt": "x", "images": ["iVBORw0KGgo="]}"#,
-                "does not support vision",
+                r#"{"model": "llava", "prompt": "x", "images": ["not base64!"]}"#,
+                "images[0]: the image is not valid base64",
+            ),
+            (
+                r#"{"model": "llava", "prompt": "x", "raw": true, "images": ["iVBORw0KGgo="]}"#,
+                "raw mode does not support images",
+            ),
+            (
+                r#"{"model": "llava", "prompt": "x", "images": [7]}"#,
+                "images[0]: an image is a base64 string, not a number",
             ),
             (
                 r#"{"model": "m", "prompt": "x", "context": [-1]}"#,
@@ -215,6 +231,11 @@ mod tests {
         let g = generate(r#"{"model": "m", "prompt": "x", "suffix": "", "template": "", "images": [], "system": ""}"#)
             .unwrap();
         assert_eq!(g.system, None);
+        // Images are read, and stand in the user's turn.
+        let g =
+            generate(r#"{"model": "llava", "prompt": "x", "images": ["iVBORw0KGgo="]}"#).unwrap();
+        assert_eq!(g.images[0].0, b"\x89PNG\r\n\x1a\n");
+        assert_eq!(g.messages()[0].images, g.images);
         for wrong in [
             r#"{"model": "m", "prompt": 5}"#,
             r#"{"model": "m", "raw": "yes"}"#,

@@ -4,8 +4,8 @@
 //!
 //! Choices where Ollama is loose, each explained where it is made: values Ollama clamps or
 //! passes on silently (temperature above 2, `repeat_penalty` 0) are refused with a 400 like
-//! every other Hearth door; `template`, `suffix` and images are refused since
-//! a node cannot honour them; a negative or zero `num_predict` means "no limit" and a negative
+//! every other Hearth door; `template` and `suffix` are refused since a node cannot honour
+//! them; images are read here and judged by the engine (a model without a projector refuses them); a negative or zero `num_predict` means "no limit" and a negative
 //! `seed` means "random", as in Ollama's own runner.
 
 pub mod chat;
@@ -34,6 +34,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::generation::{ParamError, SamplingParams};
+use crate::media::{check_count, Image};
 
 /// A request Ollama's way refused: the HTTP status and the text of `{"error": "..."}`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -174,13 +175,22 @@ fn check_think(think: Option<&Value>) -> Result<Option<bool>, OllamaError> {
     }
 }
 
-fn refuse_images(model: &str, images: Option<&Vec<Value>>) -> Result<(), OllamaError> {
-    if images.is_some_and(|i| !i.is_empty()) {
-        return Err(OllamaError::bad_request(format!(
-            "{model:?} does not support vision: this node serves text-only models"
-        )));
-    }
-    Ok(())
+/// A message's or a prompt's `images` (base64 strings), each checked against the limits.
+fn read_images(at: &str, images: Option<Vec<Value>>) -> Result<Vec<Image>, OllamaError> {
+    let images = images.unwrap_or_default();
+    check_count(images.len()).map_err(|e| OllamaError::bad_request(format!("{at}: {e}")))?;
+    images
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| match v {
+            Value::String(s) => Image::from_base64(&s)
+                .map_err(|e| OllamaError::bad_request(format!("{at}[{i}]: {e}"))),
+            other => Err(OllamaError::bad_request(format!(
+                "{at}[{i}]: an image is a base64 string, not {}",
+                crate::value_kind::kind(&other)
+            ))),
+        })
+        .collect()
 }
 
 #[cfg(test)]

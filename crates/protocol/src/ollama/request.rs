@@ -12,7 +12,7 @@ use super::{model_name, OllamaError};
 use crate::limits::MAX_EMBEDDING_INPUTS;
 
 /// One message of `/api/chat`. `thinking` and other fields are accepted and ignored; `images`
-/// is read only to refuse it (a node has no vision).
+/// are base64 strings.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct WireMessage {
     #[serde(default)]

@@ -7,10 +7,11 @@ use serde_json::Value;
 
 use super::{check_n, RequestError, StreamOptions};
 use crate::generation::{ChatMessage, RawParams, SamplingParams, StopField};
+use crate::media::{check_count, Image, MEDIA_MARKER};
 use crate::ollama::Format;
 use crate::tools::{arguments_value, Tool, ToolCall, ToolSet};
 
-/// A message's content: a string, or a list of typed parts of which Hearth reads the text ones.
+/// A message's content: a string, or a list of typed parts (text and images).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(untagged)]
 pub enum MessageContent {
@@ -24,6 +25,14 @@ pub struct ContentPart {
     pub kind: String,
     #[serde(default)]
     pub text: Option<String>,
+    /// `{"url": "data:image/png;base64,...", "detail": ...}` of an `image_url` part.
+    #[serde(default)]
+    pub image_url: Option<ImageUrl>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ImageUrl {
+    pub url: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -130,6 +139,8 @@ impl ChatCompletionBody {
             .enumerate()
             .map(|(i, m)| message(i, m))
             .collect::<Result<Vec<_>, _>>()?;
+        check_count(messages.iter().map(|m| m.images.len()).sum())
+            .map_err(|e| RequestError::new("messages", e.to_string()))?;
         let logprobs = self.logprobs.unwrap_or(false);
         if self.top_logprobs.is_some() && !logprobs {
             return Err(RequestError::new(
@@ -183,22 +194,41 @@ fn message(i: usize, m: WireMessage) -> Result<ChatMessage, RequestError> {
             ))
         }
     };
+    let mut images = Vec::new();
     let content = match m.content {
         None => String::new(),
         Some(MessageContent::Text(t)) => t,
         Some(MessageContent::Parts(parts)) => {
             let mut text = String::new();
-            for p in parts {
-                if p.kind != "text" {
-                    return Err(RequestError::new(
-                        &format!("messages[{i}].content"),
-                        format!(
-                            "content part type '{}' is not supported; only 'text' is",
-                            p.kind
-                        ),
-                    ));
+            for (j, p) in parts.into_iter().enumerate() {
+                match (p.kind.as_str(), p.image_url) {
+                    ("text", _) => text.push_str(p.text.as_deref().unwrap_or("")),
+                    ("image_url", Some(image)) => {
+                        let image = Image::from_url(&image.url).map_err(|e| {
+                            RequestError::new(
+                                &format!("messages[{i}].content[{j}].image_url.url"),
+                                e.to_string(),
+                            )
+                        })?;
+                        // The image stands where its part was, between the texts.
+                        text.push_str(MEDIA_MARKER);
+                        images.push(image);
+                    }
+                    ("image_url", None) => {
+                        return Err(RequestError::new(
+                            &format!("messages[{i}].content[{j}].image_url"),
+                            "an image_url part needs image_url.url",
+                        ))
+                    }
+                    (other, _) => {
+                        return Err(RequestError::new(
+                            &format!("messages[{i}].content[{j}]"),
+                            format!(
+                                "content part type '{other}' is not supported; only 'text' and 'image_url' are"
+                            ),
+                        ))
+                    }
                 }
-                text.push_str(p.text.as_deref().unwrap_or(""));
             }
             text
         }
@@ -223,6 +253,7 @@ fn message(i: usize, m: WireMessage) -> Result<ChatMessage, RequestError> {
         tool_calls,
         tool_call_id: m.tool_call_id,
         name: m.name,
+        images,
     })
 }
 

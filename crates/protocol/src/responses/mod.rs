@@ -18,6 +18,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::generation::{ChatMessage, RawParams, SamplingParams};
+use crate::media::{Image, MEDIA_MARKER};
 use crate::ollama::Format;
 use crate::openai::RequestError;
 use crate::tools::{arguments_value, Tool, ToolCall, ToolSet};
@@ -218,8 +219,11 @@ fn items_to_messages(items: Vec<Value>) -> Result<Vec<ChatMessage>, RequestError
                     }
                     None => return Err(bad("a message item needs a role".into())),
                 };
-                let text = content_text(item.get("content"), &at)?;
-                out.push(ChatMessage::new(role, text));
+                let mut images = Vec::new();
+                let text = content_text(item.get("content"), &at, Some(&mut images))?;
+                let mut m = ChatMessage::new(role, text);
+                m.images = images;
+                out.push(m);
             }
             Some("function_call") => {
                 let field = |n: &str| {
@@ -252,7 +256,7 @@ fn items_to_messages(items: Vec<Value>) -> Result<Vec<ChatMessage>, RequestError
                     .to_owned();
                 let content = match item.get("output") {
                     Some(Value::String(s)) => s.clone(),
-                    Some(v @ Value::Array(_)) => content_text(Some(v), &at)?,
+                    Some(v @ Value::Array(_)) => content_text(Some(v), &at, None)?,
                     _ => return Err(bad("a function_call_output item needs 'output'".into())),
                 };
                 out.push(ChatMessage {
@@ -261,6 +265,7 @@ fn items_to_messages(items: Vec<Value>) -> Result<Vec<ChatMessage>, RequestError
                     tool_calls: vec![],
                     tool_call_id: Some(call_id),
                     name: None,
+                    images: vec![],
                 });
             }
             Some("reasoning") => {}
@@ -274,8 +279,13 @@ fn items_to_messages(items: Vec<Value>) -> Result<Vec<ChatMessage>, RequestError
     Ok(out)
 }
 
-/// A message's content: a string, or parts of which the text ones are read.
-fn content_text(v: Option<&Value>, at: &str) -> Result<String, RequestError> {
+/// A message's content: a string, or parts: text, and `input_image` parts (a data URI in
+/// `image_url`) where `images` takes them, each standing where its part was.
+fn content_text(
+    v: Option<&Value>,
+    at: &str,
+    mut images: Option<&mut Vec<Image>>,
+) -> Result<String, RequestError> {
     match v {
         None | Some(Value::Null) => Ok(String::new()),
         Some(Value::String(s)) => Ok(s.clone()),
@@ -289,10 +299,25 @@ fn content_text(v: Option<&Value>, at: &str) -> Result<String, RequestError> {
                             .and_then(Value::as_str)
                             .unwrap_or(""),
                     ),
+                    Some("input_image") if images.is_some() => {
+                        let pat = format!("{at}.content[{j}]");
+                        let url = p.get("image_url").and_then(Value::as_str).ok_or_else(|| {
+                            RequestError::new(
+                                &pat,
+                                format!("{pat}.image_url: required (a data URI; file ids are not kept here)"),
+                            )
+                        })?;
+                        let image = Image::from_url(url)
+                            .map_err(|e| RequestError::new(&pat, format!("{pat}: {e}")))?;
+                        text.push_str(MEDIA_MARKER);
+                        if let Some(images) = images.as_deref_mut() {
+                            images.push(image);
+                        }
+                    }
                     Some(t @ ("input_image" | "input_file" | "input_audio")) => {
                         return Err(RequestError::new(
                             &format!("{at}.content[{j}]"),
-                            format!("{at}.content[{j}]: content type '{t}' is not supported: the model served here reads text only"),
+                            format!("{at}.content[{j}]: content type '{t}' is not supported here"),
                         ))
                     }
                     other => {

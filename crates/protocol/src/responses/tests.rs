@@ -17,6 +17,24 @@ fn a_string_input_and_the_defaults() {
 }
 
 #[test]
+fn input_images_stand_where_their_part_is() {
+    let r = read(
+        r#"{"input":[{"role":"user","content":[{"type":"input_text","text":"What is "},
+        {"type":"input_image","image_url":"data:image/png;base64,iVBORw0KGgo=","detail":"auto"},
+        {"type":"input_text","text":"?"}]}]}"#,
+    )
+    .unwrap();
+    assert_eq!(r.input[0].content, "What is <__media__>?");
+    assert_eq!(r.input[0].images[0].0, b"\x89PNG\r\n\x1a\n");
+    // Not inside a tool's output.
+    let e = read(
+        r#"{"input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_image","image_url":"data:image/png;base64,iVBORw0KGgo="}]}]}"#,
+    )
+    .unwrap_err();
+    assert!(e.message.contains("not supported here"), "{}", e.message);
+}
+
+#[test]
 fn items_become_turns_with_calls_and_results() {
     let r = read(
         r#"{"input":[{"role":"developer","content":"sys"},
@@ -88,6 +106,10 @@ fn bad_requests_name_the_parameter() {
         ),
         (
             r#"{"input":[{"role":"user","content":[{"type":"input_image","image_url":"x"}]}]}"#,
+            "input[0].content[0]",
+        ),
+        (
+            r#"{"input":[{"role":"user","content":[{"type":"input_file","file_id":"x"}]}]}"#,
             "input[0].content[0]",
         ),
         (

@@ -288,6 +288,14 @@ fn message(index: usize, v: &Value) -> Result<ChatMessage, String> {
                 Some(v) => serde_json::from_value(v.clone())
                     .map_err(|e| format!("messages[{index}].tool_calls: {e}"))?,
             };
+            // Hearth's own task carries images (base64), each within the limits.
+            let images: Vec<crate::media::Image> = match o.get("images") {
+                None | Some(Value::Null) => Vec::new(),
+                Some(v) => serde_json::from_value(v.clone())
+                    .map_err(|e| format!("messages[{index}].images: {e}"))?,
+            };
+            crate::media::check_count(images.len())
+                .map_err(|e| format!("messages[{index}].images: {e}"))?;
             let text = |k: &str| o.get(k).and_then(Value::as_str).map(str::to_owned);
             Ok(ChatMessage {
                 role,
@@ -295,6 +303,7 @@ fn message(index: usize, v: &Value) -> Result<ChatMessage, String> {
                 tool_calls,
                 tool_call_id: text("tool_call_id"),
                 name: text("name"),
+                images,
             })
         }
         other => Err(format!(

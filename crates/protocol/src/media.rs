@@ -1,0 +1,255 @@
+//! Images a message carries: their bytes as the doors received them (base64 on every wire,
+//! a data URI on OpenAI's), the limits every door checks before an image goes further, and
+//! their decoding to pixels (Rust's decoders, the size read and checked before any pixel is),
+//! which the engine calls before the model's projector sees them.
+
+use base64::Engine as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// The most bytes one image may have, encoded (PNG, JPEG, ...): OpenAI's limit for one image.
+pub const MAX_IMAGE_BYTES: usize = 20 << 20;
+/// The most images one request may carry: each costs an encode and its tokens in the context.
+pub const MAX_IMAGES: usize = 16;
+/// The most pixels one image may have once decoded (about 7,000 x 5,000): a decoded image
+/// takes 3 bytes a pixel, and the projector shrinks it to a few hundred pixels a side anyway.
+pub const MAX_IMAGE_PIXELS: u64 = 36_000_000;
+
+/// Where an image stands in a message's text (llama.cpp's multimodal marker). A message whose
+/// text holds none has its images before its text.
+pub const MEDIA_MARKER: &str = "<__media__>";
+
+/// One image, as its file's bytes. On the wire (between nodes, in JSON) it is base64.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Image(pub Vec<u8>);
+
+impl std::fmt::Debug for Image {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Image({} bytes)", self.0.len())
+    }
+}
+
+/// Why an image was refused before it was decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ImageError {
+    #[error("the image is not valid base64: {0}")]
+    Base64(String),
+    #[error("the image is empty")]
+    Empty,
+    #[error("the image has {bytes} bytes; the limit is {limit} bytes ({} MiB)", MAX_IMAGE_BYTES >> 20)]
+    TooLarge { bytes: usize, limit: usize },
+    #[error("{count} images in one request; the limit is {limit}")]
+    TooMany { count: usize, limit: usize },
+    #[error("an image URL must be a data URI (data:image/png;base64,...): fetching images from the web is off on this node")]
+    NotDataUri,
+    #[error("not an image this node reads: PNG, JPEG, GIF and WebP are (the file's first bytes are none of them)")]
+    UnknownFormat,
+    #[error("{0} images are not read here: PNG, JPEG, GIF and WebP are")]
+    OtherFormat(String),
+    #[error("a damaged {format} file: {why}")]
+    Damaged { format: String, why: String },
+    #[error("the image is {width}x{height} pixels; the limit is {MAX_IMAGE_PIXELS} pixels")]
+    TooManyPixels { width: u32, height: u32 },
+}
+
+/// An image decoded: its size and its pixels, RGB, row by row.
+pub struct Pixels {
+    pub width: u32,
+    pub height: u32,
+    pub rgb: Vec<u8>,
+}
+
+impl std::fmt::Debug for Pixels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Pixels({}x{})", self.width, self.height)
+    }
+}
+
+impl Image {
+    /// An image from base64 (standard alphabet, padding optional), or from a `data:` URI.
+    pub fn from_base64(text: &str) -> Result<Self, ImageError> {
+        let payload = match text.strip_prefix("data:") {
+            Some(rest) => match rest.split_once(";base64,") {
+                Some((_, b64)) => b64,
+                None => return Err(ImageError::Base64("a data URI without ;base64,".into())),
+            },
+            None => text,
+        };
+        let payload = payload.trim();
+        // Decoded, base64 is 3/4 of its length: a payload far over the limit is not decoded.
+        if payload.len() / 4 * 3 > MAX_IMAGE_BYTES + 3 {
+            return Err(ImageError::TooLarge {
+                bytes: payload.len() / 4 * 3,
+                limit: MAX_IMAGE_BYTES,
+            });
+        }
+        let bytes = base64::engine::general_purpose::STANDARD_NO_PAD
+            .decode(payload.trim_end_matches('='))
+            .map_err(|e| ImageError::Base64(e.to_string()))?;
+        Self::from_bytes(bytes)
+    }
+
+    /// An image from a URL part (OpenAI's `image_url.url`): only data URIs are read.
+    pub fn from_url(url: &str) -> Result<Self, ImageError> {
+        if !url.starts_with("data:") {
+            return Err(ImageError::NotDataUri);
+        }
+        Self::from_base64(url)
+    }
+
+    /// Decode to RGB: PNG, JPEG, GIF (its first frame) or WebP, within [`MAX_IMAGE_PIXELS`],
+    /// whose size is read from the header and checked before any pixel is decoded.
+    pub fn decode(&self) -> Result<Pixels, ImageError> {
+        use image::ImageFormat;
+        let format = image::guess_format(&self.0).map_err(|_| ImageError::UnknownFormat)?;
+        let name = match format {
+            ImageFormat::Png => "PNG",
+            ImageFormat::Jpeg => "JPEG",
+            ImageFormat::Gif => "GIF",
+            ImageFormat::WebP => "WebP",
+            other => return Err(ImageError::OtherFormat(format!("{other:?}"))),
+        };
+        let damaged = |e: image::ImageError| ImageError::Damaged {
+            format: name.to_owned(),
+            why: e.to_string(),
+        };
+        let reader = || image::ImageReader::with_format(std::io::Cursor::new(&self.0), format);
+        let (width, height) = reader().into_dimensions().map_err(damaged)?;
+        if u64::from(width) * u64::from(height) > MAX_IMAGE_PIXELS {
+            return Err(ImageError::TooManyPixels { width, height });
+        }
+        let mut limits = image::Limits::default();
+        limits.max_image_width = Some(width);
+        limits.max_image_height = Some(height);
+        // RGBA at most, and the decoders' own buffers beside it.
+        limits.max_alloc = Some(MAX_IMAGE_PIXELS * 8);
+        let mut reader = reader();
+        reader.limits(limits);
+        let rgb = reader.decode().map_err(damaged)?.into_rgb8();
+        Ok(Pixels {
+            width: rgb.width(),
+            height: rgb.height(),
+            rgb: rgb.into_raw(),
+        })
+    }
+
+    fn from_bytes(bytes: Vec<u8>) -> Result<Self, ImageError> {
+        if bytes.is_empty() {
+            return Err(ImageError::Empty);
+        }
+        if bytes.len() > MAX_IMAGE_BYTES {
+            return Err(ImageError::TooLarge {
+                bytes: bytes.len(),
+                limit: MAX_IMAGE_BYTES,
+            });
+        }
+        Ok(Self(bytes))
+    }
+}
+
+/// A request's image count against [`MAX_IMAGES`].
+pub fn check_count(count: usize) -> Result<(), ImageError> {
+    if count > MAX_IMAGES {
+        return Err(ImageError::TooMany {
+            count,
+            limit: MAX_IMAGES,
+        });
+    }
+    Ok(())
+}
+
+impl Serialize for Image {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(&self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for Image {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Self::from_base64(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn png(width: u32, height: u32, colour: [u8; 3]) -> Vec<u8> {
+        let img = image::RgbImage::from_pixel(width, height, image::Rgb(colour));
+        let mut out = std::io::Cursor::new(Vec::new());
+        img.write_to(&mut out, image::ImageFormat::Png).unwrap();
+        out.into_inner()
+    }
+
+    #[test]
+    fn images_decode_and_bad_ones_are_refused_by_name() {
+        let p = Image(png(3, 2, [9, 8, 7])).decode().unwrap();
+        assert_eq!((p.width, p.height), (3, 2));
+        assert_eq!(&p.rgb[..3], &[9, 8, 7]);
+        let mut cut = png(64, 64, [1, 2, 3]);
+        cut.truncate(cut.len() / 2);
+        let e = Image(cut).decode().unwrap_err().to_string();
+        assert!(e.starts_with("a damaged PNG file"), "{e}");
+        let e = Image(b"%PDF-1.7 not a picture".to_vec())
+            .decode()
+            .unwrap_err();
+        assert_eq!(e, ImageError::UnknownFormat);
+        // A JPEG whose header claims 65535 x 65535 pixels is refused before any is read.
+        let mut jpeg = std::io::Cursor::new(Vec::new());
+        image::RgbImage::from_pixel(8, 8, image::Rgb([0, 0, 0]))
+            .write_to(&mut jpeg, image::ImageFormat::Jpeg)
+            .unwrap();
+        let mut huge = jpeg.into_inner();
+        let sof = huge.windows(2).position(|w| w == [0xFF, 0xC0]).unwrap();
+        huge[sof + 5..sof + 9].copy_from_slice(&[0xFF; 4]);
+        assert_eq!(
+            Image(huge).decode().unwrap_err(),
+            ImageError::TooManyPixels {
+                width: 65_535,
+                height: 65_535
+            }
+        );
+        // A PNG whose size was changed fails its checksum: damaged.
+        let mut png_huge = png(1, 1, [0, 0, 0]);
+        png_huge[16..20].copy_from_slice(&20_000u32.to_be_bytes());
+        assert!(matches!(
+            Image(png_huge).decode(),
+            Err(ImageError::Damaged { .. })
+        ));
+    }
+
+    #[test]
+    fn base64_and_data_uris_are_read_and_written_back() {
+        let img = Image::from_base64("iVBORw0KGgo=").unwrap();
+        assert_eq!(img.0, b"\x89PNG\r\n\x1a\n");
+        assert_eq!(Image::from_base64("iVBORw0KGgo").unwrap(), img);
+        assert_eq!(
+            Image::from_url("data:image/png;base64,iVBORw0KGgo=").unwrap(),
+            img
+        );
+        let json = serde_json::to_string(&img).unwrap();
+        assert_eq!(json, "\"iVBORw0KGgo=\"");
+        assert_eq!(serde_json::from_str::<Image>(&json).unwrap(), img);
+    }
+
+    #[test]
+    fn bad_images_are_refused_with_the_limit_named() {
+        assert!(matches!(
+            Image::from_base64("not base64!"),
+            Err(ImageError::Base64(_))
+        ));
+        assert_eq!(Image::from_base64(""), Err(ImageError::Empty));
+        assert_eq!(
+            Image::from_url("https://example.com/cat.png"),
+            Err(ImageError::NotDataUri)
+        );
+        let big = "A".repeat((MAX_IMAGE_BYTES + 1024) / 3 * 4);
+        let e = Image::from_base64(&big).unwrap_err();
+        assert!(e.to_string().contains("20 MiB"), "{e}");
+        assert!(check_count(MAX_IMAGES).is_ok());
+        assert!(check_count(MAX_IMAGES + 1)
+            .unwrap_err()
+            .to_string()
+            .contains("limit is 16"));
+    }
+}
