@@ -49,6 +49,8 @@ pub(crate) struct Submission {
     pub(crate) submitted: Instant,
     /// Paused while still queued: it takes its slot paused.
     pub(crate) paused: bool,
+    /// The prompt's images, in order (their places in `tokens` hold stand-in ids).
+    pub(crate) media: Vec<crate::media::MediaChunk>,
 }
 
 /// An event with its room in the reader's channel already taken.

@@ -29,6 +29,8 @@ pub struct EngineConfig {
     /// A smaller model of the same vocabulary that guesses ahead (`--draft-model`); a model
     /// whose vocabulary it does not share goes without.
     pub draft_model: Option<PathBuf>,
+    /// The model's projector (`mmproj`), through which it sees images ([`crate::find_projector`]).
+    pub projector: Option<PathBuf>,
     /// Largest single decode in tokens. A larger decode aborts llama.cpp, so prefill is chunked
     /// to at most this.
     pub n_batch: u32,
@@ -243,6 +245,7 @@ impl EngineConfig {
             cache_disk_max: DEFAULT_CACHE_DISK_MAX,
             spec: hearth_protocol::Speculation::default(),
             draft_model: None,
+            projector: None,
             n_batch: DEFAULT_N_BATCH,
             prefill_chunk: DEFAULT_PREFILL_CHUNK,
             queue_capacity: DEFAULT_QUEUE_CAPACITY,

@@ -46,22 +46,6 @@ pub enum Prompt {
     Tokens(Vec<u32>),
 }
 
-/// Prompts longer than this are tokenized with the async runtime told that this thread blocks
-/// (tokio's `block_in_place`), so the runtime's other tasks move to another thread meanwhile.
-const HEAVY_PROMPT_BYTES: usize = 64 << 10;
-
-/// Run `work` (tokenizing `bytes` of text), handing this thread's async tasks to the runtime's
-/// others first when it is heavy and the runtime has others.
-fn off_the_runtime<R>(bytes: usize, work: impl FnOnce() -> R) -> R {
-    let multi = tokio::runtime::Handle::try_current()
-        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-    if multi && bytes > HEAVY_PROMPT_BYTES {
-        tokio::task::block_in_place(work)
-    } else {
-        work()
-    }
-}
-
 /// Why a request was not accepted.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SubmitError {
@@ -442,39 +426,7 @@ impl Engine {
         let submitted = Instant::now();
         let model = self.serving()?;
         let Request { prompt, mut params } = request;
-        // Judged by its length first: a prompt that cannot fit is never tokenized.
-        let fits = |text: &str| {
-            let least = model.prompter.least_tokens(text);
-            if least >= model.context as usize {
-                return Err(SubmitError::ContextLengthExceeded {
-                    prompt_tokens: least,
-                    context: model.context,
-                    at_least: true,
-                });
-            }
-            Ok(())
-        };
-        let tokens = match &prompt {
-            Prompt::Chat(chat) => {
-                let rendered = model.prompter.render(chat)?;
-                if let Some(g) = rendered.grammar {
-                    if params.grammar.is_some() {
-                        return Err(PromptError::FormatWithTools.into());
-                    }
-                    params.grammar = Some(g);
-                    params.grammar_triggers = rendered.triggers;
-                }
-                fits(&rendered.text)?;
-                off_the_runtime(rendered.text.len(), || {
-                    model.prompter.tokenize(&rendered.text)
-                })
-            }
-            Prompt::Text(text) => {
-                fits(text)?;
-                off_the_runtime(text.len(), || model.prompter.tokenize(text))
-            }
-            Prompt::Tokens(ids) => model.prompter.tokens_from_ids(ids)?,
-        };
+        let (tokens, media) = crate::prompt::prepare(&model, &prompt, &mut params)?;
         if tokens.is_empty() {
             return Err(PromptError::Empty.into());
         }
@@ -519,6 +471,7 @@ impl Engine {
             stalled: stalled.clone(),
             submitted,
             paused: false,
+            media,
         };
         if let Err(e) = self
             .inner

@@ -16,7 +16,10 @@
 //!   and threads exchange;
 //!   `loader`: loading with progress; `admission`: the in-flight limit.
 //! - [`events`]: what a generation streams back: tokens, `Done` with real usage and timing.
-//! - [`model`]: [`ModelInfo`], [`ModelState`], prompt preparation (template + tokenizer).
+//! - [`model`]: [`ModelInfo`], [`ModelState`], the template and tokenizer (`Prompter`);
+//!   `prompt`: a request's prompt made into tokens and image chunks on the caller's thread.
+//! - `media`: a model's projector (`mmproj`, llama.cpp's mtmd): images decoded, cut into the
+//!   prompt as chunks the scheduler evaluates into a slot's sequence.
 //! - [`template`]: the GGUF's Jinja chat template rendered with minijinja.
 //! - [`tools`]: tools in the prompt (the template's own format or the generic one) and the
 //!   grammar of a call.
@@ -63,9 +66,11 @@ pub mod gguf;
 pub mod grammar;
 pub mod handle;
 mod loader;
+mod media;
 pub mod model;
 pub mod offload;
 mod omp;
+mod prompt;
 pub mod rpc;
 mod sampling;
 mod scheduler;
@@ -89,6 +94,7 @@ pub use handle::{
     ControlError, Controller, EmbedFailure, EmbedInput, Engine, EngineStats, Events, Generation,
     PoolStats, Prompt, Request, SpecStats, SubmitError,
 };
+pub use media::{find_projector, MediaError};
 pub use model::{Chat, ModelInfo, ModelState, PromptError};
 pub use offload::Placement;
 pub use tools::ToolFormat;

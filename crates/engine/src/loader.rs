@@ -218,6 +218,7 @@ pub(crate) fn info(
     context: u32,
     kv_bytes: u64,
     draft: (Option<ModelId>, Option<String>),
+    media: (Option<Arc<crate::media::Projector>>, Option<String>),
 ) -> Arc<ModelInfo> {
     let model = &loaded.model;
     let template_source = model
@@ -240,6 +241,11 @@ pub(crate) fn info(
         placement: loaded.placement.clone(),
         draft: draft.0,
         draft_refused: draft.1,
+        vision: media.0.as_ref().is_some_and(|p| p.vision),
+        audio: media.0.as_ref().is_some_and(|p| p.audio),
+        projector: media.0.as_ref().and(config.projector.clone()),
+        projector_refused: media.1,
+        media: media.0,
         prompter: Prompter::new(model.clone(), template_source),
     })
 }

@@ -100,6 +100,12 @@ pub struct ModelInfo {
     /// The draft model guessing for it (`--draft-model`), or why the one configured does not.
     pub draft: Option<ModelId>,
     pub draft_refused: Option<String>,
+    /// What its projector lets it take besides text (`mmproj`), or why the one found does not.
+    pub vision: bool,
+    pub audio: bool,
+    pub projector: Option<PathBuf>,
+    pub projector_refused: Option<String>,
+    pub(crate) media: Option<Arc<crate::media::Projector>>,
     pub(crate) prompter: Prompter,
 }
 
@@ -195,6 +201,11 @@ pub enum PromptError {
     #[error("a format cannot be combined with tools: a tool call has its own format")]
     FormatWithTools,
     /// `speculative: "draft"` for a model no draft model guesses for.
+    /// Images for a model without a projector.
+    #[error("model {model} cannot see images: it has no projector (mmproj file){}", why.as_deref().map(|w| format!(" ({w})")).unwrap_or_default())]
+    NoVision { model: ModelId, why: Option<String> },
+    #[error(transparent)]
+    Media(#[from] crate::media::MediaError),
     #[error("model {model} has no draft model: start the node with --draft-model (one sharing its vocabulary) to use speculative \"draft\"{}", why.as_deref().map(|w| format!(" ({w})")).unwrap_or_default())]
     NoDraftModel { model: ModelId, why: Option<String> },
 }

@@ -62,6 +62,7 @@ pub(crate) fn run(
         context,
         0,
         (None, None),
+        (None, None),
     )));
     tracing::info!(model = %loaded.id, slots, "scripted engine ready");
     let mut engine = Scripted {

@@ -500,6 +500,10 @@ pub fn continuation(info: &ModelInfo, prompt: Prompt, delivered: &str) -> Result
             if chat.tools.is_some() {
                 return Err("an answer with tools cannot be continued from part of it".into());
             }
+            // Its rendered text would hold the images' places, not the images.
+            if chat.messages.iter().any(|m| !m.images.is_empty()) {
+                return Err("an answer about images cannot be continued from part of it".into());
+            }
             let rendered = info.render_chat(&chat).map_err(|e| e.to_string())?;
             Prompt::Text(rendered + delivered)
         }

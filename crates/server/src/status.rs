@@ -104,6 +104,13 @@ pub(crate) struct ModelStatus {
     pub(crate) draft: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) draft_refused: Option<String>,
+    /// Ready: whether it sees images (its projector file), or why the one found does not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) vision: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) projector: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) projector_refused: Option<String>,
 }
 
 impl ModelStatus {
@@ -148,6 +155,9 @@ impl ModelStatus {
             },
             draft: ready.and_then(|i| i.draft.as_ref().map(ToString::to_string)),
             draft_refused: ready.and_then(|i| i.draft_refused.clone()),
+            vision: ready.map(|i| i.vision),
+            projector: ready.and_then(|i| i.projector.as_ref().map(|p| p.display().to_string())),
+            projector_refused: ready.and_then(|i| i.projector_refused.clone()),
         }
     }
 }

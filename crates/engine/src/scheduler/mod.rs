@@ -24,6 +24,7 @@ use crate::engine_loop::{stop_message, Shared};
 use crate::events::{
     Done, Event, Failure, FailureKind, Timing, TokenCandidate, TokenEvent, TokenLogprobs,
 };
+use crate::media::{MediaChunk, Projector};
 use crate::omp;
 use crate::sampling::{build_sampler, Sampler};
 use crate::text::{StopMatcher, StopScan};
@@ -32,6 +33,7 @@ use hearth_protocol::utf8::Utf8Stream;
 mod control;
 mod disk_cache;
 mod draft;
+mod images;
 mod pool;
 mod prompt_cache;
 mod speculate;
@@ -60,6 +62,8 @@ struct Slot {
     /// Resumed without its whole sequence in the prompt cache: the prompt and answer tokens
     /// to decode again before its pending token (`prefilled` counts them then).
     replay: Vec<LlamaToken>,
+    /// The prompt's images, in order: each evaluated alone when the prefill reaches it.
+    media: Vec<MediaChunk>,
     params: SamplingParams,
     /// Guessing ahead for this request, and what it has guessed.
     spec: speculate::SlotSpec,
@@ -122,6 +126,10 @@ struct Scheduler<'m> {
     spec: speculate::EngineSpec,
     /// The draft model that guesses ahead (`--draft-model`), when it shares this vocabulary.
     draft: Option<draft::DraftModel<'m>>,
+    /// The model's projector, which evaluates prompts' images; and which slot's image goes
+    /// next.
+    media: Option<Arc<Projector>>,
+    media_cursor: usize,
 }
 
 /// What [`Scheduler::fill_batch`] put in the batch.
@@ -217,9 +225,14 @@ impl Scheduler<'_> {
         self.housekeeping();
         self.admit();
         self.make_room();
+        // An image the prefill has reached: evaluated alone, one a step.
+        let imaged = self.eval_image();
         let filled = self.fill_batch();
         if filled == Filled::Nothing {
             self.courier.deliver();
+            if imaged {
+                return true;
+            }
             // Nothing generates: embeddings may take the whole engine.
             return self.embedder.step(false, &mut self.governor);
         }
@@ -331,7 +344,18 @@ impl Scheduler<'_> {
                     continue;
                 }
             };
-            let reused = self.take_seq(seq, &s.tokens);
+            let mut reused = self.take_seq(seq, &s.tokens);
+            // Never into an image: it is evaluated whole.
+            let floor = images::floor(&s.media, reused);
+            if floor < reused {
+                reused = self.trim(seq, floor, reused);
+            }
+            // Guesses come from the prompt's tokens, which images' stand-in ids are not.
+            let speculation = if s.media.is_empty() {
+                s.params.speculation.unwrap_or(self.spec.mode)
+            } else {
+                hearth_protocol::Speculation::None
+            };
             let now = Instant::now();
             self.slots[seq] = Some(Slot {
                 id: s.id,
@@ -343,7 +367,8 @@ impl Scheduler<'_> {
                 parked: false,
                 park_len: 0,
                 replay: Vec::new(),
-                spec: speculate::SlotSpec::new(s.params.speculation.unwrap_or(self.spec.mode)),
+                media: s.media,
+                spec: speculate::SlotSpec::new(speculation),
                 sampler,
                 fixed_seed: s.params.seed,
                 stop: StopMatcher::new(s.params.stop.clone()),
@@ -421,7 +446,13 @@ impl Scheduler<'_> {
             if slot.paused || slot.parked || slot.prefilled >= feed.len() {
                 continue;
             }
-            let take = budget.min(feed.len() - slot.prefilled);
+            // Text up to the next image, which `eval_image` takes alone.
+            let end = match slot.next_image() {
+                Some(m) if m.at <= slot.prefilled => continue,
+                Some(m) => m.at,
+                None => feed.len(),
+            };
+            let take = budget.min(end - slot.prefilled);
             let last = slot.prefilled + take == feed.len();
             for j in 0..take {
                 let pos = slot.prefilled + j;

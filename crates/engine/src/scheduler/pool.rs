@@ -469,7 +469,13 @@ impl Scheduler<'_> {
             } else {
                 target.len().min(slot.prompt.len().saturating_sub(1))
             };
-            let kept = self.restore(seq, &target, most);
+            let mut kept = self.restore(seq, &target, most);
+            // Never into an image: it is evaluated whole.
+            let floor =
+                super::images::floor(&self.slots[i].as_ref().expect("slot present").media, kept);
+            if floor < kept {
+                kept = self.trim(seq, floor, kept);
+            }
             let slot = self.slots[i].as_mut().expect("slot present");
             slot.parked = false;
             slot.n_past = kept as i32;

@@ -21,6 +21,7 @@ use crate::embedder::Embedder;
 use crate::engine_loop::{self, final_state, Shared};
 use crate::events::FailureKind;
 use crate::loader;
+use crate::media::Projector;
 use crate::model::ModelState;
 
 /// The context a model gets, in tokens: the configured one, else its training context
@@ -173,7 +174,15 @@ fn serve_with(
         }
         _ => (None, None),
     };
-    let info = loader::info(&loaded, config, context, kv_bytes, draft_state);
+    let media = load_projector(config, &model, loaded.placement.on_gpu_whole(), threads);
+    let info = loader::info(
+        &loaded,
+        config,
+        context,
+        kv_bytes,
+        draft_state,
+        media.clone(),
+    );
     tracing::info!(
         model = %model_id,
         seconds = loaded.started.elapsed().as_secs_f32(),
@@ -238,6 +247,8 @@ fn serve_with(
         overlap: loaded.placement.on_gpu_whole(),
         embedder: Embedder::new(&model, backend, threads),
         draft: draft.ok().flatten(),
+        media: media.0,
+        media_cursor: 0,
         spec: super::speculate::EngineSpec::new(
             config.spec,
             // A recurrent state cannot take guesses back.
@@ -252,6 +263,29 @@ fn serve_with(
     state.send_replace(final_state(reason));
     tracing::info!(model = %model_id, "engine stopped");
     Ok(())
+}
+
+/// The model's projector when it has one (never in a split model's worker), or why the one
+/// configured cannot be used: the model then serves text alone.
+fn load_projector(
+    config: &EngineConfig,
+    model: &Arc<llama_cpp_2::model::LlamaModel>,
+    on_gpu: bool,
+    threads: i32,
+) -> (Option<Arc<Projector>>, Option<String>) {
+    let (Some(path), None) = (&config.projector, &config.remote) else {
+        return (None, None);
+    };
+    match Projector::load(path, model, on_gpu, threads) {
+        Ok(p) => {
+            tracing::info!(projector = %path.display(), vision = p.vision, audio = p.audio, "projector loaded");
+            (Some(Arc::new(p)), None)
+        }
+        Err(why) => {
+            tracing::warn!(projector = %path.display(), %why, "the model serves text only");
+            (None, Some(why))
+        }
+    }
 }
 
 fn model_id_of(config: &EngineConfig) -> hearth_protocol::ModelId {

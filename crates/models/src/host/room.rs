@@ -91,6 +91,14 @@ impl ModelHost {
             }
             _ => (estimate, weights),
         };
+        // Its projector (`mmproj`), loaded whole beside it, and the image encoder's buffers
+        // (about as much again, for the largest image it takes).
+        let estimate = match hearth_engine::find_projector(path) {
+            Some(p) if self.settings.remote.is_none() => {
+                estimate + 2 * std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
+            }
+            _ => estimate,
+        };
         Need {
             estimate,
             weights,

@@ -157,9 +157,11 @@ impl RemotePrompt {
         matches!(self, Self::Chat(c) if c.tools.is_some())
     }
 
-    /// Whether only Hearth's task extension can carry it: tools, or a say on thinking.
+    /// Whether only Hearth's task extension can carry it: tools, a say on thinking, images.
     pub(super) fn needs_hearth_task(&self) -> bool {
-        matches!(self, Self::Chat(c) if c.tools.is_some() || c.think.is_some())
+        matches!(self, Self::Chat(c) if c.tools.is_some()
+            || c.think.is_some()
+            || c.messages.iter().any(|m| !m.images.is_empty()))
     }
 
     pub(super) fn of(prompt: &Prompt) -> Option<Self> {

@@ -327,9 +327,17 @@ pub(crate) async fn generate(
         tools: None,
         think: req.think,
     };
+    // Token ids cannot hold images: no `context` with them, either way.
+    let with_images = !req.images.is_empty();
+    if with_images && !req.context.is_empty() {
+        return Err(OllamaError::bad_request(
+            "context (token ids) cannot be combined with images; send the conversation to /api/chat instead",
+        )
+        .into());
+    }
     let prompt = if req.raw {
         Prompt::Text(req.prompt.clone())
-    } else if let Some(info) = &target.local {
+    } else if let Some(info) = target.local.as_ref().filter(|_| !with_images) {
         let rendered = info
             .render_chat(&chat)
             .map_err(|e| error(StatusCode::BAD_REQUEST, e.to_string()))?;

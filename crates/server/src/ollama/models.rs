@@ -151,6 +151,8 @@ struct Described {
     n_ctx_train: Option<u64>,
     /// A slot's context, once loaded.
     context: Option<u32>,
+    /// It sees images: its projector loaded, or (not loaded) one beside its file.
+    vision: bool,
 }
 
 impl Described {
@@ -162,6 +164,7 @@ impl Described {
             n_params: Some(i.n_params),
             n_ctx_train: Some(u64::from(i.n_ctx_train)),
             context: Some(i.context),
+            vision: i.vision,
         }
     }
 
@@ -179,10 +182,11 @@ impl Described {
         }
         let registry = state.router.registry().clone();
         let wanted = super::model_name(requested).to_owned();
-        let (id, path, gguf) = tokio::task::spawn_blocking(move || {
+        let (id, path, gguf, vision) = tokio::task::spawn_blocking(move || {
             let (id, path) = registry.find(&wanted)?;
             let gguf = hearth_engine::gguf::read(&path).ok();
-            Some((id, path, gguf))
+            let vision = hearth_engine::find_projector(&path).is_some();
+            Some((id, path, gguf, vision))
         })
         .await
         .ok()??;
@@ -196,6 +200,7 @@ impl Described {
             gguf,
             n_params: None,
             context: None,
+            vision,
         })
     }
 }
@@ -224,6 +229,7 @@ pub(crate) async fn show(
                     n_params: None,
                     n_ctx_train: None,
                     context: None,
+                    vision: false,
                 },
             }
         }
@@ -273,6 +279,9 @@ pub(crate) async fn show(
     capabilities.push("tools".into());
     if template.contains("<think>") || template.contains("enable_thinking") {
         capabilities.push("thinking".into());
+    }
+    if d.vision {
+        capabilities.push("vision".into());
     }
     Ok(Json(ShowResponse {
         modelfile,

@@ -1,0 +1,271 @@
+//! Images into the model: the projector that turns pictures into the model's embeddings
+//! (llama.cpp's multimodal library, mtmd, over an `mmproj` GGUF found beside the model),
+//! pictures decoded (`hearth_protocol::media`, Rust's decoders under size and pixel limits), and a prompt cut
+//! into text tokens and image chunks. The scheduler evaluates each image chunk into its slot's
+//! sequence between two batched steps.
+//!
+//! An image's place in the token list holds stand-in ids derived from its bytes' hash
+//! (negative: never a vocabulary id), so that the prompt cache, which keys on token prefixes,
+//! finds a resent image as it finds resent text, and never takes one image for another.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use hearth_protocol::media::{Image, MEDIA_MARKER};
+use hearth_protocol::ChatMessage;
+use llama_cpp_2::context::LlamaContext;
+use llama_cpp_2::model::LlamaModel;
+use llama_cpp_2::mtmd::{
+    MtmdBitmap, MtmdContext, MtmdContextParams, MtmdInputChunk, MtmdInputChunkType, MtmdInputText,
+};
+use llama_cpp_2::token::LlamaToken;
+use sha2::{Digest, Sha256};
+
+/// The projector file for a model: `mmproj-<model file name>` beside it (LM Studio's and Jan's
+/// layout), else the one `mmproj*.gguf` of a folder that holds only this model (a download of
+/// one repository).
+pub fn find_projector(model: &Path) -> Option<PathBuf> {
+    let dir = model.parent()?;
+    let name = model.file_name()?.to_str()?;
+    let beside = dir.join(format!("mmproj-{name}"));
+    if beside.is_file() {
+        return Some(beside);
+    }
+    let mut projectors = Vec::new();
+    let mut models = 0;
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let file = entry.file_name();
+        let Some(file) = file.to_str() else { continue };
+        if !file.ends_with(".gguf") {
+            continue;
+        }
+        if file.to_ascii_lowercase().starts_with("mmproj") {
+            projectors.push(entry.path());
+        } else {
+            models += 1;
+        }
+    }
+    (models == 1 && projectors.len() == 1).then(|| projectors.remove(0))
+}
+
+/// Why an image could not go into the prompt.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum MediaError {
+    #[error("image {index}: {why}")]
+    Image { index: usize, why: String },
+    #[error("the prompt holds {markers} image places ({MEDIA_MARKER}) for {images} images")]
+    Places { markers: usize, images: usize },
+    #[error("the images could not be prepared for the model: {0}")]
+    Prepare(String),
+}
+
+/// A model's projector, loaded once with it and shared by the request threads (which cut
+/// prompts) and the engine thread (which evaluates images): mtmd's context is not safe for
+/// both at once, so it is behind a lock, held for one image's preparation or evaluation.
+pub(crate) struct Projector {
+    // Declared before the model: dropped before it (mtmd keeps a pointer to it).
+    ctx: Mutex<MtmdContext>,
+    pub(crate) vision: bool,
+    pub(crate) audio: bool,
+    _model: Arc<LlamaModel>,
+}
+
+/// One image of a prompt: where its tokens start, how many, and the chunk that makes them.
+pub(crate) struct MediaChunk {
+    pub(crate) at: usize,
+    pub(crate) len: usize,
+    pub(crate) chunk: MtmdInputChunk<'static>,
+}
+
+/// A prompt with images: its token list (images as stand-in ids) and its image chunks.
+pub(crate) struct Prepared {
+    pub(crate) tokens: Vec<LlamaToken>,
+    pub(crate) media: Vec<MediaChunk>,
+}
+
+impl Projector {
+    /// Load `path` for `model`, on the GPU when the model is there.
+    pub(crate) fn load(
+        path: &Path,
+        model: &Arc<LlamaModel>,
+        on_gpu: bool,
+        threads: i32,
+    ) -> Result<Self, String> {
+        let params = MtmdContextParams {
+            use_gpu: on_gpu,
+            print_timings: false,
+            n_threads: threads,
+            ..MtmdContextParams::default()
+        };
+        let path_text = path.to_str().ok_or("the projector's path is not UTF-8")?;
+        let ctx = MtmdContext::init_from_file(path_text, model, &params).map_err(|e| {
+            format!(
+                "llama.cpp could not load the projector {} for this model: {e}",
+                path.display()
+            )
+        })?;
+        if ctx.decode_use_mrope() {
+            return Err("its positions (M-RoPE, as Qwen2-VL's) are not supported yet".into());
+        }
+        Ok(Self {
+            vision: ctx.support_vision(),
+            audio: ctx.support_audio(),
+            ctx: Mutex::new(ctx),
+            _model: model.clone(),
+        })
+    }
+
+    /// Cut `text` (holding one [`MEDIA_MARKER`] per image) and `images` into tokens and image
+    /// chunks, as [`crate::model::Prompter::tokenize`] would tokenize the text alone.
+    pub(crate) fn prepare(&self, text: &str, images: &[&Image]) -> Result<Prepared, MediaError> {
+        let markers = text.matches(MEDIA_MARKER).count();
+        if markers != images.len() {
+            return Err(MediaError::Places {
+                markers,
+                images: images.len(),
+            });
+        }
+        let mut bitmaps = Vec::with_capacity(images.len());
+        let mut hashes = Vec::with_capacity(images.len());
+        for (index, image) in images.iter().enumerate() {
+            let pixels = image.decode().map_err(|e| MediaError::Image {
+                index,
+                why: e.to_string(),
+            })?;
+            let bitmap = MtmdBitmap::from_image_data(pixels.width, pixels.height, &pixels.rgb)
+                .map_err(|e| MediaError::Image {
+                    index,
+                    why: e.to_string(),
+                })?;
+            bitmaps.push(bitmap);
+            hashes.push(Sha256::digest(&image.0));
+        }
+        let refs: Vec<&MtmdBitmap> = bitmaps.iter().collect();
+        let input = MtmdInputText {
+            text: text.to_owned(),
+            add_special: true,
+            parse_special: true,
+        };
+        let chunks = {
+            let ctx = self.ctx.lock().unwrap_or_else(|p| p.into_inner());
+            ctx.tokenize(input, &refs)
+                .map_err(|e| MediaError::Prepare(e.to_string()))?
+        };
+        let mut tokens = Vec::new();
+        let mut media = Vec::new();
+        for i in 0..chunks.len() {
+            let Some(chunk) = chunks.get(i) else { continue };
+            match chunk.chunk_type() {
+                MtmdInputChunkType::Text => {
+                    tokens.extend_from_slice(chunk.text_tokens().unwrap_or(&[]));
+                }
+                _ => {
+                    let hash = hashes.get(media.len()).ok_or_else(|| {
+                        MediaError::Prepare("more image chunks than images".into())
+                    })?;
+                    let len = chunk.n_tokens();
+                    let at = tokens.len();
+                    tokens.extend(stand_ins(hash, len));
+                    let chunk = chunk
+                        .copy()
+                        .map_err(|e| MediaError::Prepare(e.to_string()))?;
+                    media.push(MediaChunk { at, len, chunk });
+                }
+            }
+        }
+        if media.last().is_some_and(|m| m.at + m.len == tokens.len()) {
+            // Its logits would be the first token's: the scheduler samples only after text.
+            return Err(MediaError::Prepare(
+                "an image cannot end the prompt: text must follow it".into(),
+            ));
+        }
+        Ok(Prepared { tokens, media })
+    }
+
+    /// Evaluate `chunk` into `seq` at `at`; the next position.
+    pub(crate) fn eval(
+        &self,
+        chunk: &MediaChunk,
+        ctx: &mut LlamaContext<'_>,
+        seq: i32,
+        n_batch: u32,
+    ) -> Result<usize, String> {
+        let mut mtmd = self.ctx.lock().unwrap_or_else(|p| p.into_inner());
+        chunk
+            .chunk
+            .eval(&mut mtmd, ctx, chunk.at as i32, seq, n_batch as i32, false)
+            .map(|next| next.max(0) as usize)
+            .map_err(|e| format!("the image could not be evaluated: {e}"))
+    }
+}
+
+/// The messages as the template renders them: each one's images stand where its text holds the
+/// marker, else before its text; the image bytes stay out of the template's context. With them,
+/// every image in order.
+pub(crate) fn placed(messages: &[ChatMessage]) -> (Vec<ChatMessage>, Vec<&Image>) {
+    let mut images = Vec::new();
+    let placed = messages
+        .iter()
+        .map(|m| {
+            // Not `m.clone()`: the images' bytes would be copied for nothing.
+            let mut m2 = ChatMessage {
+                role: m.role.clone(),
+                content: m.content.clone(),
+                tool_calls: m.tool_calls.clone(),
+                tool_call_id: m.tool_call_id.clone(),
+                name: m.name.clone(),
+                images: Vec::new(),
+            };
+            if !m.images.is_empty() && !m.content.contains(MEDIA_MARKER) {
+                m2.content = format!("{}{}", MEDIA_MARKER.repeat(m.images.len()), m.content);
+            }
+            images.extend(m.images.iter());
+            m2
+        })
+        .collect();
+    (placed, images)
+}
+
+/// The stand-in ids of an image's `len` tokens: negative, from its hash and their place.
+fn stand_ins(hash: &[u8], len: usize) -> impl Iterator<Item = LlamaToken> + '_ {
+    (0..len).map(move |i| {
+        let at = (i * 4) % (hash.len() - 3);
+        let word = u32::from_le_bytes([hash[at], hash[at + 1], hash[at + 2], hash[at + 3]]);
+        let mixed = word ^ (i as u32).wrapping_mul(0x9E37_79B9);
+        LlamaToken::new(-1 - (mixed & 0x3FFF_FFFF) as i32)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stand_ins_are_never_vocabulary_ids_and_differ_between_images() {
+        let a = Sha256::digest(b"a");
+        let b = Sha256::digest(b"b");
+        let ta: Vec<_> = stand_ins(&a, 64).collect();
+        let tb: Vec<_> = stand_ins(&b, 64).collect();
+        assert!(ta.iter().chain(&tb).all(|t| t.0 < 0));
+        assert_eq!(ta, stand_ins(&a, 64).collect::<Vec<_>>());
+        assert!(ta.iter().zip(&tb).all(|(x, y)| x != y));
+    }
+
+    #[test]
+    fn images_stand_before_the_text_unless_it_places_them() {
+        let mut a = ChatMessage::new("user", "what is this?");
+        a.images = vec![Image(vec![1]), Image(vec![2])];
+        let mut b = ChatMessage::new("user", format!("left {MEDIA_MARKER} right"));
+        b.images = vec![Image(vec![3])];
+        let messages = [a, ChatMessage::new("assistant", "x"), b];
+        let (placed, images) = placed(&messages);
+        assert_eq!(
+            placed[0].content,
+            format!("{MEDIA_MARKER}{MEDIA_MARKER}what is this?")
+        );
+        assert!(placed.iter().all(|m| m.images.is_empty()));
+        assert_eq!(placed[2].content, format!("left {MEDIA_MARKER} right"));
+        assert_eq!(images.len(), 3);
+        assert_eq!(images[2].0, vec![3]);
+    }
+}

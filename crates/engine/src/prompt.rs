@@ -1,0 +1,112 @@
+//! A request's prompt made into tokens on the caller's thread, never the engine's: a
+//! conversation rendered with the model's template (its tools' grammar taken into the
+//! sampling parameters), its images placed and cut into chunks by the projector, text
+//! tokenized; a prompt judged by its length first, so one that cannot fit is never tokenized.
+
+use hearth_protocol::SamplingParams;
+use llama_cpp_2::token::LlamaToken;
+
+use crate::handle::{Prompt, SubmitError};
+use crate::media::MediaChunk;
+use crate::model::{Chat, ModelInfo, PromptError};
+
+/// Prompts longer than this are tokenized with the async runtime told that this thread blocks
+/// (tokio's `block_in_place`), so the runtime's other tasks move to another thread meanwhile.
+const HEAVY_PROMPT_BYTES: usize = 64 << 10;
+
+/// Run `work` (tokenizing `bytes` of text), handing this thread's async tasks to the runtime's
+/// others first when it is heavy and the runtime has others.
+fn off_the_runtime<R>(bytes: usize, work: impl FnOnce() -> R) -> R {
+    let multi = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if multi && bytes > HEAVY_PROMPT_BYTES {
+        tokio::task::block_in_place(work)
+    } else {
+        work()
+    }
+}
+
+/// The tokens of `prompt` (images as stand-in ids) and its image chunks.
+pub(crate) fn prepare(
+    model: &ModelInfo,
+    prompt: &Prompt,
+    params: &mut SamplingParams,
+) -> Result<(Vec<LlamaToken>, Vec<MediaChunk>), SubmitError> {
+    match prompt {
+        Prompt::Chat(chat) => chat_tokens(model, chat, params),
+        Prompt::Text(text) => {
+            fits(model, text)?;
+            let tokens = off_the_runtime(text.len(), || model.prompter.tokenize(text));
+            Ok((tokens, Vec::new()))
+        }
+        Prompt::Tokens(ids) => Ok((model.prompter.tokens_from_ids(ids)?, Vec::new())),
+    }
+}
+
+/// Judged by its length: the fewest tokens `text` can take already exceed the context.
+fn fits(model: &ModelInfo, text: &str) -> Result<(), SubmitError> {
+    let least = model.prompter.least_tokens(text);
+    if least >= model.context as usize {
+        return Err(SubmitError::ContextLengthExceeded {
+            prompt_tokens: least,
+            context: model.context,
+            at_least: true,
+        });
+    }
+    Ok(())
+}
+
+fn chat_tokens(
+    model: &ModelInfo,
+    chat: &Chat,
+    params: &mut SamplingParams,
+) -> Result<(Vec<LlamaToken>, Vec<MediaChunk>), SubmitError> {
+    let with_images = chat.messages.iter().any(|m| !m.images.is_empty());
+    let projector = match (with_images, &model.media) {
+        (false, _) => None,
+        (true, Some(p)) if p.vision => Some(p),
+        (true, _) => {
+            return Err(PromptError::NoVision {
+                model: model.id.clone(),
+                why: model.projector_refused.clone(),
+            }
+            .into())
+        }
+    };
+    // Images stand in the text where the template puts their messages.
+    let (placed, images) = match projector {
+        Some(_) => {
+            let (messages, images) = crate::media::placed(&chat.messages);
+            let chat = Chat {
+                messages,
+                tools: chat.tools.clone(),
+                think: chat.think,
+            };
+            (Some(chat), images)
+        }
+        None => (None, Vec::new()),
+    };
+    let rendered = model.prompter.render(placed.as_ref().unwrap_or(chat))?;
+    if let Some(g) = rendered.grammar {
+        if params.grammar.is_some() {
+            return Err(PromptError::FormatWithTools.into());
+        }
+        params.grammar = Some(g);
+        params.grammar_triggers = rendered.triggers;
+    }
+    fits(model, &rendered.text)?;
+    match projector {
+        None => {
+            let tokens = off_the_runtime(rendered.text.len(), || {
+                model.prompter.tokenize(&rendered.text)
+            });
+            Ok((tokens, Vec::new()))
+        }
+        Some(p) => {
+            // Decoding images is heavy whatever their count.
+            let prepared = off_the_runtime(usize::MAX, || p.prepare(&rendered.text, &images))
+                .map_err(PromptError::from)?;
+            Ok((prepared.tokens, prepared.media))
+        }
+    }
+}

@@ -1,0 +1,393 @@
+//! Images through the doors, against the real default model with a projector the test writes
+//! (`tests/fixtures/make_projector.py`: random weights, since no small real vision model can
+//! be fetched here). The answers mean nothing; what is checked is that the image reaches the
+//! model: at temperature 0 two different images give different answers and the same image
+//! the same answer, on the OpenAI and Ollama doors; bad images and a model without a projector
+//! are refused with a clear 400, and the node keeps serving.
+
+mod common;
+
+use base64::Engine as _;
+use common::process::{repo_root, venv_python};
+use common::{cluster_config, wait_for, without_model, TestNode, MODEL_ID};
+use serde_json::{json, Value};
+
+/// A folder holding the default model (a link to it) and its projector, `mmproj-<name>`, as
+/// LM Studio lays them out.
+fn model_with_projector() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let model = common::model_path();
+    let name = model.file_name().unwrap().to_str().unwrap().to_owned();
+    let linked = dir.path().join(&name);
+    std::os::unix::fs::symlink(&model, &linked).unwrap();
+    let out = std::process::Command::new(venv_python())
+        .arg(repo_root().join("tests/fixtures/make_projector.py"))
+        .arg("--model")
+        .arg(&model)
+        .arg("--out")
+        .arg(dir.path().join(format!("mmproj-{name}")))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "make_projector.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (dir, linked)
+}
+
+async fn vision_node() -> (TestNode, tempfile::TempDir) {
+    let (dir, model) = model_with_projector();
+    let node = TestNode::start_with(|c| {
+        c.models_dir = dir.path().to_path_buf();
+        c.model = Some(model.to_string_lossy().into_owned());
+        c.parallel = 2;
+    })
+    .await;
+    (node, dir)
+}
+
+/// A PNG of `width` x `height` pixels, each from `pixel(x, y)`.
+fn png(width: u32, height: u32, pixel: impl Fn(u32, u32) -> [u8; 3]) -> Vec<u8> {
+    let img = image::RgbImage::from_fn(width, height, |x, y| image::Rgb(pixel(x, y)));
+    let mut out = std::io::Cursor::new(Vec::new());
+    img.write_to(&mut out, image::ImageFormat::Png).unwrap();
+    out.into_inner()
+}
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn stripes() -> Vec<u8> {
+    png(96, 64, |x, _| {
+        if (x / 8) % 2 == 0 {
+            [250, 20, 20]
+        } else {
+            [10, 10, 240]
+        }
+    })
+}
+
+fn dark() -> Vec<u8> {
+    png(64, 64, |x, y| [(x * 2) as u8, (y * 2) as u8, 30])
+}
+
+async fn openai_answer(t: &TestNode, image: &[u8]) -> Value {
+    openai_answer_to(t, image, "Describe the picture.").await
+}
+
+async fn openai_answer_to(t: &TestNode, image: &[u8], question: &str) -> Value {
+    let r = t
+        .post(
+            "/v1/chat/completions",
+            &json!({
+                "model": MODEL_ID,
+                "messages": [{"role": "user", "content": [
+                    {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{}", b64(image))}},
+                    {"type": "text", "text": question},
+                ]}],
+                "max_tokens": 16, "temperature": 0,
+            }),
+        )
+        .await;
+    let status = r.status();
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(status, 200, "{v}");
+    v
+}
+
+async fn ollama_answer(t: &TestNode, image: &[u8]) -> String {
+    let r = t
+        .post(
+            "/api/chat",
+            &json!({
+                "model": MODEL_ID,
+                "messages": [{"role": "user", "content": "Describe the picture.", "images": [b64(image)]}],
+                "stream": false,
+                "options": {"temperature": 0, "num_predict": 16},
+            }),
+        )
+        .await;
+    let status = r.status();
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(status, 200, "{v}");
+    v["message"]["content"].as_str().unwrap().to_owned()
+}
+
+/// The answer's text through Anthropic's Messages door and the Responses door.
+async fn agent_door_answer(t: &TestNode, door: &str, image: &[u8]) -> String {
+    let (path, body) = match door {
+        "anthropic" => (
+            "/v1/messages",
+            json!({"model": MODEL_ID, "max_tokens": 16, "temperature": 0, "messages": [
+                {"role": "user", "content": [
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": b64(image)}},
+                    {"type": "text", "text": "Describe the picture."}]}]}),
+        ),
+        _ => (
+            "/v1/responses",
+            json!({"model": MODEL_ID, "max_output_tokens": 16, "temperature": 0, "store": false, "input": [
+                {"role": "user", "content": [
+                    {"type": "input_image", "image_url": format!("data:image/png;base64,{}", b64(image))},
+                    {"type": "input_text", "text": "Describe the picture."}]}]}),
+        ),
+    };
+    let r = t.post(path, &body).await;
+    let status = r.status();
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(status, 200, "{door}: {v}");
+    match door {
+        "anthropic" => v["content"][0]["text"].as_str().unwrap().to_owned(),
+        _ => v["output"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|item| item["type"] == "message")
+            .flat_map(|item| item["content"].as_array().unwrap().iter())
+            .map(|part| part["text"].as_str().unwrap())
+            .collect(),
+    }
+}
+
+#[tokio::test]
+async fn an_image_reaches_the_model_on_every_door() {
+    let (t, _dir) = vision_node().await;
+    let a = openai_answer(&t, &stripes()).await;
+    let text_a = a["choices"][0]["message"]["content"].as_str().unwrap();
+    // The image's tokens count in the prompt: 16 for a 64-pixel projector with 16-pixel patches.
+    let prompt_tokens = a["usage"]["prompt_tokens"].as_u64().unwrap();
+    assert!(prompt_tokens > 16, "{}", a["usage"]);
+    let b = openai_answer(&t, &dark()).await;
+    let text_b = b["choices"][0]["message"]["content"].as_str().unwrap();
+    assert_ne!(text_a, text_b, "two different images, one answer");
+    assert_eq!(b["usage"]["prompt_tokens"], prompt_tokens);
+    // The same image again: the same answer, its prompt found in the cache.
+    let again = openai_answer(&t, &stripes()).await;
+    assert_eq!(again["choices"][0]["message"]["content"], text_a);
+    let cached = again["usage"]["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(
+        cached > 16,
+        "the resent image was encoded again: {}",
+        again["usage"]
+    );
+
+    // Ollama's door places the image before the text, as the part order above did.
+    let ollama_a = ollama_answer(&t, &stripes()).await;
+    let ollama_b = ollama_answer(&t, &dark()).await;
+    assert_ne!(ollama_a, ollama_b);
+    assert_eq!(ollama_a, text_a);
+    for door in ["anthropic", "responses"] {
+        let a = agent_door_answer(&t, door, &stripes()).await;
+        let b = agent_door_answer(&t, door, &dark()).await;
+        assert_ne!(a, b, "{door}: two different images, one answer");
+    }
+    assert_eq!(t.status().await["model"]["vision"], true);
+
+    // /api/show says what the model takes.
+    let show: Value = t
+        .post("/api/show", &json!({"model": MODEL_ID}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let caps = show["capabilities"].as_array().unwrap();
+    assert!(caps.contains(&json!("vision")), "{show}");
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn bad_images_are_refused_clearly_and_the_node_keeps_serving() {
+    let (t, _dir) = vision_node().await;
+    let mut cut = stripes();
+    cut.truncate(cut.len() / 2);
+    // A JPEG whose header claims 65,535 x 65,535 pixels.
+    let mut jpeg = std::io::Cursor::new(Vec::new());
+    image::RgbImage::from_pixel(8, 8, image::Rgb([0, 0, 0]))
+        .write_to(&mut jpeg, image::ImageFormat::Jpeg)
+        .unwrap();
+    let mut huge = jpeg.into_inner();
+    let sof = huge.windows(2).position(|w| w == [0xFF, 0xC0]).unwrap();
+    huge[sof + 5..sof + 9].copy_from_slice(&[0xFF; 4]);
+    let pdf = b"%PDF-1.7\n1 0 obj << /Type /Catalog >> endobj\n".to_vec();
+    let cases: [(&str, Vec<u8>, &str); 3] = [
+        ("a cut PNG", cut, "a damaged PNG file"),
+        ("4 gigapixels", huge, "the limit is 36000000 pixels"),
+        ("a PDF named .png", pdf, "PNG, JPEG, GIF and WebP are"),
+    ];
+    for (what, bytes, says) in cases {
+        for (door, body) in [
+            (
+                "/v1/chat/completions",
+                json!({"messages": [{"role": "user", "content": [
+                    {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{}", b64(&bytes))}},
+                    {"type": "text", "text": "What is it?"}]}], "max_tokens": 4}),
+            ),
+            (
+                "/api/chat",
+                json!({"model": MODEL_ID, "stream": false, "messages": [
+                    {"role": "user", "content": "What is it?", "images": [b64(&bytes)]}]}),
+            ),
+        ] {
+            let r = t.post(door, &body).await;
+            let status = r.status();
+            let text = r.text().await.unwrap();
+            assert_eq!(status, 400, "{what} on {door}: {text}");
+            assert!(text.contains(says), "{what} on {door}: {text}");
+        }
+    }
+    // Over the byte limit: refused before it is decoded.
+    let big = "A".repeat(28 << 20);
+    let r = t
+        .post(
+            "/api/generate",
+            &json!({"model": MODEL_ID, "prompt": "x", "images": [big]}),
+        )
+        .await;
+    let status = r.status();
+    let text = r.text().await.unwrap();
+    assert!(
+        status == 400 || status == 413,
+        "a 21 MB image: {status} {text}"
+    );
+    // Still serving, images too.
+    let ok = openai_answer(&t, &dark()).await;
+    assert_eq!(ok["choices"][0]["finish_reason"], "length");
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn a_model_without_a_projector_says_it_cannot_see_images() {
+    let t = TestNode::start(1).await;
+    let png = b64(&dark());
+    let r = t
+        .post(
+            "/v1/chat/completions",
+            &json!({"messages": [{"role": "user", "content": [
+                {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{png}")}},
+                {"type": "text", "text": "What is it?"}]}]}),
+        )
+        .await;
+    assert_eq!(r.status(), 400);
+    let v: Value = r.json().await.unwrap();
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(message.contains("cannot see images"), "{v}");
+    assert!(message.contains(MODEL_ID), "{v}");
+    let r = t
+        .post(
+            "/api/generate",
+            &json!({"model": MODEL_ID, "prompt": "x", "images": [png], "stream": false}),
+        )
+        .await;
+    assert_eq!(r.status(), 400);
+    let v: Value = r.json().await.unwrap();
+    assert!(
+        v["error"].as_str().unwrap().contains("cannot see images"),
+        "{v}"
+    );
+    let show: Value = t
+        .post("/api/show", &json!({"model": MODEL_ID}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert!(!show["capabilities"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("vision")));
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn an_image_reaches_the_model_through_a_peer() {
+    let (dir, model) = model_with_projector();
+    let a = TestNode::start_with(|c| {
+        c.name = "peer-a".into();
+        c.parallel = 1;
+        c.models_dir = dir.path().to_path_buf();
+        c.model = Some(model.to_string_lossy().into_owned());
+        c.cluster = cluster_config(Vec::new());
+    })
+    .await;
+    let at = a.node().cluster_addr().unwrap().to_string();
+    let empty = tempfile::tempdir().unwrap();
+    let b = TestNode::start_with(|c| {
+        c.name = "node-b".into();
+        without_model(c, empty.path());
+        c.cluster = cluster_config(vec![at]);
+    })
+    .await;
+    wait_for(
+        async || b.get_json("/api/cluster").await["peers"][0]["loaded_models"][0] == MODEL_ID,
+        "b seeing a's model",
+    )
+    .await;
+    let here = openai_answer(&a, &stripes()).await;
+    let via_b = openai_answer(&b, &stripes()).await;
+    assert_eq!(
+        via_b["choices"][0]["message"]["content"], here["choices"][0]["message"]["content"],
+        "the image did not cross to the peer whole"
+    );
+    let other = openai_answer(&b, &dark()).await;
+    assert_ne!(
+        other["choices"][0]["message"]["content"],
+        here["choices"][0]["message"]["content"]
+    );
+    b.stop().await;
+    a.stop().await;
+}
+
+/// `--cache-disk`: a prompt with an image, kept on disk when the node stops, is read back
+/// after the restart (the image's stand-in ids are its hash's, the same in every process) and
+/// gives the same answer.
+#[tokio::test]
+async fn an_image_prompt_outlives_a_restart_in_the_prompt_cache_on_disk() {
+    let (dir, model) = model_with_projector();
+    let disk = tempfile::tempdir().unwrap();
+    let start = || {
+        let (models, model) = (dir.path().to_path_buf(), model.clone());
+        let root = disk.path().to_path_buf();
+        TestNode::start_with(move |c| {
+            c.parallel = 1;
+            c.models_dir = models;
+            c.model = Some(model.to_string_lossy().into_owned());
+            c.cache_disk = Some(root);
+        })
+    };
+    // Long enough to be worth a file (the prompt cache keeps 64 tokens or more).
+    let question = "Look at the picture closely. Say what its colours are, what shapes you see, \
+        where the light comes from, and what it might show, in one short sentence for each.";
+    let t = start().await;
+    let first = openai_answer_to(&t, &stripes(), question).await;
+    t.stop().await;
+    let t = start().await;
+    let again = openai_answer_to(&t, &stripes(), question).await;
+    let prompt = again["usage"]["prompt_tokens"].as_u64().unwrap();
+    let cached = again["usage"]["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap_or(0);
+    assert_eq!(
+        cached,
+        prompt - 1,
+        "not read back from disk: {}",
+        again["usage"]
+    );
+    assert_eq!(
+        again["choices"][0]["message"]["content"],
+        first["choices"][0]["message"]["content"]
+    );
+    // Another image is not taken for it: only the template's text before the image is
+    // reused, not the image's 16 tokens and the question after them.
+    let other = openai_answer_to(&t, &dark(), question).await;
+    let cached = other["usage"]["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(
+        cached + 16 < prompt - 1,
+        "another image's cache was used: {}",
+        other["usage"]
+    );
+    t.stop().await;
+}
