@@ -9,7 +9,7 @@
 use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
 use serde::Deserialize;
 
-use super::registry::plain_name;
+use super::registry::{is_projector, plain_name};
 
 /// The public hub.
 pub const DEFAULT_HUB_URL: &str = "https://huggingface.co";
@@ -168,6 +168,35 @@ impl ModelHubFile {
         url
     }
 
+    /// The vision projector beside it in its repository's folder (an `mmproj*.gguf`, as
+    /// llama.cpp's converters name them), the most precise first (f16, bf16, f32, q8, then
+    /// any); `None` when the folder has none or lists nothing.
+    pub async fn projector(
+        &self,
+        http: &reqwest::Client,
+        hub: &str,
+    ) -> Result<Option<ModelHubFile>, ModelHubError> {
+        let url = self.listing_url(hub);
+        let Some(body) = get_json(http, &url).await? else {
+            return Ok(None);
+        };
+        let entries: Vec<TreeEntry> =
+            serde_json::from_slice(&body).map_err(|e| ModelHubError::BadListing(e.to_string()))?;
+        let best = entries
+            .iter()
+            .filter(|e| e.kind == "file")
+            .map(|e| e.path.as_str())
+            .filter(|p| {
+                let name = p.rsplit('/').next().unwrap_or(p);
+                is_projector(name) && plain_name(name)
+            })
+            .min_by_key(|p| (projector_rank(p), p.len(), p.to_string()));
+        Ok(best.map(|path| ModelHubFile {
+            repo: self.repo.clone(),
+            path: path.to_owned(),
+        }))
+    }
+
     /// Its size and SHA-256, from the hub's LFS metadata.
     pub async fn lookup(&self, http: &reqwest::Client, hub: &str) -> Result<Remote, ModelHubError> {
         let url = self.listing_url(hub);
@@ -257,6 +286,23 @@ impl ModelHubFile {
 
 /// The body of a JSON answer of the hub's API, bounded (a listing or a search is small);
 /// `None` for a 404.
+/// How much of the projector's precision a file keeps: lower first.
+fn projector_rank(path: &str) -> u8 {
+    let lower = path.to_ascii_lowercase();
+    let has = |q: &str| lower.contains(q);
+    if has("bf16") {
+        1
+    } else if has("f16") {
+        0
+    } else if has("f32") {
+        2
+    } else if has("q8") {
+        3
+    } else {
+        4
+    }
+}
+
 pub(crate) async fn get_json(
     http: &reqwest::Client,
     url: &str,
@@ -318,6 +364,22 @@ pub(crate) struct Lfs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_most_precise_projector_is_taken() {
+        let mut names = [
+            "mmproj-Model-Q8_0.gguf",
+            "mmproj-Model-bf16.gguf",
+            "mmproj-model-f16.gguf",
+            "mmproj-Model-q4.gguf",
+        ];
+        names.sort_by_key(|p| projector_rank(p));
+        assert_eq!(names[0], "mmproj-model-f16.gguf");
+        assert_eq!(names[1], "mmproj-Model-bf16.gguf");
+        assert_eq!(names[2], "mmproj-Model-Q8_0.gguf");
+        assert!(is_projector("SmolVLM-256M-mmproj-f16.gguf"));
+        assert!(!is_projector("SmolVLM-256M-Q8_0.gguf"));
+    }
 
     #[test]
     fn names_are_owner_repo_and_a_gguf_file() {

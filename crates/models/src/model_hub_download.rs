@@ -25,19 +25,24 @@ struct Place {
 }
 
 impl Downloads {
-    /// Download `source` from the hub: the file, or every shard of a split model.
+    /// Download `source` from the hub: the file, or every shard of a split model; then the
+    /// vision projector beside it, if its folder has one, as `mmproj-<file name>`.
     pub(super) async fn fetch_from_hub(
         &self,
         job: &Job,
         source: &ModelHubFile,
     ) -> Result<(), DownloadError> {
+        let projector = self.projector_of(job, source).await;
         let Some((name, _, count)) = hearth_protocol::ids::split_shard(source.file_name()) else {
             let remote = self.lookup(job, source).await?;
-            let at = Place {
-                base: 0,
-                total: remote.size,
-            };
-            return self.fetch_hub_file(job, source, remote, at).await;
+            let size = remote.size;
+            let total = size + projector.as_ref().map_or(0, |(_, r)| r.size);
+            let name = source.file_name().to_owned();
+            self.fetch_hub_file(job, source, name, remote, Place { base: 0, total })
+                .await?;
+            return self
+                .fetch_projector(job, source, projector, Place { base: size, total })
+                .await;
         };
         let mut files = Vec::new();
         let mut shards = Vec::new();
@@ -54,10 +59,63 @@ impl Downloads {
         let (steps, total) = self.plan_split(job, &shards).await?;
         for Step { index, base } in steps {
             let (file, remote) = files[index].clone();
-            self.fetch_hub_file(job, &file, remote, Place { base, total })
+            let name = file.file_name().to_owned();
+            self.fetch_hub_file(job, &file, name, remote, Place { base, total })
                 .await?;
         }
-        Ok(())
+        let more = projector.as_ref().map_or(0, |(_, r)| r.size);
+        let at = Place {
+            base: total,
+            total: total + more,
+        };
+        self.fetch_projector(job, source, projector, at).await
+    }
+
+    /// The projector beside `source` in its repository, and what must arrive of it. A folder
+    /// that cannot be listed has none: the model comes without it.
+    async fn projector_of(
+        &self,
+        job: &Job,
+        source: &ModelHubFile,
+    ) -> Option<(ModelHubFile, Remote)> {
+        let found = tokio::select! {
+            r = source.projector(&self.http, &self.hub) => r,
+            () = job.cancel.cancelled() => return None,
+        };
+        let file = match found {
+            Ok(f) => f?,
+            Err(e) => {
+                tracing::warn!(model = %source.spec(), error = %e, "its folder's projectors could not be listed");
+                return None;
+            }
+        };
+        match self.lookup(job, &file).await {
+            Ok(remote) => Some((file, remote)),
+            Err(e) => {
+                tracing::warn!(projector = %file.spec(), error = %e, "the projector cannot be fetched");
+                None
+            }
+        }
+    }
+
+    /// Fetch the projector of the model `source` (verified like any file) as
+    /// `mmproj-<model file name>`, where the engine finds it; kept when one is there already.
+    async fn fetch_projector(
+        &self,
+        job: &Job,
+        source: &ModelHubFile,
+        projector: Option<(ModelHubFile, Remote)>,
+        at: Place,
+    ) -> Result<(), DownloadError> {
+        let Some((file, remote)) = projector else {
+            return Ok(());
+        };
+        let name = format!("mmproj-{}", source.file_name());
+        if self.models_dir.join(&name).exists() {
+            return Ok(());
+        }
+        tracing::info!(projector = %file.spec(), as_name = %name, "fetching the model's projector");
+        self.fetch_hub_file(job, &file, name, remote, at).await
     }
 
     /// What the file must be, from the hub (retried like the transfer).
@@ -88,15 +146,15 @@ impl Downloads {
     }
 
     /// Download one file of the hub, `remote` as the hub describes it, into its partial and
-    /// then into place.
+    /// then into place as `id` in the models folder.
     async fn fetch_hub_file(
         &self,
         job: &Job,
         source: &ModelHubFile,
+        id: String,
         remote: Remote,
         at: Place,
     ) -> Result<(), DownloadError> {
-        let id = source.file_name().to_owned();
         *lock(&job.writing) = Some(id.clone());
         let (part, note_path) = self.partial_paths(&id);
         std::fs::create_dir_all(self.partial_dir()).map_err(io)?;

@@ -9,7 +9,7 @@ use hearth_protocol::ids::split_shard;
 use serde::{Deserialize, Serialize};
 
 use crate::model_hub::{get_json, ModelHubError, ModelHubFile, TreeEntry, REVISION};
-use crate::registry::plain_name;
+use crate::registry::{is_projector, plain_name};
 
 /// Repositories one search lists when the caller does not say.
 pub const DEFAULT_LIMIT: usize = 12;
@@ -156,7 +156,7 @@ fn models_in(repo: &str, entries: &[TreeEntry]) -> Vec<FoundFile> {
         let lower = name.to_ascii_lowercase();
         // Only names the models folder can hold as they are (no `\`, no `..`, no drive).
         if !lower.ends_with(".gguf")
-            || lower.contains("mmproj")
+            || is_projector(name)
             || !plain_name(name)
             || name.contains(':')
         {

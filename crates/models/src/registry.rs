@@ -42,6 +42,13 @@ pub struct ModelFile {
 }
 
 /// Whether a client's name can name a file in the folder: no paths, no hidden files.
+/// A vision projector's file name (`mmproj-...gguf`, `...mmproj....gguf`): a model's part,
+/// never a model of its own.
+pub fn is_projector(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    lower.ends_with(".gguf") && lower.contains("mmproj")
+}
+
 pub fn plain_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 255
@@ -68,7 +75,7 @@ impl Registry {
     /// without `.gguf`; a split model by its name without the shard suffix). Cheap: a `stat`,
     /// or one listing of the folder for a split model.
     pub fn find(&self, requested: &str) -> Option<(ModelId, PathBuf)> {
-        if !plain_name(requested) {
+        if !plain_name(requested) || is_projector(&format!("{requested}.gguf")) {
             return None;
         }
         let stem = requested.strip_suffix(".gguf").unwrap_or(requested);
@@ -114,6 +121,7 @@ impl Registry {
                 let file = e.file_name().to_string_lossy().into_owned();
                 let listed = file.ends_with(".gguf")
                     && !file.starts_with('.')
+                    && !is_projector(&file)
                     && split_name(&file).is_none_or(|(_, index, _)| index == 1);
                 (listed && e.path().is_file()).then(|| ModelId::from_file_name(&file))
             })
@@ -135,7 +143,7 @@ impl Registry {
                 let size = std::fs::metadata(e.path()).map(|m| m.len()).unwrap_or(0);
                 (e.file_name().to_string_lossy().into_owned(), e.path(), size)
             })
-            .filter(|(f, _, _)| f.ends_with(".gguf") && !f.starts_with('.'))
+            .filter(|(f, _, _)| f.ends_with(".gguf") && !f.starts_with('.') && !is_projector(f))
             .collect();
         files.sort();
         let mut out = Vec::new();
@@ -232,6 +240,10 @@ impl Registry {
             ));
         };
         let mut names = vec![];
+        // Its projector goes with it (named for the file the engine loads).
+        if let Some(file) = path.file_name().and_then(|f| f.to_str()) {
+            names.push(format!("mmproj-{file}"));
+        }
         match path
             .file_name()
             .and_then(|f| f.to_str())
@@ -275,6 +287,9 @@ mod tests {
         std::fs::write(dir.join("notes.txt"), b"x").unwrap();
         std::fs::write(dir.join("big-00001-of-00003.gguf"), b"aa").unwrap();
         std::fs::write(dir.join("big-00002-of-00003.gguf"), b"bbb").unwrap();
+        // Projectors are parts of models, never models.
+        std::fs::write(dir.join("mmproj-broken.gguf"), b"p").unwrap();
+        std::fs::write(dir.join("Model-mmproj-f16.gguf"), b"p").unwrap();
         let r = Registry::new(&dir);
         let files = r.scan();
         let ids: Vec<&str> = files.iter().map(|f| f.id.as_str()).collect();
@@ -294,6 +309,12 @@ mod tests {
         assert_eq!(r.find("broken.gguf").unwrap().0.as_str(), "broken");
         assert!(r.find("big-00002-of-00003").is_none());
         assert!(r.find("nothing").is_none());
+        assert!(r.find("mmproj-broken").is_none());
+        assert_eq!(
+            r.remove("broken").unwrap(),
+            ["mmproj-broken.gguf", "broken.gguf"]
+        );
+        std::fs::write(dir.join("broken.gguf"), b"not a gguf").unwrap();
         assert_eq!(
             r.remove("big").unwrap(),
             ["big-00001-of-00003.gguf", "big-00002-of-00003.gguf"]

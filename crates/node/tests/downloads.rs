@@ -684,3 +684,83 @@ async fn a_mirror_without_listings_is_downloaded_by_its_headers() {
     t.stop().await;
     t2.stop().await;
 }
+
+/// A projector for the default model from `tests/fixtures/make_projector.py`, into `dir`.
+fn projector(dir: &Path, name: &str, seed: u32) -> PathBuf {
+    let out = dir.join(name);
+    let status = Command::new(common::process::venv_python())
+        .arg(common::process::repo_root().join("tests/fixtures/make_projector.py"))
+        .arg("--model")
+        .arg(common::model_path())
+        .arg("--out")
+        .arg(&out)
+        .args(["--seed", &seed.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    out
+}
+
+/// A model whose folder in the repository has projectors comes with the most precise one,
+/// verified and named `mmproj-<model file>`, and sees images at once; deleting the model
+/// deletes its projector.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_comes_with_its_projector_and_goes_with_it() {
+    let made = tempfile::tempdir().unwrap();
+    let f16 = projector(made.path(), "mmproj-Tiny-f16.gguf", 0);
+    let q8 = projector(made.path(), "mmproj-Tiny-Q8_0.gguf", 1);
+    let hub = Hub::serving(
+        REPO,
+        &[
+            (IN_REPO, common::model_path()),
+            ("quants/mmproj-Tiny-Q8_0.gguf", q8),
+            ("quants/mmproj-Tiny-f16.gguf", f16.clone()),
+        ],
+        &[],
+    );
+    let models = tempfile::tempdir().unwrap();
+    let t = node(models.path(), &hub).await;
+    start_download(&t).await;
+    let end = finished(&t).await;
+    assert_eq!(end["state"], "done", "{end}");
+    let both = model_size() + std::fs::metadata(&f16).unwrap().len();
+    assert_eq!(end["total"], both, "{end}");
+    assert_eq!(end["received"], both, "{end}");
+    assert_eq!(
+        files_in(models.path()),
+        ["Tiny-Q4.gguf", "mmproj-Tiny-Q4.gguf"]
+    );
+    assert_eq!(
+        sha256_of(&models.path().join("mmproj-Tiny-Q4.gguf")),
+        sha256_of(&f16)
+    );
+    // A part of the model, not a model: not listed.
+    let tags = t.get_json("/api/tags").await;
+    assert_eq!(tags["models"].as_array().unwrap().len(), 1, "{tags}");
+    let show: Value = t
+        .post("/api/show", &json!({"model": "Tiny-Q4"}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        show["capabilities"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("vision")),
+        "{show}"
+    );
+    let r = client()
+        .delete(t.url("/api/delete"))
+        .json(&json!({"model": "Tiny-Q4"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    assert!(
+        files_in(models.path()).is_empty(),
+        "{:?}",
+        files_in(models.path())
+    );
+    t.stop().await;
+}
