@@ -19,6 +19,8 @@ const MAX_MANIFEST_BYTES: u64 = 1 << 20;
 const MAX_DEPTH: usize = 4;
 const OLLAMA_REGISTRY: &str = "registry.ollama.ai";
 const OLLAMA_MODEL_LAYER: &str = "application/vnd.ollama.image.model";
+/// A vision model's projector in Ollama's manifests.
+const OLLAMA_PROJECTOR_LAYER: &str = "application/vnd.ollama.image.projector";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
@@ -214,7 +216,7 @@ fn ollama_models(root: &Path) -> Vec<Importable> {
         let [host, namespace, model, tag] = parts[..] else {
             continue;
         };
-        let Some(blob) = ollama_blob(root, &path) else {
+        let Some(blob) = ollama_blob(root, &path, OLLAMA_MODEL_LAYER) else {
             continue;
         };
         let mut name = if host == OLLAMA_REGISTRY && namespace == "library" {
@@ -230,11 +232,16 @@ fn ollama_models(root: &Path) -> Vec<Importable> {
         if !plain_name(&name) {
             continue;
         }
+        let mut links = vec![(format!("{name}.gguf"), blob.clone())];
+        // Its projector, named where the engine looks for it.
+        if let Some(projector) = ollama_blob(root, &path, OLLAMA_PROJECTOR_LAYER) {
+            links.push((format!("mmproj-{name}.gguf"), projector));
+        }
         out.push(Importable {
             id: ModelId(name.clone()),
             source: Source::Ollama,
             size_bytes: size(&blob),
-            links: vec![(format!("{name}.gguf"), blob.clone())],
+            links,
             path: blob,
             imported: false,
         });
@@ -242,18 +249,15 @@ fn ollama_models(root: &Path) -> Vec<Importable> {
     out
 }
 
-/// The model blob a manifest names, when it is a GGUF file that exists.
-fn ollama_blob(root: &Path, manifest: &Path) -> Option<PathBuf> {
+/// The blob of the `media_type` layer a manifest names, when it is a GGUF file that exists.
+fn ollama_blob(root: &Path, manifest: &Path, media_type: &str) -> Option<PathBuf> {
     let file = std::fs::File::open(manifest).ok()?;
     let mut text = String::new();
     file.take(MAX_MANIFEST_BYTES)
         .read_to_string(&mut text)
         .ok()?;
     let m: Manifest = serde_json::from_str(&text).ok()?;
-    let layer = m
-        .layers
-        .iter()
-        .find(|l| l.media_type == OLLAMA_MODEL_LAYER)?;
+    let layer = m.layers.iter().find(|l| l.media_type == media_type)?;
     let hex = layer.digest.strip_prefix("sha256:")?;
     if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
@@ -271,7 +275,7 @@ fn lmstudio_models(root: &Path) -> Vec<Importable> {
         let Some(file) = path.file_name().and_then(|f| f.to_str()) else {
             continue;
         };
-        if !file.ends_with(".gguf") || file.starts_with("mmproj") || !plain_name(file) {
+        if !file.ends_with(".gguf") || crate::registry::is_projector(file) || !plain_name(file) {
             continue;
         }
         let shards: Vec<PathBuf> = match hearth_protocol::ids::split_shard(file) {
@@ -294,14 +298,20 @@ fn lmstudio_models(root: &Path) -> Vec<Importable> {
         if !is_gguf(path) {
             continue;
         }
+        let mut links: Vec<(String, PathBuf)> = shards
+            .iter()
+            .filter_map(|s| Some((s.file_name()?.to_str()?.to_owned(), s.clone())))
+            .collect();
+        // Its projector beside it (LM Studio's folder of one repository), under the name the
+        // engine looks for.
+        if let Some(projector) = hearth_engine::find_projector(path) {
+            links.push((format!("mmproj-{file}"), projector));
+        }
         out.push(Importable {
             id: ModelId::from_file_name(file),
             source: Source::Lmstudio,
             size_bytes: shards.iter().map(|s| size(s)).sum(),
-            links: shards
-                .iter()
-                .filter_map(|s| Some((s.file_name()?.to_str()?.to_owned(), s.clone())))
-                .collect(),
+            links,
             path: path.clone(),
             imported: false,
         });
@@ -319,12 +329,20 @@ mod tests {
     }
 
     fn manifest(root: &Path, rel: &str, hex: &str) {
+        manifest_with(root, rel, hex, None);
+    }
+
+    fn manifest_with(root: &Path, rel: &str, hex: &str, projector: Option<&str>) {
         let p = root.join("manifests").join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        let m = serde_json::json!({"layers": [
-            {"mediaType": "application/vnd.ollama.image.template", "digest": format!("sha256:{}", "0".repeat(64))},
-            {"mediaType": OLLAMA_MODEL_LAYER, "digest": format!("sha256:{hex}")},
-        ]});
+        let mut layers = vec![
+            serde_json::json!({"mediaType": "application/vnd.ollama.image.template", "digest": format!("sha256:{}", "0".repeat(64))}),
+            serde_json::json!({"mediaType": OLLAMA_MODEL_LAYER, "digest": format!("sha256:{hex}")}),
+        ];
+        if let Some(p) = projector {
+            layers.push(serde_json::json!({"mediaType": OLLAMA_PROJECTOR_LAYER, "digest": format!("sha256:{p}")}));
+        }
+        let m = serde_json::json!({ "layers": layers });
         std::fs::write(p, m.to_string()).unwrap();
     }
 
@@ -340,7 +358,15 @@ mod tests {
         gguf(&ollama.join(format!("blobs/sha256-{hex}")));
         manifest(&ollama, "registry.ollama.ai/library/llama3.2/latest", &hex);
         manifest(&ollama, "registry.ollama.ai/library/llama3.2/1b", &hex);
-        manifest(&ollama, "registry.ollama.ai/someone/tiny/latest", &hex);
+        // A vision model: its projector is a layer of its own.
+        let projector = "ef".repeat(32);
+        gguf(&ollama.join(format!("blobs/sha256-{projector}")));
+        manifest_with(
+            &ollama,
+            "registry.ollama.ai/someone/tiny/latest",
+            &hex,
+            Some(&projector),
+        );
         // A manifest naming a blob that is not there, and one that is not JSON.
         manifest(
             &ollama,
@@ -374,6 +400,16 @@ mod tests {
         assert!(find(&roots, &dir).iter().all(|m| m.imported));
         assert!(dir.join("Big-00002-of-00002.gguf").is_file());
         assert!(dir.join("llama3.2:1b.gguf").is_file());
+        // Projectors come along, named for their models, and are never models.
+        assert!(links_to(
+            &dir.join("mmproj-someone_tiny.gguf"),
+            &tmp.path().join(format!("ollama/blobs/sha256-{projector}"))
+        ));
+        assert!(links_to(
+            &dir.join("mmproj-Small-Q4.gguf"),
+            &tmp.path().join("lms/pub/repo/mmproj-Small.gguf")
+        ));
+        assert!(!dir.join("mmproj-llama3.2.gguf").exists());
         // A different file under the same name is never replaced.
         std::fs::remove_file(dir.join("Small-Q4.gguf")).unwrap();
         std::fs::write(dir.join("Small-Q4.gguf"), b"mine").unwrap();
