@@ -136,6 +136,7 @@ pub(super) fn heartbeat(me: &Me) -> Heartbeat {
         organization_id: me.rules().passcode_hash.clone(),
         owner_user_id: None,
         ewma_tokens_per_second: Some(stats.decode_tokens_per_s).filter(|s| *s > 0.0),
+        vision_models: me.vision_models(),
     }
 }
 

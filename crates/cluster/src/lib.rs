@@ -221,6 +221,16 @@ impl Me {
             .collect()
     }
 
+    /// Those of [`Me::loaded_models`] that see images (their projector is loaded).
+    pub(crate) fn vision_models(&self) -> Vec<String> {
+        let host = &self.state.host;
+        host.loaded_models()
+            .iter()
+            .filter(|m| host.model_info(m).is_some_and(|i| i.vision))
+            .map(ToString::to_string)
+            .collect()
+    }
+
     pub(crate) fn device_info(&self) -> DeviceInfo {
         let now = hearth_protocol::cluster::AppleTime::now();
         DeviceInfo {

@@ -178,9 +178,11 @@ impl Provider {
                 cm::ThermalLevel::Critical => ThermalLevel::Critical,
             },
             tokens_per_s: hb.ewma_tokens_per_second,
+            vision: false,
         };
         for r in &self.registered {
-            self.hub.set_health(r.worker, health);
+            let vision = hb.vision_models.contains(&r.model);
+            self.hub.set_health(r.worker, Health { vision, ..health });
         }
         cancels
     }

@@ -9,7 +9,7 @@
 //! finds a resent image as it finds resent text, and never takes one image for another.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, RwLock};
 
 use hearth_protocol::media::{Image, MEDIA_MARKER};
 use hearth_protocol::ChatMessage;
@@ -57,14 +57,18 @@ pub enum MediaError {
     Places { markers: usize, images: usize },
     #[error("the images could not be prepared for the model: {0}")]
     Prepare(String),
+    #[error(transparent)]
+    Limit(#[from] hearth_protocol::media::ImageError),
 }
 
 /// A model's projector, loaded once with it and shared by the request threads (which cut
-/// prompts) and the engine thread (which evaluates images): mtmd's context is not safe for
-/// both at once, so it is behind a lock, held for one image's preparation or evaluation.
+/// prompts, several at once: mtmd's tokenizing is safe on a shared context) and the engine
+/// thread (which evaluates images, alone): a read lock for the one, the write lock for the
+/// other. Images are decoded and shrunk before the lock is taken, so a prompt holds it for
+/// mtmd's own resize of pictures of at most 2,048 pixels a side.
 pub(crate) struct Projector {
     // Declared before the model: dropped before it (mtmd keeps a pointer to it).
-    ctx: Mutex<MtmdContext>,
+    ctx: RwLock<MtmdContext>,
     pub(crate) vision: bool,
     pub(crate) audio: bool,
     _model: Arc<LlamaModel>,
@@ -110,7 +114,7 @@ impl Projector {
         Ok(Self {
             vision: ctx.support_vision(),
             audio: ctx.support_audio(),
-            ctx: Mutex::new(ctx),
+            ctx: RwLock::new(ctx),
             _model: model.clone(),
         })
     }
@@ -126,19 +130,18 @@ impl Projector {
             });
         }
         let mut bitmaps = Vec::with_capacity(images.len());
-        let mut hashes = Vec::with_capacity(images.len());
         for (index, image) in images.iter().enumerate() {
-            let pixels = image.decode().map_err(|e| MediaError::Image {
+            let why = |e: &dyn std::fmt::Display| MediaError::Image {
                 index,
                 why: e.to_string(),
-            })?;
-            let bitmap = MtmdBitmap::from_image_data(pixels.width, pixels.height, &pixels.rgb)
-                .map_err(|e| MediaError::Image {
-                    index,
-                    why: e.to_string(),
-                })?;
+            };
+            let pixels = image.decode_within(MAX_SIDE).map_err(|e| why(&e))?;
+            let mut bitmap = MtmdBitmap::from_image_data(pixels.width, pixels.height, &pixels.rgb)
+                .map_err(|e| why(&e))?;
+            // Its chunks carry its hash: one image may be cut into several (tiles).
+            let hash = hex(&Sha256::digest(&image.0));
+            bitmap.set_id(&hash).map_err(|e| why(&e))?;
             bitmaps.push(bitmap);
-            hashes.push(Sha256::digest(&image.0));
         }
         let refs: Vec<&MtmdBitmap> = bitmaps.iter().collect();
         let input = MtmdInputText {
@@ -147,12 +150,14 @@ impl Projector {
             parse_special: true,
         };
         let chunks = {
-            let ctx = self.ctx.lock().unwrap_or_else(|p| p.into_inner());
+            let ctx = self.ctx.read().unwrap_or_else(|p| p.into_inner());
             ctx.tokenize(input, &refs)
                 .map_err(|e| MediaError::Prepare(e.to_string()))?
         };
         let mut tokens = Vec::new();
         let mut media = Vec::new();
+        // Each image's chunks so far, by its hash.
+        let mut seen: std::collections::HashMap<String, usize> = Default::default();
         for i in 0..chunks.len() {
             let Some(chunk) = chunks.get(i) else { continue };
             match chunk.chunk_type() {
@@ -160,12 +165,15 @@ impl Projector {
                     tokens.extend_from_slice(chunk.text_tokens().unwrap_or(&[]));
                 }
                 _ => {
-                    let hash = hashes.get(media.len()).ok_or_else(|| {
-                        MediaError::Prepare("more image chunks than images".into())
+                    let id = chunk.id().ok_or_else(|| {
+                        MediaError::Prepare("an image chunk without its image's id".into())
                     })?;
+                    let nth = seen.entry(id.clone()).or_default();
+                    let seed = Sha256::digest(format!("{id}/{nth}"));
+                    *nth += 1;
                     let len = chunk.n_tokens();
                     let at = tokens.len();
-                    tokens.extend(stand_ins(hash, len));
+                    tokens.extend(stand_ins(&seed, len));
                     let chunk = chunk
                         .copy()
                         .map_err(|e| MediaError::Prepare(e.to_string()))?;
@@ -190,7 +198,7 @@ impl Projector {
         seq: i32,
         n_batch: u32,
     ) -> Result<usize, String> {
-        let mut mtmd = self.ctx.lock().unwrap_or_else(|p| p.into_inner());
+        let mut mtmd = self.ctx.write().unwrap_or_else(|p| p.into_inner());
         chunk
             .chunk
             .eval(&mut mtmd, ctx, chunk.at as i32, seq, n_batch as i32, false)
@@ -224,6 +232,30 @@ pub(crate) fn placed(messages: &[ChatMessage]) -> (Vec<ChatMessage>, Vec<&Image>
         })
         .collect();
     (placed, images)
+}
+
+/// The longest side an image keeps before the projector sees it: more than any projector
+/// takes (they resize to 224 to 1,536 pixels a side), and it bounds the pixels held per image
+/// (and the time mtmd's own resize takes) whatever the file claims.
+const MAX_SIDE: u32 = 2048;
+
+/// A short name for a projector file's contents: its size and the hash of its first 64 KiB
+/// (its header: the tensors' names, shapes and offsets).
+pub(crate) fn fingerprint(path: &Path) -> String {
+    use std::io::Read as _;
+    let mut head = Vec::new();
+    let size = std::fs::File::open(path)
+        .and_then(|f| {
+            let size = f.metadata()?.len();
+            f.take(64 << 10).read_to_end(&mut head)?;
+            Ok(size)
+        })
+        .unwrap_or(0);
+    format!("mmproj{size}x{}", &hex(&Sha256::digest(&head))[..12])
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The stand-in ids of an image's `len` tokens: negative, from its hash and their place.

@@ -200,12 +200,12 @@ pub enum PromptError {
     GrammarWithoutEnd,
     #[error("a format cannot be combined with tools: a tool call has its own format")]
     FormatWithTools,
-    /// `speculative: "draft"` for a model no draft model guesses for.
-    /// Images for a model without a projector.
-    #[error("model {model} cannot see images: it has no projector (mmproj file){}", why.as_deref().map(|w| format!(" ({w})")).unwrap_or_default())]
+    /// Images for a model without a projector that reads them.
+    #[error("model {model} cannot see images: no projector that reads images is loaded with it (an mmproj file beside it){}", why.as_deref().map(|w| format!(" ({w})")).unwrap_or_default())]
     NoVision { model: ModelId, why: Option<String> },
     #[error(transparent)]
     Media(#[from] crate::media::MediaError),
+    /// `speculative: "draft"` for a model no draft model guesses for.
     #[error("model {model} has no draft model: start the node with --draft-model (one sharing its vocabulary) to use speculative \"draft\"{}", why.as_deref().map(|w| format!(" ({w})")).unwrap_or_default())]
     NoDraftModel { model: ModelId, why: Option<String> },
 }
@@ -288,7 +288,17 @@ impl Prompter {
     }
 
     /// The prompt of a conversation, with its tools in the model's format and their grammar.
+    /// Images are rendered as their markers, where they stand (their bytes never go into the
+    /// template's context).
     pub(crate) fn render(&self, chat: &Chat) -> Result<Rendered, PromptError> {
+        if chat.messages.iter().any(|m| !m.images.is_empty()) {
+            let (messages, _) = crate::media::placed(&chat.messages);
+            return self.render(&Chat {
+                messages,
+                tools: chat.tools.clone(),
+                think: chat.think,
+            });
+        }
         let Some(tools) = &chat.tools else {
             // Earlier calls and results, for a template that cannot show them itself.
             let generic = (self.tool_format == ToolFormat::Generic)

@@ -7,7 +7,9 @@ use hearth_protocol::SamplingParams;
 use llama_cpp_2::token::LlamaToken;
 
 use crate::handle::{Prompt, SubmitError};
-use crate::media::MediaChunk;
+use hearth_protocol::media::{check_count, Image};
+
+use crate::media::{MediaChunk, MediaError};
 use crate::model::{Chat, ModelInfo, PromptError};
 
 /// Prompts longer than this are tokenized with the async runtime told that this thread blocks
@@ -73,20 +75,11 @@ fn chat_tokens(
             .into())
         }
     };
-    // Images stand in the text where the template puts their messages.
-    let (placed, images) = match projector {
-        Some(_) => {
-            let (messages, images) = crate::media::placed(&chat.messages);
-            let chat = Chat {
-                messages,
-                tools: chat.tools.clone(),
-                think: chat.think,
-            };
-            (Some(chat), images)
-        }
-        None => (None, Vec::new()),
-    };
-    let rendered = model.prompter.render(placed.as_ref().unwrap_or(chat))?;
+    // Images stand in the text where the template puts their messages, in this order.
+    let images: Vec<&Image> = chat.messages.iter().flat_map(|m| &m.images).collect();
+    // Every door checks its own; this is the request's whole count, whatever its messages.
+    check_count(images.len()).map_err(|e| PromptError::Media(MediaError::Limit(e)))?;
+    let rendered = model.prompter.render(chat)?;
     if let Some(g) = rendered.grammar {
         if params.grammar.is_some() {
             return Err(PromptError::FormatWithTools.into());

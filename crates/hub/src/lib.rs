@@ -145,6 +145,8 @@ pub struct Health {
     /// Its own figure for one stream's decode speed (`ewmaTokensPerSecond`), which placement
     /// uses until this node has measured the peer itself.
     pub tokens_per_s: Option<f64>,
+    /// Its copy of the worker's model sees images (the peer says so in its heartbeats).
+    pub vision: bool,
 }
 
 /// What a worker's connection hands to the supervisor of one task.
@@ -460,6 +462,7 @@ impl Hub {
                 local: false,
                 continues: w.join.hearth,
                 preferred: false,
+                vision: w.health.is_some_and(|h| h.vision),
             })
             .collect()
     }

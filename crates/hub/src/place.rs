@@ -41,6 +41,8 @@ pub struct Candidate<Id> {
     pub continues: bool,
     /// It served the conversation's previous turn: its prompt cache holds the conversation.
     pub preferred: bool,
+    /// Its copy of the model sees images (a projector is loaded with it).
+    pub vision: bool,
 }
 
 impl<Id> Candidate<Id> {
@@ -57,6 +59,7 @@ impl<Id> Candidate<Id> {
             local: self.local,
             continues: self.continues,
             preferred: self.preferred,
+            vision: self.vision,
         }
     }
 
@@ -76,6 +79,8 @@ pub struct Ask<'a> {
     pub model: &'a ModelId,
     /// A raw prompt, or text already delivered that the place must continue.
     pub needs_continuation: bool,
+    /// Images: only a place whose copy of the model sees them.
+    pub needs_vision: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,6 +126,7 @@ pub fn place<Id: Copy>(ask: Ask<'_>, candidates: &[Candidate<Id>]) -> Choice<Id>
     let eligible: Vec<&Candidate<Id>> = candidates
         .iter()
         .filter(|c| c.has(ask.model) && (c.continues || !ask.needs_continuation))
+        .filter(|c| c.vision || !ask.needs_vision)
         .collect();
     if eligible.is_empty() {
         return Choice::Nobody;
@@ -172,6 +178,7 @@ mod tests {
             local,
             continues: true,
             preferred: false,
+            vision: false,
         }
     }
 
@@ -179,6 +186,7 @@ mod tests {
         Ask {
             model,
             needs_continuation: false,
+            needs_vision: false,
         }
     }
 
@@ -490,12 +498,29 @@ mod tests {
                 Ask {
                     model: &a,
                     needs_continuation: cont,
+                    needs_vision: false,
                 },
                 &cands,
             );
             assert_eq!(got, want, "{name}");
         }
         assert_eq!(place(ask(&b), &[no_b]), Choice::Run(7));
+        // Images go only where the model sees them, however busy the others are.
+        let seeing = Candidate {
+            vision: true,
+            queue_depth: 3,
+            ..cand(8, false, 0)
+        };
+        let images = Ask {
+            model: &a,
+            needs_continuation: false,
+            needs_vision: true,
+        };
+        assert_eq!(
+            place(images, &[local.clone(), w1.clone(), seeing]),
+            Choice::Wait
+        );
+        assert_eq!(place(images, &[local, w1]), Choice::Nobody);
     }
 
     fn arb_candidate() -> impl Strategy<Value = Candidate<u32>> {
@@ -540,6 +565,7 @@ mod tests {
                         local,
                         continues,
                         preferred,
+                        vision: false,
                     }
                 },
             )
@@ -553,7 +579,7 @@ mod tests {
             needs_continuation in any::<bool>(),
         ) {
             let model = m(model);
-            let choice = place(Ask { model: &model, needs_continuation }, &cands);
+            let choice = place(Ask { model: &model, needs_continuation, needs_vision: false }, &cands);
             let eligible: Vec<&Candidate<u32>> = cands
                 .iter()
                 .filter(|c| c.has(&model) && (c.continues || !needs_continuation))

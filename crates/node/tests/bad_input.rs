@@ -129,7 +129,7 @@ async fn openai_door_rejects_bad_input_in_openai_format() {
     // Over the body limit.
     let big = format!(
         r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#,
-        "a".repeat(5 << 20)
+        "a".repeat(hearth_protocol::limits::MAX_HTTP_BODY_BYTES + 1)
     );
     let v = expect_openai_error(&t, chat, &big, 413, None).await;
     assert_eq!(v["error"]["code"], "request_too_large");

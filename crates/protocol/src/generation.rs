@@ -206,13 +206,31 @@ pub fn merge_leading_system(messages: &mut Vec<ChatMessage>) {
     if n < 2 {
         return;
     }
+    let mut images = Vec::new();
     let joined = messages
         .drain(..n)
-        .map(|m| m.content)
+        .map(|m| {
+            // Their images in order, each where its marker stands in the joined text (or
+            // before its message's text, as a message without markers has them).
+            let marked = m.content.matches(crate::media::MEDIA_MARKER).count();
+            let content = if marked == 0 && !m.images.is_empty() {
+                format!(
+                    "{}{}",
+                    crate::media::MEDIA_MARKER.repeat(m.images.len()),
+                    m.content
+                )
+            } else {
+                m.content
+            };
+            images.extend(m.images);
+            content
+        })
         .filter(|c| !c.is_empty())
         .collect::<Vec<_>>()
         .join("\n\n");
-    messages.insert(0, ChatMessage::new("system", joined));
+    let mut merged = ChatMessage::new("system", joined);
+    merged.images = images;
+    messages.insert(0, merged);
 }
 
 /// Why a generation ended.
@@ -499,6 +517,23 @@ mod tests {
 
     fn raw() -> RawParams {
         RawParams::default()
+    }
+
+    #[test]
+    fn leading_system_messages_merge_with_their_images() {
+        use crate::media::{Image, MEDIA_MARKER};
+        let mut a = ChatMessage::new("system", "Be brief.");
+        a.images = vec![Image(vec![1])];
+        let mut b = ChatMessage::new("system", format!("See {MEDIA_MARKER}."));
+        b.images = vec![Image(vec![2])];
+        let mut messages = vec![a, b, ChatMessage::new("user", "Hi")];
+        merge_leading_system(&mut messages);
+        assert_eq!(messages.len(), 2);
+        assert_eq!(
+            messages[0].content,
+            format!("{MEDIA_MARKER}Be brief.\n\nSee {MEDIA_MARKER}.")
+        );
+        assert_eq!(messages[0].images, [Image(vec![1]), Image(vec![2])]);
     }
 
     #[test]

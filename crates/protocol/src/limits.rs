@@ -18,9 +18,10 @@ pub const WS_READ_LIMIT_BYTES: usize = 2 * MAX_WS_MESSAGE_BYTES;
 /// anything is allocated for it (DESIGN.md §3).
 pub const MAX_CLUSTER_FRAME_BYTES: usize = 16 * 1024 * 1024;
 
-/// Largest HTTP request body accepted by the OpenAI door, for the same reason as
-/// [`MAX_WS_MESSAGE_BYTES`].
-pub const MAX_HTTP_BODY_BYTES: usize = 4 * 1024 * 1024;
+/// Largest HTTP request body accepted by the doors, for the same reason as
+/// [`MAX_WS_MESSAGE_BYTES`]: room for two images at their limit
+/// ([`crate::media::MAX_IMAGE_BYTES`], a third more in base64) beside a long prompt.
+pub const MAX_HTTP_BODY_BYTES: usize = 24 * 1024 * 1024;
 
 /// Most stop strings per request. OpenAI allows 4; llama-server allows more. 16 keeps the
 /// per-token stop scan cheap while accepting every client we know of.

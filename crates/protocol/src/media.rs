@@ -6,8 +6,9 @@
 use base64::Engine as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// The most bytes one image may have, encoded (PNG, JPEG, ...): OpenAI's limit for one image.
-pub const MAX_IMAGE_BYTES: usize = 20 << 20;
+/// The most bytes one image may have, encoded (PNG, JPEG, ...): a phone's photo fits, and two
+/// fit in one HTTP body ([`crate::limits::MAX_HTTP_BODY_BYTES`]).
+pub const MAX_IMAGE_BYTES: usize = 8 << 20;
 /// The most images one request may carry: each costs an encode and its tokens in the context.
 pub const MAX_IMAGES: usize = 16;
 /// The most pixels one image may have once decoded (about 7,000 x 5,000): a decoded image
@@ -74,7 +75,12 @@ impl Image {
             },
             None => text,
         };
-        let payload = payload.trim();
+        // Line-wrapped base64 (MIME's, Go's decoder takes it) is read too.
+        let payload: std::borrow::Cow<'_, str> = if payload.contains(char::is_whitespace) {
+            payload.split_whitespace().collect::<String>().into()
+        } else {
+            payload.into()
+        };
         // Decoded, base64 is 3/4 of its length: a payload far over the limit is not decoded.
         if payload.len() / 4 * 3 > MAX_IMAGE_BYTES + 3 {
             return Err(ImageError::TooLarge {
@@ -99,15 +105,13 @@ impl Image {
     /// Decode to RGB: PNG, JPEG, GIF (its first frame) or WebP, within [`MAX_IMAGE_PIXELS`],
     /// whose size is read from the header and checked before any pixel is decoded.
     pub fn decode(&self) -> Result<Pixels, ImageError> {
-        use image::ImageFormat;
-        let format = image::guess_format(&self.0).map_err(|_| ImageError::UnknownFormat)?;
-        let name = match format {
-            ImageFormat::Png => "PNG",
-            ImageFormat::Jpeg => "JPEG",
-            ImageFormat::Gif => "GIF",
-            ImageFormat::WebP => "WebP",
-            other => return Err(ImageError::OtherFormat(format!("{other:?}"))),
-        };
+        self.decode_within(u32::MAX)
+    }
+
+    /// [`Self::decode`], then shrunk (its proportions kept) so that no side is longer than
+    /// `max_side`: one large image at a time is held whole, never a request's worth.
+    pub fn decode_within(&self, max_side: u32) -> Result<Pixels, ImageError> {
+        let (format, name) = self.format()?;
         let damaged = |e: image::ImageError| ImageError::Damaged {
             format: name.to_owned(),
             why: e.to_string(),
@@ -124,7 +128,11 @@ impl Image {
         limits.max_alloc = Some(MAX_IMAGE_PIXELS * 8);
         let mut reader = reader();
         reader.limits(limits);
-        let rgb = reader.decode().map_err(damaged)?.into_rgb8();
+        let mut img = reader.decode().map_err(damaged)?;
+        if img.width() > max_side || img.height() > max_side {
+            img = img.resize(max_side, max_side, image::imageops::FilterType::Triangle);
+        }
+        let rgb = img.into_rgb8();
         Ok(Pixels {
             width: rgb.width(),
             height: rgb.height(),
@@ -142,7 +150,40 @@ impl Image {
                 limit: MAX_IMAGE_BYTES,
             });
         }
-        Ok(Self(bytes))
+        let image = Self(bytes);
+        image.probe()?;
+        Ok(image)
+    }
+
+    /// Its format and size from its header, without decoding a pixel: what every door checks
+    /// as it reads a request (the pixels are decoded where the model runs).
+    pub fn probe(&self) -> Result<(u32, u32), ImageError> {
+        let (format, name) = self.format()?;
+        let (width, height) =
+            image::ImageReader::with_format(std::io::Cursor::new(&self.0), format)
+                .into_dimensions()
+                .map_err(|e| ImageError::Damaged {
+                    format: name.to_owned(),
+                    why: e.to_string(),
+                })?;
+        if u64::from(width) * u64::from(height) > MAX_IMAGE_PIXELS {
+            return Err(ImageError::TooManyPixels { width, height });
+        }
+        Ok((width, height))
+    }
+
+    /// Its format, when it is one this node reads.
+    fn format(&self) -> Result<(image::ImageFormat, &'static str), ImageError> {
+        use image::ImageFormat;
+        let format = image::guess_format(&self.0).map_err(|_| ImageError::UnknownFormat)?;
+        let name = match format {
+            ImageFormat::Png => "PNG",
+            ImageFormat::Jpeg => "JPEG",
+            ImageFormat::Gif => "GIF",
+            ImageFormat::WebP => "WebP",
+            other => return Err(ImageError::OtherFormat(format!("{other:?}"))),
+        };
+        Ok((format, name))
     }
 }
 
@@ -170,6 +211,10 @@ impl<'de> Deserialize<'de> for Image {
     }
 }
 
+/// A 1x1 PNG, base64: for the tests of every door that reads images.
+#[cfg(test)]
+pub(crate) const PNG_1X1: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABAQMAAAAl21bKAAAAA1BMVEX/AAAZ4gk3AAAACklEQVQI12NgAAAAAgAB4iG8MwAAAABJRU5ErkJggg==";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,6 +231,10 @@ mod tests {
         let p = Image(png(3, 2, [9, 8, 7])).decode().unwrap();
         assert_eq!((p.width, p.height), (3, 2));
         assert_eq!(&p.rgb[..3], &[9, 8, 7]);
+        // Shrunk to a longest side, its proportions kept.
+        let p = Image(png(40, 10, [9, 8, 7])).decode_within(20).unwrap();
+        assert_eq!((p.width, p.height), (20, 5));
+        assert_eq!(p.rgb.len(), 20 * 5 * 3);
         let mut cut = png(64, 64, [1, 2, 3]);
         cut.truncate(cut.len() / 2);
         let e = Image(cut).decode().unwrap_err().to_string();
@@ -220,15 +269,30 @@ mod tests {
 
     #[test]
     fn base64_and_data_uris_are_read_and_written_back() {
-        let img = Image::from_base64("iVBORw0KGgo=").unwrap();
-        assert_eq!(img.0, b"\x89PNG\r\n\x1a\n");
-        assert_eq!(Image::from_base64("iVBORw0KGgo").unwrap(), img);
+        let img = Image::from_base64(PNG_1X1).unwrap();
+        assert!(img.0.starts_with(b"\x89PNG\r\n\x1a\n"));
+        assert_eq!(img.probe(), Ok((1, 1)));
         assert_eq!(
-            Image::from_url("data:image/png;base64,iVBORw0KGgo=").unwrap(),
+            Image::from_base64(PNG_1X1.trim_end_matches('=')).unwrap(),
+            img
+        );
+        let wrapped = format!("{}\r\n{}\n", &PNG_1X1[..40], &PNG_1X1[40..]);
+        assert_eq!(Image::from_base64(&wrapped).unwrap(), img);
+        assert_eq!(
+            Image::from_url(&format!("data:image/png;base64,{PNG_1X1}")).unwrap(),
             img
         );
         let json = serde_json::to_string(&img).unwrap();
-        assert_eq!(json, "\"iVBORw0KGgo=\"");
+        assert_eq!(json, format!("\"{PNG_1X1}\""));
+        // Only a header is read: the format and the size are judged at the door.
+        assert!(matches!(
+            Image::from_base64("iVBORw0KGgo="),
+            Err(ImageError::Damaged { .. })
+        ));
+        assert_eq!(
+            Image::from_base64("JVBERi0xLjcK"),
+            Err(ImageError::UnknownFormat)
+        );
         assert_eq!(serde_json::from_str::<Image>(&json).unwrap(), img);
     }
 
@@ -245,7 +309,7 @@ mod tests {
         );
         let big = "A".repeat((MAX_IMAGE_BYTES + 1024) / 3 * 4);
         let e = Image::from_base64(&big).unwrap_err();
-        assert!(e.to_string().contains("20 MiB"), "{e}");
+        assert!(e.to_string().contains("8 MiB"), "{e}");
         assert!(check_count(MAX_IMAGES).is_ok());
         assert!(check_count(MAX_IMAGES + 1)
             .unwrap_err()

@@ -381,7 +381,10 @@ impl Router {
             hub,
             &self.host,
             &target.model,
-            need_hearth,
+            Needs {
+                continuation: need_hearth,
+                vision: prompt.has_images(),
+            },
             serve_local,
             preferred,
         );
@@ -549,18 +552,28 @@ fn local_candidate(host: &ModelHost, model: &ModelId) -> Candidate<Provider> {
         local: true,
         continues: true,
         preferred: false,
+        vision: host.model_info(model).is_some_and(|i| i.vision),
     }
 }
 
 /// Decide where `model` runs now ([`place::place`] over this node's engine, when it may serve,
 /// and the hub's workers and LAN peers but those in `avoid`; `preferred` ran the conversation's
 /// previous turn) and reserve the worker's slot it picks.
+/// What a request needs of the place it runs at.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Needs {
+    /// Hearth's extension: a raw prompt, a grammar, tools, text to continue.
+    pub(crate) continuation: bool,
+    /// Images: a copy of the model that sees them.
+    pub(crate) vision: bool,
+}
+
 pub(crate) fn placement(
     avoid: &[WorkerId],
     hub: &Hub,
     host: &ModelHost,
     model: &ModelId,
-    needs_continuation: bool,
+    needs: Needs,
     serve_local: bool,
     preferred: Option<Provider>,
 ) -> Destination {
@@ -584,7 +597,8 @@ pub(crate) fn placement(
         }
         let ask = Ask {
             model,
-            needs_continuation,
+            needs_continuation: needs.continuation,
+            needs_vision: needs.vision,
         };
         match place::place(ask, &candidates) {
             Choice::Run(Provider::Local) => return Destination::Local,

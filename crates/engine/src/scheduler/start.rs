@@ -231,12 +231,17 @@ fn serve_with(
         cache: super::PromptCache::new(config.cache_ram),
         disk: config.cache_disk.as_ref().and_then(|root| {
             // A state loads into the layout it came from: the KV type, and where the cache is.
-            let layout = format!(
+            let mut layout = format!(
                 "{}-{}-{}",
                 config.kv_type.name(),
                 loaded.placement.backend,
                 loaded.placement.layers
             );
+            // Images' KV is the projector's work: another projector, another folder.
+            if let (Some(_), Some(path)) = (&media.0, &config.projector) {
+                layout.push('-');
+                layout.push_str(&crate::media::fingerprint(path));
+            }
             let dir = super::disk_cache::folder(root, &config.model_path, &layout);
             super::disk_cache::DiskCache::open(dir, config.cache_disk_max)
                 .map_err(|e| tracing::warn!(%e, "the prompt cache's folder cannot be used"))

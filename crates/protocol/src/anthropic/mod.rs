@@ -194,7 +194,7 @@ fn text_of(v: &Value, at: &str) -> Result<String, RequestError> {
 fn no_images(at: &str) -> RequestError {
     RequestError::new(
         at,
-        format!("{at}: image blocks are not supported here: only in a user turn's content"),
+        format!("{at}: image blocks are not supported inside a tool_result: put them in the turn's content"),
     )
 }
 

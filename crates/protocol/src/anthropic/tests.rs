@@ -37,15 +37,15 @@ fn image_blocks_stand_where_they_are_in_the_turn() {
     let r = read(
         r#"{"model":"m","max_tokens":10,"messages":[{"role":"user","content":[
         {"type":"text","text":"Compare"},
-        {"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}},
-        {"type":"image","source":{"type":"url","url":"data:image/png;base64,iVBORw0KGgo="}},
+        {"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgoAAAANSUhEUgAAAAEAAAABAQMAAAAl21bKAAAAA1BMVEX/AAAZ4gk3AAAACklEQVQI12NgAAAAAgAB4iG8MwAAAABJRU5ErkJggg=="}},
+        {"type":"image","source":{"type":"url","url":"data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABAQMAAAAl21bKAAAAA1BMVEX/AAAZ4gk3AAAACklEQVQI12NgAAAAAgAB4iG8MwAAAABJRU5ErkJggg=="}},
         {"type":"text","text":"these."}]}]}"#,
     )
     .unwrap();
     let m = &r.messages[0];
     assert_eq!(m.content, "Compare<__media__><__media__>\nthese.");
     assert_eq!(m.images.len(), 2);
-    assert_eq!(m.images[0].0, b"\x89PNG\r\n\x1a\n");
+    assert_eq!(m.images[0].probe(), Ok((1, 1)));
 }
 
 #[test]

@@ -48,6 +48,10 @@ pub struct Heartbeat {
         skip_serializing_if = "Option::is_none"
     )]
     pub ewma_tokens_per_second: Option<f64>,
+    /// Hearth's extension: which of `loadedModels` see images (their projector is loaded),
+    /// so that a request with images goes only there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vision_models: Vec<String>,
 }
 
 fn full_speed() -> u8 {

@@ -203,7 +203,7 @@ mod tests {
                 "images[0]: the image is not valid base64",
             ),
             (
-                r#"{"model": "llava", "prompt": "x", "raw": true, "images": ["iVBORw0KGgo="]}"#,
+                r#"{"model": "llava", "prompt": "x", "raw": true, "images": ["iVBORw0KGgoAAAANSUhEUgAAAAEAAAABAQMAAAAl21bKAAAAA1BMVEX/AAAZ4gk3AAAACklEQVQI12NgAAAAAgAB4iG8MwAAAABJRU5ErkJggg=="]}"#,
                 "raw mode does not support images",
             ),
             (
@@ -233,8 +233,8 @@ mod tests {
         assert_eq!(g.system, None);
         // Images are read, and stand in the user's turn.
         let g =
-            generate(r#"{"model": "llava", "prompt": "x", "images": ["iVBORw0KGgo="]}"#).unwrap();
-        assert_eq!(g.images[0].0, b"\x89PNG\r\n\x1a\n");
+            generate(r#"{"model": "llava", "prompt": "x", "images": ["iVBORw0KGgoAAAANSUhEUgAAAAEAAAABAQMAAAAl21bKAAAAA1BMVEX/AAAZ4gk3AAAACklEQVQI12NgAAAAAgAB4iG8MwAAAABJRU5ErkJggg=="]}"#).unwrap();
+        assert_eq!(g.images[0].probe(), Ok((1, 1)));
         assert_eq!(g.messages()[0].images, g.images);
         for wrong in [
             r#"{"model": "m", "prompt": 5}"#,

@@ -20,15 +20,15 @@ fn a_string_input_and_the_defaults() {
 fn input_images_stand_where_their_part_is() {
     let r = read(
         r#"{"input":[{"role":"user","content":[{"type":"input_text","text":"What is "},
-        {"type":"input_image","image_url":"data:image/png;base64,iVBORw0KGgo=","detail":"auto"},
+        {"type":"input_image","image_url":"data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABAQMAAAAl21bKAAAAA1BMVEX/AAAZ4gk3AAAACklEQVQI12NgAAAAAgAB4iG8MwAAAABJRU5ErkJggg==","detail":"auto"},
         {"type":"input_text","text":"?"}]}]}"#,
     )
     .unwrap();
     assert_eq!(r.input[0].content, "What is <__media__>?");
-    assert_eq!(r.input[0].images[0].0, b"\x89PNG\r\n\x1a\n");
+    assert_eq!(r.input[0].images[0].probe(), Ok((1, 1)));
     // Not inside a tool's output.
     let e = read(
-        r#"{"input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_image","image_url":"data:image/png;base64,iVBORw0KGgo="}]}]}"#,
+        r#"{"input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_image","image_url":"data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABAQMAAAAl21bKAAAAA1BMVEX/AAAZ4gk3AAAACklEQVQI12NgAAAAAgAB4iG8MwAAAABJRU5ErkJggg=="}]}]}"#,
     )
     .unwrap_err();
     assert!(e.message.contains("not supported here"), "{}", e.message);

@@ -157,11 +157,14 @@ impl RemotePrompt {
         matches!(self, Self::Chat(c) if c.tools.is_some())
     }
 
+    /// Whether it shows the model images.
+    pub(crate) fn has_images(&self) -> bool {
+        matches!(self, Self::Chat(c) if c.messages.iter().any(|m| !m.images.is_empty()))
+    }
+
     /// Whether only Hearth's task extension can carry it: tools, a say on thinking, images.
     pub(super) fn needs_hearth_task(&self) -> bool {
-        matches!(self, Self::Chat(c) if c.tools.is_some()
-            || c.think.is_some()
-            || c.messages.iter().any(|m| !m.images.is_empty()))
+        self.has_images() || matches!(self, Self::Chat(c) if c.tools.is_some() || c.think.is_some())
     }
 
     pub(super) fn of(prompt: &Prompt) -> Option<Self> {
@@ -281,6 +284,14 @@ impl Job {
             self.fail(msg).await;
             return None;
         }
+        // The continuation is text: the images would not be in it.
+        if self.prompt.has_images() && !self.delivered.is_empty() {
+            let msg = format!(
+                "{what}; an answer about images cannot be continued from part of it elsewhere"
+            );
+            self.fail(msg).await;
+            return None;
+        }
         if self.losses > MAX_REDISPATCHES {
             self.hub.count_unserved();
             let msg =
@@ -332,7 +343,10 @@ impl Job {
             &self.hub,
             &self.host,
             &self.model,
-            self.need_hearth(),
+            super::Needs {
+                continuation: self.need_hearth(),
+                vision: self.prompt.has_images(),
+            },
             self.local_candidate(),
             None,
         )
@@ -607,9 +621,12 @@ fn control(r: &Reservation, action: ControlAction) {
 }
 
 /// Leading system messages become the task's `system` (joined by blank lines); the rest are
-/// its messages.
+/// its messages. A system message showing images stays a message: `system` is text only.
 fn split_system(messages: &[ChatMessage]) -> (Option<String>, Vec<ChatMessage>) {
-    let n = messages.iter().take_while(|m| m.role == "system").count();
+    let n = messages
+        .iter()
+        .take_while(|m| m.role == "system" && m.images.is_empty())
+        .count();
     let system = (n > 0).then(|| {
         messages[..n]
             .iter()
