@@ -37,6 +37,9 @@ pub struct ModelFile {
     /// Why the model cannot be loaded (an unreadable header, a missing shard).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// It has a vision projector (an `mmproj` file beside it; loaded: one that reads images).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub vision: bool,
     #[serde(skip)]
     pub gguf: Option<GgufInfo>,
 }
@@ -183,6 +186,7 @@ impl Registry {
                     .then(|| std::fs::canonicalize(path).ok())
                     .flatten(),
                 error: missing.then(|| "some of its shards are missing".to_owned()),
+                vision: hearth_engine::find_projector(path).is_some(),
                 gguf: None,
             };
             match hearth_engine::gguf::read(path) {
@@ -224,6 +228,7 @@ impl ModelFile {
             parameters: g.size_label.clone(),
             linked_to: Some(info.path.clone()),
             error: None,
+            vision: info.vision,
             gguf: Some(g.clone()),
         }
     }

@@ -91,7 +91,7 @@ fn peers_models(state: &AppState) -> Vec<(String, Vec<String>)> {
     out
 }
 
-fn model_row(host: &ModelHost, file: ModelFile, peers: &[(String, Vec<String>)]) -> ModelRow {
+fn model_row(host: &ModelHost, mut file: ModelFile, peers: &[(String, Vec<String>)]) -> ModelRow {
     let model_state = host
         .engine_of(&file.id)
         .map(|e| e.model_state().borrow().clone());
@@ -99,6 +99,10 @@ fn model_row(host: &ModelHost, file: ModelFile, peers: &[(String, Vec<String>)])
         Some(ModelState::Ready(info)) => Some(info.clone()),
         _ => None,
     };
+    // Loaded, what its projector really does (one found may not have loaded).
+    if let Some(i) = &ready {
+        file.vision = i.vision;
+    }
     let (state, load_progress, load_error, placement) = match model_state {
         Some(ModelState::Ready(info)) => ("loaded", None, None, Some(info.placement.clone())),
         Some(ModelState::Loading { progress, .. }) => {

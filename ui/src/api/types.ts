@@ -190,6 +190,8 @@ export interface ModelInfo {
   outside?: boolean;
   shards?: number;
   error?: string;
+  /** It sees images: a vision projector beside it (loaded: one that reads them). */
+  vision?: boolean;
   /** The cluster's peers that have it loaded. */
   on_peers?: string[];
   /** Loaded: where its layers are. */

@@ -219,6 +219,15 @@ export function ModelsPage({ live, dispatch }: ModelsPageProps) {
                     ) : (
                       loadedRow && <span className="badge badge-ready">Loaded</span>
                     )}
+                    {m.vision && (
+                      <span
+                        className="badge"
+                        data-testid="model-vision"
+                        title="A vision projector is beside it: it reads images"
+                      >
+                        Vision
+                      </span>
+                    )}
                     {loadedRow && m.placement && (
                       <span
                         className={`badge ${m.placement.layers > 0 ? 'badge-active' : ''}`}
