@@ -426,7 +426,19 @@ impl Engine {
         let submitted = Instant::now();
         let model = self.serving()?;
         let Request { prompt, mut params } = request;
-        let (tokens, media) = crate::prompt::prepare(&model, &prompt, &mut params)?;
+        let prepared = match &prompt {
+            Prompt::Chat(chat) => crate::prompt::chat_tokens(&model, chat, &mut params),
+            Prompt::Text(text) => crate::prompt::text_tokens(&model, text).map(|t| (t, Vec::new())),
+            Prompt::Tokens(ids) => Ok((model.prompter.tokens_from_ids(ids)?, Vec::new())),
+        };
+        let (tokens, media) = prepared.map_err(|e| match e {
+            crate::prompt::Unfit::Prompt(e) => SubmitError::Prompt(e),
+            crate::prompt::Unfit::TooLong(least) => SubmitError::ContextLengthExceeded {
+                prompt_tokens: least,
+                context: model.context,
+                at_least: true,
+            },
+        })?;
         if tokens.is_empty() {
             return Err(PromptError::Empty.into());
         }

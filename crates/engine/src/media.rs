@@ -22,8 +22,9 @@ use llama_cpp_2::token::LlamaToken;
 use sha2::{Digest, Sha256};
 
 /// The projector file for a model: `mmproj-<model file name>` beside it (LM Studio's and Jan's
-/// layout), else the one `mmproj*.gguf` of a folder that holds only this model (a download of
-/// one repository).
+/// layout, and Hearth's downloads), else the one projector (`mmproj` in its name) of a folder
+/// that holds only this model (a download of one repository; a split model's shards are one
+/// model there), never one named for another file of the folder.
 pub fn find_projector(model: &Path) -> Option<PathBuf> {
     let dir = model.parent()?;
     let name = model.file_name()?.to_str()?;
@@ -32,20 +33,27 @@ pub fn find_projector(model: &Path) -> Option<PathBuf> {
         return Some(beside);
     }
     let mut projectors = Vec::new();
-    let mut models = 0;
+    let mut models = std::collections::HashSet::new();
     for entry in std::fs::read_dir(dir).ok()?.flatten() {
         let file = entry.file_name();
         let Some(file) = file.to_str() else { continue };
-        if !file.ends_with(".gguf") {
+        let lower = file.to_ascii_lowercase();
+        if !lower.ends_with(".gguf") {
             continue;
         }
-        if file.to_ascii_lowercase().starts_with("mmproj") {
-            projectors.push(entry.path());
+        if lower.contains("mmproj") {
+            let for_another = file
+                .strip_prefix("mmproj-")
+                .is_some_and(|other| other != name && dir.join(other).exists());
+            if !for_another {
+                projectors.push(entry.path());
+            }
         } else {
-            models += 1;
+            let model = hearth_protocol::ids::split_shard(file).map_or(file, |(stem, _, _)| stem);
+            models.insert(model.to_owned());
         }
     }
-    (models == 1 && projectors.len() == 1).then(|| projectors.remove(0))
+    (models.len() == 1 && projectors.len() == 1).then(|| projectors.remove(0))
 }
 
 /// Why an image could not go into the prompt.
@@ -64,8 +72,9 @@ pub enum MediaError {
 /// A model's projector, loaded once with it and shared by the request threads (which cut
 /// prompts, several at once: mtmd's tokenizing is safe on a shared context) and the engine
 /// thread (which evaluates images, alone): a read lock for the one, the write lock for the
-/// other. Images are decoded and shrunk before the lock is taken, so a prompt holds it for
-/// mtmd's own resize of pictures of at most 2,048 pixels a side.
+/// other. Images are decoded and shrunk before the lock is taken (one large image held whole at
+/// a time; the shrunk ones, at most 12 MiB each, until the prompt is cut), so a prompt holds it
+/// for mtmd's own resize of pictures of at most 2,048 pixels a side.
 pub(crate) struct Projector {
     // Declared before the model: dropped before it (mtmd keeps a pointer to it).
     ctx: RwLock<MtmdContext>,
@@ -271,6 +280,43 @@ fn stand_ins(hash: &[u8], len: usize) -> impl Iterator<Item = LlamaToken> + '_ {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_projector_is_found_beside_its_model_and_never_taken_from_another() {
+        let dir = tempfile::tempdir().unwrap();
+        let touch = |name: &str| std::fs::write(dir.path().join(name), b"x").unwrap();
+        let model = dir.path().join("Small-Q4.gguf");
+        touch("Small-Q4.gguf");
+        assert_eq!(find_projector(&model), None);
+        // The one projector of a folder of one model, whatever its name.
+        touch("Small-mmproj-f16.gguf");
+        assert_eq!(
+            find_projector(&model),
+            Some(dir.path().join("Small-mmproj-f16.gguf"))
+        );
+        // Two models in the folder: only one named for this model counts.
+        touch("Big-Q4.gguf");
+        assert_eq!(find_projector(&model), None);
+        touch("mmproj-Big-Q4.gguf");
+        assert_eq!(find_projector(&model), None);
+        assert_eq!(
+            find_projector(&dir.path().join("Big-Q4.gguf")),
+            Some(dir.path().join("mmproj-Big-Q4.gguf"))
+        );
+        // A split model's shards are one model.
+        let split = tempfile::tempdir().unwrap();
+        for f in [
+            "V-00001-of-00002.gguf",
+            "V-00002-of-00002.gguf",
+            "mmproj-V-f16.gguf",
+        ] {
+            std::fs::write(split.path().join(f), b"x").unwrap();
+        }
+        assert_eq!(
+            find_projector(&split.path().join("V-00001-of-00002.gguf")),
+            Some(split.path().join("mmproj-V-f16.gguf"))
+        );
+    }
 
     #[test]
     fn stand_ins_are_never_vocabulary_ids_and_differ_between_images() {

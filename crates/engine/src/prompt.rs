@@ -6,7 +6,6 @@
 use hearth_protocol::SamplingParams;
 use llama_cpp_2::token::LlamaToken;
 
-use crate::handle::{Prompt, SubmitError};
 use hearth_protocol::media::{check_count, Image};
 
 use crate::media::{MediaChunk, MediaError};
@@ -28,41 +27,44 @@ fn off_the_runtime<R>(bytes: usize, work: impl FnOnce() -> R) -> R {
     }
 }
 
-/// The tokens of `prompt` (images as stand-in ids) and its image chunks.
-pub(crate) fn prepare(
-    model: &ModelInfo,
-    prompt: &Prompt,
-    params: &mut SamplingParams,
-) -> Result<(Vec<LlamaToken>, Vec<MediaChunk>), SubmitError> {
-    match prompt {
-        Prompt::Chat(chat) => chat_tokens(model, chat, params),
-        Prompt::Text(text) => {
-            fits(model, text)?;
-            let tokens = off_the_runtime(text.len(), || model.prompter.tokenize(text));
-            Ok((tokens, Vec::new()))
-        }
-        Prompt::Tokens(ids) => Ok((model.prompter.tokens_from_ids(ids)?, Vec::new())),
+/// Why a prompt was not made into tokens.
+#[derive(Debug)]
+pub(crate) enum Unfit {
+    Prompt(PromptError),
+    /// Its text alone takes at least this many tokens, more than the context holds.
+    TooLong(usize),
+}
+
+impl From<PromptError> for Unfit {
+    fn from(e: PromptError) -> Self {
+        Self::Prompt(e)
     }
 }
 
+/// The tokens of a text sent as it is.
+pub(crate) fn text_tokens(model: &ModelInfo, text: &str) -> Result<Vec<LlamaToken>, Unfit> {
+    fits(model, text)?;
+    Ok(off_the_runtime(text.len(), || {
+        model.prompter.tokenize(text)
+    }))
+}
+
 /// Judged by its length: the fewest tokens `text` can take already exceed the context.
-fn fits(model: &ModelInfo, text: &str) -> Result<(), SubmitError> {
+fn fits(model: &ModelInfo, text: &str) -> Result<(), Unfit> {
     let least = model.prompter.least_tokens(text);
     if least >= model.context as usize {
-        return Err(SubmitError::ContextLengthExceeded {
-            prompt_tokens: least,
-            context: model.context,
-            at_least: true,
-        });
+        return Err(Unfit::TooLong(least));
     }
     Ok(())
 }
 
-fn chat_tokens(
+/// The tokens of a conversation (images as stand-in ids) and its image chunks; the grammar of
+/// its tools goes into `params`.
+pub(crate) fn chat_tokens(
     model: &ModelInfo,
     chat: &Chat,
     params: &mut SamplingParams,
-) -> Result<(Vec<LlamaToken>, Vec<MediaChunk>), SubmitError> {
+) -> Result<(Vec<LlamaToken>, Vec<MediaChunk>), Unfit> {
     let with_images = chat.messages.iter().any(|m| !m.images.is_empty());
     let projector = match (with_images, &model.media) {
         (false, _) => None,

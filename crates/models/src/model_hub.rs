@@ -36,6 +36,8 @@ const SEGMENT: &AsciiSet = &CONTROLS
 pub enum ModelHubError {
     #[error("'{0}' is not a model to download: name a file on the hub as OWNER/REPO/FILE.gguf (for example bartowski/SmolLM2-135M-Instruct-GGUF/SmolLM2-135M-Instruct-Q4_K_M.gguf), or a model a peer of this cluster has by its name")]
     BadName(String),
+    #[error("'{0}' is a vision projector, not a model: download its model, and the projector in its folder comes with it")]
+    Projector(String),
     #[error("the hub has no file {file} in {repo}")]
     NotFound { repo: String, file: String },
     #[error("the hub gives no SHA-256 for {0} (it is not stored with LFS), so it cannot be checked; download refused")]
@@ -107,6 +109,9 @@ impl ModelHubFile {
         // Lowercase, as the models folder lists them.
         if !file.ends_with(".gguf") || !plain_name(file) {
             return Err(bad());
+        }
+        if is_projector(file) {
+            return Err(ModelHubError::Projector(file.to_owned()));
         }
         Ok(Self {
             repo: format!("{}/{}", parts[0], parts[1]),
@@ -190,7 +195,13 @@ impl ModelHubFile {
                 let name = p.rsplit('/').next().unwrap_or(p);
                 is_projector(name) && plain_name(name)
             })
-            .min_by_key(|p| (projector_rank(p), p.len(), p.to_string()));
+            // The one named for this model first (a folder may hold several models'), then
+            // the most precise.
+            .min_by_key(|p| {
+                let name = p.rsplit('/').next().unwrap_or(p);
+                let shared = shared_stem(name, self.file_name());
+                (std::cmp::Reverse(shared), projector_rank(p), p.to_string())
+            });
         Ok(best.map(|path| ModelHubFile {
             repo: self.repo.clone(),
             path: path.to_owned(),
@@ -284,8 +295,35 @@ impl ModelHubFile {
     }
 }
 
-/// The body of a JSON answer of the hub's API, bounded (a listing or a search is small);
-/// `None` for a 404.
+/// How many leading characters a projector's name shares with the model's, both without
+/// `mmproj`, `.gguf` and a trailing quantisation (`gemma-3-4b-it` of
+/// `gemma-3-4b-it-Q4_K_M.gguf`), ignoring case: the quantisations of the two files say
+/// nothing of whether they belong together.
+fn shared_stem(projector: &str, model: &str) -> usize {
+    let stem = |name: &str| {
+        let lower = name.to_ascii_lowercase().replacen("mmproj", "", 1);
+        let lower = lower
+            .trim_end_matches(".gguf")
+            .trim_start_matches(['-', '_', '.'])
+            .to_owned();
+        match lower.rfind(['-', '.']) {
+            Some(at) if is_quant(&lower[at + 1..]) => lower[..at].to_owned(),
+            _ => lower,
+        }
+    };
+    let (p, m) = (stem(projector), stem(model));
+    p.chars().zip(m.chars()).take_while(|(a, b)| a == b).count()
+}
+
+/// A quantisation's name as files end with it: `q4`, `q4_k_m`, `iq2_xxs`, `f16`, `bf16`.
+fn is_quant(part: &str) -> bool {
+    let rest = ["iq", "q", "bf", "f"]
+        .iter()
+        .find_map(|p| part.strip_prefix(p))
+        .unwrap_or("");
+    rest.starts_with(|c: char| c.is_ascii_digit())
+}
+
 /// How much of the projector's precision a file keeps: lower first.
 fn projector_rank(path: &str) -> u8 {
     let lower = path.to_ascii_lowercase();
@@ -303,6 +341,8 @@ fn projector_rank(path: &str) -> u8 {
     }
 }
 
+/// The body of a JSON answer of the hub's API, bounded (a listing or a search is small);
+/// `None` for a 404.
 pub(crate) async fn get_json(
     http: &reqwest::Client,
     url: &str,
@@ -379,6 +419,23 @@ mod tests {
         assert_eq!(names[2], "mmproj-Model-Q8_0.gguf");
         assert!(is_projector("SmolVLM-256M-mmproj-f16.gguf"));
         assert!(!is_projector("SmolVLM-256M-Q8_0.gguf"));
+        // A folder of several models: the projector named for this one.
+        // Quantisations never count: f16 and Q8_0 projectors of one model tie, and f16 wins.
+        assert_eq!(
+            shared_stem("mmproj-Tiny-Q8_0.gguf", "Tiny-Q4.gguf"),
+            shared_stem("mmproj-Tiny-f16.gguf", "Tiny-Q4.gguf")
+        );
+        assert!(
+            shared_stem("mmproj-gemma-3-4b-it-f16.gguf", "gemma-3-4b-it-Q4_K_M.gguf")
+                > shared_stem(
+                    "mmproj-gemma-3-12b-it-f16.gguf",
+                    "gemma-3-4b-it-Q4_K_M.gguf"
+                )
+        );
+        assert_eq!(
+            ModelHubFile::parse("o/r/mmproj-model-f16.gguf"),
+            Err(ModelHubError::Projector("mmproj-model-f16.gguf".into()))
+        );
     }
 
     #[test]

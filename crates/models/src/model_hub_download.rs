@@ -25,23 +25,28 @@ struct Place {
 }
 
 impl Downloads {
-    /// Download `source` from the hub: the file, or every shard of a split model; then the
-    /// vision projector beside it, if its folder has one, as `mmproj-<file name>`.
+    /// Download `source` from the hub: the vision projector beside it first, if its folder
+    /// has one (as `mmproj-<file name>`), then the file, or every shard of a split model: the
+    /// model appears last, its projector already there, and a download cut or cancelled before
+    /// that leaves no model without its projector.
     pub(super) async fn fetch_from_hub(
         &self,
         job: &Job,
         source: &ModelHubFile,
     ) -> Result<(), DownloadError> {
-        let projector = self.projector_of(job, source).await;
+        let projector = match self.projector_of(job, source).await {
+            Some(_) if self.models_dir.join(projector_name(source)).exists() => None,
+            found => found,
+        };
+        let first = projector.as_ref().map_or(0, |(_, r)| r.size);
         let Some((name, _, count)) = hearth_protocol::ids::split_shard(source.file_name()) else {
             let remote = self.lookup(job, source).await?;
-            let size = remote.size;
-            let total = size + projector.as_ref().map_or(0, |(_, r)| r.size);
-            let name = source.file_name().to_owned();
-            self.fetch_hub_file(job, source, name, remote, Place { base: 0, total })
+            let total = first + remote.size;
+            self.fetch_projector(job, source, projector, Place { base: 0, total })
                 .await?;
+            let name = source.file_name().to_owned();
             return self
-                .fetch_projector(job, source, projector, Place { base: size, total })
+                .fetch_hub_file(job, source, name, remote, Place { base: first, total })
                 .await;
         };
         let mut files = Vec::new();
@@ -56,19 +61,20 @@ impl Downloads {
             });
             files.push((file, remote));
         }
-        let (steps, total) = self.plan_split(job, &shards).await?;
+        let (steps, shards_total) = self.plan_split(job, &shards).await?;
+        let total = first + shards_total;
+        self.fetch_projector(job, source, projector, Place { base: 0, total })
+            .await?;
         for Step { index, base } in steps {
             let (file, remote) = files[index].clone();
             let name = file.file_name().to_owned();
-            self.fetch_hub_file(job, &file, name, remote, Place { base, total })
-                .await?;
+            let at = Place {
+                base: first + base,
+                total,
+            };
+            self.fetch_hub_file(job, &file, name, remote, at).await?;
         }
-        let more = projector.as_ref().map_or(0, |(_, r)| r.size);
-        let at = Place {
-            base: total,
-            total: total + more,
-        };
-        self.fetch_projector(job, source, projector, at).await
+        Ok(())
     }
 
     /// The projector beside `source` in its repository, and what must arrive of it. A folder
@@ -99,7 +105,7 @@ impl Downloads {
     }
 
     /// Fetch the projector of the model `source` (verified like any file) as
-    /// `mmproj-<model file name>`, where the engine finds it; kept when one is there already.
+    /// `mmproj-<model file name>`, where the engine finds it.
     async fn fetch_projector(
         &self,
         job: &Job,
@@ -110,10 +116,7 @@ impl Downloads {
         let Some((file, remote)) = projector else {
             return Ok(());
         };
-        let name = format!("mmproj-{}", source.file_name());
-        if self.models_dir.join(&name).exists() {
-            return Ok(());
-        }
+        let name = projector_name(source);
         tracing::info!(projector = %file.spec(), as_name = %name, "fetching the model's projector");
         self.fetch_hub_file(job, &file, name, remote, at).await
     }
@@ -333,4 +336,9 @@ impl Downloads {
         self.update(job, |p| p.received = received);
         Ok(())
     }
+}
+
+/// The name the projector of the model `source` takes in the models folder.
+fn projector_name(source: &ModelHubFile) -> String {
+    format!("mmproj-{}", source.file_name())
 }

@@ -44,7 +44,6 @@ pub struct ModelFile {
     pub gguf: Option<GgufInfo>,
 }
 
-/// Whether a client's name can name a file in the folder: no paths, no hidden files.
 /// A vision projector's file name (`mmproj-...gguf`, `...mmproj....gguf`): a model's part,
 /// never a model of its own.
 pub fn is_projector(name: &str) -> bool {
@@ -52,6 +51,7 @@ pub fn is_projector(name: &str) -> bool {
     lower.ends_with(".gguf") && lower.contains("mmproj")
 }
 
+/// Whether a client's name can name a file in the folder: no paths, no hidden files.
 pub fn plain_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 255
@@ -245,10 +245,12 @@ impl Registry {
             ));
         };
         let mut names = vec![];
-        // Its projector goes with it (named for the file the engine loads).
-        if let Some(file) = path.file_name().and_then(|f| f.to_str()) {
-            names.push(format!("mmproj-{file}"));
-        }
+        // Its projector goes with it (named for the file the engine loads), last: a model
+        // whose removal failed keeps it.
+        let projector = path
+            .file_name()
+            .and_then(|f| f.to_str())
+            .map(|file| format!("mmproj-{file}"));
         match path
             .file_name()
             .and_then(|f| f.to_str())
@@ -259,6 +261,7 @@ impl Registry {
                 names.extend((1..=count).map(|i| hearth_protocol::ids::shard_file(name, i, count)))
             }
         }
+        names.extend(projector);
         let mut removed = vec![];
         for name in names {
             match std::fs::remove_file(self.dir.join(&name)) {
@@ -317,7 +320,7 @@ mod tests {
         assert!(r.find("mmproj-broken").is_none());
         assert_eq!(
             r.remove("broken").unwrap(),
-            ["mmproj-broken.gguf", "broken.gguf"]
+            ["broken.gguf", "mmproj-broken.gguf"]
         );
         std::fs::write(dir.join("broken.gguf"), b"not a gguf").unwrap();
         assert_eq!(

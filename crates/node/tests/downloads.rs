@@ -726,6 +726,23 @@ async fn a_model_comes_with_its_projector_and_goes_with_it() {
     let both = model_size() + std::fs::metadata(&f16).unwrap().len();
     assert_eq!(end["total"], both, "{end}");
     assert_eq!(end["received"], both, "{end}");
+    // The projector comes first: the download's checksum is the model's, shown last.
+    assert_eq!(end["sha256"], sha256_of(&common::model_path()), "{end}");
+    let asked: Vec<String> = hub
+        .log()
+        .await
+        .iter()
+        .filter_map(|e| e["path"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(
+        asked
+            .iter()
+            .filter(|p| p.ends_with(".gguf"))
+            .cloned()
+            .collect::<Vec<_>>(),
+        ["quants/mmproj-Tiny-f16.gguf", IN_REPO],
+        "{asked:?}"
+    );
     assert_eq!(
         files_in(models.path()),
         ["Tiny-Q4.gguf", "mmproj-Tiny-Q4.gguf"]

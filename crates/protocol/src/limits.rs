@@ -19,9 +19,10 @@ pub const WS_READ_LIMIT_BYTES: usize = 2 * MAX_WS_MESSAGE_BYTES;
 pub const MAX_CLUSTER_FRAME_BYTES: usize = 16 * 1024 * 1024;
 
 /// Largest HTTP request body accepted by the doors, for the same reason as
-/// [`MAX_WS_MESSAGE_BYTES`]: room for two images at their limit
-/// ([`crate::media::MAX_IMAGE_BYTES`], a third more in base64) beside a long prompt.
-pub const MAX_HTTP_BODY_BYTES: usize = 24 * 1024 * 1024;
+/// [`MAX_WS_MESSAGE_BYTES`]: room for an image at its limit ([`crate::media::MAX_IMAGE_BYTES`],
+/// a third more in base64) beside a long prompt, and less than a cluster frame
+/// ([`MAX_CLUSTER_FRAME_BYTES`]), so that any request a door takes can go to a peer.
+pub const MAX_HTTP_BODY_BYTES: usize = 12 * 1024 * 1024;
 
 /// Most stop strings per request. OpenAI allows 4; llama-server allows more. 16 keeps the
 /// per-token stop scan cheap while accepting every client we know of.

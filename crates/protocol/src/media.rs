@@ -6,8 +6,8 @@
 use base64::Engine as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// The most bytes one image may have, encoded (PNG, JPEG, ...): a phone's photo fits, and two
-/// fit in one HTTP body ([`crate::limits::MAX_HTTP_BODY_BYTES`]).
+/// The most bytes one image may have, encoded (PNG, JPEG, ...): a phone's photo fits, and so
+/// does one in an HTTP body ([`crate::limits::MAX_HTTP_BODY_BYTES`]) in base64.
 pub const MAX_IMAGE_BYTES: usize = 8 << 20;
 /// The most images one request may carry: each costs an encode and its tokens in the context.
 pub const MAX_IMAGES: usize = 16;

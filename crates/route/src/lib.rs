@@ -556,9 +556,6 @@ fn local_candidate(host: &ModelHost, model: &ModelId) -> Candidate<Provider> {
     }
 }
 
-/// Decide where `model` runs now ([`place::place`] over this node's engine, when it may serve,
-/// and the hub's workers and LAN peers but those in `avoid`; `preferred` ran the conversation's
-/// previous turn) and reserve the worker's slot it picks.
 /// What a request needs of the place it runs at.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Needs {
@@ -568,6 +565,12 @@ pub(crate) struct Needs {
     pub(crate) vision: bool,
 }
 
+/// Decide where `model` runs now ([`place::place`] over this node's engine, when it may serve,
+/// and the hub's workers and LAN peers but those in `avoid`; `preferred` ran the conversation's
+/// previous turn) and reserve the worker's slot it picks. Images go where the model is said to
+/// see them; when no place says so, where the model is after all: a hub worker (whose
+/// protocol does not say) or an older peer may see them, and this node's engine answers that
+/// it cannot.
 pub(crate) fn placement(
     avoid: &[WorkerId],
     hub: &Hub,
@@ -600,7 +603,17 @@ pub(crate) fn placement(
             needs_continuation: needs.continuation,
             needs_vision: needs.vision,
         };
-        match place::place(ask, &candidates) {
+        let mut choice = place::place(ask, &candidates);
+        if choice == Choice::Nobody && ask.needs_vision {
+            choice = place::place(
+                Ask {
+                    needs_vision: false,
+                    ..ask
+                },
+                &candidates,
+            );
+        }
+        match choice {
             Choice::Run(Provider::Local) => return Destination::Local,
             Choice::Run(Provider::Worker(w)) => {
                 if let Some(r) = hub.reserve(w) {

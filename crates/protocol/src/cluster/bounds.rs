@@ -13,7 +13,10 @@ use crate::limits::{
 pub(super) fn check(message: &Message) -> Result<(), String> {
     match message {
         Message::Hello(h) | Message::HelloAck(h) => hello(h),
-        Message::Heartbeat(hb) | Message::HeartbeatAck(hb) => models(&hb.loaded_models),
+        Message::Heartbeat(hb) | Message::HeartbeatAck(hb) => {
+            models("loadedModels", &hb.loaded_models)?;
+            models("visionModels", &hb.vision_models)
+        }
         Message::ModelQueryResponse(r) => {
             if r.files.len() > MAX_MODEL_FILES {
                 return Err(format!(
@@ -38,8 +41,8 @@ pub(super) fn check(message: &Message) -> Result<(), String> {
 }
 
 fn hello(h: &Hello) -> Result<(), String> {
-    models(&h.loaded_models)?;
-    models(&h.device_info.loaded_models)?;
+    models("loadedModels", &h.loaded_models)?;
+    models("loadedModels", &h.device_info.loaded_models)?;
     match &h.hearth {
         Some(offer) if offer.noise_also.len() > MAX_NOISE_OFFERS => Err(format!(
             "noiseAlso offers {} transports, more than {MAX_NOISE_OFFERS}",
@@ -49,10 +52,10 @@ fn hello(h: &Hello) -> Result<(), String> {
     }
 }
 
-fn models(names: &[String]) -> Result<(), String> {
+fn models(field: &str, names: &[String]) -> Result<(), String> {
     if names.len() > MAX_PEER_MODELS {
         return Err(format!(
-            "loadedModels lists {} models, more than {MAX_PEER_MODELS}",
+            "{field} lists {} models, more than {MAX_PEER_MODELS}",
             names.len()
         ));
     }
@@ -97,6 +100,15 @@ mod tests {
         assert!(decode(&heartbeat(names(256, 256))).is_ok());
         assert!(refused(&heartbeat(names(257, 1))).contains("257 models"));
         assert!(refused(&heartbeat(names(1, 257))).contains("257 bytes"));
+        // Hearth's list of the models that see images is bounded the same way.
+        let vision = |models: serde_json::Value| {
+            json!({"heartbeat": {"_0": {"deviceID": "9F0C1E2A-3B4C-4D5E-8F60-718293A4B5C6",
+                "loadedModels": [], "visionModels": models}}})
+            .to_string()
+            .into_bytes()
+        };
+        assert!(decode(&vision(names(256, 8))).is_ok());
+        assert!(refused(&vision(names(100_000, 8))).contains("visionModels lists 100000 models"));
         assert!(decode(&hello(names(256, 8), names(256, 8))).is_ok());
         assert!(refused(&hello(names(100_000, 8), json!([]))).contains("100000 models"));
         assert!(refused(&hello(json!([]), names(300, 8))).contains("300 models"));
