@@ -208,6 +208,16 @@ async fn an_image_reaches_the_model_on_every_door() {
     t.stop().await;
 }
 
+/// A 400 from `path` for `body` whose text says `says`; the text.
+async fn refused(t: &TestNode, path: &str, body: &Value, says: &str) -> String {
+    let r = t.post(path, body).await;
+    let status = r.status();
+    let text = r.text().await.unwrap();
+    assert_eq!(status, 400, "{path}: {text}");
+    assert!(text.contains(says), "{path}: {text}");
+    text
+}
+
 #[tokio::test]
 async fn bad_images_are_refused_clearly_and_the_node_keeps_serving() {
     let (t, _dir) = vision_node().await;
@@ -227,7 +237,7 @@ async fn bad_images_are_refused_clearly_and_the_node_keeps_serving() {
         ("4 gigapixels", huge, "the limit is 36000000 pixels"),
         ("a PDF named .png", pdf, "PNG, JPEG, GIF and WebP are"),
     ];
-    for (what, bytes, says) in cases {
+    for (_what, bytes, says) in cases {
         for (door, body) in [
             (
                 "/v1/chat/completions",
@@ -241,46 +251,30 @@ async fn bad_images_are_refused_clearly_and_the_node_keeps_serving() {
                     {"role": "user", "content": "What is it?", "images": [b64(&bytes)]}]}),
             ),
         ] {
-            let r = t.post(door, &body).await;
-            let status = r.status();
-            let text = r.text().await.unwrap();
-            assert_eq!(status, 400, "{what} on {door}: {text}");
-            assert!(text.contains(says), "{what} on {door}: {text}");
+            refused(&t, door, &body, says).await;
         }
     }
     // Over the byte limit (8.5 MiB, within the body's): refused before it is decoded, naming it.
     let big = "A".repeat((17 << 19) / 3 * 4);
-    let r = t
-        .post(
-            "/api/generate",
-            &json!({"model": MODEL_ID, "prompt": "x", "images": [big]}),
-        )
-        .await;
-    let status = r.status();
-    let text = r.text().await.unwrap();
-    assert_eq!(status, 400, "an 8.5 MiB image: {text}");
-    assert!(
-        text.contains("the limit is 8388608 bytes (8 MiB)"),
-        "{text}"
-    );
+    refused(
+        &t,
+        "/api/generate",
+        &json!({"model": MODEL_ID, "prompt": "x", "images": [big]}),
+        "the limit is 8388608 bytes (8 MiB)",
+    )
+    .await;
     // More than 16 images in one request, over several messages.
     let one = b64(&dark());
     let messages: Vec<Value> = (0..3)
         .map(|_| json!({"role": "user", "content": "x", "images": vec![one.clone(); 6]}))
         .collect();
-    let r = t
-        .post(
-            "/api/chat",
-            &json!({"model": MODEL_ID, "stream": false, "messages": messages}),
-        )
-        .await;
-    let status = r.status();
-    let text = r.text().await.unwrap();
-    assert_eq!(status, 400, "18 images: {text}");
-    assert!(
-        text.contains("18 images in one request; the limit is 16"),
-        "{text}"
-    );
+    refused(
+        &t,
+        "/api/chat",
+        &json!({"model": MODEL_ID, "stream": false, "messages": messages}),
+        "18 images in one request; the limit is 16",
+    )
+    .await;
     // Still serving, images too.
     let ok = openai_answer(&t, &dark()).await;
     assert!(ok["choices"][0]["message"]["content"].is_string(), "{ok}");
