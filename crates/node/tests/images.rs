@@ -208,6 +208,163 @@ async fn an_image_reaches_the_model_on_every_door() {
     t.stop().await;
 }
 
+/// The UI's chat turn in conversation `conv`: the answer's text (the `done` event's message).
+async fn ui_turn(t: &TestNode, conv: &str, body: Value) -> String {
+    let r = t
+        .post(&format!("/api/conversations/{conv}/chat"), &body)
+        .await;
+    let status = r.status();
+    let text = r.text().await.unwrap();
+    assert_eq!(status, 200, "{text}");
+    let events: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    let done = events
+        .iter()
+        .find(|e| e["type"] == "done")
+        .unwrap_or_else(|| panic!("no done event: {text}"));
+    done["message"]["content"].as_str().unwrap().to_owned()
+}
+
+/// A UI conversation that answers greedily, 16 tokens at most, as the doors above are asked.
+async fn greedy_conversation(t: &TestNode, title: &str) -> String {
+    let conv = t.new_conversation(title).await;
+    let r = common::client()
+        .patch(t.url(&format!("/api/conversations/{conv}")))
+        .json(&json!({"settings": {"temperature": 0, "max_tokens": 16}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    conv
+}
+
+#[tokio::test]
+async fn the_ui_chat_keeps_images_with_the_conversation_and_shows_them_to_the_model() {
+    let (t, _dir) = vision_node().await;
+    let uri = |bytes: &[u8]| format!("data:image/png;base64,{}", b64(bytes));
+    let conv = greedy_conversation(&t, "stripes").await;
+    let asked = json!({"content": "Describe the picture.", "images": [uri(&stripes())]});
+    let answer = ui_turn(&t, &conv, asked).await;
+    // The same answer as the OpenAI door gives for the same image and words: the image reached
+    // the model, before the text.
+    let door = openai_answer(&t, &stripes()).await;
+    assert_eq!(
+        answer,
+        door["choices"][0]["message"]["content"].as_str().unwrap()
+    );
+    let other = greedy_conversation(&t, "dark").await;
+    let dark_answer = ui_turn(
+        &t,
+        &other,
+        json!({"content": "Describe the picture.", "images": [uri(&dark())]}),
+    )
+    .await;
+    assert_ne!(answer, dark_answer, "two different images, one answer");
+
+    // Kept with the conversation: listed, counted, served as the file that was sent.
+    let detail = t.get_json(&format!("/api/conversations/{conv}")).await;
+    let images = detail["messages"][0]["images"].as_array().unwrap().clone();
+    assert_eq!(images.len(), 1, "{detail}");
+    assert_eq!(images[0]["mime"], "image/png");
+    assert_eq!(
+        (images[0]["width"].as_u64(), images[0]["height"].as_u64()),
+        (Some(96), Some(64))
+    );
+    assert_eq!(images[0]["size"].as_u64(), Some(stripes().len() as u64));
+    assert_eq!(detail["conversation"]["images"], 1);
+    assert_eq!(
+        detail["conversation"]["image_bytes"].as_u64(),
+        Some(stripes().len() as u64)
+    );
+    let file = common::client()
+        .get(t.url(&format!(
+            "/api/images/{}",
+            images[0]["id"].as_str().unwrap()
+        )))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(file.headers()["content-type"], "image/png");
+    assert_eq!(file.bytes().await.unwrap().as_ref(), stripes().as_slice());
+
+    // The next turn sends the image again with the history: the answer is the OpenAI door's for
+    // the same conversation.
+    let follow = ui_turn(&t, &conv, json!({"content": "And the colours?"})).await;
+    let r = t
+        .post(
+            "/v1/chat/completions",
+            &json!({"model": MODEL_ID, "max_tokens": 16, "temperature": 0, "messages": [
+                {"role": "user", "content": [
+                    {"type": "image_url", "image_url": {"url": uri(&stripes())}},
+                    {"type": "text", "text": "Describe the picture."}]},
+                {"role": "assistant", "content": answer},
+                {"role": "user", "content": "And the colours?"}]}),
+        )
+        .await;
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(
+        follow,
+        v["choices"][0]["message"]["content"].as_str().unwrap(),
+        "{v}"
+    );
+
+    // A message may be images alone.
+    let alone = greedy_conversation(&t, "alone").await;
+    ui_turn(&t, &alone, json!({"images": [uri(&dark())]})).await;
+    let detail = t.get_json(&format!("/api/conversations/{alone}")).await;
+    assert_eq!(detail["messages"][0]["content"], "");
+    assert_eq!(detail["messages"][0]["images"].as_array().unwrap().len(), 1);
+
+    // Bad images are refused before anything is kept.
+    let path = format!("/api/conversations/{alone}/chat");
+    refused(
+        &t,
+        &path,
+        &json!({"content": "x", "images": ["data:image/png;base64,JVBERi0xLjQK"]}),
+        "images[0]: not an image",
+    )
+    .await;
+    let seventeen: Vec<String> = (0..17).map(|_| uri(&dark())).collect();
+    refused(
+        &t,
+        &path,
+        &json!({"content": "x", "images": seventeen}),
+        "17 images in one request; the limit is 16",
+    )
+    .await;
+    let first = detail["messages"][0]["id"].as_str().unwrap();
+    refused(
+        &t,
+        &path,
+        &json!({"edit_message_id": first, "content": "x", "images": [uri(&dark())]}),
+        "images go with a new message",
+    )
+    .await;
+    let after = t.get_json(&format!("/api/conversations/{alone}")).await;
+    assert_eq!(after["messages"].as_array().unwrap().len(), 2, "{after}");
+
+    // Deleted with their conversation.
+    let r = common::client()
+        .delete(t.url(&format!("/api/conversations/{conv}")))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    let gone = common::client()
+        .get(t.url(&format!(
+            "/api/images/{}",
+            images[0]["id"].as_str().unwrap()
+        )))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), 404);
+    t.stop().await;
+}
+
 /// A 400 from `path` for `body` whose text says `says`; the text.
 async fn refused(t: &TestNode, path: &str, body: &Value, says: &str) -> String {
     let r = t.post(path, body).await;
@@ -316,6 +473,17 @@ async fn a_model_without_a_projector_says_it_cannot_see_images() {
         v["error"].as_str().unwrap().contains("cannot see images"),
         "{v}"
     );
+    // The UI's chat says so too, and keeps nothing of the refused message.
+    let conv = t.new_conversation("blind").await;
+    refused(
+        &t,
+        &format!("/api/conversations/{conv}/chat"),
+        &json!({"content": "What is it?", "images": [format!("data:image/png;base64,{png}")]}),
+        "cannot see images",
+    )
+    .await;
+    let detail = t.get_json(&format!("/api/conversations/{conv}")).await;
+    assert_eq!(detail["messages"], json!([]), "{detail}");
     let show: Value = t
         .post("/api/show", &json!({"model": MODEL_ID}))
         .await

@@ -172,6 +172,17 @@ impl Image {
         Ok((width, height))
     }
 
+    /// Its media type (`image/png`, ...), when it is a format this node reads.
+    pub fn media_type(&self) -> Result<&'static str, ImageError> {
+        Ok(match self.format()?.0 {
+            image::ImageFormat::Png => "image/png",
+            image::ImageFormat::Jpeg => "image/jpeg",
+            image::ImageFormat::Gif => "image/gif",
+            image::ImageFormat::WebP => "image/webp",
+            other => return Err(ImageError::OtherFormat(format!("{other:?}"))),
+        })
+    }
+
     /// Its format, when it is one this node reads.
     fn format(&self) -> Result<(image::ImageFormat, &'static str), ImageError> {
         use image::ImageFormat;
@@ -272,6 +283,7 @@ mod tests {
         let img = Image::from_base64(PNG_1X1).unwrap();
         assert!(img.0.starts_with(b"\x89PNG\r\n\x1a\n"));
         assert_eq!(img.probe(), Ok((1, 1)));
+        assert_eq!(img.media_type(), Ok("image/png"));
         assert_eq!(
             Image::from_base64(PNG_1X1.trim_end_matches('=')).unwrap(),
             img

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{ConnectInfo, Path, Query, State};
-use axum::http::StatusCode;
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
@@ -137,6 +137,31 @@ pub(crate) async fn get_conversation(
         .await?
         .ok_or_else(|| ApiFailure::not_found("conversation"))?;
     Ok(Json(json!({ "conversation": conversation, "messages": messages })).into_response())
+}
+
+/// `GET /api/images/{id}`: an image of a chat message, as the file it was sent as. Its id never
+/// names another file, so it may be kept by the browser.
+pub(crate) async fn get_image(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiFailure> {
+    let image = state
+        .store
+        .image(id)
+        .await?
+        .ok_or_else(|| ApiFailure::not_found("image"))?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, image.mime),
+            (
+                header::CACHE_CONTROL,
+                "private, max-age=31536000, immutable".to_owned(),
+            ),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_owned()),
+        ],
+        image.bytes,
+    )
+        .into_response())
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -16,9 +16,10 @@ use axum::response::sse::Event as SseEvent;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::stream;
-use hearth_engine::{Event, Prompt, Request, SubmitError};
+use hearth_engine::{Event, Prompt, PromptError, Request, SubmitError};
 
 use hearth_protocol::generation::RawParams;
+use hearth_protocol::media::{check_count, Image, ImageError, MAX_IMAGES};
 use hearth_protocol::{ChatMessage, FinishReason, SamplingParams};
 use hearth_route::{Control, Generation, ResolveError};
 use serde::Deserialize;
@@ -27,7 +28,7 @@ use tokio::sync::mpsc;
 
 use super::api::{json_body, ApiFailure};
 use super::AppState;
-use hearth_store::{Message, MessageStatus, NewMessage, Stats};
+use hearth_store::{Message, MessageStatus, NewImage, NewMessage, Stats};
 
 /// How often a streaming answer is written to the database.
 const SAVE_EVERY: Duration = Duration::from_millis(250);
@@ -94,6 +95,9 @@ pub(crate) struct ChatBody {
     regenerate: bool,
     #[serde(default)]
     edit_message_id: Option<String>,
+    /// Images attached to a new message: data URIs (or bare base64), in order.
+    #[serde(default)]
+    images: Vec<String>,
 }
 
 fn event(v: Value) -> SseEvent {
@@ -128,10 +132,34 @@ pub(crate) async fn chat(
             unknown => ApiFailure::new(StatusCode::NOT_FOUND, "no_model", unknown.to_string()),
         })?;
     let ctx = target.ctx().unwrap_or(u32::MAX);
+    let images = read_images(&body.images)?;
+    // This node's model, when it is the one answering and cannot see: what it is told instead.
+    let blind = target.local.as_deref().filter(|info| !info.vision);
+    if let (Some(info), false) = (blind, images.is_empty()) {
+        let e = PromptError::NoVision {
+            model: info.id.clone(),
+            why: info.projector_refused.clone(),
+        };
+        return Err(ApiFailure::new(
+            StatusCode::BAD_REQUEST,
+            "no_vision",
+            e.to_string(),
+        ));
+    }
+    if !images.is_empty() && (body.regenerate || body.edit_message_id.is_some()) {
+        return Err(ApiFailure::bad_request(
+            "images go with a new message: {\"content\", \"images\"}",
+        ));
+    }
 
     // Settle the conversation's history for this turn.
     let mut first_events = Vec::new();
     let content = body.content.as_deref().map(str::trim_end);
+    // A new message may be images alone.
+    let content = match (content, images.is_empty()) {
+        (None, false) => Some(""),
+        (content, _) => content,
+    };
     match (&body.edit_message_id, body.regenerate, content) {
         (Some(edit), false, Some(text)) if !text.trim().is_empty() => {
             let target = messages
@@ -156,7 +184,7 @@ pub(crate) async fn chat(
                 return Err(ApiFailure::bad_request("nothing to regenerate"));
             }
         }
-        (None, false, Some(text)) if !text.trim().is_empty() => {
+        (None, false, Some(text)) if !text.trim().is_empty() || !images.is_empty() => {
             let user = state
                 .store
                 .add_message(NewMessage {
@@ -166,6 +194,7 @@ pub(crate) async fn chat(
                     status: MessageStatus::Complete,
                     model: None,
                     node: None,
+                    images,
                 })
                 .await?;
             first_events.push(json!({"type": "user", "message": user}));
@@ -181,18 +210,12 @@ pub(crate) async fn chat(
         .conversation(conversation_id.clone())
         .await?
         .ok_or_else(|| ApiFailure::not_found("conversation"))?;
-    let mut prompt = Vec::with_capacity(history.len() + 1);
+    let files = state
+        .store
+        .conversation_image_files(conversation_id.clone())
+        .await?;
     let settings = &conversation.settings;
-    if !settings.system_prompt.trim().is_empty() {
-        prompt.push(ChatMessage::new("system", settings.system_prompt.clone()));
-    }
-    for m in &history {
-        // Failed answers with nothing in them are not part of the conversation.
-        if m.role == "assistant" && m.content.is_empty() {
-            continue;
-        }
-        prompt.push(ChatMessage::new(m.role.clone(), m.content.clone()));
-    }
+    let prompt = turn_prompt(&settings.system_prompt, &history, files, blind.is_none());
     let params = RawParams {
         temperature: Some(settings.temperature),
         top_p: Some(settings.top_p),
@@ -224,6 +247,7 @@ pub(crate) async fn chat(
             status: MessageStatus::Streaming,
             model: Some(target.model.as_str()),
             node: Some(&node),
+            images: Vec::new(),
         })
         .await?;
     let running = RunningChat {
@@ -257,6 +281,75 @@ pub(crate) async fn chat(
         rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
     });
     Ok(super::stream::sse(events, state.limits.sse_keep_alive))
+}
+
+/// The images of a new message, read and checked as every door checks them.
+fn read_images(images: &[String]) -> Result<Vec<NewImage>, ApiFailure> {
+    check_count(images.len()).map_err(|e| ApiFailure::bad_request(format!("images: {e}")))?;
+    let read = |text: &String| -> Result<NewImage, ImageError> {
+        let image = Image::from_base64(text)?;
+        let (width, height) = image.probe()?;
+        Ok(NewImage {
+            mime: image.media_type()?.to_owned(),
+            width,
+            height,
+            bytes: image.0,
+        })
+    };
+    images
+        .iter()
+        .enumerate()
+        .map(|(i, text)| {
+            read(text).map_err(|e| ApiFailure::bad_request(format!("images[{i}]: {e}")))
+        })
+        .collect()
+}
+
+/// The conversation as the model reads it this turn: the system prompt, then every message
+/// but empty failed answers, user messages with their images. A turn carries at most
+/// [`MAX_IMAGES`], the newest; older ones, and every one when the model cannot see, leave a
+/// note in their message's place instead, so the model knows something was there.
+fn turn_prompt(
+    system_prompt: &str,
+    history: &[Message],
+    mut files: HashMap<String, Vec<Vec<u8>>>,
+    sees_images: bool,
+) -> Vec<ChatMessage> {
+    let mut prompt = Vec::with_capacity(history.len() + 1);
+    if !system_prompt.trim().is_empty() {
+        prompt.push(ChatMessage::new("system", system_prompt.to_owned()));
+    }
+    let mut room = if sees_images { MAX_IMAGES } else { 0 };
+    let mut turns: Vec<ChatMessage> = Vec::with_capacity(history.len());
+    for m in history.iter().rev() {
+        // Failed answers with nothing in them are not part of the conversation.
+        if m.role == "assistant" && m.content.is_empty() {
+            continue;
+        }
+        let mut message = ChatMessage::new(m.role.clone(), m.content.clone());
+        let images = files.remove(&m.id).unwrap_or_default();
+        if !images.is_empty() {
+            let kept = images.len().min(room);
+            room -= kept;
+            let left = images.len() - kept;
+            // The newest of a message's images are the ones kept.
+            message.images = images.into_iter().skip(left).map(Image).collect();
+            if left > 0 {
+                let why = if sees_images {
+                    format!("a turn carries at most {MAX_IMAGES} images")
+                } else {
+                    "this model cannot see images".to_owned()
+                };
+                message.content = format!(
+                    "[{left} image(s) attached here, not shown: {why}]\n{}",
+                    message.content
+                );
+            }
+        }
+        turns.push(message);
+    }
+    prompt.extend(turns.into_iter().rev());
+    prompt
 }
 
 /// The node answering now: a worker in hub mode, else this one.
@@ -430,5 +523,79 @@ fn submit_failure(e: SubmitError) -> ApiFailure {
             "model_unavailable",
             message,
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(id: &str, role: &str, content: &str) -> Message {
+        Message {
+            id: id.into(),
+            conversation_id: "c".into(),
+            role: role.into(),
+            content: content.into(),
+            status: MessageStatus::Complete,
+            model: None,
+            node: None,
+            error: None,
+            stats: None,
+            created_at: 0,
+            images: Vec::new(),
+            seq: 0,
+        }
+    }
+
+    fn files(counts: &[(&str, u8)]) -> HashMap<String, Vec<Vec<u8>>> {
+        counts
+            .iter()
+            .map(|&(id, n)| (id.to_owned(), (0..n).map(|i| vec![i]).collect()))
+            .collect()
+    }
+
+    #[test]
+    fn a_turn_carries_the_newest_images_and_says_where_the_others_were() {
+        let history = [
+            message("u1", "user", "first"),
+            message("a1", "assistant", "seen"),
+            message("a2", "assistant", ""),
+            message("u2", "user", "second"),
+        ];
+        // 3 + 15 images: the newest 16 go, the first message's oldest two are a note.
+        let prompt = turn_prompt("be brief", &history, files(&[("u1", 3), ("u2", 15)]), true);
+        let roles: Vec<&str> = prompt.iter().map(|m| m.role.as_str()).collect();
+        assert_eq!(roles, ["system", "user", "assistant", "user"]);
+        assert_eq!(prompt[1].images, vec![Image(vec![2])]);
+        assert_eq!(
+            prompt[1].content,
+            "[2 image(s) attached here, not shown: a turn carries at most 16 images]\nfirst"
+        );
+        assert_eq!(prompt[3].images.len(), 15);
+        assert_eq!(prompt[3].content, "second");
+
+        // A model that cannot see gets every image as a note, and the words.
+        let blind = turn_prompt("", &history, files(&[("u1", 1)]), false);
+        assert_eq!(blind.len(), 3);
+        assert!(blind[0].images.is_empty());
+        assert_eq!(
+            blind[0].content,
+            "[1 image(s) attached here, not shown: this model cannot see images]\nfirst"
+        );
+    }
+
+    #[test]
+    fn images_are_read_as_every_door_reads_them() {
+        let png = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABAQMAAAAl21bKAAAAA1BMVEX/AAAZ4gk3AAAACklEQVQI12NgAAAAAgAB4iG8MwAAAABJRU5ErkJggg==";
+        let read = read_images(&[png.to_owned()]).unwrap();
+        assert_eq!(
+            (read[0].mime.as_str(), read[0].width, read[0].height),
+            ("image/png", 1, 1)
+        );
+        let bad = read_images(&[png.to_owned(), "data:image/png;base64,JVBERi0xLjQK".into()]);
+        let why = format!("{:?}", bad.unwrap_err());
+        assert!(why.contains("images[1]: not an image"), "{why}");
+        let many = vec![png.to_owned(); MAX_IMAGES + 1];
+        assert!(read_images(&many).is_err());
     }
 }

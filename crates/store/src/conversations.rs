@@ -1,10 +1,12 @@
 //! The UI's conversations and messages in `hearth.db`: settings per conversation, messages in
 //! order, an answer saved while it streams (and marked interrupted when a crash cut it off),
-//! search over titles and text, editing and regenerating.
+//! search over titles and text, editing and regenerating. A message's images are kept beside it
+//! ([`super::message_images`]).
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
 
+use super::message_images::{self, ImageInfo, NewImage};
 use super::{new_id, now_ms, Store, StoreError};
 
 /// A conversation's generation settings.
@@ -38,6 +40,9 @@ pub struct Conversation {
     pub created_at: i64,
     pub updated_at: i64,
     pub settings: Settings,
+    /// The images its messages carry, and their files' bytes: what it keeps on disk.
+    pub images: u64,
+    pub image_bytes: u64,
 }
 
 /// Where an answer stands.
@@ -92,6 +97,8 @@ pub struct Message {
     pub error: Option<String>,
     pub stats: Option<Stats>,
     pub created_at: i64,
+    /// The images it carries, in order (a user's message only).
+    pub images: Vec<ImageInfo>,
     #[serde(skip)]
     pub seq: i64,
 }
@@ -105,10 +112,14 @@ pub struct NewMessage<'a> {
     pub status: MessageStatus,
     pub model: Option<&'a str>,
     pub node: Option<&'a str>,
+    pub images: Vec<NewImage>,
 }
 
+/// A conversation's columns, read `FROM conversations c`: its images' count and bytes last.
 const CONVERSATION_COLUMNS: &str =
-    "id, title, created_at, updated_at, system_prompt, temperature, top_p, max_tokens";
+    "c.id, c.title, c.created_at, c.updated_at, c.system_prompt, c.temperature, c.top_p, c.max_tokens,
+     (SELECT COUNT(*) FROM message_images i JOIN messages m ON m.id = i.message_id WHERE m.conversation_id = c.id),
+     (SELECT COALESCE(SUM(length(i.bytes)), 0) FROM message_images i JOIN messages m ON m.id = i.message_id WHERE m.conversation_id = c.id)";
 const MESSAGE_COLUMNS: &str = "id, conversation_id, seq, role, content, status, model, node, error, tokens, tokens_per_s, ttft_ms, created_at";
 
 fn conversation_row(r: &Row<'_>) -> rusqlite::Result<Conversation> {
@@ -123,6 +134,8 @@ fn conversation_row(r: &Row<'_>) -> rusqlite::Result<Conversation> {
             top_p: r.get(6)?,
             max_tokens: r.get(7)?,
         },
+        images: r.get::<_, i64>(8)?.max(0) as u64,
+        image_bytes: r.get::<_, i64>(9)?.max(0) as u64,
     })
 }
 
@@ -147,12 +160,13 @@ fn message_row(r: &Row<'_>) -> rusqlite::Result<Message> {
             ttft_ms: ttft_ms.unwrap_or(0.0),
         }),
         created_at: r.get(12)?,
+        images: Vec::new(),
     })
 }
 
 fn get_conversation(c: &Connection, id: &str) -> rusqlite::Result<Option<Conversation>> {
     c.query_row(
-        &format!("SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = ?1"),
+        &format!("SELECT {CONVERSATION_COLUMNS} FROM conversations c WHERE c.id = ?1"),
         [id],
         conversation_row,
     )
@@ -160,12 +174,18 @@ fn get_conversation(c: &Connection, id: &str) -> rusqlite::Result<Option<Convers
 }
 
 fn get_message(c: &Connection, id: &str) -> rusqlite::Result<Option<Message>> {
-    c.query_row(
-        &format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?1"),
-        [id],
-        message_row,
-    )
-    .optional()
+    let Some(mut message) = c
+        .query_row(
+            &format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?1"),
+            [id],
+            message_row,
+        )
+        .optional()?
+    else {
+        return Ok(None);
+    };
+    message.images = message_images::of_message(c, id)?;
+    Ok(Some(message))
 }
 
 impl Store {
@@ -179,7 +199,7 @@ impl Store {
             let rows = match q {
                 None => {
                     let mut stmt = c.prepare(&format!(
-                        "SELECT {CONVERSATION_COLUMNS} FROM conversations ORDER BY updated_at DESC, id"
+                        "SELECT {CONVERSATION_COLUMNS} FROM conversations c ORDER BY c.updated_at DESC, c.id"
                     ))?;
                     let rows = stmt.query_map([], conversation_row)?;
                     rows.collect::<Result<Vec<_>, _>>()?
@@ -187,9 +207,9 @@ impl Store {
                 Some(q) => {
                     let like = format!("%{}%", q.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_"));
                     let mut stmt = c.prepare(&format!(
-                        "SELECT {CONVERSATION_COLUMNS} FROM conversations c WHERE lower(title) LIKE ?1 ESCAPE '\\'
+                        "SELECT {CONVERSATION_COLUMNS} FROM conversations c WHERE lower(c.title) LIKE ?1 ESCAPE '\\'
                          OR EXISTS (SELECT 1 FROM messages m WHERE m.conversation_id = c.id AND lower(m.content) LIKE ?1 ESCAPE '\\')
-                         ORDER BY updated_at DESC, id"
+                         ORDER BY c.updated_at DESC, c.id"
                     ))?;
                     let rows = stmt.query_map([like], conversation_row)?;
                     rows.collect::<Result<Vec<_>, _>>()?
@@ -225,9 +245,13 @@ impl Store {
             let mut stmt = c.prepare(&format!(
                 "SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ?1 ORDER BY seq"
             ))?;
-            let messages = stmt
+            let mut messages = stmt
                 .query_map([&id], message_row)?
                 .collect::<Result<Vec<_>, _>>()?;
+            let mut images = message_images::of_conversation(c, &id)?;
+            for m in &mut messages {
+                m.images = images.remove(&m.id).unwrap_or_default();
+            }
             Ok(Some((conv, messages)))
         })
         .await
@@ -276,7 +300,7 @@ impl Store {
             .await
     }
 
-    /// Append a message at the end of its conversation.
+    /// Append a message (and its images, all or nothing) at the end of its conversation.
     pub async fn add_message(&self, m: NewMessage<'_>) -> Result<Message, StoreError> {
         let (conv, role, content, status) = (
             m.conversation_id.to_owned(),
@@ -284,16 +308,23 @@ impl Store {
             m.content.to_owned(),
             m.status,
         );
-        let (model, node) = (m.model.map(str::to_owned), m.node.map(str::to_owned));
+        let (model, node, images) = (
+            m.model.map(str::to_owned),
+            m.node.map(str::to_owned),
+            m.images,
+        );
         self.with(move |c| {
             let id = new_id("m");
             let now = now_ms();
-            c.execute(
+            let tx = c.unchecked_transaction()?;
+            tx.execute(
                 "INSERT INTO messages (id, conversation_id, seq, role, content, status, model, node, created_at)
                  VALUES (?1, ?2, (SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE conversation_id = ?2), ?3, ?4, ?5, ?6, ?7, ?8)",
                 params![id, conv, role, content, status.as_str(), model, node, now],
             )?;
-            c.execute("UPDATE conversations SET updated_at = ?2 WHERE id = ?1", params![conv, now])?;
+            message_images::insert(&tx, &id, &images)?;
+            tx.execute("UPDATE conversations SET updated_at = ?2 WHERE id = ?1", params![conv, now])?;
+            tx.commit()?;
             get_message(c, &id)?.ok_or(rusqlite::Error::QueryReturnedNoRows)
         })
         .await
