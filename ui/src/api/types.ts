@@ -13,6 +13,18 @@ export interface MessageStats {
   ttft_ms: number;
 }
 
+/** An image a message carries; its file is at `/api/images/{id}`. */
+export interface MessageImage {
+  id: string;
+  mime: string;
+  width: number;
+  height: number;
+  /** The file's size in bytes. */
+  size: number;
+  /** The file on this page, before the node stored it (a data URL): a sent message's preview. */
+  local_url?: string;
+}
+
 export interface Message {
   id: string;
   conversation_id: string;
@@ -24,6 +36,8 @@ export interface Message {
   error: string | null;
   stats: MessageStats | null;
   created_at: number;
+  /** Its images, in order (absent from a node older than images). */
+  images?: MessageImage[];
 }
 
 export interface ConversationSettings {
@@ -39,6 +53,9 @@ export interface Conversation {
   created_at: number;
   updated_at: number;
   settings: ConversationSettings;
+  /** The images its messages carry and their bytes (absent from a node older than images). */
+  images?: number;
+  image_bytes?: number;
 }
 
 export interface ConversationDetail {
@@ -53,7 +70,7 @@ export interface ConversationPatch {
 
 /** The three bodies `POST /api/conversations/{id}/chat` accepts. */
 export type ChatRequest =
-  | { content: string }
+  | { content: string; images?: string[] }
   | { regenerate: true }
   | { edit_message_id: string; content: string };
 

@@ -104,6 +104,29 @@ describe('ChatStore', () => {
     expect(activity).toHaveBeenCalled();
   });
 
+  it('sends attached images and shows them from the page until the node has stored them', async () => {
+    const stream = controlledStream();
+    const calls = fakeNode((call) => {
+      if (call.path.endsWith('/chat')) return new Response(stream.body, { status: 200 });
+      return json(conversation);
+    });
+    const store = new ChatStore({ onActivity: () => undefined });
+    store.adopt({ ...conversation, title: 'Pictures' });
+    const png = 'data:image/png;base64,iVBORw0KGgo=';
+    const done = store.send('c_1', { content: 'What is this?', images: [png] });
+    const shown = store.view('c_1').messages[0].images ?? [];
+    expect(shown.map((i) => [i.mime, i.local_url])).toEqual([['image/png', png]]);
+    expect(shown[0].size).toBe(8);
+
+    const stored = { ...user, content: 'What is this?', images: [{ id: 'i_1', mime: 'image/png', width: 1, height: 1, size: 8 }] };
+    stream.event({ type: 'user', message: stored });
+    stream.event({ type: 'done', message: { ...started, status: 'complete', content: 'A dot.' } });
+    stream.end();
+    expect(await done).toBe(true);
+    expect(store.view('c_1').messages[0]).toEqual(stored);
+    expect(calls.find((c) => c.path.endsWith('/chat'))?.body).toEqual({ content: 'What is this?', images: [png] });
+  });
+
   it('does not let a stored copy fetched mid-stream overwrite the streamed text', async () => {
     const stream = controlledStream();
     let releaseGet!: () => void;
@@ -161,7 +184,8 @@ describe('ChatStore', () => {
     });
     const store = new ChatStore({ onActivity: () => undefined });
     await store.load('c_1');
-    await store.send('c_1', { regenerate: true });
+    // Refused before anything was kept: the caller is told, to give the user their words back.
+    expect(await store.send('c_1', { regenerate: true })).toBe(false);
     const view = store.view('c_1');
     expect(view.error).toMatch(/already streaming/);
     expect(view.messages.map((m) => m.id)).toEqual(['m_u', 'm_a']);

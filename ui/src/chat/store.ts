@@ -14,7 +14,7 @@
  */
 import { streamChat } from '../api/chatStream';
 import { ApiError, api, errorText } from '../api/client';
-import type { ChatRequest, Conversation, ConversationSettings } from '../api/types';
+import type { ChatRequest, Conversation, ConversationSettings, MessageImage } from '../api/types';
 import {
   applyChatEvent,
   beginEdit,
@@ -121,25 +121,31 @@ export class ChatStore {
     this.schedulePoll(id);
   }
 
-  /** Sends a chat request and applies its stream; resolves when the stream ended. */
-  async send(id: string, request: ChatRequest): Promise<void> {
+  /**
+   * Sends a chat request and applies its stream; resolves when the stream ended: true when the
+   * node took the request, false when it refused it (or could not be reached) before any of it
+   * was kept, so the composer can give the user their words and images back.
+   */
+  async send(id: string, request: ChatRequest): Promise<boolean> {
     const before = this.view(id);
-    if (before.sending) return;
+    if (before.sending) return false;
     const isFirstMessage = 'content' in request && !('edit_message_id' in request) && before.messages.length === 0;
     const optimistic =
       'regenerate' in request
         ? beginRegenerate(before)
         : 'edit_message_id' in request
           ? beginEdit(before, request.edit_message_id, request.content)
-          : beginSend(before, id, request.content, Date.now());
+          : beginSend(before, id, request.content, Date.now(), localImages(request));
     this.bumpEpoch(id);
     this.clearPoll();
     this.update(id, (v) => ({ ...v, ...optimistic, sending: true, error: null }));
 
     let final = false;
     let failed = false;
+    let taken = false;
     try {
       await streamChat(id, request, (event) => {
+        taken = true;
         if (event.type === 'done' || event.type === 'error') final = true;
         this.update(id, (v) => ({
           ...v,
@@ -162,6 +168,7 @@ export class ChatStore {
     // After a failure the server's copy is the truth (a refused request left nothing behind);
     // a send before the first load finished has not seen the earlier messages.
     if (failed || !before.loaded) await this.load(id);
+    return taken;
   }
 
   /** Stops the answer streaming in this conversation, whoever streams it. */
@@ -230,6 +237,23 @@ export class ChatStore {
   private emit(): void {
     for (const listener of this.listeners) listener();
   }
+}
+
+/** The images of a message being sent, shown from this page until the node has stored them. */
+function localImages(request: ChatRequest): MessageImage[] {
+  if (!('images' in request) || !request.images) return [];
+  return request.images.map((url, i) => {
+    const base64 = url.slice(url.indexOf(',') + 1);
+    const padding = base64.endsWith('==') ? 2 : base64.endsWith('=') ? 1 : 0;
+    return {
+      id: `local_image_${i}`,
+      mime: url.slice(5, url.indexOf(';')),
+      width: 0,
+      height: 0,
+      size: Math.floor((base64.length * 3) / 4) - padding,
+      local_url: url,
+    };
+  });
 }
 
 /** A failed chat call, in words; a 409 is the one case the chat says more about. */

@@ -7,7 +7,7 @@
  * receives tokens (`streamingId`); a placeholder user message has an id starting with
  * `LOCAL_ID_PREFIX` and is replaced by the stored one when the `user` event arrives.
  */
-import type { ChatEvent, Message } from '../api/types';
+import type { ChatEvent, Message, MessageImage } from '../api/types';
 
 export const LOCAL_ID_PREFIX = 'local_';
 
@@ -46,8 +46,14 @@ export function applyChatEvent(thread: Thread, event: ChatEvent): Thread {
   }
 }
 
-/** The user pressed send: show their message at once. */
-export function beginSend(thread: Thread, conversationId: string, content: string, now: number): Thread {
+/** The user pressed send: show their message (and the images they attached) at once. */
+export function beginSend(
+  thread: Thread,
+  conversationId: string,
+  content: string,
+  now: number,
+  images: MessageImage[] = [],
+): Thread {
   const placeholder: Message = {
     id: `${LOCAL_ID_PREFIX}${now}`,
     conversation_id: conversationId,
@@ -59,6 +65,7 @@ export function beginSend(thread: Thread, conversationId: string, content: strin
     error: null,
     stats: null,
     created_at: now,
+    images,
   };
   return { ...thread, messages: [...thread.messages, placeholder] };
 }

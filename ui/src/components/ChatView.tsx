@@ -4,6 +4,7 @@
  */
 import { useEffect, useState } from 'react';
 import type { Conversation } from '../api/types';
+import type { Attachment } from '../chat/attachments';
 import type { ChatStore } from '../chat/store';
 import { streamingMessage } from '../chat/thread';
 import { useThread } from '../hooks';
@@ -45,7 +46,8 @@ export function ChatView({ store, conversationId, live, onCreate, onToggleSideba
     return () => window.removeEventListener('keydown', onKey);
   }, [busy, conversationId, store]);
 
-  const send = async (text: string) => {
+  /** Sends a message; false when nothing of it was kept (the composer gives it back). */
+  const send = async (text: string, images: Attachment[]): Promise<boolean> => {
     setCreateError(null);
     let id = conversationId;
     if (!id) {
@@ -54,10 +56,10 @@ export function ChatView({ store, conversationId, live, onCreate, onToggleSideba
         id = conversation.id;
       } catch (e) {
         setCreateError(e instanceof Error ? e.message : String(e));
-        return;
+        return false;
       }
     }
-    void store.send(id, { content: text });
+    return store.send(id, images.length > 0 ? { content: text, images: images.map((a) => a.dataUrl) } : { content: text });
   };
 
   const modelHint =
@@ -141,7 +143,7 @@ export function ChatView({ store, conversationId, live, onCreate, onToggleSideba
         disabled={conversationId !== null && !view.loaded}
         hint={modelHint}
         focusKey={conversationId}
-        onSend={(text) => void send(text)}
+        onSend={send}
         onStop={() => conversationId && void store.stop(conversationId)}
       />
 

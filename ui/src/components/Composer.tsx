@@ -1,9 +1,14 @@
 /**
  * The message box: Enter sends, Shift+Enter adds a line (IME composition is respected), the
- * box grows with its text; while an answer streams, Send becomes Stop.
+ * box grows with its text; while an answer streams, Send becomes Stop. Images are attached with
+ * the button, pasted or dropped; each waits as a preview (its size shown, removable) until sent.
+ * A message the node refuses comes back into the box, words and images.
  */
-import { useLayoutEffect, useRef, useState, type FormEvent, type KeyboardEvent } from 'react';
-import { SendIcon, StopIcon } from './icons';
+import { useLayoutEffect, useRef, useState, type ClipboardEvent, type DragEvent, type FormEvent, type KeyboardEvent } from 'react';
+import { filesOf, IMAGE_TYPES, readAttachment, screenFiles, type Attachment } from '../chat/attachments';
+import { formatBytes } from '../format';
+import { CloseIcon, ImageIcon, SendIcon, StopIcon } from './icons';
+import './Images.css';
 
 /** The box grows up to this height (px), then scrolls. */
 const MAX_HEIGHT_PX = 200;
@@ -13,7 +18,8 @@ export interface ComposerProps {
   /** The conversation is still loading: typing is fine, sending waits. */
   disabled: boolean;
   hint: string | null;
-  onSend: (text: string) => void;
+  /** Resolves false when nothing of the message was kept: it goes back into the box. */
+  onSend: (text: string, images: Attachment[]) => Promise<boolean>;
   onStop: () => void;
   /** Changes when the conversation changes, to move the focus back to the box. */
   focusKey: string | null;
@@ -21,7 +27,11 @@ export interface ComposerProps {
 
 export function Composer({ busy, disabled, hint, onSend, onStop, focusKey }: ComposerProps) {
   const [text, setText] = useState('');
+  const [images, setImages] = useState<Attachment[]>([]);
+  const [refusal, setRefusal] = useState<string | null>(null);
+  const [dragging, setDragging] = useState(false);
   const area = useRef<HTMLTextAreaElement>(null);
+  const picker = useRef<HTMLInputElement>(null);
 
   useLayoutEffect(() => {
     const el = area.current;
@@ -34,10 +44,28 @@ export function Composer({ busy, disabled, hint, onSend, onStop, focusKey }: Com
     area.current?.focus();
   }, [focusKey]);
 
+  const attach = (files: File[]) => {
+    const { taken, refused } = screenFiles(files, images.length);
+    setRefusal(refused[0] ?? null);
+    void Promise.all(taken.map(readAttachment)).then(
+      (read) => setImages((now) => [...now, ...read]),
+      (e: unknown) => setRefusal(e instanceof Error ? e.message : String(e)),
+    );
+  };
+
+  const empty = !text.trim() && images.length === 0;
   const submit = () => {
-    if (busy || disabled || !text.trim()) return;
-    onSend(text);
+    if (busy || disabled || empty) return;
+    const [sentText, sentImages] = [text, images];
     setText('');
+    setImages([]);
+    setRefusal(null);
+    void onSend(sentText, sentImages).then((kept) => {
+      if (kept) return;
+      // Refused: the words and images come back, unless the user has started another message.
+      setText((now) => (now === '' ? sentText : now));
+      setImages((now) => (now.length === 0 ? sentImages : now));
+    });
   };
   const onSubmit = (e: FormEvent) => {
     e.preventDefault();
@@ -49,10 +77,76 @@ export function Composer({ busy, disabled, hint, onSend, onStop, focusKey }: Com
       submit();
     }
   };
+  const onPaste = (e: ClipboardEvent<HTMLTextAreaElement>) => {
+    const files = filesOf(e.clipboardData);
+    if (files.length === 0) return;
+    e.preventDefault();
+    attach(files);
+  };
+  const onDragOver = (e: DragEvent<HTMLFormElement>) => {
+    if (!Array.from(e.dataTransfer.types).includes('Files')) return;
+    e.preventDefault();
+    setDragging(true);
+  };
+  const onDrop = (e: DragEvent<HTMLFormElement>) => {
+    setDragging(false);
+    const files = filesOf(e.dataTransfer);
+    if (files.length === 0) return;
+    e.preventDefault();
+    attach(files);
+  };
 
   return (
-    <form className="composer" onSubmit={onSubmit}>
+    <form
+      className={`composer${dragging ? ' dragging' : ''}`}
+      onSubmit={onSubmit}
+      onDragOver={onDragOver}
+      onDragLeave={() => setDragging(false)}
+      onDrop={onDrop}
+    >
+      {images.length > 0 && (
+        <ul className="attachments" data-testid="attachments" aria-label="Images to send">
+          {images.map((a) => (
+            <li key={a.key} className="attachment" data-testid="attachment">
+              <img src={a.dataUrl} alt={a.name} />
+              <span className="attachment-size">{formatBytes(a.size)}</span>
+              <button
+                type="button"
+                className="attachment-remove"
+                data-testid="attachment-remove"
+                aria-label={`Remove ${a.name}`}
+                title="Remove"
+                onClick={() => setImages((now) => now.filter((b) => b.key !== a.key))}
+              >
+                <CloseIcon />
+              </button>
+            </li>
+          ))}
+        </ul>
+      )}
       <div className="composer-box">
+        <button
+          type="button"
+          className="icon-btn composer-attach"
+          data-testid="attach-button"
+          title="Attach images"
+          aria-label="Attach images"
+          onClick={() => picker.current?.click()}
+        >
+          <ImageIcon />
+        </button>
+        <input
+          ref={picker}
+          type="file"
+          accept={IMAGE_TYPES.join(',')}
+          multiple
+          hidden
+          data-testid="attach-input"
+          onChange={(e) => {
+            attach(Array.from(e.target.files ?? []));
+            e.target.value = '';
+          }}
+        />
         <textarea
           ref={area}
           data-testid="composer-input"
@@ -62,6 +156,7 @@ export function Composer({ busy, disabled, hint, onSend, onStop, focusKey }: Com
           aria-label="Message"
           onChange={(e) => setText(e.target.value)}
           onKeyDown={onKeyDown}
+          onPaste={onPaste}
         />
         {busy ? (
           <button type="button" className="composer-btn stop" data-testid="stop-button" onClick={onStop} title="Stop (Esc)">
@@ -69,13 +164,15 @@ export function Composer({ busy, disabled, hint, onSend, onStop, focusKey }: Com
             <span>Stop</span>
           </button>
         ) : (
-          <button type="submit" className="composer-btn send" data-testid="send-button" disabled={disabled || !text.trim()} title="Send (Enter)">
+          <button type="submit" className="composer-btn send" data-testid="send-button" disabled={disabled || empty} title="Send (Enter)">
             <SendIcon />
             <span>Send</span>
           </button>
         )}
       </div>
-      <div className="composer-hint">{hint ?? 'Enter to send · Shift+Enter for a new line · Esc to stop'}</div>
+      <div className={`composer-hint${refusal ? ' refused' : ''}`} data-testid="composer-hint" role={refusal ? 'alert' : undefined}>
+        {refusal ?? hint ?? 'Enter to send · Shift+Enter for a new line · Esc to stop · paste or drop images'}
+      </div>
     </form>
   );
 }

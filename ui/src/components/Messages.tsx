@@ -1,5 +1,5 @@
 /**
- * The message list of one conversation: user bubbles (plain text, editable inline) and
+ * The message list of one conversation: user bubbles (their images, plain text editable inline) and
  * answers (a reasoning model's thinking folded above the Markdown answer, streaming caret,
  * status badge, stats, regenerate). Stays scrolled to the
  * bottom while an answer grows, unless the user scrolled up to read.
@@ -11,6 +11,7 @@ import { copyText } from '../clipboard';
 import { formatMs, formatNumber } from '../format';
 import { CopyIcon, PencilIcon, RefreshIcon } from './icons';
 import { Markdown } from './Markdown';
+import { MessageImages } from './MessageImages';
 import './Messages.css';
 
 /** Closer to the bottom than this (px) counts as "at the bottom". */
@@ -143,9 +144,12 @@ function UserBubble({ message, editing, canEdit, onStartEdit, onCancel, onSubmit
         </div>
       ) : (
         <>
-          <div className="bubble" data-testid="message-content">
-            {message.content}
-          </div>
+          <MessageImages images={message.images ?? []} />
+          {message.content && (
+            <div className="bubble" data-testid="message-content">
+              {message.content}
+            </div>
+          )}
           <div className="msg-actions">
             <button type="button" className="icon-btn" title="Copy" aria-label="Copy message" onClick={() => void copyText(message.content)}>
               <CopyIcon />

@@ -5,6 +5,7 @@
 import { useEffect, useRef, useState, type KeyboardEvent } from 'react';
 import type { Conversation } from '../api/types';
 import { formatRoute } from '../route';
+import { formatBytes } from '../format';
 import { CloseIcon, PencilIcon, PlusIcon, SearchIcon, TrashIcon } from './icons';
 
 export interface SidebarProps {
@@ -151,7 +152,11 @@ function ConversationItem({ conversation, selected, onRename, onDelete }: ItemPr
       )}
       {mode === 'confirm' && (
         <div className="confirm" role="alertdialog" aria-label={`Delete ${conversation.title}?`}>
-          <span>Delete this chat?</span>
+          <span data-testid="delete-question">
+            {conversation.images
+              ? `Delete this chat and its ${conversation.images === 1 ? 'image' : `${conversation.images} images`} (${formatBytes(conversation.image_bytes)})?`
+              : 'Delete this chat?'}
+          </span>
           <button
             type="button"
             className="btn btn-danger"

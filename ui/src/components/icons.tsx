@@ -36,6 +36,14 @@ export const CopyIcon = () =>
   );
 export const SlidersIcon = () =>
   icon(<path d="M4 21v-7M4 10V3M12 21v-9M12 8V3M20 21v-5M20 12V3M1 14h6M9 8h6M17 16h6" />);
+export const ImageIcon = () =>
+  icon(
+    <>
+      <rect x="3" y="3" width="18" height="18" rx="2" />
+      <circle cx="9" cy="9" r="2" />
+      <path d="m21 15-5-5L5 21" />
+    </>,
+  );
 export const CloseIcon = () => icon(<path d="M18 6 6 18M6 6l12 12" />);
 export const MenuIcon = () => icon(<path d="M3 6h18M3 12h18M3 18h18" />);
 export const SearchIcon = () =>

@@ -1,0 +1,102 @@
+/**
+ * Images the user attaches to a message (picked, pasted or dropped): which files are taken,
+ * with the node's own limits checked here first so the user learns at once, and their reading
+ * into data URLs, the form the chat request carries them in. Stored images are fetched with the
+ * API key (an <img src> would not send it) into object URLs kept for the page's life.
+ */
+import { apiFetch, ApiError } from '../api/client';
+import { formatBytes } from '../format';
+
+/** The node's limits (hearth_protocol::media): bytes an image, images a message. */
+export const MAX_IMAGE_BYTES = 8 * 1024 * 1024;
+export const MAX_IMAGES = 16;
+/** The formats the node reads. */
+export const IMAGE_TYPES = ['image/png', 'image/jpeg', 'image/gif', 'image/webp'];
+
+/** An image waiting in the composer. */
+export interface Attachment {
+  /** Unique within the page, for React keys and removal. */
+  key: string;
+  name: string;
+  mime: string;
+  size: number;
+  /** The file as a data URL: the preview and what is sent. */
+  dataUrl: string;
+}
+
+/** What the composer needs to know of a file to take it or refuse it. */
+export interface FileFacts {
+  name: string;
+  type: string;
+  size: number;
+}
+
+/**
+ * Which of `files` can join `already` attachments, and a sentence for each one refused (the
+ * first refusal is what the composer shows).
+ */
+export function screenFiles<F extends FileFacts>(files: F[], already: number): { taken: F[]; refused: string[] } {
+  const taken: F[] = [];
+  const refused: string[] = [];
+  for (const f of files) {
+    const name = f.name || 'the pasted image';
+    if (!IMAGE_TYPES.includes(f.type)) {
+      refused.push(`${name} is not an image the node reads (PNG, JPEG, GIF or WebP).`);
+    } else if (f.size > MAX_IMAGE_BYTES) {
+      refused.push(`${name} is ${formatBytes(f.size)}; an image may have at most ${formatBytes(MAX_IMAGE_BYTES)}.`);
+    } else if (already + taken.length >= MAX_IMAGES) {
+      refused.push(`A message carries at most ${MAX_IMAGES} images.`);
+    } else {
+      taken.push(f);
+    }
+  }
+  return { taken, refused };
+}
+
+let counter = 0;
+
+/** Reads a taken file into an attachment. */
+export function readAttachment(file: File): Promise<Attachment> {
+  return new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onerror = () => reject(reader.error ?? new Error(`Cannot read ${file.name}`));
+    reader.onload = () =>
+      resolve({
+        key: `a${++counter}`,
+        name: file.name || 'pasted image',
+        mime: file.type,
+        size: file.size,
+        dataUrl: String(reader.result),
+      });
+    reader.readAsDataURL(file);
+  });
+}
+
+/** The image files among what was pasted or dropped. */
+export function filesOf(data: DataTransfer | null): File[] {
+  if (!data) return [];
+  const files = Array.from(data.files);
+  if (files.length > 0) return files;
+  // Some browsers list a pasted screenshot only among the items.
+  return Array.from(data.items)
+    .filter((item) => item.kind === 'file')
+    .map((item) => item.getAsFile())
+    .filter((f): f is File => f !== null);
+}
+
+const stored = new Map<string, Promise<string>>();
+
+/** An object URL for stored image `id`: fetched once a page, as images never change. */
+export function storedImageUrl(id: string): Promise<string> {
+  let url = stored.get(id);
+  if (!url) {
+    url = apiFetch(`/api/images/${encodeURIComponent(id)}`).then(async (res) => {
+      if (!res.ok) throw await ApiError.from(res);
+      return URL.createObjectURL(await res.blob());
+    });
+    // A failure is not kept: the next look tries again.
+    url.catch(() => stored.delete(id));
+    stored.set(id, url);
+  }
+  return url;
+}
