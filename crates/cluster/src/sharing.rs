@@ -4,7 +4,8 @@
 //! transfer streams the file in 1 MiB chunks, each read as it goes out through a small outbox
 //! of the connection's own, so no file is ever held in memory, and pauses between chunks while
 //! the engine generates (transfers yield to decoding). A Hearth peer may ask for a byte range
-//! (a resumed transfer, or one of several sources). Fetching is `hearth_models::sharing`.
+//! (a resumed transfer, or one of several sources), and the model's vision projector, offered
+//! and sent under the name a receiver gives it. Fetching is `hearth_models::sharing`.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -48,6 +49,14 @@ fn shareable(state: &Files, name: &str) -> Option<Vec<PathBuf>> {
     state.router.registry().files_of(name)
 }
 
+/// The vision projector that goes with a model of `files`, if one is beside it: the name it is
+/// offered under (`mmproj-<first file>`, as a receiver places it) and where it is here.
+fn projector_of(files: &[PathBuf]) -> Option<(String, PathBuf)> {
+    let first = files.first()?;
+    let path = hearth_engine::find_projector(first)?;
+    Some((format!("mmproj-{}", name_of(first)), path))
+}
+
 /// A file's name (as chunks carry it).
 fn name_of(path: &std::path::Path) -> String {
     path.file_name()
@@ -71,18 +80,30 @@ fn read_at(file: &std::fs::File, pos: u64, n: u64, buf: &mut Vec<u8>) -> std::io
 /// and SHA-256 of each shard.
 pub(crate) async fn answer(state: &Files, q: ModelQuery) -> Message {
     let mut files = Vec::new();
-    for path in shareable(state, &q.model_id).unwrap_or_default() {
-        let Ok(meta) = std::fs::metadata(&path) else {
+    let paths = shareable(state, &q.model_id).unwrap_or_default();
+    for path in &paths {
+        let Ok(meta) = std::fs::metadata(path) else {
             files.clear();
             break;
         };
-        let sha256 = hearth_models::digest::sha256(&state.store, &path, None).await;
+        let sha256 = hearth_models::digest::sha256(&state.store, path, None).await;
         files.push(ModelFileOffer {
-            file_name: name_of(&path),
+            file_name: name_of(path),
             size_bytes: meta.len(),
             sha256,
         });
     }
+    let projector = match projector_of(&paths) {
+        Some((file_name, path)) if !files.is_empty() => match std::fs::metadata(&path) {
+            Ok(meta) => Some(ModelFileOffer {
+                file_name,
+                size_bytes: meta.len(),
+                sha256: hearth_models::digest::sha256(&state.store, &path, None).await,
+            }),
+            Err(_) => None,
+        },
+        _ => None,
+    };
     let total = (!files.is_empty()).then(|| files.iter().map(|f| f.size_bytes).sum());
     // A split model's files (even one shard: its file's name is not the model's) are checked
     // one by one: it has no SHA-256 of its own.
@@ -102,6 +123,7 @@ pub(crate) async fn answer(state: &Files, q: ModelQuery) -> Message {
         total_size_bytes: total,
         sha256: sha256.filter(|s| !s.is_empty()),
         files,
+        projector: projector.filter(|p| !p.sha256.is_empty()),
     })
 }
 
@@ -120,16 +142,23 @@ pub(crate) async fn send(
 ) {
     let binary = binary && req.binary_chunks == BINARY_CHUNK_VERSION;
     let files = shareable(&state, &req.model_id).unwrap_or_default();
-    // Each file to send, with the range of it.
-    let range = |p| (p, req.offset.unwrap_or(0), req.length);
-    let asked: Vec<(PathBuf, u64, Option<u64>)> = match &req.file_name {
-        Some(f) => files
+    let projector = projector_of(&files);
+    // Each file to send, under the name its chunks carry, with the range of it.
+    let range = |p: PathBuf| (name_of(&p), p, req.offset.unwrap_or(0), req.length);
+    let asked: Vec<(String, PathBuf, u64, Option<u64>)> = match (&req.file_name, projector) {
+        (Some(f), Some((name, path))) if name == *f => {
+            vec![(name, path, req.offset.unwrap_or(0), req.length)]
+        }
+        (Some(f), _) => files
             .into_iter()
             .filter(|p| name_of(p) == *f)
             .map(range)
             .collect(),
-        None if files.len() == 1 => files.into_iter().map(range).collect(),
-        None => files.into_iter().map(|p| (p, 0, None)).collect(),
+        (None, _) if files.len() == 1 => files.into_iter().map(range).collect(),
+        (None, _) => files
+            .into_iter()
+            .map(|p| (name_of(&p), p, 0, None))
+            .collect(),
     };
     let count = asked.len();
     if asked.is_empty() {
@@ -145,8 +174,8 @@ pub(crate) async fn send(
     };
     // As the reference sends a model of several files, only the last file's last chunk is
     // flagged (NOTES.md: a file ends when the next one starts).
-    for (i, (path, offset, length)) in asked.into_iter().enumerate() {
-        if !to.file(&path, offset, length, i + 1 == count).await {
+    for (i, (name, path, offset, length)) in asked.into_iter().enumerate() {
+        if !to.file(name, &path, offset, length, i + 1 == count).await {
             return;
         }
     }
@@ -172,18 +201,18 @@ impl Outgoing<'_> {
         })
     }
 
-    /// Send `length` bytes (to the end without) from `offset` of the file at `path`, its last
-    /// chunk flagged when `last_file`. False when the transfer is over: stopped, the peer
-    /// gone, or the file unreadable (then completed short: the peer goes on from another
-    /// source).
+    /// Send `length` bytes (to the end without) from `offset` of the file at `path`, its
+    /// chunks named `file_name`, its last chunk flagged when `last_file`. False when the
+    /// transfer is over: stopped, the peer gone, or the file unreadable (then completed short:
+    /// the peer goes on from another source).
     async fn file(
         &self,
+        file_name: String,
         path: &std::path::Path,
         offset: u64,
         length: Option<u64>,
         last_file: bool,
     ) -> bool {
-        let file_name = name_of(path);
         let file = match std::fs::File::open(path) {
             Ok(f) => Arc::new(f),
             Err(e) => {

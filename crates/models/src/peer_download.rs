@@ -4,7 +4,8 @@
 //! arrives. The note beside the partial keeps how much of each range has arrived, so a
 //! transfer cut by a lost peer goes on from another (or the same, back again), and one cut by
 //! a restart resumes from its offsets. The whole file's SHA-256 is checked before it is moved
-//! into place; a chunk with another file's name (a path, `..`) or out of place fails it.
+//! into place; a chunk with another file's name (a path, `..`) or out of place fails it. The
+//! model's vision projector, when the peers offer one, comes first, the same way.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,6 +18,7 @@ use super::download_error::{io, DownloadError};
 use super::partial::{hash_on, hash_prefix, open_partial, Note, Segment};
 use super::shards::{Shard, Step, MAX_SHARDS};
 use crate::sharing::{Offer, Piece, Sharing, CHUNK_BYTES};
+use hearth_protocol::cluster::ModelFileOffer;
 
 /// Peers sending ranges of one file at once.
 const MAX_SOURCES: usize = 4;
@@ -173,14 +175,20 @@ impl Downloads {
             .ok_or_else(|| DownloadError::NoPeerHas(name.to_owned()))?;
         let offers = self.find_offers(job, &sharing, name).await?;
         let first = offers[0].clone();
+        let model_file = first.files.first().map_or(&job.id, |f| &f.file_name);
+        let projector = self.projector_offered(&offers, model_file);
+        let before = projector.as_ref().map_or(0, |(p, _)| p.size_bytes);
         if first.files.is_empty() {
+            let total = before + first.size;
+            self.fetch_projector_from_peers(job, &sharing, name, projector, total)
+                .await?;
             let want = Wanted {
                 file_name: job.id.clone(),
                 asked: None,
                 sha256: first.sha256.clone().unwrap_or_default(),
                 size: first.size,
-                base: 0,
-                total: first.size,
+                base: before,
+                total,
             };
             return self.fetch_file(job, &sharing, name, offers, want).await;
         }
@@ -209,7 +217,10 @@ impl Downloads {
                 sha256: f.sha256.clone(),
             })
             .collect();
-        let (steps, total) = self.plan_split(job, &shards).await?;
+        let (steps, shards_total) = self.plan_split(job, &shards).await?;
+        let total = before + shards_total;
+        self.fetch_projector_from_peers(job, &sharing, name, projector, total)
+            .await?;
         for Step { index, base } in steps {
             let f = &files[index];
             let holders = offers
@@ -222,12 +233,74 @@ impl Downloads {
                 asked: Some(f.file_name.clone()),
                 sha256: f.sha256.clone(),
                 size: f.size_bytes,
-                base,
+                base: before + base,
                 total,
             };
             self.fetch_file(job, &sharing, name, holders, want).await?;
         }
         Ok(())
+    }
+
+    /// The vision projector the peers offer with a model whose (first) file is `model_file`,
+    /// and the offers that have it, when this node lacks it: the one most peers offer (the
+    /// first of those as many), named `mmproj-<model_file>` as this node places it (a
+    /// projector under any other name is left alone).
+    fn projector_offered(
+        &self,
+        offers: &[Offer],
+        model_file: &str,
+    ) -> Option<(ModelFileOffer, Vec<Offer>)> {
+        let holding = |p: &ModelFileOffer| {
+            offers
+                .iter()
+                .filter(|o| o.projector.as_ref() == Some(p))
+                .count()
+        };
+        let projector = offers
+            .iter()
+            .filter_map(|o| o.projector.clone())
+            .rev()
+            .max_by_key(|p| holding(p))?;
+        let expected = format!("mmproj-{model_file}");
+        if projector.file_name != expected {
+            let shown: String = projector.file_name.chars().take(200).collect();
+            tracing::warn!(offered = %shown, %expected, "a peer offered a projector under another name; the model comes without it");
+            return None;
+        }
+        if self.models_dir.join(&projector.file_name).exists() {
+            return None;
+        }
+        let holders = offers
+            .iter()
+            .filter(|o| o.projector.as_ref() == Some(&projector))
+            .cloned()
+            .collect();
+        Some((projector, holders))
+    }
+
+    /// Fetch the model's projector before the model (the first `size` bytes of a download of
+    /// `total`), so that the model never appears without it.
+    async fn fetch_projector_from_peers(
+        &self,
+        job: &Job,
+        sharing: &Sharing,
+        name: &str,
+        projector: Option<(ModelFileOffer, Vec<Offer>)>,
+        total: u64,
+    ) -> Result<(), DownloadError> {
+        let Some((p, holders)) = projector else {
+            return Ok(());
+        };
+        tracing::info!(projector = %p.file_name, "fetching the model's projector from peers");
+        let want = Wanted {
+            file_name: p.file_name.clone(),
+            asked: Some(p.file_name),
+            sha256: p.sha256,
+            size: p.size_bytes,
+            base: 0,
+            total,
+        };
+        self.fetch_file(job, sharing, name, holders, want).await
     }
 
     /// Fetch one file from `offers` (up to [`MAX_SOURCES`] ranges at once) into its partial,
@@ -624,6 +697,7 @@ mod tests {
     #[test]
     fn the_hash_most_peers_give_wins_and_peers_without_one_are_left_out() {
         let offer = |peer: &str, sha: Option<&str>| Offer {
+            projector: None,
             conn: 0,
             peer: peer.into(),
             size: 10,

@@ -47,11 +47,13 @@ pub struct Offer {
     pub sha256: Option<String>,
     /// A split model's files (each with its size and SHA-256); empty for a model of one file.
     pub files: Vec<ModelFileOffer>,
+    /// The model's vision projector, when the peer has one beside it.
+    pub projector: Option<ModelFileOffer>,
 }
 
 impl Offer {
-    /// Whether the peer has file `file` (`None`: the model's one file) of `size` bytes with
-    /// SHA-256 `sha256`.
+    /// Whether the peer has file `file` (`None`: the model's one file; a projector is named) of
+    /// `size` bytes with SHA-256 `sha256`.
     pub fn has(&self, file: Option<&str>, size: u64, sha256: &str) -> bool {
         match file {
             None => {
@@ -60,6 +62,7 @@ impl Offer {
             Some(f) => self
                 .files
                 .iter()
+                .chain(&self.projector)
                 .any(|o| o.file_name == f && o.size_bytes == size && o.sha256 == sha256),
         }
     }
@@ -217,6 +220,10 @@ impl Sharing {
                     ..f
                 })
                 .collect(),
+            projector: r.projector.map(|f| ModelFileOffer {
+                sha256: f.sha256.to_ascii_lowercase(),
+                ..f
+            }),
         });
         for q in lock(&self.queries)
             .iter_mut()

@@ -2,7 +2,8 @@
 //! `modelTransferRequest`, 1 MiB `modelTransferChunk`s): from two peers at once, each sending a
 //! range; a receiver killed (`kill -9`) mid-transfer resumes from its partial file when it
 //! starts again; a peer whose announced SHA-256 is not its file's is caught, and the partial
-//! deleted; names with a path are refused; a transfer the receiver gives up stops being sent.
+//! deleted; names with a path are refused; a transfer the receiver gives up stops being sent;
+//! a model's vision projector comes with it.
 //! The file is the default model under another name.
 
 mod common;
@@ -19,6 +20,25 @@ fn folder_with_tiny() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::copy(common::model_path(), dir.path().join("tiny.gguf")).unwrap();
     dir
+}
+
+/// Writes a vision projector for `tiny.gguf` beside it in `dir`, as `mmproj-tiny.gguf`.
+fn projector_beside_tiny(dir: &Path) -> std::path::PathBuf {
+    let out = dir.join("mmproj-tiny.gguf");
+    let made = std::process::Command::new(common::process::venv_python())
+        .arg(common::process::repo_root().join("tests/fixtures/make_projector.py"))
+        .arg("--model")
+        .arg(dir.join("tiny.gguf"))
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    out
 }
 
 /// A node sharing `dir`'s models on the cluster (no model loaded), pausing `pace` after each
@@ -129,6 +149,9 @@ async fn peers_seen(url: &str) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_model_comes_from_two_peers_at_once_is_verified_and_serves() {
     let (da, db) = (folder_with_tiny(), folder_with_tiny());
+    // Peer a has the model's vision projector too: it comes first, from a alone.
+    let projector = projector_beside_tiny(da.path());
+    let projector_size = std::fs::metadata(&projector).unwrap().len();
     let a = source("peer-a", da.path(), None).await;
     let b = source("peer-b", db.path(), None).await;
     let empty = tempfile::tempdir().unwrap();
@@ -158,13 +181,22 @@ async fn a_model_comes_from_two_peers_at_once_is_verified_and_serves() {
         .as_u64()
         .unwrap();
     assert!(served_a > 0 && served_b > 0, "{served_a} and {served_b}");
-    assert_eq!(served_a + served_b, model_size());
+    assert_eq!(served_a + served_b, model_size() + projector_size);
+    assert!(served_a >= projector_size);
+    assert_eq!(
+        end["total"].as_u64(),
+        Some(model_size() + projector_size),
+        "{end}"
+    );
     let file = empty.path().join("tiny.gguf");
     assert_eq!(sha256_of(&file), sha256_of(&common::model_path()));
     assert_eq!(end["sha256"], sha256_of(&file));
     assert!(!empty.path().join(".downloads/tiny.gguf.part").exists());
-    // It answers at once under its name.
+    let got = empty.path().join("mmproj-tiny.gguf");
+    assert_eq!(sha256_of(&got), sha256_of(&projector));
+    // It answers at once under its name, and sees images.
     common::ask(&c, "tiny").await;
+    assert_eq!(common::model_row(&c, "tiny").await["vision"], true);
     c.stop().await;
     a.stop().await;
     b.stop().await;

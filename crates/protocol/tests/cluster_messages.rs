@@ -389,6 +389,17 @@ fn a_model_of_several_files_lists_each_and_one_of_them_can_be_asked_for() {
     );
     let back: Value = serde_json::from_slice(&encode(&m, Shape::Plain)).unwrap();
     assert_eq!(back, answer);
+    // Its vision projector, offered beside it, round-trips too.
+    let mut with_projector = answer.clone();
+    with_projector["modelQueryResponse"]["projector"] =
+        json!({"fileName": "mmproj-big-00001-of-00002.gguf", "sizeBytes": 5, "sha256": "cc"});
+    let (m, _) = decode(&bytes(&with_projector)).unwrap();
+    let Message::ModelQueryResponse(r) = &m else {
+        panic!("{m:?}")
+    };
+    assert_eq!(r.projector.as_ref().map(|p| p.size_bytes), Some(5));
+    let back: Value = serde_json::from_slice(&encode(&m, Shape::Plain)).unwrap();
+    assert_eq!(back, with_projector);
     // A model of one file says nothing of files, as the document's answer.
     let (one, _) = decode(&bytes(&examples()[7])).unwrap();
     let plain: Value = serde_json::from_slice(&encode(&one, Shape::Plain)).unwrap();

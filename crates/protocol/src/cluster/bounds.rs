@@ -27,6 +27,7 @@ pub(super) fn check(message: &Message) -> Result<(), String> {
             match r
                 .files
                 .iter()
+                .chain(&r.projector)
                 .find(|f| f.file_name.len() > MAX_MODEL_FILE_NAME_BYTES)
             {
                 Some(f) => Err(format!(
@@ -126,5 +127,12 @@ mod tests {
         assert!(refused(answer(json!([file(&long)])).as_bytes()).contains("513 bytes"));
         let many = json!(vec![file("a.gguf"); 100_000]);
         assert!(refused(answer(many).as_bytes()).contains("100000 files"));
+        let projector = |name: &str| {
+            json!({"modelQueryResponse": {"_0": {"modelID": "m", "available": true,
+                "projector": file(name)}}})
+            .to_string()
+        };
+        assert!(decode(projector("mmproj-m.gguf").as_bytes()).is_ok());
+        assert!(refused(projector(&long).as_bytes()).contains("513 bytes"));
     }
 }

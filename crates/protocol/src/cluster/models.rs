@@ -2,8 +2,8 @@
 //! its size), then `modelTransferRequest`, the `modelTransferChunk`s (1 MiB of a file each,
 //! base64, with its byte offset in its file) and `modelTransferComplete`; a model of several
 //! files (a split GGUF's shards) comes one file after another. Hearth adds the SHA-256 of each
-//! file to the answer, and one file, a byte range and the offer to take binary chunks to the
-//! request; TealeNet peers ignore them.
+//! file to the answer (and the model's vision projector, with its own), and one file, a byte
+//! range and the offer to take binary chunks to the request; TealeNet peers ignore them.
 
 use serde::{Deserialize, Serialize};
 
@@ -31,6 +31,11 @@ pub struct ModelQueryResponse {
     /// whole transfer sends them; `totalSizeBytes` is their sum. Empty for a model of one file.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<ModelFileOffer>,
+    /// Hearth's extension: the vision projector that goes with the model, named
+    /// `mmproj-<the model's (first) file>` whatever its name at the peer; a transfer of it
+    /// names it as `fileName`. Not counted in `totalSizeBytes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub projector: Option<ModelFileOffer>,
 }
 
 /// One file of a model of several, in a [`ModelQueryResponse`].
