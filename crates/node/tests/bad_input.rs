@@ -108,6 +108,20 @@ async fn openai_door_rejects_bad_input_in_openai_format() {
     .await;
     assert_eq!(v["error"]["code"], "context_length_exceeded");
     expect_chat_works(&t).await;
+    // The UI's chat refuses it too, and keeps nothing of it: the UI gives it back to the user
+    // to shorten, so it is never there twice.
+    let conv = t.new_conversation("long").await;
+    let r = t
+        .post(
+            &format!("/api/conversations/{conv}/chat"),
+            &json!({"content": long_prompt()}),
+        )
+        .await;
+    assert_eq!(r.status(), 400);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "context_length_exceeded", "{v}");
+    let detail = t.get_json(&format!("/api/conversations/{conv}")).await;
+    assert_eq!(detail["messages"], json!([]), "{detail}");
     let v = expect_openai_error(
         &t,
         "/v1/completions",

@@ -335,6 +335,25 @@ async fn the_ui_chat_keeps_images_with_the_conversation_and_shows_them_to_the_mo
         "17 images in one request; the limit is 16",
     )
     .await;
+    // Two photos of 4 MiB each: each within its limit, together over what a turn sends.
+    let photo = |seed: u32| {
+        png(1200, 1200, |x, y| {
+            let mut h = (x.wrapping_mul(0x9E37_79B9) ^ y.wrapping_mul(0x85EB_CA6B) ^ seed)
+                .wrapping_mul(0xC2B2_AE35);
+            h ^= h >> 15;
+            h = h.wrapping_mul(0x2C1B_3C6D);
+            let b = h.to_le_bytes();
+            [b[0], b[1], b[2]]
+        })
+    };
+    let two = json!({"content": "x", "images": [uri(&photo(1)), uri(&photo(2))]});
+    refused(
+        &t,
+        &path,
+        &two,
+        "bytes together; a message's images may have 8 MiB together",
+    )
+    .await;
     let first = detail["messages"][0]["id"].as_str().unwrap();
     refused(
         &t,

@@ -139,8 +139,8 @@ pub(crate) async fn get_conversation(
     Ok(Json(json!({ "conversation": conversation, "messages": messages })).into_response())
 }
 
-/// `GET /api/images/{id}`: an image of a chat message, as the file it was sent as. Its id never
-/// names another file, so it may be kept by the browser.
+/// `GET /api/images/{id}`: an image of a chat message, as the file it was sent as. Not kept by
+/// the browser's cache: it goes when its conversation is deleted.
 pub(crate) async fn get_image(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
@@ -153,10 +153,7 @@ pub(crate) async fn get_image(
     Ok((
         [
             (header::CONTENT_TYPE, image.mime),
-            (
-                header::CACHE_CONTROL,
-                "private, max-age=31536000, immutable".to_owned(),
-            ),
+            (header::CACHE_CONTROL, "private, no-cache".to_owned()),
             (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_owned()),
         ],
         image.bytes,

@@ -19,7 +19,7 @@ use futures_util::stream;
 use hearth_engine::{Event, Prompt, PromptError, Request, SubmitError};
 
 use hearth_protocol::generation::RawParams;
-use hearth_protocol::media::{check_count, Image, ImageError, MAX_IMAGES};
+use hearth_protocol::media::{check_count, Image, ImageError, MAX_IMAGES, MAX_IMAGE_BYTES};
 use hearth_protocol::{ChatMessage, FinishReason, SamplingParams};
 use hearth_route::{Control, Generation, ResolveError};
 use serde::Deserialize;
@@ -36,6 +36,9 @@ const SAVE_EVERY: Duration = Duration::from_millis(250);
 const CHAT_MODEL_WAIT: Duration = Duration::from_secs(600);
 /// What an answer starts with when the model's template opened its thinking block.
 const OPENED_THINKING: &str = "<think>\n";
+/// The most bytes of image files one turn sends with its history: with the history's text,
+/// in base64, it stays within an HTTP body and a cluster frame, so it can go to a peer.
+const TURN_IMAGE_BYTES: u64 = MAX_IMAGE_BYTES as u64;
 /// Events buffered for the browser before the driver waits for it.
 const CLIENT_BUFFER: usize = 256;
 
@@ -116,11 +119,7 @@ pub(crate) async fn chat(
         .await?
         .ok_or_else(|| ApiFailure::not_found("conversation"))?;
     if state.chats.is_running(&conversation_id) {
-        return Err(ApiFailure::new(
-            StatusCode::CONFLICT,
-            "busy",
-            "an answer is already streaming in this conversation",
-        ));
+        return Err(busy());
     }
     // The UI chats with this node's model; it waits while the model loads (the UI shows that).
     let target = state
@@ -131,29 +130,94 @@ pub(crate) async fn chat(
             ResolveError::Engine(e) => submit_failure(e),
             unknown => ApiFailure::new(StatusCode::NOT_FOUND, "no_model", unknown.to_string()),
         })?;
-    let ctx = target.ctx().unwrap_or(u32::MAX);
+    // Everything that can refuse the turn is checked before anything of it is kept.
     let images = read_images(&body.images)?;
-    // This node's model, when it is the one answering and cannot see: what it is told instead.
-    let blind = target.local.as_deref().filter(|info| !info.vision);
-    if let (Some(info), false) = (blind, images.is_empty()) {
-        let e = PromptError::NoVision {
+    // This node's model, when it is the one answering and cannot see (read before any await:
+    // a model's information is not shared across threads).
+    let blind = target
+        .local
+        .as_deref()
+        .filter(|info| !info.vision)
+        .map(|info| PromptError::NoVision {
             model: info.id.clone(),
             why: info.projector_refused.clone(),
-        };
+        });
+    let sees_images = blind.is_none();
+    check_images(&body, &images, blind)?;
+    let params = turn_params(&conversation.settings, target.ctx())?;
+    let (first_events, added) =
+        settle_turn(&state, &conversation_id, &messages, &body, images).await?;
+    let turn = Turn {
+        conversation_id,
+        target,
+        sees_images,
+        params,
+        first_events,
+    };
+    let started = start_answer(&state, &conversation.settings.system_prompt, turn).await;
+    if let (true, Some(user)) = (started.is_err(), added) {
+        // The message the user just sent goes back to them (the UI restores it), not twice.
+        state.store.delete_message(user).await?;
+    }
+    started
+}
+
+fn busy() -> ApiFailure {
+    ApiFailure::new(
+        StatusCode::CONFLICT,
+        "busy",
+        "an answer is already streaming in this conversation",
+    )
+}
+
+/// Images go with a new message, to a model that can see them (`blind`: why this one cannot).
+fn check_images(
+    body: &ChatBody,
+    images: &[NewImage],
+    blind: Option<PromptError>,
+) -> Result<(), ApiFailure> {
+    if images.is_empty() {
+        return Ok(());
+    }
+    if body.regenerate || body.edit_message_id.is_some() {
+        return Err(ApiFailure::bad_request(
+            "images go with a new message: {\"content\", \"images\"}",
+        ));
+    }
+    if let Some(e) = blind {
         return Err(ApiFailure::new(
             StatusCode::BAD_REQUEST,
             "no_vision",
             e.to_string(),
         ));
     }
-    if !images.is_empty() && (body.regenerate || body.edit_message_id.is_some()) {
-        return Err(ApiFailure::bad_request(
-            "images go with a new message: {\"content\", \"images\"}",
-        ));
-    }
+    Ok(())
+}
 
-    // Settle the conversation's history for this turn.
-    let mut first_events = Vec::new();
+/// The conversation's settings as sampling parameters, checked as every door checks them.
+fn turn_params(
+    settings: &hearth_store::Settings,
+    ctx: Option<u32>,
+) -> Result<SamplingParams, ApiFailure> {
+    RawParams {
+        temperature: Some(settings.temperature),
+        top_p: Some(settings.top_p),
+        max_tokens: settings.max_tokens,
+        ..RawParams::default()
+    }
+    .validate(&SamplingParams::default(), Some(ctx.unwrap_or(u32::MAX)))
+    .map_err(|e| ApiFailure::bad_request(format!("settings.{}: {}", e.param, e.message)))
+}
+
+/// Settle the conversation's history for this turn: a new message, an edit, or the last
+/// answer dropped to regenerate it. The events to send first, and the new message's id.
+async fn settle_turn(
+    state: &AppState,
+    conversation_id: &str,
+    messages: &[Message],
+    body: &ChatBody,
+    images: Vec<NewImage>,
+) -> Result<(Vec<Value>, Option<String>), ApiFailure> {
     let content = body.content.as_deref().map(str::trim_end);
     // A new message may be images alone.
     let content = match (content, images.is_empty()) {
@@ -171,24 +235,25 @@ pub(crate) async fn chat(
                 .edit_and_truncate(target.id.clone(), text.to_owned())
                 .await?
                 .ok_or_else(|| ApiFailure::not_found("message"))?;
-            first_events.push(json!({"type": "user", "message": edited}));
+            Ok((vec![json!({"type": "user", "message": edited})], None))
         }
         (None, true, None) => {
             let last = messages
                 .last()
                 .ok_or_else(|| ApiFailure::bad_request("nothing to regenerate"))?;
-            if last.role == "assistant" {
-                state.store.delete_message(last.id.clone()).await?;
-            }
             if !messages.iter().any(|m| m.role == "user") {
                 return Err(ApiFailure::bad_request("nothing to regenerate"));
             }
+            if last.role == "assistant" {
+                state.store.delete_message(last.id.clone()).await?;
+            }
+            Ok((Vec::new(), None))
         }
         (None, false, Some(text)) if !text.trim().is_empty() || !images.is_empty() => {
             let user = state
                 .store
                 .add_message(NewMessage {
-                    conversation_id: &conversation_id,
+                    conversation_id,
                     role: "user",
                     content: text,
                     status: MessageStatus::Complete,
@@ -197,33 +262,53 @@ pub(crate) async fn chat(
                     images,
                 })
                 .await?;
-            first_events.push(json!({"type": "user", "message": user}));
+            let id = user.id.clone();
+            Ok((vec![json!({"type": "user", "message": user})], Some(id)))
         }
-        _ => {
-            return Err(ApiFailure::bad_request(
-                "send {\"content\"}, {\"regenerate\": true} or {\"edit_message_id\", \"content\"} with non-empty content",
-            ))
-        }
+        _ => Err(ApiFailure::bad_request(
+            "send {\"content\"}, {\"regenerate\": true} or {\"edit_message_id\", \"content\"} with non-empty content",
+        )),
     }
+}
+
+/// A turn whose history is settled, ready to be answered.
+struct Turn {
+    conversation_id: String,
+    target: hearth_route::Target,
+    sees_images: bool,
+    params: SamplingParams,
+    first_events: Vec<Value>,
+}
+
+/// Submit the turn, keep its answer as it streams, and stream it to the browser.
+async fn start_answer(
+    state: &Arc<AppState>,
+    system_prompt: &str,
+    turn: Turn,
+) -> Result<Response, ApiFailure> {
+    let Turn {
+        conversation_id,
+        target,
+        sees_images,
+        params,
+        mut first_events,
+    } = turn;
     let (_, history) = state
         .store
         .conversation(conversation_id.clone())
         .await?
         .ok_or_else(|| ApiFailure::not_found("conversation"))?;
-    let files = state
-        .store
-        .conversation_image_files(conversation_id.clone())
-        .await?;
-    let settings = &conversation.settings;
-    let prompt = turn_prompt(&settings.system_prompt, &history, files, blind.is_none());
-    let params = RawParams {
-        temperature: Some(settings.temperature),
-        top_p: Some(settings.top_p),
-        max_tokens: settings.max_tokens,
-        ..RawParams::default()
-    }
-    .validate(&SamplingParams::default(), Some(ctx))
-    .map_err(|e| ApiFailure::bad_request(format!("settings.{}: {}", e.param, e.message)))?;
+    // A model that cannot see is sent none: their files are not read.
+    let files = match sees_images {
+        false => HashMap::new(),
+        true => {
+            state
+                .store
+                .newest_image_files(conversation_id.clone(), MAX_IMAGES, TURN_IMAGE_BYTES)
+                .await?
+        }
+    };
+    let prompt = turn_prompt(system_prompt, &history, files, sees_images);
     // A template that opens the thinking block itself: the saved answer opens it too, so the
     // UI (and the next turn's history) reads it as a reasoning model's answer is read.
     let opened = super::answer::starts_in_thinking(target.local.as_deref(), None, &params, None);
@@ -237,7 +322,7 @@ pub(crate) async fn chat(
             },
         )
         .map_err(submit_failure)?;
-    let node = answering_node(&state, &generation);
+    let node = answering_node(state, &generation);
     let assistant = state
         .store
         .add_message(NewMessage {
@@ -249,18 +334,24 @@ pub(crate) async fn chat(
             node: Some(&node),
             images: Vec::new(),
         })
-        .await?;
+        .await;
+    let assistant = match assistant {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = generation.control.stop();
+            return Err(e.into());
+        }
+    };
     let running = RunningChat {
         message_id: assistant.id.clone(),
         control: generation.control.clone(),
         stop_requested: Arc::default(),
     };
     if !state.chats.begin(&conversation_id, running.clone()) {
-        return Err(ApiFailure::new(
-            StatusCode::CONFLICT,
-            "busy",
-            "an answer is already streaming in this conversation",
-        ));
+        // Another answer started meanwhile: this one goes, with nothing of it kept.
+        let _ = generation.control.stop();
+        state.store.delete_message(assistant.id.clone()).await?;
+        return Err(busy());
     }
     first_events.push(json!({"type": "start", "message": assistant}));
 
@@ -283,7 +374,8 @@ pub(crate) async fn chat(
     Ok(super::stream::sse(events, state.limits.sse_keep_alive))
 }
 
-/// The images of a new message, read and checked as every door checks them.
+/// The images of a new message, read and checked as every door checks them, and together
+/// within what one turn sends ([`TURN_IMAGE_BYTES`]).
 fn read_images(images: &[String]) -> Result<Vec<NewImage>, ApiFailure> {
     check_count(images.len()).map_err(|e| ApiFailure::bad_request(format!("images: {e}")))?;
     let read = |text: &String| -> Result<NewImage, ImageError> {
@@ -296,19 +388,28 @@ fn read_images(images: &[String]) -> Result<Vec<NewImage>, ApiFailure> {
             bytes: image.0,
         })
     };
-    images
+    let read = images
         .iter()
         .enumerate()
         .map(|(i, text)| {
             read(text).map_err(|e| ApiFailure::bad_request(format!("images[{i}]: {e}")))
         })
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    let bytes: usize = read.iter().map(|i| i.bytes.len()).sum();
+    if bytes as u64 > TURN_IMAGE_BYTES {
+        return Err(ApiFailure::bad_request(format!(
+            "images: {bytes} bytes together; a message's images may have {} MiB together",
+            TURN_IMAGE_BYTES >> 20
+        )));
+    }
+    Ok(read)
 }
 
 /// The conversation as the model reads it this turn: the system prompt, then every message
-/// but empty failed answers, user messages with their images. A turn carries at most
-/// [`MAX_IMAGES`], the newest; older ones, and every one when the model cannot see, leave a
-/// note in their message's place instead, so the model knows something was there.
+/// but empty failed answers, user messages with the images of theirs in `files` (the newest
+/// of the conversation, [`MAX_IMAGES`] and [`TURN_IMAGE_BYTES`] at most). Each image left out,
+/// and every one when the model cannot see, leaves a note in its message's place instead, so
+/// the model knows something was there.
 fn turn_prompt(
     system_prompt: &str,
     history: &[Message],
@@ -319,36 +420,31 @@ fn turn_prompt(
     if !system_prompt.trim().is_empty() {
         prompt.push(ChatMessage::new("system", system_prompt.to_owned()));
     }
-    let mut room = if sees_images { MAX_IMAGES } else { 0 };
-    let mut turns: Vec<ChatMessage> = Vec::with_capacity(history.len());
-    for m in history.iter().rev() {
+    for m in history {
         // Failed answers with nothing in them are not part of the conversation.
         if m.role == "assistant" && m.content.is_empty() {
             continue;
         }
         let mut message = ChatMessage::new(m.role.clone(), m.content.clone());
-        let images = files.remove(&m.id).unwrap_or_default();
-        if !images.is_empty() {
-            let kept = images.len().min(room);
-            room -= kept;
-            let left = images.len() - kept;
-            // The newest of a message's images are the ones kept.
-            message.images = images.into_iter().skip(left).map(Image).collect();
-            if left > 0 {
-                let why = if sees_images {
-                    format!("a turn carries at most {MAX_IMAGES} images")
-                } else {
-                    "this model cannot see images".to_owned()
-                };
-                message.content = format!(
-                    "[{left} image(s) attached here, not shown: {why}]\n{}",
-                    message.content
-                );
-            }
+        let sent = files.remove(&m.id).unwrap_or_default();
+        message.images = sent.into_iter().map(Image).collect();
+        let left = m.images.len().saturating_sub(message.images.len());
+        if left > 0 {
+            let why = if sees_images {
+                format!(
+                    "a turn carries the newest {MAX_IMAGES} images, {} MiB together, at most",
+                    TURN_IMAGE_BYTES >> 20
+                )
+            } else {
+                "this model cannot see images".to_owned()
+            };
+            message.content = format!(
+                "[{left} image(s) attached here, not shown: {why}]\n{}",
+                message.content
+            );
         }
-        turns.push(message);
+        prompt.push(message);
     }
-    prompt.extend(turns.into_iter().rev());
     prompt
 }
 
@@ -547,40 +643,52 @@ mod tests {
         }
     }
 
-    fn files(counts: &[(&str, u8)]) -> HashMap<String, Vec<Vec<u8>>> {
-        counts
-            .iter()
-            .map(|&(id, n)| (id.to_owned(), (0..n).map(|i| vec![i]).collect()))
-            .collect()
+    /// `m` with `n` images listed.
+    fn with_images(mut m: Message, n: usize) -> Message {
+        m.images = (0..n)
+            .map(|i| hearth_store::ImageInfo {
+                id: format!("i{i}"),
+                mime: "image/png".into(),
+                width: 1,
+                height: 1,
+                size: 1,
+            })
+            .collect();
+        m
     }
 
     #[test]
-    fn a_turn_carries_the_newest_images_and_says_where_the_others_were() {
+    fn a_turn_carries_the_images_it_was_given_and_says_where_the_others_were() {
         let history = [
-            message("u1", "user", "first"),
+            with_images(message("u1", "user", "first"), 3),
             message("a1", "assistant", "seen"),
             message("a2", "assistant", ""),
-            message("u2", "user", "second"),
+            with_images(message("u2", "user", "second"), 2),
         ];
-        // 3 + 15 images: the newest 16 go, the first message's oldest two are a note.
-        let prompt = turn_prompt("be brief", &history, files(&[("u1", 3), ("u2", 15)]), true);
+        // The store gave the newest: the last of u1's, both of u2's.
+        let files: HashMap<String, Vec<Vec<u8>>> = [
+            ("u1".to_owned(), vec![vec![2u8]]),
+            ("u2".to_owned(), vec![vec![3u8], vec![4u8]]),
+        ]
+        .into();
+        let prompt = turn_prompt("be brief", &history, files, true);
         let roles: Vec<&str> = prompt.iter().map(|m| m.role.as_str()).collect();
         assert_eq!(roles, ["system", "user", "assistant", "user"]);
         assert_eq!(prompt[1].images, vec![Image(vec![2])]);
         assert_eq!(
             prompt[1].content,
-            "[2 image(s) attached here, not shown: a turn carries at most 16 images]\nfirst"
+            "[2 image(s) attached here, not shown: a turn carries the newest 16 images, 8 MiB together, at most]\nfirst"
         );
-        assert_eq!(prompt[3].images.len(), 15);
+        assert_eq!(prompt[3].images, vec![Image(vec![3]), Image(vec![4])]);
         assert_eq!(prompt[3].content, "second");
 
         // A model that cannot see gets every image as a note, and the words.
-        let blind = turn_prompt("", &history, files(&[("u1", 1)]), false);
+        let blind = turn_prompt("", &history, HashMap::new(), false);
         assert_eq!(blind.len(), 3);
         assert!(blind[0].images.is_empty());
         assert_eq!(
             blind[0].content,
-            "[1 image(s) attached here, not shown: this model cannot see images]\nfirst"
+            "[3 image(s) attached here, not shown: this model cannot see images]\nfirst"
         );
     }
 

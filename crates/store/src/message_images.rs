@@ -131,25 +131,44 @@ impl Store {
         .await
     }
 
-    /// The files of every image in a conversation, by message id, each message's in order:
-    /// what a chat turn sends to the model again.
-    pub async fn conversation_image_files(
+    /// The files of a conversation's newest images, at most `count` and `max_bytes` together
+    /// (the newest first, up to the first that does not fit), by message id, each message's in
+    /// order: what a chat turn sends to the model again. Only their files are read.
+    pub async fn newest_image_files(
         &self,
         conversation_id: String,
+        count: usize,
+        max_bytes: u64,
     ) -> Result<HashMap<String, Vec<Vec<u8>>>, StoreError> {
         self.with(move |c| {
             let mut stmt = c.prepare(
-                "SELECT i.message_id, i.bytes FROM message_images i
+                "SELECT i.id, i.message_id, length(i.bytes) FROM message_images i
                  JOIN messages m ON m.id = i.message_id
-                 WHERE m.conversation_id = ?1 ORDER BY i.message_id, i.ord",
+                 WHERE m.conversation_id = ?1 ORDER BY m.seq DESC, i.ord DESC",
             )?;
-            let mut files: HashMap<String, Vec<Vec<u8>>> = HashMap::new();
             let rows = stmt.query_map([conversation_id], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?))
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                ))
             })?;
+            let (mut chosen, mut bytes) = (Vec::new(), 0u64);
             for row in rows {
-                let (message, bytes) = row?;
-                files.entry(message).or_default().push(bytes);
+                let (id, message, len) = row?;
+                let len = len.max(0) as u64;
+                if chosen.len() == count || bytes + len > max_bytes {
+                    break;
+                }
+                bytes += len;
+                chosen.push((id, message));
+            }
+            let mut files: HashMap<String, Vec<Vec<u8>>> = HashMap::new();
+            let mut read = c.prepare("SELECT bytes FROM message_images WHERE id = ?1")?;
+            // Oldest first, so each message's files come in their order.
+            for (id, message) in chosen.into_iter().rev() {
+                let file: Vec<u8> = read.query_row([id], |r| r.get(0))?;
+                files.entry(message).or_default().push(file);
             }
             Ok(files)
         })
@@ -214,13 +233,17 @@ mod tests {
             listed,
             vec![first.images.clone(), second.images.clone(), vec![]]
         );
-        let files = store
-            .conversation_image_files(conv.id.clone())
-            .await
-            .unwrap();
-        assert_eq!(files[&first.id], vec![vec![1u8; 11], vec![2u8; 12]]);
-        assert_eq!(files[&second.id], vec![vec![3u8; 13]]);
-        assert!(!files.contains_key(&plain.id));
+        let files = |count, max_bytes| store.newest_image_files(conv.id.clone(), count, max_bytes);
+        let all = files(16, 1 << 20).await.unwrap();
+        assert_eq!(all[&first.id], vec![vec![1u8; 11], vec![2u8; 12]]);
+        assert_eq!(all[&second.id], vec![vec![3u8; 13]]);
+        assert!(!all.contains_key(&plain.id));
+        // The newest first: by count, then by bytes (up to the first that does not fit).
+        let two = files(2, 1 << 20).await.unwrap();
+        assert_eq!(two[&first.id], vec![vec![2u8; 12]]);
+        assert_eq!(two.len(), 2);
+        let small = files(16, 24).await.unwrap();
+        assert_eq!((small.len(), small[&second.id].len()), (1, 1));
         let stored = store
             .image(first.images[1].id.clone())
             .await

@@ -12,6 +12,8 @@ export async function streamChat(
   body: ChatRequest,
   onEvent: (event: ChatEvent) => void,
   signal?: AbortSignal,
+  /** The node took the request (a 2xx answer), before its first event. */
+  onTaken?: () => void,
 ): Promise<void> {
   const res = await apiFetch(`/api/conversations/${encodeURIComponent(conversationId)}/chat`, {
     method: 'POST',
@@ -20,6 +22,7 @@ export async function streamChat(
     signal,
   });
   if (!res.ok) throw await ApiError.from(res);
+  onTaken?.();
   if (!res.body) throw new Error('The node sent no stream');
   await readSse(res.body, (data) => {
     const event = parseChatEvent(data);

@@ -7,9 +7,11 @@
 import { apiFetch, ApiError } from '../api/client';
 import { formatBytes } from '../format';
 
-/** The node's limits (hearth_protocol::media): bytes an image, images a message. */
+/** The node's limits (hearth_protocol::media, the chat door): bytes an image, images a
+ * message, and bytes of a message's images together. */
 export const MAX_IMAGE_BYTES = 8 * 1024 * 1024;
 export const MAX_IMAGES = 16;
+export const MAX_MESSAGE_IMAGE_BYTES = 8 * 1024 * 1024;
 /** The formats the node reads. */
 export const IMAGE_TYPES = ['image/png', 'image/jpeg', 'image/gif', 'image/webp'];
 
@@ -32,22 +34,29 @@ export interface FileFacts {
 }
 
 /**
- * Which of `files` can join `already` attachments, and a sentence for each one refused (the
- * first refusal is what the composer shows).
+ * Which of `files` can join the attachments there already (`already`: their count and bytes),
+ * and a sentence for each one refused (the first refusal is what the composer shows).
  */
-export function screenFiles<F extends FileFacts>(files: F[], already: number): { taken: F[]; refused: string[] } {
+export function screenFiles<F extends FileFacts>(
+  files: F[],
+  already: { count: number; bytes: number },
+): { taken: F[]; refused: string[] } {
   const taken: F[] = [];
   const refused: string[] = [];
+  let bytes = already.bytes;
   for (const f of files) {
     const name = f.name || 'the pasted image';
     if (!IMAGE_TYPES.includes(f.type)) {
       refused.push(`${name} is not an image the node reads (PNG, JPEG, GIF or WebP).`);
     } else if (f.size > MAX_IMAGE_BYTES) {
       refused.push(`${name} is ${formatBytes(f.size)}; an image may have at most ${formatBytes(MAX_IMAGE_BYTES)}.`);
-    } else if (already + taken.length >= MAX_IMAGES) {
+    } else if (already.count + taken.length >= MAX_IMAGES) {
       refused.push(`A message carries at most ${MAX_IMAGES} images.`);
+    } else if (bytes + f.size > MAX_MESSAGE_IMAGE_BYTES) {
+      refused.push(`${name} does not fit: a message's images may have ${formatBytes(MAX_MESSAGE_IMAGE_BYTES)} together.`);
     } else {
       taken.push(f);
+      bytes += f.size;
     }
   }
   return { taken, refused };
@@ -72,9 +81,13 @@ export function readAttachment(file: File): Promise<Attachment> {
   });
 }
 
-/** The image files among what was pasted or dropped. */
+/**
+ * The image files among what was pasted or dropped. A paste that carries text too (a table
+ * from a spreadsheet comes with a picture of itself) is the text's: none.
+ */
 export function filesOf(data: DataTransfer | null): File[] {
   if (!data) return [];
+  if (data.getData('text/plain') !== '') return [];
   const files = Array.from(data.files);
   if (files.length > 0) return files;
   // Some browsers list a pasted screenshot only among the items.

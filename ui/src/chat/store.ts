@@ -14,7 +14,7 @@
  */
 import { streamChat } from '../api/chatStream';
 import { ApiError, api, errorText } from '../api/client';
-import type { ChatRequest, Conversation, ConversationSettings, MessageImage } from '../api/types';
+import type { ChatEvent, ChatRequest, Conversation, ConversationSettings, MessageImage } from '../api/types';
 import {
   applyChatEvent,
   beginEdit,
@@ -123,8 +123,8 @@ export class ChatStore {
 
   /**
    * Sends a chat request and applies its stream; resolves when the stream ended: true when the
-   * node took the request, false when it refused it (or could not be reached) before any of it
-   * was kept, so the composer can give the user their words and images back.
+   * node took the request, false when it refused it (it then keeps nothing of it) or could not
+   * be reached, so the composer can give the user their words and images back.
    */
   async send(id: string, request: ChatRequest): Promise<boolean> {
     const before = this.view(id);
@@ -144,8 +144,7 @@ export class ChatStore {
     let failed = false;
     let taken = false;
     try {
-      await streamChat(id, request, (event) => {
-        taken = true;
+      const onEvent = (event: ChatEvent) => {
         if (event.type === 'done' || event.type === 'error') final = true;
         this.update(id, (v) => ({
           ...v,
@@ -155,7 +154,8 @@ export class ChatStore {
         if (event.type === 'user' && isFirstMessage && 'content' in request) {
           void this.autoTitle(id, request.content);
         }
-      });
+      };
+      await streamChat(id, request, onEvent, undefined, () => (taken = true));
       if (!final) throw new Error('The answer ended early: the connection to the node was lost.');
     } catch (e) {
       failed = true;

@@ -44,25 +44,41 @@ export function Composer({ busy, disabled, hint, onSend, onStop, focusKey }: Com
     area.current?.focus();
   }, [focusKey]);
 
+  // Files taken but still being read (a second paste meanwhile counts them), and the
+  // conversation on screen, for work that ends later.
+  const reading = useRef({ count: 0, bytes: 0 });
+  const shown = useRef(focusKey);
+  shown.current = focusKey;
+
   const attach = (files: File[]) => {
-    const { taken, refused } = screenFiles(files, images.length);
+    const count = images.length + reading.current.count;
+    const bytes = images.reduce((n, a) => n + a.size, 0) + reading.current.bytes;
+    const { taken, refused } = screenFiles(files, { count, bytes });
     setRefusal(refused[0] ?? null);
-    void Promise.all(taken.map(readAttachment)).then(
-      (read) => setImages((now) => [...now, ...read]),
-      (e: unknown) => setRefusal(e instanceof Error ? e.message : String(e)),
-    );
+    const these = { count: taken.length, bytes: taken.reduce((n, f) => n + f.size, 0) };
+    reading.current = { count: reading.current.count + these.count, bytes: reading.current.bytes + these.bytes };
+    void Promise.all(taken.map(readAttachment))
+      .then(
+        (read) => setImages((current) => [...current, ...read]),
+        (e: unknown) => setRefusal(e instanceof Error ? e.message : String(e)),
+      )
+      .finally(() => {
+        reading.current = { count: reading.current.count - these.count, bytes: reading.current.bytes - these.bytes };
+      });
   };
 
   const empty = !text.trim() && images.length === 0;
   const submit = () => {
     if (busy || disabled || empty) return;
-    const [sentText, sentImages] = [text, images];
+    const [sentText, sentImages, sentIn] = [text, images, focusKey];
     setText('');
     setImages([]);
     setRefusal(null);
     void onSend(sentText, sentImages).then((kept) => {
-      if (kept) return;
-      // Refused: the words and images come back, unless the user has started another message.
+      // Refused: the words and images come back, to the same conversation (a first message
+      // creates it: from none), unless the user has started another message.
+      const same = shown.current === sentIn || sentIn === null;
+      if (kept || !same) return;
       setText((now) => (now === '' ? sentText : now));
       setImages((now) => (now.length === 0 ? sentImages : now));
     });
