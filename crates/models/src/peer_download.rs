@@ -279,7 +279,8 @@ impl Downloads {
     }
 
     /// Fetch the model's projector before the model (the first `size` bytes of a download of
-    /// `total`), so that the model never appears without it.
+    /// `total`), so that the model never appears without it. A projector that fails its check
+    /// is left out, never the model.
     async fn fetch_projector_from_peers(
         &self,
         job: &Job,
@@ -292,6 +293,7 @@ impl Downloads {
             return Ok(());
         };
         tracing::info!(projector = %p.file_name, "fetching the model's projector from peers");
+        let (part, note) = self.partial_paths(&p.file_name);
         let want = Wanted {
             file_name: p.file_name.clone(),
             asked: Some(p.file_name),
@@ -300,7 +302,19 @@ impl Downloads {
             base: 0,
             total,
         };
-        self.fetch_file(job, sharing, name, holders, want).await
+        match self.fetch_file(job, sharing, name, holders, want).await {
+            // Stopped (by the user, or a peer sending what no peer may): the download ends.
+            Err(e) if job.cancel.is_cancelled() => Err(e),
+            // The peers' projector is not what they said (or does not fit): the model still
+            // comes, without it, as a model that cannot see.
+            Err(e) => {
+                tracing::warn!(model = %name, error = %e, "the model's projector could not be fetched from peers; the model comes without it");
+                let _ = std::fs::remove_file(part);
+                let _ = std::fs::remove_file(note);
+                Ok(())
+            }
+            Ok(()) => Ok(()),
+        }
     }
 
     /// Fetch one file from `offers` (up to [`MAX_SOURCES`] ranges at once) into its partial,

@@ -41,6 +41,22 @@ fn projector_beside_tiny(dir: &Path) -> std::path::PathBuf {
     out
 }
 
+/// Change a byte in the middle of the file at `path`, keeping its size and time: a node that
+/// hashed it before goes on announcing the old SHA-256.
+fn flip_a_byte(path: &Path) {
+    let modified = std::fs::metadata(path).unwrap().modified().unwrap();
+    let mut bytes = std::fs::read(path).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xFF;
+    std::fs::write(path, bytes).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(modified)
+        .unwrap();
+}
+
 /// A node sharing `dir`'s models on the cluster (no model loaded), pausing `pace` after each
 /// chunk it serves.
 async fn source(name: &str, dir: &Path, pace: Option<Duration>) -> TestNode {
@@ -262,18 +278,7 @@ async fn a_peer_whose_file_is_not_what_it_announces_is_caught() {
         tags["models"][0]["digest"],
         sha256_of(&common::model_path())
     );
-    let path = da.path().join("tiny.gguf");
-    let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
-    let mut bytes = std::fs::read(&path).unwrap();
-    let middle = bytes.len() / 2;
-    bytes[middle] ^= 0xFF;
-    std::fs::write(&path, bytes).unwrap();
-    std::fs::File::options()
-        .write(true)
-        .open(&path)
-        .unwrap()
-        .set_modified(modified)
-        .unwrap();
+    flip_a_byte(&da.path().join("tiny.gguf"));
     let empty = tempfile::tempdir().unwrap();
     let c = receiver(empty.path(), vec![cluster_addr(&a)]).await;
     start_download(&c.base).await;
@@ -287,6 +292,36 @@ async fn a_peer_whose_file_is_not_what_it_announces_is_caught() {
     assert!(!empty.path().join("tiny.gguf").exists());
     assert!(!empty.path().join(".downloads/tiny.gguf.part").exists());
     c.stop().await;
+    a.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_projector_not_what_its_peer_announces_is_left_out_and_the_model_comes() {
+    let da = folder_with_tiny();
+    let projector = projector_beside_tiny(da.path());
+    let a = source("peer-a", da.path(), None).await;
+    // A first receiver makes the peer hash both files; then its projector changes under it.
+    let first = tempfile::tempdir().unwrap();
+    let c = receiver(first.path(), vec![cluster_addr(&a)]).await;
+    assert_eq!(fetched(&c, "tiny").await["state"], "done");
+    assert!(first.path().join("mmproj-tiny.gguf").exists());
+    c.stop().await;
+    flip_a_byte(&projector);
+    let second = tempfile::tempdir().unwrap();
+    let d = receiver(second.path(), vec![cluster_addr(&a)]).await;
+    let end = fetched(&d, "tiny").await;
+    assert_eq!(end["state"], "done", "{end}");
+    assert_eq!(
+        sha256_of(&second.path().join("tiny.gguf")),
+        sha256_of(&common::model_path())
+    );
+    assert!(!second.path().join("mmproj-tiny.gguf").exists());
+    assert!(!second
+        .path()
+        .join(".downloads/mmproj-tiny.gguf.part")
+        .exists());
+    assert_ne!(common::model_row(&d, "tiny").await["vision"], true);
+    d.stop().await;
     a.stop().await;
 }
 
