@@ -13,8 +13,8 @@ HTTP surface (not from Hearth's code):
   (case-insensitive) and that carry the `filter` tag, most downloaded first, each with `_id`,
   `id`, `modelId`, `downloads`, `likes`, `tags`, `private`, `library_name`, `createdAt`, and
   `lastModified` when `expand` asks for it. The served repository counts `--downloads`
-  downloads; `--listed OWNER/REPO:DOWNLOADS:FILE:SIZE` (repeatable) adds a repository the search
-  finds whose listing holds one GGUF file of SIZE bytes (its bytes are never served).
+  downloads; `--listed OWNER/REPO:DOWNLOADS:FILE:SIZE[:FILE:SIZE...]` (repeatable) adds a
+  repository the search finds whose listing holds those files (their bytes are never served).
 
 Faults for tests, set with POST /_control (JSON, every key optional):
 - `drops` and `drop_after`: the next `drops` responses send `drop_after` bytes of body and then
@@ -50,7 +50,7 @@ class Hub:
     def __init__(self, repo, files, downloads=1000, listed=()):
         self.repo = repo
         self.downloads = downloads
-        # Other repositories the search finds: (id, downloads, file, size).
+        # Other repositories the search finds: (id, downloads, [(file, size)...]).
         self.listed = list(listed)
         # Each file's path in the repository: its bytes and their SHA-256.
         self.files = {path: (data, hashlib.sha256(data).hexdigest()) for path, data in files}
@@ -105,10 +105,11 @@ def make_handler(hub):
                     return self.reply_json(200, list(hub.log))
             if path == "/api/models":
                 return self.search(query)
-            for other, _, name, size in hub.listed:
+            for other, _, entries in hub.listed:
                 if path == f"/api/models/{other}/tree/main":
                     return self.reply_json(200, [{"type": "file", "oid": "0" * 40, "size": size, "path": name,
-                                                  "lfs": {"oid": "1" * 64, "size": size, "pointerSize": 134}}])
+                                                  "lfs": {"oid": "1" * 64, "size": size, "pointerSize": 134}}
+                                                 for name, size in entries])
             tree = f"/api/models/{hub.repo}/tree/main"
             with hub.lock:
                 no_tree = hub.faults["no_tree"]
@@ -134,7 +135,7 @@ def make_handler(hub):
                 hub.log.append({"search": words, "limit": limit, "filter": tag, "sort": sort,
                                 "direction": direction, "expand": expand})
             # Its own order: the listed repositories, then the served one.
-            repos = [(r, d) for r, d, _, _ in hub.listed] + [(hub.repo, hub.downloads)]
+            repos = [(r, d) for r, d, _ in hub.listed] + [(hub.repo, hub.downloads)]
             found = [(r, d) for r, d in repos if words in r.lower() and tag in (None, "gguf")]
             # Most downloaded first only when that sort is asked for.
             if sort == "downloads":
@@ -260,7 +261,7 @@ def main():
                     help="the file's path in the repository [its name]")
     ap.add_argument("--downloads", type=int, default=1000)
     ap.add_argument("--listed", action="append", default=[],
-                    help="OWNER/REPO:DOWNLOADS:FILE:SIZE, another repository the search finds")
+                    help="OWNER/REPO:DOWNLOADS:FILE:SIZE[:FILE:SIZE...], another repository the search finds")
     args = ap.parse_args()
     paths = args.path or [f.rsplit("/", 1)[-1] for f in args.file]
     assert len(paths) == len(args.file), "one --path per --file"
@@ -270,8 +271,9 @@ def main():
             files.append((path, f.read()))
     listed = []
     for spec in args.listed:
-        repo, downloads, name, size = spec.split(":")
-        listed.append((repo, int(downloads), name, int(size)))
+        repo, downloads, *rest = spec.split(":")
+        entries = [(rest[i], int(rest[i + 1])) for i in range(0, len(rest), 2)]
+        listed.append((repo, int(downloads), entries))
     hub = Hub(args.repo, files, args.downloads, listed)
     server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(hub))
     server.daemon_threads = True

@@ -187,21 +187,11 @@ impl ModelHubFile {
         };
         let entries: Vec<TreeEntry> =
             serde_json::from_slice(&body).map_err(|e| ModelHubError::BadListing(e.to_string()))?;
-        let best = entries
+        let files = entries
             .iter()
             .filter(|e| e.kind == "file")
-            .map(|e| e.path.as_str())
-            .filter(|p| {
-                let name = p.rsplit('/').next().unwrap_or(p);
-                is_projector(name) && plain_name(name)
-            })
-            // The one named for this model first (a folder may hold several models'), then
-            // the most precise.
-            .min_by_key(|p| {
-                let name = p.rsplit('/').next().unwrap_or(p);
-                let shared = shared_stem(name, self.file_name());
-                (std::cmp::Reverse(shared), projector_rank(p), p.to_string())
-            });
+            .map(|e| e.path.as_str());
+        let best = best_projector(files, self.file_name());
         Ok(best.map(|path| ModelHubFile {
             repo: self.repo.clone(),
             path: path.to_owned(),
@@ -293,6 +283,24 @@ impl ModelHubFile {
             file: self.path.clone(),
         }
     }
+}
+
+/// The projector among `paths` (a folder's files) that goes with model file `model`: the one
+/// named for it first (a folder may hold several models'), then the most precise.
+pub(crate) fn best_projector<'a>(
+    paths: impl Iterator<Item = &'a str>,
+    model: &str,
+) -> Option<&'a str> {
+    paths
+        .filter(|p| {
+            let name = p.rsplit('/').next().unwrap_or(p);
+            is_projector(name) && plain_name(name)
+        })
+        .min_by_key(|p| {
+            let name = p.rsplit('/').next().unwrap_or(p);
+            let shared = shared_stem(name, model);
+            (std::cmp::Reverse(shared), projector_rank(p), p.to_string())
+        })
 }
 
 /// How many leading characters a projector's name shares with the model's, both without

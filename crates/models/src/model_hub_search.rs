@@ -1,6 +1,7 @@
 //! Finding models on the hub: its model search (`GET {hub}/api/models`, GGUF repositories, the
 //! most downloaded first, as the hub documents it) and each repository's GGUF files with their
-//! size and quantisation (`tree/main?recursive=true`), a split model's shards as one file.
+//! size and quantisation (`tree/main?recursive=true`), a split model's shards as one file, and
+//! the vision projector a download of it would bring.
 //! Whether a file fits this machine is the host's to say (`ModelHost::fit`).
 
 use futures_util::StreamExt as _;
@@ -8,7 +9,9 @@ use hearth_protocol::gguf::quant_in_name;
 use hearth_protocol::ids::split_shard;
 use serde::{Deserialize, Serialize};
 
-use crate::model_hub::{get_json, ModelHubError, ModelHubFile, TreeEntry, REVISION};
+use crate::model_hub::{
+    best_projector, get_json, ModelHubError, ModelHubFile, TreeEntry, REVISION,
+};
 use crate::registry::{is_projector, plain_name};
 
 /// Repositories one search lists when the caller does not say.
@@ -47,6 +50,17 @@ pub struct FoundFile {
     pub quant: Option<String>,
     /// Shards of a split model (1 for a single file).
     pub shards: u32,
+    /// The bytes of the vision projector a download brings with it (the one its folder holds,
+    /// chosen as the download chooses), when there is one: the model sees images.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub projector_size: Option<u64>,
+}
+
+impl FoundFile {
+    /// What loads when it does: the model and its projector, if one comes with it.
+    pub fn bytes_to_load(&self) -> u64 {
+        self.size + self.projector_size.unwrap_or(0)
+    }
 }
 
 /// One result of the hub's model search, as documented (`id`, `downloads`, `likes`, and
@@ -176,6 +190,7 @@ fn models_in(repo: &str, entries: &[TreeEntry]) -> Vec<FoundFile> {
                     size,
                     quant: quant_in_name(name).map(str::to_owned),
                     shards: count,
+                    projector_size: None,
                 }),
             }
         } else {
@@ -185,11 +200,28 @@ fn models_in(repo: &str, entries: &[TreeEntry]) -> Vec<FoundFile> {
                 size,
                 quant: quant_in_name(name).map(str::to_owned),
                 shards: 1,
+                projector_size: None,
             });
         }
     }
+    for f in &mut out {
+        f.projector_size = projector_beside(repo, f, entries);
+    }
     out.sort_by(|a, b| a.size.cmp(&b.size).then_with(|| a.name.cmp(&b.name)));
     out
+}
+
+/// The size of the projector a download of `file` brings: the one of its folder
+/// [`best_projector`] picks.
+fn projector_beside(repo: &str, file: &FoundFile, entries: &[TreeEntry]) -> Option<u64> {
+    let path = file.spec.strip_prefix(repo)?.trim_start_matches('/');
+    let folder = path.rsplit_once('/').map_or("", |(d, _)| d);
+    let in_folder = entries
+        .iter()
+        .filter(|e| e.kind == "file" && e.path.rsplit_once('/').map_or("", |(d, _)| d) == folder);
+    let best = best_projector(in_folder.map(|e| e.path.as_str()), &file.name)?;
+    let entry = entries.iter().find(|e| e.path == best)?;
+    Some(entry.lfs.as_ref().map_or(entry.size, |l| l.size))
 }
 
 #[cfg(test)]
@@ -216,20 +248,39 @@ mod tests {
             entry("..\\..\\evil.gguf", 1, true),
         ];
         let files = models_in("me/Model-GGUF", &entries);
-        let names: Vec<(&str, u64, Option<&str>, u32)> = files
+        type Row<'a> = (&'a str, u64, Option<&'a str>, u32, Option<u64>);
+        let names: Vec<Row<'_>> = files
             .iter()
-            .map(|f| (f.spec.as_str(), f.size, f.quant.as_deref(), f.shards))
+            .map(|f| {
+                let spec = f.spec.as_str();
+                (spec, f.size, f.quant.as_deref(), f.shards, f.projector_size)
+            })
             .collect();
+        // The projector beside the top folder's models comes with them (and counts in their
+        // size to fit), not with the split model's in another folder.
         assert_eq!(
             names,
             [
-                ("me/Model-GGUF/Model-Q4_K_M.gguf", 500, Some("Q4_K_M"), 1),
-                ("me/Model-GGUF/Model-Q8_0.gguf", 800, Some("Q8_0"), 1),
+                (
+                    "me/Model-GGUF/Model-Q4_K_M.gguf",
+                    500,
+                    Some("Q4_K_M"),
+                    1,
+                    Some(300)
+                ),
+                (
+                    "me/Model-GGUF/Model-Q8_0.gguf",
+                    800,
+                    Some("Q8_0"),
+                    1,
+                    Some(300)
+                ),
                 (
                     "me/Model-GGUF/BF16/Model-BF16-00001-of-00002.gguf",
                     1900,
                     Some("BF16"),
-                    2
+                    2,
+                    None
                 ),
             ]
         );

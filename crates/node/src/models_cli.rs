@@ -188,7 +188,7 @@ async fn search(
             println!("  (its files could not be listed: {e})");
         }
         for f in r.files {
-            let fit = memory::fit(f.size, &room);
+            let fit = memory::fit(f.bytes_to_load(), &room);
             let mark = match (fit.on_gpu, fit.fits) {
                 (true, _) => "fits in video memory",
                 (false, true) => "fits",
@@ -199,8 +199,13 @@ async fn search(
             } else {
                 ""
             };
+            let vision = if f.projector_size.is_some() {
+                "\tsees images"
+            } else {
+                ""
+            };
             println!(
-                "  {}	{}	{}	{mark} (needs {}){here}",
+                "  {}	{}	{}	{mark} (needs {}){vision}{here}",
                 f.spec,
                 mib(f.size),
                 f.quant.as_deref().unwrap_or("?"),

@@ -17,6 +17,9 @@ const IN_REPO: &str = "quants/Tiny-Q4_K_M.gguf";
 /// A repository the search finds with one file far larger than any machine.
 /// (The fixture lists it before the served one unless asked to sort by downloads.)
 const HUGE: &str = "other/Tiny-Huge-GGUF:50:Tiny-Huge-Q8_0.gguf:999999999999999";
+/// One whose model is small and whose vision projector, which comes with it, is not.
+const VISION: &str =
+    "other/Tiny-Vision-GGUF:20:Tiny-Vision-Q4_0.gguf:1000:mmproj-Tiny-Vision-f16.gguf:999999999999999";
 /// One it must not find for "tiny".
 const UNRELATED: &str = "other/Unrelated-GGUF:99999:Unrelated-Q4_0.gguf:1000";
 
@@ -24,7 +27,7 @@ fn hub() -> ModelHub {
     ModelHub::serving(
         REPO,
         &[(IN_REPO, common::model_path())],
-        &["--listed", HUGE, "--listed", UNRELATED],
+        &["--listed", HUGE, "--listed", VISION, "--listed", UNRELATED],
     )
 }
 
@@ -58,7 +61,7 @@ async fn the_search_lists_what_fits_and_a_found_file_downloads() {
     let ids: Vec<&str> = repos.iter().map(|r| r["id"].as_str().unwrap()).collect();
     assert_eq!(
         ids,
-        [REPO, "other/Tiny-Huge-GGUF"],
+        [REPO, "other/Tiny-Huge-GGUF", "other/Tiny-Vision-GGUF"],
         "most downloaded first, only matches"
     );
     assert_eq!(repos[0]["downloads"], 1000);
@@ -77,6 +80,14 @@ async fn the_search_lists_what_fits_and_a_found_file_downloads() {
         (&json!("Q8_0"), &json!(false)),
         "{v}"
     );
+    assert!(file.get("projector_size").is_none(), "{v}");
+    // The projector is no model of its own; it comes with the model and counts in its fit.
+    let vision = repos[2]["files"].as_array().unwrap();
+    assert_eq!(vision.len(), 1, "{v}");
+    assert_eq!(vision[0]["name"], "Tiny-Vision-Q4_0.gguf");
+    assert_eq!(vision[0]["projector_size"], 999_999_999_999_999u64);
+    assert_eq!(vision[0]["fits"], false, "{v}");
+    assert!(vision[0]["needs"].as_u64().unwrap() > 999_999_999_999_999);
     // The hub was asked as its API documents: GGUF repositories, the query's words.
     let log = hub.log().await;
     let asked = log

@@ -1,7 +1,7 @@
 //! `GET /api/models/search?q=WORDS[&limit=N]`: the hub's GGUF repositories matching the words,
 //! the most downloaded first, each file with its size and quantisation, marked by whether it
-//! fits this machine (memory, and video memory) at the context this node gives a request, and
-//! whether it is here already. The Models page's search; `hearth-node models search` prints it.
+//! fits this machine (memory, and video memory, its vision projector counted) at the context
+//! this node gives a request, and whether it is here already. The Models page's search; `hearth-node models search` prints it.
 
 use std::sync::Arc;
 
@@ -79,7 +79,7 @@ pub(crate) async fn search(
                 .files
                 .into_iter()
                 .map(|file| {
-                    let fit = hearth_models::memory::fit(file.size, &room);
+                    let fit = hearth_models::memory::fit(file.bytes_to_load(), &room);
                     File {
                         here: state.models_dir.join(&file.name).is_file(),
                         needs: fit.needs,

@@ -1,8 +1,9 @@
 // Scenario 19: a model found with the hub's search on the Models page. A node on an empty
 // models folder searches `tests/hub_server.py` (the hub's documented search on loopback): the
 // matching repositories come most downloaded first, each file with its quantisation, its size
-// and whether it fits this machine (a file larger than any machine is marked too large); one
-// click downloads a file with its progress, and it lands in the models table.
+// and whether it fits this machine (a file larger than any machine is marked too large, and so
+// is a small model whose vision projector, marked Vision, is); one click downloads a file with
+// its progress, and it lands in the models table.
 
 import assert from 'node:assert/strict';
 import { mkdir, stat } from 'node:fs/promises';
@@ -15,10 +16,12 @@ import { assertNoHorizontalOverflow, screenshot, sel } from '../lib/ui.mjs';
 
 const SPEC = 'hearth-test/Tiny-GGUF/Tiny-Q4_K_M.gguf';
 
-/** The hub's arguments: the default model as SPEC, and a listed repository far too large. */
+/** The hub's arguments: the default model as SPEC, a listed repository far too large, and one
+ * whose projector is. */
 const hubArgs = (model) => [
   '--repo', 'hearth-test/Tiny-GGUF', '--path', 'Tiny-Q4_K_M.gguf', '--file', model,
   '--listed', 'other/Tiny-Huge-GGUF:50:Tiny-Huge-Q8_0.gguf:999999999999999',
+  '--listed', 'other/Tiny-Vision-GGUF:20:Tiny-Vision-Q4_0.gguf:1000:mmproj-Tiny-Vision-f16.gguf:999999999999999',
 ];
 
 test('a model found by searching the hub downloads with one click', { timeout: 180_000 }, async (t) => {
@@ -40,7 +43,7 @@ test('a model found by searching the hub downloads with one click', { timeout: 1
   await page.locator(sel('search-submit')).click();
   await page.locator(sel('search-repo')).first().waitFor({ timeout: 15_000 });
   const repos = await page.locator(sel('search-repo')).evaluateAll((all) => all.map((r) => r.getAttribute('data-repo-id')));
-  assert.deepEqual(repos, ['hearth-test/Tiny-GGUF', 'other/Tiny-Huge-GGUF']);
+  assert.deepEqual(repos, ['hearth-test/Tiny-GGUF', 'other/Tiny-Huge-GGUF', 'other/Tiny-Vision-GGUF']);
 
   const file = page.locator(`${sel('search-file')}[data-spec="${SPEC}"]`);
   assert.equal(await file.getAttribute('data-fits'), 'true');
@@ -49,6 +52,10 @@ test('a model found by searching the hub downloads with one click', { timeout: 1
   const huge = page.locator(`${sel('search-file')}[data-spec="other/Tiny-Huge-GGUF/Tiny-Huge-Q8_0.gguf"]`);
   assert.equal(await huge.getAttribute('data-fits'), 'false');
   assert.match(await huge.locator(sel('search-fit')).innerText(), /Too large for this machine/);
+  assert.equal(await huge.locator(sel('search-vision')).count(), 0);
+  const vision = page.locator(`${sel('search-file')}[data-spec="other/Tiny-Vision-GGUF/Tiny-Vision-Q4_0.gguf"]`);
+  assert.equal(await vision.locator(sel('search-vision')).textContent(), 'Vision');
+  assert.equal(await vision.getAttribute('data-fits'), 'false');
   await assertNoHorizontalOverflow(page, 'search results');
   await screenshot(page, '19-search-results');
 

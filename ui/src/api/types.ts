@@ -234,6 +234,8 @@ export interface FoundFile {
   size: number;
   quant: string | null;
   shards: number;
+  /** The bytes of the vision projector that comes with it (it sees images); absent: none. */
+  projector_size?: number;
   /** The memory it is expected to take here. */
   needs: number;
   fits: boolean;

@@ -107,6 +107,15 @@ export function SearchCard({ onDownload, pending }: SearchCardProps) {
                       </span>
                       <span>{f.quant ?? '—'}</span>
                       <span>{formatBytes(f.size)}</span>
+                      {f.projector_size !== undefined && (
+                        <span
+                          className="badge"
+                          data-testid="search-vision"
+                          title={`Sees images: its vision projector (${formatBytes(f.projector_size)}) comes with it`}
+                        >
+                          Vision
+                        </span>
+                      )}
                       <span className={f.fits ? 'fit-yes' : 'fit-no'} data-testid="search-fit">
                         {fitLabel(f)}
                       </span>
