@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -69,6 +69,30 @@ fn child_pids(pid: u32) -> Vec<u32> {
         .collect()
 }
 
+/// Every path under `root`, for a failure's message.
+fn walk(root: &Path) -> Vec<PathBuf> {
+    let mut all = Vec::new();
+    for e in std::fs::read_dir(root).into_iter().flatten().flatten() {
+        all.push(e.path());
+        if e.path().is_dir() {
+            all.extend(walk(&e.path()));
+        }
+    }
+    all
+}
+
+/// The folders of prompt cache `root` (one per model and layout) that hold a file.
+fn cache_folders_written(root: &Path) -> Vec<PathBuf> {
+    let Ok(folders) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    folders
+        .flatten()
+        .filter(|f| std::fs::read_dir(f.path()).is_ok_and(|mut files| files.next().is_some()))
+        .map(|f| f.path())
+        .collect()
+}
+
 /// What every node of these tests runs with: one slot, one thread, no discovery.
 const COMMON: [&str; 5] = ["--parallel", "1", "--threads", "1", "--no-discovery"];
 
@@ -104,7 +128,9 @@ fn model_in(dir: &Path, name: &str) {
 async fn a_model_split_across_two_nodes_answers_as_the_whole_model() {
     let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
     let (sharing, peer) = sharer(&dirs[0].path().join("data"), "1024", &[]).await;
-    let owner_args = owner_args("1024", &["--peer", &peer]);
+    let cache = dirs[1].path().join("prompt-cache");
+    let cache_arg = cache.to_string_lossy().into_owned();
+    let owner_args = owner_args("1024", &["--peer", &peer, "--cache-disk", &cache_arg]);
     let owner = NodeProcess::start(&dirs[1].path().join("data"), &owner_args, None);
     let prompts = ["Name three colours.", "What is the capital of France?"];
     let mut whole = Vec::new();
@@ -150,6 +176,25 @@ async fn a_model_split_across_two_nodes_answers_as_the_whole_model() {
     assert_eq!(models["loaded_models"], json!([]), "{models}");
     for (prompt, whole) in prompts.iter().zip(&whole) {
         assert_eq!(&greedy(&owner.url, prompt).await, whole, "{prompt}");
+    }
+    // The worker keeps its prompt cache on disk as the owner does, in its layout's folder (its
+    // KV partly on the peer: a folder beside the one of the model loaded whole): its one
+    // slot's long conversation is saved when the next prompt takes the slot.
+    greedy(
+        &owner.url,
+        &"Tell me about the sea and its waves. ".repeat(12),
+    )
+    .await;
+    greedy(&owner.url, "Hello.").await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while cache_folders_written(&cache).len() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the split's worker wrote no prompt cache in {}: {:?}",
+            cache.display(),
+            walk(&cache)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // The peer lost while the split is idle: noticed within seconds (its tunnel goes silent
     // or closes), named, and the worker is stopped.
@@ -511,7 +556,9 @@ fn runs(pid: u32, what: &str) -> bool {
 async fn a_split_ended_as_it_starts_leaves_nothing_and_its_worker_inherits_no_setting() {
     let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
     let (sharing, peer) = sharer(&dirs[0].path().join("data"), "1024", &[]).await;
-    let owner_args = owner_args("1024", &["--peer", &peer]);
+    let cache = dirs[1].path().join("prompt-cache");
+    let cache_arg = cache.to_string_lossy().into_owned();
+    let owner_args = owner_args("1024", &["--peer", &peer, "--cache-disk", &cache_arg]);
     // A setting of the owner's own, from its environment.
     let owner = NodeProcess::start_with_env(
         &dirs[1].path().join("data"),

@@ -179,6 +179,14 @@ impl Splits {
         if let Some(bytes) = settings.cache_ram {
             cmd.args(["--cache-ram", &(bytes >> 20).to_string()]);
         }
+        // The prompt cache on disk too: the split's layout has a folder of its own there.
+        if let Some(dir) = &settings.cache_disk {
+            cmd.arg("--cache-disk").arg(dir);
+            cmd.args([
+                "--cache-disk-max",
+                &(settings.cache_disk_max >> 20).to_string(),
+            ]);
+        }
         cmd.spawn()
     }
 
