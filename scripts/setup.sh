@@ -134,13 +134,14 @@ fi
 "$root/scripts/long-model.sh" >/dev/null
 
 # --- Python test clients (the official openai and ollama packages; llama.cpp's gguf; jsonschema
-# to check structured output and tool arguments against their schemas) ------------------------
+# to check structured output and tool arguments against their schemas; lameenc, LAME's MP3
+# encoder, to make the MP3 clips the audio tests send) ----------------------------------------
 venv="$root/.venv"
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import openai, anthropic, websockets, ollama, gguf, jsonschema' >/dev/null 2>&1; then
-  say "creating $venv with the openai, anthropic, websockets, ollama, gguf and jsonschema packages"
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import openai, anthropic, websockets, ollama, gguf, jsonschema, lameenc' >/dev/null 2>&1; then
+  say "creating $venv with the openai, anthropic, websockets, ollama, gguf, jsonschema and lameenc packages"
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet 'openai>=1.40,<3' 'anthropic>=0.50,<3' 'websockets>=14,<17' 'ollama>=0.4,<1' 'gguf>=0.10,<1' \
-    'jsonschema>=4,<5'
+    'jsonschema>=4,<5' 'lameenc>=1.7,<2'
 fi
 
 # --- Web UI and browser tests (npm registry only) -------------------------------------------

@@ -11,6 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
+use hearth_protocol::audio::Audio;
 use hearth_protocol::media::{Image, MEDIA_MARKER};
 use hearth_protocol::ChatMessage;
 use llama_cpp_2::context::LlamaContext;
@@ -61,12 +62,25 @@ pub fn find_projector(model: &Path) -> Option<PathBuf> {
 pub enum MediaError {
     #[error("image {index}: {why}")]
     Image { index: usize, why: String },
-    #[error("the prompt holds {markers} image places ({MEDIA_MARKER}) for {images} images")]
+    #[error("audio clip {index}: {why}")]
+    Audio { index: usize, why: String },
+    #[error(
+        "the prompt holds {markers} media places ({MEDIA_MARKER}) for {images} images and clips"
+    )]
     Places { markers: usize, images: usize },
-    #[error("the images could not be prepared for the model: {0}")]
+    #[error("the images and clips could not be prepared for the model: {0}")]
     Prepare(String),
     #[error(transparent)]
     Limit(#[from] hearth_protocol::media::ImageError),
+    #[error(transparent)]
+    AudioLimit(#[from] hearth_protocol::audio::AudioError),
+}
+
+/// One image or audio clip of a prompt, in the order their markers stand in its text.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Media<'a> {
+    Image(&'a Image),
+    Audio(&'a Audio),
 }
 
 /// A model's projector, loaded once with it and shared by the request threads (which cut
@@ -128,28 +142,55 @@ impl Projector {
         })
     }
 
-    /// Cut `text` (holding one [`MEDIA_MARKER`] per image) and `images` into tokens and image
-    /// chunks, as [`crate::model::Prompter::tokenize`] would tokenize the text alone.
-    pub(crate) fn prepare(&self, text: &str, images: &[&Image]) -> Result<Prepared, MediaError> {
+    /// Cut `text` (holding one [`MEDIA_MARKER`] per image or clip) and `media` into tokens and
+    /// media chunks, as [`crate::model::Prompter::tokenize`] would tokenize the text alone.
+    pub(crate) fn prepare(&self, text: &str, media: &[Media<'_>]) -> Result<Prepared, MediaError> {
         let markers = text.matches(MEDIA_MARKER).count();
-        if markers != images.len() {
+        if markers != media.len() {
             return Err(MediaError::Places {
                 markers,
-                images: images.len(),
+                images: media.len(),
             });
         }
-        let mut bitmaps = Vec::with_capacity(images.len());
-        for (index, image) in images.iter().enumerate() {
-            let why = |e: &dyn std::fmt::Display| MediaError::Image {
-                index,
-                why: e.to_string(),
+        let rate = {
+            let ctx = self.ctx.read().unwrap_or_else(|p| p.into_inner());
+            ctx.get_audio_sample_rate().unwrap_or(DEFAULT_AUDIO_RATE)
+        };
+        let (mut images, mut clips) = (0, 0);
+        let mut bitmaps = Vec::with_capacity(media.len());
+        for item in media {
+            let (bitmap, bytes) = match item {
+                Media::Image(image) => {
+                    let index = images;
+                    images += 1;
+                    let why = |e: &dyn std::fmt::Display| MediaError::Image {
+                        index,
+                        why: e.to_string(),
+                    };
+                    let pixels = image.decode_within(MAX_SIDE).map_err(|e| why(&e))?;
+                    let bitmap =
+                        MtmdBitmap::from_image_data(pixels.width, pixels.height, &pixels.rgb)
+                            .map_err(|e| why(&e))?;
+                    (bitmap, &image.0)
+                }
+                Media::Audio(clip) => {
+                    let index = clips;
+                    clips += 1;
+                    let why = |e: &dyn std::fmt::Display| MediaError::Audio {
+                        index,
+                        why: e.to_string(),
+                    };
+                    let samples = clip.decode_mono(rate).map_err(|e| why(&e))?;
+                    let bitmap = MtmdBitmap::from_audio_data(&samples).map_err(|e| why(&e))?;
+                    (bitmap, &clip.0)
+                }
             };
-            let pixels = image.decode_within(MAX_SIDE).map_err(|e| why(&e))?;
-            let mut bitmap = MtmdBitmap::from_image_data(pixels.width, pixels.height, &pixels.rgb)
-                .map_err(|e| why(&e))?;
-            // Its chunks carry its hash: one image may be cut into several (tiles).
-            let hash = hex(&Sha256::digest(&image.0));
-            bitmap.set_id(&hash).map_err(|e| why(&e))?;
+            let mut bitmap = bitmap;
+            // Its chunks carry its hash: one image (or clip) may be cut into several.
+            let hash = hex(&Sha256::digest(bytes));
+            bitmap
+                .set_id(&hash)
+                .map_err(|e| MediaError::Prepare(e.to_string()))?;
             bitmaps.push(bitmap);
         }
         let refs: Vec<&MtmdBitmap> = bitmaps.iter().collect();
@@ -175,7 +216,7 @@ impl Projector {
                 }
                 _ => {
                     let id = chunk.id().ok_or_else(|| {
-                        MediaError::Prepare("an image chunk without its image's id".into())
+                        MediaError::Prepare("a media chunk without its file's id".into())
                     })?;
                     let nth = seen.entry(id.clone()).or_default();
                     let seed = Sha256::digest(format!("{id}/{nth}"));
@@ -193,7 +234,7 @@ impl Projector {
         if media.last().is_some_and(|m| m.at + m.len == tokens.len()) {
             // Its logits would be the first token's: the scheduler samples only after text.
             return Err(MediaError::Prepare(
-                "an image cannot end the prompt: text must follow it".into(),
+                "an image or clip cannot end the prompt: text must follow it".into(),
             ));
         }
         Ok(Prepared { tokens, media })
@@ -216,15 +257,15 @@ impl Projector {
     }
 }
 
-/// The messages as the template renders them: each one's images stand where its text holds the
-/// marker, else before its text; the image bytes stay out of the template's context. With them,
-/// every image in order.
-pub(crate) fn placed(messages: &[ChatMessage]) -> (Vec<ChatMessage>, Vec<&Image>) {
-    let mut images = Vec::new();
+/// The messages as the template renders them: each one's clips first, then its images where
+/// its text holds their markers, else before its text; the files' bytes stay out of the
+/// template's context. With them, every image and clip in the order of their markers.
+pub(crate) fn placed(messages: &[ChatMessage]) -> (Vec<ChatMessage>, Vec<Media<'_>>) {
+    let mut media = Vec::new();
     let placed = messages
         .iter()
         .map(|m| {
-            // Not `m.clone()`: the images' bytes would be copied for nothing.
+            // Not `m.clone()`: the files' bytes would be copied for nothing.
             let mut m2 = ChatMessage {
                 role: m.role.clone(),
                 content: m.content.clone(),
@@ -232,16 +273,25 @@ pub(crate) fn placed(messages: &[ChatMessage]) -> (Vec<ChatMessage>, Vec<&Image>
                 tool_call_id: m.tool_call_id.clone(),
                 name: m.name.clone(),
                 images: Vec::new(),
+                audio: Vec::new(),
             };
             if !m.images.is_empty() && !m.content.contains(MEDIA_MARKER) {
                 m2.content = format!("{}{}", MEDIA_MARKER.repeat(m.images.len()), m.content);
             }
-            images.extend(m.images.iter());
+            if !m.audio.is_empty() {
+                m2.content = format!("{}{}", MEDIA_MARKER.repeat(m.audio.len()), m2.content);
+            }
+            media.extend(m.audio.iter().map(Media::Audio));
+            media.extend(m.images.iter().map(Media::Image));
             m2
         })
         .collect();
-    (placed, images)
+    (placed, media)
 }
+
+/// The rate audio is resampled to when the projector does not say (Whisper's, which every
+/// audio encoder llama.cpp reads uses).
+const DEFAULT_AUDIO_RATE: u32 = 16_000;
 
 /// The longest side an image keeps before the projector sees it: more than any projector
 /// takes (they resize to 224 to 1,536 pixels a side), and it bounds the pixels held per image
@@ -335,15 +385,40 @@ mod tests {
         a.images = vec![Image(vec![1]), Image(vec![2])];
         let mut b = ChatMessage::new("user", format!("left {MEDIA_MARKER} right"));
         b.images = vec![Image(vec![3])];
-        let messages = [a, ChatMessage::new("assistant", "x"), b];
-        let (placed, images) = placed(&messages);
+        let mut c = ChatMessage::new("user", format!("see {MEDIA_MARKER}, hear"));
+        c.images = vec![Image(vec![4])];
+        c.audio = vec![Audio(vec![5])];
+        let messages = [a, ChatMessage::new("assistant", "x"), b, c];
+        let (placed, media) = placed(&messages);
         assert_eq!(
             placed[0].content,
             format!("{MEDIA_MARKER}{MEDIA_MARKER}what is this?")
         );
-        assert!(placed.iter().all(|m| m.images.is_empty()));
+        assert!(placed
+            .iter()
+            .all(|m| m.images.is_empty() && m.audio.is_empty()));
         assert_eq!(placed[2].content, format!("left {MEDIA_MARKER} right"));
-        assert_eq!(images.len(), 3);
-        assert_eq!(images[2].0, vec![3]);
+        // A clip stands before the message's images and words.
+        assert_eq!(
+            placed[3].content,
+            format!("{MEDIA_MARKER}see {MEDIA_MARKER}, hear")
+        );
+        let order: Vec<(&str, u8)> = media
+            .iter()
+            .map(|m| match m {
+                Media::Image(i) => ("image", i.0[0]),
+                Media::Audio(a) => ("audio", a.0[0]),
+            })
+            .collect();
+        assert_eq!(
+            order,
+            [
+                ("image", 1),
+                ("image", 2),
+                ("image", 3),
+                ("audio", 5),
+                ("image", 4)
+            ]
+        );
     }
 }

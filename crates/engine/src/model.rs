@@ -203,6 +203,9 @@ pub enum PromptError {
     /// Images for a model without a projector that reads them.
     #[error("model {model} cannot see images: no projector that reads images is loaded with it (an mmproj file beside it){}", why.as_deref().map(|w| format!(" ({w})")).unwrap_or_default())]
     NoVision { model: ModelId, why: Option<String> },
+    /// Audio for a model without a projector that hears it.
+    #[error("model {model} cannot hear audio: no projector that reads audio is loaded with it (an mmproj file beside it){}", why.as_deref().map(|w| format!(" ({w})")).unwrap_or_default())]
+    NoAudio { model: ModelId, why: Option<String> },
     #[error(transparent)]
     Media(#[from] crate::media::MediaError),
     /// `speculative: "draft"` for a model no draft model guesses for.
@@ -291,7 +294,11 @@ impl Prompter {
     /// Images are rendered as their markers, where they stand (their bytes never go into the
     /// template's context).
     pub(crate) fn render(&self, chat: &Chat) -> Result<Rendered, PromptError> {
-        if chat.messages.iter().any(|m| !m.images.is_empty()) {
+        if chat
+            .messages
+            .iter()
+            .any(|m| !m.images.is_empty() || !m.audio.is_empty())
+        {
             let (messages, _) = crate::media::placed(&chat.messages);
             return self.render(&Chat {
                 messages,

@@ -1,12 +1,12 @@
 //! A request's prompt made into tokens on the caller's thread, never the engine's: a
 //! conversation rendered with the model's template (its tools' grammar taken into the
-//! sampling parameters), its images placed and cut into chunks by the projector, text
+//! sampling parameters), its images and audio placed and cut into chunks by the projector, text
 //! tokenized; a prompt judged by its length first, so one that cannot fit is never tokenized.
 
 use hearth_protocol::SamplingParams;
 use llama_cpp_2::token::LlamaToken;
 
-use hearth_protocol::media::{check_count, Image};
+use hearth_protocol::media::check_count;
 
 use crate::media::{MediaChunk, MediaError};
 use crate::model::{Chat, ModelInfo, PromptError};
@@ -66,21 +66,31 @@ pub(crate) fn chat_tokens(
     params: &mut SamplingParams,
 ) -> Result<(Vec<LlamaToken>, Vec<MediaChunk>), Unfit> {
     let with_images = chat.messages.iter().any(|m| !m.images.is_empty());
-    let projector = match (with_images, &model.media) {
+    let with_audio = chat.messages.iter().any(|m| !m.audio.is_empty());
+    let projector = match (with_images || with_audio, &model.media) {
         (false, _) => None,
-        (true, Some(p)) if p.vision => Some(p),
-        (true, _) => {
-            return Err(PromptError::NoVision {
-                model: model.id.clone(),
-                why: model.projector_refused.clone(),
+        (true, Some(p)) if (!with_images || p.vision) && (!with_audio || p.audio) => Some(p),
+        (true, found) => {
+            let why = model.projector_refused.clone();
+            let model = model.id.clone();
+            // What the projector lacks: one that hears may not see, and the other way round.
+            let sees = found.as_ref().is_some_and(|p| p.vision);
+            return Err(if with_images && !sees {
+                PromptError::NoVision { model, why }
+            } else {
+                PromptError::NoAudio { model, why }
             }
-            .into())
+            .into());
         }
     };
-    // Images stand in the text where the template puts their messages, in this order.
-    let images: Vec<&Image> = chat.messages.iter().flat_map(|m| &m.images).collect();
+    // Images and clips stand in the text where the template puts their messages, in this order.
+    let (_, media) = crate::media::placed(&chat.messages);
     // Every door checks its own; this is the request's whole count, whatever its messages.
-    check_count(images.len()).map_err(|e| PromptError::Media(MediaError::Limit(e)))?;
+    let images = chat.messages.iter().map(|m| m.images.len()).sum();
+    check_count(images).map_err(|e| PromptError::Media(MediaError::Limit(e)))?;
+    let clips = chat.messages.iter().map(|m| m.audio.len()).sum();
+    hearth_protocol::audio::check_count(clips)
+        .map_err(|e| PromptError::Media(MediaError::AudioLimit(e)))?;
     let rendered = model.prompter.render(chat)?;
     if let Some(g) = rendered.grammar {
         if params.grammar.is_some() {
@@ -98,8 +108,8 @@ pub(crate) fn chat_tokens(
             Ok((tokens, Vec::new()))
         }
         Some(p) => {
-            // Decoding images is heavy whatever their count.
-            let prepared = off_the_runtime(usize::MAX, || p.prepare(&rendered.text, &images))
+            // Decoding images and clips is heavy whatever their count.
+            let prepared = off_the_runtime(usize::MAX, || p.prepare(&rendered.text, &media))
                 .map_err(PromptError::from)?;
             Ok((prepared.tokens, prepared.media))
         }

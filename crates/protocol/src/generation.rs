@@ -180,6 +180,9 @@ pub struct ChatMessage {
     /// media marker (`<__media__>`), or before the text when it holds none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<crate::media::Image>,
+    /// Audio clips the turn lets the model hear, in order, before its images and its text.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub audio: Vec<crate::audio::Audio>,
 }
 
 impl ChatMessage {
@@ -191,6 +194,7 @@ impl ChatMessage {
             tool_call_id: None,
             name: None,
             images: Vec::new(),
+            audio: Vec::new(),
         }
     }
 }
@@ -201,7 +205,8 @@ impl ChatMessage {
 pub fn merge_leading_system(messages: &mut Vec<ChatMessage>) {
     let n = messages
         .iter()
-        .take_while(|m| m.role == "system" && m.tool_calls.is_empty())
+        // A clip stands before its message's text: joined, it would move; such messages stay.
+        .take_while(|m| m.role == "system" && m.tool_calls.is_empty() && m.audio.is_empty())
         .count();
     if n < 2 {
         return;

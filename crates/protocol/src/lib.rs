@@ -37,6 +37,7 @@
 //! - Parsing is tolerant of unknown fields; validation is strict about values.
 
 pub mod anthropic;
+pub mod audio;
 pub mod auth_ws;
 pub mod batch;
 pub mod cluster;

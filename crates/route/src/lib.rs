@@ -504,8 +504,14 @@ pub fn continuation(info: &ModelInfo, prompt: Prompt, delivered: &str) -> Result
                 return Err("an answer with tools cannot be continued from part of it".into());
             }
             // Its rendered text would hold the images' places, not the images.
-            if chat.messages.iter().any(|m| !m.images.is_empty()) {
-                return Err("an answer about images cannot be continued from part of it".into());
+            if chat
+                .messages
+                .iter()
+                .any(|m| !m.images.is_empty() || !m.audio.is_empty())
+            {
+                return Err(
+                    "an answer about images or audio cannot be continued from part of it".into(),
+                );
             }
             let rendered = info.render_chat(&chat).map_err(|e| e.to_string())?;
             Prompt::Text(rendered + delivered)

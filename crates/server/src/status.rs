@@ -107,6 +107,9 @@ pub(crate) struct ModelStatus {
     /// Ready: whether it sees images (its projector file), or why the one found does not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) vision: Option<bool>,
+    /// It hears audio (its projector reads it); loaded models only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) audio: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) projector: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -156,6 +159,7 @@ impl ModelStatus {
             draft: ready.and_then(|i| i.draft.as_ref().map(ToString::to_string)),
             draft_refused: ready.and_then(|i| i.draft_refused.clone()),
             vision: ready.map(|i| i.vision),
+            audio: ready.map(|i| i.audio),
             projector: ready.and_then(|i| i.projector.as_ref().map(|p| p.display().to_string())),
             projector_refused: ready.and_then(|i| i.projector_refused.clone()),
         }

@@ -329,6 +329,7 @@ fn turn(i: usize, m: WireMessage, out: &mut Vec<ChatMessage>) -> Result<(), Requ
                     tool_call_id: Some(id),
                     name: None,
                     images: vec![],
+                    audio: Vec::new(),
                 });
             }
             ("image", _) => {

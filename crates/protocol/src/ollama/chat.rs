@@ -96,6 +96,7 @@ impl ChatBody {
                 tool_call_id: None,
                 name: m.tool_name,
                 images,
+                audio: Vec::new(),
             });
         }
         Ok(OllamaChat {

@@ -6,12 +6,13 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{check_n, RequestError, StreamOptions};
+use crate::audio::{Audio, AudioError};
 use crate::generation::{ChatMessage, RawParams, SamplingParams, StopField};
 use crate::media::{check_count, Image, MEDIA_MARKER};
 use crate::ollama::Format;
 use crate::tools::{arguments_value, Tool, ToolCall, ToolSet};
 
-/// A message's content: a string, or a list of typed parts (text and images).
+/// A message's content: a string, or a list of typed parts (text, images and audio).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(untagged)]
 pub enum MessageContent {
@@ -28,6 +29,15 @@ pub struct ContentPart {
     /// `{"url": "data:image/png;base64,...", "detail": ...}` of an `image_url` part.
     #[serde(default)]
     pub image_url: Option<ImageUrl>,
+    /// `{"data": "<base64>", "format": "wav" | "mp3"}` of an `input_audio` part.
+    #[serde(default)]
+    pub input_audio: Option<InputAudio>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct InputAudio {
+    pub data: String,
+    pub format: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -141,6 +151,8 @@ impl ChatCompletionBody {
             .collect::<Result<Vec<_>, _>>()?;
         check_count(messages.iter().map(|m| m.images.len()).sum())
             .map_err(|e| RequestError::new("messages", e.to_string()))?;
+        crate::audio::check_count(messages.iter().map(|m| m.audio.len()).sum())
+            .map_err(|e| RequestError::new("messages", e.to_string()))?;
         let logprobs = self.logprobs.unwrap_or(false);
         if self.top_logprobs.is_some() && !logprobs {
             return Err(RequestError::new(
@@ -195,6 +207,7 @@ fn message(i: usize, m: WireMessage) -> Result<ChatMessage, RequestError> {
         }
     };
     let mut images = Vec::new();
+    let mut audio = Vec::new();
     let content = match m.content {
         None => String::new(),
         Some(MessageContent::Text(t)) => t,
@@ -220,11 +233,18 @@ fn message(i: usize, m: WireMessage) -> Result<ChatMessage, RequestError> {
                             "an image_url part needs image_url.url",
                         ))
                     }
+                    ("input_audio", _) => {
+                        let param = format!("messages[{i}].content[{j}].input_audio");
+                        let clip = p.input_audio.ok_or_else(|| {
+                            RequestError::new(&param, "an input_audio part needs input_audio.data and input_audio.format")
+                        })?;
+                        audio.push(read_audio(&param, &clip)?);
+                    }
                     (other, _) => {
                         return Err(RequestError::new(
                             &format!("messages[{i}].content[{j}]"),
                             format!(
-                                "content part type '{other}' is not supported; only 'text' and 'image_url' are"
+                                "content part type '{other}' is not supported; only 'text', 'image_url' and 'input_audio' are"
                             ),
                         ))
                     }
@@ -254,7 +274,35 @@ fn message(i: usize, m: WireMessage) -> Result<ChatMessage, RequestError> {
         tool_call_id: m.tool_call_id,
         name: m.name,
         images,
+        audio,
     })
+}
+
+/// An `input_audio` part's clip: its bytes in the format it names, WAV or MP3.
+fn read_audio(param: &str, clip: &InputAudio) -> Result<Audio, RequestError> {
+    let said = clip.format.to_ascii_lowercase();
+    if !["wav", "mp3"].contains(&said.as_str()) {
+        return Err(RequestError::new(
+            &format!("{param}.format"),
+            format!(
+                "audio format '{}' is not read here: wav and mp3 are",
+                clip.format
+            ),
+        ));
+    }
+    let audio = Audio::from_base64(&clip.data)
+        .map_err(|e| RequestError::new(&format!("{param}.data"), e.to_string()))?;
+    let found = audio
+        .probe()
+        .map_err(|e| RequestError::new(&format!("{param}.data"), e.to_string()))?;
+    if found.name() != said {
+        let e = AudioError::NotWhatItSays {
+            said,
+            found: found.name().to_owned(),
+        };
+        return Err(RequestError::new(&format!("{param}.data"), e.to_string()));
+    }
+    Ok(audio)
 }
 
 fn tools(

@@ -266,6 +266,7 @@ fn items_to_messages(items: Vec<Value>) -> Result<Vec<ChatMessage>, RequestError
                     tool_call_id: Some(call_id),
                     name: None,
                     images: vec![],
+                    audio: Vec::new(),
                 });
             }
             Some("reasoning") => {}

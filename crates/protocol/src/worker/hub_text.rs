@@ -296,6 +296,14 @@ fn message(index: usize, v: &Value) -> Result<ChatMessage, String> {
             };
             crate::media::check_count(images.len())
                 .map_err(|e| format!("messages[{index}].images: {e}"))?;
+            // And audio clips (base64), each within the limits.
+            let audio: Vec<crate::audio::Audio> = match o.get("audio") {
+                None | Some(Value::Null) => Vec::new(),
+                Some(v) => serde_json::from_value(v.clone())
+                    .map_err(|e| format!("messages[{index}].audio: {e}"))?,
+            };
+            crate::audio::check_count(audio.len())
+                .map_err(|e| format!("messages[{index}].audio: {e}"))?;
             let text = |k: &str| o.get(k).and_then(Value::as_str).map(str::to_owned);
             Ok(ChatMessage {
                 role,
@@ -304,6 +312,7 @@ fn message(index: usize, v: &Value) -> Result<ChatMessage, String> {
                 tool_call_id: text("tool_call_id"),
                 name: text("name"),
                 images,
+                audio,
             })
         }
         other => Err(format!(

@@ -162,9 +162,16 @@ impl RemotePrompt {
         matches!(self, Self::Chat(c) if c.messages.iter().any(|m| !m.images.is_empty()))
     }
 
-    /// Whether only Hearth's task extension can carry it: tools, a say on thinking, images.
+    /// Whether it shows the model images or lets it hear audio.
+    pub(crate) fn has_media(&self) -> bool {
+        self.has_images()
+            || matches!(self, Self::Chat(c) if c.messages.iter().any(|m| !m.audio.is_empty()))
+    }
+
+    /// Whether only Hearth's task extension can carry it: tools, a say on thinking, images or
+    /// audio.
     pub(super) fn needs_hearth_task(&self) -> bool {
-        self.has_images() || matches!(self, Self::Chat(c) if c.tools.is_some() || c.think.is_some())
+        self.has_media() || matches!(self, Self::Chat(c) if c.tools.is_some() || c.think.is_some())
     }
 
     pub(super) fn of(prompt: &Prompt) -> Option<Self> {
@@ -285,7 +292,7 @@ impl Job {
             return None;
         }
         // The continuation is text: the images would not be in it.
-        if self.prompt.has_images() && !self.delivered.is_empty() {
+        if self.prompt.has_media() && !self.delivered.is_empty() {
             let msg = format!(
                 "{what}; an answer about images cannot be continued from part of it elsewhere"
             );
@@ -625,7 +632,7 @@ fn control(r: &Reservation, action: ControlAction) {
 fn split_system(messages: &[ChatMessage]) -> (Option<String>, Vec<ChatMessage>) {
     let n = messages
         .iter()
-        .take_while(|m| m.role == "system" && m.images.is_empty())
+        .take_while(|m| m.role == "system" && m.images.is_empty() && m.audio.is_empty())
         .count();
     let system = (n > 0).then(|| {
         messages[..n]

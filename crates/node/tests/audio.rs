@@ -1,0 +1,213 @@
+//! Audio through the OpenAI door (`input_audio` parts), against the real default model with
+//! an audio projector the test writes (`tests/fixtures/make_audio_projector.py`: Qwen2-Audio's
+//! layout, random weights, since no small real audio model can be fetched here). The answers
+//! mean nothing; what is checked is that the clip reaches the model: at temperature 0 two
+//! different clips give different answers and the same clip the same answer, WAV and MP3; a
+//! model that cannot hear, and bad clips, are refused with a clear 400.
+
+mod common;
+
+use base64::Engine as _;
+use common::process::{repo_root, venv_python};
+use common::{TestNode, MODEL_ID};
+use hearth_protocol::audio::wav;
+use serde_json::{json, Value};
+
+/// A folder holding the default model (a link to it) and the projector `script` writes for it,
+/// as `mmproj-<name>`.
+fn model_with(script: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let model = common::model_path();
+    let name = model.file_name().unwrap().to_str().unwrap().to_owned();
+    let linked = dir.path().join(&name);
+    std::os::unix::fs::symlink(&model, &linked).unwrap();
+    let out = std::process::Command::new(venv_python())
+        .arg(repo_root().join("tests/fixtures").join(script))
+        .arg("--model")
+        .arg(&model)
+        .arg("--out")
+        .arg(dir.path().join(format!("mmproj-{name}")))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{script} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (dir, linked)
+}
+
+async fn node_with(script: &str) -> (TestNode, tempfile::TempDir) {
+    let (dir, model) = model_with(script);
+    let node = TestNode::start_with(|c| {
+        c.models_dir = dir.path().to_path_buf();
+        c.model = Some(model.to_string_lossy().into_owned());
+        c.parallel = 1;
+    })
+    .await;
+    (node, dir)
+}
+
+/// One second of a tone at `hz`, 16 kHz.
+fn tone(hz: f32) -> Vec<i16> {
+    (0..16_000)
+        .map(|i| ((i as f32 * hz * std::f32::consts::TAU / 16_000.0).sin() * 12_000.0) as i16)
+        .collect()
+}
+
+/// One second of noise, 22.05 kHz stereo (resampled and mixed down on the way in).
+fn noise() -> Vec<i16> {
+    let mut x = 0x1234_5678u32;
+    (0..2 * 22_050)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            (x >> 16) as i16 / 3
+        })
+        .collect()
+}
+
+/// A tone as an MP3 file, made by LAME (`lameenc`).
+fn mp3_tone() -> Vec<u8> {
+    let script = "import lameenc, math, sys\n\
+        e = lameenc.Encoder(); e.set_bit_rate(64); e.set_in_sample_rate(16000); e.set_channels(1); e.set_quality(2)\n\
+        pcm = b''.join(int(math.sin(i * 660 * 2 * math.pi / 16000) * 12000).to_bytes(2, 'little', signed=True) for i in range(16000))\n\
+        sys.stdout.buffer.write(e.encode(pcm) + e.flush())\n";
+    let out = std::process::Command::new(venv_python())
+        .args(["-c", script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn asking(clips: &[(&[u8], &str)]) -> Value {
+    let mut parts: Vec<Value> = clips
+        .iter()
+        .map(|(bytes, format)| {
+            json!({"type": "input_audio", "input_audio": {"data": b64(bytes), "format": format}})
+        })
+        .collect();
+    parts.push(json!({"type": "text", "text": "What do you hear?"}));
+    json!({"model": MODEL_ID, "max_tokens": 16, "temperature": 0,
+        "messages": [{"role": "user", "content": parts}]})
+}
+
+async fn answer(t: &TestNode, bytes: &[u8], format: &str) -> Value {
+    let r = t
+        .post("/v1/chat/completions", &asking(&[(bytes, format)]))
+        .await;
+    let status = r.status();
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(status, 200, "{v}");
+    v
+}
+
+fn text(v: &Value) -> &str {
+    v["choices"][0]["message"]["content"].as_str().unwrap()
+}
+
+/// A 400 from the OpenAI door for `body` whose message says `says`.
+async fn refused(t: &TestNode, body: &Value, says: &str) {
+    let r = t.post("/v1/chat/completions", body).await;
+    let status = r.status();
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(status, 400, "{v}");
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(says), "{v}");
+}
+
+#[tokio::test]
+async fn a_clip_reaches_the_model_through_the_openai_door() {
+    let (t, _dir) = node_with("make_audio_projector.py").await;
+    assert_eq!(t.status().await["model"]["audio"], true);
+    let a = answer(&t, &wav(&tone(440.0), 16_000, 1), "wav").await;
+    // A clip under 30 s is one window of Whisper's: 750 tokens, with the words around it.
+    let text_only = t
+        .chat(json!({"model": MODEL_ID, "max_tokens": 1, "messages": [
+            {"role": "user", "content": "What do you hear?"}]}))
+        .await;
+    let plain = text_only["usage"]["prompt_tokens"].as_u64().unwrap();
+    let with_clip = a["usage"]["prompt_tokens"].as_u64().unwrap();
+    assert!(
+        (plain + 750..plain + 800).contains(&with_clip),
+        "{plain} then {with_clip}"
+    );
+    let b = answer(&t, &wav(&noise(), 22_050, 2), "wav").await;
+    assert_ne!(text(&a), text(&b), "two different clips, one answer");
+    // The same clip again: its prompt found in the cache (from the prompt cache, then in the
+    // slot), and the same answer both times. (Not always the first one's: with random weights
+    // the logits nearly tie, and the last token evaluated alone rounds differently from a
+    // batch of the words after the clip.)
+    let again = answer(&t, &wav(&tone(440.0), 16_000, 1), "wav").await;
+    let cached = again["usage"]["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(
+        cached > 750,
+        "the resent clip was encoded again: {}",
+        again["usage"]
+    );
+    let third = answer(&t, &wav(&tone(440.0), 16_000, 1), "wav").await;
+    assert_eq!(text(&third), text(&again));
+    // MP3 too, and its answer is its own.
+    let mp3 = answer(&t, &mp3_tone(), "mp3").await;
+    assert_ne!(text(&mp3), text(&a));
+
+    // Bad clips, each named.
+    let pdf = b"%PDF-1.4\n".as_slice();
+    refused(&t, &asking(&[(pdf, "wav")]), "not audio this node reads").await;
+    let clip = wav(&tone(440.0), 16_000, 1);
+    refused(
+        &t,
+        &asking(&[(&clip, "mp3")]),
+        "says it is mp3 but its bytes are wav",
+    )
+    .await;
+    refused(
+        &t,
+        &asking(&[(&clip, "flac")]),
+        "audio format 'flac' is not read here",
+    )
+    .await;
+    let five = [(clip.as_slice(), "wav"); 5];
+    refused(
+        &t,
+        &asking(&five),
+        "5 audio clips in one request; the limit is 4",
+    )
+    .await;
+    let mut cut = clip.clone();
+    cut.truncate(44);
+    refused(
+        &t,
+        &asking(&[(&cut, "wav")]),
+        "audio clip 0: damaged WAV audio",
+    )
+    .await;
+    // The node keeps serving.
+    assert_eq!(text(&answer(&t, &clip, "wav").await), text(&again));
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn a_model_that_cannot_hear_says_so() {
+    let clip = wav(&tone(440.0), 16_000, 1);
+    // No projector at all, then one that sees and does not hear.
+    let t = TestNode::start(1).await;
+    refused(&t, &asking(&[(&clip, "wav")]), "cannot hear audio").await;
+    t.stop().await;
+    let (t, _dir) = node_with("make_projector.py").await;
+    refused(&t, &asking(&[(&clip, "wav")]), "cannot hear audio").await;
+    assert_eq!(t.status().await["model"]["audio"], false);
+    t.stop().await;
+}
