@@ -1,12 +1,12 @@
-//! Images into the model: the projector that turns pictures into the model's embeddings
-//! (llama.cpp's multimodal library, mtmd, over an `mmproj` GGUF found beside the model),
-//! pictures decoded (`hearth_protocol::media`, Rust's decoders under size and pixel limits), and a prompt cut
-//! into text tokens and image chunks. The scheduler evaluates each image chunk into its slot's
+//! Images and audio into the model: the projector that turns pictures and clips into the
+//! model's embeddings (llama.cpp's multimodal library, mtmd, over an `mmproj` GGUF found beside
+//! the model), files decoded in Rust under limits (`hearth_protocol::media`, `::audio`), and a
+//! prompt cut into text tokens and media chunks, which the scheduler evaluates into the slot's
 //! sequence between two batched steps.
 //!
-//! An image's place in the token list holds stand-in ids derived from its bytes' hash
+//! A chunk's place in the token list holds stand-in ids derived from its file's hash
 //! (negative: never a vocabulary id), so that the prompt cache, which keys on token prefixes,
-//! finds a resent image as it finds resent text, and never takes one image for another.
+//! finds a resent image or clip as it finds resent text, and never takes one for another.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -65,9 +65,9 @@ pub enum MediaError {
     #[error("audio clip {index}: {why}")]
     Audio { index: usize, why: String },
     #[error(
-        "the prompt holds {markers} media places ({MEDIA_MARKER}) for {images} images and clips"
+        "the prompt holds {markers} media places ({MEDIA_MARKER}) for {media} images and clips"
     )]
-    Places { markers: usize, images: usize },
+    Places { markers: usize, media: usize },
     #[error("the images and clips could not be prepared for the model: {0}")]
     Prepare(String),
     #[error(transparent)]
@@ -149,7 +149,7 @@ impl Projector {
         if markers != media.len() {
             return Err(MediaError::Places {
                 markers,
-                images: media.len(),
+                media: media.len(),
             });
         }
         let rate = {
@@ -253,7 +253,7 @@ impl Projector {
             .chunk
             .eval(&mut mtmd, ctx, chunk.at as i32, seq, n_batch as i32, false)
             .map(|next| next.max(0) as usize)
-            .map_err(|e| format!("the image could not be evaluated: {e}"))
+            .map_err(|e| format!("the image or clip could not be evaluated: {e}"))
     }
 }
 

@@ -9,7 +9,7 @@ mod common;
 
 use base64::Engine as _;
 use common::process::{repo_root, venv_python};
-use common::{TestNode, MODEL_ID};
+use common::{cluster_config, wait_for, without_model, TestNode, MODEL_ID};
 use hearth_protocol::audio::wav;
 use serde_json::{json, Value};
 
@@ -98,7 +98,7 @@ fn asking(clips: &[(&[u8], &str)]) -> Value {
         })
         .collect();
     parts.push(json!({"type": "text", "text": "What do you hear?"}));
-    json!({"model": MODEL_ID, "max_tokens": 16, "temperature": 0,
+    json!({"model": MODEL_ID, "max_tokens": 16, "temperature": 0, "logprobs": true,
         "messages": [{"role": "user", "content": parts}]})
 }
 
@@ -114,6 +114,12 @@ async fn answer(t: &TestNode, bytes: &[u8], format: &str) -> Value {
 
 fn text(v: &Value) -> &str {
     v["choices"][0]["message"]["content"].as_str().unwrap()
+}
+
+/// The answer's tokens with their log-probabilities: two clips that reach the model differ
+/// here even where greedy text could happen to agree.
+fn logprobs(v: &Value) -> &Value {
+    &v["choices"][0]["logprobs"]["content"]
 }
 
 /// A 400 from the OpenAI door for `body` whose message says `says`.
@@ -143,7 +149,14 @@ async fn a_clip_reaches_the_model_through_the_openai_door() {
         "{plain} then {with_clip}"
     );
     let b = answer(&t, &wav(&noise(), 22_050, 2), "wav").await;
-    assert_ne!(text(&a), text(&b), "two different clips, one answer");
+    assert_ne!(
+        logprobs(&a),
+        logprobs(&b),
+        "two different clips, one answer"
+    );
+    // The words before the clip were found in the cache, the clip itself was not.
+    let cached_b = b["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64();
+    assert!(cached_b.unwrap_or(0) < 100, "{}", b["usage"]);
     // The same clip again: its prompt found in the cache (from the prompt cache, then in the
     // slot), and the same answer both times. (Not always the first one's: with random weights
     // the logits nearly tie, and the last token evaluated alone rounds differently from a
@@ -161,7 +174,7 @@ async fn a_clip_reaches_the_model_through_the_openai_door() {
     assert_eq!(text(&third), text(&again));
     // MP3 too, and its answer is its own.
     let mp3 = answer(&t, &mp3_tone(), "mp3").await;
-    assert_ne!(text(&mp3), text(&a));
+    assert_ne!(logprobs(&mp3), logprobs(&a));
 
     // Bad clips, each named.
     let pdf = b"%PDF-1.4\n".as_slice();
@@ -210,4 +223,56 @@ async fn a_model_that_cannot_hear_says_so() {
     refused(&t, &asking(&[(&clip, "wav")]), "cannot hear audio").await;
     assert_eq!(t.status().await["model"]["audio"], false);
     t.stop().await;
+}
+
+/// A peer's copy may hear, but peers do not say so (and one older than audio drops the clip
+/// unheard): a node without the model refuses audio instead of sending it on, and still sends
+/// words on.
+#[tokio::test]
+async fn audio_is_never_sent_to_a_peer() {
+    let (dir, model) = model_with("make_audio_projector.py");
+    let a = TestNode::start_with(|c| {
+        c.name = "peer-a".into();
+        c.parallel = 1;
+        c.models_dir = dir.path().to_path_buf();
+        c.model = Some(model.to_string_lossy().into_owned());
+        c.cluster = cluster_config(Vec::new());
+    })
+    .await;
+    let at = a.node().cluster_addr().unwrap().to_string();
+    let empty = tempfile::tempdir().unwrap();
+    let b = TestNode::start_with(|c| {
+        c.name = "node-b".into();
+        without_model(c, empty.path());
+        c.cluster = cluster_config(vec![at]);
+    })
+    .await;
+    wait_for(
+        async || b.get_json("/api/cluster").await["peers"][0]["loaded_models"][0] == MODEL_ID,
+        "b seeing a's model",
+    )
+    .await;
+    let clip = wav(&tone(440.0), 16_000, 1);
+    answer(&a, &clip, "wav").await;
+    let r = b
+        .post("/v1/chat/completions", &asking(&[(&clip, "wav")]))
+        .await;
+    let status = r.status();
+    let v: Value = r.json().await.unwrap();
+    assert!(!status.is_success(), "{v}");
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("audio is heard only by the node it is sent to"),
+        "{v}"
+    );
+    let words = b
+        .chat(json!({"model": MODEL_ID, "max_tokens": 4, "messages": [
+            {"role": "user", "content": "Hello"}]}))
+        .await;
+    assert!(
+        words["choices"][0]["message"]["content"].is_string(),
+        "{words}"
+    );
+    b.stop().await;
+    a.stop().await;
 }

@@ -4,7 +4,7 @@
 //! `tests/fuzz_corpus.rs` both call [`run`], so a crash the fuzzer found is replayed by
 //! `make test` on stable Rust once its input is in the corpus.
 
-use crate::{auth_ws, batch, cluster, gguf, media, ollama, openai, streaming, worker};
+use crate::{audio, auth_ws, batch, cluster, gguf, media, ollama, openai, streaming, worker};
 
 /// Every target, by the name of its corpus folder (`fuzz/corpus/<name>`).
 pub const TARGETS: &[&str] = &[
@@ -20,6 +20,7 @@ pub const TARGETS: &[&str] = &[
     "ollama_generate",
     "ollama_embed",
     "image_decode",
+    "audio_decode",
 ];
 
 /// Run `target` on `data`. Unknown names are a programming error (they panic).
@@ -37,6 +38,7 @@ pub fn run(target: &str, data: &[u8]) {
         "ollama_generate" => ollama_generate(data),
         "ollama_embed" => ollama_embed(data),
         "image_decode" => image_decode(data),
+        "audio_decode" => audio_decode(data),
         other => panic!("no fuzz target {other}"),
     }
 }
@@ -207,6 +209,14 @@ pub fn image_decode(data: &[u8]) {
         let pixels = u64::from(p.width) * u64::from(p.height);
         assert!(pixels <= media::MAX_IMAGE_PIXELS);
         assert_eq!(p.rgb.len() as u64, pixels * 3);
+    }
+}
+
+/// An audio clip as a client sent it (WAV, MP3, or anything else): decoded within the length
+/// limit, or refused.
+pub fn audio_decode(data: &[u8]) {
+    if let Ok(samples) = audio::Audio(data.to_vec()).decode_mono(16_000) {
+        assert!(samples.len() as u64 <= u64::from(audio::MAX_AUDIO_SECONDS) * 16_000 + 16_000);
     }
 }
 

@@ -384,6 +384,7 @@ impl Router {
             Needs {
                 continuation: need_hearth,
                 vision: prompt.has_images(),
+                audio: prompt.has_audio(),
             },
             serve_local,
             preferred,
@@ -569,6 +570,9 @@ pub(crate) struct Needs {
     pub(crate) continuation: bool,
     /// Images: a copy of the model that sees them.
     pub(crate) vision: bool,
+    /// Audio: this node's copy only. Peers and workers do not say whether theirs hears, and
+    /// one older than audio would drop the clips unseen.
+    pub(crate) audio: bool,
 }
 
 /// Decide where `model` runs now ([`place::place`] over this node's engine, when it may serve,
@@ -595,7 +599,7 @@ pub(crate) fn placement(
         candidates.extend(
             hub.candidates(model)
                 .into_iter()
-                .filter(|c| !avoid.contains(&c.id))
+                .filter(|c| !avoid.contains(&c.id) && !needs.audio)
                 .map(|c| {
                     let id = c.id;
                     c.with_id(Provider::Worker(id))

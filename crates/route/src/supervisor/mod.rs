@@ -162,10 +162,14 @@ impl RemotePrompt {
         matches!(self, Self::Chat(c) if c.messages.iter().any(|m| !m.images.is_empty()))
     }
 
+    /// Whether it lets the model hear audio.
+    pub(crate) fn has_audio(&self) -> bool {
+        matches!(self, Self::Chat(c) if c.messages.iter().any(|m| !m.audio.is_empty()))
+    }
+
     /// Whether it shows the model images or lets it hear audio.
     pub(crate) fn has_media(&self) -> bool {
-        self.has_images()
-            || matches!(self, Self::Chat(c) if c.messages.iter().any(|m| !m.audio.is_empty()))
+        self.has_images() || self.has_audio()
     }
 
     /// Whether only Hearth's task extension can carry it: tools, a say on thinking, images or
@@ -239,7 +243,11 @@ impl Job {
                 Destination::Wait => self.wait().await,
                 Destination::Nobody => {
                     self.hub.count_unserved();
-                    let msg = format!("no worker serving {} is connected", self.model);
+                    let msg = if self.prompt.has_audio() {
+                        format!("{} is not loaded on this node, and audio is heard only by the node it is sent to (peers do not say whether their copy hears)", self.model)
+                    } else {
+                        format!("no worker serving {} is connected", self.model)
+                    };
                     self.fail(msg).await;
                     Outcome::Finished
                 }
@@ -291,10 +299,10 @@ impl Job {
             self.fail(msg).await;
             return None;
         }
-        // The continuation is text: the images would not be in it.
+        // The continuation is text: the images and clips would not be in it.
         if self.prompt.has_media() && !self.delivered.is_empty() {
             let msg = format!(
-                "{what}; an answer about images cannot be continued from part of it elsewhere"
+                "{what}; an answer about images or audio cannot be continued from part of it elsewhere"
             );
             self.fail(msg).await;
             return None;
@@ -353,6 +361,7 @@ impl Job {
             super::Needs {
                 continuation: self.need_hearth(),
                 vision: self.prompt.has_images(),
+                audio: self.prompt.has_audio(),
             },
             self.local_candidate(),
             None,
