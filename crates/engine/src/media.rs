@@ -22,6 +22,13 @@ use llama_cpp_2::mtmd::{
 use llama_cpp_2::token::LlamaToken;
 use sha2::{Digest, Sha256};
 
+/// Whether the projector beside `model` ([`find_projector`]) reads images, as its header says
+/// (one that does not say is an older vision projector): what a model not loaded is marked by.
+pub fn projector_sees(model: &Path) -> bool {
+    find_projector(model)
+        .is_some_and(|p| crate::gguf::read(&p).is_ok_and(|g| g.has_vision_encoder != Some(false)))
+}
+
 /// The projector file for a model: `mmproj-<model file name>` beside it (LM Studio's and Jan's
 /// layout, and Hearth's downloads), else the one projector (`mmproj` in its name) of a folder
 /// that holds only this model (a download of one repository; a split model's shards are one

@@ -186,7 +186,7 @@ impl Registry {
                     .then(|| std::fs::canonicalize(path).ok())
                     .flatten(),
                 error: missing.then(|| "some of its shards are missing".to_owned()),
-                vision: hearth_engine::find_projector(path).is_some(),
+                vision: hearth_engine::projector_sees(path),
                 gguf: None,
             };
             match hearth_engine::gguf::read(path) {

@@ -276,3 +276,32 @@ async fn audio_is_never_sent_to_a_peer() {
     b.stop().await;
     a.stop().await;
 }
+
+/// A model not loaded is marked by what its projector's header says: one that hears only is
+/// not marked as seeing images, on the Models page or in Ollama's capabilities.
+#[tokio::test]
+async fn a_projector_that_only_hears_does_not_mark_its_model_as_seeing() {
+    for (script, sees) in [
+        ("make_audio_projector.py", false),
+        ("make_projector.py", true),
+    ] {
+        let (dir, _) = model_with(script);
+        let path = dir.path().to_path_buf();
+        let t = TestNode::start_with(move |c| without_model(c, &path)).await;
+        let row = common::model_row(&t, MODEL_ID).await;
+        assert_eq!(
+            row["vision"].as_bool().unwrap_or(false),
+            sees,
+            "{script}: {row}"
+        );
+        let show: Value = t
+            .post("/api/show", &json!({"model": MODEL_ID}))
+            .await
+            .json()
+            .await
+            .unwrap();
+        let caps = show["capabilities"].as_array().unwrap();
+        assert_eq!(caps.contains(&json!("vision")), sees, "{script}: {show}");
+        t.stop().await;
+    }
+}

@@ -49,6 +49,10 @@ pub struct GgufInfo {
     pub value_length: Option<u64>,
     pub chat_template: Option<String>,
     pub tensor_count: u64,
+    /// A projector's (`mmproj`): whether it has an image encoder and an audio encoder
+    /// (`clip.has_vision_encoder`, `clip.has_audio_encoder`); none where it does not say.
+    pub has_vision_encoder: Option<bool>,
+    pub has_audio_encoder: Option<bool>,
 }
 
 impl GgufInfo {
@@ -79,6 +83,12 @@ impl GgufInfo {
                 ("general.name", 8) => info.name = Some(rd.string()?),
                 ("general.size_label", 8) => info.size_label = Some(rd.string()?),
                 ("tokenizer.chat_template", 8) => info.chat_template = Some(rd.string()?),
+                ("clip.has_vision_encoder", 7) => {
+                    info.has_vision_encoder = Some(rd.bytes::<1>()?[0] != 0)
+                }
+                ("clip.has_audio_encoder", 7) => {
+                    info.has_audio_encoder = Some(rd.bytes::<1>()?[0] != 0)
+                }
                 ("general.file_type", _) => {
                     let v = rd.scalar_u64(ty)?;
                     info.quantization = v.map(|v| file_type_name(v).to_owned());

@@ -185,7 +185,7 @@ impl Described {
         let (id, path, gguf, vision) = tokio::task::spawn_blocking(move || {
             let (id, path) = registry.find(&wanted)?;
             let gguf = hearth_engine::gguf::read(&path).ok();
-            let vision = hearth_engine::find_projector(&path).is_some();
+            let vision = hearth_engine::projector_sees(&path);
             Some((id, path, gguf, vision))
         })
         .await
