@@ -8,37 +8,13 @@
 mod common;
 
 use base64::Engine as _;
-use common::process::{repo_root, venv_python};
-use common::{cluster_config, wait_for, without_model, TestNode, MODEL_ID};
+use common::process::venv_python;
+use common::{model_on_a_peer_with, without_model, TestNode, MODEL_ID};
 use hearth_protocol::audio::wav;
 use serde_json::{json, Value};
 
-/// A folder holding the default model (a link to it) and the projector `script` writes for it,
-/// as `mmproj-<name>`.
-fn model_with(script: &str) -> (tempfile::TempDir, std::path::PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let model = common::model_path();
-    let name = model.file_name().unwrap().to_str().unwrap().to_owned();
-    let linked = dir.path().join(&name);
-    std::os::unix::fs::symlink(&model, &linked).unwrap();
-    let out = std::process::Command::new(venv_python())
-        .arg(repo_root().join("tests/fixtures").join(script))
-        .arg("--model")
-        .arg(&model)
-        .arg("--out")
-        .arg(dir.path().join(format!("mmproj-{name}")))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{script} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (dir, linked)
-}
-
 async fn node_with(script: &str) -> (TestNode, tempfile::TempDir) {
-    let (dir, model) = model_with(script);
+    let (dir, model) = common::model_with_projector(script);
     let node = TestNode::start_with(|c| {
         c.models_dir = dir.path().to_path_buf();
         c.model = Some(model.to_string_lossy().into_owned());
@@ -230,27 +206,11 @@ async fn a_model_that_cannot_hear_says_so() {
 /// words on.
 #[tokio::test]
 async fn audio_is_never_sent_to_a_peer() {
-    let (dir, model) = model_with("make_audio_projector.py");
-    let a = TestNode::start_with(|c| {
-        c.name = "peer-a".into();
-        c.parallel = 1;
+    let (dir, model) = common::model_with_projector("make_audio_projector.py");
+    let (a, b, _empty) = model_on_a_peer_with(|c| {
         c.models_dir = dir.path().to_path_buf();
         c.model = Some(model.to_string_lossy().into_owned());
-        c.cluster = cluster_config(Vec::new());
     })
-    .await;
-    let at = a.node().cluster_addr().unwrap().to_string();
-    let empty = tempfile::tempdir().unwrap();
-    let b = TestNode::start_with(|c| {
-        c.name = "node-b".into();
-        without_model(c, empty.path());
-        c.cluster = cluster_config(vec![at]);
-    })
-    .await;
-    wait_for(
-        async || b.get_json("/api/cluster").await["peers"][0]["loaded_models"][0] == MODEL_ID,
-        "b seeing a's model",
-    )
     .await;
     let clip = wav(&tone(440.0), 16_000, 1);
     answer(&a, &clip, "wav").await;
@@ -285,7 +245,7 @@ async fn a_projector_that_only_hears_does_not_mark_its_model_as_seeing() {
         ("make_audio_projector.py", false),
         ("make_projector.py", true),
     ] {
-        let (dir, _) = model_with(script);
+        let (dir, _) = common::model_with_projector(script);
         let path = dir.path().to_path_buf();
         let t = TestNode::start_with(move |c| without_model(c, &path)).await;
         let row = common::model_row(&t, MODEL_ID).await;

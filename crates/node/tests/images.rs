@@ -8,32 +8,12 @@
 mod common;
 
 use base64::Engine as _;
-use common::process::{repo_root, venv_python};
 use common::{cluster_config, wait_for, TestNode, MODEL_ID};
 use serde_json::{json, Value};
 
-/// A folder holding the default model (a link to it) and its projector, `mmproj-<name>`, as
-/// LM Studio lays them out.
+/// A folder holding the default model (a link to it) and its vision projector.
 fn model_with_projector() -> (tempfile::TempDir, std::path::PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let model = common::model_path();
-    let name = model.file_name().unwrap().to_str().unwrap().to_owned();
-    let linked = dir.path().join(&name);
-    std::os::unix::fs::symlink(&model, &linked).unwrap();
-    let out = std::process::Command::new(venv_python())
-        .arg(repo_root().join("tests/fixtures/make_projector.py"))
-        .arg("--model")
-        .arg(&model)
-        .arg("--out")
-        .arg(dir.path().join(format!("mmproj-{name}")))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "make_projector.py failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (dir, linked)
+    common::model_with_projector("make_projector.py")
 }
 
 async fn vision_node() -> (TestNode, tempfile::TempDir) {

@@ -42,10 +42,18 @@ pub fn cluster_config(peers: Vec<String>) -> Option<hearth_cluster::ClusterConfi
 /// `node-b` on an empty models folder (the third value, kept while they run) with `peer-a` as
 /// its peer, returned once b sees a's model.
 pub async fn model_on_a_peer() -> (TestNode, TestNode, tempfile::TempDir) {
+    model_on_a_peer_with(|_| {}).await
+}
+
+/// [`model_on_a_peer`], with `peer-a`'s settings changed by `f` first (another model).
+pub async fn model_on_a_peer_with(
+    f: impl FnOnce(&mut NodeConfig),
+) -> (TestNode, TestNode, tempfile::TempDir) {
     let a = TestNode::start_with(|c| {
         c.name = "peer-a".into();
         c.parallel = 1;
         c.cluster = cluster_config(Vec::new());
+        f(c);
     })
     .await;
     let at = a.node().cluster_addr().unwrap().to_string();
@@ -475,4 +483,28 @@ pub fn tools_model_with(dir: &std::path::Path, args: &[&str]) -> PathBuf {
         .expect("python runs");
     assert!(status.success(), "tests/tools_model.py failed");
     out
+}
+
+/// A folder holding the default model (a link to it) and the projector that
+/// `tests/fixtures/<script>` writes for it, as `mmproj-<name>` (LM Studio's layout); the link.
+pub fn model_with_projector(script: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let model = model_path();
+    let name = model.file_name().unwrap().to_str().unwrap().to_owned();
+    let linked = dir.path().join(&name);
+    std::os::unix::fs::symlink(&model, &linked).unwrap();
+    let out = std::process::Command::new(process::venv_python())
+        .arg(process::repo_root().join("tests/fixtures").join(script))
+        .arg("--model")
+        .arg(&model)
+        .arg("--out")
+        .arg(dir.path().join(format!("mmproj-{name}")))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{script} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (dir, linked)
 }
