@@ -22,11 +22,30 @@ use llama_cpp_2::mtmd::{
 use llama_cpp_2::token::LlamaToken;
 use sha2::{Digest, Sha256};
 
-/// Whether the projector beside `model` ([`find_projector`]) reads images, as its header says
-/// (one that does not say is an older vision projector): what a model not loaded is marked by.
-pub fn projector_sees(model: &Path) -> bool {
+/// What a model's projector takes in, as its header says.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Senses {
+    /// It reads images.
+    pub vision: bool,
+    /// It hears audio clips.
+    pub audio: bool,
+}
+
+/// What the projector beside `model` ([`find_projector`]) takes in, as its header says (one
+/// that does not say is an older vision projector, which hears nothing): what a model not
+/// loaded is marked by.
+pub fn projector_senses(model: &Path) -> Senses {
     find_projector(model)
-        .is_some_and(|p| crate::gguf::read(&p).is_ok_and(|g| g.has_vision_encoder != Some(false)))
+        .and_then(|p| crate::gguf::read(&p).ok())
+        .map_or_else(Senses::default, |g| Senses {
+            vision: g.has_vision_encoder != Some(false),
+            audio: g.has_audio_encoder == Some(true),
+        })
+}
+
+/// Whether the projector beside `model` reads images ([`projector_senses`]).
+pub fn projector_sees(model: &Path) -> bool {
+    projector_senses(model).vision
 }
 
 /// The projector file for a model: `mmproj-<model file name>` beside it (LM Studio's and Jan's

@@ -40,6 +40,9 @@ pub struct ModelFile {
     /// It has a vision projector (an `mmproj` file beside it; loaded: one that reads images).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub vision: bool,
+    /// Its projector hears audio clips (loaded: one that does).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub audio: bool,
     #[serde(skip)]
     pub gguf: Option<GgufInfo>,
 }
@@ -171,6 +174,7 @@ impl Registry {
                 }
                 Some(_) => continue,
             };
+            let senses = hearth_engine::projector_senses(path);
             let mut m = ModelFile {
                 id,
                 file: file.clone(),
@@ -186,7 +190,8 @@ impl Registry {
                     .then(|| std::fs::canonicalize(path).ok())
                     .flatten(),
                 error: missing.then(|| "some of its shards are missing".to_owned()),
-                vision: hearth_engine::projector_sees(path),
+                vision: senses.vision,
+                audio: senses.audio,
                 gguf: None,
             };
             match hearth_engine::gguf::read(path) {
@@ -229,6 +234,7 @@ impl ModelFile {
             linked_to: Some(info.path.clone()),
             error: None,
             vision: info.vision,
+            audio: info.audio,
             gguf: Some(g.clone()),
         }
     }

@@ -112,6 +112,19 @@ async fn refused(t: &TestNode, body: &Value, says: &str) {
 async fn a_clip_reaches_the_model_through_the_openai_door() {
     let (t, _dir) = node_with("make_audio_projector.py").await;
     assert_eq!(t.status().await["model"]["audio"], true);
+    // Loaded, the doors that list capabilities say so.
+    let show = t.post("/api/show", &json!({"model": MODEL_ID})).await;
+    let show: Value = show.json().await.unwrap();
+    assert_eq!(
+        show["capabilities"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("audio")),
+        true,
+        "{show}"
+    );
+    let one = t.get_json(&format!("/v1/models/{MODEL_ID}")).await;
+    assert_eq!(one["capabilities"], json!(["completion", "audio"]), "{one}");
     let a = answer(&t, &wav(&tone(440.0), 16_000, 1), "wav").await;
     // A clip under 30 s is one window of Whisper's: 750 tokens, with the words around it.
     let text_only = t
@@ -235,13 +248,15 @@ async fn audio_is_never_sent_to_a_peer() {
 }
 
 /// A model not loaded is marked by what its projector's header says: one that hears only is
-/// not marked as seeing images, on the Models page or in Ollama's capabilities.
+/// marked as hearing and not as seeing, and a vision projector the other way round, on the
+/// Models page, in Ollama's capabilities and in `/v1/models`.
 #[tokio::test]
-async fn a_projector_that_only_hears_does_not_mark_its_model_as_seeing() {
+async fn a_model_not_loaded_is_marked_by_what_its_projector_takes() {
     for (script, sees) in [
         ("make_audio_projector.py", false),
         ("make_projector.py", true),
     ] {
+        let hears = !sees;
         let (dir, _) = common::model_with_projector(script);
         let path = dir.path().to_path_buf();
         let t = TestNode::start_with(move |c| without_model(c, &path)).await;
@@ -259,6 +274,26 @@ async fn a_projector_that_only_hears_does_not_mark_its_model_as_seeing() {
             .unwrap();
         let caps = show["capabilities"].as_array().unwrap();
         assert_eq!(caps.contains(&json!("vision")), sees, "{script}: {show}");
+        assert_eq!(caps.contains(&json!("audio")), hears, "{script}: {show}");
+        assert_eq!(
+            row["audio"].as_bool().unwrap_or(false),
+            hears,
+            "{script}: {row}"
+        );
+        let listed = t.get_json("/v1/models").await;
+        let entry = listed["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["id"] == MODEL_ID)
+            .cloned()
+            .unwrap_or_else(|| panic!("{listed}"));
+        let mut want = vec!["completion"];
+        want.extend(sees.then_some("vision"));
+        want.extend(hears.then_some("audio"));
+        assert_eq!(entry["capabilities"], json!(want), "{script}: {entry}");
+        let one = t.get_json(&format!("/v1/models/{MODEL_ID}")).await;
+        assert_eq!(one["capabilities"], entry["capabilities"], "{script}");
         t.stop().await;
     }
 }

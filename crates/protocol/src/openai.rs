@@ -225,6 +225,11 @@ pub struct ModelEntry {
     pub object: &'static str,
     pub created: u64,
     pub owned_by: &'static str,
+    /// Hearth's extension, named as Ollama's `/api/show` names them: `completion`, then
+    /// `vision` and `audio` where its projector takes them. Absent for a model another node
+    /// serves, whose projector this node does not know.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<Vec<&'static str>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

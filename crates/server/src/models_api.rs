@@ -102,6 +102,7 @@ fn model_row(host: &ModelHost, mut file: ModelFile, peers: &[(String, Vec<String
     // Loaded, what its projector really does (one found may not have loaded).
     if let Some(i) = &ready {
         file.vision = i.vision;
+        file.audio = i.audio;
     }
     let (state, load_progress, load_error, placement) = match model_state {
         Some(ModelState::Ready(info)) => ("loaded", None, None, Some(info.placement.clone())),

@@ -56,10 +56,39 @@ pub(crate) async fn resolve(state: &AppState, requested: Option<&str>) -> Result
 }
 
 pub(crate) async fn models(State(state): State<Arc<AppState>>) -> Json<oa::ModelList> {
+    let ids = state.router.models();
     Json(oa::ModelList {
         object: "list",
-        data: state.router.models().iter().map(entry).collect(),
+        data: with_senses(&state, ids).await,
     })
+}
+
+/// The entries of `ids`, each with what its projector takes in where this node knows it (the
+/// loaded engine's, or the projector beside its file: a header read, off the async threads).
+async fn with_senses(state: &AppState, ids: Vec<hearth_protocol::ModelId>) -> Vec<oa::ModelEntry> {
+    let host = state.router.host().clone();
+    let registry = state.router.registry().clone();
+    let known = ids.clone();
+    let senses = tokio::task::spawn_blocking(move || {
+        known
+            .iter()
+            .map(|id| match host.model_info(id) {
+                Some(i) => Some(hearth_engine::Senses {
+                    vision: i.vision,
+                    audio: i.audio,
+                }),
+                None => registry
+                    .find(id.as_str())
+                    .map(|(_, path)| hearth_engine::projector_senses(&path)),
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap_or_default();
+    ids.iter()
+        .enumerate()
+        .map(|(n, id)| entry(id, senses.get(n).copied().flatten()))
+        .collect()
 }
 
 /// `GET /v1/models/{id}` (the SDKs' `models.retrieve`): the model as `/v1/models` lists it, or
@@ -70,7 +99,9 @@ pub(crate) async fn model(
 ) -> Result<Json<oa::ModelEntry>, ApiError> {
     let models = state.router.models();
     match models.iter().find(|m| m.as_str() == id || m.matches(&id)) {
-        Some(m) => Ok(Json(entry(m))),
+        Some(m) => Ok(Json(
+            with_senses(&state, vec![m.clone()]).await.swap_remove(0),
+        )),
         None => Err(ApiError::model_not_found(
             &id.chars().take(200).collect::<String>(),
             &models,
@@ -78,12 +109,22 @@ pub(crate) async fn model(
     }
 }
 
-fn entry(id: &hearth_protocol::ModelId) -> oa::ModelEntry {
+fn entry(id: &hearth_protocol::ModelId, senses: Option<hearth_engine::Senses>) -> oa::ModelEntry {
     oa::ModelEntry {
         id: id.to_string(),
         object: "model",
         created: now_secs(),
         owned_by: "hearth",
+        capabilities: senses.map(|s| {
+            let mut c = vec!["completion"];
+            if s.vision {
+                c.push("vision");
+            }
+            if s.audio {
+                c.push("audio");
+            }
+            c
+        }),
     }
 }
 

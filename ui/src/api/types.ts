@@ -209,6 +209,8 @@ export interface ModelInfo {
   error?: string;
   /** It sees images: a vision projector beside it (loaded: one that reads them). */
   vision?: boolean;
+  /** It hears audio clips: its projector has an audio encoder. */
+  audio?: boolean;
   /** The cluster's peers that have it loaded. */
   on_peers?: string[];
   /** Loaded: where its layers are. */

@@ -228,6 +228,15 @@ export function ModelsPage({ live, dispatch }: ModelsPageProps) {
                         Vision
                       </span>
                     )}
+                    {m.audio && (
+                      <span
+                        className="badge"
+                        data-testid="model-audio"
+                        title="Its projector has an audio encoder: it hears WAV and MP3 clips"
+                      >
+                        Audio
+                      </span>
+                    )}
                     {loadedRow && m.placement && (
                       <span
                         className={`badge ${m.placement.layers > 0 ? 'badge-active' : ''}`}

@@ -151,8 +151,8 @@ struct Described {
     n_ctx_train: Option<u64>,
     /// A slot's context, once loaded.
     context: Option<u32>,
-    /// It sees images: its projector loaded, or (not loaded) one beside its file.
-    vision: bool,
+    /// What its projector takes in: the one loaded, or (not loaded) the one beside its file.
+    senses: hearth_engine::Senses,
 }
 
 impl Described {
@@ -164,7 +164,10 @@ impl Described {
             n_params: Some(i.n_params),
             n_ctx_train: Some(u64::from(i.n_ctx_train)),
             context: Some(i.context),
-            vision: i.vision,
+            senses: hearth_engine::Senses {
+                vision: i.vision,
+                audio: i.audio,
+            },
         }
     }
 
@@ -182,11 +185,11 @@ impl Described {
         }
         let registry = state.router.registry().clone();
         let wanted = super::model_name(requested).to_owned();
-        let (id, path, gguf, vision) = tokio::task::spawn_blocking(move || {
+        let (id, path, gguf, senses) = tokio::task::spawn_blocking(move || {
             let (id, path) = registry.find(&wanted)?;
             let gguf = hearth_engine::gguf::read(&path).ok();
-            let vision = hearth_engine::projector_sees(&path);
-            Some((id, path, gguf, vision))
+            let senses = hearth_engine::projector_senses(&path);
+            Some((id, path, gguf, senses))
         })
         .await
         .ok()??;
@@ -200,7 +203,7 @@ impl Described {
             gguf,
             n_params: None,
             context: None,
-            vision,
+            senses,
         })
     }
 }
@@ -229,7 +232,7 @@ pub(crate) async fn show(
                     n_params: None,
                     n_ctx_train: None,
                     context: None,
-                    vision: false,
+                    senses: hearth_engine::Senses::default(),
                 },
             }
         }
@@ -280,8 +283,11 @@ pub(crate) async fn show(
     if template.contains("<think>") || template.contains("enable_thinking") {
         capabilities.push("thinking".into());
     }
-    if d.vision {
+    if d.senses.vision {
         capabilities.push("vision".into());
+    }
+    if d.senses.audio {
+        capabilities.push("audio".into());
     }
     Ok(Json(ShowResponse {
         modelfile,
