@@ -92,6 +92,11 @@ pub struct ServeArgs {
     /// Requests that may wait for a slot before new ones are refused.
     #[arg(long, env = "HEARTH_QUEUE", default_value_t = hearth_engine::config::DEFAULT_QUEUE_CAPACITY)]
     queue: usize,
+    /// Fetch images that requests name by http(s) URL (OpenAI's image_url, Responses'
+    /// input_image, Anthropic's url source): public addresses only, never this machine or its
+    /// networks, 8 MiB and 10 s each [default: off, data URIs only].
+    #[arg(long, env = "HEARTH_IMAGE_URLS")]
+    image_urls: bool,
     /// Share this node on the LAN: listen on all interfaces; other machines need an API key
     /// (`hearth-node keys create`).
     #[arg(long, env = "HEARTH_LAN")]
@@ -235,6 +240,7 @@ impl ServeArgs {
         c.host = self.host;
         c.lan = self.lan;
         c.allowed_hosts = self.allow_host;
+        c.image_urls = self.image_urls;
         if let Some(n) = self.name {
             c.name = n;
         }

@@ -24,6 +24,9 @@ pub struct NodeConfig {
     pub lan: bool,
     /// `Host` names accepted besides loopback names, IP addresses and the node's name.
     pub allowed_hosts: Vec<String>,
+    /// Fetch images that requests name by http(s) URL, from public addresses only
+    /// (`--image-urls`).
+    pub image_urls: bool,
     /// A file name (with or without `.gguf`) in the models folder, or a path.
     pub model: Option<String>,
     pub parallel: usize,
@@ -106,6 +109,7 @@ impl NodeConfig {
             name: default_name(),
             lan: false,
             allowed_hosts: Vec::new(),
+            image_urls: false,
             model: None,
             parallel: hearth_engine::config::DEFAULT_SLOTS,
             threads: hearth_engine::config::physical_cores(),

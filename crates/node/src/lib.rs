@@ -69,6 +69,8 @@ pub enum NodeError {
     Join(#[from] hearth_route::join::JoinError),
     #[error("loading the node's identity: {0}")]
     IdentityTask(String),
+    #[error("--image-urls: the HTTP client could not start: {0}")]
+    ImageUrls(String),
     #[error("draft model {0} not found (looked for {1}): --draft-model takes a path or a name in the models folder")]
     DraftModel(String, std::path::PathBuf),
     #[error("--spec draft needs a draft model (--draft-model NAME|PATH)")]
@@ -156,7 +158,7 @@ impl Node {
         }
         let host = start::model_host(&config, files, &store).await?;
         let state =
-            start::shared_state(&config, host, (store, identity), reach.exposed, &listeners);
+            start::shared_state(&config, host, (store, identity), reach.exposed, &listeners)?;
         let worker = start::join_hub(&config, &state);
         let start::Listeners {
             doors,

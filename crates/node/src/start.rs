@@ -279,7 +279,12 @@ pub(crate) fn shared_state(
     data: (Store, hearth_auth::identity::Identity),
     exposed: bool,
     listeners: &Listeners,
-) -> Arc<AppState> {
+) -> Result<Arc<AppState>, NodeError> {
+    let image_urls = config
+        .image_urls
+        .then(hearth_server::ImageUrls::new)
+        .transpose()
+        .map_err(|e| NodeError::ImageUrls(e.to_string()))?;
     let (store, identity) = data;
     let shutdown = CancellationToken::new();
     host.spawn_keep_alive(shutdown.child_token());
@@ -342,6 +347,7 @@ pub(crate) fn shared_state(
         allowed_hosts,
         batch_defaults: config.batch_defaults.clone(),
         auth_timeout: config.auth_timeout,
+        image_urls,
         splits: Arc::new(hearth_split::Splits::new(
             config.share_memory,
             listeners.addr,
@@ -350,7 +356,7 @@ pub(crate) fn shared_state(
     }));
     state.downloads.resume_partials();
     hearth_split::attach(&state.cluster, &state.splits);
-    state
+    Ok(state)
 }
 
 /// The doors, serving: the axum app on the doors' listener and the Ollama port's.

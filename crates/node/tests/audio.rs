@@ -115,14 +115,8 @@ async fn a_clip_reaches_the_model_through_the_openai_door() {
     // Loaded, the doors that list capabilities say so.
     let show = t.post("/api/show", &json!({"model": MODEL_ID})).await;
     let show: Value = show.json().await.unwrap();
-    assert_eq!(
-        show["capabilities"]
-            .as_array()
-            .unwrap()
-            .contains(&json!("audio")),
-        true,
-        "{show}"
-    );
+    let caps = show["capabilities"].as_array().unwrap();
+    assert!(caps.contains(&json!("audio")), "{show}");
     let one = t.get_json(&format!("/v1/models/{MODEL_ID}")).await;
     assert_eq!(one["capabilities"], json!(["completion", "audio"]), "{one}");
     let a = answer(&t, &wav(&tone(440.0), 16_000, 1), "wav").await;

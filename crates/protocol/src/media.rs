@@ -40,7 +40,7 @@ pub enum ImageError {
     TooLarge { bytes: usize, limit: usize },
     #[error("{count} images in one request; the limit is {limit}")]
     TooMany { count: usize, limit: usize },
-    #[error("an image URL must be a data URI (data:image/png;base64,...): fetching images from the web is off on this node")]
+    #[error("an image URL must be a data URI (data:image/png;base64,...): fetching images from the web is off on this node (hearth-node --image-urls turns it on)")]
     NotDataUri,
     #[error("not an image this node reads: PNG, JPEG, GIF and WebP are (the file's first bytes are none of them)")]
     UnknownFormat,
@@ -92,6 +92,20 @@ impl Image {
             .decode(payload.trim_end_matches('='))
             .map_err(|e| ImageError::Base64(e.to_string()))?;
         Self::from_bytes(bytes)
+    }
+
+    /// An image from its file's bytes (one fetched by URL), checked as one from base64 is.
+    pub fn from_file(bytes: Vec<u8>) -> Result<Self, ImageError> {
+        Self::from_bytes(bytes)
+    }
+
+    /// The image as a `data:` URI of its media type.
+    pub fn data_uri(&self) -> Result<String, ImageError> {
+        Ok(format!(
+            "data:{};base64,{}",
+            self.media_type()?,
+            base64::engine::general_purpose::STANDARD.encode(&self.0)
+        ))
     }
 
     /// An image from a URL part (OpenAI's `image_url.url`): only data URIs are read.
@@ -294,6 +308,11 @@ mod tests {
             Image::from_url(&format!("data:image/png;base64,{PNG_1X1}")).unwrap(),
             img
         );
+        let uri = img.data_uri().unwrap();
+        assert_eq!(Image::from_url(&uri).unwrap(), img);
+        assert!(uri.starts_with("data:image/png;base64,"), "{uri}");
+        assert_eq!(Image::from_file(img.0.clone()).unwrap(), img);
+        assert_eq!(Image::from_file(Vec::new()), Err(ImageError::Empty));
         let json = serde_json::to_string(&img).unwrap();
         assert_eq!(json, format!("\"{PNG_1X1}\""));
         // Only a header is read: the format and the size are judged at the door.

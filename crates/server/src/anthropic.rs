@@ -70,6 +70,9 @@ async fn read(
     count: bool,
 ) -> Result<(hearth_route::Target, MessagesRequest), AnthropicError> {
     let body = body_bytes(body)?;
+    let body = crate::image_urls::inline(state.image_urls.as_ref(), body)
+        .await
+        .map_err(bad)?;
     let wire: MessagesBody = parse_body(&body).map_err(bad)?;
     let model = match wire.model.as_deref().map(str::trim) {
         Some(m) if !m.is_empty() => m.to_owned(),

@@ -37,6 +37,7 @@ pub(crate) mod error;
 pub(crate) mod events;
 pub(crate) mod generate;
 pub(crate) mod hub_door;
+pub mod image_urls;
 pub mod listen;
 pub(crate) mod metrics;
 pub(crate) mod models_api;
@@ -53,6 +54,7 @@ pub(crate) mod ui;
 pub(crate) mod ws;
 
 /// The setting that keeps the throttle cap made on the Settings page (the node applies it at start).
+pub use image_urls::ImageUrls;
 pub use node_settings::SETTING_THROTTLE_CAP;
 
 use std::sync::Arc;
@@ -89,6 +91,8 @@ pub struct AppState {
     pub cluster_rebind: Arc<tokio::sync::Notify>,
     /// Split models: this node's, and whether it shares its memory with peers' ones.
     pub splits: Arc<hearth_split::Splits>,
+    /// Fetches images named by http(s) URL (`--image-urls`); `None`: only data URIs are read.
+    pub image_urls: Option<image_urls::ImageUrls>,
 }
 
 impl std::ops::Deref for AppState {
@@ -115,6 +119,7 @@ pub struct Parts {
     pub batch_defaults: hearth_protocol::batch::BatchDefaults,
     pub auth_timeout: std::time::Duration,
     pub splits: Arc<hearth_split::Splits>,
+    pub image_urls: Option<image_urls::ImageUrls>,
 }
 
 impl AppState {
@@ -129,6 +134,7 @@ impl AppState {
             auth: auth::AuthState::new(p.auth_timeout),
             cluster_rebind: Arc::new(tokio::sync::Notify::new()),
             splits: p.splits,
+            image_urls: p.image_urls,
             cluster: p.cluster,
         }
     }

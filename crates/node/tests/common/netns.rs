@@ -8,7 +8,10 @@ use std::process::{Command, Output};
 pub struct Netns {
     pub name: String,
     pub host_if: String,
+    /// This host's end of the pair.
     pub host_ip: String,
+    /// The namespace's end: the "other machine".
+    pub ns_ip: String,
 }
 
 pub fn run(args: &[&str]) -> Output {
@@ -29,7 +32,27 @@ pub fn must(args: &[&str]) {
 }
 
 impl Netns {
+    /// A "LAN machine": the pair in a private /24 (10.231.N.0).
     pub fn create() -> Self {
+        Self::create_with(|id| (format!("10.231.{id}.1"), format!("10.231.{id}.2"), 24))
+    }
+
+    /// A "machine on the internet": the pair in a /30 of 198.51.100.0/24, a documentation
+    /// range (never routed anywhere, and not a private one), for what only public addresses
+    /// may reach.
+    pub fn create_public() -> Self {
+        Self::create_with(|id| {
+            let base = (id % 64) * 4;
+            (
+                format!("198.51.100.{}", base + 1),
+                format!("198.51.100.{}", base + 2),
+                30,
+            )
+        })
+    }
+
+    /// A namespace whose pair has the addresses `plan` gives for a number unique to it.
+    fn create_with(plan: impl Fn(u32) -> (String, String, u8)) -> Self {
         // Unique per test too: tests of this file may run at once.
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -37,12 +60,12 @@ impl Netns {
         let name = format!("hearth-lan-{}-{n}", std::process::id());
         let host_if = format!("hth{id}");
         let ns_if = format!("hns{id}");
-        let host_ip = format!("10.231.{id}.1");
-        let ns_ip = format!("10.231.{id}.2");
+        let (host_ip, ns_ip, prefix) = plan(id);
         let me = Self {
             name: name.clone(),
             host_if: host_if.clone(),
             host_ip: host_ip.clone(),
+            ns_ip: ns_ip.clone(),
         };
         must(&["ip", "netns", "add", &name]);
         must(&[
@@ -53,7 +76,7 @@ impl Netns {
             "ip",
             "addr",
             "add",
-            &format!("{host_ip}/24"),
+            &format!("{host_ip}/{prefix}"),
             "dev",
             &host_if,
         ]);
@@ -66,7 +89,7 @@ impl Netns {
             "ip",
             "addr",
             "add",
-            &format!("{ns_ip}/24"),
+            &format!("{ns_ip}/{prefix}"),
             "dev",
             &ns_if,
         ]);
@@ -79,8 +102,18 @@ impl Netns {
         me
     }
 
-    /// Run a command inside the namespace (the "other machine").
-    /// Run `args` inside the namespace, killed after 60 s.
+    /// Start `args` inside the namespace in the background, killed after 300 s at most (the
+    /// caller kills it sooner).
+    pub fn spawn(&self, args: &[&str]) -> std::process::Child {
+        let mut full = vec!["netns", "exec", &self.name, "timeout", "300"];
+        full.extend_from_slice(args);
+        Command::new("ip")
+            .args(&full)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+    }
+
+    /// Run `args` inside the namespace (the "other machine"), killed after 60 s.
     pub fn exec(&self, args: &[&str]) -> Output {
         let mut full = vec!["ip", "netns", "exec", &self.name, "timeout", "60"];
         full.extend_from_slice(args);

@@ -93,6 +93,9 @@ pub(crate) async fn create(
 ) -> Result<Response, ApiError> {
     let owner = owner(verified);
     let body = body_bytes(body)?;
+    let body = crate::image_urls::inline(state.image_urls.as_ref(), body)
+        .await
+        .map_err(ApiError::bad_request)?;
     let wire: ResponsesBody = parse_body(&body).map_err(ApiError::bad_request)?;
     let target = resolve(&state, wire.model.as_deref()).await?;
     let mut req = wire.validate(target.ctx()).map_err(ApiError::bad_request)?;
