@@ -15,6 +15,8 @@
 //!   instead of a model, for door benchmarks, fault and timing tests); `commands`: what handle
 //!   and threads exchange;
 //!   `loader`: loading with progress; `admission`: the in-flight limit.
+//! - [`answer`]: what the doors make of a model's raw text: thinking and tool calls apart from
+//!   the answer, while it streams and at its end, and a client's format as a grammar.
 //! - [`events`]: what a generation streams back: tokens, `Done` with real usage and timing.
 //! - [`model`]: [`ModelInfo`], [`ModelState`], the template and tokenizer (`Prompter`);
 //!   `prompt`: a request's prompt made into tokens and image chunks on the caller's thread.
@@ -53,6 +55,7 @@
 //! - Templating and tokenization run on the caller's thread, never on the engine thread.
 
 mod admission;
+pub mod answer;
 mod backend;
 mod commands;
 pub mod config;

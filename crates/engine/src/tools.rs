@@ -1,7 +1,7 @@
 //! Tools in the prompt: which tool-call format a model's chat template speaks, the conversation
 //! as that format shows it (the template's own `tools`, or llama-server's generic format, the
 //! tools described in a system message), and the grammar a call must follow. The doors read
-//! calls back (hearth-server's `answer`) by the strings in [`markers`].
+//! calls back ([`crate::answer`]) by the strings in [`markers`].
 
 use hearth_protocol::tools::{Tool, ToolCall, ToolSet};
 use hearth_protocol::ChatMessage;

@@ -1,7 +1,7 @@
 //! Anthropic's Messages API (`POST /v1/messages`, `POST /v1/messages/count_tokens`): what
 //! Claude Code speaks. A request is validated by `hearth_protocol::anthropic`, placed by the
-//! route like every other door's, and its answer split by `answer` (thinking, tool calls) into
-//! content blocks: whole, or streamed as Anthropic's events (`message_start`, per block
+//! route like every other door's, and its answer split by `hearth_engine::answer` (thinking,
+//! tool calls) into content blocks: whole, or streamed as Anthropic's events (`message_start`, per block
 //! `content_block_start`/`_delta`/`_stop`, `message_delta`, `message_stop`, `ping` while
 //! waiting). Errors keep Anthropic's shape (`{"type": "error", "error": {...}}`).
 
@@ -21,11 +21,12 @@ use hearth_protocol::anthropic::{
 use hearth_protocol::openai::{parse_body, RequestError};
 use hearth_protocol::{FinishReason, ToolCall};
 
-use crate::answer::{self, Piece};
 use crate::error::ApiError;
 use crate::openai::{body_bytes, resolve};
 use crate::stream::{self as door_stream, End};
+use crate::submit::submit_chat;
 use crate::AppState;
+use hearth_engine::answer::{self, Piece};
 
 /// Whether `path` is this door's: its errors, wherever they arise (the guard, unknown paths,
 /// a wrong method), take Anthropic's shape.
@@ -143,8 +144,8 @@ pub(crate) async fn messages(
         tools: req.tools,
         think: req.think,
     };
-    let (mut gen, splitter) = answer::submit_chat(&state.router, &target, chat, req.params, true)
-        .map_err(ApiError::from)?;
+    let (mut gen, splitter) =
+        submit_chat(&state.router, &target, chat, req.params, true).map_err(ApiError::from)?;
     let splitter = splitter.broken_calls_as_text();
     let id = format!("msg_{}", uuid::Uuid::new_v4().simple());
     let model = target.model.to_string();

@@ -311,7 +311,8 @@ async fn start_answer(
     let prompt = turn_prompt(system_prompt, &history, files, sees_images);
     // A template that opens the thinking block itself: the saved answer opens it too, so the
     // UI (and the next turn's history) reads it as a reasoning model's answer is read.
-    let opened = super::answer::starts_in_thinking(target.local.as_deref(), None, &params, None);
+    let opened =
+        hearth_engine::answer::starts_in_thinking(target.local.as_deref(), None, &params, None);
     let generation = state
         .router
         .submit(

@@ -70,16 +70,16 @@ impl ApiError {
 
     /// An answer whose tool calls could not be read: cut off by `max_tokens` (the client's
     /// to change), or not valid.
-    pub(crate) fn from_call(e: &crate::answer::CallError) -> Self {
+    pub(crate) fn from_call(e: &hearth_engine::answer::CallError) -> Self {
         match e {
-            crate::answer::CallError::Cut(_) => Self::new(
+            hearth_engine::answer::CallError::Cut(_) => Self::new(
                 StatusCode::BAD_REQUEST,
                 "invalid_request_error",
                 Some("tool_call_cut_off"),
                 Some("max_tokens".into()),
                 e.to_string(),
             ),
-            crate::answer::CallError::Invalid(_) => Self::new(
+            hearth_engine::answer::CallError::Invalid(_) => Self::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "server_error",
                 Some("tool_call_invalid"),

@@ -16,15 +16,14 @@
 //! - `/metrics` (`metrics`); and the web UI's files for every other `GET` (`ui`).
 //!
 //! In front of them all: the guard ([`security`]); under them, the accept loop ([`listen`]).
-//! Beside them, `answer`: how every chat door reads thinking and tool calls out of a model's
-//! text.
+//! Beside them, `submit`: a conversation sent through the route with the reader of its answer
+//! (`hearth_engine::answer`, which splits thinking and tool calls out of a model's text).
 //!
 //! Architecture invariant: only `hearth-server` knows HTTP routes and `AppState`; below it no
 //! crate names axum. A door translates between its protocol and the route and holds no
 //! generation logic of its own; what the cluster and the split need of the node they get
 //! through `hearth_cluster::Context`, never through `AppState`.
 
-pub(crate) mod answer;
 pub(crate) mod anthropic;
 pub(crate) mod api;
 pub mod auth;
@@ -50,6 +49,7 @@ pub mod security;
 pub(crate) mod split_api;
 pub(crate) mod status;
 pub(crate) mod stream;
+pub(crate) mod submit;
 pub(crate) mod ui;
 pub(crate) mod ws;
 

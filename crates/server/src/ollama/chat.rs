@@ -24,10 +24,11 @@ use hearth_protocol::ollama::{
 use hearth_protocol::{SamplingParams, ToolCall};
 
 use super::{error, failure_error, model_name, now_rfc3339, resolve_error, submit_error, Reply};
-use crate::answer::{self, CallError, Piece, Splitter};
 use crate::openai::MODEL_WAIT;
 use crate::stream::{self, End};
+use crate::submit::submit_chat;
 use crate::AppState;
+use hearth_engine::answer::{self, CallError, Piece, Splitter};
 use hearth_route::{Generation, Target};
 
 /// The body's bytes, or Ollama's error for a body that is too large or never arrived.
@@ -236,8 +237,7 @@ pub(crate) async fn chat(
         think: req.think,
     };
     let (mut gen, splitter) =
-        answer::submit_chat(&state.router, &target, chat, req.params, reasoning)
-            .map_err(submit_error)?;
+        submit_chat(&state.router, &target, chat, req.params, reasoning).map_err(submit_error)?;
     if !req.stream {
         let c = stream::collect(&mut gen, &state.shutdown, false)
             .await

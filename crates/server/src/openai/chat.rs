@@ -17,9 +17,10 @@ use super::{
     body_bytes, chat_logprobs, chat_token_logprob, collect, json, json_error, now_secs, resolve,
     sse_response, timings,
 };
-use crate::answer::{self, Piece};
 use crate::error::ApiError;
+use crate::submit::submit_chat;
 use crate::AppState;
+use hearth_engine::answer::{self, Piece};
 
 fn invalid(param: &str, message: String) -> ApiError {
     ApiError::bad_request(RequestError {
@@ -49,7 +50,7 @@ pub(crate) async fn chat_completions(
         tools: req.tools,
         think: None,
     };
-    let (mut gen, splitter) = answer::submit_chat(&state.router, &target, chat, req.params, true)?;
+    let (mut gen, splitter) = submit_chat(&state.router, &target, chat, req.params, true)?;
     let id = format!("chatcmpl-{}", gen.id);
     let model = target.model.to_string();
     let created = now_secs();

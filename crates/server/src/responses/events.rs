@@ -13,10 +13,10 @@ use hearth_store::responses::StoredResponse;
 use serde_json::json;
 
 use super::{function_call, Saver};
-use crate::answer::{Piece, Splitter};
 use crate::error::ApiError;
 use crate::stream::{batches, typed_event, End};
 use crate::AppState;
+use hearth_engine::answer::{Piece, Splitter};
 
 /// The item being streamed.
 #[derive(Debug)]

@@ -1,8 +1,8 @@
 //! OpenAI's Responses API (`POST /v1/responses`, `GET`/`DELETE /v1/responses/{id}`): what
 //! Codex speaks. A request is validated by `hearth_protocol::responses`, continued from a
 //! stored answer when it names `previous_response_id`, placed by the route like every other
-//! door's, and its answer split by `answer` into output items (`reasoning`, `message`,
-//! `function_call`): whole, or streamed as numbered events (`events`). Answers are stored in
+//! door's, and its answer split by `hearth_engine::answer` into output items (`reasoning`,
+//! `message`, `function_call`): whole, or streamed as numbered events (`events`). Answers are stored in
 //! `hearth.db` unless `store: false`, each under the API key that made it (a key reads,
 //! continues and deletes only its own; loopback requests share the owner "").
 
@@ -25,11 +25,12 @@ use hearth_protocol::responses::{
 use hearth_protocol::{ChatMessage, FinishReason, ToolCall};
 use hearth_store::responses::StoredResponse;
 
-use crate::answer;
 use crate::error::ApiError;
 use crate::openai::{body_bytes, collect, now_secs, resolve};
 use crate::security::VerifiedKey;
+use crate::submit::submit_chat;
 use crate::AppState;
+use hearth_engine::answer;
 
 /// Whose stored answers a request may use: its API key's, or the loopback user's ("").
 fn owner(verified: Option<Extension<VerifiedKey>>) -> String {
@@ -129,7 +130,7 @@ pub(crate) async fn create(
         tools: req.tools,
         think: req.think,
     };
-    let (mut gen, splitter) = answer::submit_chat(&state.router, &target, chat, req.params, true)?;
+    let (mut gen, splitter) = submit_chat(&state.router, &target, chat, req.params, true)?;
     let splitter = splitter.broken_calls_as_text();
     let base = Answer::start(
         format!("resp_{}", uuid::Uuid::new_v4().simple()),

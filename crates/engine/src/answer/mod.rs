@@ -1,7 +1,8 @@
 //! What a door makes of a model's raw text before a client sees it: thinking apart from the
 //! answer (`reasoning`), tool calls apart from text (`tool_calls`), both while it streams and
 //! at its end; and a client's `format` as the grammar the engine enforces. One reader for every
-//! chat door (OpenAI, Ollama, Anthropic's, Responses'), so all split an answer the same way.
+//! chat door (OpenAI, Ollama, Anthropic's, Responses'), so all split an answer the same way;
+//! it knows model output only, never a door's wire format.
 
 mod reasoning;
 mod reply;
@@ -11,13 +12,13 @@ use hearth_protocol::ollama::Format;
 use hearth_protocol::tools::{ToolCall, ToolSet};
 use hearth_protocol::{FinishReason, SamplingParams};
 
-pub(crate) use reasoning::Piece;
+pub use reasoning::Piece;
 use reasoning::Thinking;
 use tool_calls::{Read, Scanner};
 
 /// Why the answer's calls could not be read.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub(crate) enum CallError {
+pub enum CallError {
     #[error("{0}: max_tokens was reached first; raise max_tokens")]
     Cut(String),
     #[error("{0}")]
@@ -26,7 +27,7 @@ pub(crate) enum CallError {
 
 /// How the end of an answer reads.
 #[derive(Debug, Default)]
-pub(crate) struct Ending {
+pub struct Ending {
     /// Text still held back, released now.
     pub pieces: Vec<Piece>,
     pub calls: Vec<ToolCall>,
@@ -34,7 +35,7 @@ pub(crate) struct Ending {
 
 /// Splits one answer as it streams.
 #[derive(Debug)]
-pub(crate) struct Splitter {
+pub struct Splitter {
     thinking: Option<Thinking>,
     tools: Option<(ToolSet, Scanner)>,
     id: String,
@@ -46,7 +47,7 @@ pub(crate) struct Splitter {
 impl Splitter {
     /// `reasoning`: thinking goes apart (else it stays in the text). `tools`: calls are read.
     /// `id` makes the calls' ids (`call_{id}_{n}`).
-    pub(crate) fn new(reasoning: bool, tools: Option<ToolSet>, id: impl Into<String>) -> Self {
+    pub fn new(reasoning: bool, tools: Option<ToolSet>, id: impl Into<String>) -> Self {
         Self {
             thinking: reasoning.then(|| Thinking::new(false)),
             tools: tools.map(|t| (t, Scanner::default())),
@@ -60,21 +61,21 @@ impl Splitter {
     /// `incomplete` or as a plain reply, as their APIs do, where the OpenAI and Ollama doors
     /// answer with an error. Their clients (Claude Code, Codex) take a 400 as final and a 500 as
     /// a reason to run the whole turn again.
-    pub(crate) fn broken_calls_as_text(mut self) -> Self {
+    pub fn broken_calls_as_text(mut self) -> Self {
         self.lenient = true;
         self
     }
 
     /// The text starts inside a thinking block the prompt opened (see
     /// `ModelInfo::opens_thinking`).
-    pub(crate) fn opened_thinking(mut self, opened: bool) -> Self {
+    pub fn opened_thinking(mut self, opened: bool) -> Self {
         if opened && self.thinking.is_some() {
             self.thinking = Some(Thinking::new(true));
         }
         self
     }
 
-    pub(crate) fn push(&mut self, text: &str) -> Vec<Piece> {
+    pub fn push(&mut self, text: &str) -> Vec<Piece> {
         let mut pieces = Vec::new();
         match &mut self.thinking {
             Some(t) => t.push(text, &mut pieces),
@@ -84,7 +85,7 @@ impl Splitter {
     }
 
     /// Everything held, and the calls, once the answer ended for `reason`.
-    pub(crate) fn finish(mut self, reason: FinishReason) -> Result<Ending, CallError> {
+    pub fn finish(mut self, reason: FinishReason) -> Result<Ending, CallError> {
         let mut pieces = Vec::new();
         if let Some(t) = self.thinking.take() {
             t.finish(&mut pieces);
@@ -145,7 +146,7 @@ impl Splitter {
 }
 
 /// The whole of a finished answer: its thinking, its text and its calls.
-pub(crate) fn split_whole(
+pub fn split_whole(
     mut splitter: Splitter,
     text: &str,
     reason: FinishReason,
@@ -183,34 +184,11 @@ fn is_empty(p: &Piece) -> bool {
     }
 }
 
-/// Submit a conversation through the route, with the splitter for its answer: thinking apart
-/// when `reasoning`, calls read when it has tools, and the start inside a thinking block when
-/// the template of this node's model opens one.
-pub(crate) fn submit_chat(
-    router: &hearth_route::Router,
-    target: &hearth_route::Target,
-    chat: hearth_engine::Chat,
-    params: SamplingParams,
-    reasoning: bool,
-) -> Result<(hearth_route::Generation, Splitter), hearth_engine::SubmitError> {
-    let tools = chat.tools.clone();
-    let opened = starts_in_thinking(target.local.as_deref(), chat.think, &params, tools.as_ref());
-    let gen = router.submit(
-        target,
-        hearth_engine::Request {
-            prompt: hearth_engine::Prompt::Chat(chat),
-            params,
-        },
-    )?;
-    let splitter = Splitter::new(reasoning, tools, gen.id.to_string()).opened_thinking(opened);
-    Ok((gen, splitter))
-}
-
 /// Whether an answer starts inside a thinking block the template of this node's model opened
 /// (`ModelInfo::opens_thinking`): never when a grammar holds from the first token (a format, a
 /// required call, the generic tool format), which leaves the model no way to close it.
-pub(crate) fn starts_in_thinking(
-    local: Option<&hearth_engine::ModelInfo>,
+pub fn starts_in_thinking(
+    local: Option<&crate::model::ModelInfo>,
     think: Option<bool>,
     params: &SamplingParams,
     tools: Option<&ToolSet>,
@@ -220,20 +198,20 @@ pub(crate) fn starts_in_thinking(
     };
     let constrained_at_once = params.grammar.is_some()
         || tools.is_some_and(|t| {
-            t.must_call() || info.tool_format() == hearth_engine::ToolFormat::Generic
+            t.must_call() || info.tool_format() == crate::tools::ToolFormat::Generic
         });
     !constrained_at_once && info.opens_thinking(think)
 }
 
 /// A client's `format` (Ollama) or `response_format` (OpenAI) as a grammar on `params`.
-pub(crate) fn constrain(
+pub fn constrain(
     params: &mut SamplingParams,
     format: Option<Format>,
-) -> Result<(), hearth_engine::grammar::GrammarError> {
+) -> Result<(), crate::grammar::GrammarError> {
     let grammar = match format {
         None => return Ok(()),
-        Some(Format::Json) => hearth_engine::grammar::json_object()?,
-        Some(Format::Schema(schema)) => hearth_engine::grammar::from_json_schema(&schema)?,
+        Some(Format::Json) => crate::grammar::json_object()?,
+        Some(Format::Schema(schema)) => crate::grammar::from_json_schema(&schema)?,
     };
     params.grammar = Some(grammar);
     Ok(())

@@ -1,9 +1,9 @@
 //! Tool calls read back out of a model's text, in every format the engine may have asked for
-//! (hearth_engine::tools): Hermes `<tool_call>` blocks, Mistral `[TOOL_CALLS]`, Llama 3's bare
+//! (`crate::tools`): Hermes `<tool_call>` blocks, Mistral `[TOOL_CALLS]`, Llama 3's bare
 //! or `<|python_tag|>` JSON, and the generic `{"tool_call"}`/`{"tool_calls"}`/`{"response"}`.
 //! Reading every format means a door needs no word from the node that ran the answer.
 
-use hearth_engine::tools::markers;
+use crate::tools::markers;
 use hearth_protocol::tools::{arguments_value, ToolCall, ToolSet};
 use serde_json::Value;
 

@@ -24,7 +24,7 @@ pub(super) struct Thinking {
 
 /// What a piece of output is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Piece {
+pub enum Piece {
     Reasoning(String),
     Content(String),
 }
