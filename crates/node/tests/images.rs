@@ -8,7 +8,7 @@
 mod common;
 
 use base64::Engine as _;
-use common::{cluster_config, wait_for, TestNode, MODEL_ID};
+use common::{cluster_config, greedy_conversation, ui_turn, wait_for, TestNode, MODEL_ID};
 use serde_json::{json, Value};
 
 /// A folder holding the default model (a link to it) and its vision projector.
@@ -186,39 +186,6 @@ async fn an_image_reaches_the_model_on_every_door() {
     let caps = show["capabilities"].as_array().unwrap();
     assert!(caps.contains(&json!("vision")), "{show}");
     t.stop().await;
-}
-
-/// The UI's chat turn in conversation `conv`: the answer's text (the `done` event's message).
-async fn ui_turn(t: &TestNode, conv: &str, body: Value) -> String {
-    let r = t
-        .post(&format!("/api/conversations/{conv}/chat"), &body)
-        .await;
-    let status = r.status();
-    let text = r.text().await.unwrap();
-    assert_eq!(status, 200, "{text}");
-    let events: Vec<Value> = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .map(|d| serde_json::from_str(d).unwrap())
-        .collect();
-    let done = events
-        .iter()
-        .find(|e| e["type"] == "done")
-        .unwrap_or_else(|| panic!("no done event: {text}"));
-    done["message"]["content"].as_str().unwrap().to_owned()
-}
-
-/// A UI conversation that answers greedily, 16 tokens at most, as the doors above are asked.
-async fn greedy_conversation(t: &TestNode, title: &str) -> String {
-    let conv = t.new_conversation(title).await;
-    let r = common::client()
-        .patch(t.url(&format!("/api/conversations/{conv}")))
-        .json(&json!({"settings": {"temperature": 0, "max_tokens": 16}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    conv
 }
 
 #[tokio::test]

@@ -150,15 +150,38 @@ pub(crate) async fn get_image(
         .image(id)
         .await?
         .ok_or_else(|| ApiFailure::not_found("image"))?;
-    Ok((
+    Ok(private_file(image.mime, image.bytes))
+}
+
+/// `GET /api/audio/{id}`: an audio clip of a chat message, as the file it was sent as (kept
+/// as images are).
+pub(crate) async fn get_audio(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiFailure> {
+    let clip = state
+        .store
+        .audio(id)
+        .await?
+        .ok_or_else(|| ApiFailure::not_found("audio clip"))?;
+    let mime = match clip.format.as_str() {
+        "mp3" => "audio/mpeg",
+        _ => "audio/wav",
+    };
+    Ok(private_file(mime.to_owned(), clip.bytes))
+}
+
+/// A stored file, of type `mime`: never sniffed as another, never kept by a shared cache.
+fn private_file(mime: String, bytes: Vec<u8>) -> Response {
+    (
         [
-            (header::CONTENT_TYPE, image.mime),
+            (header::CONTENT_TYPE, mime),
             (header::CACHE_CONTROL, "private, no-cache".to_owned()),
             (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_owned()),
         ],
-        image.bytes,
+        bytes,
     )
-        .into_response())
+        .into_response()
 }
 
 #[derive(Debug, Default, Deserialize)]

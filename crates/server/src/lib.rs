@@ -234,6 +234,7 @@ pub fn app(state: Arc<AppState>) -> Router {
         .route("/api/conversations/{id}/chat", post(chat::chat))
         .route("/api/messages/{id}/stop", post(chat::stop))
         .route("/api/images/{id}", get(api::get_image))
+        .route("/api/audio/{id}", get(api::get_audio))
         .route("/api/keys", get(api::list_keys).post(api::create_key))
         .route(
             "/api/cluster",

@@ -6,6 +6,7 @@
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
 
+use super::message_audio::{self, AudioInfo, NewAudio};
 use super::message_images::{self, ImageInfo, NewImage};
 use super::{new_id, now_ms, Store, StoreError};
 
@@ -99,6 +100,8 @@ pub struct Message {
     pub created_at: i64,
     /// The images it carries, in order (a user's message only).
     pub images: Vec<ImageInfo>,
+    /// The audio clips it carries, in order (a user's message only).
+    pub audio: Vec<AudioInfo>,
     #[serde(skip)]
     pub seq: i64,
 }
@@ -113,6 +116,7 @@ pub struct NewMessage<'a> {
     pub model: Option<&'a str>,
     pub node: Option<&'a str>,
     pub images: Vec<NewImage>,
+    pub audio: Vec<NewAudio>,
 }
 
 /// A conversation's columns, read `FROM conversations c`: its images' count and bytes last.
@@ -161,6 +165,7 @@ fn message_row(r: &Row<'_>) -> rusqlite::Result<Message> {
         }),
         created_at: r.get(12)?,
         images: Vec::new(),
+        audio: Vec::new(),
     })
 }
 
@@ -185,6 +190,7 @@ fn get_message(c: &Connection, id: &str) -> rusqlite::Result<Option<Message>> {
         return Ok(None);
     };
     message.images = message_images::of_message(c, id)?;
+    message.audio = message_audio::of_message(c, id)?;
     Ok(Some(message))
 }
 
@@ -249,8 +255,10 @@ impl Store {
                 .query_map([&id], message_row)?
                 .collect::<Result<Vec<_>, _>>()?;
             let mut images = message_images::of_conversation(c, &id)?;
+            let mut audio = message_audio::of_conversation(c, &id)?;
             for m in &mut messages {
                 m.images = images.remove(&m.id).unwrap_or_default();
+                m.audio = audio.remove(&m.id).unwrap_or_default();
             }
             Ok(Some((conv, messages)))
         })
@@ -300,7 +308,7 @@ impl Store {
             .await
     }
 
-    /// Append a message (and its images, all or nothing) at the end of its conversation.
+    /// Append a message (and its images and clips, all or nothing) at the end of its conversation.
     pub async fn add_message(&self, m: NewMessage<'_>) -> Result<Message, StoreError> {
         let (conv, role, content, status) = (
             m.conversation_id.to_owned(),
@@ -308,10 +316,11 @@ impl Store {
             m.content.to_owned(),
             m.status,
         );
-        let (model, node, images) = (
+        let (model, node, images, audio) = (
             m.model.map(str::to_owned),
             m.node.map(str::to_owned),
             m.images,
+            m.audio,
         );
         self.with(move |c| {
             let id = new_id("m");
@@ -323,6 +332,7 @@ impl Store {
                 params![id, conv, role, content, status.as_str(), model, node, now],
             )?;
             message_images::insert(&tx, &id, &images)?;
+            message_audio::insert(&tx, &id, &audio)?;
             tx.execute("UPDATE conversations SET updated_at = ?2 WHERE id = ?1", params![conv, now])?;
             tx.commit()?;
             get_message(c, &id)?.ok_or(rusqlite::Error::QueryReturnedNoRows)

@@ -1,7 +1,7 @@
 //! The node's SQLite database (`hearth.db` in the data dir, WAL mode): opening it (a damaged
 //! file, or a log damaged in the middle (`wal`), is refused, never replaced), schema migrations by `PRAGMA user_version`, and
 //! `/generate` feedback; the UI's conversations and messages ([`conversations`]), API keys
-//! ([`keys`]), the images of chat messages ([`message_images`]), the signed-challenge door's clients ([`clients`]), the cluster's known peers
+//! ([`keys`]), the images and audio clips of chat messages ([`message_images`], [`message_audio`]), the signed-challenge door's clients ([`clients`]), the cluster's known peers
 //! ([`peers`]), model files' digests ([`digests`]) and the Responses door's stored answers
 //! ([`responses`]) each have a file. One
 //! connection behind a mutex; every call runs on tokio's blocking pool. A clean stop empties
@@ -15,6 +15,7 @@ pub mod clients;
 pub mod conversations;
 pub mod digests;
 pub mod keys;
+pub mod message_audio;
 pub mod message_images;
 pub mod peers;
 pub mod responses;
@@ -24,6 +25,7 @@ pub use conversations::{
     Conversation, Message, MessageStatus, NewMessage, Settings, SettingsPatch, Stats,
 };
 pub use keys::{key_hash, ApiKey, KeyScope};
+pub use message_audio::{AudioInfo, NewAudio, StoredAudio};
 pub use message_images::{ImageInfo, NewImage, StoredImage};
 
 use std::path::Path;
@@ -133,6 +135,7 @@ const MIGRATIONS: &[&str] = &[
     keys::SCOPE_MIGRATION,
     responses::MIGRATION,
     message_images::MIGRATION,
+    message_audio::MIGRATION,
 ];
 
 /// Make `path` (and the WAL files next to it, when they exist) readable by this user only.

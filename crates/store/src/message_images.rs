@@ -140,40 +140,66 @@ impl Store {
         count: usize,
         max_bytes: u64,
     ) -> Result<HashMap<String, Vec<Vec<u8>>>, StoreError> {
-        self.with(move |c| {
-            let mut stmt = c.prepare(
-                "SELECT i.id, i.message_id, length(i.bytes) FROM message_images i
-                 JOIN messages m ON m.id = i.message_id
-                 WHERE m.conversation_id = ?1 ORDER BY m.seq DESC, i.ord DESC",
-            )?;
-            let rows = stmt.query_map([conversation_id], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, i64>(2)?,
-                ))
-            })?;
-            let (mut chosen, mut bytes) = (Vec::new(), 0u64);
-            for row in rows {
-                let (id, message, len) = row?;
-                let len = len.max(0) as u64;
-                if chosen.len() == count || bytes + len > max_bytes {
-                    break;
-                }
-                bytes += len;
-                chosen.push((id, message));
-            }
-            let mut files: HashMap<String, Vec<Vec<u8>>> = HashMap::new();
-            let mut read = c.prepare("SELECT bytes FROM message_images WHERE id = ?1")?;
-            // Oldest first, so each message's files come in their order.
-            for (id, message) in chosen.into_iter().rev() {
-                let file: Vec<u8> = read.query_row([id], |r| r.get(0))?;
-                files.entry(message).or_default().push(file);
-            }
-            Ok(files)
-        })
-        .await
+        self.with(move |c| newest_files(c, Table::Images, &conversation_id, count, max_bytes))
+            .await
     }
+}
+
+/// The tables of files that messages carry.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Table {
+    Images,
+    Audio,
+}
+
+impl Table {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Images => "message_images",
+            Self::Audio => "message_audio",
+        }
+    }
+}
+
+/// The newest files of `table` in a conversation ([`Store::newest_image_files`]).
+pub(crate) fn newest_files(
+    c: &Connection,
+    table: Table,
+    conversation_id: &str,
+    count: usize,
+    max_bytes: u64,
+) -> rusqlite::Result<HashMap<String, Vec<Vec<u8>>>> {
+    let table = table.name();
+    let mut stmt = c.prepare(&format!(
+        "SELECT f.id, f.message_id, length(f.bytes) FROM {table} f
+         JOIN messages m ON m.id = f.message_id
+         WHERE m.conversation_id = ?1 ORDER BY m.seq DESC, f.ord DESC"
+    ))?;
+    let rows = stmt.query_map([conversation_id], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, i64>(2)?,
+        ))
+    })?;
+    let (mut chosen, mut bytes) = (Vec::new(), 0u64);
+    for row in rows {
+        let (id, message, len) = row?;
+        let len = len.max(0) as u64;
+        if chosen.len() == count || bytes + len > max_bytes {
+            break;
+        }
+        bytes += len;
+        chosen.push((id, message));
+    }
+    let mut files: HashMap<String, Vec<Vec<u8>>> = HashMap::new();
+    let mut read = c.prepare(&format!("SELECT bytes FROM {table} WHERE id = ?1"))?;
+    // Oldest first, so each message's files come in their order.
+    for (id, message) in chosen.into_iter().rev() {
+        let file: Vec<u8> = read.query_row([id], |r| r.get(0))?;
+        files.entry(message).or_default().push(file);
+    }
+    Ok(files)
 }
 
 #[cfg(test)]
@@ -215,6 +241,7 @@ mod tests {
             model: None,
             node: None,
             images,
+            audio: Vec::new(),
         };
         let first = store
             .add_message(message(vec![image(1), image(2)]))

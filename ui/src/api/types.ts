@@ -25,6 +25,17 @@ export interface MessageImage {
   local_url?: string;
 }
 
+/** An audio clip a message carries; its file is at `/api/audio/{id}`. */
+export interface MessageAudio {
+  id: string;
+  /** `wav` or `mp3`. */
+  format: string;
+  /** The file's size in bytes. */
+  size: number;
+  /** The file on this page, before the node stored it (a data URL). */
+  local_url?: string;
+}
+
 export interface Message {
   id: string;
   conversation_id: string;
@@ -38,6 +49,8 @@ export interface Message {
   created_at: number;
   /** Its images, in order (absent from a node older than images). */
   images?: MessageImage[];
+  /** Its audio clips, in order (absent from a node older than audio in the chat). */
+  audio?: MessageAudio[];
 }
 
 export interface ConversationSettings {
@@ -70,7 +83,7 @@ export interface ConversationPatch {
 
 /** The three bodies `POST /api/conversations/{id}/chat` accepts. */
 export type ChatRequest =
-  | { content: string; images?: string[] }
+  | { content: string; images?: string[]; audio?: string[] }
   | { regenerate: true }
   | { edit_message_id: string; content: string };
 
@@ -126,6 +139,9 @@ export interface ModelStatus {
   cache_ram?: number;
   /** Ready: where its layers are (absent from older nodes). */
   placement?: Placement;
+  /** Ready: its projector reads images / hears audio clips. */
+  vision?: boolean;
+  audio?: boolean;
 }
 
 export interface StatusResponse {

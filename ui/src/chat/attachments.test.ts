@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_IMAGE_BYTES, MAX_IMAGES, MAX_MESSAGE_IMAGE_BYTES, screenFiles } from './attachments';
+import { MAX_AUDIO_BYTES, MAX_CLIPS, MAX_IMAGE_BYTES, MAX_IMAGES, MAX_MESSAGE_IMAGE_BYTES, screenFiles } from './attachments';
 
 const file = (name: string, type: string, size = 1000) => ({ name, type, size });
 
@@ -38,5 +38,20 @@ describe('screenFiles', () => {
     const two = screenFiles(photos, { count: 0, bytes: 100 });
     expect(two.taken.map((f) => f.name)).toEqual(['a.jpg', 'c.jpg']);
     expect(two.refused).toEqual(['b.jpg does not fit: a message\'s images may have 8.0 MB together.']);
+  });
+
+  it('takes WAV and MP3 clips only for a model that hears, within the clip limits', () => {
+    const clips = [file('a.wav', 'audio/wav'), file('b.mp3', 'audio/mpeg'), file('c.wav', '')];
+    const deaf = screenFiles(clips, { count: 0, bytes: 0 });
+    expect(deaf.taken).toEqual([]);
+    expect(deaf.refused[0]).toBe('a.wav is audio, and this model cannot hear: its projector has no audio encoder.');
+    const hears = screenFiles([...clips, file('d.ogg', 'audio/ogg'), file('x.png', 'image/png')], { count: 0, bytes: 0 }, true);
+    expect(hears.taken.map((f) => f.name)).toEqual(['a.wav', 'b.mp3', 'c.wav', 'x.png']);
+    expect(hears.refused).toEqual(['d.ogg is neither an image nor audio the node reads (PNG, JPEG, GIF, WebP; WAV, MP3).']);
+    const full = screenFiles(clips, { count: 0, bytes: 0, clips: MAX_CLIPS - 1, clipBytes: 0 }, true);
+    expect(full.taken.map((f) => f.name)).toEqual(['a.wav']);
+    expect(full.refused[0]).toBe(`A message carries at most ${MAX_CLIPS} audio clips.`);
+    const big = screenFiles([file('long.wav', 'audio/wav', MAX_AUDIO_BYTES + 1)], { count: 0, bytes: 0 }, true);
+    expect(big.refused[0]).toBe('long.wav is 8.0 MB; a clip may have at most 8.0 MB.');
   });
 });

@@ -1,8 +1,9 @@
 /**
- * Images the user attaches to a message (picked, pasted or dropped): which files are taken,
- * with the node's own limits checked here first so the user learns at once, and their reading
- * into data URLs, the form the chat request carries them in. Stored images are fetched with the
- * API key (an <img src> would not send it) into object URLs kept for the page's life.
+ * Images and audio clips the user attaches to a message (picked, pasted or dropped; clips only
+ * for a model that hears): which files are taken, with the node's own limits checked here first
+ * so the user learns at once, and their reading into data URLs, the form the chat request
+ * carries them in. Stored files are fetched with the API key (an <img src> would not send it)
+ * into object URLs kept for the page's life.
  */
 import { apiFetch, ApiError } from '../api/client';
 import { formatBytes } from '../format';
@@ -14,11 +15,29 @@ export const MAX_IMAGES = 16;
 export const MAX_MESSAGE_IMAGE_BYTES = 8 * 1024 * 1024;
 /** The formats the node reads. */
 export const IMAGE_TYPES = ['image/png', 'image/jpeg', 'image/gif', 'image/webp'];
+/** The node's audio limits (hearth_protocol::audio, the chat door): bytes a clip, clips a
+ * message, and bytes of a message's clips together. */
+export const MAX_AUDIO_BYTES = 8 * 1024 * 1024;
+export const MAX_CLIPS = 4;
+export const MAX_MESSAGE_AUDIO_BYTES = 8 * 1024 * 1024;
+/** The audio formats the node reads (WAV and MP3), under the names browsers give them. */
+export const AUDIO_TYPES = ['audio/wav', 'audio/x-wav', 'audio/wave', 'audio/vnd.wave', 'audio/mpeg', 'audio/mp3'];
 
-/** An image waiting in the composer. */
+export type AttachmentKind = 'image' | 'audio';
+
+/** What a file is to the node: an image, a clip (by its type, or its name when it has none). */
+export function kindOf(f: FileFacts): AttachmentKind | null {
+  if (IMAGE_TYPES.includes(f.type)) return 'image';
+  if (AUDIO_TYPES.includes(f.type)) return 'audio';
+  if (f.type === '' && /\.(wav|mp3)$/i.test(f.name)) return 'audio';
+  return null;
+}
+
+/** A file waiting in the composer. */
 export interface Attachment {
   /** Unique within the page, for React keys and removal. */
   key: string;
+  kind: AttachmentKind;
   name: string;
   mime: string;
   size: number;
@@ -33,24 +52,57 @@ export interface FileFacts {
   size: number;
 }
 
+/** The attachments there already: images (`count`, `bytes`) and clips. */
+export interface Already {
+  count: number;
+  bytes: number;
+  clips?: number;
+  clipBytes?: number;
+}
+
 /**
- * Which of `files` can join the attachments there already (`already`: their count and bytes),
- * and a sentence for each one refused (the first refusal is what the composer shows).
+ * Which of `files` can join the attachments there already, and a sentence for each one
+ * refused (the first refusal is what the composer shows). Clips are taken when the model
+ * `hears`.
  */
 export function screenFiles<F extends FileFacts>(
   files: F[],
-  already: { count: number; bytes: number },
+  already: Already,
+  hears = false,
 ): { taken: F[]; refused: string[] } {
   const taken: F[] = [];
   const refused: string[] = [];
   let bytes = already.bytes;
+  let clips = already.clips ?? 0;
+  let clipBytes = already.clipBytes ?? 0;
   for (const f of files) {
     const name = f.name || 'the pasted image';
-    if (!IMAGE_TYPES.includes(f.type)) {
-      refused.push(`${name} is not an image the node reads (PNG, JPEG, GIF or WebP).`);
+    const kind = kindOf(f);
+    if (kind === 'audio') {
+      if (!hears) {
+        refused.push(`${name} is audio, and this model cannot hear: its projector has no audio encoder.`);
+      } else if (f.size > MAX_AUDIO_BYTES) {
+        refused.push(`${name} is ${formatBytes(f.size)}; a clip may have at most ${formatBytes(MAX_AUDIO_BYTES)}.`);
+      } else if (clips >= MAX_CLIPS) {
+        refused.push(`A message carries at most ${MAX_CLIPS} audio clips.`);
+      } else if (clipBytes + f.size > MAX_MESSAGE_AUDIO_BYTES) {
+        refused.push(`${name} does not fit: a message's clips may have ${formatBytes(MAX_MESSAGE_AUDIO_BYTES)} together.`);
+      } else {
+        taken.push(f);
+        clips += 1;
+        clipBytes += f.size;
+      }
+      continue;
+    }
+    if (kind === null) {
+      refused.push(
+        hears
+          ? `${name} is neither an image nor audio the node reads (PNG, JPEG, GIF, WebP; WAV, MP3).`
+          : `${name} is not an image the node reads (PNG, JPEG, GIF or WebP).`,
+      );
     } else if (f.size > MAX_IMAGE_BYTES) {
       refused.push(`${name} is ${formatBytes(f.size)}; an image may have at most ${formatBytes(MAX_IMAGE_BYTES)}.`);
-    } else if (already.count + taken.length >= MAX_IMAGES) {
+    } else if (already.count + taken.filter((t) => kindOf(t) === 'image').length >= MAX_IMAGES) {
       refused.push(`A message carries at most ${MAX_IMAGES} images.`);
     } else if (bytes + f.size > MAX_MESSAGE_IMAGE_BYTES) {
       refused.push(`${name} does not fit: a message's images may have ${formatBytes(MAX_MESSAGE_IMAGE_BYTES)} together.`);
@@ -72,6 +124,7 @@ export function readAttachment(file: File): Promise<Attachment> {
     reader.onload = () =>
       resolve({
         key: `a${++counter}`,
+        kind: kindOf(file) ?? 'image',
         name: file.name || 'pasted image',
         mime: file.type,
         size: file.size,
@@ -101,9 +154,19 @@ const stored = new Map<string, Promise<string>>();
 
 /** An object URL for stored image `id`: fetched once a page, as images never change. */
 export function storedImageUrl(id: string): Promise<string> {
+  return storedFileUrl(`/api/images/${encodeURIComponent(id)}`);
+}
+
+/** An object URL for stored audio clip `id`, fetched once a page. */
+export function storedAudioUrl(id: string): Promise<string> {
+  return storedFileUrl(`/api/audio/${encodeURIComponent(id)}`);
+}
+
+function storedFileUrl(path: string): Promise<string> {
+  const id = path;
   let url = stored.get(id);
   if (!url) {
-    url = apiFetch(`/api/images/${encodeURIComponent(id)}`).then(async (res) => {
+    url = apiFetch(path).then(async (res) => {
       if (!res.ok) throw await ApiError.from(res);
       return URL.createObjectURL(await res.blob());
     });

@@ -104,7 +104,7 @@ describe('ChatStore', () => {
     expect(activity).toHaveBeenCalled();
   });
 
-  it('sends attached images and shows them from the page until the node has stored them', async () => {
+  it('sends attached images and clips and shows them from the page until the node has stored them', async () => {
     const stream = controlledStream();
     const calls = fakeNode((call) => {
       if (call.path.endsWith('/chat')) return new Response(stream.body, { status: 200 });
@@ -113,10 +113,13 @@ describe('ChatStore', () => {
     const store = new ChatStore({ onActivity: () => undefined });
     store.adopt({ ...conversation, title: 'Pictures' });
     const png = 'data:image/png;base64,iVBORw0KGgo=';
-    const done = store.send('c_1', { content: 'What is this?', images: [png] });
+    const wav = 'data:audio/wav;base64,UklGRiQAAABXQVZF';
+    const done = store.send('c_1', { content: 'What is this?', images: [png], audio: [wav] });
     const shown = store.view('c_1').messages[0].images ?? [];
     expect(shown.map((i) => [i.mime, i.local_url])).toEqual([['image/png', png]]);
     expect(shown[0].size).toBe(8);
+    const heard = store.view('c_1').messages[0].audio ?? [];
+    expect(heard.map((a) => [a.format, a.size, a.local_url])).toEqual([['wav', 12, wav]]);
 
     const stored = { ...user, content: 'What is this?', images: [{ id: 'i_1', mime: 'image/png', width: 1, height: 1, size: 8 }] };
     stream.event({ type: 'user', message: stored });
@@ -124,7 +127,7 @@ describe('ChatStore', () => {
     stream.end();
     expect(await done).toBe(true);
     expect(store.view('c_1').messages[0]).toEqual(stored);
-    expect(calls.find((c) => c.path.endsWith('/chat'))?.body).toEqual({ content: 'What is this?', images: [png] });
+    expect(calls.find((c) => c.path.endsWith('/chat'))?.body).toEqual({ content: 'What is this?', images: [png], audio: [wav] });
   });
 
   it('does not let a stored copy fetched mid-stream overwrite the streamed text', async () => {

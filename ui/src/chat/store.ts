@@ -14,7 +14,7 @@
  */
 import { streamChat } from '../api/chatStream';
 import { ApiError, api, errorText } from '../api/client';
-import type { ChatEvent, ChatRequest, Conversation, ConversationSettings, MessageImage } from '../api/types';
+import type { ChatEvent, ChatRequest, Conversation, ConversationSettings, MessageAudio, MessageImage } from '../api/types';
 import {
   applyChatEvent,
   beginEdit,
@@ -135,7 +135,7 @@ export class ChatStore {
         ? beginRegenerate(before)
         : 'edit_message_id' in request
           ? beginEdit(before, request.edit_message_id, request.content)
-          : beginSend(before, id, request.content, Date.now(), localImages(request));
+          : beginSend(before, id, request.content, Date.now(), localImages(request), localAudio(request));
     this.bumpEpoch(id);
     this.clearPoll();
     this.update(id, (v) => ({ ...v, ...optimistic, sending: true, error: null }));
@@ -243,17 +243,33 @@ export class ChatStore {
 function localImages(request: ChatRequest): MessageImage[] {
   if (!('images' in request) || !request.images) return [];
   return request.images.map((url, i) => {
-    const base64 = url.slice(url.indexOf(',') + 1);
-    const padding = base64.endsWith('==') ? 2 : base64.endsWith('=') ? 1 : 0;
     return {
       id: `local_image_${i}`,
       mime: url.slice(5, url.indexOf(';')),
       width: 0,
       height: 0,
-      size: Math.floor((base64.length * 3) / 4) - padding,
+      size: dataUrlBytes(url),
       local_url: url,
     };
   });
+}
+
+/** The clips of a message being sent, shown from this page until the node has stored them. */
+function localAudio(request: ChatRequest): MessageAudio[] {
+  if (!('audio' in request) || !request.audio) return [];
+  return request.audio.map((url, i) => ({
+    id: `local_audio_${i}`,
+    format: url.includes('mpeg') || url.includes('mp3') ? 'mp3' : 'wav',
+    size: dataUrlBytes(url),
+    local_url: url,
+  }));
+}
+
+/** The bytes a base64 data URL holds. */
+function dataUrlBytes(url: string): number {
+  const base64 = url.slice(url.indexOf(',') + 1);
+  const padding = base64.endsWith('==') ? 2 : base64.endsWith('=') ? 1 : 0;
+  return Math.floor((base64.length * 3) / 4) - padding;
 }
 
 /** A failed chat call, in words; a 409 is the one case the chat says more about. */

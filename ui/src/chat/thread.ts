@@ -7,7 +7,7 @@
  * receives tokens (`streamingId`); a placeholder user message has an id starting with
  * `LOCAL_ID_PREFIX` and is replaced by the stored one when the `user` event arrives.
  */
-import type { ChatEvent, Message, MessageImage } from '../api/types';
+import type { ChatEvent, Message, MessageAudio, MessageImage } from '../api/types';
 
 export const LOCAL_ID_PREFIX = 'local_';
 
@@ -53,6 +53,7 @@ export function beginSend(
   content: string,
   now: number,
   images: MessageImage[] = [],
+  audio: MessageAudio[] = [],
 ): Thread {
   const placeholder: Message = {
     id: `${LOCAL_ID_PREFIX}${now}`,
@@ -66,6 +67,7 @@ export function beginSend(
     stats: null,
     created_at: now,
     images,
+    audio,
   };
   return { ...thread, messages: [...thread.messages, placeholder] };
 }

@@ -47,7 +47,7 @@ export function ChatView({ store, conversationId, live, onCreate, onToggleSideba
   }, [busy, conversationId, store]);
 
   /** Sends a message; false when nothing of it was kept (the composer gives it back). */
-  const send = async (text: string, images: Attachment[]): Promise<boolean> => {
+  const send = async (text: string, files: Attachment[]): Promise<boolean> => {
     setCreateError(null);
     let id = conversationId;
     if (!id) {
@@ -59,7 +59,13 @@ export function ChatView({ store, conversationId, live, onCreate, onToggleSideba
         return false;
       }
     }
-    return store.send(id, images.length > 0 ? { content: text, images: images.map((a) => a.dataUrl) } : { content: text });
+    const of = (kind: Attachment['kind']) => files.filter((a) => a.kind === kind).map((a) => a.dataUrl);
+    const [images, audio] = [of('image'), of('audio')];
+    return store.send(id, {
+      content: text,
+      ...(images.length > 0 ? { images } : {}),
+      ...(audio.length > 0 ? { audio } : {}),
+    });
   };
 
   const modelHint =
@@ -142,6 +148,7 @@ export function ChatView({ store, conversationId, live, onCreate, onToggleSideba
         busy={busy}
         disabled={conversationId !== null && !view.loaded}
         hint={modelHint}
+        hears={live.model.state === 'ready' && live.model.audio === true}
         focusKey={conversationId}
         onSend={send}
         onStop={() => conversationId && void store.stop(conversationId)}

@@ -1,11 +1,12 @@
 /**
  * The message box: Enter sends, Shift+Enter adds a line (IME composition is respected), the
- * box grows with its text; while an answer streams, Send becomes Stop. Images are attached with
- * the button, pasted or dropped; each waits as a preview (its size shown, removable) until sent.
- * A message the node refuses comes back into the box, words and images.
+ * box grows with its text; while an answer streams, Send becomes Stop. Images (and audio clips,
+ * for a model that hears) are attached with the button, pasted or dropped; each waits as a
+ * preview (its size shown, removable) until sent. A message the node refuses comes back into
+ * the box, words and files.
  */
 import { useLayoutEffect, useRef, useState, type ClipboardEvent, type DragEvent, type FormEvent, type KeyboardEvent } from 'react';
-import { filesOf, IMAGE_TYPES, readAttachment, screenFiles, type Attachment } from '../chat/attachments';
+import { AUDIO_TYPES, filesOf, IMAGE_TYPES, kindOf, readAttachment, screenFiles, type Attachment } from '../chat/attachments';
 import { formatBytes } from '../format';
 import { CloseIcon, ImageIcon, SendIcon, StopIcon } from './icons';
 import './Images.css';
@@ -18,14 +19,16 @@ export interface ComposerProps {
   /** The conversation is still loading: typing is fine, sending waits. */
   disabled: boolean;
   hint: string | null;
+  /** The model hears audio: clips may be attached. */
+  hears: boolean;
   /** Resolves false when nothing of the message was kept: it goes back into the box. */
-  onSend: (text: string, images: Attachment[]) => Promise<boolean>;
+  onSend: (text: string, files: Attachment[]) => Promise<boolean>;
   onStop: () => void;
   /** Changes when the conversation changes, to move the focus back to the box. */
   focusKey: string | null;
 }
 
-export function Composer({ busy, disabled, hint, onSend, onStop, focusKey }: ComposerProps) {
+export function Composer({ busy, disabled, hint, hears, onSend, onStop, focusKey }: ComposerProps) {
   const [text, setText] = useState('');
   const [images, setImages] = useState<Attachment[]>([]);
   const [refusal, setRefusal] = useState<string | null>(null);
@@ -46,24 +49,40 @@ export function Composer({ busy, disabled, hint, onSend, onStop, focusKey }: Com
 
   // Files taken but still being read (a second paste meanwhile counts them), and the
   // conversation on screen, for work that ends later.
-  const reading = useRef({ count: 0, bytes: 0 });
+  const reading = useRef({ count: 0, bytes: 0, clips: 0, clipBytes: 0 });
   const shown = useRef(focusKey);
   shown.current = focusKey;
 
   const attach = (files: File[]) => {
-    const count = images.length + reading.current.count;
-    const bytes = images.reduce((n, a) => n + a.size, 0) + reading.current.bytes;
-    const { taken, refused } = screenFiles(files, { count, bytes });
+    const sum = (kind: Attachment['kind'], list: { kind: Attachment['kind']; size: number }[]) => {
+      const of = list.filter((a) => a.kind === kind);
+      return { count: of.length, bytes: of.reduce((n, a) => n + a.size, 0) };
+    };
+    const [pics, clips] = [sum('image', images), sum('audio', images)];
+    const r = reading.current;
+    const { taken, refused } = screenFiles(
+      files,
+      { count: pics.count + r.count, bytes: pics.bytes + r.bytes, clips: clips.count + r.clips, clipBytes: clips.bytes + r.clipBytes },
+      hears,
+    );
     setRefusal(refused[0] ?? null);
-    const these = { count: taken.length, bytes: taken.reduce((n, f) => n + f.size, 0) };
-    reading.current = { count: reading.current.count + these.count, bytes: reading.current.bytes + these.bytes };
+    const kinds = taken.map((f) => ({ kind: kindOf(f) ?? 'image', size: f.size }));
+    const [newPics, newClips] = [sum('image', kinds), sum('audio', kinds)];
+    const these = { count: newPics.count, bytes: newPics.bytes, clips: newClips.count, clipBytes: newClips.bytes };
+    const add = (a: typeof these, b: typeof these, sign: number) => ({
+      count: a.count + sign * b.count,
+      bytes: a.bytes + sign * b.bytes,
+      clips: a.clips + sign * b.clips,
+      clipBytes: a.clipBytes + sign * b.clipBytes,
+    });
+    reading.current = add(reading.current, these, 1);
     void Promise.all(taken.map(readAttachment))
       .then(
         (read) => setImages((current) => [...current, ...read]),
         (e: unknown) => setRefusal(e instanceof Error ? e.message : String(e)),
       )
       .finally(() => {
-        reading.current = { count: reading.current.count - these.count, bytes: reading.current.bytes - these.bytes };
+        reading.current = add(reading.current, these, -1);
       });
   };
 
@@ -121,10 +140,14 @@ export function Composer({ busy, disabled, hint, onSend, onStop, focusKey }: Com
       onDrop={onDrop}
     >
       {images.length > 0 && (
-        <ul className="attachments" data-testid="attachments" aria-label="Images to send">
+        <ul className="attachments" data-testid="attachments" aria-label="Files to send">
           {images.map((a) => (
-            <li key={a.key} className="attachment" data-testid="attachment">
-              <img src={a.dataUrl} alt={a.name} />
+            <li key={a.key} className={`attachment${a.kind === 'audio' ? ' audio' : ''}`} data-testid="attachment" data-kind={a.kind}>
+              {a.kind === 'audio' ? (
+                <audio src={a.dataUrl} controls preload="metadata" aria-label={a.name} title={a.name} />
+              ) : (
+                <img src={a.dataUrl} alt={a.name} />
+              )}
               <span className="attachment-size">{formatBytes(a.size)}</span>
               <button
                 type="button"
@@ -145,8 +168,8 @@ export function Composer({ busy, disabled, hint, onSend, onStop, focusKey }: Com
           type="button"
           className="icon-btn composer-attach"
           data-testid="attach-button"
-          title="Attach images"
-          aria-label="Attach images"
+          title={hears ? 'Attach images or audio' : 'Attach images'}
+          aria-label={hears ? 'Attach images or audio' : 'Attach images'}
           onClick={() => picker.current?.click()}
         >
           <ImageIcon />
@@ -154,7 +177,7 @@ export function Composer({ busy, disabled, hint, onSend, onStop, focusKey }: Com
         <input
           ref={picker}
           type="file"
-          accept={IMAGE_TYPES.join(',')}
+          accept={(hears ? [...IMAGE_TYPES, ...AUDIO_TYPES, '.wav', '.mp3'] : IMAGE_TYPES).join(',')}
           multiple
           hidden
           data-testid="attach-input"
@@ -187,7 +210,7 @@ export function Composer({ busy, disabled, hint, onSend, onStop, focusKey }: Com
         )}
       </div>
       <div className={`composer-hint${refusal ? ' refused' : ''}`} data-testid="composer-hint" role={refusal ? 'alert' : undefined}>
-        {refusal ?? hint ?? 'Enter to send · Shift+Enter for a new line · Esc to stop · paste or drop images'}
+        {refusal ?? hint ?? `Enter to send · Shift+Enter for a new line · Esc to stop · paste or drop images${hears ? ' or audio' : ''}`}
       </div>
     </form>
   );

@@ -1,5 +1,5 @@
 /**
- * The message list of one conversation: user bubbles (their images, plain text editable inline) and
+ * The message list of one conversation: user bubbles (their images and audio clips, plain text editable inline) and
  * answers (a reasoning model's thinking folded above the Markdown answer, streaming caret,
  * status badge, stats, regenerate). Stays scrolled to the
  * bottom while an answer grows, unless the user scrolled up to read.
@@ -11,6 +11,7 @@ import { copyText } from '../clipboard';
 import { formatMs, formatNumber } from '../format';
 import { CopyIcon, PencilIcon, RefreshIcon } from './icons';
 import { Markdown } from './Markdown';
+import { MessageAudio } from './MessageAudio';
 import { MessageImages } from './MessageImages';
 import './Messages.css';
 
@@ -145,6 +146,7 @@ function UserBubble({ message, editing, canEdit, onStartEdit, onCancel, onSubmit
       ) : (
         <>
           <MessageImages images={message.images ?? []} />
+          <MessageAudio clips={message.audio ?? []} />
           {message.content && (
             <div className="bubble" data-testid="message-content">
               {message.content}

@@ -508,3 +508,36 @@ pub fn model_with_projector(script: &str) -> (tempfile::TempDir, PathBuf) {
     );
     (dir, linked)
 }
+
+/// The UI's chat turn in conversation `conv`: the answer's text (the `done` event's message).
+pub async fn ui_turn(t: &TestNode, conv: &str, body: Value) -> String {
+    let r = t
+        .post(&format!("/api/conversations/{conv}/chat"), &body)
+        .await;
+    let status = r.status();
+    let text = r.text().await.unwrap();
+    assert_eq!(status, 200, "{text}");
+    let events: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    let done = events
+        .iter()
+        .find(|e| e["type"] == "done")
+        .unwrap_or_else(|| panic!("no done event: {text}"));
+    done["message"]["content"].as_str().unwrap().to_owned()
+}
+
+/// A UI conversation that answers greedily, 16 tokens at most, as the doors above are asked.
+pub async fn greedy_conversation(t: &TestNode, title: &str) -> String {
+    let conv = t.new_conversation(title).await;
+    let r = client()
+        .patch(t.url(&format!("/api/conversations/{conv}")))
+        .json(&json!({"settings": {"temperature": 0, "max_tokens": 16}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    conv
+}

@@ -2,6 +2,9 @@
 //! task of its own drives the generation and saves the answer as it grows (every
 //! [`SAVE_EVERY`]), so a reload, a closed window or a killed node keeps what was generated.
 //! `POST /api/messages/{id}/stop` stops an answer. One answer streams per conversation.
+//! A message's images and audio clips are read and sent as `media` says.
+
+mod media;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -16,11 +19,12 @@ use axum::response::sse::Event as SseEvent;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::stream;
-use hearth_engine::{Event, Prompt, PromptError, Request, SubmitError};
+use hearth_engine::{Event, Prompt, Request, SubmitError};
 
+use hearth_protocol::audio::MAX_CLIPS;
 use hearth_protocol::generation::RawParams;
-use hearth_protocol::media::{check_count, Image, ImageError, MAX_IMAGES, MAX_IMAGE_BYTES};
-use hearth_protocol::{ChatMessage, FinishReason, SamplingParams};
+use hearth_protocol::media::MAX_IMAGES;
+use hearth_protocol::{FinishReason, SamplingParams};
 use hearth_route::{Control, Generation, ResolveError};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -28,7 +32,8 @@ use tokio::sync::mpsc;
 
 use super::api::{json_body, ApiFailure};
 use super::AppState;
-use hearth_store::{Message, MessageStatus, NewImage, NewMessage, Stats};
+use hearth_store::{Message, MessageStatus, NewMessage, Stats};
+use media::{Attached, Takes, TurnFiles, TURN_AUDIO_BYTES, TURN_IMAGE_BYTES};
 
 /// How often a streaming answer is written to the database.
 const SAVE_EVERY: Duration = Duration::from_millis(250);
@@ -36,9 +41,6 @@ const SAVE_EVERY: Duration = Duration::from_millis(250);
 const CHAT_MODEL_WAIT: Duration = Duration::from_secs(600);
 /// What an answer starts with when the model's template opened its thinking block.
 const OPENED_THINKING: &str = "<think>\n";
-/// The most bytes of image files one turn sends with its history: with the history's text,
-/// in base64, it stays within an HTTP body and a cluster frame, so it can go to a peer.
-const TURN_IMAGE_BYTES: u64 = MAX_IMAGE_BYTES as u64;
 /// Events buffered for the browser before the driver waits for it.
 const CLIENT_BUFFER: usize = 256;
 
@@ -101,6 +103,9 @@ pub(crate) struct ChatBody {
     /// Images attached to a new message: data URIs (or bare base64), in order.
     #[serde(default)]
     images: Vec<String>,
+    /// Audio clips (WAV or MP3) attached to a new message: data URIs or bare base64.
+    #[serde(default)]
+    audio: Vec<String>,
 }
 
 fn event(v: Value) -> SseEvent {
@@ -131,26 +136,22 @@ pub(crate) async fn chat(
             unknown => ApiFailure::new(StatusCode::NOT_FOUND, "no_model", unknown.to_string()),
         })?;
     // Everything that can refuse the turn is checked before anything of it is kept.
-    let images = read_images(&body.images)?;
-    // This node's model, when it is the one answering and cannot see (read before any await:
-    // a model's information is not shared across threads).
-    let blind = target
-        .local
-        .as_deref()
-        .filter(|info| !info.vision)
-        .map(|info| PromptError::NoVision {
-            model: info.id.clone(),
-            why: info.projector_refused.clone(),
-        });
-    let sees_images = blind.is_none();
-    check_images(&body, &images, blind)?;
+    let attached = Attached::read(&body.images, &body.audio)?;
+    let new_message = !body.regenerate && body.edit_message_id.is_none();
+    media::check(
+        &attached,
+        new_message,
+        target.local.as_deref(),
+        target.model.as_str(),
+    )?;
+    let takes = Takes::of(target.local.as_deref());
     let params = turn_params(&conversation.settings, target.ctx())?;
     let (first_events, added) =
-        settle_turn(&state, &conversation_id, &messages, &body, images).await?;
+        settle_turn(&state, &conversation_id, &messages, &body, attached).await?;
     let turn = Turn {
         conversation_id,
         target,
-        sees_images,
+        takes,
         params,
         first_events,
     };
@@ -168,30 +169,6 @@ fn busy() -> ApiFailure {
         "busy",
         "an answer is already streaming in this conversation",
     )
-}
-
-/// Images go with a new message, to a model that can see them (`blind`: why this one cannot).
-fn check_images(
-    body: &ChatBody,
-    images: &[NewImage],
-    blind: Option<PromptError>,
-) -> Result<(), ApiFailure> {
-    if images.is_empty() {
-        return Ok(());
-    }
-    if body.regenerate || body.edit_message_id.is_some() {
-        return Err(ApiFailure::bad_request(
-            "images go with a new message: {\"content\", \"images\"}",
-        ));
-    }
-    if let Some(e) = blind {
-        return Err(ApiFailure::new(
-            StatusCode::BAD_REQUEST,
-            "no_vision",
-            e.to_string(),
-        ));
-    }
-    Ok(())
 }
 
 /// The conversation's settings as sampling parameters, checked as every door checks them.
@@ -216,11 +193,11 @@ async fn settle_turn(
     conversation_id: &str,
     messages: &[Message],
     body: &ChatBody,
-    images: Vec<NewImage>,
+    attached: Attached,
 ) -> Result<(Vec<Value>, Option<String>), ApiFailure> {
     let content = body.content.as_deref().map(str::trim_end);
-    // A new message may be images alone.
-    let content = match (content, images.is_empty()) {
+    // A new message may be images or clips alone.
+    let content = match (content, attached.is_empty()) {
         (None, false) => Some(""),
         (content, _) => content,
     };
@@ -249,7 +226,7 @@ async fn settle_turn(
             }
             Ok((Vec::new(), None))
         }
-        (None, false, Some(text)) if !text.trim().is_empty() || !images.is_empty() => {
+        (None, false, Some(text)) if !text.trim().is_empty() || !attached.is_empty() => {
             let user = state
                 .store
                 .add_message(NewMessage {
@@ -259,7 +236,8 @@ async fn settle_turn(
                     status: MessageStatus::Complete,
                     model: None,
                     node: None,
-                    images,
+                    images: attached.images,
+                    audio: attached.audio,
                 })
                 .await?;
             let id = user.id.clone();
@@ -275,7 +253,8 @@ async fn settle_turn(
 struct Turn {
     conversation_id: String,
     target: hearth_route::Target,
-    sees_images: bool,
+    /// What the model answering takes in (this node's model; another's takes images only).
+    takes: Takes,
     params: SamplingParams,
     first_events: Vec<Value>,
 }
@@ -289,7 +268,7 @@ async fn start_answer(
     let Turn {
         conversation_id,
         target,
-        sees_images,
+        takes,
         params,
         mut first_events,
     } = turn;
@@ -298,17 +277,21 @@ async fn start_answer(
         .conversation(conversation_id.clone())
         .await?
         .ok_or_else(|| ApiFailure::not_found("conversation"))?;
-    // A model that cannot see is sent none: their files are not read.
-    let files = match sees_images {
-        false => HashMap::new(),
-        true => {
-            state
-                .store
-                .newest_image_files(conversation_id.clone(), MAX_IMAGES, TURN_IMAGE_BYTES)
-                .await?
-        }
-    };
-    let prompt = turn_prompt(system_prompt, &history, files, sees_images);
+    // A model that cannot see (or hear) is sent none: their files are not read.
+    let mut files = TurnFiles::default();
+    if takes.images {
+        files.images = state
+            .store
+            .newest_image_files(conversation_id.clone(), MAX_IMAGES, TURN_IMAGE_BYTES)
+            .await?;
+    }
+    if takes.audio {
+        files.audio = state
+            .store
+            .newest_audio_files(conversation_id.clone(), MAX_CLIPS, TURN_AUDIO_BYTES)
+            .await?;
+    }
+    let prompt = media::turn_prompt(system_prompt, &history, files, takes);
     // A template that opens the thinking block itself: the saved answer opens it too, so the
     // UI (and the next turn's history) reads it as a reasoning model's answer is read.
     let opened =
@@ -334,6 +317,7 @@ async fn start_answer(
             model: Some(target.model.as_str()),
             node: Some(&node),
             images: Vec::new(),
+            audio: Vec::new(),
         })
         .await;
     let assistant = match assistant {
@@ -373,80 +357,6 @@ async fn start_answer(
         rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
     });
     Ok(super::stream::sse(events, state.limits.sse_keep_alive))
-}
-
-/// The images of a new message, read and checked as every door checks them, and together
-/// within what one turn sends ([`TURN_IMAGE_BYTES`]).
-fn read_images(images: &[String]) -> Result<Vec<NewImage>, ApiFailure> {
-    check_count(images.len()).map_err(|e| ApiFailure::bad_request(format!("images: {e}")))?;
-    let read = |text: &String| -> Result<NewImage, ImageError> {
-        let image = Image::from_base64(text)?;
-        let (width, height) = image.probe()?;
-        Ok(NewImage {
-            mime: image.media_type()?.to_owned(),
-            width,
-            height,
-            bytes: image.0,
-        })
-    };
-    let read = images
-        .iter()
-        .enumerate()
-        .map(|(i, text)| {
-            read(text).map_err(|e| ApiFailure::bad_request(format!("images[{i}]: {e}")))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let bytes: usize = read.iter().map(|i| i.bytes.len()).sum();
-    if bytes as u64 > TURN_IMAGE_BYTES {
-        return Err(ApiFailure::bad_request(format!(
-            "images: {bytes} bytes together; a message's images may have {} MiB together",
-            TURN_IMAGE_BYTES >> 20
-        )));
-    }
-    Ok(read)
-}
-
-/// The conversation as the model reads it this turn: the system prompt, then every message
-/// but empty failed answers, user messages with the images of theirs in `files` (the newest
-/// of the conversation, [`MAX_IMAGES`] and [`TURN_IMAGE_BYTES`] at most). Each image left out,
-/// and every one when the model cannot see, leaves a note in its message's place instead, so
-/// the model knows something was there.
-fn turn_prompt(
-    system_prompt: &str,
-    history: &[Message],
-    mut files: HashMap<String, Vec<Vec<u8>>>,
-    sees_images: bool,
-) -> Vec<ChatMessage> {
-    let mut prompt = Vec::with_capacity(history.len() + 1);
-    if !system_prompt.trim().is_empty() {
-        prompt.push(ChatMessage::new("system", system_prompt.to_owned()));
-    }
-    for m in history {
-        // Failed answers with nothing in them are not part of the conversation.
-        if m.role == "assistant" && m.content.is_empty() {
-            continue;
-        }
-        let mut message = ChatMessage::new(m.role.clone(), m.content.clone());
-        let sent = files.remove(&m.id).unwrap_or_default();
-        message.images = sent.into_iter().map(Image).collect();
-        let left = m.images.len().saturating_sub(message.images.len());
-        if left > 0 {
-            let why = if sees_images {
-                format!(
-                    "a turn carries the newest {MAX_IMAGES} images, {} MiB together, at most",
-                    TURN_IMAGE_BYTES >> 20
-                )
-            } else {
-                "this model cannot see images".to_owned()
-            };
-            message.content = format!(
-                "[{left} image(s) attached here, not shown: {why}]\n{}",
-                message.content
-            );
-        }
-        prompt.push(message);
-    }
-    prompt
 }
 
 /// The node answering now: a worker in hub mode, else this one.
@@ -620,91 +530,5 @@ fn submit_failure(e: SubmitError) -> ApiFailure {
             "model_unavailable",
             message,
         ),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn message(id: &str, role: &str, content: &str) -> Message {
-        Message {
-            id: id.into(),
-            conversation_id: "c".into(),
-            role: role.into(),
-            content: content.into(),
-            status: MessageStatus::Complete,
-            model: None,
-            node: None,
-            error: None,
-            stats: None,
-            created_at: 0,
-            images: Vec::new(),
-            seq: 0,
-        }
-    }
-
-    /// `m` with `n` images listed.
-    fn with_images(mut m: Message, n: usize) -> Message {
-        m.images = (0..n)
-            .map(|i| hearth_store::ImageInfo {
-                id: format!("i{i}"),
-                mime: "image/png".into(),
-                width: 1,
-                height: 1,
-                size: 1,
-            })
-            .collect();
-        m
-    }
-
-    #[test]
-    fn a_turn_carries_the_images_it_was_given_and_says_where_the_others_were() {
-        let history = [
-            with_images(message("u1", "user", "first"), 3),
-            message("a1", "assistant", "seen"),
-            message("a2", "assistant", ""),
-            with_images(message("u2", "user", "second"), 2),
-        ];
-        // The store gave the newest: the last of u1's, both of u2's.
-        let files: HashMap<String, Vec<Vec<u8>>> = [
-            ("u1".to_owned(), vec![vec![2u8]]),
-            ("u2".to_owned(), vec![vec![3u8], vec![4u8]]),
-        ]
-        .into();
-        let prompt = turn_prompt("be brief", &history, files, true);
-        let roles: Vec<&str> = prompt.iter().map(|m| m.role.as_str()).collect();
-        assert_eq!(roles, ["system", "user", "assistant", "user"]);
-        assert_eq!(prompt[1].images, vec![Image(vec![2])]);
-        assert_eq!(
-            prompt[1].content,
-            "[2 image(s) attached here, not shown: a turn carries the newest 16 images, 8 MiB together, at most]\nfirst"
-        );
-        assert_eq!(prompt[3].images, vec![Image(vec![3]), Image(vec![4])]);
-        assert_eq!(prompt[3].content, "second");
-
-        // A model that cannot see gets every image as a note, and the words.
-        let blind = turn_prompt("", &history, HashMap::new(), false);
-        assert_eq!(blind.len(), 3);
-        assert!(blind[0].images.is_empty());
-        assert_eq!(
-            blind[0].content,
-            "[3 image(s) attached here, not shown: this model cannot see images]\nfirst"
-        );
-    }
-
-    #[test]
-    fn images_are_read_as_every_door_reads_them() {
-        let png = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABAQMAAAAl21bKAAAAA1BMVEX/AAAZ4gk3AAAACklEQVQI12NgAAAAAgAB4iG8MwAAAABJRU5ErkJggg==";
-        let read = read_images(&[png.to_owned()]).unwrap();
-        assert_eq!(
-            (read[0].mime.as_str(), read[0].width, read[0].height),
-            ("image/png", 1, 1)
-        );
-        let bad = read_images(&[png.to_owned(), "data:image/png;base64,JVBERi0xLjQK".into()]);
-        let why = format!("{:?}", bad.unwrap_err());
-        assert!(why.contains("images[1]: not an image"), "{why}");
-        let many = vec![png.to_owned(); MAX_IMAGES + 1];
-        assert!(read_images(&many).is_err());
     }
 }
