@@ -27,7 +27,18 @@ fn status_message(t: &Telemetry, model: &ModelStatus, node: &str) -> Value {
     if let Some(p) = &model.placement {
         v["model"]["placement"] = json!(p);
     }
+    senses(&mut v["model"], model);
     v
+}
+
+/// What a ready model takes in (the chat offers images and clips by it).
+fn senses(v: &mut Value, model: &ModelStatus) {
+    if let Some(s) = model.vision {
+        v["vision"] = json!(s);
+    }
+    if let Some(h) = model.audio {
+        v["audio"] = json!(h);
+    }
 }
 
 fn model_message(model: &ModelStatus) -> Value {
@@ -41,6 +52,7 @@ fn model_message(model: &ModelStatus) -> Value {
     if let Some(p) = &model.placement {
         v["placement"] = json!(p);
     }
+    senses(&mut v, model);
     v
 }
 

@@ -192,6 +192,9 @@ export interface ModelEvent {
   error?: string;
   /** Where a ready model computes. */
   placement?: Placement;
+  /** A ready model's projector reads images / hears audio clips. */
+  vision?: boolean;
+  audio?: boolean;
 }
 
 export type LiveEvent = TelemetrySnapshot | ModelEvent;

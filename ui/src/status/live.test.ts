@@ -105,6 +105,14 @@ describe('liveReducer: model loading', () => {
     expect(s.model).toEqual({ id: 'M', state: 'ready', progress: 1, placement });
   });
 
+  it('keeps what a ready model takes in from its own event', () => {
+    const s = liveReducer(initialLive, {
+      kind: 'event',
+      event: { type: 'model', id: 'M', state: 'ready', progress: 1, vision: false, audio: true },
+    });
+    expect(s.model).toEqual({ id: 'M', state: 'ready', progress: 1, vision: false, audio: true });
+  });
+
   it('keeps the error of a failed load and shows an unload as empty', () => {
     let s = liveReducer(initialLive, {
       kind: 'event',

@@ -89,6 +89,8 @@ export function liveReducer(state: LiveState, action: LiveAction): LiveState {
               progress: action.event.progress,
               ...(action.event.error ? { error: action.event.error } : {}),
               ...(action.event.placement ? { placement: action.event.placement } : {}),
+              ...(action.event.vision !== undefined ? { vision: action.event.vision } : {}),
+              ...(action.event.audio !== undefined ? { audio: action.event.audio } : {}),
             },
           };
   }
