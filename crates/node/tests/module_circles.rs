@@ -357,3 +357,56 @@ fn the_check_sees_circles_through_files_folders_groups_and_reexports() {
     cut.get_mut("c").unwrap().clear();
     assert!(circles(&cut).is_empty());
 }
+
+/// The server's doors: each translates one protocol (or the UI's API) and takes what it shares
+/// with the others from the toolkit (`door`, `stream`, `error`, `ws`, ...), never from another
+/// door.
+const DOORS: &[&str] = &[
+    "openai",
+    "ollama",
+    "anthropic",
+    "responses",
+    "generate",
+    "batch",
+    "chat",
+    "auth",
+];
+
+/// Each import of a door by another door, as `from -> to`.
+fn door_crossings(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    DOORS
+        .iter()
+        .flat_map(|from| {
+            edges
+                .get(*from)
+                .into_iter()
+                .flatten()
+                .filter(|to| to.as_str() != *from && DOORS.contains(&to.as_str()))
+                .map(move |to| format!("{from} -> {to}"))
+        })
+        .collect()
+}
+
+#[test]
+fn no_door_imports_another_door() {
+    let (_, server) = common::workspace::crates()
+        .into_iter()
+        .find(|(name, _)| name == "hearth-server")
+        .expect("the server crate");
+    let edges = module_edges(&server.join("src"));
+    for door in DOORS {
+        assert!(
+            edges.contains_key(*door),
+            "no door module {door}: {edges:?}"
+        );
+    }
+    let crossings = door_crossings(&edges);
+    assert!(crossings.is_empty(), "{}", crossings.join("\n"));
+    // The check sees one.
+    let mut crossed = edges.clone();
+    crossed
+        .get_mut("anthropic")
+        .unwrap()
+        .insert("openai".to_owned());
+    assert_eq!(door_crossings(&crossed), ["anthropic -> openai"]);
+}

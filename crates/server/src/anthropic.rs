@@ -21,10 +21,10 @@ use hearth_protocol::anthropic::{
 use hearth_protocol::openai::{parse_body, RequestError};
 use hearth_protocol::{FinishReason, ToolCall};
 
+use crate::door::submit_chat;
+use crate::door::{body_bytes, collect, resolve};
 use crate::error::ApiError;
-use crate::openai::{body_bytes, resolve};
 use crate::stream::{self as door_stream, End};
-use crate::submit::submit_chat;
 use crate::AppState;
 use hearth_engine::answer::{self, Piece};
 
@@ -150,7 +150,7 @@ pub(crate) async fn messages(
     let id = format!("msg_{}", uuid::Uuid::new_v4().simple());
     let model = target.model.to_string();
     if !req.stream {
-        let c = crate::openai::collect(&mut gen, &state.shutdown, false).await?;
+        let c = collect(&mut gen, &state.shutdown, false).await?;
         let (thinking, text, calls) = answer::split_whole(splitter, &c.text, c.done.reason)
             .map_err(|e| ApiError::from_call(&e))?;
         let mut message = Message::new(id, model);

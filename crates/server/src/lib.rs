@@ -16,8 +16,8 @@
 //! - `/metrics` (`metrics`); and the web UI's files for every other `GET` (`ui`).
 //!
 //! In front of them all: the guard ([`security`]); under them, the accept loop ([`listen`]).
-//! Beside them, `submit`: a conversation sent through the route with the reader of its answer
-//! (`hearth_engine::answer`, which splits thinking and tool calls out of a model's text).
+//! Beside them, `door`: the toolkit every door shares (body, model, submitting with the
+//! reader of the answer from `hearth_engine::answer`, collecting), so no door imports another.
 //!
 //! Architecture invariant: only `hearth-server` knows HTTP routes and `AppState`; below it no
 //! crate names axum. A door translates between its protocol and the route and holds no
@@ -30,6 +30,7 @@ pub mod auth;
 pub(crate) mod batch;
 pub(crate) mod chat;
 pub(crate) mod cluster_api;
+pub(crate) mod door;
 pub(crate) mod downloads_api;
 pub(crate) mod embeddings;
 pub(crate) mod error;
@@ -49,7 +50,6 @@ pub mod security;
 pub(crate) mod split_api;
 pub(crate) mod status;
 pub(crate) mod stream;
-pub(crate) mod submit;
 pub(crate) mod ui;
 pub(crate) mod ws;
 
@@ -177,7 +177,7 @@ pub fn app(state: Arc<AppState>) -> Router {
         .route("/v1/models/{*id}", get(openai::model))
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/completions", post(openai::completions))
-        .route("/v1/embeddings", post(embeddings::openai))
+        .route("/v1/embeddings", post(openai::embeddings))
         .route("/v1/messages", post(anthropic::messages))
         .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
         .route("/v1/responses", post(responses::create))

@@ -5,55 +5,29 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::response::sse::Event as SseEvent;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use hearth_engine::{Done, Prompt, Request, TokenEvent};
 
-use super::stream::{Collected, End};
+use super::door::{body_bytes, collect, now_secs, resolve};
+use super::stream::End;
 
 use hearth_protocol::openai::{self as oa, parse_body, CompletionBody, ErrorBody, RequestError};
-use hearth_route::{Generation, Target};
-use tokio_util::sync::CancellationToken;
+use hearth_route::Generation;
 
 use super::error::ApiError;
 use super::AppState;
 
 mod chat;
+mod embeddings;
 pub(crate) use chat::chat_completions;
-
-/// How long a request waits for a model that is still loading.
-pub(crate) const MODEL_WAIT: Duration = Duration::from_secs(120);
-
-pub(crate) fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
-pub(crate) fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
-    body.map_err(|e| {
-        let status = e.status();
-        let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
-            Some("request_too_large")
-        } else {
-            None
-        };
-        ApiError::new(status, "invalid_request_error", code, None, e.body_text())
-    })
-}
-
-/// What the request's model name means here, waiting (bounded) for a model that loads.
-pub(crate) async fn resolve(state: &AppState, requested: Option<&str>) -> Result<Target, ApiError> {
-    Ok(state.router.resolve(requested, MODEL_WAIT).await?)
-}
+pub(crate) use embeddings::embeddings;
 
 pub(crate) async fn models(State(state): State<Arc<AppState>>) -> Json<oa::ModelList> {
     let ids = state.router.models();
@@ -126,16 +100,6 @@ fn entry(id: &hearth_protocol::ModelId, senses: Option<hearth_engine::Senses>) -
             c
         }),
     }
-}
-
-pub(crate) async fn collect(
-    gen: &mut Generation,
-    shutdown: &CancellationToken,
-    keep_tokens: bool,
-) -> Result<Collected, ApiError> {
-    super::stream::collect(gen, shutdown, keep_tokens)
-        .await
-        .map_err(|f| f.map_or_else(ApiError::shutting_down, |f| ApiError::from_failure(&f)))
 }
 
 fn timings(d: &Done) -> oa::Timings {

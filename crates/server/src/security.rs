@@ -193,9 +193,6 @@ fn error(status: StatusCode, path: &str, code: &'static str, message: &str) -> R
     (status, Json(body)).into_response()
 }
 
-/// Ollama's paths that manage the models folder rather than use a model.
-const OLLAMA_MANAGEMENT: [&str; 2] = ["/api/pull", "/api/delete"];
-
 /// What a key of scope `use` reaches: the OpenAI door, Ollama's (but its model management)
 /// and the WebSocket protocols (signed challenge, streaming, batch) with the registration of
 /// the signed-challenge door's clients. Nothing of the owner's data or settings.
@@ -205,7 +202,8 @@ fn is_model_door(path: &str, upgrade: bool) -> bool {
     }
     path.starts_with("/v1/")
         || path == "/api/auth/register"
-        || (super::ollama::PATHS.contains(&path) && !OLLAMA_MANAGEMENT.contains(&path))
+        || (super::ollama::PATHS.contains(&path)
+            && !super::ollama::MANAGEMENT_PATHS.contains(&path))
 }
 
 /// Methods that only read: everything else changes state or generates.

@@ -24,9 +24,9 @@ use hearth_protocol::ollama::{
 use hearth_protocol::{SamplingParams, ToolCall};
 
 use super::{error, failure_error, model_name, now_rfc3339, resolve_error, submit_error, Reply};
-use crate::openai::MODEL_WAIT;
+use crate::door::submit_chat;
+use crate::door::MODEL_WAIT;
 use crate::stream::{self, End};
-use crate::submit::submit_chat;
 use crate::AppState;
 use hearth_engine::answer::{self, CallError, Piece, Splitter};
 use hearth_route::{Generation, Target};

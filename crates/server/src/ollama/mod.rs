@@ -43,6 +43,10 @@ pub(crate) const PATHS: &[&str] = &[
     "/api/delete",
 ];
 
+/// Those of [`PATHS`] that manage the models folder rather than use a model: the guard keeps
+/// them from keys of scope `use`.
+pub(crate) const MANAGEMENT_PATHS: &[&str] = &["/api/pull", "/api/delete"];
+
 /// An Ollama-shaped error as an HTTP response.
 #[derive(Debug)]
 pub(crate) struct Reply(pub(crate) OllamaError);

@@ -13,12 +13,9 @@ use hearth_engine::{Chat, Done, TokenEvent};
 use hearth_protocol::openai::{self as oa, parse_body, ChatCompletionBody, RequestError};
 use hearth_protocol::{FinishReason, ToolCall};
 
-use super::{
-    body_bytes, chat_logprobs, chat_token_logprob, collect, json, json_error, now_secs, resolve,
-    sse_response, timings,
-};
+use super::{chat_logprobs, chat_token_logprob, json, json_error, sse_response, timings};
+use crate::door::{body_bytes, collect, now_secs, resolve, submit_chat};
 use crate::error::ApiError;
-use crate::submit::submit_chat;
 use crate::AppState;
 use hearth_engine::answer::{self, Piece};
 

@@ -25,10 +25,10 @@ use hearth_protocol::responses::{
 use hearth_protocol::{ChatMessage, FinishReason, ToolCall};
 use hearth_store::responses::StoredResponse;
 
+use crate::door::submit_chat;
+use crate::door::{body_bytes, collect, now_secs, resolve};
 use crate::error::ApiError;
-use crate::openai::{body_bytes, collect, now_secs, resolve};
 use crate::security::VerifiedKey;
-use crate::submit::submit_chat;
 use crate::AppState;
 use hearth_engine::answer;
 
