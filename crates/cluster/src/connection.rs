@@ -527,6 +527,7 @@ fn error(id: &PeerUuid, code: ErrorCode, message: &str) -> Message {
         request_id: id.clone(),
         error_message: message.into(),
         code: Some(code),
+        hearth_code: None,
     })
 }
 

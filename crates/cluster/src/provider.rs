@@ -263,6 +263,10 @@ impl Provider {
             // A peer that cannot take it now (busy, stopping, without the model): the answer
             // goes on elsewhere, not on this peer. Anything else is the answer's error.
             let code = match e.code {
+                // A Hearth peer says when the request itself was at fault.
+                _ if self.kind == Kind::Hearth && e.hearth_code.is_some() => {
+                    e.hearth_code.clone().unwrap_or_default()
+                }
                 Some(
                     ErrorCode::Unavailable
                     | ErrorCode::QueueFull
@@ -308,6 +312,7 @@ fn cancelled(id: PeerUuid) -> Message {
         request_id: id,
         error_message: "cancelled by the requester".into(),
         code: Some(ErrorCode::Cancelled),
+        hearth_code: None,
     })
 }
 

@@ -16,6 +16,7 @@ use hearth_protocol::cluster::{
     InferenceError, InferenceRequest, Message,
 };
 use hearth_protocol::openai::ChatCompletionBody;
+use hearth_protocol::worker as wp;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -82,17 +83,19 @@ pub(super) async fn inference(
 ) {
     let hearth = kind == Kind::Hearth;
     let id = req.request_id.clone();
-    let fail = |code: ErrorCode, message: String| {
+    let fail = |r: Refusal| {
         Message::InferenceError(InferenceError {
             request_id: id.clone(),
-            error_message: message,
-            code: Some(code),
+            error_message: r.message,
+            code: Some(r.code),
+            // Only a Hearth peer reads it; the others get the six codes they know.
+            hearth_code: r.hearth.filter(|_| hearth).map(str::to_owned),
         })
     };
     let mut gen = match start(me, req.request, hearth) {
         Ok(g) => g,
-        Err((code, message)) => {
-            send(out, cancel, fail(code, message)).await;
+        Err(r) => {
+            send(out, cancel, fail(r)).await;
             return;
         }
     };
@@ -181,21 +184,25 @@ pub(super) async fn inference(
                 return;
             }
             Some(Event::Error(f)) => {
-                let code = match f.kind {
-                    FailureKind::Decode => ErrorCode::InternalError,
-                    FailureKind::ShuttingDown | FailureKind::Unloaded => ErrorCode::Unavailable,
+                let (code, hearth) = match f.kind {
+                    FailureKind::Decode => (ErrorCode::InternalError, None),
+                    FailureKind::ShuttingDown | FailureKind::Unloaded => {
+                        (ErrorCode::Unavailable, None)
+                    }
+                    FailureKind::Invalid => (ErrorCode::InternalError, Some(wp::INVALID_TASK)),
                 };
-                send(out, cancel, fail(code, f.message)).await;
+                let r = Refusal {
+                    code,
+                    hearth,
+                    message: f.message,
+                };
+                send(out, cancel, fail(r)).await;
                 return;
             }
             Some(_) => continue,
             None => {
-                send(
-                    out,
-                    cancel,
-                    fail(ErrorCode::Unavailable, "the engine stopped".into()),
-                )
-                .await;
+                let r = Refusal::new(ErrorCode::Unavailable, "the engine stopped".into());
+                send(out, cancel, fail(r)).await;
                 return;
             }
         };
@@ -206,22 +213,43 @@ pub(super) async fn inference(
     }
 }
 
+/// Why a peer's request is not answered: the code every peer reads, Hearth's own code where
+/// the request itself was at fault, and the message.
+struct Refusal {
+    code: ErrorCode,
+    hearth: Option<&'static str>,
+    message: String,
+}
+
+impl Refusal {
+    fn new(code: ErrorCode, message: String) -> Self {
+        Self {
+            code,
+            hearth: None,
+            message,
+        }
+    }
+}
+
 /// Read the OpenAI body with the OpenAI door's decoder (or a Hearth peer's task) and start it
-/// on this node's engine; the error code and message for the peer when that cannot be done.
+/// on this node's engine; why not, for the peer, when that cannot be done.
 fn start(
     me: &Me,
     mut request: serde_json::Map<String, serde_json::Value>,
     hearth: bool,
-) -> Result<Generation, (ErrorCode, String)> {
-    let invalid =
-        |e: &dyn std::fmt::Display| (ErrorCode::InternalError, format!("invalid request: {e}"));
+) -> Result<Generation, Refusal> {
+    let invalid = |e: &dyn std::fmt::Display| Refusal {
+        code: ErrorCode::InternalError,
+        hearth: Some(wp::INVALID_TASK),
+        message: format!("invalid request: {e}"),
+    };
     let task = request.remove(HEARTH_TASK_KEY);
     let body: ChatCompletionBody =
         serde_json::from_value(serde_json::Value::Object(request)).map_err(|e| invalid(&e))?;
     let asked = body.model.clone().filter(|m| !m.is_empty());
     let info = me.state.host.ready_model(asked.as_deref()).ok_or_else(|| {
         let asked = asked.clone().unwrap_or_default();
-        (
+        Refusal::new(
             ErrorCode::ModelNotLoaded,
             format!("model '{asked}' is not loaded on this node"),
         )
@@ -257,7 +285,15 @@ fn start(
         .host
         .submit(&info.id, request)
         .map(Generation::local)
-        .map_err(|e| (submit_code(&e), e.to_string()))
+        .map_err(|e| Refusal {
+            code: submit_code(&e),
+            hearth: match e {
+                SubmitError::Prompt(_) => Some(wp::INVALID_TASK),
+                SubmitError::ContextLengthExceeded { .. } => Some(wp::CONTEXT_LENGTH_EXCEEDED),
+                _ => None,
+            },
+            message: e.to_string(),
+        })
 }
 
 fn submit_code(e: &SubmitError) -> ErrorCode {

@@ -109,4 +109,7 @@ pub enum FailureKind {
     ShuttingDown,
     /// The model was unloaded (another model is being loaded, or none).
     Unloaded,
+    /// The request itself was refused where it ran (another node: an image its side could not
+    /// decode, a prompt over its context): sent again, it fails the same way.
+    Invalid,
 }

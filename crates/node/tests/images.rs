@@ -500,6 +500,34 @@ async fn an_image_goes_to_the_peer_whose_model_sees_it() {
         other["choices"][0]["message"]["content"],
         here["choices"][0]["message"]["content"]
     );
+    // A damaged image (its header whole, its pixels cut) is judged on the peer that decodes
+    // it: still the client's 400 in each door's shape, never a server error, never retried.
+    let mut cut = stripes();
+    cut.truncate(cut.len() / 2);
+    for (door, body) in [
+        (
+            "/v1/chat/completions",
+            json!({"model": MODEL_ID, "max_tokens": 4, "messages": [{"role": "user", "content": [
+                {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{}", b64(&cut))}},
+                {"type": "text", "text": "What is it?"}]}]}),
+        ),
+        (
+            "/api/chat",
+            json!({"model": MODEL_ID, "stream": false, "messages": [
+                {"role": "user", "content": "What is it?", "images": [b64(&cut)]}]}),
+        ),
+    ] {
+        let text = refused(&b, door, &body, "a damaged PNG file").await;
+        assert!(
+            text.contains("peer-a"),
+            "{door}: where it was judged: {text}"
+        );
+    }
+    assert!(b
+        .chat(json!({"model": MODEL_ID, "max_tokens": 2, "messages": [
+        {"role": "user", "content": "Hi"}]}))
+        .await["choices"][0]["message"]["content"]
+        .is_string());
     b.stop().await;
     a.stop().await;
 }

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use hearth_engine::{Chat, Event, FailureKind, ModelInfo, Prompt, Request, SubmitError};
 use hearth_protocol::generation::{RawParams, StopField};
-use hearth_protocol::worker::{self as wp, Task, TaskDone, TaskFailure, TaskId};
+use hearth_protocol::worker::{
+    self as wp, Task, TaskDone, TaskFailure, TaskId, CONTEXT_LENGTH_EXCEEDED, INVALID_TASK,
+};
 use hearth_protocol::SamplingParams;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
@@ -175,7 +177,7 @@ impl Runner {
 
 fn invalid(message: impl Into<String>) -> TaskFailure {
     TaskFailure {
-        code: "invalid_task".into(),
+        code: INVALID_TASK.into(),
         message: message.into(),
     }
 }
@@ -235,10 +237,10 @@ pub fn prepare(task: &Task, model: &ModelInfo) -> Result<Request, TaskFailure> {
 
 fn submit_failure(e: &SubmitError) -> TaskFailure {
     let code = match e {
-        SubmitError::ContextLengthExceeded { .. } => "context_length_exceeded",
+        SubmitError::ContextLengthExceeded { .. } => CONTEXT_LENGTH_EXCEEDED,
         SubmitError::QueueFull { .. } => "queue_full",
         SubmitError::ModelLoading { .. } => "model_loading",
-        SubmitError::Prompt(_) => "invalid_task",
+        SubmitError::Prompt(_) => INVALID_TASK,
         SubmitError::LoadFailed { .. }
         | SubmitError::NoModel
         | SubmitError::ShuttingDown
@@ -254,6 +256,7 @@ fn failure_code(kind: FailureKind) -> &'static str {
     match kind {
         FailureKind::Decode => "internal_error",
         FailureKind::ShuttingDown | FailureKind::Unloaded => "unavailable",
+        FailureKind::Invalid => INVALID_TASK,
     }
 }
 
@@ -278,5 +281,16 @@ mod tests {
         );
         assert_eq!(submit_failure(&SubmitError::NoModel).code, "unavailable");
         assert_eq!(failure_code(FailureKind::Decode), "internal_error");
+        // A refusal judged elsewhere stays the request's own fault on the way back.
+        let invalid = TaskFailure {
+            code: failure_code(FailureKind::Invalid).into(),
+            message: String::new(),
+        };
+        assert!(invalid.is_the_requests());
+        assert!(!TaskFailure {
+            code: failure_code(FailureKind::Decode).into(),
+            message: String::new()
+        }
+        .is_the_requests());
     }
 }

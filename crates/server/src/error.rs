@@ -107,6 +107,13 @@ impl ApiError {
                 None,
                 f.message.clone(),
             ),
+            FailureKind::Invalid => Self::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                None,
+                None,
+                f.message.clone(),
+            ),
             FailureKind::Decode => Self::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "server_error",

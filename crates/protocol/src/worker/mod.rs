@@ -48,7 +48,7 @@ pub use binary::{decode_binary, encode_data, encode_end, split_utf8, DataFrame, 
 pub use hub_text::{parse_hub_text, stop_frame, HearthTask, HubFrame, HubMessage, Task};
 pub use worker_text::{
     done_frame, error_frame, parse_worker_text, tokens_frame, TaskDone, TaskFailure, WorkerText,
-    WORKER_STOPPING,
+    CONTEXT_LENGTH_EXCEEDED, INVALID_TASK, WORKER_STOPPING,
 };
 
 /// Bytes of the big-endian task id at the start of every binary frame.

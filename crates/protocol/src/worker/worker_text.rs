@@ -40,6 +40,19 @@ pub struct TaskFailure {
     pub message: String,
 }
 
+/// The code of a task refused as it was given (bad input: an image that does not decode, a
+/// field out of range).
+pub const INVALID_TASK: &str = "invalid_task";
+/// The code of a task whose prompt is over the worker's context.
+pub const CONTEXT_LENGTH_EXCEEDED: &str = "context_length_exceeded";
+
+impl TaskFailure {
+    /// The task itself was at fault: given again, anywhere, it fails the same way.
+    pub fn is_the_requests(&self) -> bool {
+        matches!(self.code.as_str(), INVALID_TASK | CONTEXT_LENGTH_EXCEEDED)
+    }
+}
+
 /// Hearth's failure code for a task cut short because its worker is stopping (shutdown,
 /// quit, a model change): a Hearth hub places the task again from the text it already has,
 /// as for a worker it lost; other hubs only see the task's end frame.

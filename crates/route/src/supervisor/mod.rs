@@ -400,6 +400,16 @@ impl Job {
             .await;
     }
 
+    /// The request was refused as it was given where it ran: the client's to fix.
+    async fn refused(&self, message: String) {
+        let _ = self
+            .emit(Event::Error(Failure {
+                kind: FailureKind::Invalid,
+                message,
+            }))
+            .await;
+    }
+
     async fn shutting_down(&self) {
         let _ = self
             .emit(Event::Error(Failure {
@@ -594,6 +604,11 @@ impl Job {
                             return Outcome::Lost(name);
                         }
                         if let Some(f) = failure {
+                            if f.is_the_requests() {
+                                // Bad input, judged where it ran: the client's to fix.
+                                self.refused(format!("{} (judged on {})", f.message, r.worker_name)).await;
+                                return Outcome::Finished;
+                            }
                             let msg = format!("worker {}: {} ({})", r.worker_name, f.message, f.code);
                             self.fail(msg).await;
                         } else if !skip.is_empty() {

@@ -572,6 +572,7 @@ impl Session {
                 let code = match f.kind {
                     FailureKind::Decode | FailureKind::Unloaded => ErrorCode::GenerationFailed,
                     FailureKind::ShuttingDown => ErrorCode::InternalError,
+                    FailureKind::Invalid => ErrorCode::InvalidRequest,
                 };
                 self.error(code, format!("generation failed: {}", f.message), Some(&id))
                     .await;

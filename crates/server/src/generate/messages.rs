@@ -80,6 +80,13 @@ pub(super) fn failure(f: &Failure, request_id: String) -> ServerMessage {
             RecoveryAction::Retry,
             Some(request_id),
         ),
+        FailureKind::Invalid => error(
+            ErrorKind::InvalidRequest,
+            f.message.clone(),
+            true,
+            RecoveryAction::FixRequest,
+            Some(request_id),
+        ),
     }
 }
 

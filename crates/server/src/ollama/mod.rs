@@ -136,6 +136,9 @@ fn failure_error(f: Option<&Failure>) -> OllamaError {
         Some(f) if f.kind == FailureKind::Decode => {
             error(StatusCode::INTERNAL_SERVER_ERROR, f.message.clone())
         }
+        Some(f) if f.kind == FailureKind::Invalid => {
+            error(StatusCode::BAD_REQUEST, f.message.clone())
+        }
         Some(f) => error(StatusCode::SERVICE_UNAVAILABLE, f.message.clone()),
         None => error(
             StatusCode::SERVICE_UNAVAILABLE,
