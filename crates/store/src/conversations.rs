@@ -44,6 +44,9 @@ pub struct Conversation {
     /// The images its messages carry, and their files' bytes: what it keeps on disk.
     pub images: u64,
     pub image_bytes: u64,
+    /// The audio clips its messages carry, and their files' bytes.
+    pub clips: u64,
+    pub clip_bytes: u64,
 }
 
 /// Where an answer stands.
@@ -119,11 +122,14 @@ pub struct NewMessage<'a> {
     pub audio: Vec<NewAudio>,
 }
 
-/// A conversation's columns, read `FROM conversations c`: its images' count and bytes last.
+/// A conversation's columns, read `FROM conversations c`: its images' and clips' counts and
+/// bytes last.
 const CONVERSATION_COLUMNS: &str =
     "c.id, c.title, c.created_at, c.updated_at, c.system_prompt, c.temperature, c.top_p, c.max_tokens,
      (SELECT COUNT(*) FROM message_images i JOIN messages m ON m.id = i.message_id WHERE m.conversation_id = c.id),
-     (SELECT COALESCE(SUM(length(i.bytes)), 0) FROM message_images i JOIN messages m ON m.id = i.message_id WHERE m.conversation_id = c.id)";
+     (SELECT COALESCE(SUM(length(i.bytes)), 0) FROM message_images i JOIN messages m ON m.id = i.message_id WHERE m.conversation_id = c.id),
+     (SELECT COUNT(*) FROM message_audio a JOIN messages m ON m.id = a.message_id WHERE m.conversation_id = c.id),
+     (SELECT COALESCE(SUM(length(a.bytes)), 0) FROM message_audio a JOIN messages m ON m.id = a.message_id WHERE m.conversation_id = c.id)";
 const MESSAGE_COLUMNS: &str = "id, conversation_id, seq, role, content, status, model, node, error, tokens, tokens_per_s, ttft_ms, created_at";
 
 fn conversation_row(r: &Row<'_>) -> rusqlite::Result<Conversation> {
@@ -140,6 +146,8 @@ fn conversation_row(r: &Row<'_>) -> rusqlite::Result<Conversation> {
         },
         images: r.get::<_, i64>(8)?.max(0) as u64,
         image_bytes: r.get::<_, i64>(9)?.max(0) as u64,
+        clips: r.get::<_, i64>(10)?.max(0) as u64,
+        clip_bytes: r.get::<_, i64>(11)?.max(0) as u64,
     })
 }
 

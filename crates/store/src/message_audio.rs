@@ -172,6 +172,11 @@ mod tests {
         let (_, messages) = store.conversation(conv.id.clone()).await.unwrap().unwrap();
         assert_eq!(messages[0].audio, first.audio);
         assert_eq!(messages[1].audio, second.audio);
+        // Counted with the conversation, in its own row and in the list.
+        let (conv_row, _) = store.conversation(conv.id.clone()).await.unwrap().unwrap();
+        assert_eq!((conv_row.clips, conv_row.clip_bytes), (3, 21 + 22 + 23));
+        let listed = store.list_conversations(None).await.unwrap();
+        assert_eq!(listed[0].clips, 3);
 
         // The newest first, by count.
         let one = store

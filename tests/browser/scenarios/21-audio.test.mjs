@@ -1,8 +1,8 @@
 // Scenario 21: a model whose projector hears (written by tests/fixtures/make_audio_projector.py,
 // random weights) is marked "Audio" on the Models page. In the chat a WAV clip attached with the
 // button waits as a player (its size shown), goes with the message, gets an answer, is stored
-// with the conversation and plays in the thread after a reload; a file the node does not read
-// (Ogg) is refused in the composer at once.
+// with the conversation (deleting the chat names it) and plays in the thread after a reload; a
+// file the node does not read (Ogg) is refused in the composer at once.
 
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -107,6 +107,12 @@ test('a model that hears is marked Audio and answers a clip sent from the chat',
     { timeout: 15_000 },
   );
   await screenshot(page, '21-audio-thread');
+
+  // Deleting the chat names the clip it takes with it.
+  const item = page.locator(`${sel('conversation-item')}[data-conversation-id="${created.id}"]`);
+  await item.locator(sel('conversation-delete')).click();
+  assert.equal(await item.locator(sel('delete-question')).innerText(), 'Delete this chat and its audio clip (31.3 KB)?');
+  await item.locator(sel('delete-cancel')).click();
 
   // Ogg is not read: refused in the composer, nothing attached.
   await page.locator(sel('attach-input')).setInputFiles({ name: 'song.ogg', mimeType: 'audio/ogg', buffer: Buffer.from('OggS') });

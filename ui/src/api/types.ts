@@ -69,6 +69,9 @@ export interface Conversation {
   /** The images its messages carry and their bytes (absent from a node older than images). */
   images?: number;
   image_bytes?: number;
+  /** The audio clips its messages carry and their bytes (absent from older nodes). */
+  clips?: number;
+  clip_bytes?: number;
 }
 
 export interface ConversationDetail {

@@ -153,9 +153,7 @@ function ConversationItem({ conversation, selected, onRename, onDelete }: ItemPr
       {mode === 'confirm' && (
         <div className="confirm" role="alertdialog" aria-label={`Delete ${conversation.title}?`}>
           <span data-testid="delete-question">
-            {conversation.images
-              ? `Delete this chat and its ${conversation.images === 1 ? 'image' : `${conversation.images} images`} (${formatBytes(conversation.image_bytes)})?`
-              : 'Delete this chat?'}
+            {deleteQuestion(conversation)}
           </span>
           <button
             type="button"
@@ -175,4 +173,14 @@ function ConversationItem({ conversation, selected, onRename, onDelete }: ItemPr
       )}
     </li>
   );
+}
+
+/** What deleting a chat takes with it, in words: its images and clips, and their bytes. */
+function deleteQuestion(c: Conversation): string {
+  const parts: string[] = [];
+  if (c.images) parts.push(c.images === 1 ? 'image' : `${c.images} images`);
+  if (c.clips) parts.push(c.clips === 1 ? 'audio clip' : `${c.clips} audio clips`);
+  if (parts.length === 0) return 'Delete this chat?';
+  const bytes = (c.image_bytes ?? 0) + (c.clip_bytes ?? 0);
+  return `Delete this chat and its ${parts.join(' and ')} (${formatBytes(bytes)})?`;
 }
