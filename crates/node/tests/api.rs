@@ -197,6 +197,35 @@ async fn chat_streams_saves_and_applies_settings() {
     assert_eq!(stored["messages"].as_array().unwrap().len(), 2);
     assert_ne!(stored["messages"][1]["id"], messages[1]["id"]);
 
+    // A regenerate the model refuses (the system prompt grew past its context) keeps the
+    // answer it would have replaced.
+    let kept = stored["messages"][1]["id"].clone();
+    let patch = |prompt: String| {
+        client()
+            .patch(t.url(&format!("/api/conversations/{conv}")))
+            .json(&json!({"settings": {"system_prompt": prompt}}))
+            .send()
+    };
+    assert_eq!(patch("word ".repeat(20_000)).await.unwrap().status(), 200);
+    let r = post(
+        &t,
+        &format!("/api/conversations/{conv}/chat"),
+        json!({"regenerate": true}),
+    )
+    .await;
+    assert_eq!(r.status(), 400);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "context_length_exceeded", "{v}");
+    let stored = get(&t, &format!("/api/conversations/{conv}")).await;
+    assert_eq!(
+        stored["messages"].as_array().unwrap().len(),
+        2,
+        "{}",
+        stored["messages"]
+    );
+    assert_eq!(stored["messages"][1]["id"], kept);
+    assert_eq!(patch(String::new()).await.unwrap().status(), 200);
+
     // Edit and resend: the user message changes, later messages go, a new answer comes.
     let user_id = messages[0]["id"].as_str().unwrap();
     let edited = chat(

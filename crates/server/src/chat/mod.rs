@@ -146,17 +146,17 @@ pub(crate) async fn chat(
     )?;
     let takes = Takes::of(target.local.as_deref());
     let params = turn_params(&conversation.settings, target.ctx())?;
-    let (first_events, added) =
-        settle_turn(&state, &conversation_id, &messages, &body, attached).await?;
+    let settled = settle_turn(&state, &conversation_id, &messages, &body, attached).await?;
     let turn = Turn {
         conversation_id,
         target,
         takes,
         params,
-        first_events,
+        first_events: settled.first_events,
+        replaces: settled.replaces,
     };
     let started = start_answer(&state, &conversation.settings.system_prompt, turn).await;
-    if let (true, Some(user)) = (started.is_err(), added) {
+    if let (true, Some(user)) = (started.is_err(), settled.added) {
         // The message the user just sent goes back to them (the UI restores it), not twice.
         state.store.delete_message(user).await?;
     }
@@ -186,15 +186,30 @@ fn turn_params(
     .map_err(|e| ApiFailure::bad_request(format!("settings.{}: {}", e.param, e.message)))
 }
 
+/// A conversation's history settled for a turn.
+struct Settled {
+    /// The events to send first.
+    first_events: Vec<Value>,
+    /// The user's new message: deleted again when the turn cannot start.
+    added: Option<String>,
+    /// The answer a regenerated one replaces: deleted once the new one has started.
+    replaces: Option<String>,
+}
+
 /// Settle the conversation's history for this turn: a new message, an edit, or the last
-/// answer dropped to regenerate it. The events to send first, and the new message's id.
+/// answer to regenerate (kept until the new one starts, so a refused turn loses nothing).
 async fn settle_turn(
     state: &AppState,
     conversation_id: &str,
     messages: &[Message],
     body: &ChatBody,
     attached: Attached,
-) -> Result<(Vec<Value>, Option<String>), ApiFailure> {
+) -> Result<Settled, ApiFailure> {
+    let settled = |first_events, added, replaces| Settled {
+        first_events,
+        added,
+        replaces,
+    };
     let content = body.content.as_deref().map(str::trim_end);
     // A new message may be images or clips alone.
     let content = match (content, attached.is_empty()) {
@@ -212,7 +227,11 @@ async fn settle_turn(
                 .edit_and_truncate(target.id.clone(), text.to_owned())
                 .await?
                 .ok_or_else(|| ApiFailure::not_found("message"))?;
-            Ok((vec![json!({"type": "user", "message": edited})], None))
+            Ok(settled(
+                vec![json!({"type": "user", "message": edited})],
+                None,
+                None,
+            ))
         }
         (None, true, None) => {
             let last = messages
@@ -221,10 +240,8 @@ async fn settle_turn(
             if !messages.iter().any(|m| m.role == "user") {
                 return Err(ApiFailure::bad_request("nothing to regenerate"));
             }
-            if last.role == "assistant" {
-                state.store.delete_message(last.id.clone()).await?;
-            }
-            Ok((Vec::new(), None))
+            let replaces = (last.role == "assistant").then(|| last.id.clone());
+            Ok(settled(Vec::new(), None, replaces))
         }
         (None, false, Some(text)) if !text.trim().is_empty() || !attached.is_empty() => {
             let user = state
@@ -241,7 +258,11 @@ async fn settle_turn(
                 })
                 .await?;
             let id = user.id.clone();
-            Ok((vec![json!({"type": "user", "message": user})], Some(id)))
+            Ok(settled(
+                vec![json!({"type": "user", "message": user})],
+                Some(id),
+                None,
+            ))
         }
         _ => Err(ApiFailure::bad_request(
             "send {\"content\"}, {\"regenerate\": true} or {\"edit_message_id\", \"content\"} with non-empty content",
@@ -257,6 +278,9 @@ struct Turn {
     takes: Takes,
     params: SamplingParams,
     first_events: Vec<Value>,
+    /// The answer this one replaces (regenerate): left out of the prompt, deleted once this
+    /// one has started.
+    replaces: Option<String>,
 }
 
 /// Submit the turn, keep its answer as it streams, and stream it to the browser.
@@ -271,12 +295,14 @@ async fn start_answer(
         takes,
         params,
         mut first_events,
+        replaces,
     } = turn;
-    let (_, history) = state
+    let (_, mut history) = state
         .store
         .conversation(conversation_id.clone())
         .await?
         .ok_or_else(|| ApiFailure::not_found("conversation"))?;
+    history.retain(|m| Some(&m.id) != replaces.as_ref());
     // A model that cannot see (or hear) is sent none: their files are not read.
     let mut files = TurnFiles::default();
     if takes.images {
@@ -337,6 +363,14 @@ async fn start_answer(
         let _ = generation.control.stop();
         state.store.delete_message(assistant.id.clone()).await?;
         return Err(busy());
+    }
+    if let Some(old) = replaces {
+        if let Err(e) = state.store.delete_message(old).await {
+            state.chats.end(&conversation_id);
+            let _ = generation.control.stop();
+            let _ = state.store.delete_message(assistant.id.clone()).await;
+            return Err(e.into());
+        }
     }
     first_events.push(json!({"type": "start", "message": assistant}));
 
