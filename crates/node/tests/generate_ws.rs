@@ -217,13 +217,27 @@ async fn modify_changes_a_running_generation() {
         json!({"type": "control", "action": "modify", "parameters": {}}),
     )
     .await;
+    // Set at the start only: refused by name, never ignored.
+    ws_send(
+        &mut ws,
+        json!({"type": "control", "action": "modify", "parameters": {"speculative": "none"}}),
+    )
+    .await;
     let (done, before) = ws_until(&mut ws, "completion").await;
     let errors: Vec<_> = before.iter().filter(|m| m["type"] == "error").collect();
-    assert_eq!(errors.len(), 2, "{before:?}");
+    assert_eq!(errors.len(), 3, "{before:?}");
     assert!(errors[0]["message"]
         .as_str()
         .unwrap()
         .contains("temperature"));
+    assert!(
+        errors[2]["message"]
+            .as_str()
+            .unwrap()
+            .contains("parameters.speculative is set when a generation starts"),
+        "{:?}",
+        errors[2]
+    );
     assert_eq!(done["generated_text"].as_str().unwrap(), reference);
     t.stop().await;
 }

@@ -50,6 +50,19 @@ pub struct Parameters {
 }
 
 impl Parameters {
+    /// The first parameter set here that only a request's start takes (`modify` refuses it
+    /// rather than ignore it): guessing ahead and ignoring end-of-sequence shape the whole
+    /// answer.
+    pub fn fixed_at_start(&self) -> Option<&'static str> {
+        if self.speculative.is_some() {
+            Some("speculative")
+        } else if self.ignore_eos.is_some() {
+            Some("ignore_eos")
+        } else {
+            None
+        }
+    }
+
     pub fn to_raw(&self, top_logprobs: Option<i64>) -> RawParams {
         RawParams {
             temperature: self.temperature,

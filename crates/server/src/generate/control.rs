@@ -51,6 +51,13 @@ impl Session {
             Control::Resume => ctl.resume(),
             Control::Regenerate => ctl.regenerate(),
             Control::Modify { parameters } => {
+                if let Some(name) = parameters.fixed_at_start() {
+                    self.send(&invalid(format!(
+                        "parameters.{name} is set when a generation starts and cannot change while it runs; send it in the next config"
+                    )))
+                    .await;
+                    return;
+                }
                 let ctx = self.state.host.model().map(|m| m.context);
                 match parameters.to_raw(None).validate_patch(ctx) {
                     Ok(patch) if patch.is_empty() => {
