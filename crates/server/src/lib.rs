@@ -3,9 +3,10 @@
 //! graceful shutdown (doors watch the shutdown token and send their final messages, then the
 //! listener stops and the engine is stopped). The doors, each only translating between its
 //! protocol and the route (`hearth_route`):
-//! - `/v1/models`, `/v1/chat/completions`, `/v1/completions`: the OpenAI API (`openai`);
-//!   `/v1/embeddings` (computed by `embeddings`, which the Ollama door shares); `/v1/responses` (OpenAI's
-//!   Responses API, `responses`); `/v1/messages` (Anthropic's Messages API, `anthropic`);
+//! - `/v1/models`, `/v1/chat/completions`, `/v1/completions`, `/v1/embeddings`: the OpenAI API
+//!   (`openai`; embeddings computed by `embeddings`, which the Ollama door shares);
+//!   `/v1/responses` (OpenAI's Responses API, `responses`); `/v1/messages` (Anthropic's
+//!   Messages API, `anthropic`);
 //! - `/generate`: the streaming WebSocket (`generate`);
 //! - `/ws` and `/api/ws`: the batch WebSocket (`batch`);
 //! - `/` (upgrade) and `/api/auth/register`: the signed-challenge door ([`auth`]);
