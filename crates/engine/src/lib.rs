@@ -100,4 +100,5 @@ pub use handle::{
 pub use media::{find_projector, projector_sees, projector_senses, MediaError, Senses};
 pub use model::{Chat, ModelInfo, ModelState, PromptError};
 pub use offload::Placement;
+pub use prompt::count_chat_tokens;
 pub use tools::ToolFormat;

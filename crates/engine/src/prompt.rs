@@ -27,6 +27,24 @@ fn off_the_runtime<R>(bytes: usize, work: impl FnOnce() -> R) -> R {
     }
 }
 
+/// The tokens `chat` takes as `model` reads it: its text, and each image or clip as the
+/// projector cuts it (decoded for that: slow, call it off the async threads), as a submit
+/// counts them. A prompt too long for the context is counted as its text alone.
+pub fn count_chat_tokens(model: &ModelInfo, chat: &Chat) -> Result<usize, PromptError> {
+    let media = chat
+        .messages
+        .iter()
+        .any(|m| !m.images.is_empty() || !m.audio.is_empty());
+    if media {
+        match chat_tokens(model, chat, &mut SamplingParams::default()) {
+            Ok((tokens, _)) => return Ok(tokens.len()),
+            Err(Unfit::Prompt(e)) => return Err(e),
+            Err(Unfit::TooLong(_)) => {}
+        }
+    }
+    Ok(model.count_tokens(&model.render_chat(chat)?))
+}
+
 /// Why a prompt was not made into tokens.
 #[derive(Debug)]
 pub(crate) enum Unfit {

@@ -185,6 +185,34 @@ async fn an_image_reaches_the_model_on_every_door() {
         .unwrap();
     let caps = show["capabilities"].as_array().unwrap();
     assert!(caps.contains(&json!("vision")), "{show}");
+
+    // Anthropic's count_tokens counts the image as the model reads it: the prompt's tokens
+    // the Messages door reports for the same request (computed and read from the cache).
+    let messages = json!([{"role": "user", "content": [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": b64(&stripes())}},
+        {"type": "text", "text": "Describe the picture."}]}]);
+    let counted = t
+        .post(
+            "/v1/messages/count_tokens",
+            &json!({"model": MODEL_ID, "messages": messages}),
+        )
+        .await;
+    let counted: Value = counted.json().await.unwrap();
+    let answered = t
+        .post(
+            "/v1/messages",
+            &json!({"model": MODEL_ID, "max_tokens": 2, "messages": messages}),
+        )
+        .await;
+    let answered: Value = answered.json().await.unwrap();
+    let usage = &answered["usage"];
+    let prompt = usage["input_tokens"].as_u64().unwrap()
+        + usage["cache_read_input_tokens"].as_u64().unwrap();
+    assert_eq!(
+        counted["input_tokens"].as_u64(),
+        Some(prompt),
+        "{counted} against {usage}"
+    );
     t.stop().await;
 }
 

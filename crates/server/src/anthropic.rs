@@ -94,7 +94,8 @@ async fn read(
 }
 
 /// `POST /v1/messages/count_tokens`: the prompt's tokens by this node's model's template
-/// and tokenizer (with the tools as the template renders them).
+/// and tokenizer (with the tools as the template renders them, and each image as its
+/// projector cuts it).
 pub(crate) async fn count_tokens(
     State(state): State<Arc<AppState>>,
     body: Result<Bytes, BytesRejection>,
@@ -114,20 +115,20 @@ pub(crate) async fn count_tokens(
         tools: req.tools,
         think: req.think,
     };
-    let counted = tokio::task::spawn_blocking(move || {
-        info.render_chat(&chat).map(|text| info.count_tokens(&text))
-    })
-    .await
-    .map_err(|e| {
-        ApiError::new(
-            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-            "server_error",
-            Some("internal_error"),
-            None,
-            e.to_string(),
-        )
-    })?
-    .map_err(|e| bad(RequestError::new("messages", e.to_string())))?;
+    // Images and clips count as the projector cuts them, not as their markers' few tokens.
+    let counted =
+        tokio::task::spawn_blocking(move || hearth_engine::count_chat_tokens(&info, &chat))
+            .await
+            .map_err(|e| {
+                ApiError::new(
+                    axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                    "server_error",
+                    Some("internal_error"),
+                    None,
+                    e.to_string(),
+                )
+            })?
+            .map_err(|e| bad(RequestError::new("messages", e.to_string())))?;
     Ok(Json(TokenCount {
         input_tokens: u32::try_from(counted).unwrap_or(u32::MAX),
     }))
