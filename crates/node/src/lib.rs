@@ -337,13 +337,16 @@ impl Node {
         self.inner.state.telemetry.clone()
     }
 
-    /// Graceful shutdown: open streams get a final message, the port closes, the engine
-    /// stops. The connections drain while worker mode says goodbye and the engine then stops,
+    /// Graceful shutdown: split models' workers stop first (saving their idle sequences
+    /// through tunnels still open), then open streams get a final message, the port closes, the
+    /// engine stops. The connections drain while worker mode says goodbye and the engine then stops,
     /// all bounded by the configured grace period (the engine gets at least
     /// [`ENGINE_STOP_WAIT`]): a decode step in progress, such as a long prefill on a loaded
     /// machine, overlaps the drain instead of following it.
     pub async fn shutdown(&self) {
         tracing::info!("shutting down");
+        // Split models' workers first, while their tunnels to the peers are still open.
+        self.inner.state.splits.stop_workers().await;
         self.inner.state.shutdown.cancel();
         let now = tokio::time::Instant::now();
         let deadline = now + self.inner.grace;

@@ -626,4 +626,35 @@ async fn a_split_ended_as_it_starts_leaves_nothing_and_its_worker_inherits_no_se
         .map(|v| v.split('=').next().unwrap_or_default().to_owned())
         .collect();
     assert_eq!(hearth, ["HEARTH_JOIN_TOKEN"], "{hearth:?}");
+
+    // The owner stopping stops its worker as a node stops, while the peer's tunnel is still
+    // open: the worker's idle sequence (its one slot's prompt, never taken by another) goes
+    // to --cache-disk rather than dying with a killed process.
+    let before = walk(&cache).into_iter().filter(|p| p.is_file()).count();
+    greedy(
+        &owner.url,
+        &"Tell me about the sea and its waves. ".repeat(12),
+    )
+    .await;
+    let mut owner = owner;
+    let _ = Command::new("kill")
+        .args(["-TERM", &owner.child.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while owner.child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the owner did not stop");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let after = walk(&cache).into_iter().filter(|p| p.is_file()).count();
+    assert!(
+        after > before,
+        "the worker saved nothing as its node stopped: {:?}",
+        walk(&cache)
+    );
+    assert!(
+        !owner.stderr().contains("did not stop in time"),
+        "{}",
+        owner.stderr()
+    );
+    drop(sharing);
 }

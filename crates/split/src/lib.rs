@@ -114,6 +114,10 @@ pub struct Splits {
     running: Mutex<HashMap<ModelId, Running>>,
     /// Peers' split models served here.
     hosted: host::Hosted,
+    /// The tasks that run this node's workers, and the signal that stops them as a node
+    /// stops ([`Splits::stop_workers`]).
+    workers: tokio_util::task::TaskTracker,
+    closing: CancellationToken,
 }
 
 impl std::fmt::Debug for Splits {
@@ -287,7 +291,21 @@ impl Splits {
             token: bytes.iter().map(|b| format!("{b:02x}")).collect(),
             running: Mutex::new(HashMap::new()),
             hosted: host::Hosted::default(),
+            workers: tokio_util::task::TaskTracker::new(),
+            closing: CancellationToken::new(),
         }
+    }
+
+    /// Stop this node's workers as a node stops, before its connections close: each worker's
+    /// standard input closes, so it stops as a node does (its idle sequences go to
+    /// `--cache-disk`, their KV read through the tunnels still open), and one that has not
+    /// ended within [`owner::WORKER_STOP_WAIT`] is killed. Returns when all have ended.
+    pub async fn stop_workers(&self) {
+        self.closing.cancel();
+        self.workers.close();
+        // Each is killed at its wait; the margin covers the kill itself.
+        let bound = owner::WORKER_STOP_WAIT + std::time::Duration::from_secs(2);
+        let _ = tokio::time::timeout(bound, self.workers.wait()).await;
     }
 
     /// The `rpc-serve` processes this node runs for peers.
@@ -455,7 +473,7 @@ impl Splits {
             serve_whole(state, &split.id, &split.path);
             return Err(SplitError::Stopped(split.id.0));
         }
-        tokio::spawn(
+        self.workers.spawn(
             self.clone()
                 .run(state.clone(), split, (endpoints, attempt), stop),
         );

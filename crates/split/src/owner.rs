@@ -25,6 +25,9 @@ const RELOAD_FIRST: Duration = Duration::from_secs(1);
 const RELOAD_MOST: Duration = Duration::from_secs(30);
 /// A worker that served this long was healthy: the next reload starts the backoff over.
 const HEALTHY_AFTER: Duration = Duration::from_secs(30);
+/// How long a worker may take to stop as its node stops (saving its idle sequences) before it
+/// is killed.
+pub(crate) const WORKER_STOP_WAIT: Duration = Duration::from_secs(10);
 
 impl Splits {
     /// A tunnel to each connected Hearth peer that shares its memory, each carried to a local
@@ -221,7 +224,7 @@ impl Splits {
                         r.worker_pid = worker.id();
                     }
                     // Held open while it runs (`wait` would close it): its end stops the worker.
-                    let _stdin = worker.stdin.take();
+                    let stdin = worker.stdin.take();
                     tokio::select! {
                         status = worker.wait() => match status {
                             Ok(s) => format!("its worker process ended ({s})"),
@@ -230,6 +233,16 @@ impl Splits {
                         () = attempt.cancelled() => {
                             let _ = worker.kill().await;
                             "a tunnel to a peer ended".to_owned()
+                        }
+                        () = self.closing.cancelled() => {
+                            // The node stops: the worker stops as a node does, then is killed
+                            // if it takes too long.
+                            drop(stdin);
+                            if tokio::time::timeout(WORKER_STOP_WAIT, worker.wait()).await.is_err() {
+                                tracing::warn!(model = %split.id, "the split's worker did not stop in time; killed");
+                                let _ = worker.kill().await;
+                            }
+                            return;
                         }
                         () = stop.cancelled() => {
                             let _ = worker.kill().await;
