@@ -34,6 +34,8 @@ const HEARTH_ONLY: &[(&str, &[&str])] = &[
     ("hearth-base", &[]),
     ("hearth-protocol", &[]),
     ("hearth-engine", &["hearth-protocol"]),
+    // Rows, not what they are for: a client's key is bytes here, read by the auth door.
+    ("hearth-store", &[]),
     ("hearth-bench", &["hearth-engine", "hearth-protocol"]),
     // Of the node's crates the desktop app knows the top one only.
     ("hearth-desktop", &["hearth-node", "hearth-protocol"]),

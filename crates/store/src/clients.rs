@@ -1,12 +1,21 @@
 //! The signed-challenge door's registered clients in `hearth.db`: registration (a key
 //! registered again keeps its id; a revoked one stays refused until removed), lookup with the
-//! key for a signature check, listing, revocation and last use.
+//! key's bytes for a signature check, listing, revocation and last use. The rows only: what a
+//! key is and how it verifies is `hearth_auth::clients`', which the door applies.
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde::Serialize;
 
 use super::{now_ms, Store, StoreError};
-use hearth_auth::clients::{Algorithm, ClientKey};
+
+/// A public key as the store keeps it: the client id derived from it, its algorithm's name
+/// (`ed25519`, `rsa-sha256`) and its DER bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRow {
+    pub client_id: String,
+    pub algorithm: String,
+    pub der: Vec<u8>,
+}
 
 /// The schema migration that adds the clients table. `crate::MIGRATIONS` lists it after the
 /// ones before it (`MIGRATION` here).
@@ -25,7 +34,8 @@ pub const MIGRATION: &str = "CREATE TABLE clients (
 pub struct Client {
     pub client_id: String,
     pub name: String,
-    pub algorithm: Algorithm,
+    /// The key's algorithm, by name (`ed25519`, `rsa-sha256`).
+    pub algorithm: String,
     /// Milliseconds since the Unix epoch.
     pub created_at: i64,
     pub last_seen_at: Option<i64>,
@@ -46,18 +56,11 @@ pub enum Registration {
 const CLIENT_COLUMNS: &str = "client_id, name, algorithm, created_at, last_seen_at, revoked_at";
 
 fn client_row(r: &Row<'_>) -> rusqlite::Result<Client> {
-    let algorithm: String = r.get(2)?;
     let revoked_at: Option<i64> = r.get(5)?;
     Ok(Client {
         client_id: r.get(0)?,
         name: r.get(1)?,
-        algorithm: Algorithm::parse(&algorithm).ok_or_else(|| {
-            rusqlite::Error::FromSqlConversionFailure(
-                2,
-                rusqlite::types::Type::Text,
-                format!("unknown key algorithm {algorithm}").into(),
-            )
-        })?,
+        algorithm: r.get(2)?,
         created_at: r.get(3)?,
         last_seen_at: r.get(4)?,
         revoked: revoked_at.is_some(),
@@ -65,13 +68,9 @@ fn client_row(r: &Row<'_>) -> rusqlite::Result<Client> {
 }
 
 /// Register a key, or find the client it already belongs to.
-pub fn register_client(
-    c: &Connection,
-    name: &str,
-    key: &ClientKey,
-) -> rusqlite::Result<Registration> {
-    let id = key.client_id();
-    if let Some(existing) = get_client(c, &id)? {
+pub fn register_client(c: &Connection, name: &str, key: &KeyRow) -> rusqlite::Result<Registration> {
+    let id = &key.client_id;
+    if let Some(existing) = get_client(c, id)? {
         return Ok(if existing.revoked {
             Registration::Revoked(existing)
         } else {
@@ -80,9 +79,9 @@ pub fn register_client(
     }
     c.execute(
         "INSERT INTO clients (client_id, name, algorithm, public_key_der, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![id, name, key.algorithm().as_str(), key.der(), now_ms()],
+        params![id, name, key.algorithm, key.der, now_ms()],
     )?;
-    let client = get_client(c, &id)?.ok_or(rusqlite::Error::QueryReturnedNoRows)?;
+    let client = get_client(c, id)?.ok_or(rusqlite::Error::QueryReturnedNoRows)?;
     Ok(Registration::Created(client))
 }
 
@@ -95,29 +94,17 @@ pub fn get_client(c: &Connection, client_id: &str) -> rusqlite::Result<Option<Cl
     .optional()
 }
 
-/// A client and its key, revoked or not (the door tells the two apart).
+/// A client and its key's DER bytes, revoked or not (the door tells the two apart).
 pub fn client_with_key(
     c: &Connection,
     client_id: &str,
-) -> rusqlite::Result<Option<(Client, ClientKey)>> {
-    let row = c
-        .query_row(
-            &format!("SELECT {CLIENT_COLUMNS}, public_key_der FROM clients WHERE client_id = ?1"),
-            [client_id],
-            |r| Ok((client_row(r)?, r.get::<_, Vec<u8>>(6)?)),
-        )
-        .optional()?;
-    let Some((client, der)) = row else {
-        return Ok(None);
-    };
-    let key = ClientKey::from_der(&der).map_err(|e| {
-        rusqlite::Error::FromSqlConversionFailure(
-            6,
-            rusqlite::types::Type::Blob,
-            e.to_string().into(),
-        )
-    })?;
-    Ok(Some((client, key)))
+) -> rusqlite::Result<Option<(Client, Vec<u8>)>> {
+    c.query_row(
+        &format!("SELECT {CLIENT_COLUMNS}, public_key_der FROM clients WHERE client_id = ?1"),
+        [client_id],
+        |r| Ok((client_row(r)?, r.get::<_, Vec<u8>>(6)?)),
+    )
+    .optional()
 }
 
 pub fn list_clients(c: &Connection) -> rusqlite::Result<Vec<Client>> {
@@ -155,7 +142,7 @@ impl Store {
     pub async fn register_client(
         &self,
         name: String,
-        key: ClientKey,
+        key: KeyRow,
     ) -> Result<Registration, StoreError> {
         self.with(move |c| register_client(c, &name, &key)).await
     }
@@ -163,7 +150,7 @@ impl Store {
     pub async fn client_with_key(
         &self,
         client_id: String,
-    ) -> Result<Option<(Client, ClientKey)>, StoreError> {
+    ) -> Result<Option<(Client, Vec<u8>)>, StoreError> {
         self.with(move |c| client_with_key(c, &client_id)).await
     }
 
@@ -187,12 +174,13 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand_core::RngCore as _;
 
-    fn ed_key() -> ed25519_dalek::SigningKey {
-        let mut seed = [0u8; 32];
-        rand_core::OsRng.fill_bytes(&mut seed);
-        ed25519_dalek::SigningKey::from_bytes(&seed)
+    fn key() -> KeyRow {
+        KeyRow {
+            client_id: "k1a2b3".into(),
+            algorithm: "ed25519".into(),
+            der: vec![0x30, 0x2a, 7, 7, 7],
+        }
     }
 
     fn db() -> Connection {
@@ -204,19 +192,22 @@ mod tests {
     #[test]
     fn registering_twice_listing_revoking_and_removing() {
         let c = db();
-        let key = ClientKey::from_ed25519(ed_key().verifying_key()).unwrap();
+        let key = key();
         let Registration::Created(first) = register_client(&c, "laptop", &key).unwrap() else {
             panic!("first registration creates");
         };
-        assert_eq!(first.client_id, key.client_id());
-        assert_eq!(first.name, "laptop");
+        assert_eq!(first.client_id, key.client_id);
+        assert_eq!(
+            (first.name.as_str(), first.algorithm.as_str()),
+            ("laptop", "ed25519")
+        );
         let Registration::Existing(again) = register_client(&c, "other name", &key).unwrap() else {
             panic!("second registration finds the same client");
         };
         assert_eq!(again, first);
-        let (found, found_key) = client_with_key(&c, &first.client_id).unwrap().unwrap();
+        let (found, found_der) = client_with_key(&c, &first.client_id).unwrap().unwrap();
         assert_eq!(found, first);
-        assert_eq!(found_key.der(), key.der());
+        assert_eq!(found_der, key.der);
         assert!(client_with_key(&c, "0000000000").unwrap().is_none());
         touch_client(&c, &first.client_id).unwrap();
         assert!(get_client(&c, &first.client_id)

@@ -1,15 +1,17 @@
 //! The node's SQLite database (`hearth.db` in the data dir, WAL mode): opening it (a damaged
-//! file, or a log damaged in the middle (`wal`), is refused, never replaced), schema migrations by `PRAGMA user_version`, and
-//! `/generate` feedback; the UI's conversations and messages ([`conversations`]), API keys
-//! ([`keys`]), the images and audio clips of chat messages ([`message_images`], [`message_audio`]), the signed-challenge door's clients ([`clients`]), the cluster's known peers
-//! ([`peers`]), model files' digests ([`digests`]) and the Responses door's stored answers
-//! ([`responses`]) each have a file. One
-//! connection behind a mutex; every call runs on tokio's blocking pool. A clean stop empties
-//! the log into `hearth.db` ([`Store::checkpoint`]).
+//! file, or a log damaged in the middle (`wal`), is refused, never replaced), schema migrations
+//! by `PRAGMA user_version`, and `/generate` feedback; the UI's conversations and messages
+//! ([`conversations`]), API keys ([`keys`]), the images and audio clips of chat messages
+//! ([`message_images`], [`message_audio`]), the signed-challenge door's clients ([`clients`]),
+//! the cluster's known peers ([`peers`]), model files' digests ([`digests`]) and the Responses
+//! door's stored answers ([`responses`]) each have a file. One connection behind a mutex;
+//! every call runs on tokio's blocking pool. A clean stop empties the log into `hearth.db`
+//! ([`Store::checkpoint`]).
 //!
 //! Architecture invariant: `hearth-store` is the only crate that names SQLite, and it knows
-//! rows, not what they are for: no HTTP, no protocol, no model, no cluster. A part that keeps
-//! something across restarts adds its table and its file here.
+//! rows, not what they are for: no HTTP, no protocol, no model, no cluster, no keys (it
+//! depends on no Hearth crate). A part that keeps something across restarts adds its table
+//! and its file here.
 
 pub mod clients;
 pub mod conversations;

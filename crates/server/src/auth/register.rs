@@ -16,7 +16,7 @@ use hearth_protocol::auth_ws::register::{
 
 use crate::AppState;
 use hearth_auth::clients::{self, ClientKey};
-use hearth_store::clients::Registration;
+use hearth_store::clients::{KeyRow, Registration};
 
 fn register_error(status: StatusCode, code: RegisterCode, message: impl Into<String>) -> Response {
     (status, Json(RegisterReply::refused(code, message))).into_response()
@@ -71,7 +71,12 @@ pub(crate) async fn register(
             );
         }
     }
-    match state.store.register_client(name, key).await {
+    let row = KeyRow {
+        client_id: key.client_id(),
+        algorithm: key.algorithm().as_str().to_owned(),
+        der: key.der().to_vec(),
+    };
+    match state.store.register_client(name, row).await {
         Ok(Registration::Created(c)) => {
             tracing::info!(client_id = %c.client_id, name = %c.name, algorithm = %c.algorithm, "registered a client");
             (

@@ -119,11 +119,15 @@ async fn check_signature(
             tracing::error!(error = %e, "looking up a client failed");
             Denied::Internal("the client could not be looked up; try again".into())
         })?;
-    let Some((client, key)) = record else {
+    let Some((client, der)) = record else {
         return Err(Denied::Credentials(
             "Unknown clientId: register the public key first (POST /api/auth/register)".into(),
         ));
     };
+    let key = clients::ClientKey::from_der(&der).map_err(|e| {
+        tracing::error!(client = %client.client_id, error = %e, "a registered key does not read");
+        Denied::Internal("the client's registered key does not read; register it again".into())
+    })?;
     let Some(sig) = clients::decode_base64(signature) else {
         return Err(Denied::Credentials("Invalid signature: not base64".into()));
     };
