@@ -17,7 +17,7 @@ pub struct KeyRow {
     pub der: Vec<u8>,
 }
 
-/// The schema migration that adds the clients table. `crate::MIGRATIONS` lists it after the
+/// The schema migration that adds the clients table. `crate::open::MIGRATIONS` lists it after the
 /// ones before it (`MIGRATION` here).
 pub const MIGRATION: &str = "CREATE TABLE clients (
         client_id      TEXT PRIMARY KEY,

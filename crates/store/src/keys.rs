@@ -225,11 +225,11 @@ mod tests {
         {
             // A database as the node left it before keys had a scope, with one key in it.
             let c = rusqlite::Connection::open(dir.path().join("hearth.db")).unwrap();
-            let before = super::super::MIGRATIONS
+            let before = crate::open::MIGRATIONS
                 .iter()
                 .position(|m| *m == SCOPE_MIGRATION)
                 .unwrap();
-            for (i, sql) in super::super::MIGRATIONS[..before].iter().enumerate() {
+            for (i, sql) in crate::open::MIGRATIONS[..before].iter().enumerate() {
                 c.execute_batch(&format!("{sql}; PRAGMA user_version = {};", i + 1))
                     .unwrap();
             }
