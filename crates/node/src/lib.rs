@@ -13,8 +13,8 @@
 //! `hearth_models` (model files, downloads, the engines loaded here, telemetry),
 //! `hearth_store`, `hearth_auth`, `hearth_base`. This crate puts them together:
 //! - [`Node`]: start everything (its steps, one function each, are `start`), hand out the
-//!   address, shut down gracefully; its cluster listener, which follows the doors on and off
-//!   the LAN, is `node_cluster`.
+//!   address, go on and off the LAN (`exposure`), shut down gracefully (`shutdown`); its
+//!   cluster listener, which follows the doors on and off the LAN, is `node_cluster`.
 //! - [`cli`], [`config`]: the `serve` flags and their `HEARTH_*` variables (shared with the
 //!   desktop app); [`NodeConfig`], default paths, `--model` resolution.
 //! - [`telemetry`]: the samples the desktop app's tray shows (`hearth_models::telemetry`),
@@ -29,15 +29,16 @@
 
 pub mod cli;
 pub mod config;
+mod exposure;
 pub mod logging;
 mod node_cluster;
+mod shutdown;
 mod start;
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -50,10 +51,6 @@ use hearth_models::ModelHost;
 use hearth_server::AppState;
 use hearth_store::Store;
 use node_cluster::ClusterRun;
-
-/// The least time shutdown gives the engine thread to finish its current step (it gets the
-/// whole grace period when that is longer).
-const ENGINE_STOP_WAIT: Duration = Duration::from_secs(2);
 
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
@@ -125,14 +122,6 @@ struct Listening {
     /// Serving tasks: the current one, and earlier ones still finishing their connections.
     tasks: Vec<JoinHandle<()>>,
 }
-
-/// How long shutdown waits for worker mode to tell its hub goodbye.
-const WORKER_STOP_WAIT: Duration = Duration::from_secs(2);
-
-/// How long a rebind waits for the previous listener's port to be free.
-const REBIND_WAIT: Duration = Duration::from_secs(2);
-/// How long shutdown waits for downloads to write what they have.
-const DOWNLOADS_STOP_WAIT: Duration = Duration::from_secs(5);
 
 impl Node {
     /// Open the database, start loading the model and listen. Returns once the port is bound;
@@ -234,95 +223,6 @@ impl Node {
         self.inner.state.exposure.is_exposed()
     }
 
-    /// Expose the node to the LAN (listen on all interfaces, API keys required from other
-    /// machines) or take it back to loopback, keeping the port. Connections already open stay
-    /// open; new ones go to the new listener.
-    pub async fn set_exposed(&self, exposed: bool) -> Result<SocketAddr, NodeError> {
-        let mut listening = self.inner.listening.lock().await;
-        if self.is_exposed() == exposed {
-            return Ok(self.addr());
-        }
-        let host = if exposed {
-            self.inner.lan_host
-        } else {
-            IpAddr::V4(Ipv4Addr::LOCALHOST)
-        };
-        let old_addr = self.addr();
-        let addr = SocketAddr::new(host, self.inner.port);
-        listening.stop.cancel();
-        let listener = match bind_retrying(addr).await {
-            Ok(l) => l,
-            Err(source) => {
-                // Put the old listener back so the node stays reachable.
-                let old = bind_retrying(old_addr)
-                    .await
-                    .map_err(|source| NodeError::Bind {
-                        addr: old_addr,
-                        source,
-                    })?;
-                listening.stop = self.inner.state.shutdown.child_token();
-                let task = hearth_server::listen::serve(
-                    old,
-                    self.inner.app.clone(),
-                    listening.stop.clone(),
-                    self.inner.state.limits,
-                    self.inner.connections.clone(),
-                );
-                listening.tasks.push(task);
-                self.follow_with_ollama_port(&mut listening, old_addr.ip())
-                    .await;
-                return Err(NodeError::Bind { addr, source });
-            }
-        };
-        self.inner.state.exposure.set_exposed(exposed);
-        listening.stop = self.inner.state.shutdown.child_token();
-        let task = hearth_server::listen::serve(
-            listener,
-            self.inner.app.clone(),
-            listening.stop.clone(),
-            self.inner.state.limits,
-            self.inner.connections.clone(),
-        );
-        listening.tasks.retain(|t| !t.is_finished());
-        listening.tasks.push(task);
-        *self.inner.addr.lock().expect("addr lock") = addr;
-        self.follow_with_ollama_port(&mut listening, host).await;
-        tracing::info!(%addr, exposed, "rebound");
-        if let Some(task) = self.rebind_cluster(host).await {
-            listening.tasks.push(task);
-        }
-        Ok(addr)
-    }
-
-    /// Listen on the second port (`--ollama-port`) at `host`, under the doors' current stop
-    /// token (its previous listener stopped with the previous token).
-    async fn follow_with_ollama_port(&self, listening: &mut Listening, host: IpAddr) {
-        // The configured port, not the current address: after one failed move there is none,
-        // and the next move must still bring the port back.
-        let Some(port) = self.inner.ollama_port else {
-            return;
-        };
-        let at = SocketAddr::new(host, port);
-        let bound = match bind_retrying(at).await {
-            Ok(l) => {
-                let task = hearth_server::listen::serve(
-                    l,
-                    self.inner.app.clone(),
-                    listening.stop.clone(),
-                    self.inner.state.limits,
-                    self.inner.connections.clone(),
-                );
-                listening.tasks.push(task);
-                Some(at)
-            }
-            Err(e) => {
-                tracing::warn!(addr = %at, error = %e, "the Ollama port could not follow the main one; it is closed");
-                None
-            }
-        };
-        *self.inner.ollama_addr.lock().expect("ollama addr lock") = bound;
-    }
-
     /// The model host: the current engine, its state, load and unload.
     pub fn host(&self) -> &Arc<ModelHost> {
         &self.inner.state.host
@@ -335,77 +235,5 @@ impl Node {
     /// The telemetry sampler's latest snapshots.
     pub fn telemetry(&self) -> tokio::sync::watch::Receiver<hearth_models::telemetry::Telemetry> {
         self.inner.state.telemetry.clone()
-    }
-
-    /// Graceful shutdown: split models' workers stop first (saving their idle sequences
-    /// through tunnels still open), then open streams get a final message, the port closes, the
-    /// engine stops. The connections drain while worker mode says goodbye and the engine then stops,
-    /// all bounded by the configured grace period (the engine gets at least
-    /// [`ENGINE_STOP_WAIT`]): a decode step in progress, such as a long prefill on a loaded
-    /// machine, overlaps the drain instead of following it.
-    pub async fn shutdown(&self) {
-        tracing::info!("shutting down");
-        // Split models' workers first, while their tunnels to the peers are still open.
-        self.inner.state.splits.stop_workers().await;
-        self.inner.state.shutdown.cancel();
-        let now = tokio::time::Instant::now();
-        let deadline = now + self.inner.grace;
-        let tasks = std::mem::take(&mut self.inner.listening.lock().await.tasks);
-        let connections = async {
-            for mut task in tasks {
-                if tokio::time::timeout_at(deadline, &mut task).await.is_err() {
-                    tracing::warn!("connections still open after the grace period; closing them");
-                    task.abort();
-                }
-            }
-        };
-        let worker = self.inner.worker.lock().expect("worker lock").take();
-        // Worker mode says goodbye to its hub before the engine stops, so that the hub
-        // re-sends the worker's tasks elsewhere instead of receiving their shutdown errors.
-        let worker_then_engine = async {
-            if let Some(mut w) = worker {
-                if tokio::time::timeout(WORKER_STOP_WAIT, &mut w)
-                    .await
-                    .is_err()
-                {
-                    w.abort();
-                }
-            }
-            let until = deadline.max(now + ENGINE_STOP_WAIT);
-            if tokio::time::timeout_at(until, self.inner.state.host.shutdown())
-                .await
-                .is_err()
-            {
-                tracing::warn!("the engine did not stop in time");
-            }
-        };
-        // Downloads keep their partial files; each stops after its last write.
-        let downloads =
-            tokio::time::timeout(DOWNLOADS_STOP_WAIT, self.inner.state.downloads.stopped());
-        let (_, _, stopped) = tokio::join!(connections, worker_then_engine, downloads);
-        if stopped.is_err() {
-            tracing::warn!("a download did not stop in time");
-        }
-        // Answers, downloads and the engine have written their last: hearth.db alone is whole.
-        if let Err(e) = self.inner.state.store.checkpoint().await {
-            tracing::warn!(error = %e, "the database's log was not emptied into hearth.db");
-        }
-    }
-}
-
-/// Bind, retrying briefly while a just-closed listener still holds the port.
-pub(crate) async fn bind_retrying(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    let deadline = tokio::time::Instant::now() + REBIND_WAIT;
-    loop {
-        match TcpListener::bind(addr).await {
-            Ok(l) => return Ok(l),
-            Err(e)
-                if e.kind() == std::io::ErrorKind::AddrInUse
-                    && tokio::time::Instant::now() < deadline =>
-            {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            Err(e) => return Err(e),
-        }
     }
 }

@@ -9,7 +9,8 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::{bind_retrying, Node, NodeError};
+use crate::exposure::bind_retrying;
+use crate::{Node, NodeError};
 
 impl Node {
     /// When the cluster's passcode changes in the UI, move its listener to where the rules
