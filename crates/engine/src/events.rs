@@ -110,6 +110,6 @@ pub enum FailureKind {
     /// The model was unloaded (another model is being loaded, or none).
     Unloaded,
     /// The request itself was refused where it ran (another node: an image its side could not
-    /// decode, a prompt over its context): sent again, it fails the same way.
+    /// decode, a prompt over its context): the client's to fix, never retried elsewhere.
     Invalid,
 }

@@ -16,11 +16,11 @@ const DOWNLOADS_STOP_WAIT: Duration = Duration::from_secs(5);
 
 impl Node {
     /// Graceful shutdown: split models' workers stop first (saving their idle sequences
-    /// through tunnels still open), then open streams get a final message, the port closes, the
-    /// engine stops. The connections drain while worker mode says goodbye and the engine then stops,
-    /// all bounded by the configured grace period (the engine gets at least
-    /// [`ENGINE_STOP_WAIT`]): a decode step in progress, such as a long prefill on a loaded
-    /// machine, overlaps the drain instead of following it.
+    /// through tunnels still open; each killed after `hearth_split`'s 10 s), then open streams
+    /// get a final message, the port closes, the engine stops. The connections drain while
+    /// worker mode says goodbye and the engine then stops, all bounded by the configured grace
+    /// period (the engine gets at least [`ENGINE_STOP_WAIT`]): a decode step in progress, such
+    /// as a long prefill on a loaded machine, overlaps the drain instead of following it.
     pub async fn shutdown(&self) {
         tracing::info!("shutting down");
         // Split models' workers first, while their tunnels to the peers are still open.

@@ -334,7 +334,7 @@ async fn the_ui_chat_keeps_images_with_the_conversation_and_shows_them_to_the_mo
         &t,
         &path,
         &json!({"edit_message_id": first, "content": "x", "images": [uri(&dark())]}),
-        "images go with a new message",
+        "go with a new message",
     )
     .await;
     let after = t.get_json(&format!("/api/conversations/{alone}")).await;

@@ -4,14 +4,20 @@
 //! fetched and replaced by the image as a data URI, so every door's own checks still apply.
 //!
 //! Only public addresses are fetched: never loopback, private, link-local, shared (CGNAT) or
-//! reserved ranges, checked on every address a name resolves to (the connection goes to a
-//! checked address, so a name cannot resolve twice) and on every redirect; with a time limit,
-//! a size limit counted as bytes arrive, no proxy and no cookies.
+//! reserved ranges, nor this machine's own addresses or the networks of its interfaces (a
+//! public address of its own, a LAN with global IPv6 addresses), checked on every address a
+//! name resolves to (the connection goes to a checked address, so a name cannot resolve
+//! twice) and on every redirect; with a time limit, a size limit counted as bytes arrive (each
+//! image's, and all of a request's within its body limit once written back in base64), no
+//! proxy and no cookies.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use axum::body::Bytes;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use hearth_protocol::limits::MAX_HTTP_BODY_BYTES;
 use hearth_protocol::media::{check_count, Image, ImageError, MAX_IMAGE_BYTES};
 use hearth_protocol::openai::RequestError;
 use serde_json::Value;
@@ -41,7 +47,9 @@ enum FetchError {
     Status(u16),
     #[error("it is over the limit of {} MiB", MAX_IMAGE_BYTES >> 20)]
     TooLarge,
-    #[error("it did not arrive within {} s", FETCH_TIME.as_secs())]
+    #[error("with the request's other images fetched by URL, written back in base64, the request would pass its limit of {} MiB", MAX_HTTP_BODY_BYTES >> 20)]
+    OverBody,
+    #[error("no answer within the time limit ({} s to connect, {} s in all)", CONNECT_TIME.as_secs(), FETCH_TIME.as_secs())]
     Timeout,
     #[error("it could not be fetched: {0}")]
     Net(String),
@@ -64,7 +72,8 @@ impl ImageUrls {
         let client = reqwest::Client::builder()
             .dns_resolver(std::sync::Arc::new(PublicOnly))
             .redirect(reqwest::redirect::Policy::custom(|attempt| {
-                if attempt.previous().len() >= MAX_REDIRECTS {
+                // `previous` holds the first URL too: this is redirect number `len`.
+                if attempt.previous().len() > MAX_REDIRECTS {
                     let error = Refused(format!("more than {MAX_REDIRECTS} redirects"));
                     return attempt.error(error);
                 }
@@ -95,9 +104,20 @@ impl ImageUrls {
         if found.is_empty() {
             return Ok(body);
         }
-        check_count(found.len()).map_err(|e| RequestError::new("messages", e.to_string()))?;
+        check_count(found.len()).map_err(|e| {
+            let list = param(&found[0].0);
+            let list = list
+                .split(['[', '.'])
+                .next()
+                .unwrap_or("messages")
+                .to_owned();
+            RequestError::new(&list, e.to_string())
+        })?;
+        // What the fetched files may take together: the body's room left, less base64's third.
+        let budget = AtomicUsize::new(MAX_HTTP_BODY_BYTES.saturating_sub(body.len()) / 4 * 3);
         let fetched =
-            futures_util::future::join_all(found.iter().map(|(_, url)| self.fetch(url))).await;
+            futures_util::future::join_all(found.iter().map(|(_, url)| self.fetch(url, &budget)))
+                .await;
         for ((pointer, url), image) in found.iter().zip(fetched) {
             let at = param(pointer);
             let uri = image
@@ -112,7 +132,8 @@ impl ImageUrls {
             .map_err(|e| RequestError::new("body", e.to_string()))
     }
 
-    async fn fetch(&self, url: &str) -> Result<Image, FetchError> {
+    /// One image, its bytes counted against `budget` (the request's) as they arrive.
+    async fn fetch(&self, url: &str, budget: &AtomicUsize) -> Result<Image, FetchError> {
         let parsed = reqwest::Url::parse(url).map_err(|e| FetchError::Net(e.to_string()))?;
         check_url(&parsed).map_err(|r| FetchError::Refused(r.0))?;
         let mut response = self.client.get(parsed).send().await.map_err(client_error)?;
@@ -129,6 +150,12 @@ impl ImageUrls {
         while let Some(chunk) = response.chunk().await.map_err(client_error)? {
             if bytes.len() + chunk.len() > MAX_IMAGE_BYTES {
                 return Err(FetchError::TooLarge);
+            }
+            let taken = budget.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+                left.checked_sub(chunk.len())
+            });
+            if taken.is_err() {
+                return Err(FetchError::OverBody);
             }
             bytes.extend_from_slice(&chunk);
         }
@@ -164,9 +191,33 @@ fn check_url(url: &reqwest::Url) -> Result<(), Refused> {
     let host = url.host_str().unwrap_or_default();
     let bare = host.trim_start_matches('[').trim_end_matches(']');
     match bare.parse::<IpAddr>() {
-        Ok(ip) if !is_public(ip) => Err(not_public(host)),
+        Ok(ip) if !is_public(ip) || is_local(ip) => Err(not_public(host)),
         _ => Ok(()),
     }
+}
+
+/// Whether `ip` is one of this machine's addresses or on the network of one of its interfaces
+/// (read each time: interfaces come and go). Unreadable interfaces count as none.
+fn is_local(ip: IpAddr) -> bool {
+    let Ok(interfaces) = if_addrs::get_if_addrs() else {
+        return false;
+    };
+    interfaces.iter().any(|i| match &i.addr {
+        if_addrs::IfAddr::V4(a) => match ip {
+            IpAddr::V4(v4) => {
+                let mask = u32::from(a.netmask);
+                u32::from(v4) & mask == u32::from(a.ip) & mask
+            }
+            IpAddr::V6(_) => false,
+        },
+        if_addrs::IfAddr::V6(a) => match ip {
+            IpAddr::V6(v6) => {
+                let mask = u128::from(a.netmask);
+                u128::from(v6) & mask == u128::from(a.ip) & mask
+            }
+            IpAddr::V4(_) => false,
+        },
+    })
 }
 
 fn not_public(host: &str) -> Refused {
@@ -183,7 +234,10 @@ impl reqwest::dns::Resolve for PublicOnly {
         let host = name.as_str().to_owned();
         Box::pin(async move {
             let all: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            let public: Vec<SocketAddr> = all.into_iter().filter(|a| is_public(a.ip())).collect();
+            let public: Vec<SocketAddr> = all
+                .into_iter()
+                .filter(|a| is_public(a.ip()) && !is_local(a.ip()))
+                .collect();
             if public.is_empty() {
                 return Err(Box::new(not_public(&host)) as Box<dyn std::error::Error + Send + Sync>);
             }
@@ -196,8 +250,9 @@ impl reqwest::dns::Resolve for PublicOnly {
 /// shared (100.64/10), broadcast, multicast, "this network", the IETF's 192.0.0/24,
 /// benchmarking (198.18/15) and reserved (240/4); in IPv6 unique-local, link- and site-local,
 /// and any that embeds a refused IPv4 address (mapped, compatible, NAT64, 6to4). The
-/// documentation ranges are not refused: they are never routed on the internet, and the tests
-/// serve images from one inside a network namespace of their own.
+/// documentation ranges are not refused: they are never routed on the internet (the tests
+/// serve images from one, routed to a network namespace of their own). This machine's own
+/// addresses and networks are refused apart ([`is_local`]).
 pub(crate) fn is_public(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => {
@@ -340,6 +395,10 @@ mod tests {
         ] {
             assert!(is_public(public.parse().unwrap()), "{public}");
         }
+        // This machine's own addresses and networks, whatever their range.
+        assert!(is_local("127.0.0.1".parse().unwrap()));
+        assert!(is_local("127.9.9.9".parse().unwrap()));
+        assert!(!is_local("198.51.100.77".parse().unwrap()));
         let url = |u: &str| reqwest::Url::parse(u).unwrap();
         assert!(check_url(&url("http://127.0.0.1:8420/a.png")).is_err());
         assert!(check_url(&url("http://[::1]/a.png")).is_err());

@@ -253,7 +253,8 @@ impl Splits {
                 Err(e) => format!("its worker process could not start: {e}"),
             };
             attempt.cancel();
-            if stop.is_cancelled() {
+            // Ended, or its node stopping: not started again.
+            if stop.is_cancelled() || self.closing.is_cancelled() {
                 return;
             }
             if started.elapsed() >= HEALTHY_AFTER {
@@ -279,6 +280,7 @@ impl Splits {
                 tokio::select! {
                     () = tokio::time::sleep(delays.next().unwrap_or(RELOAD_MOST)) => {}
                     () = stop.cancelled() => return,
+                    () = self.closing.cancelled() => return,
                 }
                 attempt = stop.child_token();
                 match self.launch(&state, &split, &attempt).await {

@@ -113,7 +113,8 @@ describe('ChatStore', () => {
     const store = new ChatStore({ onActivity: () => undefined });
     store.adopt({ ...conversation, title: 'Pictures' });
     const png = 'data:image/png;base64,iVBORw0KGgo=';
-    const wav = 'data:audio/wav;base64,UklGRiQAAABXQVZF';
+    // Its payload happens to hold "mp3": the type is read from the head only.
+    const wav = 'data:audio/wav;base64,UklGRiQAmp3XQVZF';
     const done = store.send('c_1', { content: 'What is this?', images: [png], audio: [wav] });
     const shown = store.view('c_1').messages[0].images ?? [];
     expect(shown.map((i) => [i.mime, i.local_url])).toEqual([['image/png', png]]);

@@ -259,7 +259,8 @@ function localAudio(request: ChatRequest): MessageAudio[] {
   if (!('audio' in request) || !request.audio) return [];
   return request.audio.map((url, i) => ({
     id: `local_audio_${i}`,
-    format: url.includes('mpeg') || url.includes('mp3') ? 'mp3' : 'wav',
+    // The data URL's type (its head, never its payload), as the node will find it by the bytes.
+    format: /mpeg|mp3/.test(url.slice(0, url.indexOf(','))) ? 'mp3' : 'wav',
     size: dataUrlBytes(url),
     local_url: url,
   }));

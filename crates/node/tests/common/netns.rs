@@ -37,18 +37,39 @@ impl Netns {
         Self::create_with(|id| (format!("10.231.{id}.1"), format!("10.231.{id}.2"), 24))
     }
 
-    /// A "machine on the internet": the pair in a /30 of 198.51.100.0/24, a documentation
-    /// range (never routed anywhere, and not a private one), for what only public addresses
-    /// may reach.
+    /// A "machine on the internet": a namespace at `198.51.100.N` (a documentation range:
+    /// never routed anywhere, and not a private one), reached through its private pair as a
+    /// router, so that the address is on none of this host's networks. `ns_ip` is the public
+    /// address.
     pub fn create_public() -> Self {
-        Self::create_with(|id| {
-            let base = (id % 64) * 4;
-            (
-                format!("198.51.100.{}", base + 1),
-                format!("198.51.100.{}", base + 2),
-                30,
-            )
-        })
+        let mut me = Self::create();
+        let id: u32 = me.host_if.trim_start_matches("hth").parse().unwrap();
+        let public = format!("198.51.100.{id}");
+        let gateway = me.ns_ip.clone();
+        must(&[
+            "ip",
+            "netns",
+            "exec",
+            &me.name,
+            "ip",
+            "addr",
+            "add",
+            &format!("{public}/32"),
+            "dev",
+            "lo",
+        ]);
+        must(&[
+            "ip",
+            "route",
+            "add",
+            &format!("{public}/32"),
+            "via",
+            &gateway,
+            "dev",
+            &me.host_if,
+        ]);
+        me.ns_ip = public;
+        me
     }
 
     /// A namespace whose pair has the addresses `plan` gives for a number unique to it.

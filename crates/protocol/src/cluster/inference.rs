@@ -132,7 +132,7 @@ pub struct InferenceError {
     pub code: Option<ErrorCode>,
     /// Hearth's extra, for a Hearth peer that asked: the worker protocol's code for the
     /// failure when `code` says too little (`invalid_task`, `context_length_exceeded`: the
-    /// request itself was at fault, and sent elsewhere it fails the same way).
+    /// request itself was at fault, the client's to fix).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hearth_code: Option<String>,
 }

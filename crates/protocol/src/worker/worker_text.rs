@@ -47,7 +47,8 @@ pub const INVALID_TASK: &str = "invalid_task";
 pub const CONTEXT_LENGTH_EXCEEDED: &str = "context_length_exceeded";
 
 impl TaskFailure {
-    /// The task itself was at fault: given again, anywhere, it fails the same way.
+    /// The task itself was at fault (bad input, a prompt over the worker's context): the
+    /// client's to fix, not a reason to place it elsewhere.
     pub fn is_the_requests(&self) -> bool {
         matches!(self.code.as_str(), INVALID_TASK | CONTEXT_LENGTH_EXCEEDED)
     }
