@@ -130,6 +130,8 @@ impl Provider {
                     name: self.name.clone(),
                     max_concurrency: self.slots,
                     hearth,
+                    // Said by its heartbeats instead.
+                    vision: false,
                     addr: self.addr,
                     peer: true,
                 },

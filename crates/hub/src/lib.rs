@@ -130,6 +130,8 @@ pub struct WorkerJoin {
     pub max_concurrency: usize,
     /// It sent `hearth=1`: it understands Hearth's task extension.
     pub hearth: bool,
+    /// It sent `vision=1`: its model's projector reads images.
+    pub vision: bool,
     pub addr: SocketAddr,
     /// A LAN cluster peer rather than a worker of the `/node` door: never superseded by
     /// name (two machines may share one), and listed with the cluster's peers.
@@ -462,7 +464,7 @@ impl Hub {
                 local: false,
                 continues: w.join.hearth,
                 preferred: false,
-                vision: w.health.is_some_and(|h| h.vision),
+                vision: w.join.vision || w.health.is_some_and(|h| h.vision),
             })
             .collect()
     }
@@ -639,6 +641,7 @@ mod tests {
             name: name.into(),
             max_concurrency: slots,
             hearth,
+            vision: false,
             addr: "127.0.0.1:9".parse().unwrap(),
             peer: false,
         }

@@ -560,6 +560,42 @@ async fn an_image_goes_to_the_peer_whose_model_sees_it() {
     a.stop().await;
 }
 
+/// In hub mode a Hearth worker says (`vision=1`) when its model sees: images go to it, never
+/// to a worker whose model cannot see, even one with more free slots.
+#[tokio::test]
+async fn an_image_goes_to_the_hub_worker_whose_model_sees_it() {
+    use common::hub::{start_hub, start_worker, wait_workers, TOKEN};
+    let hub = start_hub(1, false).await;
+    let _blind = start_worker(&hub, "blind", 4).await;
+    let (dir, model) = model_with_projector();
+    let url = format!("{}/node", hub.ws_base);
+    let sees = TestNode::start_with(|c| {
+        c.parallel = 1;
+        c.name = "sees".into();
+        c.models_dir = dir.path().to_path_buf();
+        c.model = Some(model.to_string_lossy().into_owned());
+        c.join = Some(hearth_route::join::JoinConfig {
+            url,
+            token: TOKEN.into(),
+            name: "sees".into(),
+            max_concurrency: None,
+        });
+    })
+    .await;
+    wait_workers(&hub, 2).await;
+    for _ in 0..3 {
+        let answer = openai_answer(&hub, &stripes()).await;
+        assert!(answer["choices"][0]["message"]["content"].is_string());
+    }
+    // Words still go to either.
+    assert!(hub
+        .chat(json!({"model": MODEL_ID, "max_tokens": 2, "messages": [
+            {"role": "user", "content": "Hi"}]}))
+        .await["choices"][0]["message"]["content"]
+        .is_string());
+    sees.stop().await;
+}
+
 /// `--cache-disk`: a prompt with an image, kept on disk when the node stops, is read back
 /// after the restart (the image's stand-in ids are its hash's, the same in every process) and
 /// gives the same answer.

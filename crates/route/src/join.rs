@@ -130,11 +130,17 @@ impl JoinConfig {
         Ok(())
     }
 
-    /// The URL with the protocol's query parameters (and `hearth=1`, Hearth's extension).
-    fn url_for(&self, model: &str, max_concurrency: usize) -> String {
+    /// The URL with the protocol's query parameters (and `hearth=1`, Hearth's extension, with
+    /// `vision=1` when the model sees images).
+    fn url_for(&self, model: &str, max_concurrency: usize, vision: bool) -> String {
         let sep = if self.url.contains('?') { '&' } else { '?' };
+        let sees = if vision {
+            format!("&{}=1", wp::VISION_QUERY_PARAM)
+        } else {
+            String::new()
+        };
         format!(
-            "{}{sep}token={}&model={}&max_concurrency={max_concurrency}&name={}&{}=1",
+            "{}{sep}token={}&model={}&max_concurrency={max_concurrency}&name={}&{}=1{sees}",
             self.url,
             encode(&self.token),
             encode(model),
@@ -183,7 +189,7 @@ pub async fn run(config: JoinConfig, router: Router, shutdown: CancellationToken
             }
         };
         let max_concurrency = config.max_concurrency.unwrap_or(info.slots).max(1);
-        let url = config.url_for(info.id.as_str(), max_concurrency);
+        let url = config.url_for(info.id.as_str(), max_concurrency, info.vision);
         let connected = tokio::select! {
             r = tokio::time::timeout(CONNECT_TIMEOUT, connect(&url)) => r,
             () = shutdown.cancelled() => return,
@@ -529,14 +535,17 @@ mod tests {
 
     #[test]
     fn url_carries_the_documents_parameters_encoded() {
-        let url = join().url_for("SmolLM2-135M-Instruct.Q4_1", 4);
+        let url = join().url_for("SmolLM2-135M-Instruct.Q4_1", 4, false);
         assert_eq!(
             url,
             "ws://10.0.0.5:8080/node?token=s3cret%26x%3Dy&model=SmolLM2-135M-Instruct.Q4_1&max_concurrency=4&name=desk%20pc&hearth=1"
         );
         let mut c = join();
         c.url = "ws://h:1/p?region=eu".into();
-        assert!(c.url_for("m", 1).starts_with("ws://h:1/p?region=eu&token="));
+        assert!(c
+            .url_for("m", 1, false)
+            .starts_with("ws://h:1/p?region=eu&token="));
+        assert!(c.url_for("m", 1, true).ends_with("&hearth=1&vision=1"));
     }
 
     #[test]

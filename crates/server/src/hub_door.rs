@@ -130,6 +130,7 @@ fn parse_join(
     }
     let token = get("token").unwrap_or_default().to_owned();
     let hearth = q.get(wp::HEARTH_QUERY_PARAM).is_some_and(|v| v == "1");
+    let vision = hearth && q.get(wp::VISION_QUERY_PARAM).is_some_and(|v| v == "1");
     Ok((
         token,
         WorkerJoin {
@@ -137,6 +138,7 @@ fn parse_join(
             name,
             max_concurrency,
             hearth,
+            vision,
             addr: peer,
             peer: false,
         },
@@ -430,6 +432,7 @@ mod tests {
                 ("max_concurrency", "2"),
                 ("name", "desk"),
                 ("hearth", "1"),
+                ("vision", "1"),
                 ("extra", "ignored"),
             ]),
             peer(),
@@ -440,6 +443,7 @@ mod tests {
         assert_eq!(join.name, "desk");
         assert_eq!(join.max_concurrency, 2);
         assert!(join.hearth);
+        assert!(join.vision);
         assert_eq!(join.addr, peer());
     }
 

@@ -24,8 +24,9 @@
 //! ## Hearth's optional extension (only between Hearth hubs and Hearth workers)
 //! The document's frames carry no finish reason, token counts or sampling parameters beyond
 //! temperature. When both ends are Hearth they add, without changing any documented frame:
-//! - the worker adds `hearth=1` to its query ([`HEARTH_QUERY_PARAM`]); a reference server
-//!   ignores unknown query parameters;
+//! - the worker adds `hearth=1` to its query ([`HEARTH_QUERY_PARAM`]), and `vision=1`
+//!   ([`VISION_QUERY_PARAM`]) when its model reads images; a reference server ignores unknown
+//!   query parameters;
 //! - the hub answers the upgrade with the header [`HEARTH_HUB_HEADER`]; only then does the
 //!   worker send, after its data frames, `{"id":N,"tokens":K}` (the tokens their text carries:
 //!   a hub that loses the worker mid-answer knows the real count of what it has), and before a
@@ -80,6 +81,9 @@ pub const CLOSE_SUPERSEDED: u16 = 4003;
 
 /// Query parameter a Hearth worker adds so a Hearth hub knows it understands [`HearthTask`].
 pub const HEARTH_QUERY_PARAM: &str = "hearth";
+/// Query parameter a Hearth worker adds (`vision=1`) when its model's projector reads images:
+/// a Hearth hub then sends it images before any worker that does not say so.
+pub const VISION_QUERY_PARAM: &str = "vision";
 /// Response header of a Hearth hub's upgrade; a worker that sees it sends `done` / `error`
 /// text frames before each end frame.
 pub const HEARTH_HUB_HEADER: &str = "x-hearth-hub";
