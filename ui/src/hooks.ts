@@ -128,3 +128,30 @@ export function useConversationList(): ConversationList {
 
   return { items, loaded, error, query, setQuery, refresh };
 }
+
+/**
+ * A stored file's object URL: `local` at once when this page has the file (a message being
+ * sent), else `fetchUrl()` once (the node's copy, fetched with the API key); or why it failed.
+ */
+export function useStoredFile(
+  local: string | undefined,
+  fetchUrl: () => Promise<string>,
+  key: string,
+): { url: string | null; failed: string | null } {
+  const [url, setUrl] = useState<string | null>(local ?? null);
+  const [failed, setFailed] = useState<string | null>(null);
+  const fetcher = useRef(fetchUrl);
+  fetcher.current = fetchUrl;
+  useEffect(() => {
+    if (local) return;
+    let live = true;
+    fetcher.current().then(
+      (u) => live && setUrl(u),
+      (e: unknown) => live && setFailed(e instanceof Error ? e.message : String(e)),
+    );
+    return () => {
+      live = false;
+    };
+  }, [key, local]);
+  return { url, failed };
+}

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use common::netns::Netns;
-use common::{TestNode, MODEL_ID};
+use common::{dark, stripes, TestNode, MODEL_ID};
 use serde_json::{json, Value};
 
 /// The test's web server: `/img/NAME` serves a file of `root`; `/hop` redirects to
@@ -107,27 +107,6 @@ impl Drop for Web {
             .status();
         let _ = self.child.wait();
     }
-}
-
-fn png(width: u32, height: u32, pixel: impl Fn(u32, u32) -> [u8; 3]) -> Vec<u8> {
-    let img = image::RgbImage::from_fn(width, height, |x, y| image::Rgb(pixel(x, y)));
-    let mut out = std::io::Cursor::new(Vec::new());
-    img.write_to(&mut out, image::ImageFormat::Png).unwrap();
-    out.into_inner()
-}
-
-fn stripes() -> Vec<u8> {
-    png(96, 64, |x, _| {
-        if (x / 8) % 2 == 0 {
-            [250, 20, 20]
-        } else {
-            [10, 10, 240]
-        }
-    })
-}
-
-fn dark() -> Vec<u8> {
-    png(64, 64, |x, y| [(x * 2) as u8, (y * 2) as u8, 30])
 }
 
 fn data_uri(bytes: &[u8]) -> String {

@@ -8,7 +8,9 @@
 mod common;
 
 use base64::Engine as _;
-use common::{cluster_config, greedy_conversation, ui_turn, wait_for, TestNode, MODEL_ID};
+use common::{
+    cluster_config, dark, greedy_conversation, png, stripes, ui_turn, wait_for, TestNode, MODEL_ID,
+};
 use serde_json::{json, Value};
 
 /// A folder holding the default model (a link to it) and its vision projector.
@@ -27,30 +29,8 @@ async fn vision_node() -> (TestNode, tempfile::TempDir) {
     (node, dir)
 }
 
-/// A PNG of `width` x `height` pixels, each from `pixel(x, y)`.
-fn png(width: u32, height: u32, pixel: impl Fn(u32, u32) -> [u8; 3]) -> Vec<u8> {
-    let img = image::RgbImage::from_fn(width, height, |x, y| image::Rgb(pixel(x, y)));
-    let mut out = std::io::Cursor::new(Vec::new());
-    img.write_to(&mut out, image::ImageFormat::Png).unwrap();
-    out.into_inner()
-}
-
 fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
-}
-
-fn stripes() -> Vec<u8> {
-    png(96, 64, |x, _| {
-        if (x / 8) % 2 == 0 {
-            [250, 20, 20]
-        } else {
-            [10, 10, 240]
-        }
-    })
-}
-
-fn dark() -> Vec<u8> {
-    png(64, 64, |x, y| [(x * 2) as u8, (y * 2) as u8, 30])
 }
 
 async fn openai_answer(t: &TestNode, image: &[u8]) -> Value {

@@ -2,10 +2,10 @@
  * The audio clips of a sent message, above its text, each a player: a message being sent plays
  * the file from this page; a stored one fetches it from the node once (with the API key).
  */
-import { useEffect, useState } from 'react';
 import type { MessageAudio as Clip } from '../api/types';
 import { storedAudioUrl } from '../chat/attachments';
 import { formatBytes } from '../format';
+import { useStoredFile } from '../hooks';
 import './Images.css';
 
 export function MessageAudio({ clips }: { clips: Clip[] }) {
@@ -20,20 +20,7 @@ export function MessageAudio({ clips }: { clips: Clip[] }) {
 }
 
 function OneClip({ clip }: { clip: Clip }) {
-  const [url, setUrl] = useState<string | null>(clip.local_url ?? null);
-  const [failed, setFailed] = useState<string | null>(null);
-
-  useEffect(() => {
-    if (clip.local_url) return;
-    let live = true;
-    storedAudioUrl(clip.id).then(
-      (u) => live && setUrl(u),
-      (e: unknown) => live && setFailed(e instanceof Error ? e.message : String(e)),
-    );
-    return () => {
-      live = false;
-    };
-  }, [clip.id, clip.local_url]);
+  const { url, failed } = useStoredFile(clip.local_url, () => storedAudioUrl(clip.id), clip.id);
 
   const label = `Audio, ${clip.format.toUpperCase()}, ${formatBytes(clip.size)}`;
   if (failed) {

@@ -2,10 +2,10 @@
  * The pictures of a sent message, above its text: a message being sent shows the files from
  * this page; a stored one fetches each from the node once (with the API key).
  */
-import { useEffect, useState } from 'react';
 import type { MessageImage } from '../api/types';
 import { storedImageUrl } from '../chat/attachments';
 import { formatBytes } from '../format';
+import { useStoredFile } from '../hooks';
 import './Images.css';
 
 export function MessageImages({ images }: { images: MessageImage[] }) {
@@ -20,20 +20,7 @@ export function MessageImages({ images }: { images: MessageImage[] }) {
 }
 
 function OneImage({ image }: { image: MessageImage }) {
-  const [url, setUrl] = useState<string | null>(image.local_url ?? null);
-  const [failed, setFailed] = useState<string | null>(null);
-
-  useEffect(() => {
-    if (image.local_url) return;
-    let live = true;
-    storedImageUrl(image.id).then(
-      (u) => live && setUrl(u),
-      (e: unknown) => live && setFailed(e instanceof Error ? e.message : String(e)),
-    );
-    return () => {
-      live = false;
-    };
-  }, [image.id, image.local_url]);
+  const { url, failed } = useStoredFile(image.local_url, () => storedImageUrl(image.id), image.id);
 
   const dims = image.width > 0 ? `${image.width}×${image.height}, ` : '';
   const label = `Image, ${dims}${formatBytes(image.size)}`;

@@ -541,3 +541,27 @@ pub async fn greedy_conversation(t: &TestNode, title: &str) -> String {
     assert_eq!(r.status(), 200);
     conv
 }
+
+/// A PNG of `width` x `height` pixels, each from `pixel(x, y)`.
+pub fn png(width: u32, height: u32, pixel: impl Fn(u32, u32) -> [u8; 3]) -> Vec<u8> {
+    let img = image::RgbImage::from_fn(width, height, |x, y| image::Rgb(pixel(x, y)));
+    let mut out = std::io::Cursor::new(Vec::new());
+    img.write_to(&mut out, image::ImageFormat::Png).unwrap();
+    out.into_inner()
+}
+
+/// A 96x64 PNG of red and blue stripes: the tests' first image.
+pub fn stripes() -> Vec<u8> {
+    png(96, 64, |x, _| {
+        if (x / 8) % 2 == 0 {
+            [250, 20, 20]
+        } else {
+            [10, 10, 240]
+        }
+    })
+}
+
+/// A 64x64 PNG of dark gradients: the tests' other image.
+pub fn dark() -> Vec<u8> {
+    png(64, 64, |x, y| [(x * 2) as u8, (y * 2) as u8, 30])
+}
