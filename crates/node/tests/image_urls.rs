@@ -63,7 +63,17 @@ impl Web {
         std::fs::write(root.path().join("stripes.png"), stripes()).unwrap();
         std::fs::write(root.path().join("dark.png"), dark()).unwrap();
         std::fs::write(root.path().join("big.png"), vec![0u8; 9 << 20]).unwrap();
-        std::fs::write(root.path().join("six.png"), vec![0u8; 6 << 20]).unwrap();
+        // A real PNG of about 6 MiB (noise does not compress): each of two is a sound image
+        // within its own limit, whichever arrives first.
+        let noise = common::png(1450, 1450, |px, py| {
+            let mut x = (px * 1451 + py + 1).wrapping_mul(0x9e37_79b9);
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            [x as u8, (x >> 8) as u8, (x >> 16) as u8]
+        });
+        assert!((6 << 20..8 << 20).contains(&noise.len()), "{}", noise.len());
+        std::fs::write(root.path().join("six.png"), noise).unwrap();
         std::fs::write(
             root.path().join("doc.pdf"),
             b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj\n",
