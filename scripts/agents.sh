@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The coding agents the tests run against a node (crates/node/tests/agents.rs), pinned, from the
+# The coding agents the tests run against a node (crates/node/tests/suite/agents.rs), pinned, from the
 # npm registry, into a cache outside the clone ($HEARTH_AGENTS_DIR, default
 # ~/.cache/hearth-agents) so a fresh clone does not download them again. Idempotent.
 #   --dir   print the cache folder and exit.

@@ -22,6 +22,12 @@ pub(crate) fn backend() -> Result<&'static LlamaBackend, String> {
     init().map(|(b, _)| b)
 }
 
+/// The process's llama.cpp backend, for code in the same process as engines that drives
+/// llama.cpp itself (the reference tests): initialised here the first time, as for an engine.
+pub fn shared() -> Result<&'static LlamaBackend, String> {
+    backend()
+}
+
 /// The backends as loaded at start (empty before any engine started one).
 pub fn loaded() -> Backends {
     init().map(|(_, b)| b.clone()).unwrap_or_default()
