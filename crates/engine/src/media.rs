@@ -123,10 +123,12 @@ pub(crate) struct Projector {
     _model: Arc<LlamaModel>,
 }
 
-/// One image of a prompt: where its tokens start, how many, and the chunk that makes them.
+/// One image of a prompt: where its tokens start, how many, how many KV positions they take
+/// (as many, but under M-RoPE), and the chunk that makes them.
 pub(crate) struct MediaChunk {
     pub(crate) at: usize,
     pub(crate) len: usize,
+    pub(crate) n_pos: usize,
     pub(crate) chunk: MtmdInputChunk<'static>,
 }
 
@@ -157,9 +159,6 @@ impl Projector {
                 path.display()
             )
         })?;
-        if ctx.decode_use_mrope() {
-            return Err("its positions (M-RoPE, as Qwen2-VL's) are not supported yet".into());
-        }
         Ok(Self {
             vision: ctx.support_vision(),
             audio: ctx.support_audio(),
@@ -248,12 +247,26 @@ impl Projector {
                     let seed = Sha256::digest(format!("{id}/{nth}"));
                     *nth += 1;
                     let len = chunk.n_tokens();
+                    let n_pos = usize::try_from(chunk.n_positions())
+                        .ok()
+                        .filter(|&n| n <= len)
+                        .ok_or_else(|| {
+                            MediaError::Prepare(format!(
+                                "a media chunk of {len} tokens takes {} positions",
+                                chunk.n_positions()
+                            ))
+                        })?;
                     let at = tokens.len();
                     tokens.extend(stand_ins(&seed, len));
                     let chunk = chunk
                         .copy()
                         .map_err(|e| MediaError::Prepare(e.to_string()))?;
-                    media.push(MediaChunk { at, len, chunk });
+                    media.push(MediaChunk {
+                        at,
+                        len,
+                        n_pos,
+                        chunk,
+                    });
                 }
             }
         }
@@ -266,10 +279,11 @@ impl Projector {
         Ok(Prepared { tokens, media })
     }
 
-    /// Evaluate `chunk` into `seq` at `at`; the next position.
+    /// Evaluate `chunk` into `seq` from KV position `at`; the next position.
     pub(crate) fn eval(
         &self,
         chunk: &MediaChunk,
+        at: i32,
         ctx: &mut LlamaContext<'_>,
         seq: i32,
         n_batch: u32,
@@ -277,7 +291,7 @@ impl Projector {
         let mut mtmd = self.ctx.write().unwrap_or_else(|p| p.into_inner());
         chunk
             .chunk
-            .eval(&mut mtmd, ctx, chunk.at as i32, seq, n_batch as i32, false)
+            .eval(&mut mtmd, ctx, at, seq, n_batch as i32, false)
             .map(|next| next.max(0) as usize)
             .map_err(|e| format!("the image or clip could not be evaluated: {e}"))
     }

@@ -154,10 +154,12 @@ impl Scheduler<'_> {
         };
         slot.replay.clear();
         slot.pending = None;
-        let (seq, held) = (slot.seq as usize, slot.n_past.max(0) as usize);
+        let seq = slot.seq as usize;
+        let media = std::mem::take(&mut slot.media);
         // A model that cannot cut its cache there starts the prompt over.
-        let kept = self.trim(seq, keep, held);
+        let kept = self.trim(seq, keep, &media);
         let slot = self.slots[i].as_mut().expect("slot present");
+        slot.media = media;
         slot.prefilled = kept;
         slot.n_past = kept as i32;
     }

@@ -51,7 +51,7 @@ struct Slot {
     prefilled: usize,
     /// Prompt tokens whose KV cache a previous tenant of this sequence left (not prefilled).
     reused: usize,
-    /// Tokens of this sequence in the KV cache (the next position).
+    /// Tokens of this sequence in the KV cache (the next one's position is `pos(n_past)`).
     n_past: i32,
     /// Sampled but not yet decoded.
     pending: Option<LlamaToken>,
@@ -344,11 +344,11 @@ impl Scheduler<'_> {
                     continue;
                 }
             };
-            let mut reused = self.take_seq(seq, &s.tokens);
+            let mut reused = self.take_seq(seq, &s.tokens, &s.media);
             // Never into an image: it is evaluated whole.
             let floor = images::floor(&s.media, reused);
             if floor < reused {
-                reused = self.trim(seq, floor, reused);
+                reused = self.trim(seq, floor, &s.media);
             }
             // Guesses come from the prompt's tokens, which images' stand-in ids are not.
             let speculation = if s.media.is_empty() {
@@ -410,11 +410,8 @@ impl Scheduler<'_> {
                 self.finish(i, FinishReason::Length, true);
                 continue;
             }
-            if self
-                .batch
-                .add(token, slot.n_past, &[slot.seq], true)
-                .is_err()
-            {
+            let pos = slot.pos(slot.n_past as usize);
+            if self.batch.add(token, pos, &[slot.seq], true).is_err() {
                 break;
             }
             slot.batch_idx = Some(used as i32);
@@ -455,11 +452,12 @@ impl Scheduler<'_> {
             let take = budget.min(end - slot.prefilled);
             let last = slot.prefilled + take == feed.len();
             for j in 0..take {
-                let pos = slot.prefilled + j;
+                let index = slot.prefilled + j;
                 let logits = last && j + 1 == take && !replaying;
+                let pos = images::position(&slot.media, index) as i32;
                 if self
                     .batch
-                    .add(feed[pos], pos as i32, &[slot.seq], logits)
+                    .add(feed[index], pos, &[slot.seq], logits)
                     .is_err()
                 {
                     break;
@@ -648,14 +646,19 @@ impl Scheduler<'_> {
     /// a prefix with them), keep its undelivered events draining.
     fn release(&mut self, slot: Slot) {
         let seq = slot.seq as usize;
-        // No more than the cache holds: a failed decode leaves out the tokens it was given.
+        // No more than the cache holds (positions): a failed decode leaves out the tokens it
+        // was given.
         let held = (self.ctx.kv_cache_seq_pos_max(seq as i32) + 1).max(0) as usize;
-        let mut n_past = (slot.n_past.max(0) as usize).min(held);
-        // Guesses past its end that had no turn to leave.
-        if held > n_past
+        let mut n_past = slot.n_past.max(0) as usize;
+        if held < images::position(&slot.media, n_past) {
+            n_past = images::tokens_below(&slot.media, held);
+        }
+        let end = images::position(&slot.media, n_past);
+        // Guesses past its end that had no turn to leave (or half an image).
+        if held > end
             && self
                 .ctx
-                .kv_cache_seq_rm(seq as i32, Some(n_past as u32), None)
+                .kv_cache_seq_rm(seq as i32, Some(end as u32), None)
                 .is_err()
         {
             self.clear(seq);

@@ -8,7 +8,8 @@ use llama_cpp_2::token::LlamaToken;
 use std::sync::atomic::Ordering;
 
 use super::prompt_cache::{common_prefix, MIN_TOKENS};
-use super::{Scheduler, Slot};
+use super::{images, Scheduler, Slot};
+use crate::media::MediaChunk;
 
 /// Free cells a parked request waits for beyond its own before it resumes, so that it does not
 /// park again at the next token.
@@ -292,10 +293,15 @@ impl Scheduler<'_> {
         self.make_free(need, Some(seq))
     }
 
-    /// Give `seq` to a request for `tokens`: keep the longest prefix its idle cache or the
-    /// prompt cache holds, drop the rest. How many tokens are kept; at least the last one is
-    /// decoded again, for fresh logits.
-    pub(super) fn take_seq(&mut self, seq: usize, tokens: &[LlamaToken]) -> usize {
+    /// Give `seq` to a request for `tokens` (with `media`): keep the longest prefix its idle
+    /// cache or the prompt cache holds, drop the rest. How many tokens are kept; at least the
+    /// last one is decoded again, for fresh logits.
+    pub(super) fn take_seq(
+        &mut self,
+        seq: usize,
+        tokens: &[LlamaToken],
+        media: &[MediaChunk],
+    ) -> usize {
         let cached = std::mem::take(&mut self.cached[seq]);
         let most = tokens.len().saturating_sub(1);
         let idle = common_prefix(&cached, tokens).min(most);
@@ -306,14 +312,20 @@ impl Scheduler<'_> {
         }
         if saved > idle + MIN_TOKENS {
             self.clear(seq);
-            return self.restore(seq, tokens, most);
+            return self.restore(seq, tokens, most, media);
         }
-        self.trim(seq, idle, cached.len())
+        self.trim(seq, idle, media)
     }
 
-    /// Load into `seq` the prompt cache's entry sharing the longest prefix with `tokens`, cut
-    /// to at most `most` of them. How many tokens `seq` holds then.
-    fn restore(&mut self, seq: usize, tokens: &[LlamaToken], most: usize) -> usize {
+    /// Load into `seq` the prompt cache's entry sharing the longest prefix with `tokens` (with
+    /// `media`), cut to at most `most` of them. How many tokens `seq` holds then.
+    fn restore(
+        &mut self,
+        seq: usize,
+        tokens: &[LlamaToken],
+        most: usize,
+        media: &[MediaChunk],
+    ) -> usize {
         let on_disk = self.disk.as_ref().map_or(0, |d| d.longest(tokens));
         if on_disk > self.cache.longest(tokens) {
             if let Some((state, held)) = self.disk.as_mut().and_then(|d| d.load(tokens)) {
@@ -334,7 +346,7 @@ impl Scheduler<'_> {
                     self.cache.insert(held, state, bytes);
                 }
                 tracing::debug!(common, "prompt read from the prompt cache on disk");
-                return self.restored(seq, common.min(most));
+                return self.restored(seq, common.min(most), media);
             }
         }
         let Some((state, common)) = self.cache.best(tokens) else {
@@ -346,13 +358,12 @@ impl Scheduler<'_> {
             self.clear(seq);
             return 0;
         }
-        self.restored(seq, common.min(most))
+        self.restored(seq, common.min(most), media)
     }
 
     /// `seq` holds a restored sequence: cut it to `keep` tokens, and count them.
-    fn restored(&mut self, seq: usize, keep: usize) -> usize {
-        let entry_len = (self.ctx.kv_cache_seq_pos_max(seq as i32) + 1).max(0) as usize;
-        let kept = self.trim(seq, keep, entry_len);
+    fn restored(&mut self, seq: usize, keep: usize, media: &[MediaChunk]) -> usize {
+        let kept = self.trim(seq, keep, media);
         self.shared
             .pool
             .cache_restored
@@ -361,18 +372,20 @@ impl Scheduler<'_> {
         kept
     }
 
-    /// Cut `seq` (holding `held` tokens) back to its first `keep`; 0 when it cannot be cut
-    /// there (a recurrent model) or the cut left less than the sliding window the next token
-    /// attends to.
-    pub(super) fn trim(&mut self, seq: usize, keep: usize, held: usize) -> usize {
+    /// Cut `seq` back to its first `keep` tokens (of a prompt with `media`, which places
+    /// them); 0 when it cannot be cut there (a recurrent model) or the cut left less than the
+    /// sliding window the next token attends to.
+    pub(super) fn trim(&mut self, seq: usize, keep: usize, media: &[MediaChunk]) -> usize {
         if keep == 0 {
             self.clear(seq);
             return 0;
         }
-        if keep < held
+        let at = images::position(media, keep);
+        let held = (self.ctx.kv_cache_seq_pos_max(seq as i32) + 1).max(0) as usize;
+        if at < held
             && self
                 .ctx
-                .kv_cache_seq_rm(seq as i32, Some(keep as u32), None)
+                .kv_cache_seq_rm(seq as i32, Some(at as u32), None)
                 .is_err()
         {
             self.clear(seq);
@@ -380,7 +393,7 @@ impl Scheduler<'_> {
         }
         if self.n_swa > 0 {
             let first = self.ctx.kv_cache_seq_pos_min(seq as i32);
-            if first > (keep as i32 - self.n_swa as i32).max(0) {
+            if first > (at as i32 - self.n_swa as i32).max(0) {
                 self.clear(seq);
                 return 0;
             }
@@ -469,14 +482,15 @@ impl Scheduler<'_> {
             } else {
                 target.len().min(slot.prompt.len().saturating_sub(1))
             };
-            let mut kept = self.restore(seq, &target, most);
+            let media = std::mem::take(&mut slot.media);
+            let mut kept = self.restore(seq, &target, most, &media);
             // Never into an image: it is evaluated whole.
-            let floor =
-                super::images::floor(&self.slots[i].as_ref().expect("slot present").media, kept);
+            let floor = images::floor(&media, kept);
             if floor < kept {
-                kept = self.trim(seq, floor, kept);
+                kept = self.trim(seq, floor, &media);
             }
             let slot = self.slots[i].as_mut().expect("slot present");
+            slot.media = media;
             slot.parked = false;
             slot.n_past = kept as i32;
             if !answering {

@@ -35,6 +35,7 @@ mod lan;
 mod lifecycle;
 mod load;
 mod long_context;
+mod m_rope;
 mod models;
 mod module_circles;
 mod ollama;
