@@ -270,17 +270,19 @@ fn serve_with(
     Ok(())
 }
 
-/// The model's projector when it has one (never in a split model's worker), or why the one
-/// configured cannot be used: the model then serves text alone.
+/// The model's projector when it has one, or why the one configured cannot be used: the model
+/// then serves text alone. A split model's worker runs it on this machine's CPU: mtmd would
+/// take the first GPU-type device, which may be a peer's RPC server.
 fn load_projector(
     config: &EngineConfig,
     model: &Arc<llama_cpp_2::model::LlamaModel>,
     on_gpu: bool,
     threads: i32,
 ) -> (Option<Arc<Projector>>, Option<String>) {
-    let (Some(path), None) = (&config.projector, &config.remote) else {
+    let Some(path) = &config.projector else {
         return (None, None);
     };
+    let on_gpu = on_gpu && config.remote.is_none();
     match Projector::load(path, model, on_gpu, threads) {
         Ok(p) => {
             tracing::info!(projector = %path.display(), vision = p.vision, audio = p.audio, "projector loaded");

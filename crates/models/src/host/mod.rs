@@ -76,12 +76,9 @@ impl EngineSettings {
             cache_disk_max: self.cache_disk_max,
             spec: self.spec,
             draft_model: self.draft_model.clone(),
-            // A split model's worker has only some layers: images go to the whole model.
-            projector: if self.remote.is_none() {
-                hearth_engine::find_projector(&path)
-            } else {
-                None
-            },
+            // A split model's worker too: the layers on peers take the image's embeddings as
+            // any others.
+            projector: hearth_engine::find_projector(&path),
             queue_capacity: self.queue_capacity,
             min_load_time: self.min_load_time,
             script: self.script.clone(),

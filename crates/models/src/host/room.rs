@@ -93,11 +93,10 @@ impl ModelHost {
         };
         // Its projector (`mmproj`), loaded whole beside it, and the image encoder's buffers
         // (about as much again, for the largest image it takes).
+        // A split model's worker loads it too, on this machine.
         let estimate = match hearth_engine::find_projector(path) {
-            Some(p) if self.settings.remote.is_none() => {
-                estimate + 2 * std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
-            }
-            _ => estimate,
+            Some(p) => estimate + 2 * std::fs::metadata(p).map(|m| m.len()).unwrap_or(0),
+            None => estimate,
         };
         Need {
             estimate,

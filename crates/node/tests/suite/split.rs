@@ -4,16 +4,18 @@
 //! answers match the whole model's; layers follow what each machine offers; a lost peer ends
 //! only the split, whose requests are then answered at once (served whole here when it fits,
 //! else a 503 naming the peer), and the split loads again when the peer is back; a model too
-//! large for its node is split when a request names it. (`rpc-serve` alone: `rpc_serve.rs`.)
+//! large for its node is split when a request names it; a split model with a projector sees
+//! images as the whole one does. (`rpc-serve` alone: `rpc_serve.rs`.)
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use base64::Engine as _;
 use common::process::NodeProcess;
-use common::{chat_at as chat, greedy_at as greedy};
+use common::{chat_at as chat, dark, greedy_at as greedy, stripes};
 use serde_json::{json, Value};
 
 async fn get(url: &str) -> Value {
@@ -116,6 +118,32 @@ fn owner_args<'a>(mib: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     args
 }
 
+/// The greedy answer at `url` about a picture.
+async fn about(url: &str, png: &[u8]) -> String {
+    let b64 = base64::engine::general_purpose::STANDARD.encode(png);
+    let body = json!({
+        "model": common::MODEL_ID,
+        "messages": [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{b64}")}},
+            {"type": "text", "text": "Describe the picture."},
+        ]}],
+        "max_tokens": 16, "temperature": 0,
+    });
+    let r = reqwest::Client::new()
+        .post(format!("{url}/v1/chat/completions"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(status, 200, "{v}");
+    v["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
 /// The default model in folder `dir` as `name` (a link, or a copy where links fail).
 fn model_in(dir: &Path, name: &str) {
     std::fs::create_dir_all(dir).unwrap();
@@ -131,12 +159,19 @@ async fn a_model_split_across_two_nodes_answers_as_the_whole_model() {
     let cache = dirs[1].path().join("prompt-cache");
     let cache_arg = cache.to_string_lossy().into_owned();
     let owner_args = owner_args("1024", &["--peer", &peer, "--cache-disk", &cache_arg]);
-    let owner = NodeProcess::start(&dirs[1].path().join("data"), &owner_args, None);
+    // The model with a vision projector beside it (random weights: answers that mean nothing).
+    let (_vision, model) = common::model_with_projector("make_projector.py");
+    let owner = NodeProcess::start_model(&dirs[1].path().join("data"), &model, &owner_args);
     let prompts = ["Name three colours.", "What is the capital of France?"];
     let mut whole = Vec::new();
     for prompt in prompts {
         whole.push(greedy(&owner.url, prompt).await);
     }
+    let seen = [
+        about(&owner.url, &stripes()).await,
+        about(&owner.url, &dark()).await,
+    ];
+    assert_ne!(seen[0], seen[1], "the image does not reach the whole model");
     let r = reqwest::Client::new()
         .post(format!("{}/api/models/split", owner.url))
         .json(&json!({"model": common::MODEL_ID}))
@@ -177,6 +212,9 @@ async fn a_model_split_across_two_nodes_answers_as_the_whole_model() {
     for (prompt, whole) in prompts.iter().zip(&whole) {
         assert_eq!(&greedy(&owner.url, prompt).await, whole, "{prompt}");
     }
+    // Its worker loads the projector too: the pictures reach the split model.
+    assert_eq!(about(&owner.url, &stripes()).await, seen[0]);
+    assert_eq!(about(&owner.url, &dark()).await, seen[1]);
     // The worker keeps its prompt cache on disk as the owner does, in its layout's folder (its
     // KV partly on the peer: a folder beside the one of the model loaded whole): its one
     // slot's long conversation is saved when the next prompt takes the slot.
