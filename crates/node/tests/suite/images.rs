@@ -628,3 +628,67 @@ async fn an_image_prompt_outlives_a_restart_in_the_prompt_cache_on_disk() {
     );
     t.stop().await;
 }
+
+/// A tool's answer that is a picture (Claude Code's Read of a PNG, a screenshot tool's): the
+/// Anthropic and Responses doors take it inside the tool result and the model sees it.
+#[tokio::test]
+async fn a_tools_picture_reaches_the_model_on_the_agent_doors() {
+    let (t, _dir) = vision_node().await;
+    let answer = |door: &'static str, image: Vec<u8>| {
+        let t = &t;
+        async move {
+            let data = b64(&image);
+            let (path, body) = if door == "anthropic" {
+                (
+                    "/v1/messages",
+                    json!({"model": MODEL_ID, "max_tokens": 16, "temperature": 0, "messages": [
+                    {"role": "user", "content": "Look at a.png."},
+                    {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "a.png"}}]},
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [
+                        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}]}]}]}),
+                )
+            } else {
+                (
+                    "/v1/responses",
+                    json!({"model": MODEL_ID, "max_output_tokens": 16, "temperature": 0, "store": false, "input": [
+                    {"role": "user", "content": "Look at a.png."},
+                    {"type": "function_call", "call_id": "c1", "name": "view_image", "arguments": "{\"path\":\"a.png\"}"},
+                    {"type": "function_call_output", "call_id": "c1", "output": [
+                        {"type": "input_image", "image_url": format!("data:image/png;base64,{data}")}]}]}),
+                )
+            };
+            let r = t.post(path, &body).await;
+            let status = r.status();
+            let v: Value = r.json().await.unwrap();
+            assert_eq!(status, 200, "{door}: {v}");
+            // Anthropic counts the tokens read from a cache apart.
+            let usage = &v["usage"];
+            let tokens = usage["input_tokens"].as_u64().unwrap()
+                + usage["cache_read_input_tokens"].as_u64().unwrap_or(0);
+            // The answer's words: Anthropic's text blocks, the Responses messages' parts.
+            let blocks = v["content"].as_array().cloned().unwrap_or_else(|| {
+                v["output"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|item| item["type"] == "message")
+                    .flat_map(|item| item["content"].as_array().unwrap().clone())
+                    .collect()
+            });
+            let text: String = blocks.iter().filter_map(|b| b["text"].as_str()).collect();
+            (text, tokens)
+        }
+    };
+    for door in ["anthropic", "responses"] {
+        let (a, tokens_a) = answer(door, stripes()).await;
+        let (b, tokens_b) = answer(door, dark()).await;
+        let (again, _) = answer(door, stripes()).await;
+        // The picture's tokens are in the prompt (as many for either), and two pictures give
+        // two answers.
+        assert_eq!(tokens_a, tokens_b);
+        assert!(tokens_a > 16, "{a}");
+        assert_ne!(a, b, "{door}: two pictures, one answer");
+        assert_eq!(a, again, "{door}");
+    }
+    t.stop().await;
+}

@@ -6,8 +6,8 @@
 //! (`metadata`, `cache_control`, `service_tier`, `context_management`, `output_config`, the
 //! thinking budget); tools Anthropic runs on its own servers (web search, web fetch, code
 //! execution) are left out, since nothing here can run them; `image` blocks in a turn's
-//! content are read (base64, or a data URI); documents, images inside tool results and
-//! Anthropic-defined client tools (bash, text editor, computer) are refused.
+//! content and in a tool result (Claude Code's Read of a picture) are read (base64, or a data
+//! URI); documents and Anthropic-defined client tools (bash, text editor, computer) are refused.
 
 mod response;
 
@@ -113,7 +113,7 @@ impl MessagesBody {
         }
         let mut messages = Vec::with_capacity(self.messages.len() + 1);
         if let Some(system) = self.system.filter(|s| !s.is_null()) {
-            let text = text_of(&system, "system")?;
+            let text = text_of(&system, "system", None)?;
             if !text.is_empty() {
                 messages.push(ChatMessage::new("system", text));
             }
@@ -153,8 +153,14 @@ impl MessagesBody {
     }
 }
 
-/// The text of `system` or of a `tool_result`'s content: a string, or text blocks joined.
-fn text_of(v: &Value, at: &str) -> Result<String, RequestError> {
+/// The text of `system` or of a `tool_result`'s content: a string, or text blocks joined;
+/// image blocks (a tool's picture: a screenshot, an image file read) go to `images` where they
+/// are taken, a media place in the text for each.
+fn text_of(
+    v: &Value,
+    at: &str,
+    mut images: Option<&mut Vec<Image>>,
+) -> Result<String, RequestError> {
     match v {
         Value::String(s) => Ok(s.clone()),
         Value::Array(blocks) => {
@@ -167,7 +173,20 @@ fn text_of(v: &Value, at: &str) -> Result<String, RequestError> {
                         }
                         text.push_str(b.get("text").and_then(Value::as_str).unwrap_or(""));
                     }
-                    Some("image") => return Err(no_images(&format!("{at}[{j}]"))),
+                    Some("image") => {
+                        let bat = format!("{at}[{j}]");
+                        let Some(images) = images.as_deref_mut() else {
+                            return Err(RequestError::new(
+                                &bat,
+                                format!("{bat}: image blocks are not supported here: put them in a user turn's content"),
+                            ));
+                        };
+                        if !text.is_empty() && !text.ends_with('\n') {
+                            text.push('\n');
+                        }
+                        text.push_str(MEDIA_MARKER);
+                        images.push(image_block(b, &bat)?);
+                    }
                     other => {
                         return Err(RequestError::new(
                             &format!("{at}[{j}]"),
@@ -189,13 +208,6 @@ fn text_of(v: &Value, at: &str) -> Result<String, RequestError> {
             ),
         )),
     }
-}
-
-fn no_images(at: &str) -> RequestError {
-    RequestError::new(
-        at,
-        format!("{at}: image blocks are not supported inside a tool_result: put them in the turn's content"),
-    )
 }
 
 /// An `image` block's picture: `source` is `{"type": "base64", "media_type", "data"}` or
@@ -315,9 +327,10 @@ fn turn(i: usize, m: WireMessage, out: &mut Vec<ChatMessage>) -> Result<(), Requ
                         RequestError::new(&bat, format!("{bat}.tool_use_id: Field required"))
                     })?
                     .to_owned();
+                let mut images = Vec::new();
                 let mut content = match b.get("content") {
                     None | Some(Value::Null) => String::new(),
-                    Some(c) => text_of(c, &format!("{bat}.content"))?,
+                    Some(c) => text_of(c, &format!("{bat}.content"), Some(&mut images))?,
                 };
                 if b.get("is_error").and_then(Value::as_bool) == Some(true) {
                     content = format!("Error: {content}");
@@ -328,7 +341,7 @@ fn turn(i: usize, m: WireMessage, out: &mut Vec<ChatMessage>) -> Result<(), Requ
                     tool_calls: vec![],
                     tool_call_id: Some(id),
                     name: None,
-                    images: vec![],
+                    images,
                     audio: Vec::new(),
                 });
             }

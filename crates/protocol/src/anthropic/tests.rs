@@ -78,6 +78,36 @@ fn tool_use_and_results_become_calls_and_tool_turns() {
 }
 
 #[test]
+fn a_tool_results_pictures_come_with_it_and_the_system_prompt_takes_none() {
+    let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABAQMAAAAl21bKAAAAA1BMVEX/AAAZ4gk3AAAACklEQVQI12NgAAAAAgAB4iG8MwAAAABJRU5ErkJggg==";
+    let image = format!(
+        r#"{{"type":"image","source":{{"type":"base64","media_type":"image/png","data":"{png}"}}}}"#
+    );
+    let r = read(&format!(
+        r#"{{"model":"m","max_tokens":10,"messages":[{{"role":"user","content":"read it"}},
+        {{"role":"assistant","content":[{{"type":"tool_use","id":"t1","name":"Read","input":{{"file_path":"a.png"}}}}]}},
+        {{"role":"user","content":[{{"type":"tool_result","tool_use_id":"t1","content":[{{"type":"text","text":"a.png"}},{image}]}}]}}]}}"#
+    ))
+    .unwrap();
+    let tool = &r.messages[2];
+    assert_eq!(
+        (tool.role.as_str(), tool.content.as_str()),
+        ("tool", "a.png\n<__media__>")
+    );
+    assert_eq!(tool.images[0].probe(), Ok((1, 1)));
+    let e = read(&format!(
+        r#"{{"model":"m","max_tokens":10,"system":[{image}],"messages":[{{"role":"user","content":"x"}}]}}"#
+    ))
+    .unwrap_err();
+    assert!(
+        e.message
+            .contains("system[0]: image blocks are not supported here"),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
 fn choices_thinking_and_a_large_max_tokens() {
     let base = r#"{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"name":"f","input_schema":{"type":"object"}}],"#;
     let r = read(&format!(r#"{base}"max_tokens":32000,"tool_choice":{{"type":"any"}},"thinking":{{"type":"enabled","budget_tokens":1024}}}}"#)).unwrap();

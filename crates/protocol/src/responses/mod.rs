@@ -254,9 +254,11 @@ fn items_to_messages(items: Vec<Value>) -> Result<Vec<ChatMessage>, RequestError
                     .and_then(Value::as_str)
                     .ok_or_else(|| bad("a function_call_output item needs 'call_id'".into()))?
                     .to_owned();
+                // A tool's pictures (a screenshot, an image file read) come with its output.
+                let mut images = Vec::new();
                 let content = match item.get("output") {
                     Some(Value::String(s)) => s.clone(),
-                    Some(v @ Value::Array(_)) => content_text(Some(v), &at, None)?,
+                    Some(v @ Value::Array(_)) => content_text(Some(v), &at, Some(&mut images))?,
                     _ => return Err(bad("a function_call_output item needs 'output'".into())),
                 };
                 out.push(ChatMessage {
@@ -265,7 +267,7 @@ fn items_to_messages(items: Vec<Value>) -> Result<Vec<ChatMessage>, RequestError
                     tool_calls: vec![],
                     tool_call_id: Some(call_id),
                     name: None,
-                    images: vec![],
+                    images,
                     audio: Vec::new(),
                 });
             }

@@ -26,9 +26,18 @@ fn input_images_stand_where_their_part_is() {
     .unwrap();
     assert_eq!(r.input[0].content, "What is <__media__>?");
     assert_eq!(r.input[0].images[0].probe(), Ok((1, 1)));
-    // Not inside a tool's output.
+    // A tool's output may hold its pictures too; a file is still refused there.
+    let r = read(
+        r#"{"input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"shot:"},{"type":"input_image","image_url":"data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABAQMAAAAl21bKAAAAA1BMVEX/AAAZ4gk3AAAACklEQVQI12NgAAAAAgAB4iG8MwAAAABJRU5ErkJggg=="}]}]}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        (r.input[0].role.as_str(), r.input[0].content.as_str()),
+        ("tool", "shot:<__media__>")
+    );
+    assert_eq!(r.input[0].images[0].probe(), Ok((1, 1)));
     let e = read(
-        r#"{"input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_image","image_url":"data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABAQMAAAAl21bKAAAAA1BMVEX/AAAZ4gk3AAAACklEQVQI12NgAAAAAgAB4iG8MwAAAABJRU5ErkJggg=="}]}]}"#,
+        r#"{"input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_file","file_id":"f"}]}]}"#,
     )
     .unwrap_err();
     assert!(e.message.contains("not supported here"), "{}", e.message);
