@@ -10,7 +10,7 @@ use std::sync::{Mutex, PoisonError};
 
 use hearth_protocol::ChatMessage;
 
-use super::Provider;
+use crate::placement::Provider;
 
 /// Conversations remembered.
 const CAPACITY: usize = 4096;

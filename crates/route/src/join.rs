@@ -53,8 +53,8 @@ use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use tokio_util::sync::CancellationToken;
 
+use crate::router::Router;
 use crate::task::{self, Outgoing};
-use crate::Router;
 use hearth_models::ModelHost;
 
 type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;

@@ -17,7 +17,8 @@ use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
-use crate::{Router, Target};
+use crate::router::Router;
+use crate::target::Target;
 
 /// Most ready token events joined into one frame.
 const MAX_COALESCE: usize = 32;
@@ -231,7 +232,7 @@ pub fn prepare(task: &Task, model: &ModelInfo) -> Result<Request, TaskFailure> {
         }
     };
     let continued = ext.continue_from.unwrap_or_default();
-    let prompt = crate::continuation(model, prompt, &continued).map_err(invalid)?;
+    let prompt = crate::continuation::continuation(model, prompt, &continued).map_err(invalid)?;
     Ok(Request { prompt, params })
 }
 

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use super::{Job, Outcome, DISPATCH_WAIT};
 use crate::generation::RemoteOp;
-use crate::Destination;
+use crate::placement::Destination;
 
 impl Job {
     /// Run (or continue) the job on this node's engine and forward its events.
@@ -123,7 +123,8 @@ impl Job {
             .host
             .model_info(&self.model)
             .ok_or_else(|| format!("'{}' is not loaded on this node", self.model))?;
-        let prompt = crate::continuation(&info, self.prompt.to_prompt(), &self.delivered)?;
+        let prompt =
+            crate::continuation::continuation(&info, self.prompt.to_prompt(), &self.delivered)?;
         Ok(Request { prompt, params })
     }
 

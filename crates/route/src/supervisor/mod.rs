@@ -43,7 +43,7 @@ mod accounting;
 mod local;
 
 use crate::generation::{Generation, RemoteOp};
-use crate::Destination;
+use crate::placement::Destination;
 use hearth_hub::{Hub, Reservation, TaskEvent, WorkerId};
 use hearth_models::ModelHost;
 
@@ -353,12 +353,12 @@ impl Job {
     }
 
     fn place(&self) -> Destination {
-        super::placement(
+        crate::placement::placement(
             &self.avoid,
             &self.hub,
             &self.host,
             &self.model,
-            super::Needs {
+            crate::placement::Needs {
                 continuation: self.need_hearth(),
                 vision: self.prompt.has_images(),
                 audio: self.prompt.has_audio(),
