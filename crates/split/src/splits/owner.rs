@@ -14,7 +14,9 @@ use hearth_protocol::ModelId;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use super::{lock, place, weight_bytes, PeerShare, Split, SplitError, SplitLayout, Splits};
+use super::{lock, Split, Splits};
+use crate::error::SplitError;
+use crate::layout::{place, weight_bytes, PeerShare, SplitLayout};
 use hearth_cluster::tunnel::{Offer, Tunnel};
 use hearth_cluster::Context;
 
@@ -331,7 +333,7 @@ impl Splits {
                 };
                 let worker = lock(&self.running).get(&model).and_then(|r| r.worker_pid);
                 let ours = listener.local_addr().is_ok_and(|at| {
-                    worker.is_some_and(|pid| super::socket_owner::connected_from(pid, from, at))
+                    worker.is_some_and(|pid| crate::socket_owner::connected_from(pid, from, at))
                 });
                 if ours {
                     return Ok(conn);
