@@ -170,6 +170,10 @@ impl Projector {
     /// Cut `text` (holding one [`MEDIA_MARKER`] per image or clip) and `media` into tokens and
     /// media chunks, as [`crate::model::Prompter::tokenize`] would tokenize the text alone.
     pub(crate) fn prepare(&self, text: &str, media: &[Media<'_>]) -> Result<Prepared, MediaError> {
+        // A template that writes a tool's result as JSON (Llama 3.1's `tojson`) escapes the
+        // marker's angle brackets: put it back, or the tool's picture would have no place.
+        let text = text.replace(ESCAPED_MARKER, MEDIA_MARKER);
+        let text = text.as_str();
         let markers = text.matches(MEDIA_MARKER).count();
         if markers != media.len() {
             return Err(MediaError::Places {
@@ -329,6 +333,9 @@ pub(crate) fn placed(messages: &[ChatMessage]) -> (Vec<ChatMessage>, Vec<Media<'
     (placed, media)
 }
 
+/// [`MEDIA_MARKER`] as Jinja's `tojson` filter writes it (`<` and `>` as `\u003c`, `\u003e`).
+const ESCAPED_MARKER: &str = "\\u003c__media__\\u003e";
+
 /// The rate audio is resampled to when the projector does not say (Whisper's, which every
 /// audio encoder llama.cpp reads uses).
 const DEFAULT_AUDIO_RATE: u32 = 16_000;
@@ -405,6 +412,28 @@ mod tests {
         assert_eq!(
             find_projector(&split.path().join("V-00001-of-00002.gguf")),
             Some(split.path().join("mmproj-V-f16.gguf"))
+        );
+    }
+
+    #[test]
+    fn a_marker_a_template_wrote_as_json_is_still_the_marker() {
+        // Llama 3.1's template writes a tool's result with `tojson`.
+        let template = crate::template::ChatTemplate::new(
+            "{% for m in messages %}{{ m.content | tojson }}{% endfor %}",
+            "",
+            "",
+        )
+        .unwrap();
+        let rendered = template
+            .render(
+                &[ChatMessage::new("tool", format!("shot: {MEDIA_MARKER}"))],
+                false,
+            )
+            .unwrap();
+        assert!(rendered.contains(ESCAPED_MARKER), "{rendered}");
+        assert_eq!(
+            rendered.replace(ESCAPED_MARKER, MEDIA_MARKER),
+            format!("\"shot: {MEDIA_MARKER}\"")
         );
     }
 

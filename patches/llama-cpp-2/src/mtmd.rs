@@ -878,7 +878,8 @@ impl MtmdInputChunk<'_> {
 
     /// Get the number of positions in this chunk.
     ///
-    /// Returns the number of temporal positions (always 1 for M-RoPE, `n_tokens` otherwise).
+    /// Returns the number of positions the chunk takes (`max(rows, columns)` of an image under
+    /// M-RoPE, `n_tokens` otherwise).
     #[must_use]
     pub fn n_positions(&self) -> i32 {
         unsafe { llama_cpp_sys_2::mtmd_input_chunk_get_n_pos(self.chunk.as_ptr()) }

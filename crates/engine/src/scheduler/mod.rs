@@ -344,12 +344,8 @@ impl Scheduler<'_> {
                     continue;
                 }
             };
-            let mut reused = self.take_seq(seq, &s.tokens, &s.media);
-            // Never into an image: it is evaluated whole.
-            let floor = images::floor(&s.media, reused);
-            if floor < reused {
-                reused = self.trim(seq, floor, &s.media);
-            }
+            // Never into an image: `trim` cuts before one it would split.
+            let reused = self.take_seq(seq, &s.tokens, &s.media);
             // Guesses come from the prompt's tokens, which images' stand-in ids are not.
             let speculation = if s.media.is_empty() {
                 s.params.speculation.unwrap_or(self.spec.mode)

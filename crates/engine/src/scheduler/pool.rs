@@ -373,9 +373,12 @@ impl Scheduler<'_> {
     }
 
     /// Cut `seq` back to its first `keep` tokens (of a prompt with `media`, which places
-    /// them); 0 when it cannot be cut there (a recurrent model) or the cut left less than the
-    /// sliding window the next token attends to.
+    /// them), or to the start of an image `keep` would split; how many it keeps: 0 when it
+    /// cannot be cut there (a recurrent model) or the cut left less than the sliding window
+    /// the next token attends to.
     pub(super) fn trim(&mut self, seq: usize, keep: usize, media: &[MediaChunk]) -> usize {
+        // Never into an image: it is evaluated whole.
+        let keep = images::floor(media, keep);
         if keep == 0 {
             self.clear(seq);
             return 0;
@@ -483,12 +486,7 @@ impl Scheduler<'_> {
                 target.len().min(slot.prompt.len().saturating_sub(1))
             };
             let media = std::mem::take(&mut slot.media);
-            let mut kept = self.restore(seq, &target, most, &media);
-            // Never into an image: it is evaluated whole.
-            let floor = images::floor(&media, kept);
-            if floor < kept {
-                kept = self.trim(seq, floor, &media);
-            }
+            let kept = self.restore(seq, &target, most, &media);
             let slot = self.slots[i].as_mut().expect("slot present");
             slot.media = media;
             slot.parked = false;
