@@ -220,7 +220,7 @@ fn items_to_messages(items: Vec<Value>) -> Result<Vec<ChatMessage>, RequestError
                     None => return Err(bad("a message item needs a role".into())),
                 };
                 let mut images = Vec::new();
-                let text = content_text(item.get("content"), &at, Some(&mut images))?;
+                let text = content_text(item.get("content"), &format!("{at}.content"), Some(&mut images))?;
                 let mut m = ChatMessage::new(role, text);
                 m.images = images;
                 out.push(m);
@@ -258,7 +258,7 @@ fn items_to_messages(items: Vec<Value>) -> Result<Vec<ChatMessage>, RequestError
                 let mut images = Vec::new();
                 let content = match item.get("output") {
                     Some(Value::String(s)) => s.clone(),
-                    Some(v @ Value::Array(_)) => content_text(Some(v), &at, Some(&mut images))?,
+                    Some(v @ Value::Array(_)) => content_text(Some(v), &format!("{at}.output"), Some(&mut images))?,
                     _ => return Err(bad("a function_call_output item needs 'output'".into())),
                 };
                 out.push(ChatMessage {
@@ -282,8 +282,9 @@ fn items_to_messages(items: Vec<Value>) -> Result<Vec<ChatMessage>, RequestError
     Ok(out)
 }
 
-/// A message's content: a string, or parts: text, and `input_image` parts (a data URI in
-/// `image_url`) where `images` takes them, each standing where its part was.
+/// A message's content or a tool's output (`at`: the field's path): a string, or parts: text,
+/// and `input_image` parts (a data URI in `image_url`) where `images` takes them, each standing
+/// where its part was.
 fn content_text(
     v: Option<&Value>,
     at: &str,
@@ -303,7 +304,7 @@ fn content_text(
                             .unwrap_or(""),
                     ),
                     Some("input_image") if images.is_some() => {
-                        let pat = format!("{at}.content[{j}]");
+                        let pat = format!("{at}[{j}]");
                         let url = p.get("image_url").and_then(Value::as_str).ok_or_else(|| {
                             RequestError::new(
                                 &pat,
@@ -319,15 +320,15 @@ fn content_text(
                     }
                     Some(t @ ("input_image" | "input_file" | "input_audio")) => {
                         return Err(RequestError::new(
-                            &format!("{at}.content[{j}]"),
-                            format!("{at}.content[{j}]: content type '{t}' is not supported here"),
+                            &format!("{at}[{j}]"),
+                            format!("{at}[{j}]: content type '{t}' is not supported here"),
                         ))
                     }
                     other => {
                         return Err(RequestError::new(
-                            &format!("{at}.content[{j}]"),
+                            &format!("{at}[{j}]"),
                             format!(
-                                "{at}.content[{j}]: unknown content type {}",
+                                "{at}[{j}]: unknown content type {}",
                                 other.map_or("(none)".into(), |t| format!("'{t}'"))
                             ),
                         ))
