@@ -21,6 +21,15 @@ pub fn estimate(size_bytes: u64, gguf: Option<&GgufInfo>, ctx_tokens: u64, kv: K
     size_bytes.saturating_add(kv).saturating_add(OVERHEAD_BYTES)
 }
 
+/// What a model's projector (`mmproj`, [`hearth_engine::find_projector`]) takes beside it:
+/// its weights, loaded whole, and the image encoder's buffers (about as much again, for the
+/// largest image it takes); 0 without one.
+pub fn projector_need(model: &std::path::Path) -> u64 {
+    hearth_engine::find_projector(model)
+        .and_then(|p| std::fs::metadata(p).ok())
+        .map_or(0, |m| m.len().saturating_mul(2))
+}
+
 /// The video memory models may still take on the GPUs `offload` places them on, besides `held`
 /// (what loaded ones are expected to hold there): each device's free memory less the margin,
 /// and never more than their total less the margin and `held` (a driver that reports no use,

@@ -48,8 +48,9 @@ pub(crate) struct Shares {
     pub(crate) remote_units: u32,
 }
 
-/// `n` layers of a model that needs `need` bytes, between this machine (offering
-/// `local_offer` bytes) and its peers.
+/// `n` layers of a model that needs `need.0` bytes, of which `need.1` stay on this machine
+/// whatever its layers (its projector), between this machine (offering `local_offer` bytes)
+/// and its peers.
 ///
 /// llama.cpp counts `n + 1` units (the layers and the output layer) and offloads the last
 /// ones; the units this machine gives away are in proportion to what the peers offer against
@@ -58,11 +59,11 @@ pub(crate) struct Shares {
 /// so llama.cpp places exactly these), and the output goes with the last unit (the owner lists
 /// the peers by offer, the largest last, so it holds the output). Then the count
 /// nearest the proportion (more given away on a tie) with which no machine holds more than it
-/// offers is taken (each unit, the output too, taken as `need / n`), or none when there is no
+/// offers is taken (each unit, the output too, taken as the layers' share of `need` over `n`), or none when there is no
 /// such count. This machine keeps a layer, and each split gives away at least one.
 pub(crate) fn place(
     n: u32,
-    need: u64,
+    (need, here): (u64, u64),
     local_offer: u64,
     peers: &[Offer],
 ) -> Result<Shares, String> {
@@ -78,14 +79,15 @@ pub(crate) fn place(
         ));
     }
     let units = n + 1;
-    let per_unit = need.div_ceil(u64::from(n));
+    let per_unit = need.saturating_sub(here).div_ceil(u64::from(n));
     let fits = |count: u32, offer: u64| u64::from(count).saturating_mul(per_unit) <= offer;
+    let local_room = local_offer.saturating_sub(here);
     let offers: Vec<u64> = peers.iter().map(|p| p.memory).collect();
     let proportion = f64::from(units) * offered as f64 / all.max(1) as f64;
     (2..units)
         .map(|remote| (remote, divide(remote, &offers)))
         .filter(|(remote, each)| {
-            fits(units - remote, local_offer)
+            fits(units - remote, local_room)
                 && each.iter().zip(peers).all(|(&u, p)| fits(u, p.memory))
         })
         .min_by(|(a, _), (b, _)| {
@@ -167,7 +169,7 @@ mod tests {
         local: u64,
         peers: &[Offer],
     ) -> Result<(u32, Vec<u32>, usize), String> {
-        place(n, need, local, peers).map(|s| {
+        place(n, (need, 0), local, peers).map(|s| {
             // Every unit is somewhere: the layers, and the output once.
             assert_eq!(s.local + s.peers.iter().sum::<u32>(), n);
             assert_eq!(s.remote_units, s.peers.iter().sum::<u32>() + 1);
@@ -199,18 +201,26 @@ mod tests {
             Ok((1, vec![29], 0))
         );
         // Too little memory in all, or no peer: no placement, and the figures say why.
-        let short = place(30, 3000 * MIB, 1024 * MIB, &[peer(1024, 24)]).unwrap_err();
+        let short = place(30, (3000 * MIB, 0), 1024 * MIB, &[peer(1024, 24)]).unwrap_err();
         assert!(
             short.contains("3000 MiB") && short.contains("1024 MiB"),
             "{short}"
         );
-        assert!(place(30, 300 * MIB, 1024 * MIB, &[]).is_err());
+        assert!(place(30, (300 * MIB, 0), 1024 * MIB, &[]).is_err());
         // Offers a peer makes up cannot overflow the sum.
         let huge = Offer {
             memory: u64::MAX,
             device_memory: u64::MAX,
         };
-        assert!(place(30, 300 * MIB, 1024 * MIB, &[huge, huge]).is_ok());
+        assert!(place(30, (300 * MIB, 0), 1024 * MIB, &[huge, huge]).is_ok());
+        // A projector (30 MiB) stays here whole: its memory is not spread over the layers (10
+        // MiB each, not 11, which no placement would fit) and only this machine counts it.
+        let with_projector = place(30, (330 * MIB, 30 * MIB), 100 * MIB, &[peer(240, 24)]);
+        assert_eq!(
+            with_projector.map(|s| (s.local, s.peers)),
+            Ok((7, vec![23]))
+        );
+        assert!(place(30, (330 * MIB, 0), 100 * MIB, &[peer(240, 24)]).is_err());
     }
 
     #[test]
@@ -244,6 +254,6 @@ mod tests {
             placed(30, 300 * MIB, 2048 * MIB, &[peer(40, 24), peer(2048, 24)]).unwrap();
         assert_eq!((local, peers, output_on), (15, vec![1, 14], 1));
         // The last layers fit nowhere: refused with each machine's offer.
-        assert!(place(30, 300 * MIB, 10 * MIB, &[peer(10, 24)]).is_err());
+        assert!(place(30, (300 * MIB, 0), 10 * MIB, &[peer(10, 24)]).is_err());
     }
 }

@@ -91,13 +91,8 @@ impl ModelHost {
             }
             _ => (estimate, weights),
         };
-        // Its projector (`mmproj`), loaded whole beside it, and the image encoder's buffers
-        // (about as much again, for the largest image it takes).
-        // A split model's worker loads it too, on this machine.
-        let estimate = match hearth_engine::find_projector(path) {
-            Some(p) => estimate + 2 * std::fs::metadata(p).map(|m| m.len()).unwrap_or(0),
-            None => estimate,
-        };
+        // Its projector, beside it (a split model's worker loads it too, on this machine).
+        let estimate = estimate.saturating_add(crate::memory::projector_need(path));
         Need {
             estimate,
             weights,
