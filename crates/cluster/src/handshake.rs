@@ -30,8 +30,9 @@ use tokio_util::bytes::Bytes;
 
 use super::frames::{Frames, HELLO_WAIT};
 use super::link::{Incoming, Link};
+use super::rules::Rules;
 use super::secure::{self, Proven};
-use super::{Me, Rules};
+use super::Me;
 
 /// A peer past the handshake.
 #[derive(Debug)]
