@@ -1,8 +1,9 @@
-//! [`crate::Node::start`]'s steps, in the order it takes them: which model files, the
+//! [`crate::node::Node::start`]'s steps, in the order it takes them: which model files, the
 //! open-files limit, the data dir (lock, database, identity), where the node listens and the
-//! cluster settings stored in the UI, the listeners, the model host, the shared state the doors
-//! and the cluster read, the hub worker (`--join`), the doors serving, and the cluster. Each
-//! step is one function here; `start` itself only strings them together.
+//! cluster settings stored in the UI, the listeners (and their port in the data dir's lock
+//! file), the model host, the shared state the doors and the cluster read, the hub worker
+//! (`--join`), the doors serving, and the cluster. Each step is one function here; `start`
+//! itself only strings them together.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -16,8 +17,9 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::config::{self, NodeConfig};
+use crate::error::NodeError;
 use crate::node_cluster::{bind_cluster_default, cluster_host, discover, ClusterRun};
-use crate::{config, NodeConfig, NodeError};
 
 /// The model to load at start (none on a new machine) and the draft model, as files.
 pub(crate) struct ModelFiles {
@@ -205,6 +207,14 @@ pub(crate) async fn bind(config: &NodeConfig, reach: Reach) -> Result<Listeners,
         ollama,
         cluster,
     })
+}
+
+/// The port the node listens on, written into the data dir's lock file beside this process;
+/// a failure is only logged.
+pub(crate) fn record_port(lock: &mut hearth_base::data_dir::DataDirLock, port: u16) {
+    if let Err(e) = lock.record(Some(port)) {
+        tracing::warn!(error = %e, "could not write the port into the data dir's lock file");
+    }
 }
 
 /// The model host with the node's engine settings, the start model loading (a failure is the

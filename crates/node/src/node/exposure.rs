@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 
-use super::{Listening, Node, NodeError};
+use super::{Listening, Node};
+use crate::error::NodeError;
 
 /// How long a rebind waits for the previous listener's port to be free.
 const REBIND_WAIT: Duration = Duration::from_secs(2);
