@@ -45,7 +45,12 @@ class H(http.server.BaseHTTPRequestHandler):
         elif p == "/slow":
             time.sleep(20); self.send_error(404)
         else: self.send_error(404)
-http.server.ThreadingHTTPServer((host, port), H).serve_forever()
+class S(http.server.ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        # The node hangs up on a body past its limit: expected, not worth a traceback.
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)
+S((host, port), H).serve_forever()
 "#;
 
 /// The web server in its namespace, stopped when dropped.
