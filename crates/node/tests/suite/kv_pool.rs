@@ -1,7 +1,8 @@
 //! The KV pool and the prompt cache against the real default model: the model's whole
 //! context by default (a 5,000-token prompt answered), a prompt resent after its slot was
 //! reused restored from host memory and reported as cached on every door, answers that grow
-//! past a full pool parked and finished instead of failed, and a q8_0 cache.
+//! past a full pool parked and finished instead of failed (with guesses in the pool too), and
+//! a q8_0 cache.
 
 use crate::common;
 
@@ -187,6 +188,62 @@ async fn answers_that_outgrow_the_pool_are_parked_and_finish() {
         );
         t.stop().await;
     }
+}
+
+/// The same with guesses in the pool, from n-grams of the text or from the draft model
+/// (the default model drafting for itself): guessed cells count, a parked answer's guesses go
+/// with it, and both answers end at their length, the parked one going on where it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_guessing_ahead_are_parked_and_finish() {
+    let t = TestNode::start_with(|c| {
+        c.parallel = 2;
+        c.ctx = Some(520);
+        c.spec = hearth_protocol::Speculation::None;
+        c.draft_model = Some(common::model_path().to_string_lossy().into_owned());
+    })
+    .await;
+    // Lists to write out: text that repeats itself, where guesses hold.
+    let prompts = [
+        "Write the numbers from one to two hundred in words, separated by commas.",
+        "List the days of the week again and again, separated by commas.",
+    ];
+    let body = |p: &str, spec: &str| {
+        json!({"messages": user(p), "max_tokens": 400, "temperature": 0, "ignore_eos": true,
+            "speculative": spec})
+    };
+    let text = |v: &Value| {
+        v["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let guessed = |m: &str| {
+        m.lines()
+            .find_map(|l| l.strip_prefix("hearth_spec_guessed_tokens_total "))
+            .map_or(0.0, |v| v.trim().parse::<f64>().unwrap())
+    };
+    let alone = text(&t.chat(body(prompts[1], "none")).await);
+    for spec in ["ngram", "draft"] {
+        let parked = t.status().await["pool"]["parked"].as_u64().unwrap();
+        let before = guessed(&t.metrics().await);
+        let (first, second) = tokio::join!(
+            t.chat(body(prompts[0], spec)),
+            t.chat(body(prompts[1], spec))
+        );
+        for v in [&first, &second] {
+            assert_eq!(v["usage"]["completion_tokens"], 400, "{spec}: {v}");
+            assert_eq!(v["choices"][0]["finish_reason"], "length", "{spec}: {v}");
+        }
+        let status = t.status().await;
+        assert!(
+            status["pool"]["parked"].as_u64().unwrap() > parked,
+            "{spec}: none parked: {status}"
+        );
+        assert!(guessed(&t.metrics().await) > before, "{spec}: no guesses");
+        let like = similarity(&alone, &text(&second));
+        assert!(like > 0.5, "{spec}: {like}\n{alone}\n{}", text(&second));
+    }
+    t.stop().await;
 }
 
 /// `--kv-type q8_0`: the pool takes about half the memory of f16's, and the model answers as it
