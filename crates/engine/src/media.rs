@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 use hearth_protocol::audio::Audio;
-use hearth_protocol::media::{Image, MEDIA_MARKER};
+use hearth_protocol::media::{Image, MARKER_AS_TEXT, MEDIA_MARKER};
 use hearth_protocol::ChatMessage;
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::model::LlamaModel;
@@ -170,10 +170,6 @@ impl Projector {
     /// Cut `text` (holding one [`MEDIA_MARKER`] per image or clip) and `media` into tokens and
     /// media chunks, as [`crate::model::Prompter::tokenize`] would tokenize the text alone.
     pub(crate) fn prepare(&self, text: &str, media: &[Media<'_>]) -> Result<Prepared, MediaError> {
-        // A template that writes a tool's result as JSON (Llama 3.1's `tojson`) escapes the
-        // marker's angle brackets: put it back, or the tool's picture would have no place.
-        let text = text.replace(ESCAPED_MARKER, MEDIA_MARKER);
-        let text = text.as_str();
         let markers = text.matches(MEDIA_MARKER).count();
         if markers != media.len() {
             return Err(MediaError::Places {
@@ -302,8 +298,9 @@ impl Projector {
 }
 
 /// The messages as the template renders them: each one's clips first, then its images where
-/// its text holds their markers, else before its text; the files' bytes stay out of the
-/// template's context. With them, every image and clip in the order of their markers.
+/// its text holds their markers (a door put them there), else before its text, each as a
+/// [`place`] that [`marked`] turns into a marker once rendered; the files' bytes stay out of
+/// the template's context. With them, every image and clip in the order of their places.
 pub(crate) fn placed(messages: &[ChatMessage]) -> (Vec<ChatMessage>, Vec<Media<'_>>) {
     let mut media = Vec::new();
     let placed = messages
@@ -319,11 +316,15 @@ pub(crate) fn placed(messages: &[ChatMessage]) -> (Vec<ChatMessage>, Vec<Media<'
                 images: Vec::new(),
                 audio: Vec::new(),
             };
-            if !m.images.is_empty() && !m.content.contains(MEDIA_MARKER) {
-                m2.content = format!("{}{}", MEDIA_MARKER.repeat(m.images.len()), m.content);
+            if !m.images.is_empty() {
+                m2.content = if m.content.contains(MEDIA_MARKER) {
+                    m.content.replace(MEDIA_MARKER, place())
+                } else {
+                    format!("{}{}", place().repeat(m.images.len()), m.content)
+                };
             }
             if !m.audio.is_empty() {
-                m2.content = format!("{}{}", MEDIA_MARKER.repeat(m.audio.len()), m2.content);
+                m2.content = format!("{}{}", place().repeat(m.audio.len()), m2.content);
             }
             media.extend(m.audio.iter().map(Media::Audio));
             media.extend(m.images.iter().map(Media::Image));
@@ -333,8 +334,28 @@ pub(crate) fn placed(messages: &[ChatMessage]) -> (Vec<ChatMessage>, Vec<Media<'
     (placed, media)
 }
 
-/// [`MEDIA_MARKER`] as Jinja's `tojson` filter writes it (`<` and `>` as `\u003c`, `\u003e`).
-const ESCAPED_MARKER: &str = "\\u003c__media__\\u003e";
+/// Where an image or clip stands in the messages the template renders: a name no request
+/// holds (random for each run), so that only the places Hearth made become [`MEDIA_MARKER`] in
+/// the prompt mtmd cuts ([`marked`]). Jinja's `tojson` (Llama 3.1's tool results) writes it
+/// as it is: none of its characters is one it escapes.
+fn place() -> &'static str {
+    static PLACE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PLACE.get_or_init(|| {
+        use std::hash::{BuildHasher, Hasher};
+        let random = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        format!("hearth-media-{random:016x}")
+    })
+}
+
+/// A rendered prompt as mtmd cuts it: the request's own markers made text, Hearth's places
+/// markers.
+pub(crate) fn marked(rendered: &str) -> String {
+    rendered
+        .replace(MEDIA_MARKER, MARKER_AS_TEXT)
+        .replace(place(), MEDIA_MARKER)
+}
 
 /// The rate audio is resampled to when the projector does not say (Whisper's, which every
 /// audio encoder llama.cpp reads uses).
@@ -416,7 +437,14 @@ mod tests {
     }
 
     #[test]
-    fn a_marker_a_template_wrote_as_json_is_still_the_marker() {
+    fn only_hearths_places_are_markers_once_rendered_even_through_tojson() {
+        let mut tool = ChatMessage::new("tool", "shot:");
+        tool.images = vec![Image(vec![1])];
+        // A file the agent read, which mentions the marker: words, not a place.
+        let file = ChatMessage::new("user", format!("mtmd splits on {MEDIA_MARKER}."));
+        let both = [file, tool];
+        let (messages, media) = placed(&both);
+        assert_eq!(media.len(), 1);
         // Llama 3.1's template writes a tool's result with `tojson`.
         let template = crate::template::ChatTemplate::new(
             "{% for m in messages %}{{ m.content | tojson }}{% endfor %}",
@@ -424,16 +452,12 @@ mod tests {
             "",
         )
         .unwrap();
-        let rendered = template
-            .render(
-                &[ChatMessage::new("tool", format!("shot: {MEDIA_MARKER}"))],
-                false,
-            )
-            .unwrap();
-        assert!(rendered.contains(ESCAPED_MARKER), "{rendered}");
+        let prompt = marked(&template.render(&messages, false).unwrap());
+        assert_eq!(prompt.matches(MEDIA_MARKER).count(), 1, "{prompt}");
         assert_eq!(
-            rendered.replace(ESCAPED_MARKER, MEDIA_MARKER),
-            format!("\"shot: {MEDIA_MARKER}\"")
+            prompt,
+            // The file's marker, escaped by `tojson`, stays words.
+            format!("\"mtmd splits on \\u003c__media__\\u003e.\"\"{MEDIA_MARKER}shot:\"")
         );
     }
 
@@ -459,19 +483,14 @@ mod tests {
         c.audio = vec![Audio(vec![5])];
         let messages = [a, ChatMessage::new("assistant", "x"), b, c];
         let (placed, media) = placed(&messages);
-        assert_eq!(
-            placed[0].content,
-            format!("{MEDIA_MARKER}{MEDIA_MARKER}what is this?")
-        );
+        let p = place();
+        assert_eq!(placed[0].content, format!("{p}{p}what is this?"));
         assert!(placed
             .iter()
             .all(|m| m.images.is_empty() && m.audio.is_empty()));
-        assert_eq!(placed[2].content, format!("left {MEDIA_MARKER} right"));
+        assert_eq!(placed[2].content, format!("left {p} right"));
         // A clip stands before the message's images and words.
-        assert_eq!(
-            placed[3].content,
-            format!("{MEDIA_MARKER}see {MEDIA_MARKER}, hear")
-        );
+        assert_eq!(placed[3].content, format!("{p}see {p}, hear"));
         let order: Vec<(&str, u8)> = media
             .iter()
             .map(|m| match m {

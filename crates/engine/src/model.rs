@@ -300,10 +300,14 @@ impl Prompter {
             .any(|m| !m.images.is_empty() || !m.audio.is_empty())
         {
             let (messages, _) = crate::media::placed(&chat.messages);
-            return self.render(&Chat {
+            let rendered = self.render(&Chat {
                 messages,
                 tools: chat.tools.clone(),
                 think: chat.think,
+            })?;
+            return Ok(Rendered {
+                text: crate::media::marked(&rendered.text),
+                ..rendered
             });
         }
         let Some(tools) = &chat.tools else {

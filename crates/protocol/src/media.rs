@@ -19,6 +19,19 @@ pub const MAX_IMAGE_PIXELS: u64 = 36_000_000;
 /// text holds none has its images before its text.
 pub const MEDIA_MARKER: &str = "<__media__>";
 
+/// [`MEDIA_MARKER`] as words: a zero-width space inside, so that a marker a request's own text
+/// holds (a source file an agent read that mentions it, say) is never taken for a place.
+pub const MARKER_AS_TEXT: &str = "<\u{200B}__media__>";
+
+/// `text` a request sent, beside places a door makes for its images: its own markers as words.
+pub fn as_text(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.contains(MEDIA_MARKER) {
+        text.replace(MEDIA_MARKER, MARKER_AS_TEXT).into()
+    } else {
+        text.into()
+    }
+}
+
 /// One image, as its file's bytes. On the wire (between nodes, in JSON) it is base64.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Image(pub Vec<u8>);

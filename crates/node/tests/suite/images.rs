@@ -692,3 +692,24 @@ async fn a_tools_picture_reaches_the_model_on_the_agent_doors() {
     }
     t.stop().await;
 }
+
+/// Text that holds llama.cpp's media marker itself (a source file an agent read, say) beside
+/// an image: the marker is words there, not a second image's place.
+#[tokio::test]
+async fn a_marker_in_the_words_is_not_an_images_place() {
+    let (t, _dir) = vision_node().await;
+    let r = t
+        .post(
+            "/v1/chat/completions",
+            &json!({"model": MODEL_ID, "max_tokens": 4, "temperature": 0, "messages": [
+                {"role": "system", "content": "mtmd splits a prompt on <__media__>."},
+                {"role": "user", "content": [
+                    {"type": "text", "text": "Here is <__media__> and a picture:"},
+                    {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{}", b64(&stripes()))}}]}]}),
+        )
+        .await;
+    let status = r.status();
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(status, 200, "{v}");
+    t.stop().await;
+}

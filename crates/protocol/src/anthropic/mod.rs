@@ -20,7 +20,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::generation::{ChatMessage, RawParams, SamplingParams, StopField};
-use crate::media::{Image, MEDIA_MARKER};
+use crate::media::{as_text, Image, MEDIA_MARKER};
 use crate::openai::RequestError;
 use crate::tools::{Tool, ToolCall, ToolSet};
 use crate::value_kind::kind;
@@ -171,7 +171,9 @@ fn text_of(
                         if !text.is_empty() {
                             text.push('\n');
                         }
-                        text.push_str(b.get("text").and_then(Value::as_str).unwrap_or(""));
+                        text.push_str(&as_text(
+                            b.get("text").and_then(Value::as_str).unwrap_or(""),
+                        ));
                     }
                     Some("image") => {
                         let bat = format!("{at}[{j}]");
@@ -282,7 +284,7 @@ fn turn(i: usize, m: WireMessage, out: &mut Vec<ChatMessage>) -> Result<(), Requ
                 if !current.content.is_empty() && !text.is_empty() {
                     current.content.push('\n');
                 }
-                current.content.push_str(text);
+                current.content.push_str(&as_text(text));
                 open = true;
             }
             ("thinking" | "redacted_thinking", "assistant") => {}

@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::{check_n, RequestError, StreamOptions};
 use crate::audio::{Audio, AudioError};
 use crate::generation::{ChatMessage, RawParams, SamplingParams, StopField};
-use crate::media::{check_count, Image, MEDIA_MARKER};
+use crate::media::{as_text, check_count, Image, MEDIA_MARKER};
 use crate::ollama::Format;
 use crate::tools::{arguments_value, Tool, ToolCall, ToolSet};
 
@@ -215,7 +215,7 @@ fn message(i: usize, m: WireMessage) -> Result<ChatMessage, RequestError> {
             let mut text = String::new();
             for (j, p) in parts.into_iter().enumerate() {
                 match (p.kind.as_str(), p.image_url) {
-                    ("text", _) => text.push_str(p.text.as_deref().unwrap_or("")),
+                    ("text", _) => text.push_str(&as_text(p.text.as_deref().unwrap_or(""))),
                     ("image_url", Some(image)) => {
                         let image = Image::from_url(&image.url).map_err(|e| {
                             RequestError::new(

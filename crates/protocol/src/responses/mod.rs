@@ -18,7 +18,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::generation::{ChatMessage, RawParams, SamplingParams};
-use crate::media::{Image, MEDIA_MARKER};
+use crate::media::{as_text, Image, MEDIA_MARKER};
 use crate::ollama::Format;
 use crate::openai::RequestError;
 use crate::tools::{arguments_value, Tool, ToolCall, ToolSet};
@@ -297,12 +297,14 @@ fn content_text(
             let mut text = String::new();
             for (j, p) in parts.iter().enumerate() {
                 match p.get("type").and_then(Value::as_str) {
-                    Some("input_text" | "output_text" | "text" | "refusal") => text.push_str(
-                        p.get("text")
-                            .or_else(|| p.get("refusal"))
-                            .and_then(Value::as_str)
-                            .unwrap_or(""),
-                    ),
+                    Some("input_text" | "output_text" | "text" | "refusal") => {
+                        text.push_str(&as_text(
+                            p.get("text")
+                                .or_else(|| p.get("refusal"))
+                                .and_then(Value::as_str)
+                                .unwrap_or(""),
+                        ))
+                    }
                     Some("input_image") if images.is_some() => {
                         let pat = format!("{at}[{j}]");
                         let url = p.get("image_url").and_then(Value::as_str).ok_or_else(|| {
