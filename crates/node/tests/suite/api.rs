@@ -252,6 +252,22 @@ async fn chat_streams_saves_and_applies_settings() {
             .len(),
         4
     );
+
+    // An edit the model refuses (its words past the context) changes nothing: the message
+    // keeps its words and the later ones stay.
+    let r = post(
+        &t,
+        &format!("/api/conversations/{conv}/chat"),
+        json!({"edit_message_id": user_id, "content": "word ".repeat(20_000)}),
+    )
+    .await;
+    assert_eq!(r.status(), 400);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "context_length_exceeded", "{v}");
+    let stored = get(&t, &format!("/api/conversations/{conv}")).await;
+    let messages = stored["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 4, "the later messages went");
+    assert_eq!(messages[0]["content"], "Name three colours.");
     t.stop().await;
 }
 

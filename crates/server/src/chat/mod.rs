@@ -154,6 +154,7 @@ pub(crate) async fn chat(
         params,
         first_events: settled.first_events,
         replaces: settled.replaces,
+        edit: settled.edit,
     };
     let started = start_answer(&state, &conversation.settings.system_prompt, turn).await;
     if let (true, Some(user)) = (started.is_err(), settled.added) {
@@ -194,10 +195,14 @@ struct Settled {
     added: Option<String>,
     /// The answer a regenerated one replaces: deleted once the new one has started.
     replaces: Option<String>,
+    /// The user message an edit changes (its id and new words): changed, and the messages
+    /// after it deleted, once the new answer has started.
+    edit: Option<(String, String)>,
 }
 
 /// Settle the conversation's history for this turn: a new message, an edit, or the last
-/// answer to regenerate (kept until the new one starts, so a refused turn loses nothing).
+/// answer to regenerate (an edit and a regenerate change nothing until the new answer starts,
+/// so a refused turn loses nothing).
 async fn settle_turn(
     state: &AppState,
     conversation_id: &str,
@@ -209,6 +214,7 @@ async fn settle_turn(
         first_events,
         added,
         replaces,
+        edit: None,
     };
     let content = body.content.as_deref().map(str::trim_end);
     // A new message may be images or clips alone.
@@ -222,16 +228,10 @@ async fn settle_turn(
                 .iter()
                 .find(|m| &m.id == edit && m.role == "user")
                 .ok_or_else(|| ApiFailure::not_found("user message in this conversation"))?;
-            let edited = state
-                .store
-                .edit_and_truncate(target.id.clone(), text.to_owned())
-                .await?
-                .ok_or_else(|| ApiFailure::not_found("message"))?;
-            Ok(settled(
-                vec![json!({"type": "user", "message": edited})],
-                None,
-                None,
-            ))
+            Ok(Settled {
+                edit: Some((target.id.clone(), text.to_owned())),
+                ..settled(Vec::new(), None, None)
+            })
         }
         (None, true, None) => {
             let last = messages
@@ -281,6 +281,9 @@ struct Turn {
     /// The answer this one replaces (regenerate): left out of the prompt, deleted once this
     /// one has started.
     replaces: Option<String>,
+    /// The user message this turn edits, and its new words: the prompt ends there, and the
+    /// store is changed once this answer has started.
+    edit: Option<(String, String)>,
 }
 
 /// Submit the turn, keep its answer as it streams, and stream it to the browser.
@@ -296,6 +299,7 @@ async fn start_answer(
         params,
         mut first_events,
         replaces,
+        edit,
     } = turn;
     let (_, mut history) = state
         .store
@@ -303,6 +307,14 @@ async fn start_answer(
         .await?
         .ok_or_else(|| ApiFailure::not_found("conversation"))?;
     history.retain(|m| Some(&m.id) != replaces.as_ref());
+    if let Some((id, text)) = &edit {
+        let at = history
+            .iter()
+            .position(|m| &m.id == id)
+            .ok_or_else(|| ApiFailure::not_found("message"))?;
+        history.truncate(at + 1);
+        history[at].content.clone_from(text);
+    }
     // A model that cannot see (or hear) is sent none: their files are not read.
     let mut files = TurnFiles::default();
     if takes.images {
@@ -332,6 +344,19 @@ async fn start_answer(
             },
         )
         .map_err(submit_failure)?;
+    // The answer has started: the edit is kept now, the messages after it go.
+    if let Some((id, text)) = edit {
+        match state.store.edit_and_truncate(id, text).await {
+            Ok(Some(edited)) => first_events.push(json!({"type": "user", "message": edited})),
+            failed => {
+                let _ = generation.control.stop();
+                return Err(match failed {
+                    Err(e) => e.into(),
+                    _ => ApiFailure::not_found("message"),
+                });
+            }
+        }
+    }
     let node = answering_node(state, &generation);
     let assistant = state
         .store
