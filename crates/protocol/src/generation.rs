@@ -218,7 +218,10 @@ pub fn merge_leading_system(messages: &mut Vec<ChatMessage>) {
             // Their images in order, each where its marker stands in the joined text (or
             // before its message's text, as a message without markers has them).
             let marked = m.content.matches(crate::media::MEDIA_MARKER).count();
-            let content = if marked == 0 && !m.images.is_empty() {
+            let content = if m.images.is_empty() {
+                // Joined with images, a marker of its own words would become a place.
+                crate::media::as_text(&m.content).into_owned()
+            } else if marked == 0 {
                 format!(
                     "{}{}",
                     crate::media::MEDIA_MARKER.repeat(m.images.len()),
@@ -539,6 +542,21 @@ mod tests {
             format!("{MEDIA_MARKER}Be brief.\n\nSee {MEDIA_MARKER}.")
         );
         assert_eq!(messages[0].images, [Image(vec![1]), Image(vec![2])]);
+        // A message without images that names the marker (Anthropic's `system` string, the
+        // Responses `instructions`): joined with images, its marker stays words.
+        let mut b = ChatMessage::new("system", "mtmd splits on <__media__>.");
+        let mut c = ChatMessage::new("system", "");
+        c.images = vec![Image(vec![3])];
+        b.images.clear();
+        let mut messages = vec![b, c, ChatMessage::new("user", "Hi")];
+        merge_leading_system(&mut messages);
+        assert_eq!(
+            messages[0].content,
+            format!(
+                "mtmd splits on {}.\n\n{MEDIA_MARKER}",
+                crate::media::MARKER_AS_TEXT
+            )
+        );
     }
 
     #[test]

@@ -711,5 +711,16 @@ async fn a_marker_in_the_words_is_not_an_images_place() {
     let status = r.status();
     let v: Value = r.json().await.unwrap();
     assert_eq!(status, 200, "{v}");
+    // Ollama's door, whose images stand before the words, which hold no places.
+    let r = t
+        .post(
+            "/api/chat",
+            &json!({"model": MODEL_ID, "stream": false, "options": {"num_predict": 4},
+                "messages": [{"role": "user", "content": "Here is <__media__> and <__media__>.", "images": [b64(&stripes())]}]}),
+        )
+        .await;
+    let status = r.status();
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(status, 200, "{v}");
     t.stop().await;
 }

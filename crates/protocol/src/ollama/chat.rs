@@ -7,6 +7,7 @@ use super::options::Format;
 use super::request::ChatBody;
 use super::{common, model_name, read_images, OllamaError};
 use crate::generation::{ChatMessage, SamplingParams};
+use crate::media::as_text;
 use crate::tools::{Tool, ToolCall, ToolSet};
 
 /// A validated `/api/chat` request.
@@ -91,7 +92,8 @@ impl ChatBody {
             }
             messages.push(ChatMessage {
                 role,
-                content: m.content.unwrap_or_default(),
+                // Ollama's images stand before the words, which hold no places of their own.
+                content: as_text(&m.content.unwrap_or_default()).into_owned(),
                 tool_calls,
                 tool_call_id: None,
                 name: m.tool_name,

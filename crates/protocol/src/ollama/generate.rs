@@ -7,6 +7,7 @@ use super::options::Format;
 use super::request::GenerateBody;
 use super::{common, model_name, read_images, OllamaError};
 use crate::generation::{ChatMessage, SamplingParams};
+use crate::media::as_text;
 
 /// A validated `/api/generate` request.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,7 +49,8 @@ impl OllamaGenerate {
             .system
             .iter()
             .map(|s| ChatMessage::new("system", s.as_str()));
-        let mut user = ChatMessage::new("user", self.prompt.as_str());
+        // The images stand before the words, which hold no places of their own.
+        let mut user = ChatMessage::new("user", as_text(&self.prompt));
         user.images = self.images.clone();
         system.chain([user]).collect()
     }

@@ -8,7 +8,9 @@ use std::collections::HashMap;
 use axum::http::StatusCode;
 use hearth_engine::{ModelInfo, PromptError};
 use hearth_protocol::audio::{Audio, AudioError, MAX_AUDIO_BYTES, MAX_CLIPS};
-use hearth_protocol::media::{check_count, Image, ImageError, MAX_IMAGES, MAX_IMAGE_BYTES};
+use hearth_protocol::media::{
+    as_text, check_count, Image, ImageError, MAX_IMAGES, MAX_IMAGE_BYTES,
+};
 use hearth_protocol::ChatMessage;
 use hearth_store::{Message, NewAudio, NewImage};
 
@@ -211,7 +213,8 @@ pub(super) fn turn_prompt(
         if m.role == "assistant" && m.content.is_empty() {
             continue;
         }
-        let mut message = ChatMessage::new(m.role.clone(), m.content.clone());
+        // The chat page's images stand before the words, which hold no places of their own.
+        let mut message = ChatMessage::new(m.role.clone(), as_text(&m.content));
         let sent = files.images.remove(&m.id).unwrap_or_default();
         message.images = sent.into_iter().map(Image).collect();
         let sent = files.audio.remove(&m.id).unwrap_or_default();
