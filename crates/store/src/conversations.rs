@@ -393,11 +393,13 @@ impl Store {
         .await
     }
 
-    /// Replace a user message's text and delete everything after it (edit and resend).
+    /// Replace a user message's text and delete everything after it (edit and resend) but
+    /// `keep` (the answer to the edit, already started).
     pub async fn edit_and_truncate(
         &self,
         id: String,
         content: String,
+        keep: Option<String>,
     ) -> Result<Option<Message>, StoreError> {
         self.with(move |c| {
             let Some(m) = get_message(c, &id)? else {
@@ -408,8 +410,8 @@ impl Store {
                 params![id, content],
             )?;
             c.execute(
-                "DELETE FROM messages WHERE conversation_id = ?1 AND seq > ?2",
-                params![m.conversation_id, m.seq],
+                "DELETE FROM messages WHERE conversation_id = ?1 AND seq > ?2 AND id IS NOT ?3",
+                params![m.conversation_id, m.seq, keep],
             )?;
             get_message(c, &id)
         })

@@ -124,11 +124,21 @@ impl Store {
     pub async fn newest_audio_files(
         &self,
         conversation_id: String,
+        through: Option<String>,
         count: usize,
         max_bytes: u64,
     ) -> Result<HashMap<String, Vec<Vec<u8>>>, StoreError> {
-        self.with(move |c| newest_files(c, Table::Audio, &conversation_id, count, max_bytes))
-            .await
+        self.with(move |c| {
+            newest_files(
+                c,
+                Table::Audio,
+                &conversation_id,
+                through.as_deref(),
+                count,
+                max_bytes,
+            )
+        })
+        .await
     }
 }
 
@@ -180,13 +190,13 @@ mod tests {
 
         // The newest first, by count.
         let one = store
-            .newest_audio_files(conv.id.clone(), 1, 1 << 20)
+            .newest_audio_files(conv.id.clone(), None, 1, 1 << 20)
             .await
             .unwrap();
         assert_eq!(one.len(), 1);
         assert_eq!(one[&second.id], vec![vec![3u8; 23]]);
         let all = store
-            .newest_audio_files(conv.id.clone(), 4, 1 << 20)
+            .newest_audio_files(conv.id.clone(), None, 4, 1 << 20)
             .await
             .unwrap();
         assert_eq!(all[&first.id], vec![vec![1u8; 21], vec![2u8; 22]]);

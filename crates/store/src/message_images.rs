@@ -133,15 +133,26 @@ impl Store {
 
     /// The files of a conversation's newest images, at most `count` and `max_bytes` together
     /// (the newest first, up to the first that does not fit), by message id, each message's in
-    /// order: what a chat turn sends to the model again. Only their files are read.
+    /// order: what a chat turn sends to the model again. Only their files are read. `through`:
+    /// none of messages after that one (an edited turn's, whose later messages are to go).
     pub async fn newest_image_files(
         &self,
         conversation_id: String,
+        through: Option<String>,
         count: usize,
         max_bytes: u64,
     ) -> Result<HashMap<String, Vec<Vec<u8>>>, StoreError> {
-        self.with(move |c| newest_files(c, Table::Images, &conversation_id, count, max_bytes))
-            .await
+        self.with(move |c| {
+            newest_files(
+                c,
+                Table::Images,
+                &conversation_id,
+                through.as_deref(),
+                count,
+                max_bytes,
+            )
+        })
+        .await
     }
 }
 
@@ -166,6 +177,7 @@ pub(crate) fn newest_files(
     c: &Connection,
     table: Table,
     conversation_id: &str,
+    through: Option<&str>,
     count: usize,
     max_bytes: u64,
 ) -> rusqlite::Result<HashMap<String, Vec<Vec<u8>>>> {
@@ -173,9 +185,11 @@ pub(crate) fn newest_files(
     let mut stmt = c.prepare(&format!(
         "SELECT f.id, f.message_id, length(f.bytes) FROM {table} f
          JOIN messages m ON m.id = f.message_id
-         WHERE m.conversation_id = ?1 ORDER BY m.seq DESC, f.ord DESC"
+         WHERE m.conversation_id = ?1
+           AND (?2 IS NULL OR m.seq <= (SELECT seq FROM messages WHERE id = ?2))
+         ORDER BY m.seq DESC, f.ord DESC"
     ))?;
-    let rows = stmt.query_map([conversation_id], |r| {
+    let rows = stmt.query_map(rusqlite::params![conversation_id, through], |r| {
         Ok((
             r.get::<_, String>(0)?,
             r.get::<_, String>(1)?,
@@ -260,7 +274,8 @@ mod tests {
             listed,
             vec![first.images.clone(), second.images.clone(), vec![]]
         );
-        let files = |count, max_bytes| store.newest_image_files(conv.id.clone(), count, max_bytes);
+        let files =
+            |count, max_bytes| store.newest_image_files(conv.id.clone(), None, count, max_bytes);
         let all = files(16, 1 << 20).await.unwrap();
         assert_eq!(all[&first.id], vec![vec![1u8; 11], vec![2u8; 12]]);
         assert_eq!(all[&second.id], vec![vec![3u8; 13]]);
@@ -271,6 +286,13 @@ mod tests {
         assert_eq!(two.len(), 2);
         let small = files(16, 24).await.unwrap();
         assert_eq!((small.len(), small[&second.id].len()), (1, 1));
+        // Through the first message: none of the later ones' (an edit of the first).
+        let through = store
+            .newest_image_files(conv.id.clone(), Some(first.id.clone()), 1, 1 << 20)
+            .await
+            .unwrap();
+        assert_eq!(through[&first.id], vec![vec![2u8; 12]]);
+        assert_eq!(through.len(), 1);
         let stored = store
             .image(first.images[1].id.clone())
             .await
@@ -284,7 +306,7 @@ mod tests {
 
         // Edited, a message keeps its images; those after it go with their messages.
         store
-            .edit_and_truncate(first.id.clone(), "look again".into())
+            .edit_and_truncate(first.id.clone(), "look again".into(), None)
             .await
             .unwrap();
         assert_eq!(counted(&store, &conv.id).await, (2, 23));

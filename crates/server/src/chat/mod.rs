@@ -315,18 +315,30 @@ async fn start_answer(
         history.truncate(at + 1);
         history[at].content.clone_from(text);
     }
-    // A model that cannot see (or hear) is sent none: their files are not read.
+    // A model that cannot see (or hear) is sent none: their files are not read. An edited
+    // turn's come from the messages it keeps.
     let mut files = TurnFiles::default();
+    let through = edit.as_ref().map(|(id, _)| id.clone());
     if takes.images {
         files.images = state
             .store
-            .newest_image_files(conversation_id.clone(), MAX_IMAGES, TURN_IMAGE_BYTES)
+            .newest_image_files(
+                conversation_id.clone(),
+                through.clone(),
+                MAX_IMAGES,
+                TURN_IMAGE_BYTES,
+            )
             .await?;
     }
     if takes.audio {
         files.audio = state
             .store
-            .newest_audio_files(conversation_id.clone(), MAX_CLIPS, TURN_AUDIO_BYTES)
+            .newest_audio_files(
+                conversation_id.clone(),
+                through,
+                MAX_CLIPS,
+                TURN_AUDIO_BYTES,
+            )
             .await?;
     }
     let prompt = media::turn_prompt(system_prompt, &history, files, takes);
@@ -344,19 +356,6 @@ async fn start_answer(
             },
         )
         .map_err(submit_failure)?;
-    // The answer has started: the edit is kept now, the messages after it go.
-    if let Some((id, text)) = edit {
-        match state.store.edit_and_truncate(id, text).await {
-            Ok(Some(edited)) => first_events.push(json!({"type": "user", "message": edited})),
-            failed => {
-                let _ = generation.control.stop();
-                return Err(match failed {
-                    Err(e) => e.into(),
-                    _ => ApiFailure::not_found("message"),
-                });
-            }
-        }
-    }
     let node = answering_node(state, &generation);
     let assistant = state
         .store
@@ -389,13 +388,29 @@ async fn start_answer(
         state.store.delete_message(assistant.id.clone()).await?;
         return Err(busy());
     }
-    if let Some(old) = replaces {
-        if let Err(e) = state.store.delete_message(old).await {
-            state.chats.end(&conversation_id);
-            let _ = generation.control.stop();
-            let _ = state.store.delete_message(assistant.id.clone()).await;
-            return Err(e.into());
-        }
+    // The answer has started and is this conversation's: the edit is kept now, the messages
+    // after it go (but this answer), and a regenerated answer goes.
+    let settled = match (edit, replaces) {
+        (Some((id, text)), _) => state
+            .store
+            .edit_and_truncate(id, text, Some(assistant.id.clone()))
+            .await
+            .map_err(ApiFailure::from)
+            .and_then(|edited| edited.ok_or_else(|| ApiFailure::not_found("message")))
+            .map(|edited| first_events.push(json!({"type": "user", "message": edited}))),
+        (None, Some(old)) => state
+            .store
+            .delete_message(old)
+            .await
+            .map(drop)
+            .map_err(ApiFailure::from),
+        (None, None) => Ok(()),
+    };
+    if let Err(e) = settled {
+        state.chats.end(&conversation_id);
+        let _ = generation.control.stop();
+        let _ = state.store.delete_message(assistant.id.clone()).await;
+        return Err(e);
     }
     first_events.push(json!({"type": "start", "message": assistant}));
 
