@@ -48,19 +48,19 @@ pub(crate) struct Shares {
     pub(crate) remote_units: u32,
 }
 
-/// `n` layers of a model that needs `need.0` bytes, of which `need.1` stay on this machine
+/// `n` layers of a model that needs `need` bytes, of which `here` stay on this machine
 /// whatever its layers (its projector), between this machine (offering `local_offer` bytes)
 /// and its peers.
 ///
 /// llama.cpp counts `n + 1` units (the layers and the output layer) and offloads the last
 /// ones; the units this machine gives away are in proportion to what the peers offer against
-/// what all offer. Among the peers they are divided in proportion to each one's offer too,
+/// what all offer for layers. Among the peers they are divided in proportion to each one's offer too,
 /// as llama.cpp divides units by a tensor split (which the worker is given: each peer's count,
 /// so llama.cpp places exactly these), and the output goes with the last unit (the owner lists
 /// the peers by offer, the largest last, so it holds the output). Then the count
 /// nearest the proportion (more given away on a tie) with which no machine holds more than it
-/// offers is taken (each unit, the output too, taken as the layers' share of `need` over `n`), or none when there is no
-/// such count. This machine keeps a layer, and each split gives away at least one.
+/// offers is taken (each unit, the output too, taken as `need - here` over `n`), or none when
+/// there is no such count. This machine keeps a layer, and each split gives away at least one.
 pub(crate) fn place(
     n: u32,
     (need, here): (u64, u64),
@@ -83,7 +83,8 @@ pub(crate) fn place(
     let fits = |count: u32, offer: u64| u64::from(count).saturating_mul(per_unit) <= offer;
     let local_room = local_offer.saturating_sub(here);
     let offers: Vec<u64> = peers.iter().map(|p| p.memory).collect();
-    let proportion = f64::from(units) * offered as f64 / all.max(1) as f64;
+    let for_layers = offered.saturating_add(local_room);
+    let proportion = f64::from(units) * offered as f64 / for_layers.max(1) as f64;
     (2..units)
         .map(|remote| (remote, divide(remote, &offers)))
         .filter(|(remote, each)| {
@@ -107,9 +108,10 @@ pub(crate) fn place(
         })
         .ok_or_else(|| {
             format!(
-                "no placement keeps each machine within its offer (about {} MiB a layer; this machine gives {} MiB, its peers {})",
+                "no placement keeps each machine within its offer (about {} MiB a layer; this machine gives {} MiB, {} MiB of it kept for the projector, its peers {})",
                 mib(per_unit),
                 mib(local_offer),
+                mib(here),
                 peers
                     .iter()
                     .map(|p| format!("{} MiB", mib(p.memory)))
