@@ -610,6 +610,7 @@ impl ModelHost {
             estimate,
             weights,
             context,
+            ..
         } = self.need_of(&path);
         let (engine, evicted) = {
             let mut inner = self.lock();

@@ -23,6 +23,8 @@ pub(super) struct Need {
     pub(super) weights: u64,
     /// The context it gets, in tokens.
     pub(super) context: u32,
+    /// The part of `estimate` that is the draft model (`--draft-model`) beside it.
+    pub(super) draft: u64,
 }
 
 impl ModelHost {
@@ -41,6 +43,13 @@ impl ModelHost {
     /// model's worker only the share of the layers not on the RPC servers.
     pub fn estimate_of(&self, path: &Path) -> u64 {
         self.need_of(path).estimate
+    }
+
+    /// What a split of the model in `path` needs in all machines together: [`Self::estimate_of`]
+    /// without a draft model, which a split's worker does not load.
+    pub fn split_estimate_of(&self, path: &Path) -> u64 {
+        let need = self.need_of(path);
+        need.estimate.saturating_sub(need.draft)
     }
 
     /// What the model in `path` needs here: [`Self::estimate_of`], the part of it that is its
@@ -73,6 +82,7 @@ impl ModelHost {
         };
         // The draft model (`--draft-model`) loads beside it with a pool of the same context
         // (the same file drafting for itself shares its mapped weights, not its pool).
+        let before_draft = estimate;
         let (estimate, weights) = match &self.settings.draft_model {
             Some(draft) if self.settings.remote.is_none() => {
                 let size = std::fs::metadata(draft).map(|m| m.len()).unwrap_or(0);
@@ -92,11 +102,13 @@ impl ModelHost {
             _ => (estimate, weights),
         };
         // Its projector, beside it (a split model's worker loads it too, on this machine).
+        let draft = estimate.saturating_sub(before_draft);
         let estimate = estimate.saturating_add(crate::memory::projector_need(path));
         Need {
             estimate,
             weights,
             context,
+            draft,
         }
     }
 
@@ -287,4 +299,44 @@ fn shards_size(first: &Path, first_size: u64) -> u64 {
         .map(|m| m.len())
         .sum::<u64>()
         + first_size
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::super::{EngineSettings, ModelHost, DEFAULT_KEEP_ALIVE};
+
+    fn settings(draft_model: Option<PathBuf>) -> EngineSettings {
+        EngineSettings {
+            slots: 1,
+            threads: 1,
+            context: Some(1024),
+            kv_type: hearth_engine::KvType::F16,
+            cache_ram: Some(0),
+            cache_disk: None,
+            cache_disk_max: 0,
+            spec: hearth_protocol::Speculation::None,
+            draft_model,
+            queue_capacity: 4,
+            min_load_time: None,
+            script: None,
+            remote: None,
+            offload: hearth_engine::Offload::default(),
+            keep_alive: DEFAULT_KEEP_ALIVE,
+            memory_limit: Some(1 << 30),
+        }
+    }
+
+    #[test]
+    fn a_split_needs_no_room_for_the_draft_model_its_worker_does_not_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let (model, draft) = (dir.path().join("m.gguf"), dir.path().join("d.gguf"));
+        std::fs::write(&model, vec![0u8; 1 << 20]).unwrap();
+        std::fs::write(&draft, vec![0u8; 2 << 20]).unwrap();
+        let plain = ModelHost::new(settings(None));
+        let drafted = ModelHost::new(settings(Some(draft)));
+        assert!(drafted.estimate_of(&model) > plain.estimate_of(&model));
+        assert_eq!(drafted.split_estimate_of(&model), plain.estimate_of(&model));
+    }
 }

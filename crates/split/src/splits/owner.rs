@@ -101,8 +101,8 @@ impl Splits {
         let size = std::fs::metadata(&split.path).map_or(0, |m| m.len());
         // What each machine offers now: this one the room its loaded models leave (this
         // model's own, if loaded whole, is given up), each peer what its tunnel's answer said.
-        // The projector, if any, stays here whole with the worker.
-        let need = state.host.estimate_of(&split.path);
+        // The projector, if any, stays here whole with the worker; a draft model is not loaded.
+        let need = state.host.split_estimate_of(&split.path);
         let here = hearth_models::memory::projector_need(&split.path);
         let local_offer = state.host.free_for_models(Some(&split.id));
         let offers: Vec<Offer> = opened.iter().map(|o| o.3).collect();
