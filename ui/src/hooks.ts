@@ -9,6 +9,7 @@ import { eventsUrl } from './api/base';
 import { api, errorText } from './api/client';
 import { currentToken } from './api/token';
 import type { Conversation } from './api/types';
+import { holdStoredFile } from './chat/attachments';
 import type { ChatStore, ThreadView } from './chat/store';
 import { parseHash, type Route } from './route';
 import { initialLive, liveReducer, type LiveAction, type LiveState } from './status/live';
@@ -130,28 +131,28 @@ export function useConversationList(): ConversationList {
 }
 
 /**
- * A stored file's object URL: `local` at once when this page has the file (a message being
- * sent), else `fetchUrl()` once (the node's copy, fetched with the API key); or why it failed.
+ * A stored file's object URL (`local`, a file of this page, when there is one): fetched with
+ * the API key once while shown, given back a while after no view shows it
+ * ([`holdStoredFile`]).
  */
 export function useStoredFile(
   local: string | undefined,
-  fetchUrl: () => Promise<string>,
-  key: string,
+  path: string,
 ): { url: string | null; failed: string | null } {
   const [url, setUrl] = useState<string | null>(local ?? null);
   const [failed, setFailed] = useState<string | null>(null);
-  const fetcher = useRef(fetchUrl);
-  fetcher.current = fetchUrl;
   useEffect(() => {
     if (local) return;
     let live = true;
-    fetcher.current().then(
+    const held = holdStoredFile(path);
+    held.url.then(
       (u) => live && setUrl(u),
       (e: unknown) => live && setFailed(e instanceof Error ? e.message : String(e)),
     );
     return () => {
       live = false;
+      held.release();
     };
-  }, [key, local]);
+  }, [path, local]);
   return { url, failed };
 }

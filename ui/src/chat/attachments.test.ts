@@ -1,5 +1,19 @@
-import { describe, expect, it } from 'vitest';
-import { MAX_AUDIO_BYTES, MAX_CLIPS, MAX_IMAGE_BYTES, MAX_IMAGES, MAX_MESSAGE_IMAGE_BYTES, screenFiles } from './attachments';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import {
+  holdStoredFile,
+  MAX_AUDIO_BYTES,
+  MAX_CLIPS,
+  MAX_IMAGE_BYTES,
+  MAX_IMAGES,
+  MAX_MESSAGE_IMAGE_BYTES,
+  RELEASE_AFTER_MS,
+  screenFiles,
+} from './attachments';
+
+vi.mock('../api/client', () => ({
+  apiFetch: vi.fn(async () => new Response(new Blob(['png bytes']))),
+  ApiError: { from: async () => new Error('refused') },
+}));
 
 const file = (name: string, type: string, size = 1000) => ({ name, type, size });
 
@@ -53,5 +67,44 @@ describe('screenFiles', () => {
     expect(full.refused[0]).toBe(`A message carries at most ${MAX_CLIPS} audio clips.`);
     const big = screenFiles([file('long.wav', 'audio/wav', MAX_AUDIO_BYTES + 1)], { count: 0, bytes: 0 }, true);
     expect(big.refused[0]).toBe('long.wav is 8.0 MB; a clip may have at most 8.0 MB.');
+  });
+});
+
+describe('holdStoredFile', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+    vi.unstubAllGlobals();
+  });
+
+  it('fetches a file once while shown and gives its URL back a while after the last view', async () => {
+    vi.useFakeTimers();
+    let made = 0;
+    const revoked: string[] = [];
+    vi.stubGlobal('URL', {
+      createObjectURL: () => `blob:${++made}`,
+      revokeObjectURL: (u: string) => revoked.push(u),
+    });
+    const a = holdStoredFile('/api/images/i1');
+    const b = holdStoredFile('/api/images/i1');
+    expect(await a.url).toBe('blob:1');
+    expect(await b.url).toBe('blob:1');
+    a.release();
+    a.release(); // twice is once
+    await vi.advanceTimersByTimeAsync(RELEASE_AFTER_MS * 2);
+    expect(revoked).toEqual([]);
+    b.release();
+    // Shown again before the delay: the same URL, never revoked.
+    await vi.advanceTimersByTimeAsync(RELEASE_AFTER_MS / 2);
+    const c = holdStoredFile('/api/images/i1');
+    await vi.advanceTimersByTimeAsync(RELEASE_AFTER_MS * 2);
+    expect(await c.url).toBe('blob:1');
+    expect(revoked).toEqual([]);
+    c.release();
+    await vi.advanceTimersByTimeAsync(RELEASE_AFTER_MS);
+    expect(revoked).toEqual(['blob:1']);
+    // Gone: a later view fetches it again.
+    const d = holdStoredFile('/api/images/i1');
+    expect(await d.url).toBe('blob:2');
+    d.release();
   });
 });

@@ -3,7 +3,7 @@
  * for a model that hears): which files are taken, with the node's own limits checked here first
  * so the user learns at once, and their reading into data URLs, the form the chat request
  * carries them in. Stored files are fetched with the API key (an <img src> would not send it)
- * into object URLs kept for the page's life.
+ * into object URLs kept while a view shows them, and a minute after.
  */
 import { apiFetch, ApiError } from '../api/client';
 import { formatBytes } from '../format';
@@ -150,29 +150,70 @@ export function filesOf(data: DataTransfer | null): File[] {
     .filter((f): f is File => f !== null);
 }
 
-const stored = new Map<string, Promise<string>>();
-
-/** An object URL for stored image `id`: fetched once a page, as images never change. */
-export function storedImageUrl(id: string): Promise<string> {
-  return storedFileUrl(`/api/images/${encodeURIComponent(id)}`);
+/** A stored file's object URL and the views that show it now. */
+interface Held {
+  url: Promise<string>;
+  views: number;
+  release?: ReturnType<typeof setTimeout>;
 }
 
-/** An object URL for stored audio clip `id`, fetched once a page. */
-export function storedAudioUrl(id: string): Promise<string> {
-  return storedFileUrl(`/api/audio/${encodeURIComponent(id)}`);
+const stored = new Map<string, Held>();
+
+/**
+ * How long a stored file's object URL outlives the last view of it: going back to a
+ * conversation soon shows its pictures at once; after that their memory is given back.
+ */
+export const RELEASE_AFTER_MS = 60_000;
+
+/** Where stored image `id` is served. */
+export function storedImagePath(id: string): string {
+  return `/api/images/${encodeURIComponent(id)}`;
 }
 
-function storedFileUrl(path: string): Promise<string> {
-  const id = path;
-  let url = stored.get(id);
-  if (!url) {
-    url = apiFetch(path).then(async (res) => {
+/** Where stored audio clip `id` is served. */
+export function storedAudioPath(id: string): string {
+  return `/api/audio/${encodeURIComponent(id)}`;
+}
+
+/**
+ * An object URL for the stored file at `path` (files never change), fetched once while any
+ * view shows it, and `release` for the view that goes: the URL is revoked
+ * [`RELEASE_AFTER_MS`] after the last one went, unless another came meanwhile.
+ */
+export function holdStoredFile(path: string): { url: Promise<string>; release: () => void } {
+  let held = stored.get(path);
+  if (!held) {
+    const url = apiFetch(path).then(async (res) => {
       if (!res.ok) throw await ApiError.from(res);
       return URL.createObjectURL(await res.blob());
     });
+    const fresh: Held = { url, views: 0 };
     // A failure is not kept: the next look tries again.
-    url.catch(() => stored.delete(id));
-    stored.set(id, url);
+    url.catch(() => {
+      if (stored.get(path) === fresh) stored.delete(path);
+    });
+    stored.set(path, fresh);
+    held = fresh;
   }
-  return url;
+  const h = held;
+  h.views += 1;
+  if (h.release !== undefined) {
+    clearTimeout(h.release);
+    h.release = undefined;
+  }
+  let released = false;
+  const release = () => {
+    if (released) return;
+    released = true;
+    h.views -= 1;
+    if (h.views > 0) return;
+    h.release = setTimeout(() => {
+      if (stored.get(path) === h) stored.delete(path);
+      h.url.then(
+        (u) => URL.revokeObjectURL(u),
+        () => undefined,
+      );
+    }, RELEASE_AFTER_MS);
+  };
+  return { url: h.url, release };
 }

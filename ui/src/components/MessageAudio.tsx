@@ -3,7 +3,7 @@
  * the file from this page; a stored one fetches it from the node once (with the API key).
  */
 import type { MessageAudio as Clip } from '../api/types';
-import { storedAudioUrl } from '../chat/attachments';
+import { storedAudioPath } from '../chat/attachments';
 import { formatBytes } from '../format';
 import { useStoredFile } from '../hooks';
 import './Images.css';
@@ -20,7 +20,7 @@ export function MessageAudio({ clips }: { clips: Clip[] }) {
 }
 
 function OneClip({ clip }: { clip: Clip }) {
-  const { url, failed } = useStoredFile(clip.local_url, () => storedAudioUrl(clip.id), clip.id);
+  const { url, failed } = useStoredFile(clip.local_url, storedAudioPath(clip.id));
 
   const label = `Audio, ${clip.format.toUpperCase()}, ${formatBytes(clip.size)}`;
   if (failed) {

@@ -3,7 +3,7 @@
  * this page; a stored one fetches each from the node once (with the API key).
  */
 import type { MessageImage } from '../api/types';
-import { storedImageUrl } from '../chat/attachments';
+import { storedImagePath } from '../chat/attachments';
 import { formatBytes } from '../format';
 import { useStoredFile } from '../hooks';
 import './Images.css';
@@ -20,7 +20,7 @@ export function MessageImages({ images }: { images: MessageImage[] }) {
 }
 
 function OneImage({ image }: { image: MessageImage }) {
-  const { url, failed } = useStoredFile(image.local_url, () => storedImageUrl(image.id), image.id);
+  const { url, failed } = useStoredFile(image.local_url, storedImagePath(image.id));
 
   const dims = image.width > 0 ? `${image.width}×${image.height}, ` : '';
   const label = `Image, ${dims}${formatBytes(image.size)}`;
