@@ -18,14 +18,10 @@ use crate::cpu::Backends;
 
 static BACKEND: OnceLock<Result<(LlamaBackend, Backends), String>> = OnceLock::new();
 
-pub(crate) fn backend() -> Result<&'static LlamaBackend, String> {
+/// The process's llama.cpp backend, initialised the first time: every engine's, and that of
+/// code in the same process that drives llama.cpp itself (the reference tests).
+pub fn backend() -> Result<&'static LlamaBackend, String> {
     init().map(|(b, _)| b)
-}
-
-/// The process's llama.cpp backend, for code in the same process as engines that drives
-/// llama.cpp itself (the reference tests): initialised here the first time, as for an engine.
-pub fn shared() -> Result<&'static LlamaBackend, String> {
-    backend()
 }
 
 /// The backends as loaded at start (empty before any engine started one).

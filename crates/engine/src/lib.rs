@@ -83,9 +83,9 @@ pub mod template;
 mod text;
 pub mod tools;
 
+pub use backend::backend as llama_backend;
 pub use backend::libraries as load_backend_libraries;
 pub use backend::loaded as backends;
-pub use backend::shared as llama_backend;
 pub use config::{DeviceChoice, EngineConfig, GpuLayers, KvType, Offload, Remote, Script};
 pub use cpu::Backends;
 pub use cpu_share::GIVE_UP_AT;

@@ -9,7 +9,8 @@ use crate::common;
 
 use base64::Engine as _;
 use common::{
-    cluster_config, dark, greedy_conversation, png, stripes, ui_turn, wait_for, TestNode, MODEL_ID,
+    cluster_config, dark, greedy_conversation, image_url_part, png, png_uri, stripes, ui_turn,
+    wait_for, TestNode, MODEL_ID,
 };
 use serde_json::{json, Value};
 
@@ -44,7 +45,7 @@ async fn openai_answer_to(t: &TestNode, image: &[u8], question: &str) -> Value {
             &json!({
                 "model": MODEL_ID,
                 "messages": [{"role": "user", "content": [
-                    {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{}", b64(image))}},
+                    image_url_part(image),
                     {"type": "text", "text": question},
                 ]}],
                 "max_tokens": 16, "temperature": 0,
@@ -89,7 +90,7 @@ async fn agent_door_answer(t: &TestNode, door: &str, image: &[u8]) -> String {
             "/v1/responses",
             json!({"model": MODEL_ID, "max_output_tokens": 16, "temperature": 0, "store": false, "input": [
                 {"role": "user", "content": [
-                    {"type": "input_image", "image_url": format!("data:image/png;base64,{}", b64(image))},
+                    {"type": "input_image", "image_url": png_uri(image)},
                     {"type": "input_text", "text": "Describe the picture."}]}]}),
         ),
     };
@@ -97,17 +98,22 @@ async fn agent_door_answer(t: &TestNode, door: &str, image: &[u8]) -> String {
     let status = r.status();
     let v: Value = r.json().await.unwrap();
     assert_eq!(status, 200, "{door}: {v}");
-    match door {
-        "anthropic" => v["content"][0]["text"].as_str().unwrap().to_owned(),
-        _ => v["output"]
+    answer_text(&v)
+}
+
+/// An agent door's answer words: Anthropic's text blocks, or the Responses messages' parts.
+fn answer_text(v: &Value) -> String {
+    let blocks = v["content"].as_array().cloned().unwrap_or_else(|| {
+        v["output"]
             .as_array()
             .unwrap()
             .iter()
             .filter(|item| item["type"] == "message")
-            .flat_map(|item| item["content"].as_array().unwrap().iter())
-            .map(|part| part["text"].as_str().unwrap())
-            .collect(),
-    }
+            .flat_map(|item| item["content"].as_array().unwrap().clone())
+            .collect()
+    });
+    assert!(!blocks.is_empty(), "no answer: {v}");
+    blocks.iter().filter_map(|b| b["text"].as_str()).collect()
 }
 
 #[tokio::test]
@@ -199,9 +205,8 @@ async fn an_image_reaches_the_model_on_every_door() {
 #[tokio::test]
 async fn the_ui_chat_keeps_images_with_the_conversation_and_shows_them_to_the_model() {
     let (t, _dir) = vision_node().await;
-    let uri = |bytes: &[u8]| format!("data:image/png;base64,{}", b64(bytes));
     let conv = greedy_conversation(&t, "stripes").await;
-    let asked = json!({"content": "Describe the picture.", "images": [uri(&stripes())]});
+    let asked = json!({"content": "Describe the picture.", "images": [png_uri(&stripes())]});
     let answer = ui_turn(&t, &conv, asked).await;
     // The same answer as the OpenAI door gives for the same image and words: the image reached
     // the model, before the text.
@@ -214,7 +219,7 @@ async fn the_ui_chat_keeps_images_with_the_conversation_and_shows_them_to_the_mo
     let dark_answer = ui_turn(
         &t,
         &other,
-        json!({"content": "Describe the picture.", "images": [uri(&dark())]}),
+        json!({"content": "Describe the picture.", "images": [png_uri(&dark())]}),
     )
     .await;
     assert_ne!(answer, dark_answer, "two different images, one answer");
@@ -253,7 +258,7 @@ async fn the_ui_chat_keeps_images_with_the_conversation_and_shows_them_to_the_mo
             "/v1/chat/completions",
             &json!({"model": MODEL_ID, "max_tokens": 16, "temperature": 0, "messages": [
                 {"role": "user", "content": [
-                    {"type": "image_url", "image_url": {"url": uri(&stripes())}},
+                    image_url_part(&stripes()),
                     {"type": "text", "text": "Describe the picture."}]},
                 {"role": "assistant", "content": answer},
                 {"role": "user", "content": "And the colours?"}]}),
@@ -268,7 +273,7 @@ async fn the_ui_chat_keeps_images_with_the_conversation_and_shows_them_to_the_mo
 
     // A message may be images alone.
     let alone = greedy_conversation(&t, "alone").await;
-    ui_turn(&t, &alone, json!({"images": [uri(&dark())]})).await;
+    ui_turn(&t, &alone, json!({"images": [png_uri(&dark())]})).await;
     let detail = t.get_json(&format!("/api/conversations/{alone}")).await;
     assert_eq!(detail["messages"][0]["content"], "");
     assert_eq!(detail["messages"][0]["images"].as_array().unwrap().len(), 1);
@@ -282,7 +287,7 @@ async fn the_ui_chat_keeps_images_with_the_conversation_and_shows_them_to_the_mo
         "images[0]: not an image",
     )
     .await;
-    let seventeen: Vec<String> = (0..17).map(|_| uri(&dark())).collect();
+    let seventeen: Vec<String> = (0..17).map(|_| png_uri(&dark())).collect();
     refused(
         &t,
         &path,
@@ -301,7 +306,7 @@ async fn the_ui_chat_keeps_images_with_the_conversation_and_shows_them_to_the_mo
             [b[0], b[1], b[2]]
         })
     };
-    let two = json!({"content": "x", "images": [uri(&photo(1)), uri(&photo(2))]});
+    let two = json!({"content": "x", "images": [png_uri(&photo(1)), png_uri(&photo(2))]});
     refused(
         &t,
         &path,
@@ -313,7 +318,7 @@ async fn the_ui_chat_keeps_images_with_the_conversation_and_shows_them_to_the_mo
     refused(
         &t,
         &path,
-        &json!({"edit_message_id": first, "content": "x", "images": [uri(&dark())]}),
+        &json!({"edit_message_id": first, "content": "x", "images": [png_uri(&dark())]}),
         "go with a new message",
     )
     .await;
@@ -373,7 +378,7 @@ async fn bad_images_are_refused_clearly_and_the_node_keeps_serving() {
             (
                 "/v1/chat/completions",
                 json!({"messages": [{"role": "user", "content": [
-                    {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{}", b64(&bytes))}},
+                    image_url_part(&bytes),
                     {"type": "text", "text": "What is it?"}]}], "max_tokens": 4}),
             ),
             (
@@ -516,7 +521,7 @@ async fn an_image_goes_to_the_peer_whose_model_sees_it() {
         (
             "/v1/chat/completions",
             json!({"model": MODEL_ID, "max_tokens": 4, "messages": [{"role": "user", "content": [
-                {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{}", b64(&cut))}},
+                image_url_part(&cut),
                 {"type": "text", "text": "What is it?"}]}]}),
         ),
         (
@@ -654,7 +659,7 @@ async fn a_tools_picture_reaches_the_model_on_the_agent_doors() {
                     {"role": "user", "content": "Look at a.png."},
                     {"type": "function_call", "call_id": "c1", "name": "view_image", "arguments": "{\"path\":\"a.png\"}"},
                     {"type": "function_call_output", "call_id": "c1", "output": [
-                        {"type": "input_image", "image_url": format!("data:image/png;base64,{data}")}]}]}),
+                        {"type": "input_image", "image_url": png_uri(&image)}]}]}),
                 )
             };
             let r = t.post(path, &body).await;
@@ -665,18 +670,7 @@ async fn a_tools_picture_reaches_the_model_on_the_agent_doors() {
             let usage = &v["usage"];
             let tokens = usage["input_tokens"].as_u64().unwrap()
                 + usage["cache_read_input_tokens"].as_u64().unwrap_or(0);
-            // The answer's words: Anthropic's text blocks, the Responses messages' parts.
-            let blocks = v["content"].as_array().cloned().unwrap_or_else(|| {
-                v["output"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .filter(|item| item["type"] == "message")
-                    .flat_map(|item| item["content"].as_array().unwrap().clone())
-                    .collect()
-            });
-            let text: String = blocks.iter().filter_map(|b| b["text"].as_str()).collect();
-            (text, tokens)
+            (answer_text(&v), tokens)
         }
     };
     for door in ["anthropic", "responses"] {
@@ -705,7 +699,7 @@ async fn a_marker_in_the_words_is_not_an_images_place() {
                 {"role": "system", "content": "mtmd splits a prompt on <__media__>."},
                 {"role": "user", "content": [
                     {"type": "text", "text": "Here is <__media__> and a picture:"},
-                    {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{}", b64(&stripes()))}}]}]}),
+                    image_url_part(&stripes())]}]}),
         )
         .await;
     let status = r.status();

@@ -10,17 +10,13 @@ use crate::common;
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 
-use base64::Engine as _;
-use common::{dark, stripes, TestNode};
-use hearth_engine::template::ChatTemplate;
+use common::{dark, direct, image_url_part, stripes, TestNode};
 use hearth_protocol::media::{Image, MEDIA_MARKER};
 use hearth_protocol::ChatMessage;
 use llama_cpp_2::context::params::LlamaContextParams;
-use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::mtmd::{MtmdBitmap, MtmdContext, MtmdContextParams, MtmdInputText};
-use llama_cpp_2::sampling::LlamaSampler;
 use serde_json::{json, Value};
 
 const MAX_TOKENS: usize = 24;
@@ -59,11 +55,6 @@ async fn node(dir: &Path, model: &Path) -> TestNode {
         c.threads = 1;
     })
     .await
-}
-
-fn image_part(png: &[u8]) -> Value {
-    let b64 = base64::engine::general_purpose::STANDARD.encode(png);
-    json!({"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{b64}")}})
 }
 
 /// The node's greedy answer to `messages`, and how many prompt tokens came from a cache.
@@ -118,23 +109,13 @@ fn direct_greedy(model_path: &Path, projector: &Path, png: &[u8]) -> String {
         mtmd.decode_use_mrope(),
         "the fixture's projector is not M-RoPE"
     );
-    let vocab = model.vocab();
-    let piece = |t| {
-        let mut b = Vec::new();
-        vocab.token_to_piece_into(t, &mut b, true, None);
-        String::from_utf8(b).unwrap()
-    };
-    let template = model.chat_template(None).unwrap().to_string().unwrap();
-    let rendered = ChatTemplate::new(&template, &piece(vocab.bos()), &piece(vocab.eos()))
-        .unwrap()
-        .render(
-            &[ChatMessage::new(
-                "user",
-                format!("{MEDIA_MARKER}{QUESTION}"),
-            )],
-            true,
-        )
-        .unwrap();
+    let rendered = direct::render_chat(
+        &model,
+        &[ChatMessage::new(
+            "user",
+            format!("{MEDIA_MARKER}{QUESTION}"),
+        )],
+    );
     // The pixels as the node decodes them.
     let pixels = Image(png.to_vec()).decode_within(2048).unwrap();
     let bitmap = MtmdBitmap::from_image_data(pixels.width, pixels.height, &pixels.rgb).unwrap();
@@ -151,19 +132,7 @@ fn direct_greedy(model_path: &Path, projector: &Path, png: &[u8]) -> String {
     let after = chunks
         .eval_chunks(&mut mtmd, &mut ctx, 0, 0, N_BATCH as i32, true)
         .unwrap();
-    let mut sampler = LlamaSampler::greedy();
-    let mut batch = LlamaBatch::new(8, 1);
-    let mut bytes = Vec::new();
-    for pos in (after..).take(MAX_TOKENS) {
-        let token = sampler.sample(&ctx, -1);
-        if vocab.is_eog(token) {
-            break;
-        }
-        vocab.token_to_piece_into(token, &mut bytes, false, None);
-        batch.clear();
-        batch.add(token, pos, &[0], true).unwrap();
-        ctx.decode(&mut batch).unwrap();
-    }
+    let bytes = direct::greedy_bytes(&mut ctx, &model, after, MAX_TOKENS);
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
@@ -172,7 +141,7 @@ async fn an_m_rope_model_answers_about_an_image_as_llama_cpps_own_helper_does() 
     let (dir, model) = m_rope_model();
     let projector = dir.path().join("mmproj-tiny-vl.gguf");
     let t = node(dir.path(), &model).await;
-    let asked = |png: Vec<u8>| json!([{"role": "user", "content": [image_part(&png), {"type": "text", "text": QUESTION}]}]);
+    let asked = |png: Vec<u8>| json!([{"role": "user", "content": [image_url_part(&png), {"type": "text", "text": QUESTION}]}]);
     let (stripes_answer, _) = ask(&t, asked(stripes())).await;
     let (dark_answer, _) = ask(&t, asked(dark())).await;
     t.stop().await;
@@ -200,7 +169,7 @@ async fn prompts_after_an_m_rope_image_restored_from_the_cache_answer_as_cold_on
         where the light comes from, what it might show and where it might have been made, \
         in one short sentence for each, and then";
     let turn = |ending: &str| {
-        json!({"role": "user", "content": [image_part(&stripes()),
+        json!({"role": "user", "content": [image_url_part(&stripes()),
             {"type": "text", "text": format!("{shared} {ending}")}]})
     };
     let other = "Tell me about the history of clocks, from sundials and water clocks to \

@@ -7,14 +7,13 @@ use crate::common;
 
 use std::num::NonZeroU32;
 
+use common::direct;
 use common::process::NodeProcess;
-use hearth_engine::template::ChatTemplate;
 use hearth_protocol::ChatMessage;
 use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
-use llama_cpp_2::sampling::LlamaSampler;
 use serde_json::json;
 
 const MAX_TOKENS: usize = 48;
@@ -39,18 +38,8 @@ fn direct_greedy(model_path: &std::path::Path, prompt: &str) -> String {
                 .with_n_threads_batch(threads),
         )
         .unwrap();
-    let vocab = model.vocab();
-    let template = model.chat_template(None).unwrap().to_string().unwrap();
-    let piece = |t| {
-        let mut b = Vec::new();
-        vocab.token_to_piece_into(t, &mut b, true, None);
-        String::from_utf8(b).unwrap()
-    };
-    let rendered = ChatTemplate::new(&template, &piece(vocab.bos()), &piece(vocab.eos()))
-        .unwrap()
-        .render(&[ChatMessage::new("user", prompt)], true)
-        .unwrap();
-    let tokens = vocab.tokenize(rendered.as_bytes(), true, true);
+    let rendered = direct::render_chat(&model, &[ChatMessage::new("user", prompt)]);
+    let tokens = model.vocab().tokenize(rendered.as_bytes(), true, true);
     let mut batch = LlamaBatch::new(512, 1);
     for (i, t) in tokens.iter().enumerate() {
         batch
@@ -58,18 +47,7 @@ fn direct_greedy(model_path: &std::path::Path, prompt: &str) -> String {
             .unwrap();
     }
     ctx.decode(&mut batch).unwrap();
-    let mut sampler = LlamaSampler::greedy();
-    let mut bytes = Vec::new();
-    for pos in (tokens.len() as i32..).take(MAX_TOKENS) {
-        let token = sampler.sample(&ctx, batch.n_tokens() - 1);
-        if vocab.is_eog(token) {
-            break;
-        }
-        vocab.token_to_piece_into(token, &mut bytes, false, None);
-        batch.clear();
-        batch.add(token, pos, &[0], true).unwrap();
-        ctx.decode(&mut batch).unwrap();
-    }
+    let bytes = direct::greedy_bytes(&mut ctx, &model, tokens.len() as i32, MAX_TOKENS);
     String::from_utf8(bytes).unwrap()
 }
 

@@ -13,7 +13,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
 use common::process::NodeProcess;
 use common::{chat_at as chat, dark, greedy_at as greedy, stripes};
 use serde_json::{json, Value};
@@ -120,11 +119,10 @@ fn owner_args<'a>(mib: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
 
 /// The greedy answer at `url` about a picture.
 async fn about(url: &str, png: &[u8]) -> String {
-    let b64 = base64::engine::general_purpose::STANDARD.encode(png);
     let body = json!({
         "model": common::MODEL_ID,
         "messages": [{"role": "user", "content": [
-            {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{b64}")}},
+            common::image_url_part(png),
             {"type": "text", "text": "Describe the picture."},
         ]}],
         "max_tokens": 16, "temperature": 0,

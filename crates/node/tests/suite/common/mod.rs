@@ -3,6 +3,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod cluster_peer;
+pub mod direct;
 pub mod hub;
 pub mod model_hub;
 pub mod netns;
@@ -564,4 +565,16 @@ pub fn stripes() -> Vec<u8> {
 /// A 64x64 PNG of dark gradients: the tests' other image.
 pub fn dark() -> Vec<u8> {
     png(64, 64, |x, y| [(x * 2) as u8, (y * 2) as u8, 30])
+}
+
+/// A PNG as a data URI, the form the OpenAI and Responses doors take images in.
+pub fn png_uri(png: &[u8]) -> String {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(png);
+    format!("data:image/png;base64,{b64}")
+}
+
+/// An OpenAI Chat Completions `image_url` part holding a PNG.
+pub fn image_url_part(png: &[u8]) -> Value {
+    json!({"type": "image_url", "image_url": {"url": png_uri(png)}})
 }
