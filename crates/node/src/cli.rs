@@ -94,8 +94,8 @@ pub struct ServeArgs {
     queue: usize,
     /// Fetch images that requests name by http(s) URL (OpenAI's image_url, Responses'
     /// input_image, Anthropic's url source): public addresses only, never this machine's own
-    /// nor its interfaces' networks, 8 MiB and 10 s each, within the request's body limit
-    /// [default: off, data URIs only].
+    /// nor its interfaces' networks, 8 MiB and 10 s each, within the request's body limit,
+    /// 16 at once on the node [default: off, data URIs only].
     #[arg(long, env = "HEARTH_IMAGE_URLS")]
     image_urls: bool,
     /// Share this node on the LAN: listen on all interfaces; other machines need an API key

@@ -22,7 +22,7 @@ use hearth_protocol::openai::{parse_body, RequestError};
 use hearth_protocol::{FinishReason, ToolCall};
 
 use crate::door::submit_chat;
-use crate::door::{body_bytes, collect, resolve};
+use crate::door::{body_bytes, collect, fetch_image_urls, resolve};
 use crate::error::ApiError;
 use crate::stream::{self as door_stream, End};
 use crate::AppState;
@@ -71,9 +71,7 @@ async fn read(
     count: bool,
 ) -> Result<(hearth_route::Target, MessagesRequest), AnthropicError> {
     let body = body_bytes(body)?;
-    let body = crate::image_urls::inline(state.image_urls.as_ref(), body)
-        .await
-        .map_err(bad)?;
+    let body = fetch_image_urls(state, body).await?;
     let wire: MessagesBody = parse_body(&body).map_err(bad)?;
     let model = match wire.model.as_deref().map(str::trim) {
         Some(m) if !m.is_empty() => m.to_owned(),

@@ -1,5 +1,5 @@
 //! The doors' shared toolkit: reading a request's body, resolving its model (waiting a while
-//! for one that loads), submitting a conversation with the reader of its answer, collecting a
+//! for one that loads), fetching the images it names by URL, submitting a conversation with the reader of its answer, collecting a
 //! whole answer, and the clock the answers are stamped with. Every door takes these from here,
 //! so that no door imports another.
 
@@ -39,6 +39,20 @@ pub(crate) fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, A
         };
         ApiError::new(status, "invalid_request_error", code, None, e.body_text())
     })
+}
+
+/// `body` with the images it names by http(s) URL fetched, where the node allows it
+/// (`--image-urls`; else as it came, and the door refuses such a URL), once the model the body
+/// names is known to take images: a model sure not to see them is refused before any fetch.
+pub(crate) async fn fetch_image_urls(state: &AppState, body: Bytes) -> Result<Bytes, ApiError> {
+    let Some(urls) = &state.image_urls else {
+        return Ok(body);
+    };
+    let gate = async |model: Option<String>| {
+        let target = resolve(state, model.as_deref()).await?;
+        Ok(state.router.refuses_images(&target)?)
+    };
+    urls.inline(body, gate).await
 }
 
 /// What the request's model name means here, waiting (bounded) for a model that loads.

@@ -9,28 +9,41 @@
 //! name resolves to (the connection goes to a checked address, so a name cannot resolve
 //! twice) and on every redirect; with a time limit, a size limit counted as bytes arrive (each
 //! image's, and all of a request's within its body limit once written back in base64), no
-//! proxy and no cookies.
+//! proxy and no cookies. Nothing is fetched for a model sure not to see images, and the node
+//! fetches at most [`MAX_FETCHES`] at once, whatever the number of requests.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use axum::body::Bytes;
+use axum::http::StatusCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use hearth_protocol::limits::MAX_HTTP_BODY_BYTES;
-use hearth_protocol::media::{check_count, Image, ImageError, MAX_IMAGE_BYTES};
+use hearth_protocol::media::{check_count, Image, ImageError, MAX_IMAGES, MAX_IMAGE_BYTES};
 use hearth_protocol::openai::RequestError;
 use serde_json::Value;
+use tokio::sync::Semaphore;
+
+use crate::error::ApiError;
 
 /// How long one image may take, from connecting to its last byte.
 const FETCH_TIME: Duration = Duration::from_secs(10);
 const CONNECT_TIME: Duration = Duration::from_secs(5);
 const MAX_REDIRECTS: usize = 3;
+/// Images the node fetches at once, all requests together (one request's most): at most this
+/// many times [`MAX_IMAGE_BYTES`] in memory and as many connections out.
+pub const MAX_FETCHES: usize = MAX_IMAGES;
+/// How long an image waits for one of those fetches to end before its request is refused.
+const FETCH_WAIT: Duration = Duration::from_secs(5);
 
 /// The client that fetches images by URL: present only when `--image-urls` allows it.
 #[derive(Debug, Clone)]
 pub struct ImageUrls {
     client: reqwest::Client,
+    /// One permit a fetch under way, [`MAX_FETCHES`] in all.
+    fetching: Arc<Semaphore>,
 }
 
 /// Why a URL was not fetched: the refusal this module made (an address, a scheme, too many
@@ -53,17 +66,10 @@ enum FetchError {
     Timeout,
     #[error("it could not be fetched: {0}")]
     Net(String),
+    #[error("this node is fetching {MAX_FETCHES} images by URL already, its limit, and none ended within {} s; try again shortly", FETCH_WAIT.as_secs())]
+    Busy,
     #[error(transparent)]
     Image(#[from] ImageError),
-}
-
-/// `body` with its image URLs fetched, where `urls` allows it ([`ImageUrls::inline`]); as it
-/// came when it does not (the door then refuses a URL that is not a data URI).
-pub(crate) async fn inline(urls: Option<&ImageUrls>, body: Bytes) -> Result<Bytes, RequestError> {
-    match urls {
-        Some(u) => u.inline(body).await,
-        None => Ok(body),
-    }
 }
 
 impl ImageUrls {
@@ -87,12 +93,20 @@ impl ImageUrls {
             .timeout(FETCH_TIME)
             .user_agent(concat!("hearth/", env!("CARGO_PKG_VERSION")))
             .build()?;
-        Ok(Self { client })
+        Ok(Self {
+            client,
+            fetching: Arc::new(Semaphore::new(MAX_FETCHES)),
+        })
     }
 
     /// `body` with each image URL replaced by the fetched image (a data URI); unchanged when
-    /// it names none (or is not JSON: the door's parser says why).
-    pub(crate) async fn inline(&self, body: Bytes) -> Result<Bytes, RequestError> {
+    /// it names none (or is not JSON: the door's parser says why). Before anything is
+    /// fetched, `gate` is given the body's `model` and may refuse (a model that cannot see).
+    pub(crate) async fn inline(
+        &self,
+        body: Bytes,
+        gate: impl AsyncFnOnce(Option<String>) -> Result<(), ApiError>,
+    ) -> Result<Bytes, ApiError> {
         if !body.windows(4).any(|w| w.eq_ignore_ascii_case(b"http")) {
             return Ok(body);
         }
@@ -111,8 +125,10 @@ impl ImageUrls {
                 .next()
                 .unwrap_or("messages")
                 .to_owned();
-            RequestError::new(&list, e.to_string())
+            ApiError::bad_request(RequestError::new(&list, e.to_string()))
         })?;
+        let model = json.get("model").and_then(Value::as_str).map(str::to_owned);
+        gate(model).await?;
         // What the fetched files may take together: the body's room left, less base64's third.
         let budget = AtomicUsize::new(MAX_HTTP_BODY_BYTES.saturating_sub(body.len()) / 4 * 3);
         let fetched =
@@ -120,22 +136,39 @@ impl ImageUrls {
                 .await;
         for ((pointer, url), image) in found.iter().zip(fetched) {
             let at = param(pointer);
-            let uri = image
-                .and_then(|i| Ok(i.data_uri()?))
-                .map_err(|e| RequestError::new(&at, format!("{at}: the image at {url}: {e}")))?;
+            let uri = image.and_then(|i| Ok(i.data_uri()?)).map_err(|e| {
+                let message = format!("{at}: the image at {url}: {e}");
+                match e {
+                    FetchError::Busy => ApiError {
+                        retry_after: Some(FETCH_WAIT.as_secs()),
+                        ..ApiError::new(
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            "server_error",
+                            Some("image_fetches_busy"),
+                            Some(at.clone()),
+                            message,
+                        )
+                    },
+                    _ => ApiError::bad_request(RequestError::new(&at, message)),
+                }
+            })?;
             if let Some(slot) = json.pointer_mut(pointer) {
                 *slot = Value::String(uri);
             }
         }
         serde_json::to_vec(&json)
             .map(Bytes::from)
-            .map_err(|e| RequestError::new("body", e.to_string()))
+            .map_err(|e| ApiError::bad_request(RequestError::new("body", e.to_string())))
     }
 
     /// One image, its bytes counted against `budget` (the request's) as they arrive.
     async fn fetch(&self, url: &str, budget: &AtomicUsize) -> Result<Image, FetchError> {
         let parsed = reqwest::Url::parse(url).map_err(|e| FetchError::Net(e.to_string()))?;
         check_url(&parsed).map_err(|r| FetchError::Refused(r.0))?;
+        let _fetching = tokio::time::timeout(FETCH_WAIT, self.fetching.acquire())
+            .await
+            .map_err(|_| FetchError::Busy)?
+            .map_err(|_| FetchError::Busy)?;
         let mut response = self.client.get(parsed).send().await.map_err(client_error)?;
         if !response.status().is_success() {
             return Err(FetchError::Status(response.status().as_u16()));

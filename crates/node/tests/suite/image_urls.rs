@@ -3,8 +3,9 @@
 //! routed anywhere), reached through a router so that it is on none of this host's networks. With the default model and a projector the test writes, an image by URL
 //! gives the answer the same image gives as a data URI, on the OpenAI, Anthropic and Responses
 //! doors; loopback, a name for it, a redirect to it, redirect loops, big, slow, missing and
-//! non-image files are refused with a clear 400; off (the default) a URL is refused naming the
-//! flag. Needs root (it runs `ip netns`), as CI does.
+//! non-image files are refused with a clear 400, more at once than the node fetches with a 503;
+//! nothing is fetched for a model that cannot see; off (the default) a URL is refused naming
+//! the flag. Needs root (it runs `ip netns`), as CI does.
 
 use crate::common;
 
@@ -331,6 +332,37 @@ async fn an_image_by_url_reaches_the_model_from_public_addresses_only() {
     );
     assert!(started.elapsed() < Duration::from_secs(5));
 
+    // The node fetches at most 16 images at once, all requests together: while one request's
+    // 16 wait on a slow server, another's image waits a while, then is refused (503, retry).
+    let slow: Vec<Value> = (0..16)
+        .map(|_| json!({"type": "image_url", "image_url": {"url": web.url("/slow")}}))
+        .collect();
+    let body = json!({"model": MODEL_ID, "messages": [{"role": "user", "content": slow}]});
+    let all_taken = {
+        let url = t.url("/v1/chat/completions");
+        tokio::spawn(async move { common::client().post(url).json(&body).send().await.unwrap() })
+    };
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (status, v) = ask(&t, "openai", &web.url("/img/dark.png")).await;
+    assert_eq!(status, 503, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("fetching 16 images by URL already"),
+        "{v}"
+    );
+    let r = all_taken.await.unwrap();
+    assert_eq!(r.status(), 400);
+    let v: Value = r.json().await.unwrap();
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no answer within the time limit"),
+        "{v}"
+    );
+
     // The node keeps serving.
     let after = answer(&t, "openai", &web.url("/img/dark.png")).await;
     assert!(!after.is_empty());
@@ -343,6 +375,26 @@ async fn image_urls_are_not_fetched_unless_the_node_allows_it() {
     let (t, _dir) = vision_node(false).await;
     for door in ["openai", "anthropic", "responses"] {
         refused(&t, door, "https://198.51.100.2/stripes.png", "--image-urls").await;
+    }
+    t.stop().await;
+}
+
+/// A model sure not to see images (this node alone serves it, without a projector) is refused
+/// before anything is fetched: the door's answer is that, at once, and never what a fetch of
+/// the URL (a documentation address, served by nobody) would have said.
+#[tokio::test]
+async fn nothing_is_fetched_for_a_model_that_cannot_see() {
+    let t = TestNode::start_with(|c| c.image_urls = true).await;
+    for door in ["openai", "anthropic", "responses"] {
+        let started = std::time::Instant::now();
+        refused(
+            &t,
+            door,
+            "http://198.51.100.2/stripes.png",
+            "cannot see images",
+        )
+        .await;
+        assert!(started.elapsed() < Duration::from_secs(4), "{door}");
     }
     t.stop().await;
 }

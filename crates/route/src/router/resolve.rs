@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use hearth_engine::{ModelState, SubmitError};
+use hearth_engine::{ModelState, PromptError, SubmitError};
 use hearth_protocol::ModelId;
 
 use super::Router;
@@ -87,6 +87,26 @@ impl Router {
             }
             Err(_) => Err(loading(&engine).into()),
         }
+    }
+
+    /// Whether `target` can be sent images, where that is sure before any is read: refused
+    /// (the engine's own "cannot see images") when this node alone serves the model (no hub
+    /// worker or peer has it) and its copy here has no projector that reads them. Unsure
+    /// (another place may see them) is `Ok`: the route decides where they go.
+    pub fn refuses_images(&self, target: &Target) -> Result<(), SubmitError> {
+        let Some(info) = target.local.as_ref().filter(|i| !i.vision) else {
+            return Ok(());
+        };
+        if let Some(hub) = &self.hub {
+            if !hub.serves_locally() || !hub.candidates(&target.model).is_empty() {
+                return Ok(());
+            }
+        }
+        Err(PromptError::NoVision {
+            model: info.id.clone(),
+            why: info.projector_refused.clone(),
+        }
+        .into())
     }
 }
 

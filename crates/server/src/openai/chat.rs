@@ -14,7 +14,7 @@ use hearth_protocol::openai::{self as oa, parse_body, ChatCompletionBody, Reques
 use hearth_protocol::{FinishReason, ToolCall};
 
 use super::{chat_logprobs, chat_token_logprob, json, json_error, sse_response, timings};
-use crate::door::{body_bytes, collect, now_secs, resolve, submit_chat};
+use crate::door::{body_bytes, collect, fetch_image_urls, now_secs, resolve, submit_chat};
 use crate::error::ApiError;
 use crate::AppState;
 use hearth_engine::answer::{self, Piece};
@@ -31,9 +31,7 @@ pub(crate) async fn chat_completions(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body = body_bytes(body)?;
-    let body = crate::image_urls::inline(state.image_urls.as_ref(), body)
-        .await
-        .map_err(ApiError::bad_request)?;
+    let body = fetch_image_urls(&state, body).await?;
     let wire: ChatCompletionBody = parse_body(&body).map_err(ApiError::bad_request)?;
     let target = resolve(&state, wire.model.as_deref()).await?;
     let mut req = wire.validate(target.ctx()).map_err(ApiError::bad_request)?;

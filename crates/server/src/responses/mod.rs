@@ -26,7 +26,7 @@ use hearth_protocol::{ChatMessage, FinishReason, ToolCall};
 use hearth_store::responses::StoredResponse;
 
 use crate::door::submit_chat;
-use crate::door::{body_bytes, collect, now_secs, resolve};
+use crate::door::{body_bytes, collect, fetch_image_urls, now_secs, resolve};
 use crate::error::ApiError;
 use crate::security::VerifiedKey;
 use crate::AppState;
@@ -94,9 +94,7 @@ pub(crate) async fn create(
 ) -> Result<Response, ApiError> {
     let owner = owner(verified);
     let body = body_bytes(body)?;
-    let body = crate::image_urls::inline(state.image_urls.as_ref(), body)
-        .await
-        .map_err(ApiError::bad_request)?;
+    let body = fetch_image_urls(&state, body).await?;
     let wire: ResponsesBody = parse_body(&body).map_err(ApiError::bad_request)?;
     let target = resolve(&state, wire.model.as_deref()).await?;
     let mut req = wire.validate(target.ctx()).map_err(ApiError::bad_request)?;
