@@ -47,11 +47,12 @@ pub struct ServeArgs {
     #[arg(long, env = "HEARTH_CACHE_RAM")]
     cache_ram: Option<u64>,
     /// A folder where the prompt cache also keeps its sequences, so that they outlive a
-    /// restart (a folder per model and KV type; each file checksummed, a damaged one deleted
-    /// unread) [default: none].
+    /// restart (a folder per model, holding one per KV type and placement; each file
+    /// checksummed, a damaged one deleted unread) [default: none].
     #[arg(long, env = "HEARTH_CACHE_DISK")]
     cache_disk: Option<PathBuf>,
-    /// MiB each model's prompt cache may take in --cache-disk; the oldest files go first.
+    /// MiB each model's prompt cache may take in --cache-disk, all its folders together; the
+    /// oldest files go first.
     #[arg(long, env = "HEARTH_CACHE_DISK_MAX", default_value_t = hearth_engine::config::DEFAULT_CACHE_DISK_MAX >> 20)]
     cache_disk_max: u64,
     /// Speculative decoding: guess tokens ahead from n-grams of the prompt and the answer, or

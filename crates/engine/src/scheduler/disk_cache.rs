@@ -1,9 +1,9 @@
 //! The prompt cache on disk (`--cache-disk DIR`): sequences the prompt cache keeps (and the
 //! idle ones when the engine stops) are also written to files, in a folder per model (a hash
-//! of its file's start) and cache layout, so that a restart does not lose them. Each file is
-//! checksummed (SHA-256); one that does not check out, or that this pool cannot take, is
-//! deleted, never loaded again. Files are written on a thread of their own, readable by this
-//! user only; the oldest go past the size cap.
+//! of its file's start) holding one per cache layout, so that a restart does not lose them.
+//! Each file is checksummed (SHA-256); one that does not check out, or that this pool cannot
+//! take, is deleted, never loaded again. Files are written on a thread of their own, readable
+//! by this user only; the oldest of the model's, all layouts together, go past the size cap.
 //! The format is Hearth's own (a short header, the tokens, llama.cpp's state bytes, the sum):
 //! llama.cpp's session files carry no checksum.
 #![allow(unsafe_code)]
@@ -42,8 +42,10 @@ pub(super) struct DiskCache {
     thread: Option<JoinHandle<()>>,
 }
 
-/// The folder of one model's cache: a hash of its file's size and first bytes and of `layout`
-/// (the KV type and where the cache is: a state loads only into the layout it came from).
+/// The folder of one model's cache in one `layout` (the KV type and where the cache is: a
+/// state loads only into the layout it came from): `{file stem}-{hash of the file's size and
+/// first bytes}/{hash of the layout}`. The model's folder holds all its layouts (a split's
+/// worker has one per share of layers it ever had): the size cap counts them together.
 pub(super) fn folder(root: &Path, model: &Path, layout: &str) -> PathBuf {
     let mut h = Sha256::new();
     h.update(
@@ -54,13 +56,52 @@ pub(super) fn folder(root: &Path, model: &Path, layout: &str) -> PathBuf {
     if let Ok(f) = std::fs::File::open(model) {
         let _ = std::io::copy(&mut f.take(MODEL_PREFIX), &mut h);
     }
-    h.update(layout.as_bytes());
     let digest = hex(&h.finalize()[..8]);
     let stem = model
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    root.join(format!("{stem}-{digest}"))
+    let layout = hex(&Sha256::digest(layout.as_bytes())[..6]);
+    root.join(format!("{stem}-{digest}")).join(layout)
+}
+
+/// Make `dir` and the folders above it, readable by this user only.
+fn make_folder(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
+/// The cache files (`.kv`) directly in `dir`: when each was written, its size, its path.
+fn files(dir: &Path) -> Vec<(std::time::SystemTime, u64, PathBuf)> {
+    let Ok(read) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    read.flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "kv"))
+        .filter_map(|e| {
+            let m = e.metadata().ok()?;
+            Some((m.modified().ok()?, m.len(), e.path()))
+        })
+        .collect()
+}
+
+/// Delete the folders that caches of earlier versions left in `root` (one per model and
+/// layout, holding entries itself, where a model's folder now holds layouts' folders): no
+/// engine reads them again.
+fn forget_flat_folders(root: &Path) {
+    for e in std::fs::read_dir(root).into_iter().flatten().flatten() {
+        // Only a folder of entries this module wrote (their header reads).
+        if files(&e.path())
+            .iter()
+            .any(|(_, _, f)| read_tokens(f).is_some())
+        {
+            tracing::info!(folder = %e.path().display(), "an old prompt cache folder: deleted");
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -129,8 +170,11 @@ fn decode(bytes: &[u8], tokens: &[LlamaToken]) -> Option<Vec<u8>> {
 }
 
 /// Write `bytes` to `path` whole (a temporary file of this process renamed), readable by this
-/// user only, then delete the oldest files of `dir` past `cap` bytes.
+/// user only, then delete the oldest files of the model's folders (`dir`'s and its other
+/// layouts') past `cap` bytes, and the layouts' folders left empty.
 fn write(dir: &Path, path: &Path, bytes: &[u8], cap: u64) -> std::io::Result<()> {
+    // Another layout's writer deletes this folder while it is empty.
+    make_folder(dir)?;
     let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
     {
         let mut options = std::fs::OpenOptions::new();
@@ -142,35 +186,37 @@ fn write(dir: &Path, path: &Path, bytes: &[u8], cap: u64) -> std::io::Result<()>
         f.sync_all()?;
     }
     std::fs::rename(&tmp, path)?;
-    let mut files: Vec<(std::time::SystemTime, u64, PathBuf)> = std::fs::read_dir(dir)?
-        .flatten()
-        .filter(|e| e.path().extension().is_some_and(|x| x == "kv"))
-        .filter_map(|e| {
-            let m = e.metadata().ok()?;
-            Some((m.modified().ok()?, m.len(), e.path()))
-        })
-        .collect();
-    files.sort();
-    let mut total: u64 = files.iter().map(|f| f.1).sum();
-    for (_, len, file) in files {
+    let layouts: Vec<PathBuf> = match dir.parent().map(std::fs::read_dir) {
+        Some(Ok(read)) => read.flatten().map(|e| e.path()).collect(),
+        _ => vec![dir.to_path_buf()],
+    };
+    let mut all: Vec<_> = layouts.iter().flat_map(|d| files(d)).collect();
+    all.sort();
+    let mut total: u64 = all.iter().map(|f| f.1).sum();
+    for (_, len, file) in all {
         if total <= cap || file == path {
             break;
         }
         let _ = std::fs::remove_file(&file);
         total -= len;
     }
+    for other in layouts.iter().filter(|d| d.as_path() != dir) {
+        // Fails unless empty (a file being written there keeps it).
+        let _ = std::fs::remove_dir(other);
+    }
     Ok(())
 }
 
 impl DiskCache {
-    /// The cache in `dir` (made if need be, this user's only), its files' tokens read, at most
-    /// `cap` bytes on disk. Files that are not entries (a write cut short) are deleted.
+    /// The cache in `dir` ([`folder`]: made if need be, this user's only), its files' tokens
+    /// read, at most `cap` bytes on disk for the model (all its layouts). Files that are not
+    /// entries (a write cut short) are deleted, and the folders of earlier versions' flat
+    /// layout.
     pub(super) fn open(dir: PathBuf, cap: u64) -> std::io::Result<Self> {
-        let mut builder = std::fs::DirBuilder::new();
-        builder.recursive(true);
-        #[cfg(unix)]
-        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-        builder.create(&dir)?;
+        make_folder(&dir)?;
+        if let Some(root) = dir.parent().and_then(Path::parent) {
+            forget_flat_folders(root);
+        }
         let mut entries = Vec::new();
         for e in std::fs::read_dir(&dir)?.flatten() {
             let path = e.path();
@@ -346,5 +392,50 @@ mod tests {
         assert_eq!(decode(&bytes[..bytes.len() - 5], &tokens), None);
         std::fs::write(&path, b"HKVSEQ01\xff\xff\xff\xff\xff\xff\xff\x7f").unwrap();
         assert_eq!(read_tokens(&path), None);
+    }
+
+    /// A model's layouts (a split's worker has one per share of layers) share its size cap,
+    /// the oldest files going first and an emptied layout's folder with them; the flat
+    /// folders of earlier versions are deleted when a cache opens.
+    #[test]
+    fn a_models_layouts_share_its_cap_and_old_flat_folders_go() {
+        let root = tempfile::tempdir().unwrap();
+        let models = tempfile::tempdir().unwrap();
+        let model = models.path().join("tiny-model.gguf");
+        std::fs::write(&model, b"GGUF and the rest of a model").unwrap();
+        let tokens: Vec<LlamaToken> = (0..10).map(LlamaToken::new).collect();
+        let flat = root.path().join("tiny-model-0011223344556677");
+        std::fs::create_dir(&flat).unwrap();
+        std::fs::write(flat.join("x.kv"), encode(&tokens, &[1u8; 100])).unwrap();
+
+        let (a, b) = (
+            folder(root.path(), &model, "f16-CPU-30"),
+            folder(root.path(), &model, "f16-CPU-20"),
+        );
+        assert_ne!(a, b);
+        assert_eq!(a.parent(), b.parent());
+        DiskCache::open(a.clone(), 0).unwrap().close();
+        assert!(!flat.exists(), "the flat folder stayed");
+        assert!(a.is_dir());
+
+        let bytes = encode(&tokens, &[0u8; 1000]);
+        let cap = 3 * bytes.len() as u64 - 1;
+        let put = |dir: &Path, name: &str| {
+            write(dir, &dir.join(name), &bytes, cap).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        put(&a, "1.kv");
+        put(&a, "2.kv");
+        put(&b, "3.kv");
+        assert!(
+            !a.join("1.kv").exists(),
+            "the model's oldest file stayed past the cap"
+        );
+        assert!(a.join("2.kv").exists() && b.join("3.kv").exists());
+        put(&b, "4.kv");
+        assert!(!a.exists(), "the emptied layout's folder stayed");
+        // Its engine writes there again all the same.
+        put(&a, "5.kv");
+        assert!(a.join("5.kv").exists() && !b.join("3.kv").exists());
     }
 }

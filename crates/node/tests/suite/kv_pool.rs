@@ -324,19 +324,21 @@ async fn a_paused_answer_does_not_hold_the_pool_from_the_others() {
 
 /// The `.kv` files of the prompt cache under `root`.
 fn cache_files(root: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut files = Vec::new();
-    for dir in std::fs::read_dir(root).unwrap().flatten() {
-        for f in std::fs::read_dir(dir.path())
+    // `root/{model}/{layout}/*.kv`.
+    let folders = |dir: &std::path::Path| {
+        std::fs::read_dir(dir)
             .into_iter()
             .flatten()
             .flatten()
-        {
-            if f.path().extension().is_some_and(|x| x == "kv") {
-                files.push(f.path());
-            }
-        }
-    }
-    files
+            .map(|e| e.path())
+            .collect::<Vec<_>>()
+    };
+    folders(root)
+        .iter()
+        .flat_map(|model| folders(model))
+        .flat_map(|layout| folders(&layout))
+        .filter(|f| f.extension().is_some_and(|x| x == "kv"))
+        .collect()
 }
 
 /// `--cache-disk`: a sequence given up before a restart comes back from its file after it; a

@@ -82,15 +82,20 @@ fn walk(root: &Path) -> Vec<PathBuf> {
     all
 }
 
-/// The folders of prompt cache `root` (one per model and layout) that hold a file.
+/// The folders of prompt cache `root` (`{model}/{layout}`) that hold a file.
 fn cache_folders_written(root: &Path) -> Vec<PathBuf> {
-    let Ok(folders) = std::fs::read_dir(root) else {
-        return Vec::new();
+    let folders = |dir: &Path| {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .collect::<Vec<_>>()
     };
-    folders
-        .flatten()
-        .filter(|f| std::fs::read_dir(f.path()).is_ok_and(|mut files| files.next().is_some()))
-        .map(|f| f.path())
+    folders(root)
+        .iter()
+        .flat_map(|model| folders(model))
+        .filter(|layout| std::fs::read_dir(layout).is_ok_and(|mut files| files.next().is_some()))
         .collect()
 }
 
@@ -214,7 +219,7 @@ async fn a_model_split_across_two_nodes_answers_as_the_whole_model() {
     assert_eq!(about(&owner.url, &stripes()).await, seen[0]);
     assert_eq!(about(&owner.url, &dark()).await, seen[1]);
     // The worker keeps its prompt cache on disk as the owner does, in its layout's folder (its
-    // KV partly on the peer: a folder beside the one of the model loaded whole): its one
+    // KV partly on the peer: a folder beside the one of the model loaded whole, in the model's): its one
     // slot's long conversation is saved when the next prompt takes the slot.
     greedy(
         &owner.url,
