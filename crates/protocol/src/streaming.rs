@@ -29,6 +29,10 @@ pub struct Config {
     pub prompt: String,
     #[serde(default)]
     pub parameters: Parameters,
+    /// Not part of this protocol: present, the message is refused
+    /// ([`crate::media::TEXT_ONLY_DOOR`]) rather than its pictures dropped unseen.
+    #[serde(default)]
+    images: Option<serde::de::IgnoredAny>,
     #[serde(default)]
     pub options: Options,
 }
@@ -159,14 +163,21 @@ pub struct ParseError(pub String);
 
 /// Parse one text frame.
 pub fn parse_client_message(text: &str) -> Result<ClientMessage, ParseError> {
-    serde_json::from_str(text).map_err(|e| {
+    let message: ClientMessage = serde_json::from_str(text).map_err(|e| {
         let detail = e.to_string();
         if e.is_syntax() || e.is_eof() {
             ParseError(format!("message is not valid JSON: {detail}"))
         } else {
             ParseError(format!("invalid message: {detail}"))
         }
-    })
+    })?;
+    if let ClientMessage::Config(Config {
+        images: Some(_), ..
+    }) = &message
+    {
+        return Err(ParseError(crate::media::TEXT_ONLY_DOOR.into()));
+    }
+    Ok(message)
 }
 
 /// Server -> client.
@@ -380,6 +391,10 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.0.contains("invalid type"), "{e}");
+        let e = parse_client_message(r#"{"type":"config","prompt":"x","images":["aGk="]}"#)
+            .unwrap_err();
+        assert!(e.0.contains("images are not part of this protocol"), "{e}");
+        assert!(parse_client_message(r#"{"type":"config","prompt":"x","images":null}"#).is_ok());
         let e = parse_client_message(r#"{"prompt":"x"}"#).unwrap_err();
         assert!(e.0.contains("type"), "{e}");
     }

@@ -1,6 +1,7 @@
 //! Which place ran each conversation's latest turn, so that its next turn goes back there: that
 //! place's prompt cache still holds the conversation (llama-server's slots do this inside one
-//! machine; across machines nothing else does). A turn is known by a hash of its messages; the
+//! machine; across machines nothing else does). A turn is known by a hash of its messages
+//! (their images and clips too: a cache keyed on them holds only the same ones); the
 //! next turn's messages are those, the answer and the new user message, so dropping the new
 //! messages and the answer finds it. Bounded: the oldest conversations are forgotten first.
 
@@ -31,6 +32,12 @@ fn hash(messages: &[ChatMessage]) -> u64 {
     for m in messages {
         m.role.hash(&mut h);
         m.content.hash(&mut h);
+        for image in &m.images {
+            image.0.hash(&mut h);
+        }
+        for clip in &m.audio {
+            clip.0.hash(&mut h);
+        }
     }
     h.finish()
 }
@@ -100,6 +107,26 @@ mod tests {
         let mut edited = turn2.clone();
         edited[1] = msg("user", "hey");
         assert_eq!(a.preferred(&edited), None);
+        // Nor is the same text about another picture or clip.
+        let mut pictured = turn1.clone();
+        pictured[1].images = vec![hearth_protocol::media::Image(vec![1, 2, 3])];
+        a.remember(&pictured, Provider::Worker(WorkerId(9)));
+        let next = |first: &[ChatMessage]| {
+            let mut t = first.to_vec();
+            t.push(msg("assistant", "a picture"));
+            t.push(msg("user", "more"));
+            t
+        };
+        assert_eq!(
+            a.preferred(&next(&pictured)),
+            Some(Provider::Worker(WorkerId(9)))
+        );
+        let mut other = pictured.clone();
+        other[1].images = vec![hearth_protocol::media::Image(vec![4, 5, 6])];
+        assert_eq!(a.preferred(&next(&other)), None);
+        let mut heard = turn1.clone();
+        heard[1].audio = vec![hearth_protocol::audio::Audio(vec![7])];
+        assert_eq!(a.preferred(&next(&heard)), None);
     }
 
     #[test]

@@ -71,7 +71,13 @@ impl IntoResponse for ApiFailure {
 pub(crate) fn json_body<T: for<'de> Deserialize<'de>>(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<T, ApiFailure> {
-    let body = body.map_err(|e| ApiFailure::new(e.status(), "invalid_request", e.body_text()))?;
+    let body = body.map_err(|e| {
+        ApiFailure::new(
+            e.status(),
+            "invalid_request",
+            crate::error::body_rejection_text(&e),
+        )
+    })?;
     let body: &[u8] = if body.is_empty() { b"{}" } else { &body };
     serde_json::from_slice(body)
         .map_err(|e| ApiFailure::bad_request(format!("invalid JSON body: {e}")))

@@ -13,7 +13,7 @@ use hearth_protocol::SamplingParams;
 use hearth_route::{Generation, Target};
 use tokio_util::sync::CancellationToken;
 
-use crate::error::ApiError;
+use crate::error::{body_rejection_text, ApiError};
 use crate::stream::Collected;
 use crate::AppState;
 
@@ -37,7 +37,13 @@ pub(crate) fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, A
         } else {
             None
         };
-        ApiError::new(status, "invalid_request_error", code, None, e.body_text())
+        ApiError::new(
+            status,
+            "invalid_request_error",
+            code,
+            None,
+            body_rejection_text(&e),
+        )
     })
 }
 

@@ -125,6 +125,18 @@ impl ApiError {
     }
 }
 
+/// What a door says of a body it could not read: axum's words, but for a body over the limit,
+/// which says the limit (axum's says only "length limit exceeded").
+pub(crate) fn body_rejection_text(e: &axum::extract::rejection::BytesRejection) -> String {
+    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        return format!(
+            "the request body is over this node's limit of {} MiB (images and audio count as base64)",
+            hearth_protocol::limits::MAX_HTTP_BODY_BYTES >> 20
+        );
+    }
+    e.body_text()
+}
+
 impl From<hearth_route::ResolveError> for ApiError {
     fn from(e: hearth_route::ResolveError) -> Self {
         match e {

@@ -147,6 +147,8 @@ async fn openai_door_rejects_bad_input_in_openai_format() {
     );
     let v = expect_openai_error(&t, chat, &big, 413, None).await;
     assert_eq!(v["error"]["code"], "request_too_large");
+    let says = v["error"]["message"].as_str().unwrap();
+    assert!(says.contains("limit of 12 MiB"), "{says}");
     // Unknown paths and methods answer in the same format.
     expect_openai_error(&t, "/v1/nothing", "{}", 404, None).await;
     let r = common::client().get(t.url(chat)).send().await.unwrap();

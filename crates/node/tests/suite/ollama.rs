@@ -182,7 +182,7 @@ async fn bad_input_gets_ollamas_errors_and_the_node_keeps_serving() {
             400,
             "input",
         ),
-        ("/api/generate", huge, 413, ""),
+        ("/api/generate", huge, 413, "limit of 12 MiB"),
         (
             "/api/pull",
             json!({"model": "llama3.2"}).to_string(),

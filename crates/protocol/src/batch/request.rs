@@ -224,6 +224,12 @@ fn parse_entry(index: usize, value: &Value) -> Result<PromptEntry, EntryError> {
             })
         }
     };
+    if map.get("images").is_some_and(|v| !v.is_null()) {
+        return Err(EntryError {
+            request_id: Some(request_id),
+            message: format!("prompts[{index}].images: {}", crate::media::TEXT_ONLY_DOOR),
+        });
+    }
     Ok(PromptEntry { request_id, prompt })
 }
 
@@ -366,6 +372,22 @@ mod tests {
         assert_eq!(c.prompt, None);
         // Entries without a usable id make the message uncacheable.
         assert_eq!(r.cache_key(), None);
+    }
+
+    #[test]
+    fn an_entry_with_images_is_refused_not_read_as_text() {
+        let r = parse(json!({"prompts": [
+            {"request_id": "a", "prompt": "what is this?", "images": ["iVBORw0KGgo="]},
+            {"request_id": "b", "prompt": "fine", "images": null}
+        ]}));
+        let e = r.entries[0].as_ref().unwrap_err();
+        assert_eq!(e.request_id.as_deref(), Some("a"));
+        assert!(
+            e.message
+                .contains("prompts[0].images: images are not part of this protocol"),
+            "{e:?}"
+        );
+        assert!(r.entries[1].is_ok());
     }
 
     #[test]

@@ -28,7 +28,13 @@ pub(crate) async fn register(
 ) -> Response {
     let body = match body {
         Ok(b) => b,
-        Err(e) => return register_error(e.status(), RegisterCode::InvalidRequest, e.body_text()),
+        Err(e) => {
+            return register_error(
+                e.status(),
+                RegisterCode::InvalidRequest,
+                crate::error::body_rejection_text(&e),
+            )
+        }
     };
     let Request {
         name,

@@ -35,7 +35,7 @@ use hearth_route::{Generation, Target};
 pub(super) fn read_body(body: Result<Bytes, BytesRejection>) -> Result<Bytes, OllamaError> {
     body.map_err(|e| OllamaError {
         status: e.status().as_u16(),
-        message: e.body_text(),
+        message: crate::error::body_rejection_text(&e),
         retry_after: None,
     })
 }
