@@ -98,7 +98,9 @@ pub use handle::{
     ControlError, Controller, EmbedFailure, EmbedInput, Engine, EngineStats, Events, Generation,
     PoolStats, Prompt, Request, SpecStats, SubmitError,
 };
-pub use media::{find_projector, projector_sees, projector_senses, MediaError, Senses};
+pub use media::{
+    find_projector, name_projector, projector_sees, projector_senses, MediaError, Senses,
+};
 pub use model::{Chat, ModelInfo, ModelState, PromptError};
 pub use offload::Placement;
 pub use prompt::count_chat_tokens;

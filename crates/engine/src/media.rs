@@ -48,11 +48,37 @@ pub fn projector_sees(model: &Path) -> bool {
     projector_senses(model).vision
 }
 
-/// The projector file for a model: `mmproj-<model file name>` beside it (LM Studio's and Jan's
-/// layout, and Hearth's downloads), else the one projector (`mmproj` in its name) of a folder
-/// that holds only this model (a download of one repository; a split model's shards are one
-/// model there), never one named for another file of the folder.
+/// Projectors named for models ([`name_projector`]), by the model file's absolute path.
+static NAMED: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<PathBuf, PathBuf>>> =
+    std::sync::LazyLock::new(Default::default);
+
+fn named_key(model: &Path) -> PathBuf {
+    std::path::absolute(model).unwrap_or_else(|_| model.to_path_buf())
+}
+
+/// Name `projector` as `model`'s (the node's `--projector`, for a projector kept elsewhere or
+/// named otherwise): [`find_projector`] finds it first, for this process's life.
+pub fn name_projector(model: &Path, projector: PathBuf) {
+    NAMED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(named_key(model), projector);
+}
+
+/// The projector file for a model: the one named for it ([`name_projector`]), else
+/// `mmproj-<model file name>` beside it (LM Studio's and Jan's layout, and Hearth's
+/// downloads), else the one projector (`mmproj` in its name) of a folder that holds only this
+/// model (a download of one repository; a split model's shards are one model there), never one
+/// named for another file of the folder.
 pub fn find_projector(model: &Path) -> Option<PathBuf> {
+    let named = NAMED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(&named_key(model))
+        .cloned();
+    if named.is_some() {
+        return named;
+    }
     let dir = model.parent()?;
     let name = model.file_name()?.to_str()?;
     let beside = dir.join(format!("mmproj-{name}"));

@@ -65,6 +65,10 @@ pub struct ServeArgs {
     /// guesses ahead for every loaded model that shares it; others go without [default: none].
     #[arg(long, env = "HEARTH_DRAFT_MODEL")]
     draft_model: Option<String>,
+    /// The projector (an mmproj GGUF file) through which --model sees images or hears audio,
+    /// where it is not beside the model as mmproj-<model file name> [default: found beside it].
+    #[arg(long, env = "HEARTH_PROJECTOR", requires = "model")]
+    projector: Option<PathBuf>,
     /// Layers of each model on the GPU: auto (as many as its free memory holds, less
     /// --gpu-margin: llama.cpp's fitting), a number, all, or 0 (the CPU only).
     #[arg(long, env = "HEARTH_GPU_LAYERS", default_value = "auto")]
@@ -259,6 +263,7 @@ impl ServeArgs {
         c.cache_disk_max = self.cache_disk_max.saturating_mul(1 << 20);
         c.spec = self.spec;
         c.draft_model = self.draft_model;
+        c.projector = self.projector;
         c.offload = hearth_engine::Offload {
             layers: self.gpu_layers,
             device: self.device,

@@ -51,6 +51,9 @@ pub struct NodeConfig {
     /// A smaller model of the same vocabulary that guesses ahead (`--draft-model`): a path or
     /// a name in the models folder.
     pub draft_model: Option<String>,
+    /// The projector (`mmproj` GGUF) of `model`, where it is not found beside it
+    /// (`--projector`).
+    pub projector: Option<PathBuf>,
     pub queue: usize,
     /// The Hugging Face-style hub models are downloaded from (`--hub-url`).
     pub hub_url: String,
@@ -121,6 +124,7 @@ impl NodeConfig {
             cache_disk_max: hearth_engine::config::DEFAULT_CACHE_DISK_MAX,
             spec: hearth_protocol::Speculation::Auto,
             draft_model: None,
+            projector: None,
             queue: hearth_engine::config::DEFAULT_QUEUE_CAPACITY,
             hub_url: hearth_models::model_hub::DEFAULT_HUB_URL.to_owned(),
             transfer_pace: None,

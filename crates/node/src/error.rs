@@ -24,6 +24,8 @@ pub enum NodeError {
     ImageUrls(String),
     #[error("draft model {0} not found (looked for {1}): --draft-model takes a path or a name in the models folder")]
     DraftModel(String, std::path::PathBuf),
+    #[error("--projector {0}: {1}")]
+    Projector(std::path::PathBuf, String),
     #[error("--spec draft needs a draft model (--draft-model NAME|PATH)")]
     DraftSpecWithoutModel,
     #[error("TealeNet compatibility on the LAN needs a cluster passcode (--passcode): its traffic is plain text, and without one any machine on the LAN could use this node")]

@@ -55,7 +55,29 @@ pub(crate) fn model_files(config: &NodeConfig) -> Result<ModelFiles, NodeError> 
         }
         None => None,
     };
+    if let Some(projector) = &config.projector {
+        let Some(model) = &model else {
+            let why = "names the projector of --model: give --model too".to_owned();
+            return Err(NodeError::Projector(projector.clone(), why));
+        };
+        check_projector(projector)?;
+        hearth_engine::name_projector(model, projector.clone());
+    }
     Ok(ModelFiles { model, draft })
+}
+
+/// Whether `path` is a projector (a GGUF file of architecture `clip`), as `--projector` must
+/// name.
+fn check_projector(path: &std::path::Path) -> Result<(), NodeError> {
+    let refuse = |why: String| NodeError::Projector(path.to_path_buf(), why);
+    let info = hearth_engine::gguf::read(path).map_err(|e| refuse(e.to_string()))?;
+    if info.architecture != "clip" {
+        return Err(refuse(format!(
+            "not a projector: its architecture is {}, a projector's is clip (an mmproj file)",
+            info.architecture
+        )));
+    }
+    Ok(())
 }
 
 /// Every connection is a file descriptor: take what the system allows, not the default soft

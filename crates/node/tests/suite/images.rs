@@ -76,6 +76,23 @@ async fn ollama_answer(t: &TestNode, image: &[u8]) -> String {
     v["message"]["content"].as_str().unwrap().to_owned()
 }
 
+/// Ollama's `/api/generate` with one image: the answer's text.
+async fn ollama_generate(t: &TestNode, image: &[u8]) -> String {
+    let r = t
+        .post(
+            "/api/generate",
+            &json!({
+                "model": MODEL_ID, "prompt": "Describe the picture.", "images": [b64(image)],
+                "stream": false, "options": {"temperature": 0, "num_predict": 16},
+            }),
+        )
+        .await;
+    let status = r.status();
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(status, 200, "{v}");
+    v["response"].as_str().unwrap().to_owned()
+}
+
 /// The answer's text through Anthropic's Messages door and the Responses door.
 async fn agent_door_answer(t: &TestNode, door: &str, image: &[u8]) -> String {
     let (path, body) = match door {
@@ -155,6 +172,10 @@ async fn an_image_reaches_the_model_on_every_door() {
     let ollama_b = ollama_answer(&t, &dark()).await;
     assert_ne!(ollama_a, ollama_b);
     assert_eq!(ollama_a, text_a);
+    // `/api/generate` renders its prompt as one user turn: the chat's answer.
+    let generated = ollama_generate(&t, &stripes()).await;
+    assert_eq!(generated, ollama_a);
+    assert_ne!(ollama_generate(&t, &dark()).await, generated);
     for door in ["anthropic", "responses"] {
         let a = agent_door_answer(&t, door, &stripes()).await;
         let b = agent_door_answer(&t, door, &dark()).await;
@@ -452,6 +473,42 @@ async fn a_model_without_a_projector_says_it_cannot_see_images() {
         v["error"].as_str().unwrap().contains("cannot see images"),
         "{v}"
     );
+    let r = t
+        .post(
+            "/api/chat",
+            &json!({"model": MODEL_ID, "stream": false, "messages": [
+                {"role": "user", "content": "x", "images": [png]}]}),
+        )
+        .await;
+    assert_eq!(r.status(), 400);
+    let v: Value = r.json().await.unwrap();
+    assert!(
+        v["error"].as_str().unwrap().contains("cannot see images"),
+        "{v}"
+    );
+    // The agent doors, each in its own error shape.
+    for (path, body) in [
+        (
+            "/v1/messages",
+            json!({"model": MODEL_ID, "max_tokens": 8, "messages": [{"role": "user", "content": [
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}},
+                {"type": "text", "text": "What is it?"}]}]}),
+        ),
+        (
+            "/v1/responses",
+            json!({"model": MODEL_ID, "max_output_tokens": 8, "store": false, "input": [
+                {"role": "user", "content": [
+                    {"type": "input_image", "image_url": format!("data:image/png;base64,{png}")},
+                    {"type": "input_text", "text": "What is it?"}]}]}),
+        ),
+    ] {
+        let r = t.post(path, &body).await;
+        assert_eq!(r.status(), 400, "{path}");
+        let v: Value = r.json().await.unwrap();
+        let message = v["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("cannot see images"), "{path}: {v}");
+        assert!(message.contains(MODEL_ID), "{path}: {v}");
+    }
     // The UI's chat says so too, and keeps nothing of the refused message.
     let conv = t.new_conversation("blind").await;
     refused(
@@ -717,4 +774,42 @@ async fn a_marker_in_the_words_is_not_an_images_place() {
     let v: Value = r.json().await.unwrap();
     assert_eq!(status, 200, "{v}");
     t.stop().await;
+}
+
+/// `--projector`: a projector kept elsewhere, under another name, is the model's: it sees;
+/// a file that is not a projector is refused at start, named.
+#[tokio::test]
+async fn a_projector_named_at_start_is_the_models_wherever_it_is() {
+    let (dir, model) = model_with_projector();
+    let name = model.file_name().unwrap().to_str().unwrap().to_owned();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let projector = elsewhere.path().join("vision-encoder.gguf");
+    std::fs::rename(dir.path().join(format!("mmproj-{name}")), &projector).unwrap();
+    let start = |projector: std::path::PathBuf| {
+        let (models, model) = (dir.path().to_path_buf(), model.clone());
+        TestNode::try_start_with(move |c| {
+            c.models_dir = models;
+            c.model = Some(model.to_string_lossy().into_owned());
+            c.projector = Some(projector);
+        })
+    };
+    let t = start(projector).await.expect("node starts");
+    let a = openai_answer(&t, &stripes()).await;
+    let b = openai_answer(&t, &dark()).await;
+    assert_ne!(
+        a["choices"][0]["message"]["content"], b["choices"][0]["message"]["content"],
+        "two different images, one answer"
+    );
+    assert_eq!(t.status().await["model"]["vision"], true);
+    t.stop().await;
+
+    let not_one = dir.path().join(&name);
+    let Err(e) = start(not_one).await else {
+        panic!("a model file was taken as a projector");
+    };
+    let e = e.to_string();
+    assert!(
+        e.contains("--projector") && e.contains("not a projector"),
+        "{e}"
+    );
 }

@@ -184,6 +184,10 @@ impl Splits {
             .kill_on_drop(true);
         // The context the estimate that placed the layers counted.
         cmd.args(["--ctx", &state.host.context_for(path).to_string()]);
+        // The projector this node found for the model (one named by --projector is not beside it).
+        if let Some(projector) = hearth_engine::find_projector(path) {
+            cmd.arg("--projector").arg(projector);
+        }
         if let Some(bytes) = settings.cache_ram {
             cmd.args(["--cache-ram", &(bytes >> 20).to_string()]);
         }
