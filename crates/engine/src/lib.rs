@@ -99,7 +99,8 @@ pub use handle::{
     PoolStats, Prompt, Request, SpecStats, SubmitError,
 };
 pub use media::{
-    find_projector, name_projector, projector_sees, projector_senses, MediaError, Senses,
+    find_projector, name_projector, projector_bytes, projector_sees, projector_senses, MediaError,
+    Senses,
 };
 pub use model::{Chat, ModelInfo, ModelState, PromptError};
 pub use offload::Placement;

@@ -48,6 +48,12 @@ pub fn projector_sees(model: &Path) -> bool {
     projector_senses(model).vision
 }
 
+/// What the projector at `path` takes beside its model: its weights, loaded whole, and the
+/// image encoder's buffers (about as much again, for the largest image it takes).
+pub fn projector_bytes(path: &Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| m.len().saturating_mul(2))
+}
+
 /// Projectors named for models ([`name_projector`]), by the model file's absolute path.
 static NAMED: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<PathBuf, PathBuf>>> =
     std::sync::LazyLock::new(Default::default);

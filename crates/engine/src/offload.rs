@@ -16,6 +16,18 @@ use serde::Serialize;
 use crate::config::{DeviceChoice, EngineConfig, GpuLayers};
 use crate::devices::{self, Device};
 
+/// What fitting keeps free on each GPU: the margin (`--gpu-margin`), and room for the model's
+/// projector, which goes to the GPU with a model loaded there whole (a split's worker runs its
+/// projector on the CPU).
+fn kept_free(config: &EngineConfig) -> u64 {
+    let projector = config
+        .projector
+        .as_deref()
+        .filter(|_| config.remote.is_none())
+        .map_or(0, crate::media::projector_bytes);
+    config.offload.margin.saturating_add(projector)
+}
+
 /// Where a loaded model's layers are.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Placement {
@@ -156,7 +168,8 @@ impl Plan {
             );
         };
         // fit_params reads at least llama_max_devices() margins.
-        let mut margins = vec![usize::try_from(config.offload.margin).unwrap_or(usize::MAX); 256];
+        let kept = kept_free(config);
+        let mut margins = vec![usize::try_from(kept).unwrap_or(usize::MAX); 256];
         let mut cparams = ctx.clone();
         let n_ctx = ctx.n_ctx().map_or(0, std::num::NonZeroU32::get);
         let fitted = {
@@ -184,7 +197,7 @@ impl Plan {
                     let why = format!(
                         "no layer fits the free video memory of {} with {} MiB left free",
                         names(gpus),
-                        config.offload.margin >> 20
+                        kept >> 20
                     );
                     return cpu_only(base, layers_total, Some(join(note, why)));
                 }
@@ -195,7 +208,7 @@ impl Plan {
                 let why = format!(
                     "the model does not fit the free video memory of {} with {} MiB left free ({e}): on the CPU",
                     names(gpus),
-                    config.offload.margin >> 20
+                    kept >> 20
                 );
                 tracing::warn!(%why, "fitting the model to the GPU");
                 notes.push(why);
@@ -311,6 +324,26 @@ pub(crate) fn taken_since(before: &[Device], devices: &[String]) -> u64 {
 mod tests {
     use super::*;
     use crate::devices::DeviceKind;
+
+    /// Fitting leaves room for the projector that follows a model loaded whole on the GPU, and
+    /// none for a split's worker, whose projector stays on the CPU.
+    #[test]
+    fn fitting_keeps_the_projectors_room_free() {
+        let dir = tempfile::tempdir().unwrap();
+        let projector = dir.path().join("mmproj-m.gguf");
+        std::fs::write(&projector, vec![0u8; 3 << 20]).unwrap();
+        let mut config = EngineConfig::new(dir.path().join("m.gguf"));
+        config.offload.margin = 512 << 20;
+        assert_eq!(kept_free(&config), 512 << 20);
+        config.projector = Some(projector);
+        assert_eq!(kept_free(&config), (512 << 20) + (6 << 20));
+        config.remote = Some(crate::config::Remote {
+            endpoints: vec!["127.0.0.1:50052".into()],
+            layers: 10,
+            shares: vec![10],
+        });
+        assert_eq!(kept_free(&config), 512 << 20);
+    }
 
     fn gpu(name: &str, description: &str) -> Device {
         Device {

@@ -21,13 +21,10 @@ pub fn estimate(size_bytes: u64, gguf: Option<&GgufInfo>, ctx_tokens: u64, kv: K
     size_bytes.saturating_add(kv).saturating_add(OVERHEAD_BYTES)
 }
 
-/// What a model's projector (`mmproj`, [`hearth_engine::find_projector`]) takes beside it:
-/// its weights, loaded whole, and the image encoder's buffers (about as much again, for the
-/// largest image it takes); 0 without one.
+/// What a model's projector (`mmproj`, [`hearth_engine::find_projector`]) takes beside it
+/// ([`hearth_engine::projector_bytes`]); 0 without one.
 pub fn projector_need(model: &std::path::Path) -> u64 {
-    hearth_engine::find_projector(model)
-        .and_then(|p| std::fs::metadata(p).ok())
-        .map_or(0, |m| m.len().saturating_mul(2))
+    hearth_engine::find_projector(model).map_or(0, |p| hearth_engine::projector_bytes(&p))
 }
 
 /// The video memory models may still take on the GPUs `offload` places them on, besides `held`
