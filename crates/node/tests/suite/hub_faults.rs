@@ -3,8 +3,8 @@
 //! counts what that worker counted; a reader that stops reading does not hold back the
 //! worker's other tasks; a task that brings more text than any answer could is failed and
 //! stopped; a task that brings nothing while its worker stays connected is stopped and placed
-//! on another worker, or fails clearly when there is none; tools travel in Hearth's task, never
-//! to a reference worker.
+//! on another worker, or fails clearly when there is none; tools and images travel in Hearth's
+//! task, never to a reference worker, which alone is refused naming what it cannot take.
 
 use crate::common;
 
@@ -431,6 +431,38 @@ async fn tools_travel_in_hearths_task_and_never_to_a_reference_worker() {
             .await
             .is_err(),
         "the reference worker got a task with tools"
+    );
+    // With only the reference worker left, what it cannot take is refused, saying why.
+    drop(hearth);
+    wait_workers(&hub, 1).await;
+    let weather = json!([{"type": "function", "function": {"name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]);
+    for (body, what) in [
+        (
+            json!({"model": MODEL_ID, "tools": weather,
+                "messages": [{"role": "user", "content": "Weather in Rome?"}]}),
+            "this request has tools",
+        ),
+        (
+            json!({"model": MODEL_ID, "messages": [{"role": "user", "content": [
+                common::image_url_part(&common::dark()),
+                {"type": "text", "text": "What is it?"}]}]}),
+            "this request has images",
+        ),
+    ] {
+        let (status, v) = spawn_chat_status(&hub, body).await.unwrap();
+        assert!(!status.is_success(), "{v}");
+        let message = v["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("take plain chat only") && message.contains(what),
+            "{what}: {v}"
+        );
+    }
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), next_frame(&mut reference))
+            .await
+            .is_err(),
+        "the reference worker got a task it cannot take"
     );
     hub.stop().await;
 }

@@ -178,6 +178,19 @@ impl RemotePrompt {
         self.has_media() || matches!(self, Self::Chat(c) if c.tools.is_some() || c.think.is_some())
     }
 
+    /// What in it only Hearth's task extension carries (with `grammar`, a required format),
+    /// as a user reads it.
+    fn hearth_only(&self, grammar: bool) -> &'static str {
+        match self {
+            Self::Text(_) => "a raw prompt",
+            _ if self.has_images() => "images",
+            _ if self.has_audio() => "audio",
+            _ if self.has_tools() => "tools",
+            _ if grammar => "a required format",
+            _ => "a say on thinking",
+        }
+    }
+
     pub(super) fn of(prompt: &Prompt) -> Option<Self> {
         match prompt {
             Prompt::Chat(m) => Some(Self::Chat(m.clone())),
@@ -234,6 +247,27 @@ struct Job {
 }
 
 impl Job {
+    /// Why no place takes this answer, in words the user can act on.
+    fn why_nobody(&self) -> String {
+        if self.prompt.has_audio() {
+            return format!("{} is not loaded on this node, and audio is heard only by the node it is sent to (peers do not say whether their copy hears)", self.model);
+        }
+        let serving: Vec<_> = self
+            .hub
+            .candidates(&self.model)
+            .into_iter()
+            .filter(|c| !self.avoid.contains(&c.id))
+            .collect();
+        if !serving.is_empty() && serving.iter().all(|c| !c.continues) {
+            let what = self.prompt.hearth_only(self.params.grammar.is_some());
+            return format!(
+                "the workers serving {} take plain chat only (TealeNet peers, without Hearth's task extension), and this request has {what}: it needs a Hearth node serving the model",
+                self.model
+            );
+        }
+        format!("no worker serving {} is connected", self.model)
+    }
+
     async fn run(mut self, first: Destination) {
         let mut next = first;
         loop {
@@ -243,11 +277,7 @@ impl Job {
                 Destination::Wait => self.wait().await,
                 Destination::Nobody => {
                     self.hub.count_unserved();
-                    let msg = if self.prompt.has_audio() {
-                        format!("{} is not loaded on this node, and audio is heard only by the node it is sent to (peers do not say whether their copy hears)", self.model)
-                    } else {
-                        format!("no worker serving {} is connected", self.model)
-                    };
+                    let msg = self.why_nobody();
                     self.fail(msg).await;
                     Outcome::Finished
                 }
