@@ -309,6 +309,39 @@ mod tests {
         ));
     }
 
+    /// GIF gives its first frame, WebP decodes: the two formats beside PNG and JPEG.
+    #[test]
+    fn a_gif_gives_its_first_frame_and_a_webp_decodes() {
+        let frame =
+            |c: [u8; 4]| image::Frame::new(image::RgbaImage::from_pixel(4, 3, image::Rgba(c)));
+        let mut gif = Vec::new();
+        {
+            let mut encoder = image::codecs::gif::GifEncoder::new(&mut gif);
+            encoder
+                .encode_frames([frame([250, 0, 0, 255]), frame([0, 0, 250, 255])])
+                .unwrap();
+        }
+        let p = Image::from_file(gif).unwrap().decode().unwrap();
+        assert_eq!((p.width, p.height), (4, 3));
+        assert!(
+            p.rgb[0] > 200 && p.rgb[2] < 50,
+            "not the first frame: {:?}",
+            &p.rgb[..3]
+        );
+        let mut webp = std::io::Cursor::new(Vec::new());
+        image::RgbImage::from_pixel(5, 2, image::Rgb([10, 200, 30]))
+            .write_to(&mut webp, image::ImageFormat::WebP)
+            .unwrap();
+        let img = Image::from_file(webp.into_inner()).unwrap();
+        assert!(img
+            .data_uri()
+            .unwrap()
+            .starts_with("data:image/webp;base64,"));
+        let p = img.decode().unwrap();
+        assert_eq!((p.width, p.height), (5, 2));
+        assert_eq!(&p.rgb[..3], &[10, 200, 30]);
+    }
+
     #[test]
     fn base64_and_data_uris_are_read_and_written_back() {
         let img = Image::from_base64(PNG_1X1).unwrap();
