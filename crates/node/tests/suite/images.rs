@@ -602,6 +602,49 @@ async fn an_image_goes_to_the_peer_whose_model_sees_it() {
     a.stop().await;
 }
 
+/// The UI's chat on a node whose model is a peer's copy that cannot see: a picture is refused
+/// at once, saying so, and nothing of the message is kept (the peer's heartbeats say its copy
+/// sees nothing), instead of a message kept with pictures that every later turn resends.
+#[tokio::test]
+async fn the_ui_chat_refuses_pictures_for_a_peers_model_that_cannot_see() {
+    let a = TestNode::start_with(|c| {
+        c.name = "blind-peer".into();
+        c.parallel = 1;
+        c.cluster = cluster_config(Vec::new());
+    })
+    .await;
+    let at = a.node().cluster_addr().unwrap().to_string();
+    let empty = tempfile::tempdir().unwrap();
+    let b = TestNode::start_with(|c| {
+        c.name = "no-model".into();
+        c.parallel = 1;
+        c.model = None;
+        c.models_dir = empty.path().to_path_buf();
+        c.cluster = cluster_config(vec![at]);
+    })
+    .await;
+    wait_for(
+        async || b.get_json("/api/cluster").await["peers"][0]["loaded_models"][0] == MODEL_ID,
+        "b seeing a's model",
+    )
+    .await;
+    let conv = b.new_conversation("pictures").await;
+    refused(
+        &b,
+        &format!("/api/conversations/{conv}/chat"),
+        &json!({"content": "What is it?", "images": [png_uri(&dark())]}),
+        "cannot see images",
+    )
+    .await;
+    let detail = b.get_json(&format!("/api/conversations/{conv}")).await;
+    assert_eq!(detail["messages"], json!([]), "{detail}");
+    // Words alone go to the peer and are answered.
+    let answer = ui_turn(&b, &conv, json!({"content": "Hi"})).await;
+    assert!(!answer.is_empty());
+    b.stop().await;
+    a.stop().await;
+}
+
 /// In hub mode a Hearth worker says (`vision=1`) when its model sees: images go to it, never
 /// to a worker whose model cannot see, even one with more free slots.
 #[tokio::test]

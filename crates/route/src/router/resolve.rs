@@ -89,6 +89,16 @@ impl Router {
         }
     }
 
+    /// Whether some place serving `target` says its copy sees images: this node's, or a hub
+    /// worker's or LAN peer's (Hearth's say so; those that do not cannot take images at all).
+    pub fn sees_images(&self, target: &Target) -> bool {
+        target.local.as_ref().is_some_and(|i| i.vision)
+            || self
+                .hub
+                .as_ref()
+                .is_some_and(|h| h.candidates(&target.model).iter().any(|c| c.vision))
+    }
+
     /// Whether `target` can be sent images, where that is sure before any is read: refused
     /// (the engine's own "cannot see images") when this node alone serves the model (no hub
     /// worker or peer has it) and its copy here has no projector that reads them. Unsure

@@ -45,8 +45,8 @@ impl Attached {
     }
 }
 
-/// What the model answering here takes in: `None` when it is not this node's (images then go
-/// where the route sends them; clips go nowhere else).
+/// What the model answering takes in: images where some place serving it sees them (the
+/// route sends them there), audio only on this node's own copy (clips go nowhere else).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Takes {
     pub(super) images: bool,
@@ -54,21 +54,24 @@ pub(super) struct Takes {
 }
 
 impl Takes {
-    pub(super) fn of(local: Option<&ModelInfo>) -> Self {
+    /// `local`: this node's model, when it is the one asked for; `sees`: whether some place
+    /// serving the model sees images (`Router::sees_images`).
+    pub(super) fn of(local: Option<&ModelInfo>, sees: bool) -> Self {
         Self {
-            images: local.is_none_or(|i| i.vision),
+            images: sees,
             audio: local.is_some_and(|i| i.audio),
         }
     }
 }
 
 /// Files go with a new message, to a model that takes them (`local`: this node's model, when
-/// it is the one answering).
+/// it is the one asked for; `takes`: what some place serving it takes).
 pub(super) fn check(
     attached: &Attached,
     new_message: bool,
     local: Option<&ModelInfo>,
-    model: &str,
+    takes: Takes,
+    model: &hearth_protocol::ModelId,
 ) -> Result<(), ApiFailure> {
     if attached.is_empty() {
         return Ok(());
@@ -85,12 +88,12 @@ pub(super) fn check(
             e.to_string(),
         ))
     };
-    if let Some(info) = local.filter(|i| !attached.images.is_empty() && !i.vision) {
+    if !attached.images.is_empty() && !takes.images {
         return refused(
             "no_vision",
             PromptError::NoVision {
-                model: info.id.clone(),
-                why: info.projector_refused.clone(),
+                model: model.clone(),
+                why: local.and_then(|i| i.projector_refused.clone()),
             },
         );
     }

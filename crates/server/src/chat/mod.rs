@@ -138,13 +138,14 @@ pub(crate) async fn chat(
     // Everything that can refuse the turn is checked before anything of it is kept.
     let attached = Attached::read(&body.images, &body.audio)?;
     let new_message = !body.regenerate && body.edit_message_id.is_none();
+    let takes = Takes::of(target.local.as_deref(), state.router.sees_images(&target));
     media::check(
         &attached,
         new_message,
         target.local.as_deref(),
-        target.model.as_str(),
+        takes,
+        &target.model,
     )?;
-    let takes = Takes::of(target.local.as_deref());
     let params = turn_params(&conversation.settings, target.ctx())?;
     let settled = settle_turn(&state, &conversation_id, &messages, &body, attached).await?;
     let turn = Turn {
