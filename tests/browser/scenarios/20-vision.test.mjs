@@ -1,7 +1,7 @@
 // Scenario 20: a model with a vision projector beside it (written by
 // tests/fixtures/make_projector.py, random weights) is marked "Vision" on the Models page, and
 // a chat request with an image gets an answer from it; the same model without the projector
-// carries no mark. In the chat, an image pasted into the composer waits as a preview (its size
+// carries no mark. In the chat, an image pasted into (or dropped on) the composer waits as a preview (its size
 // shown, removable), goes with the message, is stored with the conversation and shown in the
 // thread after a reload; a PDF pasted is refused at once, and the model without a projector
 // says it cannot see images, keeping nothing of the refused message, which goes back into the
@@ -51,6 +51,22 @@ async function paste(page, base64, type, name) {
       data.items.add(new File([bytes], name, { type }));
       const target = document.querySelector('[data-testid="composer-input"]');
       target.dispatchEvent(new ClipboardEvent('paste', { clipboardData: data, bubbles: true, cancelable: true }));
+    },
+    { base64, type, name },
+  );
+}
+
+/** Drops a file on the composer, as one dragged from the desktop is. */
+async function drop(page, base64, type, name) {
+  await page.evaluate(
+    ({ base64, type, name }) => {
+      const bytes = Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
+      const data = new DataTransfer();
+      data.items.add(new File([bytes], name, { type }));
+      const form = document.querySelector('form.composer');
+      for (const kind of ['dragover', 'drop']) {
+        form.dispatchEvent(new DragEvent(kind, { dataTransfer: data, bubbles: true, cancelable: true }));
+      }
     },
     { base64, type, name },
   );
@@ -113,6 +129,11 @@ test('a model with a projector is marked Vision and answers about an image', { t
   const attachment = page.locator(sel('attachment'));
   await attachment.waitFor({ timeout: 10_000 });
   assert.equal(await attachment.locator('.attachment-size').innerText(), `${PNG_BYTES} B`);
+  await attachment.locator(sel('attachment-remove')).click();
+  assert.equal(await page.locator(sel('attachment')).count(), 0);
+  // Dropped on the composer, it waits the same way.
+  await drop(page, PNG, 'image/png', 'dropped.png');
+  await attachment.waitFor({ timeout: 10_000 });
   await attachment.locator(sel('attachment-remove')).click();
   assert.equal(await page.locator(sel('attachment')).count(), 0);
   const stripes = await drawnPng(page);
