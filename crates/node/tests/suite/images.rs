@@ -668,10 +668,15 @@ async fn an_image_goes_to_the_hub_worker_whose_model_sees_it() {
     })
     .await;
     wait_workers(&hub, 2).await;
+    // Whole, through the worker protocol: the answer the worker's own door gives, and another
+    // for another picture.
+    let here = &openai_answer(&sees, &stripes()).await["choices"][0]["message"]["content"];
     for _ in 0..3 {
         let answer = openai_answer(&hub, &stripes()).await;
-        assert!(answer["choices"][0]["message"]["content"].is_string());
+        assert_eq!(&answer["choices"][0]["message"]["content"], here);
     }
+    let other = openai_answer(&hub, &dark()).await;
+    assert_ne!(&other["choices"][0]["message"]["content"], here);
     // Words still go to either.
     assert!(hub
         .chat(json!({"model": MODEL_ID, "max_tokens": 2, "messages": [
