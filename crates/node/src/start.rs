@@ -370,22 +370,25 @@ pub(crate) fn shared_state(
     let mut allowed_hosts = config.allowed_hosts.clone();
     allowed_hosts.push(config.name.clone());
     allowed_hosts.push(format!("{}.local", config.name));
-    let state = Arc::new(AppState::new(hearth_server::Parts {
+    let splits = Arc::new(hearth_split::Splits::new(
+        config.share_memory,
+        listeners.addr,
+        config.data_dir.clone(),
+    ));
+    let state = Arc::new(AppState::new(
         cluster,
-        models_dir: config.models_dir.clone(),
-        import_roots: config.import_roots.clone(),
+        config.models_dir.clone(),
+        config.import_roots.clone(),
         downloads,
-        exposed,
-        allowed_hosts,
-        batch_defaults: config.batch_defaults.clone(),
-        auth_timeout: config.auth_timeout,
+        splits,
         image_urls,
-        splits: Arc::new(hearth_split::Splits::new(
-            config.share_memory,
-            listeners.addr,
-            config.data_dir.clone(),
-        )),
-    }));
+        hearth_server::DoorSettings {
+            exposed,
+            allowed_hosts,
+            batch_defaults: config.batch_defaults.clone(),
+            auth_timeout: config.auth_timeout,
+        },
+    ));
     state.downloads.resume_partials();
     hearth_split::attach(&state.cluster, &state.splits);
     Ok(state)

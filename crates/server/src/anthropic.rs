@@ -24,8 +24,8 @@ use hearth_protocol::{FinishReason, ToolCall};
 use crate::door::submit_chat;
 use crate::door::{body_bytes, collect, fetch_image_urls, resolve};
 use crate::error::ApiError;
+use crate::state::AppState;
 use crate::stream::{self as door_stream, End};
-use crate::AppState;
 use hearth_engine::answer::{self, Piece};
 
 /// Whether `path` is this door's: its errors, wherever they arise (the guard, unknown paths,

@@ -13,7 +13,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::AppState;
+use crate::state::AppState;
 use hearth_store::{SettingsPatch, StoreError};
 
 /// An `/api` error.

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::api::{json_body, local_only, ApiFailure};
-use super::AppState;
+use crate::state::AppState;
 use hearth_cluster::dial::Dialer;
 use hearth_cluster::{SETTING_COMPAT, SETTING_PASSCODE};
 

@@ -14,8 +14,8 @@ use hearth_route::{Generation, Target};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{body_rejection_text, ApiError};
+use crate::state::AppState;
 use crate::stream::Collected;
-use crate::AppState;
 
 /// How long a request waits for a model that is still loading.
 pub(crate) const MODEL_WAIT: Duration = Duration::from_secs(120);

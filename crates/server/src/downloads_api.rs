@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::api::{json_body, ApiFailure};
-use super::AppState;
+use crate::state::AppState;
 use hearth_models::DownloadError;
 
 #[derive(Debug, Deserialize)]

@@ -11,7 +11,7 @@ use hearth_protocol::ModelId;
 use hearth_route::ResolveError;
 
 use crate::door::MODEL_WAIT;
-use crate::AppState;
+use crate::state::AppState;
 
 /// Why no embeddings were made, before each door words it.
 #[derive(Debug)]

@@ -11,7 +11,7 @@ use hearth_engine::ModelState;
 use serde_json::{json, Value};
 
 use super::status::ModelStatus;
-use super::AppState;
+use crate::state::AppState;
 use hearth_models::telemetry::Telemetry;
 
 pub(crate) async fn upgrade(State(state): State<Arc<AppState>>, ws: WebSocketUpgrade) -> Response {

@@ -34,7 +34,7 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::AppState;
+use crate::state::AppState;
 use hearth_hub::{
     Hub, Route, TaskEvent, WorkerId, WorkerJoin, FRAME_OVERHEAD, MAX_TASK_BYTES,
     MAX_WORKER_CONCURRENCY, WORKER_OUTBOX_CAPACITY,

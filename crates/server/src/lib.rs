@@ -1,5 +1,5 @@
 //! The HTTP server: one axum app ([`app`], in `routes`) for every door on one port, the shared
-//! [`AppState`] (here: every module's vocabulary), and
+//! [`AppState`] (in `state`: the handles the node gives the doors, and the doors' own state), and
 //! graceful shutdown (doors watch the shutdown token and send their final messages, then the
 //! listener stops and the engine is stopped). The doors, each only translating between its
 //! protocol and the route (`hearth_route`):
@@ -51,6 +51,7 @@ mod routes;
 pub(crate) mod search_api;
 pub mod security;
 pub(crate) mod split_api;
+pub(crate) mod state;
 pub(crate) mod status;
 pub(crate) mod stream;
 pub(crate) mod ui;
@@ -60,85 +61,4 @@ pub use image_urls::ImageUrls;
 /// The setting that keeps the throttle cap made on the Settings page (the node applies it at start).
 pub use node_settings::SETTING_THROTTLE_CAP;
 pub use routes::app;
-
-use std::sync::Arc;
-
-/// What every door shares.
-#[derive(Debug)]
-pub struct AppState {
-    /// The cluster's side of this node (its port when it listens, the peers connected to it,
-    /// the dialer), and the node's [`hearth_cluster::Core`] that the doors read through this
-    /// state as if its own fields: the model host, store, route, identity, samples, limits and
-    /// shutdown token.
-    pub cluster: Arc<hearth_cluster::Context>,
-    /// Where GGUF files live.
-    pub models_dir: std::path::PathBuf,
-    /// Where other apps keep models that can be imported.
-    pub import_roots: hearth_models::import::Roots,
-    /// Downloads from the hub or from peers into the models folder (`--hub-url`).
-    pub downloads: Arc<hearth_models::Downloads>,
-    /// Answers streaming into conversations right now.
-    pub chats: chat::Chats,
-    /// Whether the node is shared on the LAN, and the Host names it answers to.
-    pub exposure: security::Exposure,
-    /// The batch door's defaults and continuation cache.
-    pub batch: batch::BatchDoor,
-    /// The signed-challenge door's timeout and failure counters.
-    pub auth: auth::AuthState,
-    /// Notified when the cluster's passcode changed: the node moves its listener.
-    pub cluster_rebind: Arc<tokio::sync::Notify>,
-    /// Split models: this node's, and whether it shares its memory with peers' ones.
-    pub splits: Arc<hearth_split::Splits>,
-    /// Fetches images named by http(s) URL (`--image-urls`); `None`: only data URIs are read.
-    pub image_urls: Option<image_urls::ImageUrls>,
-}
-
-impl std::ops::Deref for AppState {
-    type Target = hearth_cluster::Core;
-
-    fn deref(&self) -> &hearth_cluster::Core {
-        &self.cluster.core
-    }
-}
-
-/// What the node gives the doors besides the cluster's [`hearth_cluster::Context`] (and the
-/// [`hearth_cluster::Core`] in it). The doors' own state (answers streaming into
-/// conversations, exposure, the batch door's cache, the signed-challenge door's counters) is
-/// made here.
-#[derive(Debug)]
-pub struct Parts {
-    pub cluster: Arc<hearth_cluster::Context>,
-    pub models_dir: std::path::PathBuf,
-    pub import_roots: hearth_models::import::Roots,
-    pub downloads: Arc<hearth_models::Downloads>,
-    /// Start shared on the LAN, answering to these Host names besides loopback and addresses.
-    pub exposed: bool,
-    pub allowed_hosts: Vec<String>,
-    pub batch_defaults: hearth_protocol::batch::BatchDefaults,
-    pub auth_timeout: std::time::Duration,
-    pub splits: Arc<hearth_split::Splits>,
-    pub image_urls: Option<image_urls::ImageUrls>,
-}
-
-impl AppState {
-    pub fn new(p: Parts) -> Self {
-        Self {
-            models_dir: p.models_dir,
-            import_roots: p.import_roots,
-            downloads: p.downloads,
-            chats: chat::Chats::default(),
-            exposure: security::Exposure::new(p.exposed, p.allowed_hosts),
-            batch: batch::BatchDoor::new(p.batch_defaults),
-            auth: auth::AuthState::new(p.auth_timeout),
-            cluster_rebind: Arc::new(tokio::sync::Notify::new()),
-            splits: p.splits,
-            image_urls: p.image_urls,
-            cluster: p.cluster,
-        }
-    }
-
-    /// The cluster's dialer, while the cluster runs.
-    pub fn dialer(&self) -> Option<Arc<hearth_cluster::dial::Dialer>> {
-        self.cluster.dialer()
-    }
-}
+pub use state::{AppState, DoorSettings};

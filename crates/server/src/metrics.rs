@@ -14,7 +14,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::{Registry, Unit};
 
-use super::AppState;
+use crate::state::AppState;
 use hearth_base::thermal::ThermalLevel;
 
 /// The content type `prometheus-client`'s text encoder writes.

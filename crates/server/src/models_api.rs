@@ -17,7 +17,7 @@ use serde_json::json;
 
 use super::api::{json_body, local_only, ApiFailure};
 use super::status::ModelStatus;
-use super::AppState;
+use crate::state::AppState;
 use hearth_models::{import, ModelFile, ModelHost};
 
 fn internal(e: impl std::fmt::Display) -> ApiFailure {

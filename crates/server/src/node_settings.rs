@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::api::{json_body, local_only, ApiFailure};
-use super::AppState;
+use crate::state::AppState;
 
 /// The stored setting.
 pub const SETTING_THROTTLE_CAP: &str = "throttle_cap";

@@ -22,7 +22,7 @@ use hearth_protocol::openai::{self as oa, parse_body, CompletionBody, ErrorBody,
 use hearth_route::Generation;
 
 use super::error::ApiError;
-use super::AppState;
+use crate::state::AppState;
 
 mod chat;
 mod embeddings;

@@ -13,7 +13,7 @@ use hearth_protocol::limits::MAX_HTTP_BODY_BYTES;
 use crate::{
     anthropic, api, auth, batch, chat, cluster_api, downloads_api, error, events, generate,
     hub_door, metrics, models_api, node_settings, ollama, openai, responses, search_api, security,
-    split_api, status, ui, AppState,
+    split_api, state::AppState, status, ui,
 };
 
 /// Unknown API paths answer in the OpenAI error format; everything else is the web UI.

@@ -13,7 +13,7 @@ use hearth_models::model_hub_search::{FoundFile, DEFAULT_LIMIT};
 use serde::{Deserialize, Serialize};
 
 use super::api::ApiFailure;
-use super::AppState;
+use crate::state::AppState;
 
 #[derive(Debug, Deserialize)]
 pub(crate) struct SearchQuery {

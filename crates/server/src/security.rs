@@ -1,6 +1,7 @@
 //! Safe defaults at the door (DESIGN.md §6), as one middleware in front of every route:
 //! - `Host` must be a loopback name, an IP address (the machine's LAN address is one) or a
-//!   configured name, so a hostile web page cannot reach the node through DNS rebinding;
+//!   configured name ([`Exposure`], which `AppState` holds), so a hostile web page cannot reach
+//!   the node through DNS rebinding;
 //! - WebSocket upgrades must come with no `Origin`, the node's own origin, a loopback origin or
 //!   the desktop app's (`tauri://localhost`); those origins also get CORS on HTTP (tower-http's
 //!   `CorsLayer`, [`cors`], inside this guard);
@@ -18,7 +19,6 @@
 //!   `frame-ancestors`).
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use axum::extract::ws::{close_code, CloseFrame, Message, WebSocketUpgrade};
@@ -29,7 +29,9 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
 
-use super::AppState;
+use crate::state::exposure::strip_port;
+pub use crate::state::exposure::Exposure;
+use crate::state::AppState;
 use hearth_store::KeyScope;
 
 /// Origins of the desktop app's webview (Linux/macOS, and Windows' form).
@@ -38,59 +40,6 @@ const DESKTOP_ORIGINS: [&str; 3] = [
     "http://tauri.localhost",
     "https://tauri.localhost",
 ];
-
-/// Whether the node listens beyond loopback, and the names it answers to.
-#[derive(Debug)]
-pub struct Exposure {
-    exposed: AtomicBool,
-    /// Extra `Host` names accepted besides loopback names and IP addresses.
-    allowed_hosts: Vec<String>,
-}
-
-impl Exposure {
-    pub fn new(exposed: bool, allowed_hosts: Vec<String>) -> Self {
-        Self {
-            exposed: AtomicBool::new(exposed),
-            allowed_hosts: allowed_hosts
-                .into_iter()
-                .map(|h| h.to_ascii_lowercase())
-                .collect(),
-        }
-    }
-
-    pub fn is_exposed(&self) -> bool {
-        self.exposed.load(Ordering::Acquire)
-    }
-
-    pub fn set_exposed(&self, exposed: bool) {
-        self.exposed.store(exposed, Ordering::Release);
-    }
-
-    /// The host part of a `Host` header (port and IPv6 brackets removed), if acceptable.
-    pub(crate) fn host_allowed(&self, host_header: &str) -> bool {
-        let host = strip_port(host_header).to_ascii_lowercase();
-        if host.is_empty() {
-            return false;
-        }
-        host == "localhost"
-            || host.ends_with(".localhost")
-            || host.parse::<IpAddr>().is_ok()
-            || self.allowed_hosts.contains(&host)
-    }
-}
-
-/// `example.com:8420` -> `example.com`; `[::1]:8420` -> `::1`.
-fn strip_port(host: &str) -> &str {
-    let host = host.trim();
-    if let Some(rest) = host.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or("");
-    }
-    match host.rsplit_once(':') {
-        // A bare IPv6 address has several colons; only strip a port from name:port.
-        Some((h, port)) if !h.contains(':') && port.chars().all(|c| c.is_ascii_digit()) => h,
-        _ => host,
-    }
-}
 
 /// Whether a browser at `origin` may open a WebSocket to (or, for the desktop, call) a node
 /// reached as `host`.
@@ -440,32 +389,6 @@ mod tests {
             v,
             json!({"type": "error", "error": {"type": "authentication_error", "message": "no key"}})
         );
-    }
-
-    #[test]
-    fn hosts_loopback_ips_and_configured_names_pass() {
-        let e = Exposure::new(false, vec!["Hearth.Lan".into()]);
-        for ok in [
-            "localhost",
-            "localhost:8420",
-            "app.localhost:1",
-            "127.0.0.1:8420",
-            "192.168.1.20:8420",
-            "[::1]:8420",
-            "[fe80::1]",
-            "hearth.lan:8420",
-        ] {
-            assert!(e.host_allowed(ok), "{ok}");
-        }
-        for bad in [
-            "evil.example",
-            "evil.example:8420",
-            "localhost.evil.example",
-            "",
-            "127.0.0.1.nip.io",
-        ] {
-            assert!(!e.host_allowed(bad), "{bad}");
-        }
     }
 
     #[test]

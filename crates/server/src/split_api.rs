@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::api::{json_body, ApiFailure};
-use super::AppState;
+use crate::state::AppState;
 use hearth_split::SplitError;
 
 pub(crate) async fn list(State(state): State<Arc<AppState>>) -> Response {

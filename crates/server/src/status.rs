@@ -9,7 +9,7 @@ use axum::Json;
 use hearth_engine::ModelState;
 use serde::Serialize;
 
-use super::AppState;
+use crate::state::AppState;
 
 #[derive(Debug, Serialize)]
 pub(crate) struct Status {

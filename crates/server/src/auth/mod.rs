@@ -2,7 +2,8 @@
 //! (`protocols/auth-ws.md`; the behaviour of the reference implementation is in NOTES.md
 //! "auth-ws"). `GET /` without an upgrade is still the web UI. The messages both ways and
 //! registration are typed in `hearth_protocol::auth_ws`; here: the socket ([`session`]),
-//! registration ([`register`]) and the rate limit (`hearth_auth::limiter`).
+//! registration ([`register`]) and the rate limit (`hearth_auth::limiter`; the door's timeout
+//! and failure counters are [`AuthState`], held in `AppState`).
 //!
 //! ## The socket
 //! 1. On connect the node sends `challenge`: 32 random bytes as 64 hex digits, and `timestamp`
@@ -68,8 +69,7 @@ mod replies;
 mod session;
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::WebSocketUpgrade;
@@ -78,46 +78,10 @@ use axum::http::{header, HeaderMap, Uri};
 use axum::response::{IntoResponse, Response};
 use hearth_protocol::limits::WS_READ_LIMIT_BYTES;
 
-use hearth_auth::limiter::RateLimiter;
-
 pub(crate) use register::register;
 
-use crate::AppState;
-
-/// How long a connection may stay unauthenticated.
-pub const DEFAULT_AUTH_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// What the door shares across connections.
-#[derive(Debug)]
-pub struct AuthState {
-    timeout: Duration,
-    limiter: Mutex<RateLimiter>,
-}
-
-impl Default for AuthState {
-    fn default() -> Self {
-        Self::new(DEFAULT_AUTH_TIMEOUT)
-    }
-}
-
-impl AuthState {
-    /// `timeout`: how long a connection may stay unauthenticated (30 s; tests shorten it).
-    pub fn new(timeout: Duration) -> Self {
-        Self {
-            timeout,
-            limiter: Mutex::new(RateLimiter::default()),
-        }
-    }
-
-    pub fn timeout(&self) -> Duration {
-        self.timeout
-    }
-
-    pub(super) fn limiter(&self) -> std::sync::MutexGuard<'_, RateLimiter> {
-        // A panic while holding the lock leaves consistent data: keep using it.
-        self.limiter.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
+pub use crate::state::auth::{AuthState, DEFAULT_AUTH_TIMEOUT};
+use crate::state::AppState;
 
 fn wants_websocket(headers: &HeaderMap) -> bool {
     headers

@@ -14,7 +14,7 @@ use hearth_protocol::auth_ws::register::{
     parse_registration, RegisterCode, RegisterReply, Registration as Request,
 };
 
-use crate::AppState;
+use crate::state::AppState;
 use hearth_auth::clients::{self, ClientKey};
 use hearth_store::clients::{KeyRow, Registration};
 

@@ -25,8 +25,8 @@ use hearth_protocol::auth_ws::server::{
 };
 
 use super::replies::{error_fields, model_entry, params_for, resolve_error, submit_error};
+use crate::state::AppState;
 use crate::ws::{DoorSocket, Incoming, BAD_UTF8_REASON, CLOSE_BAD_UTF8};
-use crate::AppState;
 use hearth_auth::clients;
 use hearth_auth::limiter::{retry_after_secs, FailureOutcome};
 use hearth_route::{Control, ControlError, Events, Generation};

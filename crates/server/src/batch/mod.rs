@@ -6,7 +6,7 @@
 //! the socket (one writer per socket, fed through a bounded channel, so a slow client holds
 //! back only its own generations); one task per batch (`run`), whose prompts go through the
 //! route in order and wait there for room (the batch keeps no queue of its own); and the
-//! continuation cache (`cache`): when a batch ends with a
+//! continuation cache (`crate::state::batch`, which `AppState` holds): when a batch ends with a
 //! prompt that did not reach end-of-sequence, every prompt's token ids (prompt + generated) and
 //! text are kept under the batch's ordered request ids, and a later message with the same ids
 //! submits them as `Prompt::Tokens`: the engine keeps the KV cache of a slot whose last tenant
@@ -16,7 +16,6 @@
 //! see `caller`),
 //! bounded in entries and bytes, and entries expire an hour after they were stored.
 
-mod cache;
 mod run;
 
 use std::net::SocketAddr;
@@ -28,15 +27,14 @@ use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
 use axum::Extension;
-use hearth_protocol::batch::{self as bw, BatchDefaults};
+use hearth_protocol::batch as bw;
 use hearth_protocol::limits::{MAX_WS_MESSAGE_BYTES, WS_READ_LIMIT_BYTES};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::security::VerifiedKey;
 use super::ws::{classify, Incoming, BAD_UTF8_REASON, CLOSE_BAD_UTF8};
-use super::AppState;
-use cache::ContinuationCache;
+use crate::state::AppState;
 use run::run_batch;
 
 /// Batches running at once on one socket; more get a whole-message error.
@@ -48,33 +46,6 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 /// WebSocket close codes (RFC 6455).
 const CLOSE_GOING_AWAY: u16 = 1001;
 const CLOSE_TOO_BIG: u16 = 1009;
-/// Continuation cache bounds: entries, age, and bytes held (token ids + text).
-const CACHE_CAPACITY: usize = 256;
-const CACHE_TTL: Duration = Duration::from_secs(60 * 60);
-const CACHE_MAX_BYTES: usize = 256 << 20;
-
-/// What the batch door keeps between messages and sockets.
-#[derive(Debug)]
-pub struct BatchDoor {
-    /// `generation_config` values for keys a message leaves out.
-    defaults: BatchDefaults,
-    cache: ContinuationCache,
-}
-
-impl Default for BatchDoor {
-    fn default() -> Self {
-        Self::new(BatchDefaults::default())
-    }
-}
-
-impl BatchDoor {
-    pub(crate) fn new(defaults: BatchDefaults) -> Self {
-        Self {
-            defaults,
-            cache: ContinuationCache::new(CACHE_CAPACITY, CACHE_TTL, CACHE_MAX_BYTES),
-        }
-    }
-}
 
 pub(crate) async fn upgrade(
     State(state): State<Arc<AppState>>,

@@ -17,8 +17,8 @@ use hearth_protocol::{FinishReason, ModelId, SamplingParams};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::cache::{CacheKey, Saved};
-use crate::AppState;
+use crate::state::batch::cache::{CacheKey, Saved};
+use crate::state::AppState;
 use hearth_route::{Events, Generation, Target};
 
 /// Engine events buffered per batch before its generations wait.

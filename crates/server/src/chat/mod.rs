@@ -1,14 +1,14 @@
 //! The UI's chat door: `POST /api/conversations/{id}/chat` streams an answer as SSE while a
 //! task of its own drives the generation and saves the answer as it grows (every
 //! [`SAVE_EVERY`]), so a reload, a closed window or a killed node keeps what was generated.
-//! `POST /api/messages/{id}/stop` stops an answer. One answer streams per conversation.
+//! `POST /api/messages/{id}/stop` stops an answer. One answer streams per conversation
+//! (`crate::state::chats` keeps the answers streaming now).
 //! A message's images and audio clips are read and sent as `media` says.
 
 mod media;
 
-use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
@@ -25,13 +25,14 @@ use hearth_protocol::audio::MAX_CLIPS;
 use hearth_protocol::generation::RawParams;
 use hearth_protocol::media::MAX_IMAGES;
 use hearth_protocol::{FinishReason, SamplingParams};
-use hearth_route::{Control, Generation, ResolveError};
+use hearth_route::{Generation, ResolveError};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use super::api::{json_body, ApiFailure};
-use super::AppState;
+use crate::state::chats::RunningChat;
+use crate::state::AppState;
 use hearth_store::{Message, MessageStatus, NewMessage, Stats};
 use media::{Attached, Takes, TurnFiles, TURN_AUDIO_BYTES, TURN_IMAGE_BYTES};
 
@@ -43,53 +44,6 @@ const CHAT_MODEL_WAIT: Duration = Duration::from_secs(600);
 const OPENED_THINKING: &str = "<think>\n";
 /// Events buffered for the browser before the driver waits for it.
 const CLIENT_BUFFER: usize = 256;
-
-/// Answers streaming right now, by conversation.
-#[derive(Debug, Default)]
-pub struct Chats {
-    running: Mutex<HashMap<String, RunningChat>>,
-}
-
-#[derive(Debug, Clone)]
-struct RunningChat {
-    message_id: String,
-    control: Control,
-    stop_requested: Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl Chats {
-    fn begin(&self, conversation: &str, chat: RunningChat) -> bool {
-        let mut running = self.running.lock().expect("chats lock");
-        if running.contains_key(conversation) {
-            return false;
-        }
-        running.insert(conversation.to_owned(), chat);
-        true
-    }
-
-    fn end(&self, conversation: &str) {
-        self.running
-            .lock()
-            .expect("chats lock")
-            .remove(conversation);
-    }
-
-    fn is_running(&self, conversation: &str) -> bool {
-        self.running
-            .lock()
-            .expect("chats lock")
-            .contains_key(conversation)
-    }
-
-    fn by_message(&self, message_id: &str) -> Option<RunningChat> {
-        self.running
-            .lock()
-            .expect("chats lock")
-            .values()
-            .find(|c| c.message_id == message_id)
-            .cloned()
-    }
-}
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -32,7 +32,7 @@ use tokio::sync::watch;
 
 use self::messages::{error, invalid, load_failed, status};
 use super::ws::{DoorSocket, Incoming, BAD_UTF8_REASON, CLOSE_BAD_UTF8};
-use super::AppState;
+use crate::state::AppState;
 
 /// Most events written before one flush, so a burst never delays reading the client's
 /// controls for long.

@@ -26,8 +26,8 @@ use hearth_protocol::{SamplingParams, ToolCall};
 use super::{error, failure_error, model_name, now_rfc3339, resolve_error, submit_error, Reply};
 use crate::door::submit_chat;
 use crate::door::MODEL_WAIT;
+use crate::state::AppState;
 use crate::stream::{self, End};
-use crate::AppState;
 use hearth_engine::answer::{self, CallError, Piece, Splitter};
 use hearth_route::{Generation, Target};
 

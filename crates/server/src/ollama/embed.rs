@@ -19,7 +19,7 @@ use hearth_protocol::ollama::{
 use super::chat::{keep, read_body, resolve, unload_named};
 use super::{error, model_name, resolve_error, submit_error, Reply};
 use crate::embeddings::{compute, EmbedProblem};
-use crate::AppState;
+use crate::state::AppState;
 
 fn problem(p: EmbedProblem, requested: &str) -> OllamaError {
     match p {

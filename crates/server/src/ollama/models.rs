@@ -22,7 +22,7 @@ use serde_json::{Map, Value};
 
 use super::chat::{read_body, resolve};
 use super::{error, Reply};
-use crate::AppState;
+use crate::state::AppState;
 
 /// What `/api/ps` says about a model that unloads only when the user unloads it.
 const NEVER: &str = "9999-12-31T23:59:59Z";

@@ -19,7 +19,7 @@ use serde_json::json;
 
 use super::chat::{error_line, ndjson, read_body};
 use super::{error, Reply};
-use crate::AppState;
+use crate::state::AppState;
 use hearth_models::{model_hub::ModelHubFile, DownloadError, DownloadState, Downloads, Progress};
 
 fn refusal(e: &DownloadError) -> OllamaError {

@@ -16,7 +16,7 @@ use hearth_protocol::{FinishReason, ToolCall};
 use super::{chat_logprobs, chat_token_logprob, json, json_error, sse_response, timings};
 use crate::door::{body_bytes, collect, fetch_image_urls, now_secs, resolve, submit_chat};
 use crate::error::ApiError;
-use crate::AppState;
+use crate::state::AppState;
 use hearth_engine::answer::{self, Piece};
 
 fn invalid(param: &str, message: String) -> ApiError {

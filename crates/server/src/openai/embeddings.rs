@@ -15,7 +15,7 @@ use hearth_protocol::openai::parse_body;
 use crate::door::body_bytes;
 use crate::embeddings::{compute, EmbedProblem};
 use crate::error::ApiError;
-use crate::AppState;
+use crate::state::AppState;
 
 fn api_error(p: EmbedProblem) -> ApiError {
     let bad = |code, message: String| {

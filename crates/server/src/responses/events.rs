@@ -14,8 +14,8 @@ use serde_json::json;
 
 use super::{function_call, Saver};
 use crate::error::ApiError;
+use crate::state::AppState;
 use crate::stream::{batches, typed_event, End};
-use crate::AppState;
 use hearth_engine::answer::{Piece, Splitter};
 
 /// The item being streamed.

@@ -29,7 +29,7 @@ use crate::door::submit_chat;
 use crate::door::{body_bytes, collect, fetch_image_urls, now_secs, resolve};
 use crate::error::ApiError;
 use crate::security::VerifiedKey;
-use crate::AppState;
+use crate::state::AppState;
 use hearth_engine::answer;
 
 /// Whose stored answers a request may use: its API key's, or the loopback user's ("").

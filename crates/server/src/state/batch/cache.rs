@@ -12,13 +12,13 @@ use hearth_protocol::ModelId;
 
 /// Where one prompt's generation stopped.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) struct Saved {
+pub(crate) struct Saved {
     /// The prompt's tokens and every token generated for it so far, as the engine saw them.
-    pub(super) tokens: Vec<u32>,
+    pub(crate) tokens: Vec<u32>,
     /// The original prompt followed by all text generated so far.
-    pub(super) text: String,
+    pub(crate) text: String,
     /// It ended at end-of-sequence: there is nothing to continue.
-    pub(super) eos: bool,
+    pub(crate) eos: bool,
 }
 
 impl Saved {
@@ -31,10 +31,10 @@ impl Saved {
 /// different id lists collide). Clients number their requests alike (0, 1, 2...): the caller
 /// keeps one client's prompts and answers from another's.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(super) struct CacheKey {
+pub(crate) struct CacheKey {
     /// The API key's id, or the owner (see `batch::caller`).
-    pub(super) caller: String,
-    pub(super) ids: Vec<String>,
+    pub(crate) caller: String,
+    pub(crate) ids: Vec<String>,
 }
 
 impl CacheKey {
@@ -55,7 +55,7 @@ struct CacheEntry {
 /// Unfinished batches by their [`CacheKey`]. Bounded in entries and bytes (the oldest go
 /// first); entries expire `ttl` after they were stored.
 #[derive(Debug)]
-pub(super) struct ContinuationCache {
+pub(crate) struct ContinuationCache {
     entries: Mutex<HashMap<CacheKey, CacheEntry>>,
     capacity: usize,
     ttl: Duration,
@@ -63,7 +63,7 @@ pub(super) struct ContinuationCache {
 }
 
 impl ContinuationCache {
-    pub(super) fn new(capacity: usize, ttl: Duration, max_bytes: usize) -> Self {
+    pub(crate) fn new(capacity: usize, ttl: Duration, max_bytes: usize) -> Self {
         Self {
             entries: Mutex::new(HashMap::new()),
             capacity: capacity.max(1),
@@ -79,7 +79,7 @@ impl ContinuationCache {
 
     /// The saved prompts for `key`, if they were made by `model` and have not expired. The
     /// entry stays (a batch cut short by a disconnect can be continued again).
-    pub(super) fn get(
+    pub(crate) fn get(
         &self,
         key: &CacheKey,
         model: &ModelId,
@@ -99,7 +99,7 @@ impl ContinuationCache {
     }
 
     /// Store (or replace) `key`, evicting expired entries and then the oldest ones as needed.
-    pub(super) fn put(
+    pub(crate) fn put(
         &self,
         key: CacheKey,
         model: ModelId,
@@ -138,7 +138,7 @@ impl ContinuationCache {
         );
     }
 
-    pub(super) fn remove(&self, key: &CacheKey) {
+    pub(crate) fn remove(&self, key: &CacheKey) {
         self.lock().remove(key);
     }
 
