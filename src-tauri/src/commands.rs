@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::Desktop;
+use crate::desktop::Desktop;
 
 /// An error the UI can act on: a stable SCREAMING_SNAKE code and a sentence for people.
 #[derive(Debug, Serialize, thiserror::Error)]

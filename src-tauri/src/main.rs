@@ -7,6 +7,8 @@
 //! ## Layout
 //! - `main`: runtime, node start-up in `setup`, window behaviour (single instance, hide on
 //!   close, size and position remembered), graceful quit.
+//! - [`desktop`]: what the window, tray and commands share, and bringing the window to the
+//!   front.
 //! - [`tray`]: the tray icon (one per state), its tooltip and menu (open, expose to LAN,
 //!   pause serving, quit).
 //! - [`commands`]: the Tauri commands the UI may call, with typed `{code, message}` errors;
@@ -15,33 +17,17 @@
 //! The node is configured from the same `HEARTH_*` variables as `hearth-node serve`.
 
 mod commands;
+mod desktop;
 mod tray;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use desktop::{show_main, Desktop};
 use hearth_node::Node;
 use tauri::{Manager, RunEvent, WindowEvent};
-
-/// What the window, tray and commands share.
-#[derive(Debug, Default)]
-pub(crate) struct Desktop {
-    pub(crate) node: OnceLock<Node>,
-    /// Whether a tray host shows our icon; without one, closing the window quits.
-    pub(crate) tray_visible: AtomicBool,
-    quitting: AtomicBool,
-}
-
-/// Bring the main window to the front.
-pub(crate) fn show_main(app: &tauri::AppHandle) {
-    if let Some(w) = app.get_webview_window("main") {
-        let _ = w.show();
-        let _ = w.unminimize();
-        let _ = w.set_focus();
-    }
-}
 
 /// How long quitting waits for the node to finish (streams get their final message first).
 const QUIT_WAIT: Duration = Duration::from_secs(6);

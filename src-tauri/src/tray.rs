@@ -149,7 +149,7 @@ pub(crate) fn install(app: &AppHandle, node: Node) -> Result<bool, Box<dyn std::
             .menu(&menu)
             .show_menu_on_left_click(true)
             .on_menu_event(move |app, event| match event.id().as_ref() {
-                "open" => crate::show_main(app),
+                "open" => crate::desktop::show_main(app),
                 "lan" => {
                     // GTK has already toggled the check mark: follow it.
                     let want = lan_item.is_checked().unwrap_or(false);

@@ -9,6 +9,9 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 
+/// What the decode figures ask every stream to write.
+pub(crate) const PROMPT: &str = "Write a short story about a robot learning to paint.";
+
 /// One streamed generation as the client saw it.
 #[derive(Debug, Clone)]
 pub(crate) struct Trace {

@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
+use crate::client::{self, PROMPT};
 use crate::floor::Session;
 use crate::report::Figure;
-use crate::{client, Window, PROMPT};
+use crate::window::Window;
 
 /// Rounds of (floor quiet, floor busy, node quiet, node busy).
 const ROUNDS: usize = 3;
@@ -43,8 +44,7 @@ impl Drop for BusyCore {
 /// One SSE stream's decode rate, tokens/s.
 async fn node_rate(http: &reqwest::Client, base: &str, tokens: usize) -> Result<f64> {
     let trace = client::sse_chat(http, base, PROMPT, tokens).await?;
-    let w = Window::overlap(&[trace])?;
-    Ok(w.tokens / (w.to - w.from).as_secs_f64())
+    Ok(Window::overlap(&[trace])?.wall_rate())
 }
 
 pub(crate) async fn figures(

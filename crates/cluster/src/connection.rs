@@ -35,7 +35,7 @@ use super::handshake::Admitted;
 use super::link::{Incoming, Link};
 use super::peers::Kind;
 use super::provider::Provider;
-use super::Me;
+use crate::me::Me;
 use hearth_models::telemetry::ThermalSource;
 
 /// How often this node sends its heartbeat (the document's 5 s).

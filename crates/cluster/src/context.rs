@@ -4,9 +4,8 @@
 //! the tunnels peers open. The cluster knows this and nothing of the doors' state; the split
 //! registers itself as the tunnels' server ([`Context::serve_tunnels`]).
 
+use std::any::Any;
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, OnceLock, Weak};
 
 use hearth_auth::identity::Identity;
@@ -19,17 +18,8 @@ use hearth_store::Store;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::dial::Dialer;
 use super::peers::Peers;
 use super::sharing::Files;
-use super::tunnel::Tunnel;
-
-/// Serves one tunnel a peer opened, of the kind it names; says why it ended.
-pub type TunnelServer = Box<
-    dyn Fn(Arc<Context>, String, Tunnel) -> Pin<Box<dyn Future<Output = String> + Send>>
-        + Send
-        + Sync,
->;
 
 /// The handles every part of the node shares, held here once: the model host, the store, the
 /// node's name and identity, the route, model sharing, the telemetry samples, the connection
@@ -69,11 +59,16 @@ pub struct Context {
     pub port: Option<u16>,
     /// The peers connected now.
     pub peers: Peers,
-    /// The peer addresses this node keeps connections to (set once the cluster runs). Weak:
-    /// the node owns the dialer, which reaches this context through the cluster's `Me`, so a
-    /// strong one here would keep the context (and its database) alive after the node is gone.
-    dialer: OnceLock<Weak<Dialer>>,
-    tunnels: OnceLock<TunnelServer>,
+    /// The peer addresses this node keeps connections to, once the cluster runs: the
+    /// `dial::Dialer`, read through `Context::dialer` (in `dial`). Weak: the node owns the
+    /// dialer, which reaches this context through the cluster's `Me`, so a strong one here would
+    /// keep the context (and its database) alive after the node is gone. Held as `Any`, as is
+    /// the next field, so that this module names nothing that names it back (the dialer dials
+    /// as `Me`, a tunnel opens as `Me`, and `Me` holds this context).
+    pub(crate) dialer: OnceLock<Weak<dyn Any + Send + Sync>>,
+    /// Who serves the tunnels peers open: a `tunnel::TunnelServer`, set through
+    /// `Context::serve_tunnels` (in `tunnel`).
+    pub(crate) tunnels: OnceLock<Box<dyn Any + Send + Sync>>,
 }
 
 impl std::ops::Deref for Context {
@@ -106,21 +101,6 @@ impl Context {
         }
     }
 
-    /// The cluster's dialer, while the cluster runs.
-    pub fn dialer(&self) -> Option<Arc<Dialer>> {
-        self.dialer.get()?.upgrade()
-    }
-
-    /// The cluster runs with `dialer` (once; a later one is ignored).
-    pub fn set_dialer(&self, dialer: &Arc<Dialer>) {
-        let _ = self.dialer.set(Arc::downgrade(dialer));
-    }
-
-    /// Tunnels peers open are served by `server` (once; a later one is ignored).
-    pub fn serve_tunnels(&self, server: TunnelServer) {
-        let _ = self.tunnels.set(server);
-    }
-
     /// What serving model files to peers needs.
     pub(crate) fn files(&self) -> Files {
         Files {
@@ -128,18 +108,6 @@ impl Context {
             store: self.store.clone(),
             host: self.host.clone(),
             sharing: self.sharing.clone(),
-        }
-    }
-
-    /// Serve a tunnel of kind `kind`: why it ended.
-    pub(crate) async fn serve_tunnel(self: &Arc<Self>, kind: String, mut tunnel: Tunnel) -> String {
-        match self.tunnels.get() {
-            Some(serve) => serve(self.clone(), kind, tunnel).await,
-            None => {
-                let why = "this node serves no tunnels".to_owned();
-                let _ = tunnel.answer(Err(&why)).await;
-                why
-            }
         }
     }
 }

@@ -22,8 +22,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::frames::codec;
 use super::handshake::{DialFailure, Greeting};
-use super::Me;
 use super::{connection, handshake};
+use crate::me::Me;
 use hearth_base::connections::Held;
 
 /// The first reconnect waits about this long.
@@ -51,6 +51,19 @@ struct Keeper {
     /// Found by discovery, where it was announced as a Hearth node's (kept so when it is then
     /// added by hand): a plain answer there is a downgrade.
     advertised: bool,
+}
+
+impl crate::context::Context {
+    /// The cluster's dialer, while the cluster runs.
+    pub fn dialer(&self) -> Option<Arc<Dialer>> {
+        self.dialer.get()?.upgrade()?.downcast::<Dialer>().ok()
+    }
+
+    /// The cluster runs with `dialer` (once; a later one is ignored).
+    pub fn set_dialer(&self, dialer: &Arc<Dialer>) {
+        let any: Arc<dyn std::any::Any + Send + Sync> = dialer.clone();
+        let _ = self.dialer.set(Arc::downgrade(&any));
+    }
 }
 
 /// The addresses this node keeps connections to. Cheap to share.

@@ -12,7 +12,7 @@ use hearth_protocol::cluster::PeerUuid;
 use mdns_sd::{ServiceDaemon, ServiceEvent, ServiceInfo};
 
 use super::dial::Dialer;
-use super::Me;
+use crate::me::Me;
 
 /// The service type TealeNet nodes advertise and browse.
 pub(crate) const SERVICE_TYPE: &str = "_teale._tcp.local.";

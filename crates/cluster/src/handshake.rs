@@ -32,7 +32,7 @@ use super::frames::{Frames, HELLO_WAIT};
 use super::link::{Incoming, Link};
 use super::rules::Rules;
 use super::secure::{self, Proven};
-use super::Me;
+use crate::me::Me;
 
 /// A peer past the handshake.
 #[derive(Debug)]

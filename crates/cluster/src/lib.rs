@@ -3,7 +3,7 @@
 //! discovery), whose frames are a 4-byte big-endian length and then one cluster message's JSON
 //! ([`frames`]: tokio-util's length-delimited codec; a frame announced over the limit closes
 //! its connection before anything is allocated for it). Its settings are [`config`]'s; this
-//! node as its peers know it is [`Me`], here (its methods in `me`).
+//! node as its peers know it is [`Me`] (`me`).
 //!
 //! Each connection is admitted by [`handshake`]: Hearth nodes go on encrypted
 //! ([`secure`], Noise XXpsk3 keyed by the passcode and signed by the device identities);
@@ -40,35 +40,11 @@ pub mod tunnel;
 pub use config::{
     passcode_hash, ClusterConfig, DEFAULT_CLUSTER_PORT, SETTING_COMPAT, SETTING_PASSCODE,
 };
-pub use context::{Context, Core, TunnelServer};
+pub use context::{Context, Core};
 pub use discovery::Discovery;
 pub use discovery::DiscoveryError;
 pub use listen::listen;
+pub use me::Me;
 pub use peers::{PeerView, Peers};
 pub use rules::Rules;
-
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex, RwLock};
-
-use hearth_base::connections::PerAddress;
-use hearth_hub::Hub;
-use hearth_protocol::cluster::{Hardware, PeerUuid};
-
-// `Me` itself stays here, as the crate's vocabulary (its methods are `me`'s): it holds the
-// `Context` that holds the dialer that dials as `Me` (context -> dial -> Me -> context), a
-// circle the module test would see in a module of its own.
-/// What this node is to its peers: who it is, its keys and rules, and the route's registry of
-/// remote providers its peers join. One per node, shared by every connection.
-#[derive(Debug)]
-pub struct Me {
-    pub(crate) state: Arc<Context>,
-    pub(crate) id: PeerUuid,
-    /// The passcode's rules now (settable from the UI while the node runs).
-    rules: RwLock<Arc<Rules>>,
-    pub(crate) hub: Hub,
-    /// Devices that proved to be Hearth nodes: never taken in plain text.
-    hearth_devices: Mutex<HashSet<PeerUuid>>,
-    /// Open connections per LAN address, shared with the doors.
-    pub(crate) table: Arc<PerAddress>,
-    pub(crate) hardware: Hardware,
-}
+pub use tunnel::TunnelServer;

@@ -12,8 +12,8 @@ use tokio_util::codec::Framed;
 use tokio_util::sync::CancellationToken;
 
 use super::frames::codec;
-use super::Me;
 use super::{connection, handshake, tunnel};
+use crate::me::Me;
 
 /// Accept cluster connections on `listener` until `stop` is cancelled; each address may hold
 /// as many connections, counted with the doors', as `--connections-per-address` allows.

@@ -1,13 +1,13 @@
-//! This node as its peers know it ([`Me`]'s methods; the struct itself is the crate's
-//! vocabulary in lib.rs): its hello and device info, the models it serves, the rules its
-//! connections are admitted by, and the devices known to be Hearth nodes.
+//! This node as its peers know it ([`Me`]): its hello and device info, the models it serves,
+//! the rules its connections are admitted by, and the devices known to be Hearth nodes.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, RwLock};
 
 use hearth_base::connections::PerAddress;
+use hearth_hub::Hub;
 use hearth_protocol::cluster::{
-    DeviceInfo, HearthHello, Hello, PeerUuid, HEARTH_NOISE, PROTOCOL_VERSION,
+    DeviceInfo, Hardware, HearthHello, Hello, PeerUuid, HEARTH_NOISE, PROTOCOL_VERSION,
 };
 
 use crate::config::ClusterConfig;
@@ -15,7 +15,22 @@ use crate::context::Context;
 use crate::hardware::hardware;
 use crate::rules::Rules;
 use crate::secure;
-use crate::Me;
+
+/// What this node is to its peers: who it is, its keys and rules, and the route's registry of
+/// remote providers its peers join. One per node, shared by every connection.
+#[derive(Debug)]
+pub struct Me {
+    pub(crate) state: Arc<Context>,
+    pub(crate) id: PeerUuid,
+    /// The passcode's rules now (settable from the UI while the node runs).
+    rules: RwLock<Arc<Rules>>,
+    pub(crate) hub: Hub,
+    /// Devices that proved to be Hearth nodes: never taken in plain text.
+    hearth_devices: Mutex<HashSet<PeerUuid>>,
+    /// Open connections per LAN address, shared with the doors.
+    pub(crate) table: Arc<PerAddress>,
+    pub(crate) hardware: Hardware,
+}
 
 impl Me {
     /// Slow (the passcode's key derivation): call it from a blocking task.

@@ -1,5 +1,5 @@
 //! What a connection is admitted by ([`Rules`]): the passcode's hash and key, and whether
-//! plain-text TealeNet peers are taken. [`crate::Me`] holds the rules in force now.
+//! plain-text TealeNet peers are taken. [`crate::me::Me`] holds the rules in force now.
 
 use std::sync::Arc;
 

@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::peers::Kind;
 use super::provider::HEARTH_TASK_KEY;
-use super::Me;
+use crate::me::Me;
 use hearth_route::{Control, Generation};
 
 /// A served request's controls for a Hearth peer's `hearthControl`: one that arrives before

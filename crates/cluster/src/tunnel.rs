@@ -17,7 +17,8 @@ use tokio_util::codec::Framed;
 use super::handshake::{self, Admitted};
 use super::link::{Incoming, Link};
 use super::peers::Kind;
-use super::Me;
+use crate::context::Context;
+use crate::me::Me;
 use hearth_base::connections::Held;
 
 /// How often each side pings.
@@ -56,6 +57,40 @@ impl Offer {
             memory: u64::from_be_bytes(memory.try_into().ok()?),
             device_memory: u64::from_be_bytes(device_memory.try_into().ok()?),
         })
+    }
+}
+
+/// Serves one tunnel a peer opened, of the kind it names; says why it ended.
+pub type TunnelServer = Box<
+    dyn Fn(
+            Arc<Context>,
+            String,
+            Tunnel,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = String> + Send>>
+        + Send
+        + Sync,
+>;
+
+impl Context {
+    /// Tunnels peers open are served by `server` (once; a later one is ignored).
+    pub fn serve_tunnels(&self, server: TunnelServer) {
+        let _ = self.tunnels.set(Box::new(server));
+    }
+
+    /// Serve a tunnel of kind `kind`: why it ended.
+    pub(crate) async fn serve_tunnel(self: &Arc<Self>, kind: String, mut tunnel: Tunnel) -> String {
+        match self
+            .tunnels
+            .get()
+            .and_then(|s| s.downcast_ref::<TunnelServer>())
+        {
+            Some(serve) => serve(self.clone(), kind, tunnel).await,
+            None => {
+                let why = "this node serves no tunnels".to_owned();
+                let _ = tunnel.answer(Err(&why)).await;
+                why
+            }
+        }
     }
 }
 

@@ -6,7 +6,8 @@
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde::Serialize;
 
-use super::{now_ms, Store, StoreError};
+use crate::db::{now_ms, Store};
+use crate::error::StoreError;
 
 /// A public key as the store keeps it: the client id derived from it, its algorithm's name
 /// (`ed25519`, `rsa-sha256`) and its DER bytes.

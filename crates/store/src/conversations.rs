@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use super::message_audio::{self, AudioInfo, NewAudio};
 use super::message_images::{self, ImageInfo, NewImage};
-use super::{new_id, now_ms, Store, StoreError};
+use crate::db::{new_id, now_ms, Store};
+use crate::error::StoreError;
 
 /// A conversation's generation settings.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -4,7 +4,8 @@
 
 use rusqlite::{params, OptionalExtension as _};
 
-use super::{Store, StoreError};
+use crate::db::Store;
+use crate::error::StoreError;
 
 pub const MIGRATION: &str = "CREATE TABLE model_digests (
     path         TEXT PRIMARY KEY,

@@ -5,7 +5,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use rusqlite::params;
 
-use super::{Store, StoreError};
+use crate::db::Store;
+use crate::error::StoreError;
 
 /// The feedback table: the first migration (`crate::open` lists every table's).
 pub const MIGRATION: &str = "CREATE TABLE feedback (
@@ -83,10 +84,8 @@ mod tests {
         let store = Store::open(&dir).unwrap();
         assert_eq!(store.feedback_for("gen_1").await.unwrap(), vec![row]);
         let mode: String = store
-            .conn
-            .lock()
-            .unwrap()
-            .pragma_query_value(None, "journal_mode", |r| r.get(0))
+            .with(|c| c.pragma_query_value(None, "journal_mode", |r| r.get(0)))
+            .await
             .unwrap();
         assert_eq!(mode, "wal");
         std::fs::remove_dir_all(&dir).unwrap();

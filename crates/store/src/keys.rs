@@ -6,7 +6,8 @@
 use rusqlite::{params, OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
 
-use super::{new_id, now_ms, Store, StoreError};
+use crate::db::{new_id, now_ms, Store};
+use crate::error::StoreError;
 
 /// An API key as stored: only a SHA-256 of the secret is kept, and its first characters so a
 /// user can tell keys apart.
@@ -184,13 +185,14 @@ mod tests {
         assert_eq!(key.scope, KeyScope::Use);
         assert!(secret.starts_with("hearth_") && secret.len() > 60);
         assert!(secret.starts_with(&key.prefix));
+        let id = key.id.clone();
         let stored: String = store
-            .conn
-            .lock()
-            .unwrap()
-            .query_row("SELECT hash FROM api_keys WHERE id = ?1", [&key.id], |r| {
-                r.get(0)
+            .with(move |c| {
+                c.query_row("SELECT hash FROM api_keys WHERE id = ?1", [&id], |r| {
+                    r.get(0)
+                })
             })
+            .await
             .unwrap();
         assert_eq!(stored, key_hash(&secret));
         assert!(

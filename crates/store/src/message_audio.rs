@@ -8,7 +8,8 @@ use rusqlite::{params, Connection, OptionalExtension as _};
 use serde::Serialize;
 
 use super::message_images::{newest_files, Table};
-use super::{new_id, Store, StoreError};
+use crate::db::{new_id, Store};
+use crate::error::StoreError;
 
 pub const MIGRATION: &str = "CREATE TABLE message_audio (
     id          TEXT PRIMARY KEY,

@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use rusqlite::{params, Connection, OptionalExtension as _};
 use serde::Serialize;
 
-use super::{new_id, Store, StoreError};
+use crate::db::{new_id, Store};
+use crate::error::StoreError;
 
 pub const MIGRATION: &str = "CREATE TABLE message_images (
     id          TEXT PRIMARY KEY,

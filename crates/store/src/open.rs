@@ -3,14 +3,14 @@
 //! schema migrations (by `PRAGMA user_version`, one per table group, in [`MIGRATIONS`]).
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 
 use rusqlite::Connection;
 
 use super::{
-    clients, digests, feedback, keys, message_audio, message_images, peers, responses, wal, Store,
-    StoreError,
+    clients, digests, feedback, keys, message_audio, message_images, peers, responses, wal,
 };
+use crate::db::Store;
+use crate::error::StoreError;
 
 impl Store {
     pub fn open(data_dir: &Path) -> Result<Self, StoreError> {
@@ -50,9 +50,7 @@ impl Store {
             Err(e) if is_damage(&e) => return Err(damaged(e.to_string())),
             r => r?,
         }
-        Ok(Self {
-            conn: Arc::new(Mutex::new(conn)),
-        })
+        Ok(Self::from_connection(conn))
     }
 }
 

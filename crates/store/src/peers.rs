@@ -7,7 +7,8 @@
 use rusqlite::params;
 use serde::Serialize;
 
-use super::{now_ms, Store, StoreError};
+use crate::db::{now_ms, Store};
+use crate::error::StoreError;
 
 pub const MIGRATION: &str = "CREATE TABLE cluster_peers (
     address        TEXT PRIMARY KEY,

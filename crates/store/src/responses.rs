@@ -6,7 +6,8 @@
 
 use rusqlite::{params, OptionalExtension as _};
 
-use super::{now_ms, Store, StoreError};
+use crate::db::{now_ms, Store};
+use crate::error::StoreError;
 
 pub const MIGRATION: &str = "CREATE TABLE stored_responses (
     id          TEXT PRIMARY KEY,

@@ -2,8 +2,9 @@
 //! Read from the source: a top-level module is a file or folder under `src/` (the crate root
 //! aside), and it imports another when its code names it through `crate::` (or `super::` from
 //! a file directly under `src/`), directly or through an item the root re-exports from it.
-//! Comments, string literals and `#[cfg(test)]` items are left out. Items defined in the root
-//! itself are the crate's own vocabulary and count for no module.
+//! Comments, string literals and `#[cfg(test)]` items are left out. No module names an item the
+//! root defines itself either (a climb back to the root, which imports the module): a root is
+//! a table of contents.
 
 use crate::common;
 
@@ -222,31 +223,117 @@ fn module_edges(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
         if ROOTS.contains(&top.as_str()) {
             continue;
         }
-        let text = code(file);
-        let mut prefixes = vec!["crate::"];
-        if direct {
-            prefixes.push("super::");
-        }
-        for prefix in prefixes {
-            for (at, _) in text.match_indices(prefix) {
-                let before = text[..at].chars().next_back();
-                if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
-                    continue;
-                }
-                for (head, _) in heads(&text[at + prefix.len()..]) {
-                    let target = if modules.contains(&head) {
-                        Some(head)
-                    } else {
-                        reexported.get(&head).cloned()
-                    };
-                    if let Some(t) = target.filter(|t| *t != top) {
-                        edges.entry(top.clone()).or_default().insert(t);
-                    }
-                }
+        for head in named(&code(file), direct) {
+            let target = if modules.contains(&head) {
+                Some(head)
+            } else {
+                reexported.get(&head).cloned()
+            };
+            if let Some(t) = target.filter(|t| *t != top) {
+                edges.entry(top.clone()).or_default().insert(t);
             }
         }
     }
     edges
+}
+
+/// The first name of every `crate::` path in a module file's code, and of every `super::` path
+/// in a file directly under `src/` (whose `super` is the crate root).
+fn named(text: &str, direct: bool) -> Vec<String> {
+    let mut prefixes = vec!["crate::"];
+    if direct {
+        prefixes.push("super::");
+    }
+    let mut out = Vec::new();
+    for prefix in prefixes {
+        for (at, _) in text.match_indices(prefix) {
+            let before = text[..at].chars().next_back();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            out.extend(
+                heads(&text[at + prefix.len()..])
+                    .into_iter()
+                    .map(|(h, _)| h),
+            );
+        }
+    }
+    out
+}
+
+/// The items a crate root (`lib.rs`, `main.rs`) defines itself, not those it re-exports:
+/// read from the lines that open at the left margin (the code is rustfmt's).
+fn root_items(src: &Path) -> BTreeSet<String> {
+    const KINDS: [&str; 9] = [
+        "struct",
+        "enum",
+        "fn",
+        "const",
+        "static",
+        "type",
+        "trait",
+        "union",
+        "macro_rules!",
+    ];
+    let mut items = BTreeSet::new();
+    for root in ROOTS {
+        let Ok(text) = std::fs::read_to_string(src.join(format!("{root}.rs"))) else {
+            continue;
+        };
+        for line in without_tests(&code_of(&text)).lines() {
+            let words: Vec<&str> = line
+                .split(|c: char| c.is_whitespace() || c == '(' || c == '<' || c == ':' || c == '{')
+                .filter(|w| !w.is_empty())
+                .collect();
+            let mut at = 0;
+            while words.get(at).is_some_and(|w| {
+                ["pub", "crate)", "super)", "async", "unsafe", "extern"].contains(w)
+                    || (*w == "const" && words.get(at + 1) == Some(&"fn"))
+            }) {
+                at += 1;
+            }
+            if line.starts_with(char::is_whitespace)
+                || !words.get(at).is_some_and(|w| KINDS.contains(w))
+            {
+                continue;
+            }
+            if let Some(name) = words.get(at + 1) {
+                let name: String = name
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if !name.is_empty() {
+                    items.insert(name);
+                }
+            }
+        }
+    }
+    items
+}
+
+/// Each use of an item the crate root defines by a module (a climb back to the root, which
+/// imports the module): `module -> Item`.
+fn climbs(src: &Path) -> Vec<String> {
+    let items = root_items(src);
+    let mut found = BTreeSet::new();
+    for file in sources(src) {
+        let rel = file.strip_prefix(src).expect("under src");
+        let top = rel.components().next().expect("a component");
+        let top = top.as_os_str().to_string_lossy();
+        let top = top.trim_end_matches(".rs");
+        if ROOTS.contains(&top) {
+            continue;
+        }
+        let direct = rel.components().count() == 1
+            || (rel.components().count() == 2 && rel.ends_with("mod.rs"));
+        let text = without_tests(&code_of(&std::fs::read_to_string(&file).unwrap()));
+        for head in named(&text, direct) {
+            if items.contains(&head) {
+                found.insert(format!("{top} -> {head}"));
+            }
+        }
+    }
+    found.into_iter().collect()
 }
 
 /// Each circle among `edges`, as `a -> b -> ... -> a`: the shortest through each module that
@@ -300,6 +387,48 @@ fn no_crate_has_modules_that_import_each_other_in_a_circle() {
     }
     assert!(read >= 14, "read {read} crates");
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn no_module_climbs_back_to_an_item_its_crate_root_defines() {
+    let mut wrong = Vec::new();
+    for (name, dir) in common::workspace::crates() {
+        let src = dir.join("src");
+        if src.is_dir() {
+            wrong.extend(climbs(&src).into_iter().map(|c| format!("{name}: {c}")));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "a crate root is a table of contents: move these into modules\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn the_check_sees_climbs_to_what_the_root_defines() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    let write = |name: &str, text: &str| std::fs::write(src.join(name), text).unwrap();
+    std::fs::create_dir(src.join("c")).unwrap();
+    write(
+        "lib.rs",
+        "mod a; mod b; mod c;\npub use a::Aye;\npub struct Root;\npub(crate) const fn made() -> u8 { 1 }\nfn helper() {}\n#[cfg(test)]\nfn only_tests() {}",
+    );
+    write(
+        "a.rs",
+        "pub struct Aye;\nuse super::{helper, b::Y};\nfn f() { crate::Aye; }",
+    );
+    write(
+        "b.rs",
+        "use crate::Root;\n// crate::made in a comment\nfn g() { crate::only_tests() }",
+    );
+    write("c/inner.rs", "fn h() { super::helper(); crate::made(); }");
+    assert_eq!(
+        climbs(src),
+        ["a -> helper", "b -> Root", "c -> made"],
+        "not a re-export, a comment, a test item or a nested super::"
+    );
 }
 
 #[test]
