@@ -14,6 +14,7 @@ pub(crate) struct Desktop {
     pub(crate) node: OnceLock<Node>,
     /// Whether a tray host shows our icon; without one, closing the window quits.
     pub(crate) tray_visible: AtomicBool,
+    /// Set once quitting stopped the node first: the exit that follows goes through.
     pub(crate) quitting: AtomicBool,
 }
 

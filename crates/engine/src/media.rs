@@ -58,8 +58,21 @@ pub fn projector_bytes(path: &Path) -> u64 {
 static NAMED: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<PathBuf, PathBuf>>> =
     std::sync::LazyLock::new(Default::default);
 
-fn named_key(model: &Path) -> PathBuf {
-    std::path::absolute(model).unwrap_or_else(|_| model.to_path_buf())
+/// `path` absolute, its `.` and `..` taken away by their names alone (links are not followed:
+/// a link to a model is another model file here, as the models folder lists it).
+fn named_key(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut out = PathBuf::new();
+    for part in absolute.components() {
+        match part {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// Name `projector` as `model`'s (the node's `--projector`, for a projector kept elsewhere or
@@ -68,7 +81,7 @@ pub fn name_projector(model: &Path, projector: PathBuf) {
     NAMED
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .insert(named_key(model), projector);
+        .insert(named_key(model), named_key(&projector));
 }
 
 /// The projector file for a model: the one named for it ([`name_projector`]), else
@@ -430,6 +443,25 @@ fn stand_ins(hash: &[u8], len: usize) -> impl Iterator<Item = LlamaToken> + '_ {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A projector named for a model (`--projector`) is found first, however the model's path
+    /// is written (relative or with `..`), and only for that model.
+    #[test]
+    fn a_named_projector_is_found_first_for_its_model_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = dir.path().join("named-model.gguf");
+        std::fs::write(&model, b"GGUF").unwrap();
+        let beside = dir.path().join("mmproj-named-model.gguf");
+        std::fs::write(&beside, b"GGUF").unwrap();
+        assert_eq!(find_projector(&model), Some(beside));
+        let elsewhere = dir.path().join("kept").join("encoder.gguf");
+        name_projector(&model, dir.path().join("kept/../kept/./encoder.gguf"));
+        assert_eq!(find_projector(&model), Some(elsewhere.clone()));
+        let roundabout = dir.path().join("sub/../named-model.gguf");
+        assert_eq!(find_projector(&roundabout), Some(elsewhere));
+        let other = dir.path().join("other-model.gguf");
+        assert_eq!(find_projector(&other), None);
+    }
 
     #[test]
     fn a_projector_is_found_beside_its_model_and_never_taken_from_another() {

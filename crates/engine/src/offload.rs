@@ -16,9 +16,10 @@ use serde::Serialize;
 use crate::config::{DeviceChoice, EngineConfig, GpuLayers};
 use crate::devices::{self, Device};
 
-/// What fitting keeps free on each GPU: the margin (`--gpu-margin`), and room for the model's
-/// projector, which goes to the GPU with a model loaded there whole (a split's worker runs its
-/// projector on the CPU).
+/// What fitting keeps free on each GPU first: the margin (`--gpu-margin`), and room for the
+/// model's projector, which goes to the GPU with a model loaded there whole (a split's worker
+/// runs its projector on the CPU). Kept on every GPU: mtmd takes the first GPU-type device,
+/// which need not be the first of those chosen.
 fn kept_free(config: &EngineConfig) -> u64 {
     let projector = config
         .projector
@@ -167,31 +168,23 @@ impl Plan {
                 Some("a model path with a NUL byte".into()),
             );
         };
-        // fit_params reads at least llama_max_devices() margins.
-        let kept = kept_free(config);
-        let mut margins = vec![usize::try_from(kept).unwrap_or(usize::MAX); 256];
-        let mut cparams = ctx.clone();
-        let n_ctx = ctx.n_ctx().map_or(0, std::num::NonZeroU32::get);
-        let fitted = {
-            let _one = FITTING
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            params.as_mut().fit_params(
-                &path,
-                &mut cparams,
-                &mut margins,
-                n_ctx,
-                llama_cpp_sys_2::GGML_LOG_LEVEL_INFO,
-            )
-        };
+        let mut kept = kept_free(config);
+        let mut fitted = fit_once(&mut params, &path, ctx, kept, layers_total);
+        // The projector goes to the GPU only with a model loaded there whole: when the room kept
+        // for it leaves layers on the CPU, the layers take that room (the projector then runs on
+        // the CPU).
+        if kept != config.offload.margin && fitted.as_ref().is_ok_and(|l| *l < layers_total) {
+            if let Ok(p) = base().with_devices(&indices) {
+                let mut again = Box::pin(p);
+                let margin = config.offload.margin;
+                let refit = fit_once(&mut again, &path, ctx, margin, layers_total);
+                if refit.is_ok() {
+                    (params, fitted, kept) = (again, refit, margin);
+                }
+            }
+        }
         match fitted {
-            Ok(_) => {
-                let n = params.n_gpu_layers();
-                let layers = if n < 0 {
-                    layers_total
-                } else {
-                    (n as u32).min(layers_total)
-                };
+            Ok(layers) => {
                 let note = (!notes.is_empty()).then(|| notes.join("; "));
                 if layers == 0 {
                     let why = format!(
@@ -216,6 +209,40 @@ impl Plan {
             }
         }
     }
+}
+
+/// One run of llama.cpp's fitting on `params` (its devices chosen), keeping `kept` bytes free
+/// on each: the layers it puts on the GPUs, or why it failed.
+fn fit_once(
+    params: &mut Pin<Box<LlamaModelParams>>,
+    path: &CString,
+    ctx: &LlamaContextParams,
+    kept: u64,
+    layers_total: u32,
+) -> Result<u32, String> {
+    // fit_params reads at least llama_max_devices() margins.
+    let mut margins = vec![usize::try_from(kept).unwrap_or(usize::MAX); 256];
+    let mut cparams = ctx.clone();
+    let n_ctx = ctx.n_ctx().map_or(0, std::num::NonZeroU32::get);
+    let _one = FITTING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    params
+        .as_mut()
+        .fit_params(
+            path,
+            &mut cparams,
+            &mut margins,
+            n_ctx,
+            llama_cpp_sys_2::GGML_LOG_LEVEL_INFO,
+        )
+        .map_err(|e| e.to_string())?;
+    let n = params.n_gpu_layers();
+    Ok(if n < 0 {
+        layers_total
+    } else {
+        (n as u32).min(layers_total)
+    })
 }
 
 fn join(note: Option<String>, why: String) -> String {

@@ -14,7 +14,7 @@ pub const MAX_IMAGES: usize = 16;
 /// What a door whose prompts are text only (the WebSocket doors) says of images sent to it,
 /// rather than dropping them unseen.
 pub const TEXT_ONLY_DOOR: &str = "images are not part of this protocol, whose prompts are text: \
-send pictures to /v1/chat/completions, /v1/messages, /v1/responses or /api/chat";
+send pictures to /v1/chat/completions, /v1/messages, /v1/responses, /api/chat or /api/generate";
 /// The most pixels one image may have once decoded (about 7,000 x 5,000): a decoded image
 /// takes 3 bytes a pixel, and the projector shrinks it to a few hundred pixels a side anyway.
 pub const MAX_IMAGE_PIXELS: u64 = 36_000_000;

@@ -1,7 +1,7 @@
 //! The doors' shared toolkit: reading a request's body, resolving its model (waiting a while
-//! for one that loads), fetching the images it names by URL, submitting a conversation with the reader of its answer, collecting a
-//! whole answer, and the clock the answers are stamped with. Every door takes these from here,
-//! so that no door imports another.
+//! for one that loads), fetching the images it names by URL, submitting a conversation with
+//! the reader of its answer, collecting a whole answer, and the clock the answers are stamped
+//! with. Every door takes these from here, so that no door imports another.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

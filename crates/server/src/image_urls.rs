@@ -33,7 +33,7 @@ const FETCH_TIME: Duration = Duration::from_secs(10);
 const CONNECT_TIME: Duration = Duration::from_secs(5);
 const MAX_REDIRECTS: usize = 3;
 /// Images the node fetches at once, all requests together (one request's most): at most this
-/// many times [`MAX_IMAGE_BYTES`] in memory and as many connections out.
+/// many times [`MAX_IMAGE_BYTES`] in flight and as many connections out.
 pub const MAX_FETCHES: usize = MAX_IMAGES;
 /// How long an image waits for one of those fetches to end before its request is refused.
 const FETCH_WAIT: Duration = Duration::from_secs(5);
@@ -127,31 +127,28 @@ impl ImageUrls {
                 .to_owned();
             ApiError::bad_request(RequestError::new(&list, e.to_string()))
         })?;
-        let model = json.get("model").and_then(Value::as_str).map(str::to_owned);
+        let model = json
+            .get("model")
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|m| !m.is_empty())
+            .map(str::to_owned);
         gate(model).await?;
         // What the fetched files may take together: the body's room left, less base64's third.
         let budget = AtomicUsize::new(MAX_HTTP_BODY_BYTES.saturating_sub(body.len()) / 4 * 3);
-        let fetched =
-            futures_util::future::join_all(found.iter().map(|(_, url)| self.fetch(url, &budget)))
-                .await;
-        for ((pointer, url), image) in found.iter().zip(fetched) {
-            let at = param(pointer);
-            let uri = image.and_then(|i| Ok(i.data_uri()?)).map_err(|e| {
-                let message = format!("{at}: the image at {url}: {e}");
-                match e {
-                    FetchError::Busy => ApiError {
-                        retry_after: Some(FETCH_WAIT.as_secs()),
-                        ..ApiError::new(
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            "server_error",
-                            Some("image_fetches_busy"),
-                            Some(at.clone()),
-                            message,
-                        )
-                    },
-                    _ => ApiError::bad_request(RequestError::new(&at, message)),
-                }
-            })?;
+        // The first refusal ends the others' fetches (and gives their places back).
+        let fetched = futures_util::future::try_join_all(found.iter().map(|(pointer, url)| {
+            let budget = &budget;
+            async move {
+                let image = self.fetch(url, budget).await;
+                let uri = image
+                    .and_then(|i| Ok(i.data_uri()?))
+                    .map_err(|e| refusal(&param(pointer), url, e))?;
+                Ok::<_, ApiError>((pointer, uri))
+            }
+        }))
+        .await?;
+        for (pointer, uri) in fetched {
             if let Some(slot) = json.pointer_mut(pointer) {
                 *slot = Value::String(uri);
             }
@@ -194,6 +191,25 @@ impl ImageUrls {
         }
         tracing::debug!(%url, bytes = bytes.len(), "image fetched");
         Ok(Image::from_file(bytes)?)
+    }
+}
+
+/// The door's answer to image `at`'s fetch from `url` failing with `e`: a 503 to retry when the
+/// node fetches all it may, else a 400 naming the image.
+fn refusal(at: &str, url: &str, e: FetchError) -> ApiError {
+    let message = format!("{at}: the image at {url}: {e}");
+    match e {
+        FetchError::Busy => ApiError {
+            retry_after: Some(FETCH_WAIT.as_secs()),
+            ..ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server_error",
+                Some("image_fetches_busy"),
+                Some(at.to_owned()),
+                message,
+            )
+        },
+        _ => ApiError::bad_request(RequestError::new(at, message)),
     }
 }
 

@@ -9,12 +9,21 @@ use rusqlite::Connection;
 
 use crate::error::StoreError;
 
+/// The database: cheap to clone, one connection shared by the clones.
 #[derive(Debug, Clone)]
 pub struct Store {
     conn: Arc<Mutex<Connection>>,
 }
 
 impl Store {
+    /// The store over an opened, migrated connection (`open`).
+    pub(crate) fn from_connection(conn: Connection) -> Self {
+        Self {
+            conn: Arc::new(Mutex::new(conn)),
+        }
+    }
+
+    /// Run `f` on the connection, on tokio's blocking pool.
     pub async fn with<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Connection) -> Result<T, rusqlite::Error> + Send + 'static,
@@ -49,15 +58,6 @@ impl Store {
             );
         }
         Ok(())
-    }
-}
-
-impl Store {
-    /// The store over an opened, migrated connection (`open`).
-    pub(crate) fn from_connection(conn: Connection) -> Self {
-        Self {
-            conn: Arc::new(Mutex::new(conn)),
-        }
     }
 }
 

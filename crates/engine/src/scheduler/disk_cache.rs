@@ -213,12 +213,18 @@ impl DiskCache {
     /// entries (a write cut short) are deleted, and the folders of earlier versions' flat
     /// layout.
     pub(super) fn open(dir: PathBuf, cap: u64) -> std::io::Result<Self> {
-        make_folder(&dir)?;
         if let Some(root) = dir.parent().and_then(Path::parent) {
             forget_flat_folders(root);
         }
+        make_folder(&dir)?;
+        // Another layout's writer deletes this folder while it is empty: then it holds nothing
+        // to read, and the writer here makes it again.
+        let read = match std::fs::read_dir(&dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            r => r?.flatten().collect(),
+        };
         let mut entries = Vec::new();
-        for e in std::fs::read_dir(&dir)?.flatten() {
+        for e in read {
             let path = e.path();
             match (
                 path.extension().and_then(|x| x.to_str()),
@@ -407,6 +413,10 @@ mod tests {
         let flat = root.path().join("tiny-model-0011223344556677");
         std::fs::create_dir(&flat).unwrap();
         std::fs::write(flat.join("x.kv"), encode(&tokens, &[1u8; 100])).unwrap();
+        // A folder of the user's in the same root: not the cache's, kept.
+        let theirs = root.path().join("notes");
+        std::fs::create_dir(&theirs).unwrap();
+        std::fs::write(theirs.join("a.kv"), b"not a cache entry").unwrap();
 
         let (a, b) = (
             folder(root.path(), &model, "f16-CPU-30"),
@@ -416,13 +426,23 @@ mod tests {
         assert_eq!(a.parent(), b.parent());
         DiskCache::open(a.clone(), 0).unwrap().close();
         assert!(!flat.exists(), "the flat folder stayed");
+        assert!(
+            theirs.join("a.kv").exists(),
+            "a folder not the cache's was touched"
+        );
         assert!(a.is_dir());
 
         let bytes = encode(&tokens, &[0u8; 1000]);
         let cap = 3 * bytes.len() as u64 - 1;
+        // Each file older than the next by a minute, whatever the file system's clock grain.
+        let made = std::cell::Cell::new(std::time::SystemTime::UNIX_EPOCH);
         let put = |dir: &Path, name: &str| {
-            write(dir, &dir.join(name), &bytes, cap).unwrap();
-            std::thread::sleep(std::time::Duration::from_millis(20));
+            made.set(made.get() + std::time::Duration::from_secs(60));
+            let (path, when) = (dir.join(name), made.get());
+            write(dir, &path, &bytes, cap).unwrap();
+            if let Ok(f) = std::fs::File::options().write(true).open(&path) {
+                f.set_modified(when).unwrap();
+            }
         };
         put(&a, "1.kv");
         put(&a, "2.kv");

@@ -324,19 +324,10 @@ async fn a_paused_answer_does_not_hold_the_pool_from_the_others() {
 
 /// The `.kv` files of the prompt cache under `root`.
 fn cache_files(root: &std::path::Path) -> Vec<std::path::PathBuf> {
-    // `root/{model}/{layout}/*.kv`.
-    let folders = |dir: &std::path::Path| {
-        std::fs::read_dir(dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.path())
-            .collect::<Vec<_>>()
-    };
-    folders(root)
+    common::cache_layout_folders(root)
         .iter()
-        .flat_map(|model| folders(model))
-        .flat_map(|layout| folders(&layout))
+        .flat_map(|layout| std::fs::read_dir(layout).into_iter().flatten().flatten())
+        .map(|f| f.path())
         .filter(|f| f.extension().is_some_and(|x| x == "kv"))
         .collect()
 }

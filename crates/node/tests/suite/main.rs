@@ -29,6 +29,7 @@ mod gpu;
 mod hub_faults;
 mod image_urls;
 mod images;
+mod images_cluster;
 mod interop;
 mod kv_pool;
 mod lan;

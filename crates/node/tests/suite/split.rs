@@ -82,19 +82,10 @@ fn walk(root: &Path) -> Vec<PathBuf> {
     all
 }
 
-/// The folders of prompt cache `root` (`{model}/{layout}`) that hold a file.
+/// The layout folders of prompt cache `root` that hold a file.
 fn cache_folders_written(root: &Path) -> Vec<PathBuf> {
-    let folders = |dir: &Path| {
-        std::fs::read_dir(dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.path())
-            .collect::<Vec<_>>()
-    };
-    folders(root)
-        .iter()
-        .flat_map(|model| folders(model))
+    common::cache_layout_folders(root)
+        .into_iter()
         .filter(|layout| std::fs::read_dir(layout).is_ok_and(|mut files| files.next().is_some()))
         .collect()
 }

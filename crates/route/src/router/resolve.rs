@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use hearth_engine::{ModelState, PromptError, SubmitError};
+use hearth_hub::Hub;
 use hearth_protocol::ModelId;
 
 use super::Router;
@@ -92,7 +93,8 @@ impl Router {
     /// Whether some place serving `target` says its copy sees images: this node's, or a hub
     /// worker's or LAN peer's (Hearth's say so; those that do not cannot take images at all).
     pub fn sees_images(&self, target: &Target) -> bool {
-        target.local.as_ref().is_some_and(|i| i.vision)
+        let serves_here = self.hub.as_ref().is_none_or(Hub::serves_locally);
+        (serves_here && target.local.as_ref().is_some_and(|i| i.vision))
             || self
                 .hub
                 .as_ref()

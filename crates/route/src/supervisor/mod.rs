@@ -179,16 +179,17 @@ impl RemotePrompt {
     }
 
     /// What in it only Hearth's task extension carries (with `grammar`, a required format),
-    /// as a user reads it.
-    fn hearth_only(&self, grammar: bool) -> &'static str {
-        match self {
+    /// as a user reads it; `None` when nothing does.
+    fn hearth_only(&self, grammar: bool) -> Option<&'static str> {
+        Some(match self {
             Self::Text(_) => "a raw prompt",
             _ if self.has_images() => "images",
             _ if self.has_audio() => "audio",
             _ if self.has_tools() => "tools",
             _ if grammar => "a required format",
-            _ => "a say on thinking",
-        }
+            Self::Chat(c) if c.think.is_some() => "a say on thinking",
+            Self::Chat(_) => return None,
+        })
     }
 
     pub(super) fn of(prompt: &Prompt) -> Option<Self> {
@@ -258,8 +259,10 @@ impl Job {
             .into_iter()
             .filter(|c| !self.avoid.contains(&c.id))
             .collect();
-        if !serving.is_empty() && serving.iter().all(|c| !c.continues) {
-            let what = self.prompt.hearth_only(self.params.grammar.is_some());
+        let what = self.prompt.hearth_only(self.params.grammar.is_some());
+        if let Some(what) =
+            what.filter(|_| !serving.is_empty() && serving.iter().all(|c| !c.continues))
+        {
             return format!(
                 "the workers serving {} take plain chat only (TealeNet peers, without Hearth's task extension), and this request has {what}: it needs a Hearth node serving the model",
                 self.model

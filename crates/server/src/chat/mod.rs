@@ -229,7 +229,8 @@ async fn settle_turn(
 struct Turn {
     conversation_id: String,
     target: hearth_route::Target,
-    /// What the model answering takes in (this node's model; another's takes images only).
+    /// What the model answering takes in: images where some place serving it sees them,
+    /// audio only on this node's own copy.
     takes: Takes,
     params: SamplingParams,
     first_events: Vec<Value>,

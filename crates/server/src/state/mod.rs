@@ -57,10 +57,13 @@ impl std::ops::Deref for AppState {
 /// [`AppState::new`] as they are).
 #[derive(Debug)]
 pub struct DoorSettings {
-    /// Start shared on the LAN, answering to these Host names besides loopback and addresses.
+    /// Start shared on the LAN.
     pub exposed: bool,
+    /// Host names the node answers to besides loopback and its addresses.
     pub allowed_hosts: Vec<String>,
+    /// The batch door's generation defaults.
     pub batch_defaults: hearth_protocol::batch::BatchDefaults,
+    /// How long the signed-challenge door waits for a client's answer.
     pub auth_timeout: std::time::Duration,
 }
 

@@ -13,7 +13,7 @@ pub mod split_gguf;
 pub mod sse;
 pub mod workspace;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
@@ -577,4 +577,20 @@ pub fn png_uri(png: &[u8]) -> String {
 /// An OpenAI Chat Completions `image_url` part holding a PNG.
 pub fn image_url_part(png: &[u8]) -> Value {
     json!({"type": "image_url", "image_url": {"url": png_uri(png)}})
+}
+
+/// The layout folders of prompt cache `root` (`--cache-disk`: `{model}/{layout}/`).
+pub fn cache_layout_folders(root: &Path) -> Vec<PathBuf> {
+    let inside = |dir: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .collect()
+    };
+    inside(root)
+        .iter()
+        .flat_map(|model| inside(model))
+        .collect()
 }
