@@ -188,6 +188,14 @@ async fn answer(t: &TestNode, door: &str, image: &str) -> String {
     }
 }
 
+/// The answer `r` has `status` and an OpenAI error whose message says `says`.
+async fn refused_as(r: reqwest::Response, status: u16, says: &str) {
+    assert_eq!(r.status().as_u16(), status);
+    let v: Value = r.json().await.unwrap();
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(says), "wanted '{says}' in {v}");
+}
+
 /// A 400 on `door` whose message says `says`, in the door's own error shape.
 async fn refused(t: &TestNode, door: &str, image: &str, says: &str) {
     let (status, v) = ask(t, door, image).await;
@@ -278,15 +286,7 @@ async fn an_image_by_url_reaches_the_model_from_public_addresses_only() {
         {"type": "image_url", "image_url": {"url": web.url("/img/six.png")}},
         {"type": "text", "text": "Compare."}]}]});
     let r = t.post("/v1/chat/completions", &two).await;
-    assert_eq!(r.status(), 400);
-    let v: Value = r.json().await.unwrap();
-    assert!(
-        v["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("would pass its limit of 12 MiB"),
-        "{v}"
-    );
+    refused_as(r, 400, "would pass its limit of 12 MiB").await;
     refused(
         &t,
         "openai",
@@ -321,15 +321,7 @@ async fn an_image_by_url_reaches_the_model_from_public_addresses_only() {
             &json!({"model": MODEL_ID, "messages": [{"role": "user", "content": parts}]}),
         )
         .await;
-    assert_eq!(r.status(), 400);
-    let v: Value = r.json().await.unwrap();
-    assert!(
-        v["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("17 images in one request"),
-        "{v}"
-    );
+    refused_as(r, 400, "17 images in one request").await;
     assert!(started.elapsed() < Duration::from_secs(5));
 
     // The node fetches at most 16 images at once, all requests together: while one request's
@@ -343,25 +335,15 @@ async fn an_image_by_url_reaches_the_model_from_public_addresses_only() {
         tokio::spawn(async move { common::client().post(url).json(&body).send().await.unwrap() })
     };
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let (status, v) = ask(&t, "openai", &web.url("/img/dark.png")).await;
-    assert_eq!(status, 503, "{v}");
-    assert!(
-        v["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("fetching 16 images by URL already"),
-        "{v}"
-    );
-    let r = all_taken.await.unwrap();
-    assert_eq!(r.status(), 400);
-    let v: Value = r.json().await.unwrap();
-    assert!(
-        v["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("no answer within the time limit"),
-        "{v}"
-    );
+    let (path, body) = request("openai", &web.url("/img/dark.png"));
+    let r = t.post(path, &body).await;
+    refused_as(r, 503, "fetching 16 images by URL already").await;
+    refused_as(
+        all_taken.await.unwrap(),
+        400,
+        "no answer within the time limit",
+    )
+    .await;
 
     // The node keeps serving.
     let after = answer(&t, "openai", &web.url("/img/dark.png")).await;

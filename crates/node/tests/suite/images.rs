@@ -461,31 +461,24 @@ async fn a_model_without_a_projector_says_it_cannot_see_images() {
     let message = v["error"]["message"].as_str().unwrap();
     assert!(message.contains("cannot see images"), "{v}");
     assert!(message.contains(MODEL_ID), "{v}");
-    let r = t
-        .post(
+    // Ollama's doors, in Ollama's error shape.
+    for (path, body) in [
+        (
             "/api/generate",
-            &json!({"model": MODEL_ID, "prompt": "x", "images": [png], "stream": false}),
-        )
-        .await;
-    assert_eq!(r.status(), 400);
-    let v: Value = r.json().await.unwrap();
-    assert!(
-        v["error"].as_str().unwrap().contains("cannot see images"),
-        "{v}"
-    );
-    let r = t
-        .post(
+            json!({"model": MODEL_ID, "prompt": "x", "images": [png], "stream": false}),
+        ),
+        (
             "/api/chat",
-            &json!({"model": MODEL_ID, "stream": false, "messages": [
+            json!({"model": MODEL_ID, "stream": false, "messages": [
                 {"role": "user", "content": "x", "images": [png]}]}),
-        )
-        .await;
-    assert_eq!(r.status(), 400);
-    let v: Value = r.json().await.unwrap();
-    assert!(
-        v["error"].as_str().unwrap().contains("cannot see images"),
-        "{v}"
-    );
+        ),
+    ] {
+        let r = t.post(path, &body).await;
+        assert_eq!(r.status(), 400, "{path}");
+        let v: Value = r.json().await.unwrap();
+        let message = v["error"].as_str().unwrap_or_default();
+        assert!(message.contains("cannot see images"), "{path}: {v}");
+    }
     // The agent doors, each in its own error shape.
     for (path, body) in [
         (

@@ -84,27 +84,7 @@ async fn an_image_goes_to_the_peer_whose_model_sees_it() {
 /// sees nothing), instead of a message kept with pictures that every later turn resends.
 #[tokio::test]
 async fn the_ui_chat_refuses_pictures_for_a_peers_model_that_cannot_see() {
-    let a = TestNode::start_with(|c| {
-        c.name = "blind-peer".into();
-        c.parallel = 1;
-        c.cluster = cluster_config(Vec::new());
-    })
-    .await;
-    let at = a.node().cluster_addr().unwrap().to_string();
-    let empty = tempfile::tempdir().unwrap();
-    let b = TestNode::start_with(|c| {
-        c.name = "no-model".into();
-        c.parallel = 1;
-        c.model = None;
-        c.models_dir = empty.path().to_path_buf();
-        c.cluster = cluster_config(vec![at]);
-    })
-    .await;
-    wait_for(
-        async || b.get_json("/api/cluster").await["peers"][0]["loaded_models"][0] == MODEL_ID,
-        "b seeing a's model",
-    )
-    .await;
+    let (a, b, _empty) = common::model_on_a_peer().await;
     let conv = b.new_conversation("pictures").await;
     refused(
         &b,

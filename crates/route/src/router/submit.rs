@@ -32,10 +32,11 @@ impl Router {
                 .map(Generation::local);
         };
         let serve_local = target.local.is_some() && hub.serves_locally();
-        // Raw text prompts, grammars, tools and `think` travel only in Hearth's task extension.
-        let need_hearth = matches!(prompt, RemotePrompt::Text(_))
-            || request.params.grammar.is_some()
-            || prompt.needs_hearth_task();
+        // Raw text prompts, grammars, tools, `think` and media travel only in Hearth's task
+        // extension.
+        let need_hearth = prompt
+            .hearth_only(request.params.grammar.is_some())
+            .is_some();
         // A conversation's next turn prefers the place that ran its last one.
         let conversation = match &prompt {
             RemotePrompt::Chat(c) => Some(c.messages.as_slice()),

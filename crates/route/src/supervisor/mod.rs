@@ -172,15 +172,9 @@ impl RemotePrompt {
         self.has_images() || self.has_audio()
     }
 
-    /// Whether only Hearth's task extension can carry it: tools, a say on thinking, images or
-    /// audio.
-    pub(super) fn needs_hearth_task(&self) -> bool {
-        self.has_media() || matches!(self, Self::Chat(c) if c.tools.is_some() || c.think.is_some())
-    }
-
     /// What in it only Hearth's task extension carries (with `grammar`, a required format),
-    /// as a user reads it; `None` when nothing does.
-    fn hearth_only(&self, grammar: bool) -> Option<&'static str> {
+    /// as a user reads it; `None` when nothing does and any worker or peer can take it.
+    pub(crate) fn hearth_only(&self, grammar: bool) -> Option<&'static str> {
         Some(match self {
             Self::Text(_) => "a raw prompt",
             _ if self.has_images() => "images",
@@ -375,9 +369,9 @@ impl Job {
     /// Raw prompts, grammars, tools, and sampled answers with text already delivered, need a
     /// place that understands Hearth's extension (or this node).
     fn need_hearth(&self) -> bool {
-        matches!(self.prompt, RemotePrompt::Text(_))
-            || self.params.grammar.is_some()
-            || self.prompt.needs_hearth_task()
+        self.prompt
+            .hearth_only(self.params.grammar.is_some())
+            .is_some()
             || (!self.delivered.is_empty() && !self.params.is_greedy())
     }
 
