@@ -1,43 +1,91 @@
 # Injected into llama.cpp's CMake build (CMAKE_PROJECT_INCLUDE, which llama-cpp-sys-2 passes
-# on from the environment; .cargo/config.toml sets it). Hearth calls llama.cpp's core (llama,
-# ggml); llama-cpp-2 always builds its `common` helpers too (argument parsing, chat parsers,
-# an HTTP client), which are about 40% of the C++ build. They are compiled without
-# optimisation here: of them Hearth runs only the JSON-schema-to-grammar converter, once per
-# request that asks for a JSON format, and -O0 takes a fraction of the time.
+# on from the environment; .cargo/config.toml sets it). It trims what Hearth never runs from
+# the C++ build, the longest part of a cold build; docs/ARCHITECTURE.md says so too.
+#
+# llama-cpp-2 always builds llama.cpp's `common` helpers (argument parsing, 30 chat parsers, a
+# Jinja engine, an HTTP client: 58 files). Its C shim (wrapper_common.cpp) reaches 14 of them:
+# the JSON-schema-to-grammar converter, GPU fitting (`fit`), speculation and what they call.
+# Only those are compiled, without optimisation (Hearth runs the converter once per request
+# that asks for a JSON format, fitting once per load), and the library is linked with
+# --no-undefined: a llama.cpp update that makes them call another file fails the build there,
+# naming the symbol, and a program that calls one more helper fails its own link. Add the
+# file to the list below then.
+set(HEARTH_COMMON_SOURCES
+  common.cpp fit.cpp json-schema-to-grammar.cpp json-schema.cpp json.cpp log.cpp
+  ngram-cache.cpp ngram-map.cpp ngram-mod.cpp reasoning-budget.cpp sampling.cpp
+  speculative.cpp trie.cpp unicode.cpp)
 get_property(_hearth_deferred GLOBAL PROPERTY HEARTH_COMMON_O0 SET)
 if(NOT _hearth_deferred)
   set_property(GLOBAL PROPERTY HEARTH_COMMON_O0 TRUE)
-  function(_hearth_unoptimized_common)
-    foreach(_t llama-common llama-common-base cpp-httplib)
-      if(TARGET ${_t})
-        target_compile_options(${_t} PRIVATE -O0)
+  function(_hearth_trim_common)
+    if(NOT TARGET llama-common)
+      return()
+    endif()
+    get_target_property(_sources llama-common SOURCES)
+    set(_kept)
+    foreach(_s IN LISTS _sources)
+      get_filename_component(_name "${_s}" NAME)
+      get_filename_component(_dir "${_s}" DIRECTORY)
+      # The files named above (in common/ itself, not jinja/ or parsers/) and every header.
+      if(NOT _s MATCHES "\\.(c|cc|cpp)$"
+         OR (_name IN_LIST HEARTH_COMMON_SOURCES AND (_dir STREQUAL "" OR _dir MATCHES "/common$")))
+        list(APPEND _kept "${_s}")
       endif()
     endforeach()
+    set_property(TARGET llama-common PROPERTY SOURCES ${_kept})
+    get_target_property(_links llama-common LINK_LIBRARIES)
+    list(REMOVE_ITEM _links cpp-httplib)
+    set_property(TARGET llama-common PROPERTY LINK_LIBRARIES ${_links})
+    if(TARGET cpp-httplib)
+      set_property(TARGET cpp-httplib PROPERTY EXCLUDE_FROM_ALL TRUE)
+    endif()
+    target_compile_options(llama-common PRIVATE -O0)
+    target_link_options(llama-common PRIVATE -Wl,--no-undefined)
   endfunction()
-  cmake_language(DEFER DIRECTORY ${CMAKE_SOURCE_DIR} CALL _hearth_unoptimized_common)
+  cmake_language(DEFER DIRECTORY ${CMAKE_SOURCE_DIR} CALL _hearth_trim_common)
 endif()
 
-# Debug and test builds (cargo's debug profile builds under .../debug/build/): ggml's CPU backend
-# is built in 14 x86-64 variants (GGML_CPU_ALL_VARIANTS), one shared library each, the largest
-# part of a cold `make test` build. There, nine of them are compiled from an empty file, with no
-# score function, which ggml's loader skips: x64 (any x86-64), haswell (AVX2), skylakex and
-# icelake (AVX-512) and zen4 stay, so every machine loads one that runs well on it. Release
-# builds (`make run`, `make package`, `make bench`) keep every variant.
+# Debug and test builds (cargo's debug profile builds under .../debug/build/) trim two more
+# parts; release builds (`make run`, `make package`, `make bench`) keep both whole.
+# - ggml's CPU backend is built in 14 x86-64 variants (GGML_CPU_ALL_VARIANTS), one shared
+#   library each, 40 s of compiling apiece. Eleven are compiled from an empty file, with no
+#   score function, which ggml's loader skips: x64 (any x86-64), haswell (AVX2) and zen4
+#   (AVX-512) stay, so every machine loads one that runs well on it.
+# - The Vulkan backend's ~160 generated sources are arrays of SPIR-V bytes: compiled without
+#   optimisation. Its host code (ggml-vulkan.cpp), which only the software Vulkan device of the
+#   GPU tests runs there, at -O1.
 if(CMAKE_BINARY_DIR MATCHES "/debug/build/")
   get_property(_hearth_stubs_deferred GLOBAL PROPERTY HEARTH_CPU_STUBS SET)
   if(NOT _hearth_stubs_deferred)
     set_property(GLOBAL PROPERTY HEARTH_CPU_STUBS TRUE)
-    function(_hearth_stub_cpu_variants)
+    function(_hearth_trim_debug_backends)
       set(_empty "${CMAKE_BINARY_DIR}/hearth-left-out-cpu-variant.c")
       file(WRITE "${_empty}" "/* A CPU variant debug builds leave out: scripts/llama-common.cmake. */\n")
-      foreach(_v sse42 sandybridge ivybridge piledriver cannonlake cascadelake cooperlake alderlake sapphirerapids)
+      foreach(_v sse42 sandybridge ivybridge piledriver skylakex cannonlake cascadelake icelake
+                 cooperlake alderlake sapphirerapids)
         if(TARGET ggml-cpu-${_v})
           set_property(TARGET ggml-cpu-${_v} PROPERTY SOURCES "${_empty}")
           # Not even the feature check: a library without ggml_backend_score is never picked.
           set_property(TARGET ggml-cpu-${_v} PROPERTY LINK_LIBRARIES ggml-base)
         endif()
       endforeach()
+      if(TARGET ggml-vulkan)
+        get_target_property(_dir ggml-vulkan SOURCE_DIR)
+        get_target_property(_sources ggml-vulkan SOURCES)
+        set(_shaders)
+        foreach(_s IN LISTS _sources)
+          if(_s MATCHES "\\.comp\\.cpp$")
+            list(APPEND _shaders "${_s}")
+          endif()
+        endforeach()
+        if(_shaders)
+          set_source_files_properties(${_shaders} TARGET_DIRECTORY ggml-vulkan
+                                      PROPERTIES COMPILE_OPTIONS -O0)
+        endif()
+        set_source_files_properties("${_dir}/ggml-vulkan.cpp" TARGET_DIRECTORY ggml-vulkan
+                                    PROPERTIES COMPILE_OPTIONS -O1)
+      endif()
     endfunction()
-    cmake_language(DEFER DIRECTORY ${CMAKE_SOURCE_DIR} CALL _hearth_stub_cpu_variants)
+    cmake_language(DEFER DIRECTORY ${CMAKE_SOURCE_DIR} CALL _hearth_trim_debug_backends)
   endif()
 endif()
