@@ -25,11 +25,17 @@ run: setup
 
 ## Every test: formatting, lints, unit and integration tests with the real default model,
 ## the UI's unit tests, and the browser tests (Debian's Chromium against a real node).
-test: setup lint
-	$(CARGO) test --workspace --locked -- --test-threads=1
-	@# `cargo test` builds a binary only for its own package's integration tests: the desktop
-	@# test needs hearth-desktop built as a program.
-	$(CARGO) build --workspace --locked --bins
+## The Rust tests run under cargo-nextest (.config/nextest.toml says which run two at a time).
+test: setup
+	$(CARGO) fmt --all -- --check
+	@test -x "$(CLIPPY_DRIVER)" || { echo "clippy's driver is missing: rustup component add clippy"; exit 1; }
+	@$(CARGO) nextest --version >/dev/null 2>&1 || { echo "installing cargo-nextest (once)"; \
+	  $(CARGO) install cargo-nextest --locked --quiet; }
+	@# One build of every test and program, clippy's lints riding on it (see LINTED). The
+	@# desktop test needs hearth-desktop built as a program, which no test target builds.
+	$(LINTED) $(CARGO) build --workspace --locked --bins --tests
+	$(LINTED) $(CARGO) nextest run --workspace --locked --cargo-quiet
+	$(LINTED) $(CARGO) test --workspace --locked --doc
 	cd ui && npm test --silent
 	HEARTH_NODE_BIN="$(TARGET_DIR)/debug/hearth-node" \
 	HEARTH_TEST_MODEL="$$(./scripts/setup.sh --model-path)" \
@@ -44,6 +50,15 @@ test: setup lint
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked --profile test -- -D warnings
+
+## `make test` lints while it builds: the workspace's own crates are compiled by clippy's
+## driver (what `cargo clippy` runs, as RUSTC_WORKSPACE_WRAPPER, with its arguments in
+## CLIPPY_ARGS), which compiles them as rustc does and denies every warning on the way. A
+## separate `cargo clippy` would first check every dependency, minutes of a cold build.
+## `cargo build --bins --tests` compiles every target `--all-targets` names (the workspace
+## has no benches).
+CLIPPY_DRIVER := $(shell rustc --print sysroot 2>/dev/null)/bin/clippy-driver
+LINTED = RUSTC_WORKSPACE_WRAPPER="$(CLIPPY_DRIVER)" CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 
 ## llama.cpp's CUDA backend as one more library, for a machine with an NVIDIA card and NVIDIA's
 ## CUDA compiler (nvcc) on the PATH: release programs in their own target folder, beside the
