@@ -351,7 +351,15 @@ async fn run(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<Figure>> 
         // The decode part's floor is gone (one llama.cpp backend per process at a time).
         let pairs = args.pairs.div_ceil(2);
         figures.extend(
-            ollama::embed_figures(model, node_bin, args.threads, args.tokens, pairs).await?,
+            ollama::embed_figures(
+                model,
+                node_bin,
+                args.threads,
+                args.tokens,
+                pairs,
+                args.quick,
+            )
+            .await?,
         );
     }
     if args.only.is_none() || args.only == Some(Part::Doors) {
@@ -492,7 +500,7 @@ async fn node_figures(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<
         added.push(ms - t.prefill_ms);
     }
     // Twice the decode runs' tokens: the floor beside a busy core decodes a few tokens/s.
-    let sharing = sharing::figures(&mut session, &http, &base, args.tokens * 2).await?;
+    let sharing = sharing::figures(&mut session, &http, &base, args.tokens * 2, args.quick).await?;
     let ollama = ollama::door_figures(&http, &base, args.tokens, args.pairs).await?;
     drop(node);
 

@@ -14,7 +14,7 @@ use crate::floor::Session;
 use crate::report::Figure;
 use crate::window::Window;
 
-/// Rounds of (floor quiet, floor busy, node quiet, node busy).
+/// Rounds of (floor quiet, floor busy, node quiet, node busy); a quick run measures one.
 const ROUNDS: usize = 3;
 /// How long the busy program runs before a measurement starts, as a user's compile would
 /// already be running when they ask something.
@@ -52,10 +52,12 @@ pub(crate) async fn figures(
     http: &reqwest::Client,
     base: &str,
     tokens: usize,
+    quick: bool,
 ) -> Result<Vec<Figure>> {
+    let rounds = if quick { 1 } else { ROUNDS };
     let (mut floor, mut node) = (Vec::new(), Vec::new());
-    for round in 1..=ROUNDS {
-        eprintln!("round {round}/{ROUNDS}: one stream beside a busy core");
+    for round in 1..=rounds {
+        eprintln!("round {round}/{rounds}: one stream beside a busy core");
         let quiet = session.decode(1, tokens)?.wall;
         let busy = BusyCore::start()?;
         tokio::time::sleep(SETTLE).await;
