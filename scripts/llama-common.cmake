@@ -45,15 +45,44 @@ if(NOT _hearth_deferred)
   cmake_language(DEFER DIRECTORY ${CMAKE_SOURCE_DIR} CALL _hearth_trim_common)
 endif()
 
-# Debug and test builds (cargo's debug profile builds under .../debug/build/) trim two more
-# parts; release builds (`make run`, `make package`, `make bench`) keep both whole.
+# Debug and test builds (cargo's debug profile builds under .../debug/build/) run on the machine
+# that builds them, and trim more; release builds (`make run`, `make package`, `make bench`)
+# keep all of it.
 # - ggml's CPU backend is built in 14 x86-64 variants (GGML_CPU_ALL_VARIANTS), one shared
-#   library each, 40 s of compiling apiece. Eleven are compiled from an empty file, with no
-#   score function, which ggml's loader skips: x64 (any x86-64), haswell (AVX2) and zen4
-#   (AVX-512) stay, so every machine loads one that runs well on it.
+#   library each, ~40 s of compiling apiece. Two are built: x64 (any x86-64) and the best one
+#   this machine runs by /proc/cpuinfo (zen4: AVX-512 with VBMI, VNNI and BF16; else haswell:
+#   AVX2), haswell and zen4 both where /proc/cpuinfo cannot be read. The others are compiled
+#   from an empty file, with no score function, which ggml's loader skips.
 # - The Vulkan backend's ~160 generated sources are arrays of SPIR-V bytes: compiled without
 #   optimisation. Its host code (ggml-vulkan.cpp), which only the software Vulkan device of the
-#   GPU tests runs there, at -O1.
+#   GPU tests runs there, the multimodal library (image and audio preprocessing) and llama's
+#   own sources (loading, tokenizing, sampling, building each step's graph) at -O1; ggml's
+#   compute kernels, where the time goes, keep -O3.
+function(_hearth_debug_cpu_variants out)
+  set(_zen4 avx2 fma f16c bmi2 avx512f avx512cd avx512vl avx512dq avx512bw avx512vbmi
+            avx512_vnni avx512_bf16)
+  set(_haswell avx avx2 fma f16c bmi2)
+  if(NOT EXISTS /proc/cpuinfo)
+    set(${out} x64 haswell zen4 PARENT_SCOPE)
+    return()
+  endif()
+  file(STRINGS /proc/cpuinfo _flags REGEX "^flags" LIMIT_COUNT 1)
+  set(_kept x64)
+  foreach(_variant zen4 haswell)
+    set(_all TRUE)
+    foreach(_f IN LISTS _${_variant})
+      if(NOT _flags MATCHES "[ \t]${_f}( |$)")
+        set(_all FALSE)
+      endif()
+    endforeach()
+    if(_all)
+      list(APPEND _kept ${_variant})
+      break()
+    endif()
+  endforeach()
+  set(${out} ${_kept} PARENT_SCOPE)
+endfunction()
+
 if(CMAKE_BINARY_DIR MATCHES "/debug/build/")
   get_property(_hearth_stubs_deferred GLOBAL PROPERTY HEARTH_CPU_STUBS SET)
   if(NOT _hearth_stubs_deferred)
@@ -61,9 +90,11 @@ if(CMAKE_BINARY_DIR MATCHES "/debug/build/")
     function(_hearth_trim_debug_backends)
       set(_empty "${CMAKE_BINARY_DIR}/hearth-left-out-cpu-variant.c")
       file(WRITE "${_empty}" "/* A CPU variant debug builds leave out: scripts/llama-common.cmake. */\n")
-      foreach(_v sse42 sandybridge ivybridge piledriver skylakex cannonlake cascadelake icelake
-                 cooperlake alderlake sapphirerapids)
-        if(TARGET ggml-cpu-${_v})
+      _hearth_debug_cpu_variants(_kept)
+      message(STATUS "Hearth: debug build, CPU variants ${_kept}")
+      foreach(_v x64 sse42 sandybridge ivybridge piledriver haswell skylakex cannonlake
+                 cascadelake icelake cooperlake zen4 alderlake sapphirerapids)
+        if(TARGET ggml-cpu-${_v} AND NOT _v IN_LIST _kept)
           set_property(TARGET ggml-cpu-${_v} PROPERTY SOURCES "${_empty}")
           # Not even the feature check: a library without ggml_backend_score is never picked.
           set_property(TARGET ggml-cpu-${_v} PROPERTY LINK_LIBRARIES ggml-base)
@@ -85,6 +116,11 @@ if(CMAKE_BINARY_DIR MATCHES "/debug/build/")
         set_source_files_properties("${_dir}/ggml-vulkan.cpp" TARGET_DIRECTORY ggml-vulkan
                                     PROPERTIES COMPILE_OPTIONS -O1)
       endif()
+      foreach(_t llama mtmd)
+        if(TARGET ${_t})
+          target_compile_options(${_t} PRIVATE -O1)
+        endif()
+      endforeach()
     endfunction()
     cmake_language(DEFER DIRECTORY ${CMAKE_SOURCE_DIR} CALL _hearth_trim_debug_backends)
   endif()
