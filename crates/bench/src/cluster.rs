@@ -84,6 +84,8 @@ struct Runs {
     /// The nodes of the fully connected cluster, and how long its traffic is counted.
     mesh: usize,
     window: Duration,
+    /// A smoke run (`--quick`): shorter prompts too.
+    quick: bool,
 }
 
 pub(crate) async fn figures(
@@ -101,6 +103,7 @@ pub(crate) async fn figures(
             pairs: 2,
             mesh: 4,
             window: Duration::from_secs(3),
+            quick,
         }
     } else {
         Runs {
@@ -108,6 +111,7 @@ pub(crate) async fn figures(
             pairs: 12,
             mesh: 16,
             window: Duration::from_secs(10),
+            quick,
         }
     };
     let mut out = Vec::new();
@@ -195,8 +199,15 @@ async fn through_a_peer(
         ratios.push(r2 / r1);
         added.push(t2 - t1);
     }
-    // The second turn of a 1,500-token conversation: the peer's prompt cache holds the first.
-    let long = "The quick brown fox jumps over the lazy dog. ".repeat(150);
+    // The second turn of a 1,500-token conversation (300 in a quick run): the peer's prompt
+    // cache holds the first.
+    let (repeats, size) = if runs.quick {
+        (30, "300")
+    } else {
+        (150, "1,500")
+    };
+    let long = "The quick brown fox jumps over the lazy dog. ".repeat(repeats);
+    let straight_name = format!("cluster: 2nd turn of {size} tokens straight to its node, TTFT");
     let (mut second_via, mut second_straight, mut turn_ratios) =
         (Vec::new(), Vec::new(), Vec::new());
     for i in 0..runs.pairs.div_ceil(3) {
@@ -220,18 +231,14 @@ async fn through_a_peer(
             Some(0.95),
         ),
         Figure::new("cluster: time to first token the hop adds", "ms", added).at_most(3.0),
-        Figure::new(
-            "cluster: 2nd turn of 1,500 tokens straight to its node, TTFT",
-            "ms",
-            second_straight,
-        ),
+        Figure::new(&straight_name, "ms", second_straight),
         Figure::new(
             "cluster: the same 2nd turn through a peer, TTFT",
             "ms",
             second_via,
         )
         .against(
-            "cluster: 2nd turn of 1,500 tokens straight to its node, TTFT",
+            &straight_name,
             turn_ratios.iter().map(|r| 1.0 / r).collect(),
             Some(1.0 / 1.1),
         ),
