@@ -31,14 +31,15 @@ test:
 	$(CARGO) fmt --all -- --check
 	@test -x "$(CLIPPY_DRIVER)" || { echo "clippy's driver is missing: rustup component add clippy"; exit 1; }
 	@$(CARGO) nextest --version >/dev/null 2>&1 || { echo "installing cargo-nextest (once)"; \
-	  $(CARGO) install cargo-nextest --locked --quiet; }
-	@# One build of every test and program, clippy's lints riding on it (see LINTED); the
-	@# desktop test needs hearth-desktop built as a program, which no test target builds.
-	@# Beside it, the tests' own setup (models, Python clients, the UI, the agents: downloads
-	@# on a fresh machine), which the build does not need.
+	  $(CARGO) install cargo-nextest --locked --quiet --version 0.9.143; }
+	@# One build of every target, clippy's lints riding on it (see LINTED); the desktop test
+	@# needs hearth-desktop built as a program, which no test target builds. Beside it, the
+	@# tests' own setup (models, Python clients, browser packages, the agents: downloads on a
+	@# fresh machine), which the build does not need.
 	./scripts/setup.sh --tests & setup=$$!; \
-	$(LINTED) $(CARGO) build --workspace --locked --bins --tests; built=$$?; \
-	wait $$setup && [ $$built = 0 ]
+	$(LINTED) $(CARGO) build --workspace --locked --all-targets; built=$$?; \
+	wait $$setup; prepared=$$?; \
+	[ $$built = 0 ] && [ $$prepared = 0 ] || { echo "build: exit $$built, setup --tests: exit $$prepared"; exit 1; }
 	$(LINTED) $(CARGO) nextest run --workspace --locked --cargo-quiet
 	$(LINTED) $(CARGO) test --workspace --locked --doc
 	cd ui && npm test --silent
@@ -59,9 +60,9 @@ lint:
 ## `make test` lints while it builds: the workspace's own crates are compiled by clippy's
 ## driver (what `cargo clippy` runs, as RUSTC_WORKSPACE_WRAPPER, with its arguments in
 ## CLIPPY_ARGS), which compiles them as rustc does and denies every warning on the way. A
-## separate `cargo clippy` would first check every dependency, minutes of a cold build.
-## `cargo build --bins --tests` compiles every target `--all-targets` names (the workspace
-## has no benches).
+## separate `cargo clippy` would first check every dependency, minutes of a cold build. The
+## wrapper is part of cargo's fingerprint: a cargo command without LINTED compiles the
+## workspace's crates again (without the lints), as `cargo clippy` and `cargo build` do.
 CLIPPY_DRIVER := $(shell rustc --print sysroot 2>/dev/null)/bin/clippy-driver
 LINTED = RUSTC_WORKSPACE_WRAPPER="$(CLIPPY_DRIVER)" CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 

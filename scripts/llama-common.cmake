@@ -2,10 +2,10 @@
 # on from the environment; .cargo/config.toml sets it). It trims what Hearth never runs from
 # the C++ build, the longest part of a cold build; docs/ARCHITECTURE.md says so too.
 #
-# llama-cpp-2 always builds llama.cpp's `common` helpers (argument parsing, 30 chat parsers, a
-# Jinja engine, an HTTP client: 58 files). Its C shim (wrapper_common.cpp) reaches 14 of them:
-# the JSON-schema-to-grammar converter, GPU fitting (`fit`), speculation and what they call.
-# Only those are compiled, without optimisation (Hearth runs the converter once per request
+# llama-cpp-2 always builds llama.cpp's `common` helpers (argument parsing, chat parsers, a
+# Jinja engine, an HTTP client: 52 files and httplib). Its C shim (wrapper_common.cpp) reaches
+# 14 of them: the JSON-schema-to-grammar converter, GPU fitting (`fit`), speculation and what
+# they call. Only those are compiled, without optimisation (Hearth runs the converter once per request
 # that asks for a JSON format, fitting once per load), and the library is linked with
 # --no-undefined: a llama.cpp update that makes them call another file fails the build there,
 # naming the symbol, and a program that calls one more helper fails its own link. Add the
@@ -51,7 +51,7 @@ endif()
 # - ggml's CPU backend is built in 14 x86-64 variants (GGML_CPU_ALL_VARIANTS), one shared
 #   library each, ~40 s of compiling apiece. Two are built: x64 (any x86-64) and the best one
 #   this machine runs by /proc/cpuinfo (zen4: AVX-512 with VBMI, VNNI and BF16; else haswell:
-#   AVX2), haswell and zen4 both where /proc/cpuinfo cannot be read. The others are compiled
+#   AVX2), haswell and zen4 both where /proc/cpuinfo names no flags. The others are compiled
 #   from an empty file, with no score function, which ggml's loader skips.
 # - The Vulkan backend's ~160 generated sources are arrays of SPIR-V bytes: compiled without
 #   optimisation. Its host code (ggml-vulkan.cpp), which only the software Vulkan device of the
@@ -62,11 +62,14 @@ function(_hearth_debug_cpu_variants out)
   set(_zen4 avx2 fma f16c bmi2 avx512f avx512cd avx512vl avx512dq avx512bw avx512vbmi
             avx512_vnni avx512_bf16)
   set(_haswell avx avx2 fma f16c bmi2)
-  if(NOT EXISTS /proc/cpuinfo)
+  set(_flags "")
+  if(EXISTS /proc/cpuinfo)
+    file(STRINGS /proc/cpuinfo _flags REGEX "^flags" LIMIT_COUNT 1)
+  endif()
+  if(_flags STREQUAL "")
     set(${out} x64 haswell zen4 PARENT_SCOPE)
     return()
   endif()
-  file(STRINGS /proc/cpuinfo _flags REGEX "^flags" LIMIT_COUNT 1)
   set(_kept x64)
   foreach(_variant zen4 haswell)
     set(_all TRUE)

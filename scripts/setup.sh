@@ -18,9 +18,10 @@ fi
 
 say() { printf '[setup] %s\n' "$*"; }
 
-# `--build`: only what building needs (Debian packages, Vulkan headers, crates); `--tests`:
-# only what the tests need besides (models, Python clients, the UI, the agents), which
-# `make test` runs beside the build. No argument: both.
+# `--build`: only what building needs (Debian packages, Vulkan headers, crates, the built UI,
+# which the desktop app embeds); `--tests`: only what the tests need besides (models, Python
+# clients, browser packages, the agents), which `make test` runs beside the build. No
+# argument: both.
 part="${1:-}"
 case "$part" in
   ""|--build|--tests) ;;

@@ -10,7 +10,8 @@ use common::process::NodeProcess;
 use common::{get_json_at, similarity, user, ws_recv, ws_send, ws_until, TestNode};
 use serde_json::{json, Value};
 
-/// About `words` tokens of text that does not repeat, different for each `seed`.
+/// About 2.9 × `words` of the default model's tokens of text that does not repeat, different for
+/// each `seed` (2,600 words made 7,532 tokens with the chat template).
 fn long_text(seed: usize, words: usize) -> String {
     const W: [&str; 12] = [
         "river", "stone", "lamp", "orchard", "copper", "meadow", "harbor", "violet", "engine",
@@ -37,7 +38,7 @@ fn a_5000_token_prompt_is_answered_at_the_default_settings() {
         let v: Value = reqwest::Client::new()
             .post(format!("{}/v1/chat/completions", node.url))
             .json(
-                &json!({"messages": user(&long_text(5, 1780)), "max_tokens": 4,
+                &json!({"messages": user(&long_text(5, 1880)), "max_tokens": 4,
                 "temperature": 0}),
             )
             .timeout(std::time::Duration::from_secs(600))

@@ -492,7 +492,7 @@ async fn embeddings_keep_their_model_loaded_and_follow_keep_alive() {
     let (status, body) = embed(&t, "beta", json!({"input": batch})).await;
     assert_eq!(status, 200, "{body}");
     let per_batch = started.elapsed().as_secs_f64().max(0.01);
-    let batches = ((6.0 / per_batch).ceil() as usize).clamp(1, 400);
+    let batches = ((8.0 / per_batch).ceil() as usize).clamp(1, 400);
     let inputs: Vec<&str> = vec![text.as_str(); 16 * batches];
     let started = std::time::Instant::now();
     let (status, body) = embed(&t, "beta", json!({"input": inputs})).await;
