@@ -49,19 +49,20 @@ endif()
 # that builds them, and trim more; release builds (`make run`, `make package`, `make bench`)
 # keep all of it.
 # - ggml's CPU backend is built in 14 x86-64 variants (GGML_CPU_ALL_VARIANTS), one shared
-#   library each, ~40 s of compiling apiece. Two are built: x64 (any x86-64) and the best one
-#   this machine runs by /proc/cpuinfo (zen4: AVX-512 with VBMI, VNNI and BF16; else haswell:
-#   AVX2), haswell and zen4 both where /proc/cpuinfo names no flags. The others are compiled
-#   from an empty file, with no score function, which ggml's loader skips.
+#   library each, ~40 s of compiling apiece. One is built: the best this machine runs by
+#   /proc/cpuinfo (zen4: AVX-512 with VBMI, VNNI and BF16; else haswell: AVX2; else x64, any
+#   x86-64), or x64, haswell and zen4 where /proc/cpuinfo names no flags. The others are
+#   compiled from an empty file, with no score function, which ggml's loader skips; the flags
+#   checked here include every feature ggml's score function asks of the variant kept.
 # - The Vulkan backend's ~160 generated sources are arrays of SPIR-V bytes: compiled without
 #   optimisation. Its host code (ggml-vulkan.cpp), which only the software Vulkan device of the
 #   GPU tests runs there, the multimodal library (image and audio preprocessing) and llama's
 #   own sources (loading, tokenizing, sampling, building each step's graph) at -O1; ggml's
 #   compute kernels, where the time goes, keep -O3.
 function(_hearth_debug_cpu_variants out)
-  set(_zen4 avx2 fma f16c bmi2 avx512f avx512cd avx512vl avx512dq avx512bw avx512vbmi
-            avx512_vnni avx512_bf16)
-  set(_haswell avx avx2 fma f16c bmi2)
+  set(_zen4 sse4_2 avx avx2 fma f16c bmi2 avx512f avx512cd avx512vl avx512dq avx512bw
+            avx512vbmi avx512_vnni avx512_bf16)
+  set(_haswell sse4_2 avx avx2 fma f16c bmi2)
   set(_flags "")
   if(EXISTS /proc/cpuinfo)
     file(STRINGS /proc/cpuinfo _flags REGEX "^flags" LIMIT_COUNT 1)
@@ -79,7 +80,7 @@ function(_hearth_debug_cpu_variants out)
       endif()
     endforeach()
     if(_all)
-      list(APPEND _kept ${_variant})
+      set(_kept ${_variant})
       break()
     endif()
   endforeach()
