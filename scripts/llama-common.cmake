@@ -5,8 +5,8 @@
 # llama-cpp-2 always builds llama.cpp's `common` helpers (argument parsing, chat parsers, a
 # Jinja engine, an HTTP client: 52 files and httplib). Its C shim (wrapper_common.cpp) reaches
 # 14 of them: the JSON-schema-to-grammar converter, GPU fitting (`fit`), speculation and what
-# they call. Only those are compiled, without optimisation (Hearth runs the converter once per request
-# that asks for a JSON format, fitting once per load), and the library is linked with
+# they call. Only those are compiled, without optimisation (Hearth runs the converter once per
+# request that asks for a JSON format, fitting once per load), and the library is linked with
 # --no-undefined: a llama.cpp update that makes them call another file fails the build there,
 # naming the symbol, and a program that calls one more helper fails its own link. Add the
 # file to the list below then.
@@ -14,9 +14,9 @@ set(HEARTH_COMMON_SOURCES
   common.cpp fit.cpp json-schema-to-grammar.cpp json-schema.cpp json.cpp log.cpp
   ngram-cache.cpp ngram-map.cpp ngram-mod.cpp reasoning-budget.cpp sampling.cpp
   speculative.cpp trie.cpp unicode.cpp)
-get_property(_hearth_deferred GLOBAL PROPERTY HEARTH_COMMON_O0 SET)
+get_property(_hearth_deferred GLOBAL PROPERTY HEARTH_COMMON_TRIM SET)
 if(NOT _hearth_deferred)
-  set_property(GLOBAL PROPERTY HEARTH_COMMON_O0 TRUE)
+  set_property(GLOBAL PROPERTY HEARTH_COMMON_TRIM TRUE)
   function(_hearth_trim_common)
     if(NOT TARGET llama-common)
       return()
@@ -106,13 +106,8 @@ if(CMAKE_BINARY_DIR MATCHES "/debug/build/")
       endforeach()
       if(TARGET ggml-vulkan)
         get_target_property(_dir ggml-vulkan SOURCE_DIR)
-        get_target_property(_sources ggml-vulkan SOURCES)
-        set(_shaders)
-        foreach(_s IN LISTS _sources)
-          if(_s MATCHES "\\.comp\\.cpp$")
-            list(APPEND _shaders "${_s}")
-          endif()
-        endforeach()
+        get_target_property(_shaders ggml-vulkan SOURCES)
+        list(FILTER _shaders INCLUDE REGEX "\\.comp\\.cpp$")
         if(_shaders)
           set_source_files_properties(${_shaders} TARGET_DIRECTORY ggml-vulkan
                                       PROPERTIES COMPILE_OPTIONS -O0)

@@ -43,33 +43,32 @@ want() { [ -z "$part" ] || [ "$part" = "--$1" ]; }
 # build time; the headers it needs are newer than Debian 12's, see below; the loader it links).
 # mesa-vulkan-drivers: lavapipe, a software Vulkan device the tests run the backend on.
 if want build; then
-apt_packages=(cmake libclang1-14 libclang-common-14-dev build-essential libgomp1 pkg-config libsqlite3-dev
-  glslc spirv-headers libvulkan-dev mesa-vulkan-drivers
-  python3 python3-venv ca-certificates unzip curl chromium
-  libdbus-1-dev libwebkit2gtk-4.1-dev libgtk-3-dev libayatana-appindicator3-dev librsvg2-dev file
-  xvfb xauth xdotool imagemagick dbus-x11 webkit2gtk-driver iproute2 gnome-keyring libsecret-tools)
-missing=()
-for p in "${apt_packages[@]}"; do
-  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  if [ "$(id -u)" -ne 0 ]; then
-    say "missing Debian packages: ${missing[*]} (run as root, or install them)"
-    exit 1
-  fi
-  say "installing Debian packages: ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  # Overlapping apt runs can lose downloaded .debs on this image: retry (ENVIRONMENT.md).
-  ok=0
-  for attempt in 1 2 3; do
-    if apt-get install -y -qq --no-install-recommends "${missing[@]}"; then ok=1; break; fi
-    say "apt-get install failed (attempt $attempt), retrying"
-    sleep 2
+  apt_packages=(cmake libclang1-14 libclang-common-14-dev build-essential libgomp1 pkg-config libsqlite3-dev
+    glslc spirv-headers libvulkan-dev mesa-vulkan-drivers
+    python3 python3-venv ca-certificates unzip curl chromium
+    libdbus-1-dev libwebkit2gtk-4.1-dev libgtk-3-dev libayatana-appindicator3-dev librsvg2-dev file
+    xvfb xauth xdotool imagemagick dbus-x11 webkit2gtk-driver iproute2 gnome-keyring libsecret-tools)
+  missing=()
+  for p in "${apt_packages[@]}"; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
   done
-  [ $ok = 1 ] || { say "apt-get install failed three times"; exit 1; }
-fi
-
+  if [ ${#missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+      say "missing Debian packages: ${missing[*]} (run as root, or install them)"
+      exit 1
+    fi
+    say "installing Debian packages: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    # Overlapping apt runs can lose downloaded .debs on this image: retry (ENVIRONMENT.md).
+    ok=0
+    for attempt in 1 2 3; do
+      if apt-get install -y -qq --no-install-recommends "${missing[@]}"; then ok=1; break; fi
+      say "apt-get install failed (attempt $attempt), retrying"
+      sleep 2
+    done
+    [ $ok = 1 ] || { say "apt-get install failed three times"; exit 1; }
+  fi
 fi
 
 # --- Vulkan headers newer than Debian 12's -----------------------------------------------------
