@@ -1,6 +1,7 @@
 # Injected into llama.cpp's CMake build (CMAKE_PROJECT_INCLUDE, which llama-cpp-sys-2 passes
 # on from the environment; .cargo/config.toml sets it). It trims what Hearth never runs from
-# the C++ build, the longest part of a cold build; docs/ARCHITECTURE.md says so too.
+# the C++ build, the longest part of a cold build, and compiles ggml's CPU ops with Hearth's
+# patch (patches/ggml-cpu); docs/ARCHITECTURE.md says so too.
 #
 # llama-cpp-2 always builds llama.cpp's `common` helpers (argument parsing, chat parsers, a
 # Jinja engine, an HTTP client: 52 files and httplib). Its C shim (wrapper_common.cpp) reaches
@@ -123,4 +124,47 @@ if(CMAKE_BINARY_DIR MATCHES "/debug/build/")
     endfunction()
     cmake_language(DEFER DIRECTORY ${CMAKE_SOURCE_DIR} CALL _hearth_trim_debug_backends)
   endif()
+endif()
+
+# Every build: ggml's CPU backend (each variant, or the one ggml-cpu library of a build without
+# them) compiles a patched copy of ggml-cpu/ops.cpp: flash attention over a quantized KV cache
+# (patches/ggml-cpu/PATCH.md). A change to the patch bumps GGML_HEARTH_CPU_PATCH in
+# .cargo/config.toml, which makes llama-cpp-sys-2 run CMake again.
+include("${CMAKE_CURRENT_LIST_DIR}/../patches/ggml-cpu/patch.cmake")
+get_property(_hearth_patch_deferred GLOBAL PROPERTY HEARTH_GGML_CPU_PATCH SET)
+if(NOT _hearth_patch_deferred)
+  set_property(GLOBAL PROPERTY HEARTH_GGML_CPU_PATCH TRUE)
+  function(_hearth_patch_cpu_backends)
+    set(_patched "${CMAKE_BINARY_DIR}/hearth-ggml-cpu/ops.cpp")
+    set(_done FALSE)
+    foreach(_t ggml-cpu ggml-cpu-x64 ggml-cpu-sse42 ggml-cpu-sandybridge ggml-cpu-ivybridge
+               ggml-cpu-piledriver ggml-cpu-haswell ggml-cpu-skylakex ggml-cpu-cannonlake
+               ggml-cpu-cascadelake ggml-cpu-icelake ggml-cpu-cooperlake ggml-cpu-zen4
+               ggml-cpu-alderlake ggml-cpu-sapphirerapids)
+      if(NOT TARGET ${_t})
+        continue()
+      endif()
+      get_target_property(_sources ${_t} SOURCES)
+      list(FILTER _sources INCLUDE REGEX "(^|/)ggml-cpu/ops\\.cpp$")
+      if(NOT _sources)
+        continue() # a variant the debug trim above left out
+      endif()
+      if(NOT _done)
+        if(NOT IS_ABSOLUTE "${_sources}")
+          get_target_property(_dir ${_t} SOURCE_DIR)
+          set(_sources "${_dir}/${_sources}")
+        endif()
+        hearth_patch_ggml_ops("${_sources}" "${_patched}")
+        set(_done TRUE)
+      endif()
+      get_target_property(_all ${_t} SOURCES)
+      list(TRANSFORM _all REPLACE "^(.*/)?ggml-cpu/ops\\.cpp$" "${_patched}")
+      set_property(TARGET ${_t} PROPERTY SOURCES ${_all})
+    endforeach()
+    if(NOT _done)
+      message(FATAL_ERROR "Hearth: no ggml CPU backend target compiles ggml-cpu/ops.cpp to patch")
+    endif()
+    message(STATUS "Hearth: ggml CPU ops patched (${GGML_HEARTH_CPU_PATCH})")
+  endfunction()
+  cmake_language(DEFER DIRECTORY ${CMAKE_SOURCE_DIR} CALL _hearth_patch_cpu_backends)
 endif()

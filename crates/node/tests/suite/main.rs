@@ -24,6 +24,7 @@ mod crash;
 mod csrf;
 mod data_dir;
 mod downloads;
+mod flash_attention;
 mod generate_ws;
 mod gpu;
 mod hub_faults;

@@ -1,0 +1,270 @@
+//! ggml's CPU flash attention over a quantized KV cache, as Hearth patches it
+//! (patches/ggml-cpu): the op, run by the CPU backend the node loads, against attention computed
+//! here in f64 from the same dequantized cache. Decode steps (one query and a few), grouped
+//! heads, masks, a soft cap, spans over several threads, and a prompt's tiles.
+#![allow(unsafe_code)] // ggml's C API: there is no safe binding of single ops.
+
+use std::ffi::c_void;
+use std::ptr;
+
+use llama_cpp_sys_2 as sys;
+
+/// One attention op: its shape, cache type, mask and threads.
+struct Case {
+    dk: i64,
+    heads: i64,
+    kv_heads: i64,
+    positions: i64,
+    queries: i64,
+    kv_type: sys::ggml_type,
+    softcap: f32,
+    threads: i32,
+    /// A sliding window: query `i` sees only this many positions back from its own.
+    window: Option<i64>,
+}
+
+/// Small deterministic numbers around 0 (an LCG; the values only need to be unlike each other).
+struct Numbers(u64);
+
+impl Numbers {
+    fn next(&mut self) -> f32 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+
+    fn fill(&mut self, n: i64) -> Vec<f32> {
+        (0..n).map(|_| self.next()).collect()
+    }
+}
+
+/// Query `i` does not see position `j`: past its own place at the end, before its window, and
+/// a few holes that differ between queries (other sequences' cells in a shared pool).
+fn masked(c: &Case, i: i64, j: i64) -> bool {
+    let at = c.positions - c.queries + i;
+    j > at || c.window.is_some_and(|w| j + w < at) || (j % 97 == 5 && i % 2 == 1)
+}
+
+fn quantized(kind: sys::ggml_type, rows: &[f32], dk: i64) -> (Vec<u8>, Vec<f32>) {
+    let n_rows = rows.len() as i64 / dk;
+    let mut bytes = vec![0u8; unsafe { sys::ggml_row_size(kind, dk) } * n_rows as usize];
+    let mut back = vec![0f32; rows.len()];
+    unsafe {
+        sys::ggml_quantize_chunk(
+            kind,
+            rows.as_ptr(),
+            bytes.as_mut_ptr().cast(),
+            0,
+            n_rows,
+            dk,
+            ptr::null(),
+        );
+        let to_float = (*sys::ggml_get_type_traits(kind)).to_float.unwrap();
+        to_float(bytes.as_ptr().cast(), back.as_mut_ptr(), rows.len() as i64);
+    }
+    (bytes, back)
+}
+
+/// The op's output, [query][head][dv], and the f64 reference from the dequantized cache.
+fn run(c: &Case) -> (Vec<f32>, Vec<f64>) {
+    hearth_engine::llama_backend().unwrap();
+    let (dk, dv) = (c.dk, c.dk);
+    let mut numbers = Numbers(7 + c.positions as u64);
+    let q = numbers.fill(dk * c.queries * c.heads);
+    // The cache as llama.cpp lays it out: position-major, the KV heads of one position together.
+    let (k_bytes, k) = quantized(c.kv_type, &numbers.fill(dk * c.kv_heads * c.positions), dk);
+    let (v_bytes, v) = quantized(c.kv_type, &numbers.fill(dv * c.kv_heads * c.positions), dv);
+    let mut mask = Vec::new();
+    for i in 0..c.queries {
+        for j in 0..c.positions {
+            let m = if masked(c, i, j) {
+                f32::NEG_INFINITY
+            } else {
+                0.0
+            };
+            mask.push(unsafe { sys::ggml_fp32_to_fp16(m) });
+        }
+    }
+    let scale = 1.0 / (dk as f32).sqrt();
+
+    let mut out = vec![0f32; (dv * c.heads * c.queries) as usize];
+    unsafe {
+        let params = sys::ggml_init_params {
+            mem_size: 16 * sys::ggml_tensor_overhead() + sys::ggml_graph_overhead(),
+            mem_buffer: ptr::null_mut(),
+            no_alloc: true,
+        };
+        let ctx = sys::ggml_init(params);
+        let tq = sys::ggml_new_tensor_3d(ctx, sys::GGML_TYPE_F32, dk, c.queries, c.heads);
+        let tk = sys::ggml_new_tensor_3d(ctx, c.kv_type, dk, c.kv_heads, c.positions);
+        let tv = sys::ggml_new_tensor_3d(ctx, c.kv_type, dv, c.kv_heads, c.positions);
+        let tm = sys::ggml_new_tensor_2d(ctx, sys::GGML_TYPE_F16, c.positions, c.queries);
+        let kview = sys::ggml_permute(ctx, tk, 0, 2, 1, 3);
+        let vview = sys::ggml_permute(ctx, tv, 0, 2, 1, 3);
+        let fa = sys::ggml_flash_attn_ext(ctx, tq, kview, vview, tm, scale, 0.0, c.softcap);
+        let graph = sys::ggml_new_graph(ctx);
+        sys::ggml_build_forward_expand(graph, fa);
+
+        let dev = sys::ggml_backend_dev_by_type(sys::GGML_BACKEND_DEVICE_TYPE_CPU);
+        assert!(!dev.is_null(), "no CPU backend");
+        let backend = sys::ggml_backend_dev_init(dev, ptr::null());
+        let reg = sys::ggml_backend_dev_backend_reg(dev);
+        let set_threads =
+            sys::ggml_backend_reg_get_proc_address(reg, c"ggml_backend_set_n_threads".as_ptr());
+        assert!(
+            !set_threads.is_null(),
+            "the CPU backend sets no thread count"
+        );
+        let set_threads: unsafe extern "C" fn(sys::ggml_backend_t, i32) =
+            std::mem::transmute(set_threads);
+        set_threads(backend, c.threads);
+        let buffer = sys::ggml_backend_alloc_ctx_tensors(ctx, backend);
+        let set = |t: *mut sys::ggml_tensor, data: *const c_void, len: usize| {
+            sys::ggml_backend_tensor_set(t, data, 0, len)
+        };
+        set(tq, q.as_ptr().cast(), q.len() * 4);
+        set(tk, k_bytes.as_ptr().cast(), k_bytes.len());
+        set(tv, v_bytes.as_ptr().cast(), v_bytes.len());
+        set(tm, mask.as_ptr().cast(), mask.len() * 2);
+        assert_eq!(
+            sys::ggml_backend_graph_compute(backend, graph),
+            sys::GGML_STATUS_SUCCESS
+        );
+        sys::ggml_backend_tensor_get(fa, out.as_mut_ptr().cast(), 0, out.len() * 4);
+        sys::ggml_backend_buffer_free(buffer);
+        sys::ggml_backend_free(backend);
+        sys::ggml_free(ctx);
+    }
+
+    let group = c.heads / c.kv_heads;
+    let mut want = Vec::with_capacity(out.len());
+    for i in 0..c.queries {
+        for h in 0..c.heads {
+            let hk = h / group;
+            let query = &q[((h * c.queries + i) * dk) as usize..][..dk as usize];
+            let mut w: Vec<f64> = (0..c.positions)
+                .map(|j| {
+                    if masked(c, i, j) {
+                        return f64::NEG_INFINITY;
+                    }
+                    let key = &k[((j * c.kv_heads + hk) * dk) as usize..][..dk as usize];
+                    let dot: f64 = query
+                        .iter()
+                        .zip(key)
+                        .map(|(a, b)| *a as f64 * *b as f64)
+                        .sum();
+                    let s = dot * scale as f64;
+                    if c.softcap != 0.0 {
+                        c.softcap as f64 * (s / c.softcap as f64).tanh()
+                    } else {
+                        s
+                    }
+                })
+                .collect();
+            let top = w.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            w.iter_mut().for_each(|x| *x = (*x - top).exp());
+            let sum: f64 = w.iter().sum();
+            for d in 0..dv {
+                let acc: f64 = (0..c.positions)
+                    .filter(|j| w[*j as usize] != 0.0)
+                    .map(|j| w[j as usize] * v[((j * c.kv_heads + hk) * dv + d) as usize] as f64)
+                    .sum();
+                want.push(acc / sum);
+            }
+        }
+    }
+    (out, want)
+}
+
+/// The largest difference between the op and the reference.
+fn error(c: &Case) -> f64 {
+    let (got, want) = run(c);
+    assert_eq!(got.len(), want.len());
+    got.iter()
+        .zip(&want)
+        .map(|(g, w)| {
+            assert!(g.is_finite(), "not a number in the output");
+            (*g as f64 - w).abs()
+        })
+        .fold(0.0, f64::max)
+}
+
+/// The query rounded to q8_0 moves a head's output by up to ~1e-3 on these values; a wrong
+/// head, mask or merge of spans moves it by tenths.
+const DECODE_MARGIN: f64 = 4e-3;
+
+fn case(kv_type: sys::ggml_type, positions: i64, queries: i64, threads: i32) -> Case {
+    Case {
+        dk: 256,
+        heads: 4,
+        kv_heads: 1,
+        positions,
+        queries,
+        kv_type,
+        softcap: 0.0,
+        threads,
+        window: None,
+    }
+}
+
+/// A decode step over a quantized cache (the patched kernel: spans of positions per thread,
+/// tiles of positions per span) is the attention over the dequantized cache. Like ggml's own
+/// decode paths it rounds the query to the cache's dot-product type (q8_0), hence the margin.
+#[test]
+fn a_decode_step_over_a_quantized_cache_is_the_attention_over_its_values() {
+    for kind in [sys::GGML_TYPE_Q8_0, sys::GGML_TYPE_Q4_0] {
+        for (positions, queries, threads) in [(3000, 1, 2), (3000, 4, 3), (7, 1, 4), (150, 2, 1)] {
+            let e = error(&case(kind, positions, queries, threads));
+            assert!(
+                e < DECODE_MARGIN,
+                "type {kind}, {positions} positions, {queries} queries, {threads} threads: {e}"
+            );
+        }
+    }
+}
+
+/// Grouped heads (four query heads on each of two KV heads), per-query holes in the mask and a
+/// soft cap on the scores.
+#[test]
+fn grouped_heads_masks_and_a_soft_cap_are_honoured() {
+    let c = Case {
+        dk: 64,
+        heads: 8,
+        kv_heads: 2,
+        positions: 1000,
+        queries: 3,
+        kv_type: sys::GGML_TYPE_Q8_0,
+        softcap: 30.0,
+        threads: 2,
+        window: None,
+    };
+    let e = error(&c);
+    assert!(e < DECODE_MARGIN, "{e}");
+}
+
+/// A sliding-window layer: the first thread's whole span and most tiles are masked (skipped,
+/// and merged as nothing).
+#[test]
+fn a_sliding_window_masks_whole_spans() {
+    for threads in [2, 3] {
+        let c = Case {
+            window: Some(100),
+            ..case(sys::GGML_TYPE_Q8_0, 3000, 2, threads)
+        };
+        let e = error(&c);
+        assert!(e < DECODE_MARGIN, "{threads} threads: {e}");
+    }
+}
+
+/// A prompt (64 queries or more) over a quantized cache takes ggml's tiled path, as an f16
+/// cache does: the query unrounded, the result exact to f32 rounding. (Unpatched, ggml went one
+/// query and one position at a time with the query rounded to q8_0: errors near 2.5e-3.)
+#[test]
+fn a_prompt_over_a_quantized_cache_is_exact_attention() {
+    for kind in [sys::GGML_TYPE_Q8_0, sys::GGML_TYPE_Q4_0] {
+        let e = error(&case(kind, 600, 80, 2));
+        assert!(e < 1e-5, "type {kind}: {e}");
+    }
+}

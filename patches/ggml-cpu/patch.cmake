@@ -1,0 +1,96 @@
+# Writes a copy of ggml's CPU ops (ggml-cpu/ops.cpp) with Hearth's patch of its flash attention
+# for a quantized KV cache (PATCH.md here): scripts/llama-common.cmake compiles the copy in place
+# of the original. Each edit must match the original exactly once, or the build stops and says
+# which: a llama.cpp update that moves this code needs the patch looked at again.
+#
+# `cmake -DIN=.../ops.cpp -DOUT=patched.cpp -P patches/ggml-cpu/patch.cmake` writes the copy
+# alone (how the patch was developed against a standalone ggml build).
+
+set(HEARTH_GGML_PATCH_DIR "${CMAKE_CURRENT_LIST_DIR}")
+
+function(_hearth_edit var old new what)
+  string(FIND "${${var}}" "${old}" _at)
+  if(_at EQUAL -1)
+    message(FATAL_ERROR "Hearth's ggml-cpu patch (${HEARTH_GGML_PATCH_DIR}): the text to ${what} is not in ops.cpp")
+  endif()
+  string(LENGTH "${old}" _len)
+  math(EXPR _after "${_at} + ${_len}")
+  string(SUBSTRING "${${var}}" ${_after} -1 _rest)
+  string(FIND "${_rest}" "${old}" _again)
+  if(NOT _again EQUAL -1)
+    message(FATAL_ERROR "Hearth's ggml-cpu patch (${HEARTH_GGML_PATCH_DIR}): the text to ${what} is in ops.cpp twice")
+  endif()
+  string(REPLACE "${old}" "${new}" _out "${${var}}")
+  set(${var} "${_out}" PARENT_SCOPE)
+endfunction()
+
+function(hearth_patch_ggml_ops in out)
+  file(READ "${in}" _ops)
+
+  # The decode kernel and the dequantizer (fattn-quantized.inc) go in before ggml's flash
+  # attention; ggml_compute_forward_flash_attn_ext_f16 tries the kernel first.
+  _hearth_edit(_ops
+    [=[static void ggml_compute_forward_flash_attn_ext_f16_one_chunk(
+]=]
+    "#include \"${HEARTH_GGML_PATCH_DIR}/fattn-quantized.inc\"
+
+static void ggml_compute_forward_flash_attn_ext_f16_one_chunk(
+"
+    "include the decode kernel")
+  _hearth_edit(_ops
+    [=[static void ggml_compute_forward_flash_attn_ext_f16(
+        const ggml_compute_params * params,
+        ggml_tensor * dst) {
+]=]
+    [=[static void ggml_compute_forward_flash_attn_ext_f16(
+        const ggml_compute_params * params,
+        ggml_tensor * dst) {
+    if (hearth_fattn_decode_quantized(params, dst)) {
+        return;
+    }
+]=]
+    "try the decode kernel first")
+
+  # Prefill: ggml's tiled path (64 queries x 64 positions as f32 GEMMs) takes f16 and f32 caches
+  # only; a quantized one fell back to one query and one position at a time. It converts each
+  # row to f32 as it packs the tile anyway: a quantized row is dequantized there instead.
+  _hearth_edit(_ops
+    [=[                                kv_is_f32_or_f16 &&
+                                k->type == v->type &&]=]
+    [=[                                (kv_is_f32_or_f16 || hearth_fattn_kv_dequantizable(k, v)) &&
+                                k->type == v->type &&]=]
+    "let the tiled path take a quantized cache")
+  _hearth_edit(_ops
+    [=[                } else {
+                    const float * k_f32_src = (const float *)k_data;]=]
+    [=[                } else if (kv_type != GGML_TYPE_F32) {
+                    float k_row[1024];
+                    hearth_fattn_to_float(kv_type, k_data, k_row, DK);
+                    for (int64_t dk = 0; dk < DK; dk++) {
+                        K_f32[dk * KV_TILE_SZ + tk] = k_row[dk];
+                    }
+                } else {
+                    const float * k_f32_src = (const float *)k_data;]=]
+    "dequantize K rows in the tiled path")
+  _hearth_edit(_ops
+    [=[                } else {
+                    memcpy(V32 + tk * DV, v_data, DV * sizeof(float));]=]
+    [=[                } else if (kv_type != GGML_TYPE_F32) {
+                    hearth_fattn_to_float(kv_type, v_data, V32 + tk * DV, DV);
+                } else {
+                    memcpy(V32 + tk * DV, v_data, DV * sizeof(float));]=]
+    "dequantize V rows in the tiled path")
+
+  # Written only when it changes, so a reconfigure does not recompile every CPU variant.
+  set(_old "")
+  if(EXISTS "${out}")
+    file(READ "${out}" _old)
+  endif()
+  if(NOT _old STREQUAL _ops)
+    file(WRITE "${out}" "${_ops}")
+  endif()
+endfunction()
+
+if(CMAKE_SCRIPT_MODE_FILE STREQUAL CMAKE_CURRENT_LIST_FILE AND DEFINED IN AND DEFINED OUT)
+  hearth_patch_ggml_ops("${IN}" "${OUT}")
+endif()
