@@ -1,7 +1,9 @@
 //! Long prompts on the long-context test model (Gemma 3 270M, 32k context,
 //! `scripts/long-model.sh`): a 6k and a 30k-token prompt's prefill (the time to the first token)
 //! and the decode that follows, on the node with an f16 and a q8_0 KV cache and on llama-server
-//! built from the same era of llama.cpp, each started with its defaults but the thread count.
+//! built from the same era of llama.cpp (f16, and q8_0: ggml's flash attention unpatched), each
+//! started with its defaults but the thread count and the cache type. Without speculation: the
+//! text repeats, and the node's n-gram guesses would measure how well they guess it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -44,8 +46,10 @@ async fn prefill_and_decode(
     base: &str,
     prompt: &str,
 ) -> Result<(u64, f64, f64)> {
+    // `speculative` is the node's per-request switch; llama-server has none by default.
     let body = json!({"prompt": prompt, "max_tokens": DECODE, "temperature": 0,
-        "ignore_eos": true, "stream": true, "stream_options": {"include_usage": true}});
+        "ignore_eos": true, "stream": true, "stream_options": {"include_usage": true},
+        "speculative": "none"});
     let sent = Instant::now();
     let r = http
         .post(format!("{base}/v1/completions"))
@@ -142,6 +146,22 @@ pub(crate) async fn figures(node_bin: &Path, threads: i32, quick: bool) -> Resul
     let server = LlamaServer::start(&bin, &model, threads, &[]).await?;
     let theirs = measure(&http, &server.base, lengths).await?;
     drop(server);
+    let q8_0 = ["--cache-type-k", "q8_0", "--cache-type-v", "q8_0"];
+    let server = LlamaServer::start(&bin, &model, threads, &q8_0).await?;
+    let theirs_q8 = measure(&http, &server.base, lengths).await?;
+    drop(server);
+    for (name, t) in names.iter().zip(&theirs_q8) {
+        figures.push(Figure::new(
+            format!("Gemma 3 270M, {name} prompt, llama-server q8_0: prefill"),
+            "s",
+            vec![t.0],
+        ));
+        figures.push(Figure::new(
+            format!("Gemma 3 270M, {name} prompt, llama-server q8_0: decode"),
+            "tokens/s",
+            vec![t.1],
+        ));
+    }
     for ((name, t), n) in names.iter().zip(&theirs).zip(&node_f16) {
         figures.push(Figure::new(
             format!("Gemma 3 270M, {name} prompt, llama-server: prefill"),
