@@ -28,7 +28,8 @@ function(hearth_patch_ggml_ops in out)
   file(READ "${in}" _ops)
 
   # The decode kernel and the dequantizer (fattn-quantized.inc) go in before ggml's flash
-  # attention; ggml_compute_forward_flash_attn_ext_f16 tries the kernel first.
+  # attention; ggml_compute_forward_flash_attn_ext_f16 tries the kernel first, once it has
+  # checked the op's shapes.
   _hearth_edit(_ops
     [=[static void ggml_compute_forward_flash_attn_ext_f16_one_chunk(
 ]=]
@@ -38,33 +39,39 @@ static void ggml_compute_forward_flash_attn_ext_f16_one_chunk(
 "
     "include the decode kernel")
   _hearth_edit(_ops
-    [=[static void ggml_compute_forward_flash_attn_ext_f16(
-        const ggml_compute_params * params,
-        ggml_tensor * dst) {
-]=]
-    [=[static void ggml_compute_forward_flash_attn_ext_f16(
-        const ggml_compute_params * params,
-        ggml_tensor * dst) {
-    if (hearth_fattn_decode_quantized(params, dst)) {
+    [=[    const int ith = params->ith;
+    const int nth = params->nth;
+
+    // When use_ref is set]=]
+    [=[    if (hearth_fattn_decode_quantized(params, dst)) {
         return;
     }
-]=]
-    "try the decode kernel first")
+
+    const int ith = params->ith;
+    const int nth = params->nth;
+
+    // When use_ref is set]=]
+    "try the decode kernel first, after ggml's checks of the op")
 
   # Prefill: ggml's tiled path (64 queries x 64 positions as f32 GEMMs) takes f16 and f32 caches
   # only; a quantized one fell back to one query and one position at a time. It converts each
   # row to f32 as it packs the tile anyway: a quantized row is dequantized there instead.
+  # Where the decode kernel declined (more queries than its buffer holds: many heads, several
+  # sequences), 8 queries or more over a quantized cache take the tiled path too: padding a
+  # tile costs less there than the one-at-a-time path.
   _hearth_edit(_ops
     [=[                                kv_is_f32_or_f16 &&
-                                k->type == v->type &&]=]
+                                k->type == v->type &&
+                                neq1 >= Q_TILE_SZ);]=]
     [=[                                (kv_is_f32_or_f16 || hearth_fattn_kv_dequantizable(k, v)) &&
-                                k->type == v->type &&]=]
+                                k->type == v->type &&
+                                (neq1 >= Q_TILE_SZ || (neq1 >= 8 && hearth_fattn_kv_dequantizable(k, v))));]=]
     "let the tiled path take a quantized cache")
   _hearth_edit(_ops
     [=[                } else {
                     const float * k_f32_src = (const float *)k_data;]=]
     [=[                } else if (kv_type != GGML_TYPE_F32) {
-                    float k_row[1024];
+                    float k_row[HEARTH_FATTN_MAX_D];
                     hearth_fattn_to_float(kv_type, k_data, k_row, DK);
                     for (int64_t dk = 0; dk < DK; dk++) {
                         K_f32[dk * KV_TILE_SZ + tk] = k_row[dk];

@@ -248,7 +248,9 @@ async fn answers_guessing_ahead_are_parked_and_finish() {
 }
 
 /// `--kv-type q8_0`: the pool takes about half the memory of f16's, and the model answers as it
-/// does with f16.
+/// does with f16. (A question whose greedy answer has no near tie: asked to name the planets,
+/// the default model weighs " Earth" and " Mercury" 0.1 nat apart at the 12th token, and the
+/// q8_0 cache's rounding of the keys, which moves log-probabilities by about that, flips them.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_q8_0_cache_takes_half_the_memory_and_answers_alike() {
     let mut kv = Vec::new();
@@ -264,7 +266,7 @@ async fn a_q8_0_cache_takes_half_the_memory_and_answers_alike() {
         kv.push(status["model"]["kv_bytes"].as_u64().unwrap());
         let v = t
             .chat(
-                json!({"messages": user("Name the planets of the solar system."),
+                json!({"messages": user("Write the days of the week, one per line."),
                 "max_tokens": 32, "temperature": 0}),
             )
             .await;
