@@ -129,7 +129,9 @@ endif()
 # Every build: ggml's CPU backend (each variant, or the one ggml-cpu library of a build without
 # them) compiles a patched copy of ggml-cpu/ops.cpp: flash attention over a quantized KV cache
 # (patches/ggml-cpu/PATCH.md). A change to the patch bumps GGML_HEARTH_CPU_PATCH in
-# .cargo/config.toml, which makes llama-cpp-sys-2 run CMake again.
+# .cargo/config.toml, which makes cargo run llama-cpp-sys-2's build script again; its CMake
+# build then regenerates itself (CMake tracks the files this one includes) and the compiler
+# tracks the .inc.
 include("${CMAKE_CURRENT_LIST_DIR}/../patches/ggml-cpu/patch.cmake")
 
 # Every target of `dir` and the folders under it.
@@ -178,7 +180,7 @@ if(NOT _hearth_patch_deferred)
     if(NOT _done)
       message(FATAL_ERROR "Hearth: no target compiles ggml-cpu/ops.cpp to patch")
     endif()
-    message(STATUS "Hearth: ggml CPU ops patched (${GGML_HEARTH_CPU_PATCH}) in ${_done}")
+    message(STATUS "Hearth: ggml CPU ops patched in ${_done}")
   endfunction()
   cmake_language(DEFER DIRECTORY ${CMAKE_SOURCE_DIR} CALL _hearth_patch_cpu_backends)
 endif()

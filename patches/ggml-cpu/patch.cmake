@@ -88,6 +88,37 @@ static void ggml_compute_forward_flash_attn_ext_f16_one_chunk(
                     memcpy(V32 + tk * DV, v_data, DV * sizeof(float));]=]
     "dequantize V rows in the tiled path")
 
+  # The tiled path converted each tile's mask a value at a time to see whether it can skip
+  # the tile. Hearth keeps the sliding-window layers' cache whole (the prompt cache needs it),
+  # so at 30k tokens nearly every tile of those layers is masked: the bits are read first, and
+  # a kept tile's mask converted a row at a time with ggml's vector conversion.
+  _hearth_edit(_ops
+    [=[            if (mask) {
+                bool can_skip = true;
+                for (int tq = 0; tq < tile_rows; tq++) {
+                    const ggml_fp16_t * mp_row = (const ggml_fp16_t *)((const char *) mask->data + (iq1 + tq)*mask->nb[1] + (iq2%mask->ne[2])*mask->nb[2] + (iq3%mask->ne[3])*mask->nb[3]);
+                    for (int tk = 0; tk < kv_tile; tk++) {
+                        mask32[tq * KV_TILE_SZ + tk] = slope * GGML_CPU_FP16_TO_FP32(mp_row[ic + tk]);
+                        if (mask32[tq * KV_TILE_SZ + tk] != -INFINITY) {
+                            can_skip = false;
+                        }
+                    }
+]=]
+    [=[            if (mask) {
+                bool can_skip = true;
+                for (int tq = 0; tq < tile_rows && can_skip; tq++) {
+                    const ggml_fp16_t * mp_row = (const ggml_fp16_t *)((const char *) mask->data + (iq1 + tq)*mask->nb[1] + (iq2%mask->ne[2])*mask->nb[2] + (iq3%mask->ne[3])*mask->nb[3]);
+                    can_skip = hearth_fattn_masked(mp_row + ic, kv_tile);
+                }
+                for (int tq = 0; tq < tile_rows && !can_skip; tq++) {
+                    const ggml_fp16_t * mp_row = (const ggml_fp16_t *)((const char *) mask->data + (iq1 + tq)*mask->nb[1] + (iq2%mask->ne[2])*mask->nb[2] + (iq3%mask->ne[3])*mask->nb[3]);
+                    ggml_cpu_fp16_to_fp32(mp_row + ic, mask32 + tq * KV_TILE_SZ, kv_tile);
+                    if (slope != 1.0f) {
+                        ggml_vec_scale_f32(kv_tile, mask32 + tq * KV_TILE_SZ, slope);
+                    }
+]=]
+    "read the tiled path's mask as bits first")
+
   # Written only when it changes, so a reconfigure does not recompile every CPU variant.
   set(_old "")
   if(EXISTS "${out}")
