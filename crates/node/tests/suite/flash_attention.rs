@@ -286,8 +286,9 @@ fn a_decode_step_over_a_quantized_cache_is_the_attention_over_its_values() {
     }
 }
 
-/// Grouped heads (four query heads on each of two KV heads, as many units as threads), K and V
-/// of different widths, a soft cap on the scores, ALiBi slopes on the mask, and sinks.
+/// Grouped heads (four query heads on each of two KV heads: spans per KV head for 1, 2, 3 and 5
+/// threads), K and V of different widths, a soft cap on the scores, ALiBi slopes on the mask,
+/// and sinks.
 #[test]
 fn grouped_heads_slopes_sinks_and_a_soft_cap_are_honoured() {
     let c = Case {
@@ -329,15 +330,25 @@ fn a_sliding_window_masks_whole_spans() {
 }
 
 /// A prompt (64 queries or more) over a quantized cache takes ggml's tiled path, as an f16
-/// cache does: the query unrounded, the result exact to f32 rounding. So do 8 queries or more
-/// where the decode kernel's buffer would not hold them (32 heads here). (Unpatched, ggml went
-/// one query and one position at a time with the query rounded to q8_0: errors near 2.5e-3.)
+/// cache does: the query unrounded, the result exact to f32 rounding; with ALiBi slopes and
+/// sinks too. So do 8 queries or more where the decode kernel's buffer would not hold them
+/// with tiles of 32 positions (32 heads and 24 queries need ~100k floats of partial sums
+/// against the ~82k the planner gives 2 threads here), also where 5 threads cut a head's rows
+/// between two chunks. (Unpatched, ggml went one query and one position at a time with the
+/// query rounded to q8_0: errors near 2.5e-3.)
 #[test]
 fn a_prompt_over_a_quantized_cache_is_exact_attention() {
     for kind in [sys::GGML_TYPE_Q8_0, sys::GGML_TYPE_Q4_0] {
         let e = error(&case(kind, 600, 80, 2), false);
         assert!(e < MARGIN, "type {kind}: {e}");
     }
+    let alibi = Case {
+        max_bias: 8.0,
+        sinks: true,
+        ..case(sys::GGML_TYPE_Q8_0, 600, 80, 3)
+    };
+    let e = error(&alibi, false);
+    assert!(e < MARGIN, "ALiBi and sinks: {e}");
     let many_heads = Case {
         dk: 128,
         dv: 128,
@@ -345,6 +356,14 @@ fn a_prompt_over_a_quantized_cache_is_exact_attention() {
         kv_heads: 8,
         ..case(sys::GGML_TYPE_Q8_0, 1024, 24, 2)
     };
-    let e = error(&many_heads, false);
-    assert!(e < MARGIN, "32 heads, 24 queries: {e}");
+    for threads in [2, 5] {
+        let e = error(
+            &Case {
+                threads,
+                ..many_heads.clone()
+            },
+            false,
+        );
+        assert!(e < MARGIN, "32 heads, 24 queries, {threads} threads: {e}");
+    }
 }
