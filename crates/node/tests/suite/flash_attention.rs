@@ -252,17 +252,19 @@ fn run(c: &Case, round_query: bool) -> (Vec<f32>, Vec<f64>) {
     (out, want)
 }
 
-/// The largest difference between the op and the reference.
-fn error(c: &Case, round_query: bool) -> f64 {
+/// Asserts that the op is within `MARGIN` of the reference everywhere; `what` names the case.
+fn check(c: &Case, round_query: bool, what: &str) {
     let (got, want) = run(c, round_query);
     assert_eq!(got.len(), want.len());
-    got.iter()
+    let e = got
+        .iter()
         .zip(&want)
         .map(|(g, w)| {
-            assert!(g.is_finite(), "not a number in the output");
+            assert!(g.is_finite(), "{what}: not a number in the output");
             (*g as f64 - w).abs()
         })
-        .fold(0.0, f64::max)
+        .fold(0.0, f64::max);
+    assert!(e < MARGIN, "{what}: {e}");
 }
 
 /// f32 rounding over a few thousand positions; a wrong mask, slope, tile or merge of spans
@@ -277,11 +279,9 @@ const MARGIN: f64 = 2e-5;
 fn a_decode_step_over_a_quantized_cache_is_the_attention_over_its_values() {
     for kind in [sys::GGML_TYPE_Q8_0, sys::GGML_TYPE_Q4_0] {
         for (positions, queries, threads) in [(3000, 1, 2), (3000, 4, 3), (3, 1, 4), (150, 2, 1)] {
-            let e = error(&case(kind, positions, queries, threads), true);
-            assert!(
-                e < MARGIN,
-                "type {kind}, {positions} positions, {queries} queries, {threads} threads: {e}"
-            );
+            let what =
+                format!("type {kind}, {positions} positions, {queries} queries, {threads} threads");
+            check(&case(kind, positions, queries, threads), true, &what);
         }
     }
 }
@@ -296,22 +296,20 @@ fn grouped_heads_slopes_sinks_and_a_soft_cap_are_honoured() {
         dv: 64,
         heads: 8,
         kv_heads: 2,
-        positions: 1000,
-        queries: 3,
         softcap: 30.0,
         max_bias: 8.0,
         sinks: true,
         ..case(sys::GGML_TYPE_Q8_0, 1000, 3, 2)
     };
     for threads in [1, 2, 3, 5] {
-        let e = error(
+        check(
             &Case {
                 threads,
                 ..c.clone()
             },
             true,
+            &format!("{threads} threads"),
         );
-        assert!(e < MARGIN, "{threads} threads: {e}");
     }
 }
 
@@ -324,8 +322,7 @@ fn a_sliding_window_masks_whole_spans() {
             window: Some(100),
             ..case(sys::GGML_TYPE_Q8_0, 3000, 2, threads)
         };
-        let e = error(&c, true);
-        assert!(e < MARGIN, "{threads} threads: {e}");
+        check(&c, true, &format!("{threads} threads"));
     }
 }
 
@@ -339,16 +336,14 @@ fn a_sliding_window_masks_whole_spans() {
 #[test]
 fn a_prompt_over_a_quantized_cache_is_exact_attention() {
     for kind in [sys::GGML_TYPE_Q8_0, sys::GGML_TYPE_Q4_0] {
-        let e = error(&case(kind, 600, 80, 2), false);
-        assert!(e < MARGIN, "type {kind}: {e}");
+        check(&case(kind, 600, 80, 2), false, &format!("type {kind}"));
     }
     let alibi = Case {
         max_bias: 8.0,
         sinks: true,
         ..case(sys::GGML_TYPE_Q8_0, 600, 80, 3)
     };
-    let e = error(&alibi, false);
-    assert!(e < MARGIN, "ALiBi and sinks: {e}");
+    check(&alibi, false, "ALiBi and sinks");
     let many_heads = Case {
         dk: 128,
         dv: 128,
@@ -357,13 +352,14 @@ fn a_prompt_over_a_quantized_cache_is_exact_attention() {
         ..case(sys::GGML_TYPE_Q8_0, 1024, 24, 2)
     };
     for threads in [2, 5] {
-        let e = error(
+        let what = format!("32 heads, 24 queries, {threads} threads");
+        check(
             &Case {
                 threads,
                 ..many_heads.clone()
             },
             false,
+            &what,
         );
-        assert!(e < MARGIN, "32 heads, 24 queries, {threads} threads: {e}");
     }
 }
