@@ -93,6 +93,12 @@ pub(crate) async fn run(
     // A TealeNet peer takes one request at a time (the Rust node reads the next message only
     // after its stream ends); a Hearth peer said how many in its proof.
     let slots = proven.as_ref().map_or(1, |p| p.slots);
+    // Who its requests come from, for the prompt cache: a Hearth peer's device id as its
+    // handshake proved it; a TealeNet peer's as its hello claims (plain frames prove nothing).
+    let origin = match &proven {
+        Some(p) => format!("peer {}", p.device_id),
+        None => format!("tealenet peer {}", hello.device_info.id),
+    };
     let (mut provider, provider_rx) = Provider::new(
         me.hub.clone(),
         kind,
@@ -105,6 +111,7 @@ pub(crate) async fn run(
     let why = Session {
         me,
         kind,
+        origin,
         peer_name: hello.device_info.name.clone(),
         listed,
         provider,
@@ -161,6 +168,8 @@ fn wire_thermal(level: hearth_base::thermal::ThermalLevel, source: ThermalSource
 struct Session {
     me: Arc<Me>,
     kind: Kind,
+    /// This peer as the prompt cache names the origin of its requests.
+    origin: String,
     /// This peer in the list of connected peers (it leaves the list with the session).
     listed: super::peers::Listed,
     /// This node's requests on the peer.
@@ -513,8 +522,9 @@ impl Session {
             },
         );
         let (me, out, done, kind) = (self.me.clone(), out.clone(), done.clone(), self.kind);
+        let origin = self.origin.clone();
         tokio::spawn(async move {
-            super::serve::inference(&me, req, &out, &cancel, kind, &control).await;
+            super::serve::inference(&me, req, &out, &cancel, (kind, &origin), &control).await;
             let _ = done.send((id, serial));
         });
         None

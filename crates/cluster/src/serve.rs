@@ -10,7 +10,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use hearth_engine::{Event, FailureKind, Prompt, Request, SubmitError};
+use hearth_engine::{CacheOwner, Event, FailureKind, Prompt, Request, SubmitError};
 use hearth_protocol::cluster::{
     Chunk, ChunkChoice, ChunkDelta, ControlAction, ErrorCode, InferenceChunk, InferenceComplete,
     InferenceError, InferenceRequest, Message,
@@ -78,7 +78,7 @@ pub(super) async fn inference(
     req: InferenceRequest,
     out: &mpsc::Sender<Message>,
     cancel: &CancellationToken,
-    kind: Kind,
+    (kind, origin): (Kind, &str),
     control: &ControlSlot,
 ) {
     let hearth = kind == Kind::Hearth;
@@ -92,7 +92,7 @@ pub(super) async fn inference(
             hearth_code: r.hearth.filter(|_| hearth).map(str::to_owned),
         })
     };
-    let mut gen = match start(me, req.request, hearth) {
+    let mut gen = match start(me, req.request, hearth, origin) {
         Ok(g) => g,
         Err(r) => {
             send(out, cancel, fail(r)).await;
@@ -237,6 +237,7 @@ fn start(
     me: &Me,
     mut request: serde_json::Map<String, serde_json::Value>,
     hearth: bool,
+    origin: &str,
 ) -> Result<Generation, Refusal> {
     let invalid = |e: &dyn std::fmt::Display| Refusal {
         code: ErrorCode::InternalError,
@@ -264,7 +265,7 @@ fn start(
                 Ok(_) => return Err(invalid(&"the Hearth task is not a task")),
                 Err(e) => return Err(invalid(&e)),
             };
-            hearth_route::task::prepare(&task, &info).map_err(|f| invalid(&f.message))?
+            hearth_route::task::prepare(&task, &info, origin).map_err(|f| invalid(&f.message))?
         }
         None => {
             let chat = body.validate(Some(info.context)).map_err(|e| invalid(&e))?;
@@ -278,6 +279,7 @@ fn start(
             Request {
                 prompt: Prompt::Chat(chat.messages.into()),
                 params: chat.params,
+                owner: CacheOwner::remote(origin, None),
             }
         }
     };

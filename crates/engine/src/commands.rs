@@ -25,6 +25,8 @@ pub(crate) enum Command {
     },
     /// Compute embeddings beside the generations.
     Embed(Box<crate::embedder::EmbedJob>),
+    /// Drop every prompt cache entry of this owner, on every tier (its API key was revoked).
+    Forget(crate::CacheOwner),
     /// Look at the shared flags (shutdown).
     Wake,
 }
@@ -51,6 +53,8 @@ pub(crate) struct Submission {
     pub(crate) paused: bool,
     /// The prompt's images, in order (their places in `tokens` hold stand-in ids).
     pub(crate) media: Vec<crate::media::MediaChunk>,
+    /// Whose prompt cache it reads and adds to.
+    pub(crate) owner: crate::CacheOwner,
 }
 
 /// An event with its room in the reader's channel already taken.

@@ -24,6 +24,9 @@ pub struct EngineConfig {
     /// (`--cache-disk`), and the most bytes they may take there.
     pub cache_disk: Option<PathBuf>,
     pub cache_disk_max: u64,
+    /// Every caller reads every other's cached prompts (`--cache-scope node`): each request
+    /// gets [`crate::CacheOwner::NODE`] instead of its own owner.
+    pub shared_cache: bool,
     /// Guessing ahead (`--spec`); a request may say otherwise.
     pub spec: hearth_protocol::Speculation,
     /// A smaller model of the same vocabulary that guesses ahead (`--draft-model`); a model
@@ -243,6 +246,7 @@ impl EngineConfig {
             cache_ram: 0,
             cache_disk: None,
             cache_disk_max: DEFAULT_CACHE_DISK_MAX,
+            shared_cache: false,
             spec: hearth_protocol::Speculation::default(),
             draft_model: None,
             projector: None,

@@ -6,6 +6,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 use crate::admission::Admission;
+use crate::cache_owner::CacheOwner;
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -33,6 +34,9 @@ const CONTROL_CAPACITY: usize = 256;
 pub struct Request {
     pub prompt: Prompt,
     pub params: SamplingParams,
+    /// Whose prompt cache it reads and adds to: set by the server from who is asking, never
+    /// from the request's own fields.
+    pub owner: CacheOwner,
 }
 
 #[derive(Debug, Clone)]
@@ -184,6 +188,8 @@ struct Inner {
     thread: Mutex<Option<JoinHandle<()>>>,
     /// Embedding requests handed to the engine thread and not answered yet.
     embed_jobs: AtomicUsize,
+    /// `--cache-scope node`: every request reads the one cache ([`CacheOwner::NODE`]).
+    shared_cache: bool,
 }
 
 /// A generation's event stream. Dropping it cancels the generation.
@@ -286,6 +292,7 @@ impl Engine {
     /// they hold (on the GPU above all) is free when this model is fitted to it.
     pub fn start_after(config: EngineConfig, before: Vec<Engine>) -> Self {
         let admission = Admission::new(config.slots, config.queue_capacity);
+        let shared_cache = config.shared_cache;
         let (commands, rx) =
             sync_channel(config.slots + config.queue_capacity + CONTROL_CAPACITY + EMBED_QUEUE);
         let model = ModelId::from_file_name(
@@ -343,6 +350,7 @@ impl Engine {
                 next_id: AtomicU64::new(base << 20),
                 thread: Mutex::new(Some(thread)),
                 embed_jobs: AtomicUsize::new(0),
+                shared_cache,
             }),
         }
     }
@@ -425,7 +433,17 @@ impl Engine {
     pub fn submit(&self, request: Request) -> Result<Generation, SubmitError> {
         let submitted = Instant::now();
         let model = self.serving()?;
-        let Request { prompt, mut params } = request;
+        let Request {
+            prompt,
+            mut params,
+            owner,
+        } = request;
+        // `--cache-scope node`: one cache for every caller.
+        let owner = if self.inner.shared_cache {
+            CacheOwner::NODE
+        } else {
+            owner
+        };
         let prepared = match &prompt {
             Prompt::Chat(chat) => crate::prompt::chat_tokens(&model, chat, &mut params),
             Prompt::Text(text) => crate::prompt::text_tokens(&model, text).map(|t| (t, Vec::new())),
@@ -484,6 +502,7 @@ impl Engine {
             submitted,
             paused: false,
             media,
+            owner,
         };
         if let Err(e) = self
             .inner
@@ -613,6 +632,14 @@ impl Engine {
     /// until the thread has exited (call from a blocking context).
     pub fn shutdown(&self) {
         self.stop(engine_loop::STOP_SHUTDOWN);
+    }
+
+    /// Drop every prompt cache entry `owner` made, in memory and on disk (an API key that is
+    /// revoked: nothing can ask for its entries again, and they should not linger).
+    pub fn forget(&self, owner: CacheOwner) {
+        if let Err(e) = self.inner.commands.try_send(Command::Forget(owner)) {
+            tracing::warn!(?owner, error = %e, "the engine did not take a cache owner to forget");
+        }
     }
 
     /// Unload the model: running generations end with an `Unloaded` error and the state

@@ -17,6 +17,8 @@
 //!   `loader`: loading with progress; `admission`: the in-flight limit.
 //! - [`answer`]: what the doors make of a model's raw text: thinking and tool calls apart from
 //!   the answer, while it streams and at its end, and a client's format as a grammar.
+//! - [`cache_owner`]: whose prompt cache a request may read ([`CacheOwner`]): each tier keeps
+//!   its entries' owner, and a request restores only its own.
 //! - [`events`]: what a generation streams back: tokens, `Done` with real usage and timing.
 //! - [`model`]: [`ModelInfo`], [`ModelState`], the template and tokenizer (`Prompter`);
 //!   `prompt`: a request's prompt made into tokens and image chunks on the caller's thread.
@@ -57,6 +59,7 @@
 mod admission;
 pub mod answer;
 mod backend;
+pub mod cache_owner;
 mod commands;
 pub mod config;
 mod cpu;
@@ -86,6 +89,7 @@ pub mod tools;
 pub use backend::backend as llama_backend;
 pub use backend::libraries as load_backend_libraries;
 pub use backend::loaded as backends;
+pub use cache_owner::CacheOwner;
 pub use config::{DeviceChoice, EngineConfig, GpuLayers, KvType, Offload, Remote, Script};
 pub use cpu::Backends;
 pub use cpu_share::GIVE_UP_AT;
@@ -105,4 +109,5 @@ pub use media::{
 pub use model::{Chat, ModelInfo, ModelState, PromptError};
 pub use offload::Placement;
 pub use prompt::count_chat_tokens;
+pub use scheduler::forget_on_disk;
 pub use tools::ToolFormat;

@@ -128,7 +128,8 @@ impl Scripted {
     fn handle(&mut self, command: Command) {
         match command {
             Command::Submit(s) => self.queue.push_back(s),
-            Command::Wake => {}
+            // No prompt cache here.
+            Command::Wake | Command::Forget(_) => {}
             // Scripted words have no vectors behind them.
             Command::Embed(job) => {
                 let _ = job.reply.send(Err(EmbedError::Unsupported(

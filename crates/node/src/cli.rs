@@ -55,6 +55,12 @@ pub struct ServeArgs {
     /// oldest files go first.
     #[arg(long, env = "HEARTH_CACHE_DISK_MAX", default_value_t = hearth_engine::config::DEFAULT_CACHE_DISK_MAX >> 20)]
     cache_disk_max: u64,
+    /// Whose cached prompts a request may reuse. caller: only its own caller's (this
+    /// machine's owner, each API key, each peer's caller), so that no caller learns what
+    /// another sent; node: every caller's, which lets any key holder tell, from
+    /// `cached_tokens` and how fast an answer starts, whether another sent a prompt.
+    #[arg(long, env = "HEARTH_CACHE_SCOPE", default_value = "caller", value_parser = ["caller", "node"])]
+    cache_scope: String,
     /// Speculative decoding: guess tokens ahead from n-grams of the prompt and the answer, or
     /// with --draft-model, and check them in one decode, each token taken by the sampler's own
     /// rule. auto: where the measured cost of a decode and how often guesses hold say it pays;
@@ -261,6 +267,7 @@ impl ServeArgs {
         c.cache_ram = self.cache_ram.map(|mib| mib.saturating_mul(1 << 20));
         c.cache_disk = self.cache_disk;
         c.cache_disk_max = self.cache_disk_max.saturating_mul(1 << 20);
+        c.shared_cache = self.cache_scope == "node";
         c.spec = self.spec;
         c.draft_model = self.draft_model;
         c.projector = self.projector;

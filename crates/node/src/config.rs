@@ -46,6 +46,8 @@ pub struct NodeConfig {
     /// most bytes each model's may take there (`--cache-disk-max`).
     pub cache_disk: Option<PathBuf>,
     pub cache_disk_max: u64,
+    /// `--cache-scope node`: every caller reads every other's cached prompts.
+    pub shared_cache: bool,
     /// Guessing ahead (`--spec`): auto, none, ngram or draft.
     pub spec: hearth_protocol::Speculation,
     /// A smaller model of the same vocabulary that guesses ahead (`--draft-model`): a path or
@@ -122,6 +124,7 @@ impl NodeConfig {
             cache_ram: None,
             cache_disk: None,
             cache_disk_max: hearth_engine::config::DEFAULT_CACHE_DISK_MAX,
+            shared_cache: false,
             spec: hearth_protocol::Speculation::Auto,
             draft_model: None,
             projector: None,

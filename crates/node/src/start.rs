@@ -255,6 +255,7 @@ pub(crate) async fn model_host(
         cache_ram: config.cache_ram,
         cache_disk: config.cache_disk.clone(),
         cache_disk_max: config.cache_disk_max,
+        shared_cache: config.shared_cache,
         spec: config.spec,
         draft_model: files.draft,
         queue_capacity: config.queue,

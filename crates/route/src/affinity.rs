@@ -3,12 +3,15 @@
 //! machine; across machines nothing else does). A turn is known by a hash of its messages
 //! (their images and clips too: a cache keyed on them holds only the same ones); the
 //! next turn's messages are those, the answer and the new user message, so dropping the new
-//! messages and the answer finds it. Bounded: the oldest conversations are forgotten first.
+//! messages and the answer finds it. A turn is known with its caller's cache owner: another
+//! caller's copy of the conversation is not sent after a cache it may not read (where it went
+//! would tell it who holds what). Bounded: the oldest conversations are forgotten first.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Mutex, PoisonError};
 
+use hearth_engine::CacheOwner;
 use hearth_protocol::ChatMessage;
 
 use crate::placement::Provider;
@@ -27,8 +30,9 @@ struct Inner {
     order: VecDeque<u64>,
 }
 
-fn hash(messages: &[ChatMessage]) -> u64 {
+fn hash(owner: CacheOwner, messages: &[ChatMessage]) -> u64 {
     let mut h = DefaultHasher::new();
+    owner.hash(&mut h);
     for m in messages {
         m.role.hash(&mut h);
         m.content.hash(&mut h);
@@ -54,15 +58,19 @@ impl Affinity {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Where this conversation's previous turn ran, if it is remembered.
-    pub(crate) fn preferred(&self, messages: &[ChatMessage]) -> Option<Provider> {
-        let key = hash(previous(messages)?);
+    /// Where `owner`'s conversation's previous turn ran, if it is remembered.
+    pub(crate) fn preferred(
+        &self,
+        owner: CacheOwner,
+        messages: &[ChatMessage],
+    ) -> Option<Provider> {
+        let key = hash(owner, previous(messages)?);
         self.lock().places.get(&key).copied()
     }
 
-    /// This turn runs at `place`.
-    pub(crate) fn remember(&self, messages: &[ChatMessage], place: Provider) {
-        let key = hash(messages);
+    /// `owner`'s turn runs at `place`.
+    pub(crate) fn remember(&self, owner: CacheOwner, messages: &[ChatMessage], place: Provider) {
+        let key = hash(owner, messages);
         let mut inner = self.lock();
         if inner.places.insert(key, place).is_none() {
             inner.order.push_back(key);
@@ -80,6 +88,8 @@ mod tests {
     use super::*;
     use hearth_hub::WorkerId;
 
+    const O: CacheOwner = CacheOwner::NODE;
+
     fn msg(role: &str, content: &str) -> ChatMessage {
         ChatMessage::new(role, content)
     }
@@ -89,28 +99,28 @@ mod tests {
         let a = Affinity::default();
         let turn1 = vec![msg("system", "s"), msg("user", "hi")];
         assert_eq!(
-            a.preferred(&turn1),
+            a.preferred(O, &turn1),
             None,
             "a first turn has no previous one"
         );
-        a.remember(&turn1, Provider::Worker(WorkerId(7)));
+        a.remember(O, &turn1, Provider::Worker(WorkerId(7)));
         let mut turn2 = turn1.clone();
         turn2.push(msg("assistant", "hello"));
         turn2.push(msg("user", "more"));
-        assert_eq!(a.preferred(&turn2), Some(Provider::Worker(WorkerId(7))));
-        a.remember(&turn2, Provider::Local);
+        assert_eq!(a.preferred(O, &turn2), Some(Provider::Worker(WorkerId(7))));
+        a.remember(O, &turn2, Provider::Local);
         let mut turn3 = turn2.clone();
         turn3.push(msg("assistant", "sure"));
         turn3.push(msg("user", "again"));
-        assert_eq!(a.preferred(&turn3), Some(Provider::Local));
+        assert_eq!(a.preferred(O, &turn3), Some(Provider::Local));
         // Another conversation, or an edited history, is not this one.
         let mut edited = turn2.clone();
         edited[1] = msg("user", "hey");
-        assert_eq!(a.preferred(&edited), None);
+        assert_eq!(a.preferred(O, &edited), None);
         // Nor is the same text about another picture or clip.
         let mut pictured = turn1.clone();
         pictured[1].images = vec![hearth_protocol::media::Image(vec![1, 2, 3])];
-        a.remember(&pictured, Provider::Worker(WorkerId(9)));
+        a.remember(O, &pictured, Provider::Worker(WorkerId(9)));
         let next = |first: &[ChatMessage]| {
             let mut t = first.to_vec();
             t.push(msg("assistant", "a picture"));
@@ -118,15 +128,18 @@ mod tests {
             t
         };
         assert_eq!(
-            a.preferred(&next(&pictured)),
+            a.preferred(O, &next(&pictured)),
             Some(Provider::Worker(WorkerId(9)))
         );
         let mut other = pictured.clone();
         other[1].images = vec![hearth_protocol::media::Image(vec![4, 5, 6])];
-        assert_eq!(a.preferred(&next(&other)), None);
+        assert_eq!(a.preferred(O, &next(&other)), None);
+        // Nor is the same conversation of another caller.
+        let b = CacheOwner::caller("key b");
+        assert_eq!(a.preferred(b, &turn3), None);
         let mut heard = turn1.clone();
         heard[1].audio = vec![hearth_protocol::audio::Audio(vec![7])];
-        assert_eq!(a.preferred(&next(&heard)), None);
+        assert_eq!(a.preferred(O, &next(&heard)), None);
     }
 
     #[test]
@@ -140,10 +153,10 @@ mod tests {
             t
         };
         for i in 0..=CAPACITY {
-            a.remember(&turn(i), Provider::Local);
+            a.remember(O, &turn(i), Provider::Local);
         }
-        assert_eq!(a.preferred(&next(0)), None);
-        assert_eq!(a.preferred(&next(CAPACITY)), Some(Provider::Local));
+        assert_eq!(a.preferred(O, &next(0)), None);
+        assert_eq!(a.preferred(O, &next(CAPACITY)), Some(Provider::Local));
         assert_eq!(a.lock().places.len(), CAPACITY);
     }
 }

@@ -198,7 +198,9 @@ pub async fn run(config: JoinConfig, router: Router, shutdown: CancellationToken
             Ok(Ok((mut ws, extensions))) => {
                 let since = Instant::now();
                 tracing::info!(%hub, model = %info.id, max_concurrency, name = %config.name, extensions, "joined the hub");
-                let mut session = Session::new(router.clone(), info, max_concurrency, extensions);
+                let origin: Arc<str> = format!("hub {hub}").into();
+                let mut session =
+                    Session::new(router.clone(), info, max_concurrency, extensions, origin);
                 match session.run(&mut ws, &shutdown).await {
                     End::Shutdown => return,
                     End::ModelChanged => {
@@ -266,6 +268,8 @@ struct Session {
     max_concurrency: usize,
     /// The hub is a Hearth hub: send `done` / `error` text frames before end frames.
     extensions: bool,
+    /// The hub, as the prompt cache names the origin of its tasks.
+    origin: Arc<str>,
     running: HashMap<TaskId, Running>,
     runners: JoinSet<()>,
     runner_tasks: HashMap<tokio::task::Id, (TaskId, u64)>,
@@ -280,9 +284,11 @@ impl Session {
         model: Arc<ModelInfo>,
         max_concurrency: usize,
         extensions: bool,
+        origin: Arc<str>,
     ) -> Self {
         let (out_tx, out_rx) = mpsc::channel(OUTBOX_CAPACITY);
         Self {
+            origin,
             host: router.host().clone(),
             router,
             model,
@@ -493,6 +499,7 @@ impl Session {
             out: self.out_tx.clone(),
             cancel,
             extensions: self.extensions,
+            origin: self.origin.clone(),
         };
         let handle = self.runners.spawn(runner.run(task));
         self.runner_tasks.insert(handle.id(), (id, self.seq));

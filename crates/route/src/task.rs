@@ -7,7 +7,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hearth_engine::{Chat, Event, FailureKind, ModelInfo, Prompt, Request, SubmitError};
+use hearth_engine::{
+    CacheOwner, Chat, Event, FailureKind, ModelInfo, Prompt, Request, SubmitError,
+};
 use hearth_protocol::generation::{RawParams, StopField};
 use hearth_protocol::worker::{
     self as wp, Task, TaskDone, TaskFailure, TaskId, CONTEXT_LENGTH_EXCEEDED, INVALID_TASK,
@@ -42,11 +44,13 @@ pub(super) struct Runner {
     pub(super) out: mpsc::Sender<Outgoing>,
     pub(super) cancel: CancellationToken,
     pub(super) extensions: bool,
+    /// The hub, as the prompt cache names the origin of its tasks.
+    pub(super) origin: Arc<str>,
 }
 
 impl Runner {
     pub(super) async fn run(self, task: Task) {
-        let request = match prepare(&task, &self.model) {
+        let request = match prepare(&task, &self.model, &self.origin) {
             Ok(r) => r,
             Err(f) => return self.fail(f).await,
         };
@@ -183,9 +187,10 @@ fn invalid(message: impl Into<String>) -> TaskFailure {
     }
 }
 
-/// The engine request for a task: the conversation rendered by the model's chat template, or
-/// (Hearth extension) a raw prompt, and text to continue from.
-pub fn prepare(task: &Task, model: &ModelInfo) -> Result<Request, TaskFailure> {
+/// The engine request for a task from `origin` (a hub, a LAN peer): the conversation rendered
+/// by the model's chat template, or (Hearth extension) a raw prompt, and text to continue
+/// from; its prompt cache is the origin's caller's (the task's `cache_owner`) under the origin.
+pub fn prepare(task: &Task, model: &ModelInfo, origin: &str) -> Result<Request, TaskFailure> {
     let ctx = model.context;
     let ext = task.hearth.clone().unwrap_or_default();
     let max_tokens = match task.max_new_tokens {
@@ -233,7 +238,12 @@ pub fn prepare(task: &Task, model: &ModelInfo) -> Result<Request, TaskFailure> {
     };
     let continued = ext.continue_from.unwrap_or_default();
     let prompt = crate::continuation::continuation(model, prompt, &continued).map_err(invalid)?;
-    Ok(Request { prompt, params })
+    let theirs = ext.cache_owner.as_deref().and_then(CacheOwner::from_hex);
+    Ok(Request {
+        prompt,
+        params,
+        owner: CacheOwner::remote(origin, theirs),
+    })
 }
 
 fn submit_failure(e: &SubmitError) -> TaskFailure {

@@ -24,6 +24,7 @@ use hearth_protocol::{FinishReason, ToolCall};
 use crate::door::submit_chat;
 use crate::door::{body_bytes, collect, fetch_image_urls, resolve};
 use crate::error::ApiError;
+use crate::security::Caller;
 use crate::state::AppState;
 use crate::stream::{self as door_stream, End};
 use hearth_engine::answer::{self, Piece};
@@ -135,6 +136,7 @@ pub(crate) async fn count_tokens(
 /// `POST /v1/messages`.
 pub(crate) async fn messages(
     State(state): State<Arc<AppState>>,
+    caller: Caller,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, AnthropicError> {
     let (target, req) = read(&state, body, false).await?;
@@ -143,8 +145,15 @@ pub(crate) async fn messages(
         tools: req.tools,
         think: req.think,
     };
-    let (mut gen, splitter) =
-        submit_chat(&state.router, &target, chat, req.params, true).map_err(ApiError::from)?;
+    let (mut gen, splitter) = submit_chat(
+        &state.router,
+        &target,
+        chat,
+        req.params,
+        true,
+        caller.cache_owner(),
+    )
+    .map_err(ApiError::from)?;
     let splitter = splitter.broken_calls_as_text();
     let id = format!("msg_{}", uuid::Uuid::new_v4().simple());
     let model = target.model.to_string();

@@ -292,7 +292,12 @@ pub(crate) async fn revoke_key(
     Path(id): Path<String>,
 ) -> Result<Response, ApiFailure> {
     local_only(peer)?;
-    if state.store.revoke_key(id).await? {
+    if state.store.revoke_key(id.clone()).await? {
+        // Nothing can ask for its cached prompts again: they go now (the key's id names them,
+        // as `Caller::Key` does).
+        let owner = crate::security::Caller::Key(id).cache_owner();
+        let host = state.host.clone();
+        let _ = tokio::task::spawn_blocking(move || host.forget_cache_owner(owner)).await;
         Ok(StatusCode::NO_CONTENT.into_response())
     } else {
         Err(ApiFailure::not_found("key"))

@@ -86,6 +86,7 @@ pub(crate) fn submit_chat(
     chat: hearth_engine::Chat,
     params: SamplingParams,
     reasoning: bool,
+    owner: hearth_engine::CacheOwner,
 ) -> Result<(hearth_route::Generation, Splitter), hearth_engine::SubmitError> {
     let tools = chat.tools.clone();
     let opened = starts_in_thinking(target.local.as_deref(), chat.think, &params, tools.as_ref());
@@ -94,6 +95,7 @@ pub(crate) fn submit_chat(
         hearth_engine::Request {
             prompt: hearth_engine::Prompt::Chat(chat),
             params,
+            owner,
         },
     )?;
     let splitter = Splitter::new(reasoning, tools, gen.id.to_string()).opened_thinking(opened);

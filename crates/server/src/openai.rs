@@ -22,6 +22,7 @@ use hearth_protocol::openai::{self as oa, parse_body, CompletionBody, ErrorBody,
 use hearth_route::Generation;
 
 use super::error::ApiError;
+use super::security::Caller;
 use crate::state::AppState;
 
 mod chat;
@@ -170,6 +171,7 @@ fn text_logprobs(tokens: &[TokenEvent], start_offset: usize) -> oa::TextLogprobs
 
 pub(crate) async fn completions(
     State(state): State<Arc<AppState>>,
+    caller: Caller,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body = body_bytes(body)?;
@@ -190,6 +192,7 @@ pub(crate) async fn completions(
             Request {
                 prompt: Prompt::Text(req.prompt),
                 params: req.params,
+                owner: caller.cache_owner(),
             },
         )
         .map_err(|e| ApiError::from(e).naming_prompt())?;

@@ -4,8 +4,9 @@
 //! Each file is checksummed (SHA-256); one that does not check out, or that this pool cannot
 //! take, is deleted, never loaded again. Files are written on a thread of their own, readable
 //! by this user only; the oldest of the model's, all layouts together, go past the size cap.
-//! The format is Hearth's own (a short header, the tokens, llama.cpp's state bytes, the sum):
-//! llama.cpp's session files carry no checksum.
+//! The format is Hearth's own (a short header with the entry's owner, the tokens, llama.cpp's
+//! state bytes, the sum): llama.cpp's session files carry no checksum. A request reads only its
+//! own owner's files; files of the format before owners (`HKVSEQ01`) are deleted at open.
 #![allow(unsafe_code)]
 
 use std::io::{Read, Write};
@@ -18,22 +19,26 @@ use llama_cpp_2::token::LlamaToken;
 use sha2::{Digest, Sha256};
 
 use super::prompt_cache::common_prefix;
+use crate::CacheOwner;
 
-const MAGIC: &[u8; 8] = b"HKVSEQ01";
+const MAGIC: &[u8; 8] = b"HKVSEQ02";
+/// Magic, owner, token count.
+const HEADER: usize = 8 + 16 + 8;
 /// States waiting to be written; beyond this a save is skipped rather than waited for.
 const QUEUE: usize = 4;
 /// Bytes of a model file's start hashed for its folder's name: the GGUF header and metadata
 /// (architecture, shapes, tokenizer) and its first tensors.
 const MODEL_PREFIX: u64 = 4 << 20;
 
-/// One file: the tokens its state holds.
+/// One file: whose it is and the tokens its state holds.
 struct Entry {
+    owner: CacheOwner,
     tokens: Vec<LlamaToken>,
     path: PathBuf,
 }
 
-/// A file to write: where, its tokens, the state's bytes.
-type Job = (PathBuf, Vec<LlamaToken>, Vec<u8>);
+/// A file to write: where, its owner and tokens, the state's bytes.
+type Job = (PathBuf, CacheOwner, Vec<LlamaToken>, Vec<u8>);
 
 pub(super) struct DiskCache {
     dir: PathBuf,
@@ -108,10 +113,12 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// A file's bytes: magic, token count, tokens, state length, state, SHA-256 of all before.
-fn encode(tokens: &[LlamaToken], state: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(32 + tokens.len() * 4 + state.len() + 32);
+/// A file's bytes: magic, owner, token count, tokens, state length, state, SHA-256 of all
+/// before.
+fn encode(owner: CacheOwner, tokens: &[LlamaToken], state: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER + tokens.len() * 4 + 8 + state.len() + 32);
     out.extend_from_slice(MAGIC);
+    out.extend_from_slice(owner.bytes());
     out.extend_from_slice(&(tokens.len() as u64).to_le_bytes());
     for t in tokens {
         out.extend_from_slice(&t.0.to_le_bytes());
@@ -123,38 +130,40 @@ fn encode(tokens: &[LlamaToken], state: &[u8]) -> Vec<u8> {
     out
 }
 
-/// The tokens of a file, from its header alone.
-fn read_tokens(path: &Path) -> Option<Vec<LlamaToken>> {
+/// The owner and tokens of a file, from its header alone.
+fn read_tokens(path: &Path) -> Option<(CacheOwner, Vec<LlamaToken>)> {
     let mut f = std::fs::File::open(path).ok()?;
-    let mut head = [0u8; 16];
+    let mut head = [0u8; HEADER];
     f.read_exact(&mut head).ok()?;
     if &head[..8] != MAGIC {
         return None;
     }
-    let n = usize::try_from(u64::from_le_bytes(head[8..16].try_into().ok()?)).ok()?;
+    let owner = CacheOwner::from_bytes(head[8..24].try_into().ok()?);
+    let n = usize::try_from(u64::from_le_bytes(head[24..32].try_into().ok()?)).ok()?;
     let size = f.metadata().ok()?.len();
     // A header's count is the file's word: no more tokens than the file has bytes for.
     (n as u64).checked_mul(4).filter(|b| *b <= size)?;
     let mut raw = vec![0u8; n * 4];
     f.read_exact(&mut raw).ok()?;
-    Some(
-        raw.chunks_exact(4)
-            .map(|c| LlamaToken::new(i32::from_le_bytes([c[0], c[1], c[2], c[3]])))
-            .collect(),
-    )
+    let tokens = raw
+        .chunks_exact(4)
+        .map(|c| LlamaToken::new(i32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+        .collect();
+    Some((owner, tokens))
 }
 
-/// The state of a whole file whose sum checks out and whose tokens are `tokens`.
-fn decode(bytes: &[u8], tokens: &[LlamaToken]) -> Option<Vec<u8>> {
+/// The state of a whole file whose sum checks out and whose owner and tokens are these.
+fn decode(bytes: &[u8], owner: CacheOwner, tokens: &[LlamaToken]) -> Option<Vec<u8>> {
     let body = bytes.len().checked_sub(32)?;
     let (content, sum) = bytes.split_at(body);
     if Sha256::digest(content).as_slice() != sum {
         return None;
     }
-    let at = 16 + tokens.len() * 4;
-    let same = content.get(8..16)? == (tokens.len() as u64).to_le_bytes()
+    let at = HEADER + tokens.len() * 4;
+    let same = content.get(8..24)? == owner.bytes()
+        && content.get(24..HEADER)? == (tokens.len() as u64).to_le_bytes()
         && content
-            .get(16..at)?
+            .get(HEADER..at)?
             .chunks_exact(4)
             .zip(tokens)
             .all(|(c, t)| c == t.0.to_le_bytes());
@@ -207,6 +216,19 @@ fn write(dir: &Path, path: &Path, bytes: &[u8], cap: u64) -> std::io::Result<()>
     Ok(())
 }
 
+/// Delete the files of `owner` in every model's folders under `root` (`--cache-disk`): those of
+/// models not loaded now too.
+pub(crate) fn forget_owner(root: &Path, owner: CacheOwner) {
+    let models = std::fs::read_dir(root).into_iter().flatten().flatten();
+    for layout in models.flat_map(|m| std::fs::read_dir(m.path()).into_iter().flatten().flatten()) {
+        for (_, _, file) in files(&layout.path()) {
+            if read_tokens(&file).is_some_and(|(o, _)| o == owner) {
+                let _ = std::fs::remove_file(&file);
+            }
+        }
+    }
+}
+
 impl DiskCache {
     /// The cache in `dir` ([`folder`]: made if need be, this user's only), its files' tokens
     /// read, at most `cap` bytes on disk for the model (all its layouts). Files that are not
@@ -230,7 +252,11 @@ impl DiskCache {
                 path.extension().and_then(|x| x.to_str()),
                 read_tokens(&path),
             ) {
-                (Some("kv"), Some(tokens)) => entries.push(Entry { tokens, path }),
+                (Some("kv"), Some((owner, tokens))) => entries.push(Entry {
+                    owner,
+                    tokens,
+                    path,
+                }),
                 _ => {
                     tracing::warn!(file = %path.display(), "not a prompt cache entry: deleted");
                     let _ = std::fs::remove_file(&path);
@@ -243,8 +269,8 @@ impl DiskCache {
         let thread = std::thread::Builder::new()
             .name("hearth-kv-disk".into())
             .spawn(move || {
-                for (path, tokens, state) in jobs {
-                    let bytes = encode(&tokens, &state);
+                for (path, owner, tokens, state) in jobs {
+                    let bytes = encode(owner, &tokens, &state);
                     if let Err(e) = write(&folder, &path, &bytes, cap) {
                         tracing::warn!(%e, file = %path.display(), "a prompt cache file was not written");
                     }
@@ -264,25 +290,32 @@ impl DiskCache {
         self.entries.iter().filter(|e| e.path.is_file())
     }
 
-    /// Whether a file holds `tokens` already (or more).
-    pub(super) fn covers(&self, tokens: &[LlamaToken]) -> bool {
+    /// Whether a file of `owner` holds `tokens` already (or more).
+    pub(super) fn covers(&self, owner: CacheOwner, tokens: &[LlamaToken]) -> bool {
         self.present()
+            .filter(|e| e.owner == owner)
             .any(|e| e.tokens.len() >= tokens.len() && e.tokens.starts_with(tokens))
     }
 
-    /// How many tokens the file sharing the longest prefix with `tokens` shares.
-    pub(super) fn longest(&self, tokens: &[LlamaToken]) -> usize {
+    /// How many tokens the file of `owner` sharing the longest prefix with `tokens` shares.
+    pub(super) fn longest(&self, owner: CacheOwner, tokens: &[LlamaToken]) -> usize {
         self.present()
+            .filter(|e| e.owner == owner)
             .map(|e| common_prefix(&e.tokens, tokens))
             .max()
             .unwrap_or(0)
     }
 
-    /// The state of the file sharing the longest prefix with `tokens`, and its tokens; a file
-    /// that does not check out is deleted and the next one tried.
-    pub(super) fn load(&mut self, tokens: &[LlamaToken]) -> Option<(SeqState, Vec<LlamaToken>)> {
+    /// The state of the file of `owner` sharing the longest prefix with `tokens`, and its
+    /// tokens; a file that does not check out is deleted and the next one tried.
+    pub(super) fn load(
+        &mut self,
+        owner: CacheOwner,
+        tokens: &[LlamaToken],
+    ) -> Option<(SeqState, Vec<LlamaToken>)> {
         loop {
             let i = (0..self.entries.len())
+                .filter(|&i| self.entries[i].owner == owner)
                 .max_by_key(|&i| common_prefix(&self.entries[i].tokens, tokens))
                 .filter(|&i| common_prefix(&self.entries[i].tokens, tokens) > 0)?;
             let bytes = match std::fs::read(&self.entries[i].path) {
@@ -294,7 +327,7 @@ impl DiskCache {
                 }
                 Err(_) => None,
             };
-            match bytes.and_then(|b| decode(&b, &self.entries[i].tokens)) {
+            match bytes.and_then(|b| decode(&b, owner, &self.entries[i].tokens)) {
                 Some(state) => {
                     // SAFETY: the bytes are a state `SeqState::as_bytes` gave (`save`), whole
                     // (the sum checks out), for this model and cache layout (the folder's
@@ -312,19 +345,39 @@ impl DiskCache {
         }
     }
 
-    /// Forget the file holding `tokens`, and delete it: this pool did not take its state.
-    pub(super) fn reject(&mut self, tokens: &[LlamaToken]) {
-        if let Some(i) = self.entries.iter().position(|e| e.tokens == tokens) {
+    /// Forget the file of `owner` holding `tokens`, and delete it: this pool did not take its
+    /// state.
+    pub(super) fn reject(&mut self, owner: CacheOwner, tokens: &[LlamaToken]) {
+        if let Some(i) = self
+            .entries
+            .iter()
+            .position(|e| e.owner == owner && e.tokens == tokens)
+        {
             let e = self.entries.swap_remove(i);
             tracing::warn!(file = %e.path.display(), "a prompt cache file this pool cannot take: deleted");
             let _ = std::fs::remove_file(&e.path);
         }
     }
 
-    /// Keep `state` (the KV of `tokens`) on disk too, unless a file holds them already; with
-    /// `wait`, even when the writer is behind (the engine stops), else it is skipped then.
-    pub(super) fn save(&mut self, tokens: &[LlamaToken], state: &SeqState, wait: bool) {
-        if self.covers(tokens) {
+    /// Delete every file of `owner`.
+    pub(super) fn forget(&mut self, owner: CacheOwner) {
+        for e in self.entries.iter().filter(|e| e.owner == owner) {
+            let _ = std::fs::remove_file(&e.path);
+        }
+        self.entries.retain(|e| e.owner != owner);
+    }
+
+    /// Keep `state` (the KV of `owner`'s `tokens`) on disk too, unless a file of theirs holds
+    /// them already; with `wait`, even when the writer is behind (the engine stops), else it
+    /// is skipped then.
+    pub(super) fn save(
+        &mut self,
+        owner: CacheOwner,
+        tokens: &[LlamaToken],
+        state: &SeqState,
+        wait: bool,
+    ) {
+        if self.covers(owner, tokens) {
             return;
         }
         let Some(writer) = &self.writer else {
@@ -332,13 +385,19 @@ impl DiskCache {
         };
         let name = {
             let mut h = Sha256::new();
+            h.update(owner.bytes());
             for t in tokens {
                 h.update(t.0.to_le_bytes());
             }
             hex(&h.finalize()[..12])
         };
         let path = self.dir.join(format!("{name}.kv"));
-        let job = (path.clone(), tokens.to_vec(), state.as_bytes().to_vec());
+        let job = (
+            path.clone(),
+            owner,
+            tokens.to_vec(),
+            state.as_bytes().to_vec(),
+        );
         let sent = if wait {
             writer
                 .send(job)
@@ -348,16 +407,14 @@ impl DiskCache {
         };
         match sent {
             Ok(()) => {
-                // The shorter files it holds go.
-                for e in self
-                    .entries
-                    .iter()
-                    .filter(|e| tokens.starts_with(&e.tokens))
-                {
+                // The owner's shorter files it holds go.
+                let superseded = |e: &Entry| e.owner == owner && tokens.starts_with(&e.tokens);
+                for e in self.entries.iter().filter(|e| superseded(e)) {
                     let _ = std::fs::remove_file(&e.path);
                 }
-                self.entries.retain(|e| !tokens.starts_with(&e.tokens));
+                self.entries.retain(|e| !superseded(e));
                 self.entries.push(Entry {
+                    owner,
                     tokens: tokens.to_vec(),
                     path,
                 });
@@ -384,19 +441,30 @@ mod tests {
     fn a_file_reads_back_and_a_damaged_one_does_not() {
         let tokens: Vec<LlamaToken> = (0..70).map(LlamaToken::new).collect();
         let state = vec![7u8; 300];
-        let bytes = encode(&tokens, &state);
-        assert_eq!(decode(&bytes, &tokens), Some(state));
+        let owner = CacheOwner::caller("key a");
+        let bytes = encode(owner, &tokens, &state);
+        assert_eq!(decode(&bytes, owner, &tokens), Some(state));
+        // Another owner's file, however alike, is not theirs.
+        assert_eq!(decode(&bytes, CacheOwner::caller("key b"), &tokens), None);
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a.kv");
         std::fs::write(&path, &bytes).unwrap();
-        assert_eq!(read_tokens(&path), Some(tokens.clone()));
-        for at in [3, 20, 400, bytes.len() - 1] {
+        assert_eq!(read_tokens(&path), Some((owner, tokens.clone())));
+        for at in [3, 12, 30, 400, bytes.len() - 1] {
             let mut bad = bytes.clone();
             bad[at] ^= 1;
-            assert_eq!(decode(&bad, &tokens), None, "byte {at}");
+            assert_eq!(decode(&bad, owner, &tokens), None, "byte {at}");
         }
-        assert_eq!(decode(&bytes[..bytes.len() - 5], &tokens), None);
-        std::fs::write(&path, b"HKVSEQ01\xff\xff\xff\xff\xff\xff\xff\x7f").unwrap();
+        assert_eq!(decode(&bytes[..bytes.len() - 5], owner, &tokens), None);
+        let mut huge = b"HKVSEQ02".to_vec();
+        huge.extend_from_slice(&[0; 16]);
+        huge.extend_from_slice(b"\xff\xff\xff\xff\xff\xff\xff\x7f");
+        std::fs::write(&path, huge).unwrap();
+        assert_eq!(read_tokens(&path), None);
+        // A file of the format before owners is no entry (`open` deletes it).
+        let mut old = b"HKVSEQ01".to_vec();
+        old.extend_from_slice(&bytes[24..]);
+        std::fs::write(&path, old).unwrap();
         assert_eq!(read_tokens(&path), None);
     }
 
@@ -412,7 +480,11 @@ mod tests {
         let tokens: Vec<LlamaToken> = (0..10).map(LlamaToken::new).collect();
         let flat = root.path().join("tiny-model-0011223344556677");
         std::fs::create_dir(&flat).unwrap();
-        std::fs::write(flat.join("x.kv"), encode(&tokens, &[1u8; 100])).unwrap();
+        std::fs::write(
+            flat.join("x.kv"),
+            encode(CacheOwner::NODE, &tokens, &[1u8; 100]),
+        )
+        .unwrap();
         // A folder of the user's in the same root: not the cache's, kept.
         let theirs = root.path().join("notes");
         std::fs::create_dir(&theirs).unwrap();
@@ -432,7 +504,7 @@ mod tests {
         );
         assert!(a.is_dir());
 
-        let bytes = encode(&tokens, &[0u8; 1000]);
+        let bytes = encode(CacheOwner::NODE, &tokens, &[0u8; 1000]);
         let cap = 3 * bytes.len() as u64 - 1;
         // Each file older than the next by a minute, whatever the file system's clock grain.
         let made = std::cell::Cell::new(std::time::SystemTime::UNIX_EPOCH);

@@ -148,6 +148,15 @@ impl<'m> DraftModel<'m> {
         }
     }
 
+    /// Forget what sequence `seq` holds: it goes to another caller, who must not catch up
+    /// faster on the last one's prompt.
+    pub(super) fn forget(&mut self, seq: usize) {
+        if self.held.get(seq).is_some_and(|h| !h.is_empty()) {
+            let _ = self.ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
+            self.held[seq].clear();
+        }
+    }
+
     /// Make room for the asking sequences' `demand` (their tokens and guesses): when the pool
     /// would overflow, sequences nobody asks for now (finished requests') leave it.
     fn make_room(&mut self, asks: &[Ask<'_>], demand: usize) {

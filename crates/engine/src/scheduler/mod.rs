@@ -16,6 +16,7 @@ use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
 
+use crate::cache_owner::CacheOwner;
 use crate::commands::{Command, Courier, Outbox, Submission};
 use crate::cpu_share::Governor;
 use crate::embedder::Embedder;
@@ -40,12 +41,19 @@ mod speculate;
 mod start;
 pub(crate) use start::{context_for, run};
 
+/// Delete `owner`'s prompt cache files in `--cache-disk` (`root`), every model's.
+pub fn forget_on_disk(root: &std::path::Path, owner: CacheOwner) {
+    disk_cache::forget_owner(root, owner);
+}
+
 use prompt_cache::PromptCache;
 
 /// The request a slot is working on.
 struct Slot {
     id: RequestId,
     seq: i32,
+    /// Whose prompt cache it reads and adds to.
+    owner: CacheOwner,
     prompt: Vec<LlamaToken>,
     /// Prompt tokens already in the KV cache.
     prefilled: usize,
@@ -103,6 +111,8 @@ struct Scheduler<'m> {
     /// Per free sequence, the tokens whose KV the last tenant left there: a new prompt that
     /// starts the same way skips prefilling that part (llama-server's `cache_prompt`).
     cached: Vec<Vec<LlamaToken>>,
+    /// Whose each idle cache is: only its owner's requests reuse it.
+    cached_owner: Vec<CacheOwner>,
     /// When each sequence's idle cache was last used (`clock`'s value).
     cached_used: Vec<u64>,
     clock: u64,
@@ -206,6 +216,7 @@ impl Scheduler<'_> {
             Command::Submit(s) => self.queue.push_back(s),
             Command::Control { id, op } => self.control(id, op),
             Command::Embed(job) => self.embedder.push(*job),
+            Command::Forget(owner) => self.forget(owner),
             Command::Wake => {}
         }
     }
@@ -322,7 +333,7 @@ impl Scheduler<'_> {
             if self.slots.iter().all(Option::is_some) {
                 return;
             }
-            let seq = self.pick_seq(&next.tokens);
+            let seq = self.pick_seq(next.owner, &next.tokens);
             let tokens = std::mem::take(&mut self.queue[0].tokens);
             let fits = self.room_for(seq, &tokens);
             self.queue[0].tokens = tokens;
@@ -345,7 +356,7 @@ impl Scheduler<'_> {
                 }
             };
             // Never into an image: `trim` cuts before one it would split.
-            let reused = self.take_seq(seq, &s.tokens, &s.media);
+            let reused = self.take_seq(seq, s.owner, &s.tokens, &s.media);
             // Guesses come from the prompt's tokens, which images' stand-in ids are not.
             let speculation = if s.media.is_empty() {
                 s.params.speculation.unwrap_or(self.spec.mode)
@@ -356,6 +367,7 @@ impl Scheduler<'_> {
             self.slots[seq] = Some(Slot {
                 id: s.id,
                 seq: seq as i32,
+                owner: s.owner,
                 prefilled: reused,
                 n_past: reused as i32,
                 reused,
@@ -661,6 +673,7 @@ impl Scheduler<'_> {
             n_past = 0;
         }
         self.cached[seq] = slot.kv_tokens(n_past);
+        self.cached_owner[seq] = slot.owner;
         self.clock += 1;
         self.cached_used[seq] = self.clock;
         self.publish_cache();

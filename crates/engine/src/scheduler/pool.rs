@@ -1,5 +1,6 @@
 //! The KV pool the slots share: which free sequence a request takes (the one whose idle cache
-//! shares its longest prefix, or one the prompt cache restores), room made by dropping idle
+//! of the same owner shares its longest prefix, or one the prompt cache restores from that
+//! owner's entries: never another's), room made by dropping idle
 //! caches (saved to the prompt cache first) and, when growing answers fill the pool, by
 //! parking the youngest request until there is room again. No request fails for another's.
 
@@ -10,6 +11,7 @@ use std::sync::atomic::Ordering;
 use super::prompt_cache::{common_prefix, MIN_TOKENS};
 use super::{images, Scheduler, Slot};
 use crate::media::MediaChunk;
+use crate::CacheOwner;
 
 /// Free cells a parked request waits for beyond its own before it resumes, so that it does not
 /// park again at the next token.
@@ -86,7 +88,8 @@ impl Scheduler<'_> {
         if self.slots.iter().all(Option::is_some) || self.next_parked().is_some() {
             return false;
         }
-        let seq = self.pick_seq(&next.tokens);
+        let seq = self.pick_seq(next.owner, &next.tokens);
+        // The sequence's idle cache makes room for it, reused (its owner's) or dropped.
         let need = next.tokens.len().saturating_sub(self.cached[seq].len());
         self.free_cells() + self.idle_cells(Some(seq)) + self.paused_cells() >= need
     }
@@ -181,20 +184,20 @@ impl Scheduler<'_> {
                 return false;
             };
             let tokens = std::mem::take(&mut self.cached[seq]);
-            self.save(seq, &tokens);
+            self.save(seq, self.cached_owner[seq], &tokens);
             self.clear(seq);
         }
     }
 
-    /// Keep sequence `seq`'s KV state (it holds `tokens`) in the prompt cache, if it is worth
-    /// it.
-    fn save(&mut self, seq: usize, tokens: &[LlamaToken]) {
+    /// Keep sequence `seq`'s KV state (it holds `owner`'s `tokens`) in the prompt cache, if it
+    /// is worth it.
+    fn save(&mut self, seq: usize, owner: CacheOwner, tokens: &[LlamaToken]) {
         if tokens.len() < MIN_TOKENS {
             return;
         }
         let flags = LlamaStateSeqFlags::empty();
-        let disk = self.disk.as_ref().is_some_and(|d| !d.covers(tokens));
-        let ram = self.cache.wants(tokens);
+        let disk = self.disk.as_ref().is_some_and(|d| !d.covers(owner, tokens));
+        let ram = self.cache.wants(owner, tokens);
         if !ram && !disk {
             return;
         }
@@ -206,10 +209,10 @@ impl Scheduler<'_> {
         match self.ctx.state_seq_get(seq as i32, flags) {
             Ok(state) => {
                 if let Some(d) = self.disk.as_mut() {
-                    d.save(tokens, &state, false);
+                    d.save(owner, tokens, &state, false);
                 }
                 if ram {
-                    self.cache.insert(tokens.to_vec(), state, bytes);
+                    self.cache.insert(owner, tokens.to_vec(), state, bytes);
                 }
                 tracing::debug!(
                     tokens = tokens.len(),
@@ -230,24 +233,44 @@ impl Scheduler<'_> {
         };
         for seq in 0..self.slots.len() {
             let tokens = std::mem::take(&mut self.cached[seq]);
-            if tokens.len() < MIN_TOKENS || disk.covers(&tokens) {
+            let owner = self.cached_owner[seq];
+            if tokens.len() < MIN_TOKENS || disk.covers(owner, &tokens) {
                 continue;
             }
             match self
                 .ctx
                 .state_seq_get(seq as i32, LlamaStateSeqFlags::empty())
             {
-                Ok(state) => disk.save(&tokens, &state, true),
+                Ok(state) => disk.save(owner, &tokens, &state, true),
                 Err(e) => tracing::warn!(%e, "a sequence's KV state could not be saved"),
             }
         }
         disk.close();
     }
 
-    /// How many tokens of `tokens` the prompt cache (in memory or on disk) could restore.
-    fn saved(&self, tokens: &[LlamaToken]) -> usize {
-        let disk = self.disk.as_ref().map_or(0, |d| d.longest(tokens));
-        self.cache.longest(tokens).max(disk)
+    /// How many of `owner`'s `tokens` the prompt cache (in memory or on disk) could restore.
+    fn saved(&self, owner: CacheOwner, tokens: &[LlamaToken]) -> usize {
+        let disk = self.disk.as_ref().map_or(0, |d| d.longest(owner, tokens));
+        self.cache.longest(owner, tokens).max(disk)
+    }
+
+    /// Drop every cache entry of `owner`: its idle sequences, in memory and on disk.
+    pub(super) fn forget(&mut self, owner: CacheOwner) {
+        for seq in 0..self.slots.len() {
+            if self.slots[seq].is_none() && self.cached_owner[seq] == owner {
+                self.cached[seq].clear();
+                self.clear(seq);
+                if let Some(d) = self.draft.as_mut() {
+                    d.forget(seq);
+                }
+            }
+        }
+        self.cache.forget(owner);
+        if let Some(d) = self.disk.as_mut() {
+            d.forget(owner);
+        }
+        self.publish_cache();
+        tracing::debug!(?owner, "a cache owner's entries dropped");
     }
 
     pub(super) fn publish_cache(&self) {
@@ -264,15 +287,19 @@ impl Scheduler<'_> {
         let _ = self.ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
     }
 
-    /// The free sequence a request for `tokens` goes to: the one whose idle cache shares the
-    /// longest prefix with it when that is a tenth of the prompt or more (llama-server's slot
-    /// similarity), else the least recently used (an empty one first), so that a long idle
-    /// cache is not given up for a shared template opening.
-    pub(super) fn pick_seq(&self, tokens: &[LlamaToken]) -> usize {
+    /// The free sequence a request of `owner` for `tokens` goes to: the one whose idle cache
+    /// (of `owner`'s) shares the longest prefix with it when that is a tenth of the prompt or
+    /// more (llama-server's slot similarity), else the least recently used (an empty one
+    /// first), so that a long idle cache is not given up for a shared template opening.
+    pub(super) fn pick_seq(&self, owner: CacheOwner, tokens: &[LlamaToken]) -> usize {
         (0..self.slots.len())
             .filter(|&i| self.slots[i].is_none())
             .max_by_key(|&i| {
-                let common = common_prefix(&self.cached[i], tokens);
+                let common = if self.cached_owner[i] == owner {
+                    common_prefix(&self.cached[i], tokens)
+                } else {
+                    0
+                };
                 let worth = common > 0 && common * 10 >= tokens.len();
                 (
                     worth,
@@ -289,53 +316,71 @@ impl Scheduler<'_> {
         if self.next_parked().is_some() {
             return false;
         }
+        // The sequence's idle cache makes room for it, reused (its owner's) or dropped.
         let need = tokens.len().saturating_sub(self.cached[seq].len());
         self.make_free(need, Some(seq))
     }
 
-    /// Give `seq` to a request for `tokens` (with `media`): keep the longest prefix its idle
-    /// cache or the prompt cache holds, drop the rest. How many tokens are kept; at least the
-    /// last one is decoded again, for fresh logits.
+    /// Give `seq` to a request of `owner` for `tokens` (with `media`): keep the longest prefix
+    /// its idle cache (when `owner`'s) or `owner`'s prompt cache entries hold, drop the rest.
+    /// How many tokens are kept; at least the last one is decoded again, for fresh logits.
     pub(super) fn take_seq(
         &mut self,
         seq: usize,
+        owner: CacheOwner,
         tokens: &[LlamaToken],
         media: &[MediaChunk],
     ) -> usize {
         let cached = std::mem::take(&mut self.cached[seq]);
+        let before = std::mem::replace(&mut self.cached_owner[seq], owner);
+        if before != owner {
+            // Another caller's: kept for them (when worth it), never read for this one; nor
+            // the draft model's copy of it.
+            self.save(seq, before, &cached);
+            self.clear(seq);
+            if let Some(d) = self.draft.as_mut() {
+                d.forget(seq);
+            }
+            let most = tokens.len().saturating_sub(1);
+            if self.saved(owner, tokens).min(most) > MIN_TOKENS {
+                return self.restore(seq, owner, tokens, most, media);
+            }
+            return 0;
+        }
         let most = tokens.len().saturating_sub(1);
         let idle = common_prefix(&cached, tokens).min(most);
-        let saved = self.saved(tokens).min(most);
+        let saved = self.saved(owner, tokens).min(most);
         if cached.len() > idle + MIN_TOKENS || saved > idle + MIN_TOKENS {
             // Its tail (or all of it) would be lost.
-            self.save(seq, &cached);
+            self.save(seq, owner, &cached);
         }
         if saved > idle + MIN_TOKENS {
             self.clear(seq);
-            return self.restore(seq, tokens, most, media);
+            return self.restore(seq, owner, tokens, most, media);
         }
         self.trim(seq, idle, media)
     }
 
-    /// Load into `seq` the prompt cache's entry sharing the longest prefix with `tokens` (with
-    /// `media`), cut to at most `most` of them. How many tokens `seq` holds then.
+    /// Load into `seq` `owner`'s prompt cache entry sharing the longest prefix with `tokens`
+    /// (with `media`), cut to at most `most` of them. How many tokens `seq` holds then.
     fn restore(
         &mut self,
         seq: usize,
+        owner: CacheOwner,
         tokens: &[LlamaToken],
         most: usize,
         media: &[MediaChunk],
     ) -> usize {
-        let on_disk = self.disk.as_ref().map_or(0, |d| d.longest(tokens));
-        if on_disk > self.cache.longest(tokens) {
-            if let Some((state, held)) = self.disk.as_mut().and_then(|d| d.load(tokens)) {
+        let on_disk = self.disk.as_ref().map_or(0, |d| d.longest(owner, tokens));
+        if on_disk > self.cache.longest(owner, tokens) {
+            if let Some((state, held)) = self.disk.as_mut().and_then(|d| d.load(owner, tokens)) {
                 let bytes = state.byte_len() as u64;
                 if let Err(e) = self.ctx.state_seq_set(&state, seq as i32) {
                     // Whole and checked, yet this pool does not take it (a smaller context
                     // now): it never will, so it goes.
                     tracing::debug!(%e, bytes, "a sequence from disk did not load");
                     if let Some(d) = self.disk.as_mut() {
-                        d.reject(&held);
+                        d.reject(owner, &held);
                     }
                     self.clear(seq);
                     return 0;
@@ -343,13 +388,13 @@ impl Scheduler<'_> {
                 let common = common_prefix(&held, tokens);
                 if self.cache.enabled() {
                     // In memory from now on.
-                    self.cache.insert(held, state, bytes);
+                    self.cache.insert(owner, held, state, bytes);
                 }
                 tracing::debug!(common, "prompt read from the prompt cache on disk");
                 return self.restored(seq, common.min(most), media);
             }
         }
-        let Some((state, common)) = self.cache.best(tokens) else {
+        let Some((state, common)) = self.cache.best(owner, tokens) else {
             return 0;
         };
         let held = state.byte_len();
@@ -444,9 +489,9 @@ impl Scheduler<'_> {
     /// Set request `i` aside: its sequence to the prompt cache, its cells freed.
     fn park(&mut self, i: usize) {
         let slot = self.slots[i].as_ref().expect("slot present");
-        let (seq, n) = (slot.seq as usize, slot.n_past.max(0) as usize);
+        let (seq, n, owner) = (slot.seq as usize, slot.n_past.max(0) as usize, slot.owner);
         let tokens = slot.kv_tokens(n);
-        self.save(seq, &tokens);
+        self.save(seq, owner, &tokens);
         self.clear(seq);
         let slot = self.slots[i].as_mut().expect("slot present");
         tracing::debug!(id = %slot.id, tokens = n, "the KV pool is full: request parked");
@@ -477,7 +522,7 @@ impl Scheduler<'_> {
             // Alone, it has the whole pool.
             self.free_up(need, None);
             let slot = self.slots[i].as_mut().expect("slot present");
-            let seq = slot.seq as usize;
+            let (seq, owner) = (slot.seq as usize, slot.owner);
             let target = slot.kv_tokens(slot.park_len);
             let answering = slot.pending.is_some();
             let most = if answering {
@@ -486,7 +531,7 @@ impl Scheduler<'_> {
                 target.len().min(slot.prompt.len().saturating_sub(1))
             };
             let media = std::mem::take(&mut slot.media);
-            let kept = self.restore(seq, &target, most, &media);
+            let kept = self.restore(seq, owner, &target, most, &media);
             let slot = self.slots[i].as_mut().expect("slot present");
             slot.media = media;
             slot.parked = false;

@@ -226,6 +226,7 @@ fn serve_with(
         piece: Vec::with_capacity(64),
         prefill_cursor: 0,
         cached: vec![Vec::new(); slots],
+        cached_owner: vec![crate::CacheOwner::NODE; slots],
         cached_used: vec![0; slots],
         clock: 0,
         cache: super::PromptCache::new(config.cache_ram),

@@ -41,6 +41,8 @@ pub struct EngineSettings {
     /// (`--cache-disk`), and the most bytes each may take there.
     pub cache_disk: Option<PathBuf>,
     pub cache_disk_max: u64,
+    /// Every caller reads every other's cached prompts (`--cache-scope node`).
+    pub shared_cache: bool,
     /// Guessing ahead (`--spec`), and the draft model that guesses for models sharing its
     /// vocabulary (`--draft-model`).
     pub spec: hearth_protocol::Speculation,
@@ -74,6 +76,7 @@ impl EngineSettings {
             cache_ram,
             cache_disk: self.cache_disk.clone(),
             cache_disk_max: self.cache_disk_max,
+            shared_cache: self.shared_cache,
             spec: self.spec,
             draft_model: self.draft_model.clone(),
             // A split model's worker too: the layers on peers take the image's embeddings as
@@ -539,6 +542,23 @@ impl ModelHost {
             if let Some(room) = room {
                 room.await;
             }
+        }
+    }
+
+    /// Drop every prompt cache entry of `owner` (a revoked API key's): in each loaded model's
+    /// engine, and the files of every model in `--cache-disk`.
+    pub fn forget_cache_owner(&self, owner: hearth_engine::CacheOwner) {
+        let engines: Vec<Engine> = self
+            .lock()
+            .entries
+            .iter()
+            .map(|e| e.engine.clone())
+            .collect();
+        for e in engines {
+            e.forget(owner);
+        }
+        if let Some(root) = &self.settings.cache_disk {
+            hearth_engine::forget_on_disk(root, owner);
         }
     }
 

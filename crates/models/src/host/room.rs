@@ -316,6 +316,7 @@ mod tests {
             cache_ram: Some(0),
             cache_disk: None,
             cache_disk_max: 0,
+            shared_cache: false,
             spec: hearth_protocol::Speculation::None,
             draft_model,
             queue_capacity: 4,

@@ -14,6 +14,7 @@ mod audio;
 mod auth_ws;
 mod bad_input;
 mod batch_ws;
+mod cache_privacy;
 mod cluster;
 mod cluster_api;
 mod cluster_dial;

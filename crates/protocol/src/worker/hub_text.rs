@@ -117,6 +117,11 @@ pub struct HearthTask {
     /// The request's own speculation setting (`auto`, `none`, `ngram`, `draft`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speculative: Option<String>,
+    /// Whose prompt cache the task reads, as the hub names its caller (32 hex digits, a
+    /// digest): the worker keys its cache by the hub and this, so that one caller of the hub
+    /// never reads another's cached prompts there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_owner: Option<String>,
 }
 
 /// A text frame from the hub.
@@ -476,6 +481,7 @@ mod tests {
                 seed: Some(3),
                 stop: Some(vec!["\n".into()]),
                 speculative: Some("ngram".into()),
+                cache_owner: Some("00ff".repeat(8)),
                 ..HearthTask::default()
             }),
         };

@@ -42,7 +42,7 @@ impl Router {
             RemotePrompt::Chat(c) => Some(c.messages.as_slice()),
             RemotePrompt::Text(_) => None,
         };
-        let preferred = conversation.and_then(|m| self.affinity.preferred(m));
+        let preferred = conversation.and_then(|m| self.affinity.preferred(request.owner, m));
         let mut placement = placement(
             &[],
             hub,
@@ -66,8 +66,11 @@ impl Router {
         }
         if let Some(m) = conversation {
             match &placement {
-                Destination::Local => self.affinity.remember(m, Provider::Local),
-                Destination::Worker(r) => self.affinity.remember(m, Provider::Worker(r.worker)),
+                Destination::Local => self.affinity.remember(request.owner, m, Provider::Local),
+                Destination::Worker(r) => {
+                    self.affinity
+                        .remember(request.owner, m, Provider::Worker(r.worker))
+                }
                 Destination::Wait | Destination::Nobody => {}
             }
         }
@@ -99,6 +102,7 @@ impl Router {
             model: target.model.clone(),
             prompt,
             params: request.params,
+            owner: request.owner,
             serve_local,
             shutdown: self.shutdown.clone(),
             first: placement,

@@ -116,6 +116,7 @@ impl Job {
             return Ok(Request {
                 prompt: self.prompt.to_prompt(),
                 params,
+                owner: self.owner,
             });
         }
         params.max_tokens = params.max_tokens.map(|m| m.saturating_sub(prior).max(1));
@@ -125,7 +126,11 @@ impl Job {
             .ok_or_else(|| format!("'{}' is not loaded on this node", self.model))?;
         let prompt =
             crate::continuation::continuation(&info, self.prompt.to_prompt(), &self.delivered)?;
-        Ok(Request { prompt, params })
+        Ok(Request {
+            prompt,
+            params,
+            owner: self.owner,
+        })
     }
 
     /// Wait (bounded) until a slot frees up, then place the job there.

@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use hearth_engine::{Chat, Event, Failure, FailureKind, Prompt, TokenEvent};
+use hearth_engine::{CacheOwner, Chat, Event, Failure, FailureKind, Prompt, TokenEvent};
 use hearth_protocol::cluster::ControlAction;
 use hearth_protocol::worker::{self as wp, HearthTask, Task, TaskDone, TaskFailure, STATE_PENDING};
 use hearth_protocol::{ChatMessage, ModelId, RequestId, SamplingParams};
@@ -71,6 +71,8 @@ pub(super) struct Start {
     pub(super) model: ModelId,
     pub(super) prompt: RemotePrompt,
     pub(super) params: SamplingParams,
+    /// Whose prompt cache it reads, here or (as the task says) on a Hearth worker.
+    pub(super) owner: CacheOwner,
     /// Whether this node's engine may take the request when it is lost elsewhere.
     pub(super) serve_local: bool,
     pub(super) shutdown: CancellationToken,
@@ -98,6 +100,7 @@ pub(super) fn spawn(start: Start) -> Generation {
         model: start.model.clone(),
         prompt: start.prompt,
         params: start.params,
+        owner: start.owner,
         serve_local: start.serve_local,
         events: events_tx,
         answerer: answerer_tx,
@@ -210,6 +213,7 @@ struct Job {
     model: ModelId,
     prompt: RemotePrompt,
     params: SamplingParams,
+    owner: CacheOwner,
     serve_local: bool,
     events: mpsc::Sender<Event>,
     /// Who is answering now, for the door (the UI names it under the answer).
@@ -488,6 +492,7 @@ impl Job {
             tools,
             think,
             speculative: params.speculation.map(|s| s.as_str().to_owned()),
+            cache_owner: Some(self.owner.to_hex()),
         });
         let skip = if continuing && !r.hearth {
             self.delivered.clone()

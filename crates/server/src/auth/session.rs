@@ -448,6 +448,11 @@ impl Session {
             .await;
             return;
         }
+        // Each registered client's prompt cache is its own (generating needs authenticating).
+        let owner = hearth_engine::CacheOwner::caller(&format!(
+            "client {}",
+            self.client.as_deref().unwrap_or("")
+        ));
         let prompt = match g.prompt {
             GeneratePrompt::Chat(messages) => Prompt::Chat(messages.into()),
             GeneratePrompt::Raw(text) => Prompt::Text(text),
@@ -474,11 +479,14 @@ impl Session {
                 return;
             }
         };
-        let gen = match self
-            .state
-            .router
-            .submit(&target, Request { prompt, params })
-        {
+        let gen = match self.state.router.submit(
+            &target,
+            Request {
+                prompt,
+                params,
+                owner,
+            },
+        ) {
             Ok(g) => g,
             Err(e) => {
                 self.send(submit_error(&e, &id)).await;

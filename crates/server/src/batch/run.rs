@@ -129,6 +129,9 @@ struct Batch {
     saved: bool,
     model: ModelId,
     key: Option<CacheKey>,
+    /// Whose prompt cache its prompts read: the socket's caller, named as the other doors
+    /// name theirs ("owner", "key <id>").
+    owner: hearth_engine::CacheOwner,
     items: Vec<Item>,
     only_new_tokens: bool,
     stream: bool,
@@ -222,6 +225,7 @@ impl Batch {
             saved: false,
             model: target.model.clone(),
             key,
+            owner: hearth_engine::CacheOwner::caller(caller),
             items: Vec::with_capacity(request.entries.len()),
             only_new_tokens,
             stream,
@@ -383,6 +387,7 @@ impl Batch {
                 let request = Request {
                     prompt,
                     params: self.params.clone(),
+                    owner: self.owner,
                 };
                 (index, request)
             })

@@ -31,6 +31,7 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use super::api::{json_body, ApiFailure};
+use crate::security::Caller;
 use crate::state::chats::RunningChat;
 use crate::state::AppState;
 use hearth_store::{Message, MessageStatus, NewMessage, Stats};
@@ -68,6 +69,7 @@ fn event(v: Value) -> SseEvent {
 
 pub(crate) async fn chat(
     State(state): State<Arc<AppState>>,
+    caller: Caller,
     Path(conversation_id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiFailure> {
@@ -110,6 +112,7 @@ pub(crate) async fn chat(
         first_events: settled.first_events,
         replaces: settled.replaces,
         edit: settled.edit,
+        owner: caller.cache_owner(),
     };
     let started = start_answer(&state, &conversation.settings.system_prompt, turn).await;
     if let (true, Some(user)) = (started.is_err(), settled.added) {
@@ -240,6 +243,8 @@ struct Turn {
     /// The user message this turn edits, and its new words: the prompt ends there, and the
     /// store is changed once this answer has started.
     edit: Option<(String, String)>,
+    /// Whose prompt cache the turn reads.
+    owner: hearth_engine::CacheOwner,
 }
 
 /// Submit the turn, keep its answer as it streams, and stream it to the browser.
@@ -256,6 +261,7 @@ async fn start_answer(
         mut first_events,
         replaces,
         edit,
+        owner,
     } = turn;
     let (_, mut history) = state
         .store
@@ -309,6 +315,7 @@ async fn start_answer(
             Request {
                 prompt: Prompt::Chat(prompt.into()),
                 params,
+                owner,
             },
         )
         .map_err(submit_failure)?;

@@ -41,11 +41,16 @@ const MAX_BURST: usize = 64;
 const CLOSE_GOING_AWAY: u16 = 1001;
 const CLOSE_TOO_BIG: u16 = 1009;
 
-pub(crate) async fn upgrade(State(state): State<Arc<AppState>>, ws: WebSocketUpgrade) -> Response {
+pub(crate) async fn upgrade(
+    State(state): State<Arc<AppState>>,
+    caller: crate::security::Caller,
+    ws: WebSocketUpgrade,
+) -> Response {
+    let owner = caller.cache_owner();
     ws.max_message_size(WS_READ_LIMIT_BYTES)
         .max_frame_size(WS_READ_LIMIT_BYTES)
         .on_upgrade(move |socket| async move {
-            let mut session = Session::new(state, socket);
+            let mut session = Session::new(state, socket, owner);
             session.run().await;
         })
 }
@@ -97,10 +102,12 @@ struct Session {
     last_config: Option<Config>,
     /// The last request id, for `feedback`.
     last_request_id: Option<String>,
+    /// Whose prompt cache its generations read (the socket's caller).
+    owner: hearth_engine::CacheOwner,
 }
 
 impl Session {
-    fn new(state: Arc<AppState>, socket: WebSocket) -> Self {
+    fn new(state: Arc<AppState>, socket: WebSocket, owner: hearth_engine::CacheOwner) -> Self {
         let model_state = state.host.state();
         Self {
             state,
@@ -111,6 +118,7 @@ impl Session {
             waiting: None,
             last_config: None,
             last_request_id: None,
+            owner,
         }
     }
 

@@ -113,11 +113,14 @@ impl Session {
             Prompt::Chat(vec![ChatMessage::new("user", config.prompt.clone())].into())
         };
         let max_tokens = params.max_tokens;
-        let gen = match self
-            .state
-            .router
-            .submit(&target, Request { prompt, params })
-        {
+        let gen = match self.state.router.submit(
+            &target,
+            Request {
+                prompt,
+                params,
+                owner: self.owner,
+            },
+        ) {
             Ok(g) => g,
             Err(e) => {
                 self.send(&submit_error(&e)).await;

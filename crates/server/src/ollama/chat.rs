@@ -26,6 +26,7 @@ use hearth_protocol::{SamplingParams, ToolCall};
 use super::{error, failure_error, model_name, now_rfc3339, resolve_error, submit_error, Reply};
 use crate::door::submit_chat;
 use crate::door::MODEL_WAIT;
+use crate::security::Caller;
 use crate::state::AppState;
 use crate::stream::{self, End};
 use hearth_engine::answer::{self, CallError, Piece, Splitter};
@@ -199,6 +200,7 @@ fn collected_error(f: Option<Failure>) -> Reply {
 
 pub(crate) async fn chat(
     State(state): State<Arc<AppState>>,
+    caller: Caller,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Reply> {
     let received = Instant::now();
@@ -236,8 +238,15 @@ pub(crate) async fn chat(
         tools: req.tools,
         think: req.think,
     };
-    let (mut gen, splitter) =
-        submit_chat(&state.router, &target, chat, req.params, reasoning).map_err(submit_error)?;
+    let (mut gen, splitter) = submit_chat(
+        &state.router,
+        &target,
+        chat,
+        req.params,
+        reasoning,
+        caller.cache_owner(),
+    )
+    .map_err(submit_error)?;
     if !req.stream {
         let c = stream::collect(&mut gen, &state.shutdown, false)
             .await
@@ -298,6 +307,7 @@ pub(crate) async fn chat(
 
 pub(crate) async fn generate(
     State(state): State<Arc<AppState>>,
+    caller: Caller,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Reply> {
     let received = Instant::now();
@@ -380,6 +390,7 @@ pub(crate) async fn generate(
             Request {
                 prompt,
                 params: req.params,
+                owner: caller.cache_owner(),
             },
         )
         .map_err(submit_error)?;

@@ -16,6 +16,7 @@ use hearth_protocol::{FinishReason, ToolCall};
 use super::{chat_logprobs, chat_token_logprob, json, json_error, sse_response, timings};
 use crate::door::{body_bytes, collect, fetch_image_urls, now_secs, resolve, submit_chat};
 use crate::error::ApiError;
+use crate::security::Caller;
 use crate::state::AppState;
 use hearth_engine::answer::{self, Piece};
 
@@ -28,6 +29,7 @@ fn invalid(param: &str, message: String) -> ApiError {
 
 pub(crate) async fn chat_completions(
     State(state): State<Arc<AppState>>,
+    caller: Caller,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body = body_bytes(body)?;
@@ -45,7 +47,14 @@ pub(crate) async fn chat_completions(
         tools: req.tools,
         think: None,
     };
-    let (mut gen, splitter) = submit_chat(&state.router, &target, chat, req.params, true)?;
+    let (mut gen, splitter) = submit_chat(
+        &state.router,
+        &target,
+        chat,
+        req.params,
+        true,
+        caller.cache_owner(),
+    )?;
     let id = format!("chatcmpl-{}", gen.id);
     let model = target.model.to_string();
     let created = now_secs();

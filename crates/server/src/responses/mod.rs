@@ -28,6 +28,7 @@ use hearth_store::responses::StoredResponse;
 use crate::door::submit_chat;
 use crate::door::{body_bytes, collect, fetch_image_urls, now_secs, resolve};
 use crate::error::ApiError;
+use crate::security::Caller;
 use crate::security::VerifiedKey;
 use crate::state::AppState;
 use hearth_engine::answer;
@@ -89,6 +90,7 @@ async fn history(state: &AppState, owner: &str, id: &str) -> Result<Vec<ChatMess
 /// `POST /v1/responses`.
 pub(crate) async fn create(
     State(state): State<Arc<AppState>>,
+    caller: Caller,
     verified: Option<Extension<VerifiedKey>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
@@ -128,7 +130,14 @@ pub(crate) async fn create(
         tools: req.tools,
         think: req.think,
     };
-    let (mut gen, splitter) = submit_chat(&state.router, &target, chat, req.params, true)?;
+    let (mut gen, splitter) = submit_chat(
+        &state.router,
+        &target,
+        chat,
+        req.params,
+        true,
+        caller.cache_owner(),
+    )?;
     let splitter = splitter.broken_calls_as_text();
     let base = Answer::start(
         format!("resp_{}", uuid::Uuid::new_v4().simple()),

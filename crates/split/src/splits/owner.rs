@@ -188,6 +188,9 @@ impl Splits {
         if let Some(projector) = hearth_engine::find_projector(path) {
             cmd.arg("--projector").arg(projector);
         }
+        if settings.shared_cache {
+            cmd.args(["--cache-scope", "node"]);
+        }
         if let Some(bytes) = settings.cache_ram {
             cmd.args(["--cache-ram", &(bytes >> 20).to_string()]);
         }
