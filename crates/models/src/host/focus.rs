@@ -51,6 +51,9 @@ impl ModelHost {
                 if !current {
                     return;
                 }
+                // The list first: whoever waits for the host's state to be ready finds the
+                // model among the loaded ones then (the models page lists it at once).
+                host.publish_loaded();
                 if focused {
                     match s {
                         // Set again: a model that works becomes the focus instead (see
@@ -61,7 +64,6 @@ impl ModelHost {
                         }
                     }
                 }
-                host.publish_loaded();
                 if rx.changed().await.is_err() {
                     return;
                 }
