@@ -4,7 +4,7 @@
 //! answer as slow), while A's own resend is still served from the cache. The same holds after a
 //! restart with `--cache-disk`, through a LAN peer and through a hub's worker (each keeps the
 //! origin's callers apart); `--cache-scope node` shares, as documented; a revoked key's entries
-//! go. Needs root (`ip netns`), as CI does; never aims at any other address.
+//! go, in memory and on disk. Needs root (`ip netns`), as CI does; never aims at any other address.
 
 use crate::common;
 
@@ -200,12 +200,13 @@ async fn another_keys_guess_of_a_prompt_is_cold_on_every_door_and_the_senders_re
 }
 
 /// The `.kv` files under `root` (`--cache-disk`), every model's and layout's.
-fn cache_files(root: &Path) -> usize {
+fn cache_files(root: &Path) -> Vec<std::path::PathBuf> {
     common::cache_layout_folders(root)
         .iter()
         .flat_map(|layout| std::fs::read_dir(layout).into_iter().flatten().flatten())
-        .filter(|f| f.path().extension().is_some_and(|x| x == "kv"))
-        .count()
+        .map(|f| f.path())
+        .filter(|f| f.extension().is_some_and(|x| x == "kv"))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -223,16 +224,13 @@ async fn after_a_restart_with_the_cache_on_disk_a_guess_is_still_cold() {
         })
     };
     let t = start().await;
-    let (_, a, b, _) = two_keys(&t).await;
+    let (a_id, a, b, _) = two_keys(&t).await;
     let base = format!("http://{}:{port}", ns.host_ip);
     let secret = text(40);
     let first = ask(&ns, &base, &a, "chat", &secret);
     t.stop().await;
-    assert_eq!(
-        cache_files(disk.path()),
-        1,
-        "A's idle sequence written at the stop"
-    );
+    let files = cache_files(disk.path());
+    assert_eq!(files.len(), 1, "A's idle sequence written at the stop");
 
     let t = start().await;
     t.node().set_exposed(true).await.unwrap();
@@ -241,6 +239,14 @@ async fn after_a_restart_with_the_cache_on_disk_a_guess_is_still_cold() {
     assert!(guess.secs > first.secs * 0.6, "{first:?} {guess:?}");
     let resend = ask(&ns, &base, &a, "chat", &secret);
     assert_eq!(resend.cached, resend.prompt - 1, "A's file: {resend:?}");
+    // Revoked, A's file goes too.
+    let r = common::client()
+        .delete(t.url(&format!("/api/keys/{a_id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    common::wait_for(async || !files[0].exists(), "A's file deleted").await;
     t.stop().await;
 }
 
