@@ -94,10 +94,11 @@ pub(crate) async fn run(
     // after its stream ends); a Hearth peer said how many in its proof.
     let slots = proven.as_ref().map_or(1, |p| p.slots);
     // Who its requests come from, for the prompt cache: a Hearth peer's device id as its
-    // handshake proved it; a TealeNet peer's as its hello claims (plain frames prove nothing).
+    // handshake proved it; for a TealeNet peer, whose plain hello proves nothing (another could
+    // claim its id), this connection alone.
     let origin = match &proven {
         Some(p) => format!("peer {}", p.device_id),
-        None => format!("tealenet peer {}", hello.device_info.id),
+        None => format!("tealenet connection {}", uuid::Uuid::new_v4()),
     };
     let (mut provider, provider_rx) = Provider::new(
         me.hub.clone(),

@@ -4,7 +4,8 @@
 //! `cached_tokens` of, another's (a shared prefix cache lets one caller test guesses of
 //! another's prompts: vLLM's CVE-2025-46570). The server names the owner from who is asking,
 //! never from a field the client sends; `--cache-scope node` gives every request
-//! [`CacheOwner::NODE`]. An owner is a digest, so neither files nor peers learn the caller.
+//! [`CacheOwner::NODE`]. An owner is a digest: files and peers see no key id (though the
+//! digest of a name, "owner" or "key <id>", is the same on every node).
 
 use sha2::{Digest, Sha256};
 
@@ -51,7 +52,7 @@ impl CacheOwner {
 
     /// An owner written by [`Self::to_hex`]; `None` for anything else.
     pub fn from_hex(s: &str) -> Option<Self> {
-        if s.len() != 32 || !s.is_ascii() {
+        if s.len() != 32 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
             return None;
         }
         let mut out = [0; 16];
@@ -98,7 +99,13 @@ mod tests {
         // Length-prefixed parts: no two namings run together.
         assert_ne!(CacheOwner::caller("ab"), CacheOwner::remote("a", None));
         assert_eq!(CacheOwner::from_hex(&a.to_hex()), Some(a));
-        for bad in ["", "00", &"g".repeat(32), &"é".repeat(16)] {
+        for bad in [
+            "",
+            "00",
+            &"g".repeat(32),
+            &"é".repeat(16),
+            &format!("+f{}", "0".repeat(30)),
+        ] {
             assert_eq!(CacheOwner::from_hex(bad), None, "{bad}");
         }
     }

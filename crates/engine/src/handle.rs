@@ -634,12 +634,13 @@ impl Engine {
         self.stop(engine_loop::STOP_SHUTDOWN);
     }
 
-    /// Drop every prompt cache entry `owner` made, in memory and on disk (an API key that is
-    /// revoked: nothing can ask for its entries again, and they should not linger).
+    /// Drop every prompt cache entry `owner` made, in memory and on disk, and keep none of
+    /// theirs from now on (an API key that is revoked: nothing can ask for its entries again,
+    /// and they should not linger). Waits for room in the engine's command queue: call it
+    /// from a blocking context.
     pub fn forget(&self, owner: CacheOwner) {
-        if let Err(e) = self.inner.commands.try_send(Command::Forget(owner)) {
-            tracing::warn!(?owner, error = %e, "the engine did not take a cache owner to forget");
-        }
+        // An engine that has stopped keeps nothing more.
+        let _ = self.inner.commands.send(Command::Forget(owner));
     }
 
     /// Unload the model: running generations end with an `Unloaded` error and the state

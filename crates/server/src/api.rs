@@ -292,12 +292,29 @@ pub(crate) async fn revoke_key(
     Path(id): Path<String>,
 ) -> Result<Response, ApiFailure> {
     local_only(peer)?;
-    if state.store.revoke_key(id.clone()).await? {
-        // Nothing can ask for its cached prompts again: they go now (the key's id names them,
+    // The keys it names (by id or by the secret's visible prefix), as `revoke_key` finds them.
+    let named: Vec<String> = state
+        .store
+        .list_keys()
+        .await?
+        .into_iter()
+        .filter(|k| !k.revoked && (k.id == id || k.prefix == id))
+        .map(|k| k.id)
+        .collect();
+    if state.store.revoke_key(id).await? {
+        // Nothing can ask for their cached prompts again: they go now (a key's id names them,
         // as `Caller::Key` does).
-        let owner = crate::security::Caller::Key(id).cache_owner();
+        let owners: Vec<_> = named
+            .into_iter()
+            .map(|id| crate::security::Caller::Key(id).cache_owner())
+            .collect();
         let host = state.host.clone();
-        let _ = tokio::task::spawn_blocking(move || host.forget_cache_owner(owner)).await;
+        let _ = tokio::task::spawn_blocking(move || {
+            for owner in owners {
+                host.forget_cache_owner(owner);
+            }
+        })
+        .await;
         Ok(StatusCode::NO_CONTENT.into_response())
     } else {
         Err(ApiFailure::not_found("key"))

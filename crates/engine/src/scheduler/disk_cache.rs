@@ -9,9 +9,11 @@
 //! own owner's files; files of the format before owners (`HKVSEQ01`) are deleted at open.
 #![allow(unsafe_code)]
 
+use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use llama_cpp_2::context::session::{LlamaStateSeqFlags, SeqState};
@@ -45,6 +47,8 @@ pub(super) struct DiskCache {
     entries: Vec<Entry>,
     writer: Option<SyncSender<Job>>,
     thread: Option<JoinHandle<()>>,
+    /// Owners forgotten: the writer skips their queued files, and deletes one it was writing.
+    forgotten: Arc<Mutex<HashSet<CacheOwner>>>,
 }
 
 /// The folder of one model's cache in one `layout` (the KV type and where the cache is: a
@@ -98,15 +102,20 @@ fn files(dir: &Path) -> Vec<(std::time::SystemTime, u64, PathBuf)> {
 /// engine reads them again.
 fn forget_flat_folders(root: &Path) {
     for e in std::fs::read_dir(root).into_iter().flatten().flatten() {
-        // Only a folder of entries this module wrote (their header reads).
-        if files(&e.path())
-            .iter()
-            .any(|(_, _, f)| read_tokens(f).is_some())
-        {
+        // Only a folder of entries this module wrote (of any version: their magic reads).
+        if files(&e.path()).iter().any(|(_, _, f)| written_here(f)) {
             tracing::info!(folder = %e.path().display(), "an old prompt cache folder: deleted");
             let _ = std::fs::remove_dir_all(e.path());
         }
     }
+}
+
+/// Whether `path` starts as the files of this module, of any version of its format, do.
+fn written_here(path: &Path) -> bool {
+    let mut magic = [0u8; 8];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok_and(|()| magic[..7] == MAGIC[..7])
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -266,13 +275,27 @@ impl DiskCache {
         tracing::info!(dir = %dir.display(), entries = entries.len(), "prompt cache on disk");
         let (writer, jobs) = sync_channel::<Job>(QUEUE);
         let folder = dir.clone();
+        let forgotten = Arc::new(Mutex::new(HashSet::new()));
+        let gone = forgotten.clone();
+        let is_gone = move |owner: &CacheOwner| {
+            gone.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains(owner)
+        };
         let thread = std::thread::Builder::new()
             .name("hearth-kv-disk".into())
             .spawn(move || {
                 for (path, owner, tokens, state) in jobs {
+                    if is_gone(&owner) {
+                        continue;
+                    }
                     let bytes = encode(owner, &tokens, &state);
                     if let Err(e) = write(&folder, &path, &bytes, cap) {
                         tracing::warn!(%e, file = %path.display(), "a prompt cache file was not written");
+                    }
+                    // Forgotten while it was being written.
+                    if is_gone(&owner) {
+                        let _ = std::fs::remove_file(&path);
                     }
                 }
             })?;
@@ -281,6 +304,7 @@ impl DiskCache {
             entries,
             writer: Some(writer),
             thread: Some(thread),
+            forgotten,
         })
     }
 
@@ -359,8 +383,12 @@ impl DiskCache {
         }
     }
 
-    /// Delete every file of `owner`.
+    /// Delete every file of `owner`, those still queued for the writer too.
     pub(super) fn forget(&mut self, owner: CacheOwner) {
+        self.forgotten
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(owner);
         for e in self.entries.iter().filter(|e| e.owner == owner) {
             let _ = std::fs::remove_file(&e.path);
         }
@@ -480,11 +508,11 @@ mod tests {
         let tokens: Vec<LlamaToken> = (0..10).map(LlamaToken::new).collect();
         let flat = root.path().join("tiny-model-0011223344556677");
         std::fs::create_dir(&flat).unwrap();
-        std::fs::write(
-            flat.join("x.kv"),
-            encode(CacheOwner::NODE, &tokens, &[1u8; 100]),
-        )
-        .unwrap();
+        // An entry as the versions of that layout wrote it (the format before owners).
+        let mut old = b"HKVSEQ01".to_vec();
+        old.extend_from_slice(&10u64.to_le_bytes());
+        old.extend(tokens.iter().flat_map(|t| t.0.to_le_bytes()));
+        std::fs::write(flat.join("x.kv"), old).unwrap();
         // A folder of the user's in the same root: not the cache's, kept.
         let theirs = root.path().join("notes");
         std::fs::create_dir(&theirs).unwrap();

@@ -113,6 +113,9 @@ struct Scheduler<'m> {
     cached: Vec<Vec<LlamaToken>>,
     /// Whose each idle cache is: only its owner's requests reuse it.
     cached_owner: Vec<CacheOwner>,
+    /// Owners forgotten ([`Command::Forget`]): nothing of theirs is kept again, from a request
+    /// still running or an idle sequence at the stop.
+    forgotten: std::collections::HashSet<CacheOwner>,
     /// When each sequence's idle cache was last used (`clock`'s value).
     cached_used: Vec<u64>,
     clock: u64,

@@ -192,7 +192,7 @@ impl Scheduler<'_> {
     /// Keep sequence `seq`'s KV state (it holds `owner`'s `tokens`) in the prompt cache, if it
     /// is worth it.
     fn save(&mut self, seq: usize, owner: CacheOwner, tokens: &[LlamaToken]) {
-        if tokens.len() < MIN_TOKENS {
+        if tokens.len() < MIN_TOKENS || self.forgotten.contains(&owner) {
             return;
         }
         let flags = LlamaStateSeqFlags::empty();
@@ -234,7 +234,10 @@ impl Scheduler<'_> {
         for seq in 0..self.slots.len() {
             let tokens = std::mem::take(&mut self.cached[seq]);
             let owner = self.cached_owner[seq];
-            if tokens.len() < MIN_TOKENS || disk.covers(owner, &tokens) {
+            if tokens.len() < MIN_TOKENS
+                || self.forgotten.contains(&owner)
+                || disk.covers(owner, &tokens)
+            {
                 continue;
             }
             match self
@@ -254,8 +257,10 @@ impl Scheduler<'_> {
         self.cache.longest(owner, tokens).max(disk)
     }
 
-    /// Drop every cache entry of `owner`: its idle sequences, in memory and on disk.
+    /// Drop every cache entry of `owner`: its idle sequences, in memory and on disk; and keep
+    /// none of theirs again.
     pub(super) fn forget(&mut self, owner: CacheOwner) {
+        self.forgotten.insert(owner);
         for seq in 0..self.slots.len() {
             if self.slots[seq].is_none() && self.cached_owner[seq] == owner {
                 self.cached[seq].clear();

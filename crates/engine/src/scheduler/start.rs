@@ -227,6 +227,7 @@ fn serve_with(
         prefill_cursor: 0,
         cached: vec![Vec::new(); slots],
         cached_owner: vec![crate::CacheOwner::NODE; slots],
+        forgotten: Default::default(),
         cached_used: vec![0; slots],
         clock: 0,
         cache: super::PromptCache::new(config.cache_ram),

@@ -139,6 +139,12 @@ async fn two_keys(t: &TestNode) -> (String, String, String, u16) {
 /// slow as A's first send (a prompt B never sent); A's resend is a hit, and fast. B's guess
 /// follows A's answer at once: the only slot still holds A's sequence then.
 fn guesses_are_cold_and_resends_warm(ns: &Netns, base: &str, a: &str, b: &str, seed: usize) {
+    // A first request of each key's own through this path: the first decode, a peer's first
+    // hop, are not in the times compared below.
+    for key in [a, b] {
+        let own = ask(ns, base, key, "chat", &text(seed + 90));
+        assert!(own.cached < 64, "{own:?}");
+    }
     for (i, door) in DOORS.iter().enumerate() {
         let secret = text(seed + i);
         let first = ask(ns, base, a, door, &secret);
@@ -163,7 +169,7 @@ fn guesses_are_cold_and_resends_warm(ns: &Netns, base: &str, a: &str, b: &str, s
             "{door}: a hit is not faster than a miss here: {first:?} {resend:?}"
         );
         assert!(
-            guess.secs > first.secs * 0.6,
+            guess.secs > first.secs * 0.6 && guess.secs > resend.secs * 2.0,
             "{door}: B's guess came back as fast as a hit: {first:?} {guess:?} {resend:?}"
         );
     }
