@@ -263,6 +263,14 @@ impl FinishReason {
     }
 }
 
+/// A piece of a model's answer as the answer's reader splits it (`hearth_engine::answer`):
+/// thinking, or the reply's text. What the agent doors' stream writers take.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece {
+    Reasoning(String),
+    Content(String),
+}
+
 /// Real token counts from the engine.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
