@@ -280,11 +280,13 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// The counts may be a peer's or a hub worker's, as they sent them: the total holds at
+    /// the most 32 bits hold rather than overflow.
     pub fn new(prompt_tokens: u32, completion_tokens: u32) -> Self {
         Self {
             prompt_tokens,
             completion_tokens,
-            total_tokens: prompt_tokens + completion_tokens,
+            total_tokens: prompt_tokens.saturating_add(completion_tokens),
         }
     }
 }

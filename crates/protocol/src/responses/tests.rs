@@ -165,6 +165,12 @@ fn events_carry_their_type_and_number() {
         json!({"cached_tokens": 4, "cache_write_tokens": 0})
     );
     assert_eq!(u["output_tokens_details"], json!({"reasoning_tokens": 0}));
+    // A peer's figures past 32 bits: the total saturates (it overflowed).
+    assert_eq!(Usage::new(u32::MAX, 0, 1, 0).total_tokens, u32::MAX);
+    assert_eq!(
+        crate::generation::Usage::new(u32::MAX, 1).total_tokens,
+        u32::MAX
+    );
 }
 
 fn start() -> (Writer, Vec<Value>) {
