@@ -4,6 +4,12 @@
 //! `tests/fuzz_corpus.rs` both call [`run`], so a crash the fuzzer found is replayed by
 //! `make test` on stable Rust once its input is in the corpus.
 
+mod agent;
+mod writers;
+
+pub use agent::{anthropic_count_tokens, anthropic_messages, responses_request, responses_store};
+pub use writers::{anthropic_events, responses_events};
+
 use crate::{audio, auth_ws, batch, cluster, gguf, media, ollama, openai, streaming, worker};
 
 /// Every target, by the name of its corpus folder (`fuzz/corpus/<name>`).
@@ -21,6 +27,12 @@ pub const TARGETS: &[&str] = &[
     "ollama_embed",
     "image_decode",
     "audio_decode",
+    "anthropic_messages",
+    "anthropic_count_tokens",
+    "anthropic_events",
+    "responses_request",
+    "responses_events",
+    "responses_store",
 ];
 
 /// Run `target` on `data`. Unknown names are a programming error (they panic).
@@ -39,6 +51,12 @@ pub fn run(target: &str, data: &[u8]) {
         "ollama_embed" => ollama_embed(data),
         "image_decode" => image_decode(data),
         "audio_decode" => audio_decode(data),
+        "anthropic_messages" => anthropic_messages(data),
+        "anthropic_count_tokens" => anthropic_count_tokens(data),
+        "anthropic_events" => anthropic_events(data),
+        "responses_request" => responses_request(data),
+        "responses_events" => responses_events(data),
+        "responses_store" => responses_store(data),
         other => panic!("no fuzz target {other}"),
     }
 }

@@ -263,6 +263,14 @@ impl FinishReason {
     }
 }
 
+/// A piece of a model's answer as the answer's reader splits it (`hearth_engine::answer`):
+/// thinking, or the reply's text. What the agent doors' stream writers take.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece {
+    Reasoning(String),
+    Content(String),
+}
+
 /// Real token counts from the engine.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
@@ -272,11 +280,13 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// The counts may be a peer's or a hub worker's, as they sent them: the total holds at
+    /// the most 32 bits hold rather than overflow.
     pub fn new(prompt_tokens: u32, completion_tokens: u32) -> Self {
         Self {
             prompt_tokens,
             completion_tokens,
-            total_tokens: prompt_tokens + completion_tokens,
+            total_tokens: prompt_tokens.saturating_add(completion_tokens),
         }
     }
 }

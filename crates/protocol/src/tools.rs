@@ -323,12 +323,21 @@ impl<'de> Deserialize<'de> for ToolCall {
 }
 
 /// OpenAI sends arguments as a JSON text; templates want the value. Text that is not JSON
-/// stays a string.
+/// stays a string; a JSON text of a JSON text (arguments encoded twice) is read through, and
+/// `null` is no arguments. So reading a call again (from a stored conversation, or one relayed
+/// to a peer, where it was written as its value) gives the same arguments.
 pub fn arguments_value(v: Value) -> Value {
-    match v {
-        Value::String(s) => serde_json::from_str(&s).unwrap_or(Value::String(s)),
-        Value::Null => Value::Object(Default::default()),
-        other => other,
+    let mut v = v;
+    loop {
+        match v {
+            Value::Null => return Value::Object(Default::default()),
+            // Each text read is shorter than the one it came from: this ends.
+            Value::String(s) => match serde_json::from_str(&s) {
+                Ok(inner) => v = inner,
+                Err(_) => return Value::String(s),
+            },
+            other => return other,
+        }
     }
 }
 
@@ -372,6 +381,35 @@ mod tests {
             serde_json::to_value(&a).unwrap(),
             json!({"id": "c1", "type": "function", "function": {"name": "f", "arguments": {"x": 1}}})
         );
+    }
+
+    #[test]
+    fn a_call_written_and_read_again_keeps_its_arguments() {
+        for sent in [
+            json!("{\"x\": 1}"),
+            json!("\"{\\\"x\\\": 1}\""),
+            json!("\"5\""),
+            json!("null"),
+            json!(null),
+            json!("not json"),
+            json!("\"not json\""),
+            json!([1, "2"]),
+        ] {
+            let call: ToolCall = serde_json::from_value(
+                json!({"id": "c", "function": {"name": "f", "arguments": sent.clone()}}),
+            )
+            .unwrap();
+            assert_eq!(
+                call.arguments,
+                arguments_value(call.arguments.clone()),
+                "{sent}"
+            );
+            let again: ToolCall =
+                serde_json::from_value(serde_json::to_value(&call).unwrap()).unwrap();
+            assert_eq!(again, call, "{sent}");
+        }
+        assert_eq!(arguments_value(json!("\"5\"")), json!(5));
+        assert_eq!(arguments_value(json!("\"not json\"")), json!("not json"));
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! Anthropic's Messages API (`POST /v1/messages`, `POST /v1/messages/count_tokens`): what
 //! Claude Code speaks. A request is validated by `hearth_protocol::anthropic`, placed by the
 //! route like every other door's, and its answer split by `hearth_engine::answer` (thinking,
-//! tool calls) into content blocks: whole, or streamed as Anthropic's events (`message_start`, per block
-//! `content_block_start`/`_delta`/`_stop`, `message_delta`, `message_stop`, `ping` while
-//! waiting). Errors keep Anthropic's shape (`{"type": "error", "error": {...}}`).
+//! tool calls) into content blocks by `hearth_protocol::anthropic`'s writer: whole, or streamed
+//! as Anthropic's events (`message_start`, per block `content_block_start`/`_delta`/`_stop`,
+//! `message_delta`, `message_stop`, `ping` while waiting). Errors keep Anthropic's shape
+//! (`{"type": "error", "error": {...}}`).
 
 use std::sync::{Arc, Mutex};
 
@@ -15,11 +16,10 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use hearth_engine::{Chat, Done, TokenEvent};
 use hearth_protocol::anthropic::{
-    Block, BlockDelta, ErrorBody, ErrorDetail, Message, MessageDelta, MessagesBody,
-    MessagesRequest, StreamEvent, TokenCount, Usage,
+    self as wire, Blocks, Ended, ErrorBody, ErrorDetail, Message, MessagesBody, MessagesRequest,
+    StreamEvent, TokenCount, Usage,
 };
 use hearth_protocol::openai::{parse_body, RequestError};
-use hearth_protocol::{FinishReason, ToolCall};
 
 use crate::door::submit_chat;
 use crate::door::{body_bytes, collect, fetch_image_urls, resolve};
@@ -27,7 +27,7 @@ use crate::error::ApiError;
 use crate::security::Caller;
 use crate::state::AppState;
 use crate::stream::{self as door_stream, End};
-use hearth_engine::answer::{self, Piece};
+use hearth_engine::answer;
 
 /// Whether `path` is this door's: its errors, wherever they arise (the guard, unknown paths,
 /// a wrong method), take Anthropic's shape.
@@ -161,21 +161,7 @@ pub(crate) async fn messages(
         let c = collect(&mut gen, &state.shutdown, false).await?;
         let (thinking, text, calls) = answer::split_whole(splitter, &c.text, c.done.reason)
             .map_err(|e| ApiError::from_call(&e))?;
-        let mut message = Message::new(id, model);
-        if let Some(t) = thinking {
-            message.content.push(Block::Thinking {
-                thinking: t,
-                signature: String::new(),
-            });
-        }
-        if !text.is_empty() || calls.is_empty() {
-            message.content.push(Block::Text { text });
-        }
-        message.content.extend(calls.iter().map(tool_use));
-        let (reason, sequence) = stop_reason(&c.done, &calls);
-        message.stop_reason = Some(reason);
-        message.stop_sequence = sequence;
-        message.usage = usage(&c.done);
+        let message = wire::whole(id, model, thinking, text, &calls, &ended(&c.done));
         return Ok(Json(message).into_response());
     }
     let mut first = Message::new(id, model);
@@ -209,21 +195,7 @@ pub(crate) async fn messages(
             Err(e) => return vec![error_event(&ApiError::from_call(&e))],
         };
         let mut out = Vec::new();
-        blocks.pieces(ending.pieces, &mut out);
-        if ending.calls.is_empty() {
-            // An empty answer still has its (empty) text block, as the whole answer has.
-            blocks.at_least_one(&mut out);
-        }
-        blocks.calls(&ending.calls, &mut out);
-        let (reason, sequence) = stop_reason(d, &ending.calls);
-        out.push(StreamEvent::MessageDelta {
-            delta: MessageDelta {
-                stop_reason: reason,
-                stop_sequence: sequence,
-            },
-            usage: usage(d),
-        });
-        out.push(StreamEvent::MessageStop);
+        blocks.end(ending.pieces, &ending.calls, &ended(d), &mut out);
         out
     };
     let on_end = |end: End<'_>| match end {
@@ -259,136 +231,15 @@ fn error_event(e: &ApiError) -> StreamEvent {
     }
 }
 
-/// A call as a `tool_use` block (ids as Anthropic writes them).
-fn tool_use(c: &ToolCall) -> Block {
-    Block::ToolUse {
-        id: c.id.replacen("call_", "toolu_", 1),
-        name: c.name.clone(),
-        input: c.arguments.clone(),
-    }
-}
-
-/// Why the answer ended, in Anthropic's words, and the stop sequence that ended it.
-fn stop_reason(d: &Done, calls: &[ToolCall]) -> (&'static str, Option<String>) {
-    if !calls.is_empty() {
-        return ("tool_use", None);
-    }
-    match d.reason {
-        FinishReason::Length => ("max_tokens", None),
-        FinishReason::Stop if d.stop_sequence.is_some() => {
-            ("stop_sequence", d.stop_sequence.clone())
-        }
-        FinishReason::Stop | FinishReason::Cancelled => ("end_turn", None),
-    }
-}
-
-fn usage(d: &Done) -> Usage {
-    Usage::new(
-        d.usage.prompt_tokens,
-        d.usage.completion_tokens,
-        d.timing.cached_tokens,
-    )
-}
-
-/// Which block is streaming: a block opens when the kind of text changes, and closes
-/// before the next one or the calls.
-#[derive(Debug, Default)]
-struct Blocks {
-    /// The index of the open block, or of the next one.
-    index: usize,
-    open: Option<Kind>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Text,
-    Thinking,
-}
-
-impl Blocks {
-    fn pieces(&mut self, pieces: Vec<Piece>, out: &mut Vec<StreamEvent>) {
-        for p in pieces {
-            let (kind, delta) = match p {
-                Piece::Content(text) => (Kind::Text, BlockDelta::TextDelta { text }),
-                Piece::Reasoning(thinking) => {
-                    (Kind::Thinking, BlockDelta::ThinkingDelta { thinking })
-                }
-            };
-            if self.open != Some(kind) {
-                self.close(out);
-                let content_block = match kind {
-                    Kind::Text => Block::Text {
-                        text: String::new(),
-                    },
-                    Kind::Thinking => Block::Thinking {
-                        thinking: String::new(),
-                        signature: String::new(),
-                    },
-                };
-                out.push(StreamEvent::ContentBlockStart {
-                    index: self.index,
-                    content_block,
-                });
-                self.open = Some(kind);
-            }
-            out.push(StreamEvent::ContentBlockDelta {
-                index: self.index,
-                delta,
-            });
-        }
-    }
-
-    fn at_least_one(&mut self, out: &mut Vec<StreamEvent>) {
-        if self.index == 0 && self.open.is_none() {
-            out.push(StreamEvent::ContentBlockStart {
-                index: 0,
-                content_block: Block::Text {
-                    text: String::new(),
-                },
-            });
-            self.open = Some(Kind::Text);
-        }
-    }
-
-    fn close(&mut self, out: &mut Vec<StreamEvent>) {
-        if let Some(kind) = self.open.take() {
-            if kind == Kind::Thinking {
-                out.push(StreamEvent::ContentBlockDelta {
-                    index: self.index,
-                    delta: BlockDelta::SignatureDelta {
-                        signature: String::new(),
-                    },
-                });
-            }
-            out.push(StreamEvent::ContentBlockStop { index: self.index });
-            self.index += 1;
-        }
-    }
-
-    /// Close what is open, then each call as a `tool_use` block whose input comes in one
-    /// `input_json_delta`.
-    fn calls(&mut self, calls: &[ToolCall], out: &mut Vec<StreamEvent>) {
-        self.close(out);
-        for c in calls {
-            let Block::ToolUse { id, name, input } = tool_use(c) else {
-                continue;
-            };
-            out.push(StreamEvent::ContentBlockStart {
-                index: self.index,
-                content_block: Block::ToolUse {
-                    id,
-                    name,
-                    input: serde_json::json!({}),
-                },
-            });
-            out.push(StreamEvent::ContentBlockDelta {
-                index: self.index,
-                delta: BlockDelta::InputJsonDelta {
-                    partial_json: input.to_string(),
-                },
-            });
-            out.push(StreamEvent::ContentBlockStop { index: self.index });
-            self.index += 1;
-        }
+/// How generation ended, as the Messages door reports it.
+fn ended(d: &Done) -> Ended {
+    Ended {
+        reason: d.reason,
+        stop_sequence: d.stop_sequence.clone(),
+        usage: Usage::new(
+            d.usage.prompt_tokens,
+            d.usage.completion_tokens,
+            d.timing.cached_tokens,
+        ),
     }
 }

@@ -22,12 +22,8 @@ pub(super) struct Thinking {
     trim: bool,
 }
 
-/// What a piece of output is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Piece {
-    Reasoning(String),
-    Content(String),
-}
+/// What a piece of output is (a protocol type: the doors' stream writers take it).
+pub use hearth_protocol::generation::Piece;
 
 impl Thinking {
     /// `opened`: the prompt opened the block already, so the text starts inside it.

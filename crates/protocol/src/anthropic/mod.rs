@@ -1,16 +1,18 @@
 //! Anthropic's Messages API as Hearth serves it (`POST /v1/messages`, `/v1/messages/count_tokens`,
 //! what Claude Code speaks): the request body and its validation into a [`MessagesRequest`]
 //! (content blocks flattened into the one chat vocabulary: `tool_use` blocks become calls,
-//! `tool_result` blocks `tool` turns), the answer and its stream events (`response`), and the
-//! error body. Fields that only steer Anthropic's service are accepted and ignored
+//! `tool_result` blocks `tool` turns), the answer and its stream events (`response`), how the
+//! answer's parts become that message or those events (`answer`), and the error body. Fields that only steer Anthropic's service are accepted and ignored
 //! (`metadata`, `cache_control`, `service_tier`, `context_management`, `output_config`, the
 //! thinking budget); tools Anthropic runs on its own servers (web search, web fetch, code
 //! execution) are left out, since nothing here can run them; `image` blocks in a turn's
 //! content and in a tool result (Claude Code's Read of a picture) are read (base64, or a data
 //! URI); documents and Anthropic-defined client tools (bash, text editor, computer) are refused.
 
+mod answer;
 mod response;
 
+pub use answer::{stop_reason, tool_use, whole, Blocks, Ended};
 pub use response::{
     Block, BlockDelta, ErrorBody, ErrorDetail, Message, MessageDelta, StreamEvent, TokenCount,
     Usage,

@@ -235,3 +235,112 @@ fn events_and_errors_serialize_as_anthropic_sends_them() {
     let u = Usage::new(10, 3, 4);
     assert_eq!((u.input_tokens, u.cache_read_input_tokens), (6, 4));
 }
+
+fn event_types(events: &[StreamEvent]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| {
+            let v = serde_json::to_value(e).unwrap();
+            let delta = v["delta"]["type"].as_str().map(|d| format!(":{d}"));
+            format!(
+                "{}{}",
+                v["type"].as_str().unwrap(),
+                delta.unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_streamed_answer_opens_and_closes_each_block_then_its_calls() {
+    use crate::generation::{FinishReason, Piece};
+    let mut blocks = Blocks::default();
+    let mut out = vec![];
+    blocks.pieces(
+        vec![
+            Piece::Reasoning("Use f.".into()),
+            Piece::Content("Calling".into()),
+        ],
+        &mut out,
+    );
+    blocks.pieces(vec![Piece::Content(" f.".into())], &mut out);
+    let call = ToolCall {
+        id: "call_7_0".into(),
+        name: "f".into(),
+        arguments: serde_json::json!({"a": 1}),
+    };
+    let ended = Ended {
+        reason: FinishReason::Stop,
+        stop_sequence: Some("never shown: a call ended it".into()),
+        usage: Usage::new(10, 3, 4),
+    };
+    blocks.end(vec![], std::slice::from_ref(&call), &ended, &mut out);
+    assert_eq!(
+        event_types(&out),
+        [
+            "content_block_start",
+            "content_block_delta:thinking_delta",
+            "content_block_delta:signature_delta",
+            "content_block_stop",
+            "content_block_start",
+            "content_block_delta:text_delta",
+            "content_block_delta:text_delta",
+            "content_block_stop",
+            "content_block_start",
+            "content_block_delta:input_json_delta",
+            "content_block_stop",
+            "message_delta",
+            "message_stop",
+        ]
+    );
+    let delta = serde_json::to_value(&out[11]).unwrap();
+    assert_eq!(delta["delta"]["stop_reason"], "tool_use");
+    assert_eq!(delta["delta"]["stop_sequence"], Value::Null);
+    assert_eq!(delta["usage"]["input_tokens"], 6);
+    assert_eq!(delta["usage"]["cache_read_input_tokens"], 4);
+    let start = serde_json::to_value(&out[8]).unwrap();
+    assert_eq!(start["index"], 2);
+    assert_eq!(start["content_block"]["id"], "toolu_7_0");
+    // The whole answer of the same parts.
+    let m = whole(
+        "msg_1".into(),
+        "m".into(),
+        Some("Use f.".into()),
+        "Calling f.".into(),
+        &[call],
+        &ended,
+    );
+    assert_eq!(m.content.len(), 3);
+    assert_eq!(m.stop_reason, Some("tool_use"));
+}
+
+#[test]
+fn an_empty_answer_has_one_empty_text_block_streamed_as_whole() {
+    use crate::generation::FinishReason;
+    let ended = Ended {
+        reason: FinishReason::Stop,
+        stop_sequence: Some("</title>".into()),
+        usage: Usage::default(),
+    };
+    let mut out = vec![];
+    Blocks::default().end(vec![], &[], &ended, &mut out);
+    assert_eq!(
+        event_types(&out),
+        [
+            "content_block_start",
+            "content_block_stop",
+            "message_delta",
+            "message_stop"
+        ]
+    );
+    let delta = serde_json::to_value(&out[2]).unwrap();
+    assert_eq!(delta["delta"]["stop_reason"], "stop_sequence");
+    assert_eq!(delta["delta"]["stop_sequence"], "</title>");
+    let m = whole("msg_1".into(), "m".into(), None, String::new(), &[], &ended);
+    assert_eq!(
+        m.content,
+        [Block::Text {
+            text: String::new()
+        }]
+    );
+}

@@ -1,14 +1,18 @@
 //! OpenAI's Responses API as Hearth serves it (`POST /v1/responses`, what Codex speaks): the
 //! request body and its validation into a [`ResponsesRequest`] (input items flattened into the
 //! one chat vocabulary: `function_call` items become an assistant turn's calls,
-//! `function_call_output` items `tool` turns), and the response object, its output items and
-//! stream events (`response`). Fields Hearth has no use for (`include`, `prompt_cache_key`,
-//! `truncation`, `service_tier`, `client_metadata`) are accepted and ignored; `user` and
-//! `metadata` are only repeated in the answer. Tools OpenAI runs itself (web search, file
-//! search, code interpreter) are left out, since nothing here can run them.
+//! `function_call_output` items `tool` turns), the response object, its output items and
+//! stream events (`response`), how an answer's parts become those (`answer`), and what a
+//! stored response keeps to be continued (`stored`). Fields Hearth has no use for (`include`,
+//! `prompt_cache_key`, `truncation`, `service_tier`, `client_metadata`) are accepted and
+//! ignored; `user` and `metadata` are only repeated in the answer. Tools OpenAI runs itself
+//! (web search, file search, code interpreter) are left out, since nothing here can run them.
 
+mod answer;
 mod response;
+pub mod stored;
 
+pub use answer::{cut_short, function_call, item_status, texts, whole_items, Ended, Writer};
 pub use response::{
     Content, Incomplete, InputDetails, OutputDetails, OutputItem, Response, StreamEvent, Summary,
     Usage,

@@ -155,6 +155,8 @@ pub struct OutputDetails {
 }
 
 impl Usage {
+    /// The figures may be a peer's or a hub worker's, as they sent them: the total holds at
+    /// the most 32 bits hold rather than overflow.
     pub fn new(input: u32, cached: u32, output: u32, reasoning: u32) -> Self {
         Self {
             input_tokens: input,
@@ -166,7 +168,7 @@ impl Usage {
             output_tokens_details: OutputDetails {
                 reasoning_tokens: reasoning.min(output),
             },
-            total_tokens: input + output,
+            total_tokens: input.saturating_add(output),
         }
     }
 }

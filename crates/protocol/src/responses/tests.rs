@@ -165,4 +165,146 @@ fn events_carry_their_type_and_number() {
         json!({"cached_tokens": 4, "cache_write_tokens": 0})
     );
     assert_eq!(u["output_tokens_details"], json!({"reasoning_tokens": 0}));
+    // A peer's figures past 32 bits: the total saturates (it overflowed).
+    assert_eq!(Usage::new(u32::MAX, 0, 1, 0).total_tokens, u32::MAX);
+    assert_eq!(
+        crate::generation::Usage::new(u32::MAX, 1).total_tokens,
+        u32::MAX
+    );
+}
+
+fn start() -> (Writer, Vec<Value>) {
+    let echo = read(r#"{"input":"x"}"#).unwrap().echo;
+    Writer::start(Response::start(
+        "resp_1".into(),
+        0,
+        "m".into(),
+        None,
+        None,
+        true,
+        &echo,
+    ))
+}
+
+#[test]
+fn a_streamed_response_numbers_its_events_and_ends_with_its_items() {
+    use crate::generation::{FinishReason, Piece};
+    let (mut w, mut events) = start();
+    w.pieces(vec![Piece::Reasoning("Hm.".into())], &mut events);
+    w.pieces(vec![Piece::Content("Hi".into())], &mut events);
+    let call = ToolCall {
+        id: "call_1_0".into(),
+        name: "f".into(),
+        arguments: json!({"a": 1}),
+    };
+    let calls = [call];
+    let items = w.end(vec![], &calls, FinishReason::Stop, &mut events);
+    let ended = Ended {
+        reason: FinishReason::Stop,
+        prompt_tokens: 10,
+        cached_tokens: 4,
+        completion_tokens: 5,
+    };
+    let answer = w.base().clone().finished(items, &ended, &calls, 2);
+    events.push(w.last(answer));
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        types,
+        [
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added",
+            "response.reasoning_summary_part.added",
+            "response.reasoning_summary_text.delta",
+            "response.reasoning_summary_text.done",
+            "response.reasoning_summary_part.done",
+            "response.output_item.done",
+            "response.output_item.added",
+            "response.content_part.added",
+            "response.output_text.delta",
+            "response.output_text.done",
+            "response.content_part.done",
+            "response.output_item.done",
+            "response.output_item.added",
+            "response.function_call_arguments.delta",
+            "response.function_call_arguments.done",
+            "response.output_item.done",
+            "response.completed",
+        ]
+    );
+    for (i, e) in events.iter().enumerate() {
+        assert_eq!(e["sequence_number"], i);
+    }
+    let done = &events[18]["response"];
+    assert_eq!(done["status"], "completed");
+    let ids: Vec<&str> = done["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["rs_resp_1_0", "msg_resp_1_1", "fc_resp_1_0"]);
+    assert_eq!(
+        done["usage"]["output_tokens_details"]["reasoning_tokens"],
+        2
+    );
+    // The whole answer of the same parts has the same items.
+    let whole = whole_items(
+        "resp_1",
+        Some("Hm.".into()),
+        "Hi".into(),
+        &calls,
+        FinishReason::Stop,
+    );
+    assert_eq!(done["output"], serde_json::to_value(&whole).unwrap());
+}
+
+#[test]
+fn a_cut_short_answer_is_incomplete_and_an_empty_one_has_its_message() {
+    use crate::generation::FinishReason;
+    let (mut w, mut events) = start();
+    let items = w.end(vec![], &[], FinishReason::Length, &mut events);
+    assert_eq!(
+        items,
+        whole_items("resp_1", None, String::new(), &[], FinishReason::Length)
+    );
+    let ended = Ended {
+        reason: FinishReason::Length,
+        prompt_tokens: 1,
+        cached_tokens: 9,
+        completion_tokens: 2,
+    };
+    let answer = w.base().clone().finished(items, &ended, &[], 7);
+    assert_eq!(answer.status, "incomplete");
+    let usage = answer.usage.unwrap();
+    assert_eq!(usage.input_tokens_details.cached_tokens, 1);
+    assert_eq!(usage.output_tokens_details.reasoning_tokens, 2);
+    assert_eq!(w.last(answer)["type"], "response.incomplete");
+}
+
+#[test]
+fn a_stored_conversation_is_continued_with_the_new_input_after_the_instructions() {
+    let first = stored::continued(
+        vec![],
+        vec![
+            ChatMessage::new("system", "Be brief."),
+            ChatMessage::new("user", "Hi"),
+        ],
+        Some("You are Codex."),
+    );
+    assert_eq!(first.conversation.len(), 2);
+    assert_eq!(first.messages[0].content, "You are Codex.\n\nBe brief.");
+    let call = ToolCall {
+        id: "call_1".into(),
+        name: "f".into(),
+        arguments: json!({}),
+    };
+    let row = stored::history_row(first.conversation, "Hello".into(), &[call]);
+    let history = stored::read_history(&row).unwrap();
+    assert_eq!(history.len(), 3);
+    assert_eq!(history[2].tool_calls[0].name, "f");
+    let next = stored::continued(history, vec![ChatMessage::new("user", "More")], None);
+    let roles: Vec<&str> = next.messages.iter().map(|m| m.role.as_str()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "user"]);
+    assert!(stored::read_history("{\"not\": \"a list\"}").is_err());
 }

@@ -2,7 +2,8 @@
 //! Codex speaks. A request is validated by `hearth_protocol::responses`, continued from a
 //! stored answer when it names `previous_response_id`, placed by the route like every other
 //! door's, and its answer split by `hearth_engine::answer` into output items (`reasoning`,
-//! `message`, `function_call`): whole, or streamed as numbered events (`events`). Answers are stored in
+//! `message`, `function_call`) by `hearth_protocol::responses`' writer: whole, or streamed as
+//! numbered events (`events`). Answers are stored in
 //! `hearth.db` unless `store: false`, each under the API key that made it (a key reads,
 //! continues and deletes only its own; loopback requests share the owner "").
 
@@ -20,9 +21,9 @@ use futures_util::StreamExt as _;
 use hearth_engine::{Chat, Done};
 use hearth_protocol::openai::parse_body;
 use hearth_protocol::responses::{
-    Content, Incomplete, OutputItem, Response as Answer, ResponsesBody, Summary, Usage,
+    self as wire, stored, Ended, OutputItem, Response as Answer, ResponsesBody,
 };
-use hearth_protocol::{ChatMessage, FinishReason, ToolCall};
+use hearth_protocol::{ChatMessage, ToolCall};
 use hearth_store::responses::StoredResponse;
 
 use crate::door::submit_chat;
@@ -76,7 +77,7 @@ async fn history(state: &AppState, owner: &str, id: &str) -> Result<Vec<ChatMess
         .await
         .map_err(store_error)?
         .ok_or_else(|| not_found(id, Some("previous_response_id")))?;
-    serde_json::from_str(&stored.history).map_err(|e| {
+    stored::read_history(&stored.history).map_err(|e| {
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "server_error",
@@ -114,19 +115,13 @@ pub(crate) async fn create(
             param: Some("text.format".into()),
         })
     })?;
-    let mut conversation = match &req.previous_response_id {
+    let previous = match &req.previous_response_id {
         Some(prev) => history(&state, &owner, prev).await?,
         None => vec![],
     };
-    conversation.extend(req.input);
-    let mut messages = Vec::with_capacity(conversation.len() + 1);
-    if let Some(i) = &req.instructions {
-        messages.push(ChatMessage::new("system", i.clone()));
-    }
-    messages.extend(conversation.iter().cloned());
-    hearth_protocol::generation::merge_leading_system(&mut messages);
+    let continued = stored::continued(previous, req.input, req.instructions.as_deref());
     let chat = Chat {
-        messages,
+        messages: continued.messages,
         tools: req.tools,
         think: req.think,
     };
@@ -151,36 +146,14 @@ pub(crate) async fn create(
     let save = Saver {
         owner,
         store: req.store,
-        conversation,
+        conversation: continued.conversation,
         reasoning_tokens: target.local.clone(),
     };
     if !req.stream {
         let c = collect(&mut gen, &state.shutdown, false).await?;
         let (thinking, text, calls) = answer::split_whole(splitter, &c.text, c.done.reason)
             .map_err(|e| ApiError::from_call(&e))?;
-        // Ids as the streamed answer has them: the kind, the response, the output index.
-        let mut items = Vec::new();
-        let id = base.id.clone();
-        if let Some(t) = thinking.clone() {
-            items.push(OutputItem::Reasoning {
-                id: format!("rs_{id}_{}", items.len()),
-                summary: vec![Summary::SummaryText { text: t }],
-            });
-        }
-        if !text.is_empty() || calls.is_empty() {
-            items.push(OutputItem::Message {
-                id: format!("msg_{id}_{}", items.len()),
-                status: item_status(&c.done, &calls).into(),
-                role: "assistant".into(),
-                content: vec![Content::text(text.clone())],
-            });
-        }
-        items.extend(
-            calls
-                .iter()
-                .enumerate()
-                .map(|(i, c)| function_call(&id, i, c, "completed")),
-        );
+        let items = wire::whole_items(&base.id, thinking, text, &calls, c.done.reason);
         let (answer, record) = save.finish(base, &c.done, items, &calls);
         if let Some(r) = record {
             state.store.put_response(r).await.map_err(store_error)?;
@@ -208,28 +181,13 @@ pub(crate) async fn create(
     Ok(crate::stream::sse(events, state.limits.sse_keep_alive))
 }
 
-/// Whether the answer ended at `max_output_tokens` (or the context) rather than by itself.
-fn cut_short(done: &Done, calls: &[ToolCall]) -> bool {
-    done.reason == FinishReason::Length && calls.is_empty()
-}
-
-/// A message item's status: `incomplete` when the answer was cut short.
-fn item_status(done: &Done, calls: &[ToolCall]) -> &'static str {
-    if cut_short(done, calls) {
-        "incomplete"
-    } else {
-        "completed"
-    }
-}
-
-/// A call as a `function_call` item (`fc_` ids; the call's own id is its `call_id`).
-fn function_call(id: &str, i: usize, c: &ToolCall, status: &str) -> OutputItem {
-    OutputItem::FunctionCall {
-        id: format!("fc_{id}_{i}"),
-        call_id: c.id.clone(),
-        name: c.name.clone(),
-        arguments: c.arguments.to_string(),
-        status: status.into(),
+/// How generation ended, in the figures a response reports.
+fn ended(d: &Done) -> Ended {
+    Ended {
+        reason: d.reason,
+        prompt_tokens: d.usage.prompt_tokens,
+        cached_tokens: d.timing.cached_tokens,
+        completion_tokens: d.usage.completion_tokens,
     }
 }
 
@@ -248,58 +206,25 @@ impl Saver {
     /// ends with the answer's text and calls; its thinking is left out, as templates drop it).
     fn finish(
         self,
-        mut answer: Answer,
+        answer: Answer,
         done: &Done,
         items: Vec<OutputItem>,
         calls: &[ToolCall],
     ) -> (Answer, Option<StoredResponse>) {
-        let (mut text, mut thinking) = (String::new(), None::<String>);
-        for item in &items {
-            match item {
-                OutputItem::Message { content, .. } => {
-                    for Content::OutputText { text: t, .. } in content {
-                        text.push_str(t);
-                    }
-                }
-                OutputItem::Reasoning { summary, .. } => {
-                    for Summary::SummaryText { text: t } in summary {
-                        thinking.get_or_insert_with(String::new).push_str(t);
-                    }
-                }
-                OutputItem::FunctionCall { .. } => {}
-            }
-        }
+        let (text, thinking) = wire::texts(&items);
         let reasoning = match (thinking, &self.reasoning_tokens) {
             (Some(t), Some(info)) => u32::try_from(info.count_tokens(&t)).unwrap_or(0),
             _ => 0,
         };
-        answer.output = items;
-        answer.usage = Some(Usage::new(
-            done.usage.prompt_tokens,
-            done.timing.cached_tokens,
-            done.usage.completion_tokens,
-            reasoning,
-        ));
-        if cut_short(done, calls) {
-            answer.status = "incomplete".into();
-            answer.incomplete_details = Some(Incomplete {
-                reason: "max_output_tokens".into(),
-            });
-        } else {
-            answer.status = "completed".into();
-        }
+        let answer = answer.finished(items, &ended(done), calls, reasoning);
         if !self.store {
             return (answer, None);
         }
-        let mut conversation = self.conversation;
-        let mut reply = ChatMessage::new("assistant", text);
-        reply.tool_calls = calls.to_vec();
-        conversation.push(reply);
         let record = StoredResponse {
             id: answer.id.clone(),
             owner: self.owner,
             body: serde_json::to_string(&answer).unwrap_or_default(),
-            history: serde_json::to_string(&conversation).unwrap_or_default(),
+            history: stored::history_row(self.conversation, text, calls),
         };
         (answer, Some(record))
     }
