@@ -21,10 +21,10 @@ use hearth_protocol::anthropic::{
 };
 use hearth_protocol::openai::{parse_body, RequestError};
 
+use crate::caller::Caller;
 use crate::door::submit_chat;
 use crate::door::{body_bytes, collect, fetch_image_urls, resolve};
 use crate::error::ApiError;
-use crate::security::Caller;
 use crate::state::AppState;
 use crate::stream::{self as door_stream, End};
 use hearth_engine::answer;

@@ -306,7 +306,7 @@ pub(crate) async fn revoke_key(
         // as `Caller::Key` does).
         let owners: Vec<_> = named
             .into_iter()
-            .map(|id| crate::security::Caller::Key(id).cache_owner())
+            .map(|id| crate::caller::Caller::Key(id).cache_owner())
             .collect();
         let host = state.host.clone();
         let _ = tokio::task::spawn_blocking(move || {

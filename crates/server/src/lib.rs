@@ -17,7 +17,8 @@
 //!   (`events`), `/api/status` (`status`);
 //! - `/metrics` (`metrics`); and the web UI's files for every other `GET` (`ui`).
 //!
-//! In front of them all: the guard ([`security`]); under them, the accept loop ([`listen`]).
+//! In front of them all: the guard ([`security`]), which names each request's caller (`caller`);
+//! under them, the accept loop ([`listen`]).
 //! Beside them, `door`: the toolkit every door shares (body, model, submitting with the
 //! reader of the answer from `hearth_engine::answer`, collecting), so no door imports another.
 //!
@@ -30,6 +31,7 @@ pub(crate) mod anthropic;
 pub(crate) mod api;
 pub mod auth;
 pub(crate) mod batch;
+pub(crate) mod caller;
 pub(crate) mod chat;
 pub(crate) mod cluster_api;
 pub(crate) mod door;

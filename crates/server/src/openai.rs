@@ -21,8 +21,8 @@ use super::stream::End;
 use hearth_protocol::openai::{self as oa, parse_body, CompletionBody, ErrorBody, RequestError};
 use hearth_route::Generation;
 
+use super::caller::Caller;
 use super::error::ApiError;
-use super::security::Caller;
 use crate::state::AppState;
 
 mod chat;

@@ -31,7 +31,7 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use super::api::{json_body, ApiFailure};
-use crate::security::Caller;
+use crate::caller::Caller;
 use crate::state::chats::RunningChat;
 use crate::state::AppState;
 use hearth_store::{Message, MessageStatus, NewMessage, Stats};

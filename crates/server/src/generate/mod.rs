@@ -43,7 +43,7 @@ const CLOSE_TOO_BIG: u16 = 1009;
 
 pub(crate) async fn upgrade(
     State(state): State<Arc<AppState>>,
-    caller: crate::security::Caller,
+    caller: crate::caller::Caller,
     ws: WebSocketUpgrade,
 ) -> Response {
     let owner = caller.cache_owner();

@@ -24,9 +24,9 @@ use hearth_protocol::ollama::{
 use hearth_protocol::{SamplingParams, ToolCall};
 
 use super::{error, failure_error, model_name, now_rfc3339, resolve_error, submit_error, Reply};
+use crate::caller::Caller;
 use crate::door::submit_chat;
 use crate::door::MODEL_WAIT;
-use crate::security::Caller;
 use crate::state::AppState;
 use crate::stream::{self, End};
 use hearth_engine::answer::{self, CallError, Piece, Splitter};

@@ -14,9 +14,9 @@ use hearth_protocol::openai::{self as oa, parse_body, ChatCompletionBody, Reques
 use hearth_protocol::{FinishReason, ToolCall};
 
 use super::{chat_logprobs, chat_token_logprob, json, json_error, sse_response, timings};
+use crate::caller::Caller;
 use crate::door::{body_bytes, collect, fetch_image_urls, now_secs, resolve, submit_chat};
 use crate::error::ApiError;
-use crate::security::Caller;
 use crate::state::AppState;
 use hearth_engine::answer::{self, Piece};
 

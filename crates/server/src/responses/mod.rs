@@ -26,10 +26,10 @@ use hearth_protocol::responses::{
 use hearth_protocol::{ChatMessage, ToolCall};
 use hearth_store::responses::StoredResponse;
 
+use crate::caller::Caller;
 use crate::door::submit_chat;
 use crate::door::{body_bytes, collect, fetch_image_urls, now_secs, resolve};
 use crate::error::ApiError;
-use crate::security::Caller;
 use crate::security::VerifiedKey;
 use crate::state::AppState;
 use hearth_engine::answer;
