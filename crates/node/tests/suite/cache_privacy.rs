@@ -135,6 +135,16 @@ async fn two_keys(t: &TestNode) -> (String, String, String, u16) {
     (a.id, a_secret, b_secret, port)
 }
 
+/// Revoke key `id` from this machine, as the UI does.
+async fn revoke(t: &TestNode, id: &str) {
+    let r = common::client()
+        .delete(t.url(&format!("/api/keys/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+}
+
 /// For each door: A sends its prompt; B sends the same text as a guess and finds it cold, as
 /// slow as A's first send (a prompt B never sent); A's resend is a hit, and fast. B's guess
 /// follows A's answer at once: the only slot still holds A's sequence then.
@@ -195,12 +205,7 @@ async fn another_keys_guess_of_a_prompt_is_cold_on_every_door_and_the_senders_re
     let entries = || async { t.status().await["pool"]["cache_entries"].as_u64().unwrap() };
     let before = entries().await;
     assert!(before >= 2, "A's and B's sequences are kept");
-    let r = common::client()
-        .delete(t.url(&format!("/api/keys/{a_id}")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 204);
+    revoke(&t, &a_id).await;
     common::wait_for(async || entries().await < before, "A's entries dropped").await;
     t.stop().await;
 }
@@ -246,12 +251,7 @@ async fn after_a_restart_with_the_cache_on_disk_a_guess_is_still_cold() {
     let resend = ask(&ns, &base, &a, "chat", &secret);
     assert_eq!(resend.cached, resend.prompt - 1, "A's file: {resend:?}");
     // Revoked, A's file goes too.
-    let r = common::client()
-        .delete(t.url(&format!("/api/keys/{a_id}")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 204);
+    revoke(&t, &a_id).await;
     common::wait_for(async || !files[0].exists(), "A's file deleted").await;
     t.stop().await;
 }
