@@ -3,7 +3,8 @@
 //! migrations by `PRAGMA user_version`), and `/generate` feedback ([`feedback`]); the UI's conversations and messages
 //! ([`conversations`]), API keys ([`keys`]), the images and audio clips of chat messages
 //! ([`message_images`], [`message_audio`]), the signed-challenge door's clients ([`clients`]),
-//! the cluster's known peers ([`peers`]), model files' digests ([`digests`]) and the Responses
+//! the cluster's known peers ([`peers`]), the chat's MCP servers and the consent given to their
+//! tools ([`mcp_servers`]), model files' digests ([`digests`]) and the Responses
 //! door's stored answers ([`responses`]) each have a file. One connection behind a mutex;
 //! every call runs on tokio's blocking pool. A clean stop empties the log into `hearth.db`
 //! ([`Store::checkpoint`]).
@@ -20,6 +21,7 @@ pub mod digests;
 mod error;
 pub mod feedback;
 pub mod keys;
+pub mod mcp_servers;
 pub mod message_audio;
 pub mod message_images;
 mod open;
@@ -34,5 +36,6 @@ pub use db::Store;
 pub use error::StoreError;
 pub use feedback::FeedbackRow;
 pub use keys::{key_hash, ApiKey, KeyScope};
+pub use mcp_servers::McpServerRow;
 pub use message_audio::{AudioInfo, NewAudio, StoredAudio};
 pub use message_images::{ImageInfo, NewImage, StoredImage};

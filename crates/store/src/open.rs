@@ -7,7 +7,8 @@ use std::path::Path;
 use rusqlite::Connection;
 
 use super::{
-    clients, digests, feedback, keys, message_audio, message_images, peers, responses, wal,
+    clients, digests, feedback, keys, mcp_servers, message_audio, message_images, peers, responses,
+    wal,
 };
 use crate::db::Store;
 use crate::error::StoreError;
@@ -129,6 +130,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     responses::MIGRATION,
     message_images::MIGRATION,
     message_audio::MIGRATION,
+    mcp_servers::MIGRATION,
 ];
 
 /// Make `path` (and the WAL files next to it, when they exist) readable by this user only.
