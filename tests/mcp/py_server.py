@@ -20,6 +20,11 @@ from mcp.server.mcpserver.utilities.types import Image
 
 mcp = MCPServer("hearth-test")
 
+# The SDK (2.x) points fd 1 at stderr while it serves stdio, so that a stray print cannot break
+# the protocol; a copy of the real stdout taken first lets `garbage` break it anyway, as a
+# server on an SDK without that guard (or a native library writing to its stdout) does.
+WIRE = os.dup(1)
+
 
 def log(line: str) -> None:
     # stderr: the client keeps these lines in the server's log.
@@ -53,8 +58,8 @@ async def hang(seconds: float = 3600) -> str:
 
 @mcp.tool()
 def garbage() -> str:
-    """Writes a line that is not JSON-RPC to stdout (what a stray print does), then answers."""
-    os.write(1, b"this line is not JSON-RPC\n")
+    """Writes a line that is not JSON-RPC to the real stdout (what a stray print does), then answers."""
+    os.write(WIRE, b"this line is not JSON-RPC\n")
     return "wrote garbage"
 
 

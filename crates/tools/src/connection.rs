@@ -72,8 +72,8 @@ pub(crate) async fn connect(
                 env,
                 cwd: cwd.as_ref(),
             };
-            let (group, transport) =
-                stdio::spawn(cmd, log.clone()).map_err(|e| format!("cannot run {command:?}: {e}"))?;
+            let (group, transport) = stdio::spawn(cmd, log.clone())
+                .map_err(|e| format!("cannot run {command:?}: {e}"))?;
             log.push(&format!("[hearth] started {command} {}", args.join(" ")));
             match tokio::time::timeout(timeout, client_config().serve(transport)).await {
                 Ok(Ok(service)) => (service, Some(group)),
@@ -90,7 +90,12 @@ pub(crate) async fn connect(
             match tokio::time::timeout(timeout, client_config().serve(transport)).await {
                 Ok(Ok(service)) => (service, None),
                 Ok(Err(e)) => return Err(format!("{url}: {e}")),
-                Err(_) => return Err(format!("{url}: no answer to initialize in {} s", timeout.as_secs())),
+                Err(_) => {
+                    return Err(format!(
+                        "{url}: no answer to initialize in {} s",
+                        timeout.as_secs()
+                    ))
+                }
             }
         }
     };

@@ -74,7 +74,8 @@ pub fn import_mcp_servers_json(json: &str) -> Result<Vec<McpServerSpec>, McpImpo
             name: original.clone(),
             problem,
         };
-        let name = names::sanitize_server_name(original).ok_or_else(|| fail(EntryProblem::EmptyName))?;
+        let name =
+            names::sanitize_server_name(original).ok_or_else(|| fail(EntryProblem::EmptyName))?;
         if let Some(first) = taken.insert(name.clone(), original.clone()) {
             return Err(McpImportError::Duplicate {
                 first,
@@ -82,9 +83,12 @@ pub fn import_mcp_servers_json(json: &str) -> Result<Vec<McpServerSpec>, McpImpo
                 name,
             });
         }
-        let entry = entry.as_object().ok_or_else(|| fail(EntryProblem::NotAnObject))?;
+        let entry = entry
+            .as_object()
+            .ok_or_else(|| fail(EntryProblem::NotAnObject))?;
         let spec = entry_spec(name, entry).map_err(fail)?;
-        spec.validate().map_err(|e| fail(EntryProblem::Invalid(e)))?;
+        spec.validate()
+            .map_err(|e| fail(EntryProblem::Invalid(e)))?;
         specs.push(spec);
     }
     Ok(specs)

@@ -62,7 +62,10 @@ mod tests {
         let lines = log.lines();
         assert_eq!(lines.len(), LOG_LINES);
         assert_eq!(lines[0], "line 5");
-        assert_eq!(log.last().as_deref(), Some(&*format!("line {}", LOG_LINES + 4)));
+        assert_eq!(
+            log.last().as_deref(),
+            Some(&*format!("line {}", LOG_LINES + 4))
+        );
         log.push(&"é".repeat(LOG_LINE_BYTES));
         let long = log.last().unwrap();
         assert!(long.len() <= LOG_LINE_BYTES + '…'.len_utf8() && long.ends_with('…'));

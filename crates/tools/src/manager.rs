@@ -154,7 +154,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 fn unix_ms(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 impl Slot {
@@ -221,7 +222,10 @@ impl McpServers {
         for spec in specs {
             spec.validate()?;
             let name = spec.name.clone();
-            if slots.insert(name.clone(), Arc::new(Slot::new(spec))).is_some() {
+            if slots
+                .insert(name.clone(), Arc::new(Slot::new(spec)))
+                .is_some()
+            {
                 return Err(SpecError::Duplicate(name));
             }
         }

@@ -121,11 +121,23 @@ mod tests {
 
     #[test]
     fn server_names_are_cleaned_for_import() {
-        assert_eq!(sanitize_server_name("Brave Search").as_deref(), Some("Brave-Search"));
-        assert_eq!(sanitize_server_name("my__server").as_deref(), Some("my_server"));
-        assert_eq!(sanitize_server_name("  @scope/pkg  ").as_deref(), Some("scope-pkg"));
+        assert_eq!(
+            sanitize_server_name("Brave Search").as_deref(),
+            Some("Brave-Search")
+        );
+        assert_eq!(
+            sanitize_server_name("my__server").as_deref(),
+            Some("my_server")
+        );
+        assert_eq!(
+            sanitize_server_name("  @scope/pkg  ").as_deref(),
+            Some("scope-pkg")
+        );
         assert_eq!(sanitize_server_name("!!!"), None);
-        assert_eq!(sanitize_server_name(&"a".repeat(50)).unwrap().len(), MAX_SERVER_NAME);
+        assert_eq!(
+            sanitize_server_name(&"a".repeat(50)).unwrap().len(),
+            MAX_SERVER_NAME
+        );
         assert!(valid_server_name("a-b_c"));
         assert!(!valid_server_name(""));
         assert!(!valid_server_name("a__b"));

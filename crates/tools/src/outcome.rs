@@ -201,7 +201,10 @@ mod tests {
         let McpContent::Text { text: note } = outcome.parts.last().unwrap() else {
             panic!()
         };
-        assert!(note.contains(&format!("{} of its 2000 bytes", outcome.cut_bytes)), "{note}");
+        assert!(
+            note.contains(&format!("{} of its 2000 bytes", outcome.cut_bytes)),
+            "{note}"
+        );
         assert!(outcome.size() <= 1000, "{}", outcome.size());
     }
 
@@ -211,7 +214,8 @@ mod tests {
             mime_type: "image/png".into(),
             data: "A".repeat(5000),
         };
-        let outcome = McpToolOutcome::capped(vec![text("before"), image, text("after")], false, 1000);
+        let outcome =
+            McpToolOutcome::capped(vec![text("before"), image, text("after")], false, 1000);
         assert_eq!(outcome.parts[..2], [text("before"), text("after")]);
         assert_eq!(outcome.cut_bytes, 5009);
     }

@@ -187,7 +187,10 @@ mod tests {
         .unwrap();
         assert!(spec.enabled);
         assert_eq!(spec.call_timeout(), DEFAULT_CALL_TIMEOUT);
-        assert_eq!(spec, McpServerSpec::stdio("fs", "npx", vec!["-y".into(), "x".into()]));
+        assert_eq!(
+            spec,
+            McpServerSpec::stdio("fs", "npx", vec!["-y".into(), "x".into()])
+        );
         let back: McpServerSpec =
             serde_json::from_str(&serde_json::to_string(&spec).unwrap()).unwrap();
         assert_eq!(back, spec);
@@ -195,7 +198,9 @@ mod tests {
 
     #[test]
     fn validate_names_each_kind_of_bad_spec() {
-        assert!(McpServerSpec::stdio("ok-1_a", "node", vec![]).validate().is_ok());
+        assert!(McpServerSpec::stdio("ok-1_a", "node", vec![])
+            .validate()
+            .is_ok());
         assert_eq!(
             McpServerSpec::stdio("a__b", "node", vec![]).validate(),
             Err(SpecError::BadName("a__b".into()))

@@ -38,6 +38,10 @@ pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
 /// How long each step of a stop waits (stdin closed, then SIGTERM) before the next.
 const STOP_GRACE: Duration = Duration::from_secs(2);
 
+/// How long a stop waits for the rest of the server's stderr once the group is gone (a
+/// member that escaped the group may hold the pipe open).
+const STDERR_DRAIN: Duration = Duration::from_secs(1);
+
 /// What a stdio server's start needs from its spec.
 #[derive(Debug)]
 pub(crate) struct StdioCommand<'a> {
@@ -71,13 +75,14 @@ pub(crate) fn spawn(
     else {
         return Err(io::Error::other("the child's pipes were not made"));
     };
-    tokio::spawn(read_stderr(stderr, log.clone()));
+    let stderr = tokio::spawn(read_stderr(stderr, log.clone()));
     let broken = Arc::new(Mutex::new(None));
     let group = ChildGroup {
         child,
         pgid,
         done: false,
         broken: broken.clone(),
+        stderr,
     };
     let transport = StdioTransport {
         stdin: Arc::new(tokio::sync::Mutex::new(Some(stdin))),
@@ -120,6 +125,7 @@ pub(crate) struct ChildGroup {
     pgid: Option<Pid>,
     done: bool,
     broken: Arc<Mutex<Option<String>>>,
+    stderr: tokio::task::JoinHandle<()>,
 }
 
 impl ChildGroup {
@@ -130,17 +136,26 @@ impl ChildGroup {
 
     /// Why the transport ended the connection, if it did (a line that is not JSON-RPC).
     pub(crate) fn protocol_error(&self) -> Option<String> {
-        self.broken.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.broken
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Stops the whole group once its stdin is closed: waits for the server, then SIGTERM to
     /// the group, then SIGKILL; members left after the server exited get the same. Returns the
     /// server's exit status when it was read.
     pub(crate) async fn stop(mut self) -> Option<ExitStatus> {
-        let mut status = tokio::time::timeout(STOP_GRACE, self.child.wait()).await.ok().and_then(Result::ok);
+        let mut status = tokio::time::timeout(STOP_GRACE, self.child.wait())
+            .await
+            .ok()
+            .and_then(Result::ok);
         if status.is_none() {
             self.signal(Signal::TERM);
-            status = tokio::time::timeout(STOP_GRACE, self.child.wait()).await.ok().and_then(Result::ok);
+            status = tokio::time::timeout(STOP_GRACE, self.child.wait())
+                .await
+                .ok()
+                .and_then(Result::ok);
         }
         if status.is_none() {
             self.signal(Signal::KILL);
@@ -156,6 +171,8 @@ impl ChildGroup {
             self.signal(Signal::KILL);
         }
         self.done = true;
+        // The server's last words (why it failed) are in the log before anyone reads them.
+        let _ = tokio::time::timeout(STDERR_DRAIN, &mut self.stderr).await;
         status
     }
 
@@ -218,42 +235,41 @@ impl Transport<RoleClient> for StdioTransport {
         }
     }
 
-    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
-        async move {
-            loop {
-                let line = match self.stdout.next().await? {
-                    Ok(line) => line,
-                    Err(LinesCodecError::MaxLineLengthExceeded) => {
-                        self.broke(format!(
-                            "wrote a message over {} MiB to stdout",
-                            MAX_MESSAGE_BYTES >> 20
-                        ));
-                        return None;
-                    }
-                    Err(LinesCodecError::Io(e)) if e.kind() == io::ErrorKind::InvalidData => {
-                        self.broke("wrote bytes that are not UTF-8 to stdout, which MCP keeps for its JSON-RPC messages".into());
-                        return None;
-                    }
-                    Err(LinesCodecError::Io(_)) => return None,
-                };
-                if line.trim().is_empty() {
-                    continue;
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        loop {
+            let line = match self.stdout.next().await? {
+                Ok(line) => line,
+                Err(LinesCodecError::MaxLineLengthExceeded) => {
+                    self.broke(format!(
+                        "wrote a message over {} MiB to stdout",
+                        MAX_MESSAGE_BYTES >> 20
+                    ));
+                    return None;
                 }
-                match serde_json::from_str::<RxJsonRpcMessage<RoleClient>>(&line) {
-                    Ok(message) => return Some(message),
-                    Err(e) if e.is_syntax() || e.is_eof() => {
-                        let shown: String = line.chars().take(200).collect();
-                        self.broke(format!(
-                            "wrote a line that is not JSON-RPC to stdout, which MCP keeps for its \
-                             messages (a server should log to stderr): {shown:?}"
-                        ));
-                        return None;
-                    }
-                    // JSON, but no message rmcp knows (a newer protocol's): skipped, as rmcp does.
-                    Err(e) => {
-                        tracing::debug!("skipped a message from an MCP server: {e}");
-                        self.log.push(&format!("[hearth] skipped a message it cannot read: {e}"));
-                    }
+                Err(LinesCodecError::Io(e)) if e.kind() == io::ErrorKind::InvalidData => {
+                    self.broke("wrote bytes that are not UTF-8 to stdout, which MCP keeps for its JSON-RPC messages".into());
+                    return None;
+                }
+                Err(LinesCodecError::Io(_)) => return None,
+            };
+            if line.trim().is_empty() {
+                continue;
+            }
+            match serde_json::from_str::<RxJsonRpcMessage<RoleClient>>(&line) {
+                Ok(message) => return Some(message),
+                Err(e) if e.is_syntax() || e.is_eof() => {
+                    let shown: String = line.chars().take(200).collect();
+                    self.broke(format!(
+                        "wrote a line that is not JSON-RPC to stdout, which MCP keeps for its \
+                         messages (a server should log to stderr): {shown:?}"
+                    ));
+                    return None;
+                }
+                // JSON, but no message rmcp knows (a newer protocol's): skipped, as rmcp does.
+                Err(e) => {
+                    tracing::debug!("skipped a message from an MCP server: {e}");
+                    self.log
+                        .push(&format!("[hearth] skipped a message it cannot read: {e}"));
                 }
             }
         }
