@@ -1,6 +1,10 @@
 //! One live MCP session with one server: started (process or HTTP), initialized and its tools
 //! listed; an actor task that owns rmcp's service (and the process group) and says how the
 //! session ended; tool calls with a timeout and MCP's cancellation notification.
+//!
+//! Sessions open with MCP's `initialize` handshake, which every server of 2025-26 speaks; rmcp's
+//! `server/discover` lifecycle (the stateless 2026 protocol) is not used yet: its automatic mode
+//! waits up to 10 s on a server that ignores the probe.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,12 +76,12 @@ pub(crate) async fn connect(
                 env,
                 cwd: cwd.as_ref(),
             };
+            log.note(&format!("starting {command} {}", args.join(" ")));
             let (group, transport) = stdio::spawn(cmd, log.clone())
                 .map_err(|e| format!("cannot run {command:?}: {e}"))?;
-            log.push(&format!("[hearth] started {command} {}", args.join(" ")));
             match tokio::time::timeout(timeout, client_config().serve(transport)).await {
                 Ok(Ok(service)) => (service, Some(group)),
-                Ok(Err(e)) => return Err(start_failure(e.to_string(), group, &log).await),
+                Ok(Err(e)) => return Err(start_failure(chain(&e), group, &log).await),
                 Err(_) => {
                     let why = format!("no answer to initialize in {} s", timeout.as_secs());
                     return Err(start_failure(why, group, &log).await);
@@ -86,10 +90,10 @@ pub(crate) async fn connect(
         }
         McpTransport::Http { url, headers } => {
             let transport = crate::http::transport(url, headers)?;
-            log.push(&format!("[hearth] connecting to {url}"));
+            log.note(&format!("connecting to {url}"));
             match tokio::time::timeout(timeout, client_config().serve(transport)).await {
                 Ok(Ok(service)) => (service, None),
-                Ok(Err(e)) => return Err(format!("{url}: {e}")),
+                Ok(Err(e)) => return Err(format!("{url}: {}", chain(&e))),
                 Err(_) => {
                     return Err(format!(
                         "{url}: no answer to initialize in {} s",
@@ -125,6 +129,22 @@ pub(crate) async fn connect(
     })
 }
 
+/// An error with its causes ("error sending request: ...: certificate not trusted"), since the
+/// outer message alone rarely says what to fix.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 /// Stops what a failed start left and says why it failed, with what the server last said.
 async fn start_failure(why: String, group: ChildGroup, log: &ServerLog) -> String {
     let protocol = group.protocol_error();
@@ -133,10 +153,10 @@ async fn start_failure(why: String, group: ChildGroup, log: &ServerLog) -> Strin
     if let Some(status) = status.filter(|s| !s.success()) {
         message.push_str(&format!(" (the process {status})"));
     }
-    if let Some(last) = log.last().filter(|l| !l.starts_with("[hearth]")) {
+    if let Some(last) = log.last_said() {
         message.push_str(&format!("; it said: {last}"));
     }
-    log.push(&format!("[hearth] start failed: {message}"));
+    log.note(&format!("start failed: {message}"));
     message
 }
 
@@ -188,7 +208,7 @@ async fn actor(
     };
     let exited = |status: String| {
         let mut detail = format!("the process ended ({status})");
-        if let Some(last) = log.last().filter(|l| !l.starts_with("[hearth]")) {
+        if let Some(last) = log.last_said() {
             detail.push_str(&format!("; it said: {last}"));
         }
         Ended::Exited(detail)
@@ -201,8 +221,8 @@ async fn actor(
         (Why::Closed, None) => Ended::Exited("the connection closed".into()),
     };
     match &ended {
-        Ended::Stopped => log.push("[hearth] stopped"),
-        Ended::Exited(why) | Ended::Protocol(why) => log.push(&format!("[hearth] {why}")),
+        Ended::Stopped => log.note("stopped"),
+        Ended::Exited(why) | Ended::Protocol(why) => log.note(why),
     }
     let _ = ended_tx.send(Some(ended));
 }

@@ -11,6 +11,9 @@ pub const LOG_LINES: usize = 200;
 /// The longest line kept; longer ones end in `…`.
 pub const LOG_LINE_BYTES: usize = 2048;
 
+/// How the client's own lines in a server's log begin.
+pub(crate) const NOTE: &str = "[hearth] ";
+
 /// A bounded ring of a server's recent log lines.
 #[derive(Debug, Default)]
 pub(crate) struct ServerLog {
@@ -42,10 +45,16 @@ impl ServerLog {
         lines.iter().cloned().collect()
     }
 
-    /// The last line, for an error message ("exited (code 1): Error: ENOENT ...").
-    pub(crate) fn last(&self) -> Option<String> {
+    /// The last line the server itself wrote (not one of [`NOTE`]'s), for an error message
+    /// ("exited (code 1); it said: Error: ENOENT ...").
+    pub(crate) fn last_said(&self) -> Option<String> {
         let lines = self.lines.lock().unwrap_or_else(|e| e.into_inner());
-        lines.back().cloned()
+        lines.iter().rev().find(|l| !l.starts_with(NOTE)).cloned()
+    }
+
+    /// Adds the client's own note about the server, marked with [`NOTE`].
+    pub(crate) fn note(&self, text: &str) {
+        self.push(&format!("{NOTE}{text}"));
     }
 }
 
@@ -62,12 +71,13 @@ mod tests {
         let lines = log.lines();
         assert_eq!(lines.len(), LOG_LINES);
         assert_eq!(lines[0], "line 5");
+        log.note("exited");
         assert_eq!(
-            log.last().as_deref(),
+            log.last_said().as_deref(),
             Some(&*format!("line {}", LOG_LINES + 4))
         );
         log.push(&"é".repeat(LOG_LINE_BYTES));
-        let long = log.last().unwrap();
+        let long = log.last_said().unwrap();
         assert!(long.len() <= LOG_LINE_BYTES + '…'.len_utf8() && long.ends_with('…'));
     }
 }

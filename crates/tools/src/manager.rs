@@ -565,7 +565,7 @@ async fn keep(slot: Arc<Slot>, live: Arc<Live>, idle: Duration) {
                 if idle_now {
                     current.take();
                     live.accounted.store(true, Ordering::SeqCst);
-                    slot.log.push("[hearth] idle: stopping");
+                    slot.log.note("idle: stopping");
                     live.conn.stop().await;
                     slot.set_status(McpServerStatus::Stopped);
                     return;

@@ -31,8 +31,9 @@ pub struct McpServerSpec {
     pub disabled_tools: BTreeSet<String>,
 }
 
-/// How to reach a server.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// How to reach a server. `Debug` shows the names of env entries and headers, never their
+/// values (tokens live there).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum McpTransport {
     /// A local server: a child process spoken to over its stdin and stdout.
@@ -51,6 +52,30 @@ pub enum McpTransport {
         #[serde(default)]
         headers: BTreeMap<String, String>,
     },
+}
+
+impl std::fmt::Debug for McpTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            McpTransport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => f
+                .debug_struct("Stdio")
+                .field("command", command)
+                .field("args", args)
+                .field("env", &env.keys().collect::<Vec<_>>())
+                .field("cwd", cwd)
+                .finish(),
+            McpTransport::Http { url, headers } => f
+                .debug_struct("Http")
+                .field("url", url)
+                .field("headers", &headers.keys().collect::<Vec<_>>())
+                .finish(),
+        }
+    }
 }
 
 fn yes() -> bool {
@@ -194,6 +219,19 @@ mod tests {
         let back: McpServerSpec =
             serde_json::from_str(&serde_json::to_string(&spec).unwrap()).unwrap();
         assert_eq!(back, spec);
+    }
+
+    #[test]
+    fn debug_leaves_out_secret_values() {
+        let mut spec = McpServerSpec::http("a", "https://example.com/mcp");
+        if let McpTransport::Http { headers, .. } = &mut spec.transport {
+            headers.insert("Authorization".into(), "Bearer s3cret".into());
+        }
+        let shown = format!("{spec:?}");
+        assert!(
+            shown.contains("Authorization") && !shown.contains("s3cret"),
+            "{shown}"
+        );
     }
 
     #[test]

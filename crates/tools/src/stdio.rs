@@ -210,7 +210,7 @@ pub(crate) struct StdioTransport {
 impl StdioTransport {
     fn broke(&self, why: String) {
         tracing::warn!("MCP server's stdout: {why}");
-        self.log.push(&format!("[hearth] {why}"));
+        self.log.note(&why);
         *self.broken.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
     }
 }
@@ -269,7 +269,7 @@ impl Transport<RoleClient> for StdioTransport {
                 Err(e) => {
                     tracing::debug!("skipped a message from an MCP server: {e}");
                     self.log
-                        .push(&format!("[hearth] skipped a message it cannot read: {e}"));
+                        .note(&format!("skipped a message it cannot read: {e}"));
                 }
             }
         }

@@ -84,7 +84,7 @@ async fn a_crash_mid_call_is_an_error_and_the_next_need_restarts_it() {
         let log = mcp.log("py").unwrap();
         assert_eq!(
             log.iter()
-                .filter(|l| l.starts_with("[hearth] started"))
+                .filter(|l| l.starts_with("[hearth] starting"))
                 .count(),
             2,
             "{log:?}"
