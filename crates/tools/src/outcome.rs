@@ -60,7 +60,7 @@ pub struct McpToolOutcome {
 
 impl McpToolOutcome {
     /// Folds a `tools/call` result, then caps it.
-    pub fn from_result(result: CallToolResult) -> Self {
+    pub(crate) fn from_result(result: CallToolResult) -> Self {
         let mut parts: Vec<McpContent> = result.content.into_iter().filter_map(fold).collect();
         // A tool that answers only with structured content still tells the model something.
         if parts.is_empty() {
