@@ -169,13 +169,14 @@ fi
 
 # --- Python test clients (the official openai and ollama packages; llama.cpp's gguf; jsonschema
 # to check structured output and tool arguments against their schemas; lameenc, LAME's MP3
-# encoder, to make the MP3 clips the audio tests send) ----------------------------------------
+# encoder, to make the MP3 clips the audio tests send; mcp, the MCP SDK our test MCP server
+# tests/mcp/py_server.py is written on) -------------------------------------------------------
 venv="$root/.venv"
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import openai, anthropic, websockets, ollama, gguf, jsonschema, lameenc' >/dev/null 2>&1; then
-  say "creating $venv with the openai, anthropic, websockets, ollama, gguf, jsonschema and lameenc packages"
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import openai, anthropic, websockets, ollama, gguf, jsonschema, lameenc, mcp' >/dev/null 2>&1; then
+  say "creating $venv with the openai, anthropic, websockets, ollama, gguf, jsonschema, lameenc and mcp packages"
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet 'openai>=1.40,<3' 'anthropic>=0.50,<3' 'websockets>=14,<17' 'ollama>=0.4,<1' 'gguf>=0.10,<1' \
-    'jsonschema>=4,<5' 'lameenc>=1.7,<2'
+    'jsonschema>=4,<5' 'lameenc>=1.7,<2' 'mcp>=2.3,<3'
 fi
 
 # --- Browser tests (npm registry only) --------------------------------------------------------
@@ -188,5 +189,8 @@ fi
 
 # --- Coding agents the tests run (Claude Code, Codex, Qwen Code; npm registry only) -----------
 ./scripts/agents.sh
+
+# --- MCP servers the MCP client's tests run (server-everything, server-filesystem; npm) -------
+./scripts/mcp-servers.sh
 
 say "ready"

@@ -23,6 +23,7 @@ const ORDER: &[&str] = &[
     "hearth-route",
     "hearth-cluster",
     "hearth-split",
+    "hearth-tools",
     "hearth-server",
     "hearth-node",
     "hearth-bench",
@@ -36,6 +37,8 @@ const HEARTH_ONLY: &[(&str, &[&str])] = &[
     ("hearth-engine", &["hearth-protocol"]),
     // Rows, not what they are for: a client's key is bytes here, read by the auth door.
     ("hearth-store", &[]),
+    // The MCP client: servers, processes, calls; nothing of the node's but its base types.
+    ("hearth-tools", &["hearth-base"]),
     ("hearth-bench", &["hearth-engine", "hearth-protocol"]),
     // Of the node's crates the desktop app knows the top one only.
     ("hearth-desktop", &["hearth-node", "hearth-protocol"]),
