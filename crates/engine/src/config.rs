@@ -223,6 +223,9 @@ pub struct Script {
     /// An answer to give instead of the word list, one token per entry, ending (`stop`) after
     /// the last: a model's output in a given shape (a thinking block, a tool call).
     pub answer: Vec<String>,
+    /// Answers given in turn instead, one per request in the order they start (the last
+    /// repeats): a conversation's steps (a tool call, then the answer that reads its result).
+    pub rounds: Vec<Vec<String>>,
 }
 
 /// The most bytes the prompt cache takes on disk by default (`--cache-disk-max`).

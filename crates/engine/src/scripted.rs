@@ -38,6 +38,8 @@ struct Slot {
     started: Instant,
     first_token: Option<Instant>,
     last_token: Instant,
+    /// Which of the script's rounds this request answers with.
+    round: usize,
 }
 
 pub(crate) fn run(
@@ -73,6 +75,7 @@ pub(crate) fn run(
         draining: Vec::new(),
         shared,
         courier: Courier::new(runtime.as_ref()),
+        started: 0,
     };
     engine_loop::serve(&mut engine, &commands);
     let reason = engine
@@ -92,6 +95,8 @@ struct Scripted {
     draining: Vec<Outbox>,
     shared: Arc<Shared>,
     courier: Courier,
+    /// Requests started so far (the next one's round).
+    started: usize,
 }
 
 impl engine_loop::Backend for Scripted {
@@ -214,7 +219,9 @@ impl Scripted {
                 started: now,
                 first_token: None,
                 last_token: now,
+                round: self.started,
             });
+            self.started += 1;
             self.shared.active.fetch_add(1, Ordering::Relaxed);
         }
         self.courier.deliver();
@@ -229,7 +236,10 @@ impl Scripted {
                 continue;
             }
             let now = Instant::now();
-            let answer = &self.script.answer;
+            let answer = match self.script.rounds.len() {
+                0 => &self.script.answer,
+                n => &self.script.rounds[slot.round.min(n - 1)],
+            };
             let (word, text) = if answer.is_empty() {
                 let w = (slot.generated as usize) % WORDS.len();
                 (w, WORDS[w])

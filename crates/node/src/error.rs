@@ -20,6 +20,8 @@ pub enum NodeError {
     Join(#[from] hearth_route::join::JoinError),
     #[error("loading the node's identity: {0}")]
     IdentityTask(String),
+    #[error("the kept MCP servers could not be set up: {0}")]
+    Mcp(String),
     #[error("--image-urls: the HTTP client could not start: {0}")]
     ImageUrls(String),
     #[error("draft model {0} not found (looked for {1}): --draft-model takes a path or a name in the models folder")]

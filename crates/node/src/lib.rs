@@ -32,6 +32,7 @@ pub mod cli;
 pub mod config;
 mod error;
 pub mod logging;
+mod mcp;
 mod node;
 mod node_cluster;
 mod start;

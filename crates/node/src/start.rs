@@ -312,6 +312,7 @@ pub(crate) fn shared_state(
     data: (Store, hearth_auth::identity::Identity),
     exposed: bool,
     listeners: &Listeners,
+    mcp: hearth_tools::McpServers,
 ) -> Result<Arc<AppState>, NodeError> {
     let image_urls = config
         .image_urls
@@ -388,6 +389,7 @@ pub(crate) fn shared_state(
             allowed_hosts,
             batch_defaults: config.batch_defaults.clone(),
             auth_timeout: config.auth_timeout,
+            mcp,
         },
     ));
     state.downloads.resume_partials();

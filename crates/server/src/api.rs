@@ -217,6 +217,14 @@ pub(crate) async fn update_conversation(
         }
         .validate_patch(None)
         .map_err(|e| ApiFailure::bad_request(format!("settings.{}: {}", e.param, e.message)))?;
+        if let Some(steps) = s.tool_steps {
+            if !(1..=crate::chat::MAX_TOOL_STEPS).contains(&steps) {
+                return Err(ApiFailure::bad_request(format!(
+                    "settings.tool_steps: {steps} is not between 1 and {}",
+                    crate::chat::MAX_TOOL_STEPS
+                )));
+            }
+        }
     }
     let conv = state
         .store

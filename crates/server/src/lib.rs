@@ -43,6 +43,7 @@ pub(crate) mod generate;
 pub(crate) mod hub_door;
 pub mod image_urls;
 pub mod listen;
+pub(crate) mod mcp_api;
 pub(crate) mod metrics;
 pub(crate) mod models_api;
 pub(crate) mod node_settings;

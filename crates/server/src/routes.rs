@@ -12,8 +12,8 @@ use hearth_protocol::limits::MAX_HTTP_BODY_BYTES;
 
 use crate::{
     anthropic, api, auth, batch, chat, cluster_api, downloads_api, error, events, generate,
-    hub_door, metrics, models_api, node_settings, ollama, openai, responses, search_api, security,
-    split_api, state::AppState, status, ui,
+    hub_door, mcp_api, metrics, models_api, node_settings, ollama, openai, responses, search_api,
+    security, split_api, state::AppState, status, ui,
 };
 
 /// Unknown API paths answer in the OpenAI error format; everything else is the web UI.
@@ -118,6 +118,20 @@ pub fn app(state: Arc<AppState>) -> Router {
             axum::routing::delete(cluster_api::remove_peer),
         )
         .route("/api/keys/{id}", axum::routing::delete(api::revoke_key))
+        .route("/api/mcp/servers", get(mcp_api::list).post(mcp_api::add))
+        .route(
+            "/api/mcp/servers/{name}",
+            axum::routing::put(mcp_api::replace).delete(mcp_api::remove),
+        )
+        .route("/api/mcp/servers/{name}/tools", get(mcp_api::tools))
+        .route("/api/mcp/servers/{name}/log", get(mcp_api::log))
+        .route("/api/mcp/import", post(mcp_api::import))
+        .route("/api/mcp/allowed", get(mcp_api::allowed))
+        .route("/api/mcp/allowed/{tool}", delete(mcp_api::disallow))
+        .route(
+            "/api/conversations/{id}/tool_calls/{call_id}",
+            post(chat::decide),
+        )
         .fallback(fallback)
         .method_not_allowed_fallback(not_allowed)
         // Our own limit sits above axum's default so the OpenAI door reports it in its format.

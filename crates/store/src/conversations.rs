@@ -18,6 +18,10 @@ pub struct Settings {
     pub temperature: f64,
     pub top_p: f64,
     pub max_tokens: Option<i64>,
+    /// Offer the tools of the enabled MCP servers to the model.
+    pub tools: bool,
+    /// The most answers with tool calls one turn may chain.
+    pub tool_steps: i64,
 }
 
 /// A change to settings: only the fields that are present change (`max_tokens: null` clears
@@ -29,6 +33,8 @@ pub struct SettingsPatch {
     pub top_p: Option<f64>,
     #[serde(default, deserialize_with = "double_option")]
     pub max_tokens: Option<Option<i64>>,
+    pub tools: Option<bool>,
+    pub tool_steps: Option<i64>,
 }
 
 fn double_option<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<i64>>, D::Error> {
@@ -49,6 +55,13 @@ pub struct Conversation {
     pub clips: u64,
     pub clip_bytes: u64,
 }
+
+/// Settings and calls of the chat's MCP tools: a conversation's switch and step limit, an
+/// answer's calls.
+pub const TOOLS_MIGRATION: &str =
+    "ALTER TABLE conversations ADD COLUMN tools INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE conversations ADD COLUMN tool_steps INTEGER NOT NULL DEFAULT 10;
+ALTER TABLE messages ADD COLUMN tool_calls TEXT;";
 
 /// Where an answer stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -106,6 +119,8 @@ pub struct Message {
     pub images: Vec<ImageInfo>,
     /// The audio clips it carries, in order (a user's message only).
     pub audio: Vec<AudioInfo>,
+    /// The MCP tool calls an answer made, as the chat loop keeps them (JSON it owns).
+    pub tool_calls: Option<serde_json::Value>,
     #[serde(skip)]
     pub seq: i64,
 }
@@ -127,11 +142,12 @@ pub struct NewMessage<'a> {
 /// bytes last.
 const CONVERSATION_COLUMNS: &str =
     "c.id, c.title, c.created_at, c.updated_at, c.system_prompt, c.temperature, c.top_p, c.max_tokens,
+     c.tools, c.tool_steps,
      (SELECT COUNT(*) FROM message_images i JOIN messages m ON m.id = i.message_id WHERE m.conversation_id = c.id),
      (SELECT COALESCE(SUM(length(i.bytes)), 0) FROM message_images i JOIN messages m ON m.id = i.message_id WHERE m.conversation_id = c.id),
      (SELECT COUNT(*) FROM message_audio a JOIN messages m ON m.id = a.message_id WHERE m.conversation_id = c.id),
      (SELECT COALESCE(SUM(length(a.bytes)), 0) FROM message_audio a JOIN messages m ON m.id = a.message_id WHERE m.conversation_id = c.id)";
-const MESSAGE_COLUMNS: &str = "id, conversation_id, seq, role, content, status, model, node, error, tokens, tokens_per_s, ttft_ms, created_at";
+const MESSAGE_COLUMNS: &str = "id, conversation_id, seq, role, content, status, model, node, error, tokens, tokens_per_s, ttft_ms, created_at, tool_calls";
 
 fn conversation_row(r: &Row<'_>) -> rusqlite::Result<Conversation> {
     Ok(Conversation {
@@ -144,11 +160,13 @@ fn conversation_row(r: &Row<'_>) -> rusqlite::Result<Conversation> {
             temperature: r.get(5)?,
             top_p: r.get(6)?,
             max_tokens: r.get(7)?,
+            tools: r.get(8)?,
+            tool_steps: r.get(9)?,
         },
-        images: r.get::<_, i64>(8)?.max(0) as u64,
-        image_bytes: r.get::<_, i64>(9)?.max(0) as u64,
-        clips: r.get::<_, i64>(10)?.max(0) as u64,
-        clip_bytes: r.get::<_, i64>(11)?.max(0) as u64,
+        images: r.get::<_, i64>(10)?.max(0) as u64,
+        image_bytes: r.get::<_, i64>(11)?.max(0) as u64,
+        clips: r.get::<_, i64>(12)?.max(0) as u64,
+        clip_bytes: r.get::<_, i64>(13)?.max(0) as u64,
     })
 }
 
@@ -175,6 +193,10 @@ fn message_row(r: &Row<'_>) -> rusqlite::Result<Message> {
         created_at: r.get(12)?,
         images: Vec::new(),
         audio: Vec::new(),
+        // Written by this program only; a row it cannot read shows no calls.
+        tool_calls: r
+            .get::<_, Option<String>>(13)?
+            .and_then(|t| serde_json::from_str(&t).ok()),
     })
 }
 
@@ -301,11 +323,17 @@ impl Store {
                 if let Some(v) = p.max_tokens {
                     s.max_tokens = v;
                 }
+                if let Some(v) = p.tools {
+                    s.tools = v;
+                }
+                if let Some(v) = p.tool_steps {
+                    s.tool_steps = v;
+                }
             }
             let s = &conv.settings;
             c.execute(
-                "UPDATE conversations SET title = ?2, system_prompt = ?3, temperature = ?4, top_p = ?5, max_tokens = ?6, updated_at = ?7 WHERE id = ?1",
-                params![id, conv.title, s.system_prompt, s.temperature, s.top_p, s.max_tokens, now_ms()],
+                "UPDATE conversations SET title = ?2, system_prompt = ?3, temperature = ?4, top_p = ?5, max_tokens = ?6, updated_at = ?7, tools = ?8, tool_steps = ?9 WHERE id = ?1",
+                params![id, conv.title, s.system_prompt, s.temperature, s.top_p, s.max_tokens, now_ms(), s.tools, s.tool_steps],
             )?;
             get_conversation(c, &id)
         })
@@ -413,6 +441,23 @@ impl Store {
             c.execute(
                 "DELETE FROM messages WHERE conversation_id = ?1 AND seq > ?2 AND id IS NOT ?3",
                 params![m.conversation_id, m.seq, keep],
+            )?;
+            get_message(c, &id)
+        })
+        .await
+    }
+
+    /// Keep the MCP tool calls an answer made (`None` clears them).
+    pub async fn set_tool_calls(
+        &self,
+        id: String,
+        calls: Option<serde_json::Value>,
+    ) -> Result<Option<Message>, StoreError> {
+        self.with(move |c| {
+            let text = calls.map(|v| v.to_string());
+            c.execute(
+                "UPDATE messages SET tool_calls = ?2 WHERE id = ?1",
+                params![id, text],
             )?;
             get_message(c, &id)
         })

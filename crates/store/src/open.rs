@@ -131,6 +131,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     message_images::MIGRATION,
     message_audio::MIGRATION,
     mcp_servers::MIGRATION,
+    super::conversations::TOOLS_MIGRATION,
 ];
 
 /// Make `path` (and the WAL files next to it, when they exist) readable by this user only.

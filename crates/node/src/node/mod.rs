@@ -84,8 +84,15 @@ impl Node {
         let addr = listeners.addr;
         start::record_port(&mut lock, addr.port());
         let host = start::model_host(&config, files, &store).await?;
-        let state =
-            start::shared_state(&config, host, (store, identity), reach.exposed, &listeners)?;
+        let mcp = crate::mcp::load(&store).await?;
+        let state = start::shared_state(
+            &config,
+            host,
+            (store, identity),
+            reach.exposed,
+            &listeners,
+            mcp,
+        )?;
         let worker = start::join_hub(&config, &state);
         let mut doors = start::serve_doors(&state, listeners.doors, listeners.ollama);
         tracing::info!(%addr, name = %config.name, exposed = reach.exposed, "listening");

@@ -1,6 +1,7 @@
 //! Stopping a node gracefully: split models' workers first (their tunnels still open), then
 //! open streams get their final message while worker mode says goodbye to its hub and the
-//! engine stops, downloads write what they have, and the database's log is emptied.
+//! engine stops, downloads write what they have, MCP servers stop, and the database's log is
+//! emptied.
 
 use std::time::Duration;
 
@@ -60,7 +61,9 @@ impl Node {
         // Downloads keep their partial files; each stops after its last write.
         let downloads =
             tokio::time::timeout(DOWNLOADS_STOP_WAIT, self.inner.state.downloads.stopped());
-        let (_, _, stopped) = tokio::join!(connections, worker_then_engine, downloads);
+        // MCP servers started for the chat: each stdio server's whole process group.
+        let mcp = self.inner.state.mcp.shutdown();
+        let (_, _, stopped, ()) = tokio::join!(connections, worker_then_engine, downloads, mcp);
         if stopped.is_err() {
             tracing::warn!("a download did not stop in time");
         }

@@ -39,6 +39,7 @@ mod lifecycle;
 mod load;
 mod long_context;
 mod m_rope;
+mod mcp;
 mod models;
 mod module_circles;
 mod ollama;

@@ -212,8 +212,9 @@ pub(super) fn turn_prompt(
         prompt.push(ChatMessage::new("system", system_prompt.to_owned()));
     }
     for m in history {
-        // Failed answers with nothing in them are not part of the conversation.
-        if m.role == "assistant" && m.content.is_empty() {
+        // Failed answers with nothing in them are not part of the conversation (an answer that
+        // only called tools is).
+        if m.role == "assistant" && m.content.is_empty() && m.tool_calls.is_none() {
             continue;
         }
         // The chat page's images stand before the words, which hold no places of their own.
@@ -252,9 +253,43 @@ pub(super) fn turn_prompt(
         if !notes.is_empty() {
             message.content = format!("{}\n{}", notes.join("\n"), message.content);
         }
-        prompt.push(message);
+        prompt.extend(super::tool_loop::expand(m, message));
     }
     prompt
+}
+
+/// The files a turn sends with its history: the conversation's newest images and clips (through
+/// message `through`, for an edit), none of a kind the model does not take.
+pub(super) async fn turn_files(
+    state: &crate::state::AppState,
+    conversation_id: &str,
+    through: Option<String>,
+    takes: Takes,
+) -> Result<TurnFiles, hearth_store::StoreError> {
+    let mut files = TurnFiles::default();
+    if takes.images {
+        files.images = state
+            .store
+            .newest_image_files(
+                conversation_id.to_owned(),
+                through.clone(),
+                MAX_IMAGES,
+                TURN_IMAGE_BYTES,
+            )
+            .await?;
+    }
+    if takes.audio {
+        files.audio = state
+            .store
+            .newest_audio_files(
+                conversation_id.to_owned(),
+                through,
+                MAX_CLIPS,
+                TURN_AUDIO_BYTES,
+            )
+            .await?;
+    }
+    Ok(files)
 }
 
 #[cfg(test)]
@@ -276,6 +311,7 @@ mod tests {
             created_at: 0,
             images: Vec::new(),
             audio: Vec::new(),
+            tool_calls: None,
             seq: 0,
         }
     }

@@ -1,11 +1,17 @@
-//! The UI's chat door: `POST /api/conversations/{id}/chat` streams an answer as SSE while a
-//! task of its own drives the generation and saves the answer as it grows (every
-//! [`SAVE_EVERY`]), so a reload, a closed window or a killed node keeps what was generated.
-//! `POST /api/messages/{id}/stop` stops an answer. One answer streams per conversation
-//! (`crate::state::chats` keeps the answers streaming now).
-//! A message's images and audio clips are read and sent as `media` says.
+//! The UI's chat door: `POST /api/conversations/{id}/chat` settles a turn and streams its answer
+//! as SSE while a task of its own (`drive`) generates and saves it as it grows, so a reload, a
+//! closed window or a killed node keeps what was generated. `POST /api/messages/{id}/stop`
+//! stops an answer. One answer streams per conversation (`crate::state::chats`). A message's
+//! images and audio clips are read and sent as `media` says; the MCP tools a turn offers and
+//! the consent their calls need, as `tool_loop` and `decide` say.
 
+mod decide;
+mod drive;
 mod media;
+pub(crate) mod tool_loop;
+
+pub(crate) use decide::decide;
+pub(crate) use tool_loop::MAX_TOOL_STEPS;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -19,12 +25,11 @@ use axum::response::sse::Event as SseEvent;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::stream;
-use hearth_engine::{Event, Prompt, Request, SubmitError};
+use hearth_engine::{Prompt, Request, SubmitError};
 
-use hearth_protocol::audio::MAX_CLIPS;
 use hearth_protocol::generation::RawParams;
-use hearth_protocol::media::MAX_IMAGES;
-use hearth_protocol::{FinishReason, SamplingParams};
+use hearth_protocol::tools::ToolSet;
+use hearth_protocol::SamplingParams;
 use hearth_route::{Generation, ResolveError};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -34,11 +39,9 @@ use super::api::{json_body, ApiFailure};
 use crate::caller::Caller;
 use crate::state::chats::RunningChat;
 use crate::state::AppState;
-use hearth_store::{Message, MessageStatus, NewMessage, Stats};
-use media::{Attached, Takes, TurnFiles, TURN_AUDIO_BYTES, TURN_IMAGE_BYTES};
+use hearth_store::{Message, MessageStatus, NewMessage};
+use media::{Attached, Takes};
 
-/// How often a streaming answer is written to the database.
-const SAVE_EVERY: Duration = Duration::from_millis(250);
 /// How long a chat message waits for a model that is loading.
 const CHAT_MODEL_WAIT: Duration = Duration::from_secs(600);
 /// What an answer starts with when the model's template opened its thinking block.
@@ -103,16 +106,27 @@ pub(crate) async fn chat(
         &target.model,
     )?;
     let params = turn_params(&conversation.settings, target.ctx())?;
+    let (tools, notice) =
+        match tool_loop::offer(&state, &conversation.settings, &caller, &target).await {
+            tool_loop::Offer::Tools(set) => (Some(set), None),
+            tool_loop::Offer::None(notice) => (None, notice),
+        };
     let settled = settle_turn(&state, &conversation_id, &messages, &body, attached).await?;
+    let mut first_events = settled.first_events;
+    if let Some(text) = notice {
+        first_events.push(json!({"type": "notice", "text": text}));
+    }
     let turn = Turn {
         conversation_id,
         target,
         takes,
         params,
-        first_events: settled.first_events,
+        first_events,
         replaces: settled.replaces,
         edit: settled.edit,
         owner: caller.cache_owner(),
+        tools,
+        max_steps: conversation.settings.tool_steps,
     };
     let started = start_answer(&state, &conversation.settings.system_prompt, turn).await;
     if let (true, Some(user)) = (started.is_err(), settled.added) {
@@ -151,8 +165,9 @@ struct Settled {
     first_events: Vec<Value>,
     /// The user's new message: deleted again when the turn cannot start.
     added: Option<String>,
-    /// The answer a regenerated one replaces: deleted once the new one has started.
-    replaces: Option<String>,
+    /// The answers a regenerated one replaces (a tool loop's too): deleted once the new one
+    /// has started.
+    replaces: Vec<String>,
     /// The user message an edit changes (its id and new words): changed, and the messages
     /// after it deleted, once the new answer has started.
     edit: Option<(String, String)>,
@@ -168,7 +183,7 @@ async fn settle_turn(
     body: &ChatBody,
     attached: Attached,
 ) -> Result<Settled, ApiFailure> {
-    let settled = |first_events, added, replaces| Settled {
+    let settled = |first_events, added, replaces: Vec<String>| Settled {
         first_events,
         added,
         replaces,
@@ -188,17 +203,19 @@ async fn settle_turn(
                 .ok_or_else(|| ApiFailure::not_found("user message in this conversation"))?;
             Ok(Settled {
                 edit: Some((target.id.clone(), text.to_owned())),
-                ..settled(Vec::new(), None, None)
+                ..settled(Vec::new(), None, Vec::new())
             })
         }
         (None, true, None) => {
-            let last = messages
-                .last()
-                .ok_or_else(|| ApiFailure::bad_request("nothing to regenerate"))?;
-            if !messages.iter().any(|m| m.role == "user") {
+            // Every answer after the last user message: one, or a tool loop's.
+            let Some(user) = messages.iter().rposition(|m| m.role == "user") else {
                 return Err(ApiFailure::bad_request("nothing to regenerate"));
-            }
-            let replaces = (last.role == "assistant").then(|| last.id.clone());
+            };
+            let replaces = messages[user + 1..]
+                .iter()
+                .filter(|m| m.role == "assistant")
+                .map(|m| m.id.clone())
+                .collect();
             Ok(settled(Vec::new(), None, replaces))
         }
         (None, false, Some(text)) if !text.trim().is_empty() || !attached.is_empty() => {
@@ -219,7 +236,7 @@ async fn settle_turn(
             Ok(settled(
                 vec![json!({"type": "user", "message": user})],
                 Some(id),
-                None,
+                Vec::new(),
             ))
         }
         _ => Err(ApiFailure::bad_request(
@@ -237,14 +254,17 @@ struct Turn {
     takes: Takes,
     params: SamplingParams,
     first_events: Vec<Value>,
-    /// The answer this one replaces (regenerate): left out of the prompt, deleted once this
+    /// The answers this one replaces (regenerate): left out of the prompt, deleted once this
     /// one has started.
-    replaces: Option<String>,
+    replaces: Vec<String>,
     /// The user message this turn edits, and its new words: the prompt ends there, and the
     /// store is changed once this answer has started.
     edit: Option<(String, String)>,
     /// Whose prompt cache the turn reads.
     owner: hearth_engine::CacheOwner,
+    /// The MCP tools offered, and how many answers with calls the turn may chain.
+    tools: Option<ToolSet>,
+    max_steps: i64,
 }
 
 /// Submit the turn, keep its answer as it streams, and stream it to the browser.
@@ -262,13 +282,15 @@ async fn start_answer(
         replaces,
         edit,
         owner,
+        tools,
+        max_steps,
     } = turn;
     let (_, mut history) = state
         .store
         .conversation(conversation_id.clone())
         .await?
         .ok_or_else(|| ApiFailure::not_found("conversation"))?;
-    history.retain(|m| Some(&m.id) != replaces.as_ref());
+    history.retain(|m| !replaces.contains(&m.id));
     if let Some((id, text)) = &edit {
         let at = history
             .iter()
@@ -279,30 +301,8 @@ async fn start_answer(
     }
     // A model that cannot see (or hear) is sent none: their files are not read. An edited
     // turn's come from the messages it keeps.
-    let mut files = TurnFiles::default();
     let through = edit.as_ref().map(|(id, _)| id.clone());
-    if takes.images {
-        files.images = state
-            .store
-            .newest_image_files(
-                conversation_id.clone(),
-                through.clone(),
-                MAX_IMAGES,
-                TURN_IMAGE_BYTES,
-            )
-            .await?;
-    }
-    if takes.audio {
-        files.audio = state
-            .store
-            .newest_audio_files(
-                conversation_id.clone(),
-                through,
-                MAX_CLIPS,
-                TURN_AUDIO_BYTES,
-            )
-            .await?;
-    }
+    let files = media::turn_files(state, &conversation_id, through, takes).await?;
     let prompt = media::turn_prompt(system_prompt, &history, files, takes);
     // A template that opens the thinking block itself: the saved answer opens it too, so the
     // UI (and the next turn's history) reads it as a reasoning model's answer is read.
@@ -313,8 +313,12 @@ async fn start_answer(
         .submit(
             &target,
             Request {
-                prompt: Prompt::Chat(prompt.into()),
-                params,
+                prompt: Prompt::Chat(hearth_engine::Chat {
+                    messages: prompt,
+                    tools: tools.clone(),
+                    think: None,
+                }),
+                params: params.clone(),
                 owner,
             },
         )
@@ -342,8 +346,9 @@ async fn start_answer(
     };
     let running = RunningChat {
         message_id: assistant.id.clone(),
-        control: generation.control.clone(),
+        control: Some(generation.control.clone()),
         stop_requested: Arc::default(),
+        cancel: hearth_tools::CancellationToken::new(),
     };
     if !state.chats.begin(&conversation_id, running.clone()) {
         // Another answer started meanwhile: this one goes, with nothing of it kept.
@@ -361,13 +366,16 @@ async fn start_answer(
             .map_err(ApiFailure::from)
             .and_then(|edited| edited.ok_or_else(|| ApiFailure::not_found("message")))
             .map(|edited| first_events.push(json!({"type": "user", "message": edited}))),
-        (None, Some(old)) => state
-            .store
-            .delete_message(old)
-            .await
-            .map(drop)
-            .map_err(ApiFailure::from),
-        (None, None) => Ok(()),
+        (None, old) => {
+            let mut deleted = Ok(());
+            for id in old {
+                if let Err(e) = state.store.delete_message(id).await {
+                    deleted = Err(ApiFailure::from(e));
+                    break;
+                }
+            }
+            deleted
+        }
     };
     if let Err(e) = settled {
         state.chats.end(&conversation_id);
@@ -381,19 +389,38 @@ async fn start_answer(
     for e in first_events {
         let _ = tx.try_send(event(e));
     }
-    tokio::spawn(drive(
+    let turn = tools.map(|tools| drive::ToolTurn {
+        tools,
+        target,
+        params,
+        system_prompt: system_prompt.to_owned(),
+        takes,
+        owner,
+        steps: 0,
+        max_steps,
+    });
+    let step = drive::Step {
+        message: assistant,
+        generation,
+        opened_thinking: opened,
+    };
+    tokio::spawn(drive::drive(
         state.clone(),
         conversation_id,
-        assistant,
-        generation,
+        step,
         running,
         tx,
-        opened,
+        turn,
     ));
+    Ok(event_stream(state, rx))
+}
+
+/// The browser's side of a turn's events.
+fn event_stream(state: &AppState, rx: mpsc::Receiver<SseEvent>) -> Response {
     let events = stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
     });
-    Ok(super::stream::sse(events, state.limits.sse_keep_alive))
+    super::stream::sse(events, state.limits.sse_keep_alive)
 }
 
 /// The node answering now: a worker in hub mode, else this one.
@@ -402,125 +429,6 @@ fn answering_node(state: &AppState, generation: &Generation) -> String {
         .node
         .current()
         .unwrap_or_else(|| state.node_name.clone())
-}
-
-/// Runs one answer to its end, independent of the browser: tokens go to the client while it
-/// listens, the text goes to the database every [`SAVE_EVERY`], and the ending is recorded.
-async fn drive(
-    state: Arc<AppState>,
-    conversation_id: String,
-    message: Message,
-    mut generation: Generation,
-    running: RunningChat,
-    tx: mpsc::Sender<SseEvent>,
-    opened_thinking: bool,
-) {
-    let mut text = String::new();
-    if opened_thinking {
-        text.push_str(OPENED_THINKING);
-        let _ = tx.try_send(event(json!({"type": "token", "text": OPENED_THINKING})));
-    }
-    let mut saved_len = 0;
-    let mut client_gone = false;
-    let mut save = tokio::time::interval(SAVE_EVERY);
-    save.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let outcome = loop {
-        tokio::select! {
-            ev = generation.events.recv() => match ev {
-                Some(Event::Token(t)) if !t.text.is_empty() => {
-                    text.push_str(&t.text);
-                    if !client_gone {
-                        let ev = event(json!({"type": "token", "text": t.text}));
-                        let gone = match tx.try_send(ev) {
-                            Ok(()) => false,
-                            // A browser that cannot keep up: wait for it.
-                            Err(mpsc::error::TrySendError::Full(ev)) => tx.send(ev).await.is_err(),
-                            Err(mpsc::error::TrySendError::Closed(_)) => true,
-                        };
-                        if gone {
-                            client_gone = true;
-                            let _ = running.control.stop();
-                        }
-                    }
-                }
-                Some(Event::Token(_)) => {}
-                Some(Event::Done(done)) => break Ok(done),
-                Some(Event::Error(f)) => break Err(f.message),
-                Some(Event::Restarted | Event::Paused | Event::Resumed | Event::Modified) => {}
-                None => break Err("the engine stopped".to_owned()),
-            },
-            () = tx.closed(), if !client_gone => {
-                // The browser left (reload, closed window): stop, keep what we have.
-                client_gone = true;
-                let _ = running.control.stop();
-            }
-            _ = save.tick() => {
-                if text.len() != saved_len {
-                    saved_len = text.len();
-                    if let Err(e) = state.store.save_partial(message.id.clone(), text.clone()).await {
-                        tracing::warn!(error = %e, "saving a partial answer failed");
-                    }
-                }
-            }
-            () = state.shutdown.cancelled() => {
-                break Err("the node is shutting down".to_owned());
-            }
-        }
-    };
-    let stop_requested = running
-        .stop_requested
-        .load(std::sync::atomic::Ordering::Acquire);
-    let (status, stats, error) = match &outcome {
-        Ok(done) => {
-            let status = match done.reason {
-                FinishReason::Cancelled if stop_requested => MessageStatus::Stopped,
-                FinishReason::Cancelled => MessageStatus::Interrupted,
-                _ => MessageStatus::Complete,
-            };
-            let decode = done
-                .timing
-                .first_token
-                .map(|f| done.timing.total.saturating_sub(f))
-                .unwrap_or_default();
-            let n = done.usage.completion_tokens;
-            let stats = Stats {
-                tokens: i64::from(n),
-                tokens_per_s: if n > 1 && !decode.is_zero() {
-                    f64::from(n - 1) / decode.as_secs_f64()
-                } else {
-                    0.0
-                },
-                ttft_ms: done
-                    .timing
-                    .first_token
-                    .map_or(0.0, |d| d.as_secs_f64() * 1000.0),
-            };
-            (status, Some(stats), None)
-        }
-        Err(message) if state.shutdown.is_cancelled() => {
-            (MessageStatus::Interrupted, None, Some(message.clone()))
-        }
-        Err(message) => (MessageStatus::Error, None, Some(message.clone())),
-    };
-    // A re-dispatched answer was finished elsewhere: name the node that ended it.
-    let node = answering_node(&state, &generation);
-    let stored = state
-        .store
-        .finish_message(message.id.clone(), text, status, stats, node, error.clone())
-        .await;
-    state.chats.end(&conversation_id);
-    let stored = match stored {
-        Ok(m) => m,
-        Err(e) => {
-            tracing::error!(error = %e, "saving a finished answer failed");
-            None
-        }
-    };
-    let last = match error {
-        None => json!({"type": "done", "message": stored}),
-        Some(e) => json!({"type": "error", "error": e, "message": stored}),
-    };
-    let _ = tx.send(event(last)).await;
 }
 
 pub(crate) async fn stop(
@@ -534,10 +442,12 @@ pub(crate) async fn stop(
     running
         .stop_requested
         .store(true, std::sync::atomic::Ordering::Release);
-    running
-        .control
-        .stop()
-        .map_err(|e| ApiFailure::new(StatusCode::SERVICE_UNAVAILABLE, "busy", e.to_string()))?;
+    // A tool call running between two answers of a loop is cancelled (MCP's cancellation);
+    // the answer's generation has ended then, and its control has nothing to stop.
+    running.cancel.cancel();
+    if let Some(Err(e)) = running.control.as_ref().map(|c| c.stop()) {
+        tracing::debug!(error = %e, "a stopped chat's generation had ended already");
+    }
     Ok(Json(json!({"id": message_id, "stopping": true})).into_response())
 }
 

@@ -14,12 +14,15 @@ pub struct Chats {
     running: Mutex<HashMap<String, RunningChat>>,
 }
 
-/// One answer streaming: its message, the control that stops it, and whether a stop was asked.
+/// One answer streaming (or one turn of a tool loop): its message now, the control that stops
+/// its generation, whether a stop was asked, and the token that cancels its MCP calls.
 #[derive(Debug, Clone)]
 pub(crate) struct RunningChat {
     pub(crate) message_id: String,
-    pub(crate) control: Control,
+    /// `None` between a loop's answers (its calls deciding or running).
+    pub(crate) control: Option<Control>,
     pub(crate) stop_requested: Arc<std::sync::atomic::AtomicBool>,
+    pub(crate) cancel: tokio_util::sync::CancellationToken,
 }
 
 impl Chats {
@@ -30,6 +33,14 @@ impl Chats {
         }
         running.insert(conversation.to_owned(), chat);
         true
+    }
+
+    /// The loop's next answer in the same conversation: its message and control.
+    pub(crate) fn replace(&self, conversation: &str, chat: RunningChat) {
+        self.running
+            .lock()
+            .expect("chats lock")
+            .insert(conversation.to_owned(), chat);
     }
 
     pub(crate) fn end(&self, conversation: &str) {

@@ -43,6 +43,8 @@ pub struct AppState {
     pub splits: Arc<hearth_split::Splits>,
     /// Fetches images named by http(s) URL (`--image-urls`); `None`: only data URIs are read.
     pub image_urls: Option<ImageUrls>,
+    /// The chat's MCP servers (their specs kept in `hearth.db` by the node and `mcp_api`).
+    pub mcp: hearth_tools::McpServers,
 }
 
 impl std::ops::Deref for AppState {
@@ -65,6 +67,8 @@ pub struct DoorSettings {
     pub batch_defaults: hearth_protocol::batch::BatchDefaults,
     /// How long the signed-challenge door waits for a client's answer.
     pub auth_timeout: std::time::Duration,
+    /// The chat's MCP servers, as the node read them from `hearth.db`.
+    pub mcp: hearth_tools::McpServers,
 }
 
 impl AppState {
@@ -92,6 +96,7 @@ impl AppState {
             cluster_rebind: Arc::new(tokio::sync::Notify::new()),
             splits,
             image_urls,
+            mcp: settings.mcp,
         }
     }
 

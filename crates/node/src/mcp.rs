@@ -1,0 +1,25 @@
+//! The chat's MCP servers at start: their specs read back from `hearth.db` into the running
+//! `McpServers` (nothing starts until a chat or the API needs a server). A kept spec this
+//! version cannot read is left out and logged, never a reason not to start.
+
+use hearth_store::Store;
+use hearth_tools::{McpServerSpec, McpServers, McpSettings};
+
+use crate::error::NodeError;
+
+/// The servers kept in `store`, ready to start on need.
+pub(crate) async fn load(store: &Store) -> Result<McpServers, NodeError> {
+    let mut specs = Vec::new();
+    for row in store.mcp_servers().await? {
+        match serde_json::from_str::<McpServerSpec>(&row.spec) {
+            Ok(spec) if spec.name == row.name && spec.validate().is_ok() => specs.push(spec),
+            Ok(_) => {
+                tracing::warn!(server = %row.name, "a kept MCP server's settings do not hold: left out")
+            }
+            Err(e) => {
+                tracing::warn!(server = %row.name, error = %e, "a kept MCP server's settings cannot be read: left out")
+            }
+        }
+    }
+    McpServers::new(specs, McpSettings::default()).map_err(|e| NodeError::Mcp(e.to_string()))
+}

@@ -1,0 +1,244 @@
+//! `/api/mcp/*` (docs/API.md, "Tools (MCP)"): the chat's MCP servers listed, added, changed and
+//! removed, their tools and logs, the `mcpServers` import, and the tools always allowed. Only
+//! this machine's owner reaches it ([`owner_only`]): a LAN host never starts a process here.
+//! Every change is kept in `hearth.db` first, then given to the running `McpServers`.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use hearth_tools::{McpServerError, McpServerSpec, McpServerView};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::api::{json_body, ApiFailure};
+use crate::caller::Caller;
+use crate::state::AppState;
+
+/// The largest `mcpServers` file the import reads.
+const MAX_IMPORT_BYTES: u64 = 1 << 20;
+
+/// MCP servers run programs as this machine's user: only its owner (loopback, the desktop app)
+/// or a `manage` key (the guard lets no `use` key past the model doors) may configure or run
+/// them.
+pub(crate) fn owner_only(caller: &Caller) -> Result<(), ApiFailure> {
+    match caller {
+        Caller::Owner | Caller::Key(_) => Ok(()),
+        Caller::Host(_) => Err(ApiFailure::new(
+            StatusCode::FORBIDDEN,
+            "local_only",
+            "MCP servers are configured and run only by this machine's owner (or with a 'manage' key)",
+        )),
+    }
+}
+
+fn view(state: &AppState, name: &str) -> Result<McpServerView, ApiFailure> {
+    state
+        .mcp
+        .servers()
+        .into_iter()
+        .find(|v| v.spec.name == name)
+        .ok_or_else(|| ApiFailure::not_found("MCP server"))
+}
+
+fn server_failure(e: McpServerError) -> ApiFailure {
+    match e {
+        McpServerError::Unknown(_) => ApiFailure::not_found("MCP server"),
+        other => ApiFailure::new(StatusCode::BAD_GATEWAY, "mcp_failed", other.to_string()),
+    }
+}
+
+async fn keep(state: &AppState, spec: &McpServerSpec) -> Result<bool, ApiFailure> {
+    let text = serde_json::to_string(spec).map_err(|e| ApiFailure::bad_request(e.to_string()))?;
+    Ok(state.store.put_mcp_server(spec.name.clone(), text).await?)
+}
+
+fn spec_body(body: Result<Bytes, BytesRejection>) -> Result<McpServerSpec, ApiFailure> {
+    let spec: McpServerSpec = json_body(body)?;
+    spec.validate()
+        .map_err(|e| ApiFailure::bad_request(e.to_string()))?;
+    Ok(spec)
+}
+
+pub(crate) async fn list(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+) -> Result<Response, ApiFailure> {
+    owner_only(&caller)?;
+    Ok(Json(json!({"servers": state.mcp.servers()})).into_response())
+}
+
+pub(crate) async fn add(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiFailure> {
+    owner_only(&caller)?;
+    let spec = spec_body(body)?;
+    if state.mcp.spec(&spec.name).is_some() {
+        return Err(ApiFailure::new(
+            StatusCode::CONFLICT,
+            "exists",
+            format!(
+                "an MCP server named {} exists: change it with PUT",
+                spec.name
+            ),
+        ));
+    }
+    keep(&state, &spec).await?;
+    let name = spec.name.clone();
+    state
+        .mcp
+        .upsert(spec)
+        .await
+        .map_err(|e| ApiFailure::bad_request(e.to_string()))?;
+    Ok((StatusCode::CREATED, Json(view(&state, &name)?)).into_response())
+}
+
+pub(crate) async fn replace(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(name): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiFailure> {
+    owner_only(&caller)?;
+    let spec = spec_body(body)?;
+    if spec.name != name {
+        return Err(ApiFailure::bad_request(format!(
+            "the spec names {}, the path {name}: a server is renamed by removing it and adding it again",
+            spec.name
+        )));
+    }
+    if state.mcp.spec(&name).is_none() {
+        return Err(ApiFailure::not_found("MCP server"));
+    }
+    keep(&state, &spec).await?;
+    state
+        .mcp
+        .upsert(spec)
+        .await
+        .map_err(|e| ApiFailure::bad_request(e.to_string()))?;
+    Ok(Json(view(&state, &name)?).into_response())
+}
+
+pub(crate) async fn remove(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> Result<Response, ApiFailure> {
+    owner_only(&caller)?;
+    let prefix = hearth_tools::mcp_tool_name(&name, "");
+    let kept = state.store.delete_mcp_server(name.clone(), prefix).await?;
+    let running = state.mcp.remove(&name).await.is_ok();
+    if !kept && !running {
+        return Err(ApiFailure::not_found("MCP server"));
+    }
+    Ok(Json(json!({"removed": name})).into_response())
+}
+
+pub(crate) async fn tools(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> Result<Response, ApiFailure> {
+    owner_only(&caller)?;
+    let tools = state.mcp.tools(&name).await.map_err(server_failure)?;
+    Ok(Json(json!({"tools": tools})).into_response())
+}
+
+pub(crate) async fn log(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(name): Path<String>,
+) -> Result<Response, ApiFailure> {
+    owner_only(&caller)?;
+    let lines = state
+        .mcp
+        .log(&name)
+        .ok_or_else(|| ApiFailure::not_found("MCP server"))?;
+    Ok(Json(json!({"lines": lines})).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ImportBody {
+    #[serde(default)]
+    json: Option<String>,
+    #[serde(default)]
+    path: Option<std::path::PathBuf>,
+}
+
+pub(crate) async fn import(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiFailure> {
+    owner_only(&caller)?;
+    let body: ImportBody = json_body(body)?;
+    let text =
+        match (body.json, body.path) {
+            (Some(json), None) => json,
+            (None, Some(path)) => read_import_file(&path).await?,
+            _ => return Err(ApiFailure::bad_request(
+                "send {\"json\": \"<the mcpServers JSON>\"} or {\"path\": \"<a file holding it>\"}",
+            )),
+        };
+    let specs = hearth_tools::import_mcp_servers_json(&text)
+        .map_err(|e| ApiFailure::bad_request(e.to_string()))?;
+    let (mut added, mut skipped) = (Vec::new(), Vec::new());
+    for spec in specs {
+        if state.mcp.spec(&spec.name).is_some() {
+            skipped.push(
+                json!({"name": spec.name, "reason": "a server of this name is kept already"}),
+            );
+            continue;
+        }
+        keep(&state, &spec).await?;
+        let name = spec.name.clone();
+        match state.mcp.upsert(spec).await {
+            Ok(()) => added.push(name),
+            Err(e) => skipped.push(json!({"name": name, "reason": e.to_string()})),
+        }
+    }
+    Ok(Json(json!({"added": added, "skipped": skipped})).into_response())
+}
+
+async fn read_import_file(path: &std::path::Path) -> Result<String, ApiFailure> {
+    let failed =
+        |e: std::io::Error| ApiFailure::bad_request(format!("cannot read {}: {e}", path.display()));
+    let meta = tokio::fs::metadata(path).await.map_err(failed)?;
+    if meta.len() > MAX_IMPORT_BYTES {
+        return Err(ApiFailure::bad_request(format!(
+            "{} is {} bytes: an mcpServers file is at most {MAX_IMPORT_BYTES}",
+            path.display(),
+            meta.len()
+        )));
+    }
+    tokio::fs::read_to_string(path).await.map_err(failed)
+}
+
+pub(crate) async fn allowed(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+) -> Result<Response, ApiFailure> {
+    owner_only(&caller)?;
+    let always = state.store.mcp_always_allowed().await?;
+    Ok(Json(json!({"always": always})).into_response())
+}
+
+pub(crate) async fn disallow(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(tool): Path<String>,
+) -> Result<Response, ApiFailure> {
+    owner_only(&caller)?;
+    state
+        .store
+        .set_mcp_always_allowed(tool.clone(), false)
+        .await?;
+    Ok(Json(json!({"removed": tool})).into_response())
+}
