@@ -97,7 +97,7 @@ export function McpServerFormView({ initial, editing, onSubmit, onCancel }: McpS
               className="text-input mono"
               data-testid="mcp-command"
               value={form.command}
-              placeholder="npx"
+              placeholder="e.g. npx"
               autoComplete="off"
               spellCheck={false}
               onChange={(e) => change({ command: e.target.value })}
@@ -129,7 +129,7 @@ export function McpServerFormView({ initial, editing, onSubmit, onCancel }: McpS
               className="text-input mono"
               data-testid="mcp-cwd"
               value={form.cwd}
-              placeholder="The node's own"
+              placeholder="Empty: the node's own"
               autoComplete="off"
               spellCheck={false}
               onChange={(e) => change({ cwd: e.target.value })}
@@ -145,7 +145,7 @@ export function McpServerFormView({ initial, editing, onSubmit, onCancel }: McpS
               data-testid="mcp-url"
               type="url"
               value={form.url}
-              placeholder="https://example.com/mcp"
+              placeholder="e.g. https://example.com/mcp"
               autoComplete="off"
               spellCheck={false}
               onChange={(e) => change({ url: e.target.value })}
