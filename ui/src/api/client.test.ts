@@ -73,4 +73,35 @@ describe('apiFetch and the API key', () => {
     await expect(api.revokeKey('k_a/b')).resolves.toBeUndefined();
     expect(seen[0].url).toBe('http://192.168.1.20:8420/api/keys/k_a%2Fb');
   });
+  it('reaches the MCP routes with their exact paths, unwrapping the lists', async () => {
+    const seen: { url: string; method: string; body: unknown }[] = [];
+    const answers: unknown[] = [{ servers: [] }, { tools: [{ name: 't' }] }, { lines: ['a'] }, { always: ['fs__read'] }, {}];
+    vi.stubGlobal(
+      'fetch',
+      vi.fn(async (url: string, init?: RequestInit) => {
+        seen.push({ url, method: init?.method ?? 'GET', body: init?.body ? JSON.parse(String(init.body)) : undefined });
+        return new Response(JSON.stringify(answers.shift() ?? {}), { status: 200 });
+      }),
+    );
+    expect(await api.mcpServers()).toEqual([]);
+    expect(await api.mcpTools('my fs')).toEqual([{ name: 't' }]);
+    expect(await api.mcpLog('fs')).toEqual(['a']);
+    expect(await api.mcpAllowed()).toEqual(['fs__read']);
+    await api.forgetMcpAllowed('fs__read');
+    const spec = { name: 'fs', transport: { type: 'http' as const, url: 'https://x/mcp', headers: {} }, enabled: true, call_timeout_ms: 1 };
+    await api.putMcpServer('fs', spec);
+    await api.importMcp({ path: '/a/mcp.json' });
+    const base = 'http://192.168.1.20:8420';
+    expect(seen.map((s) => `${s.method} ${s.url.slice(base.length)}`)).toEqual([
+      'GET /api/mcp/servers',
+      'GET /api/mcp/servers/my%20fs/tools',
+      'GET /api/mcp/servers/fs/log',
+      'GET /api/mcp/allowed',
+      'DELETE /api/mcp/allowed/fs__read',
+      'PUT /api/mcp/servers/fs',
+      'POST /api/mcp/import',
+    ]);
+    expect(seen[5].body).toEqual(spec);
+    expect(seen[6].body).toEqual({ path: '/a/mcp.json' });
+  });
 });

@@ -23,6 +23,7 @@ import type {
   SplitsResponse,
   StatusResponse,
 } from './types';
+import type { McpImportRequest, McpImportResult, McpServer, McpServerSpec, McpTool } from './mcpTypes';
 
 export class ApiError extends Error {
   constructor(
@@ -141,4 +142,22 @@ export const api = {
   /** How much of this machine to give (0-100); 403 unless from the node's own machine. */
   setThrottleCap: (throttle_cap: number) =>
     request<{ throttle_cap: number; throttle: number }>('PATCH', '/api/node', { throttle_cap }),
+
+  /** MCP servers and their tools; every call is 403 unless from the node's own machine. */
+  mcpServers: async (): Promise<McpServer[]> => (await request<{ servers: McpServer[] }>('GET', '/api/mcp/servers')).servers,
+  /** 409 when the name is taken, 400 for a bad spec; nothing starts until it is needed. */
+  addMcpServer: (spec: McpServerSpec) => request<McpServer>('POST', '/api/mcp/servers', spec),
+  /** Replaces the spec of server `name` (the spec's own name must be the same). */
+  putMcpServer: (name: string, spec: McpServerSpec) => request<McpServer>('PUT', `/api/mcp/servers/${enc(name)}`, spec),
+  removeMcpServer: (name: string) => request<{ removed: string }>('DELETE', `/api/mcp/servers/${enc(name)}`),
+  /** Starts the server if it must; 502 `mcp_failed` with the reason when it cannot. */
+  mcpTools: async (name: string): Promise<McpTool[]> =>
+    (await request<{ tools: McpTool[] }>('GET', `/api/mcp/servers/${enc(name)}/tools`)).tools,
+  /** The server's last stderr lines. */
+  mcpLog: async (name: string): Promise<string[]> =>
+    (await request<{ lines: string[] }>('GET', `/api/mcp/servers/${enc(name)}/log`)).lines,
+  importMcp: (body: McpImportRequest) => request<McpImportResult>('POST', '/api/mcp/import', body),
+  /** The tools allowed for good (`server__tool`). */
+  mcpAllowed: async (): Promise<string[]> => (await request<{ always: string[] }>('GET', '/api/mcp/allowed')).always,
+  forgetMcpAllowed: (tool: string) => request<unknown>('DELETE', `/api/mcp/allowed/${enc(tool)}`),
 };

@@ -3,6 +3,7 @@
  * tolerant parsers for the two streams the UI reads (chat SSE events and `/api/events`).
  * Unknown event types parse to `null` and are ignored, so a newer node does not break the UI.
  */
+import { parseToolCall, type ToolCall } from './mcpTypes';
 
 export type MessageStatus = 'complete' | 'streaming' | 'stopped' | 'interrupted' | 'error';
 export type Role = 'user' | 'assistant';
@@ -51,6 +52,8 @@ export interface Message {
   images?: MessageImage[];
   /** Its audio clips, in order (absent from a node older than audio in the chat). */
   audio?: MessageAudio[];
+  /** The MCP tool calls an answer made, in order (`null` or absent when it made none). */
+  tool_calls?: ToolCall[] | null;
 }
 
 export interface ConversationSettings {
@@ -58,6 +61,10 @@ export interface ConversationSettings {
   temperature: number;
   top_p: number;
   max_tokens: number | null;
+  /** Offer the tools of the enabled MCP servers (absent from a node older than tools: true). */
+  tools?: boolean;
+  /** The most answers with tool calls one turn may chain, 1-50 (absent from older nodes: 10). */
+  tool_steps?: number;
 }
 
 export interface Conversation {
@@ -94,8 +101,15 @@ export type ChatEvent =
   | { type: 'user'; message: Message }
   | { type: 'start'; message: Message }
   | { type: 'token'; text: string }
-  | { type: 'done'; message: Message }
-  | { type: 'error'; error: string; message: Message | null };
+  /** `next`: the answer made calls and the loop goes on (another `start` may follow). */
+  | { type: 'done'; message: Message; next?: boolean }
+  | { type: 'error'; error: string; message: Message | null }
+  /** A call an answer made (`tool_call`), or a change of its state (`tool_update`). */
+  | { type: 'tool_call' | 'tool_update'; message_id: string; call: ToolCall }
+  /** These calls wait for the user; the stream ends. */
+  | { type: 'consent'; message_id: string; calls: string[] }
+  /** Something the user should know (step limit reached, a server failed, no tools). */
+  | { type: 'notice'; text: string };
 
 export type ModelState = 'loading' | 'ready' | 'failed' | 'stopped' | 'empty';
 
@@ -396,8 +410,21 @@ export function parseChatEvent(data: string): ChatEvent | null {
   switch (v.type) {
     case 'user':
     case 'start':
-    case 'done':
       return isMessage(v.message) ? ({ type: v.type, message: v.message } as ChatEvent) : null;
+    case 'done':
+      if (!isMessage(v.message)) return null;
+      return v.next === true ? { type: 'done', message: v.message, next: true } : { type: 'done', message: v.message };
+    case 'tool_call':
+    case 'tool_update': {
+      const call = parseToolCall(v.call);
+      return call && typeof v.message_id === 'string' ? { type: v.type, message_id: v.message_id, call } : null;
+    }
+    case 'consent':
+      return typeof v.message_id === 'string' && Array.isArray(v.calls)
+        ? { type: 'consent', message_id: v.message_id, calls: v.calls.filter((c): c is string => typeof c === 'string') }
+        : null;
+    case 'notice':
+      return typeof v.text === 'string' ? { type: 'notice', text: v.text } : null;
     case 'token':
       return typeof v.text === 'string' ? { type: 'token', text: v.text } : null;
     case 'error':

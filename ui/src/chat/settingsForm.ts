@@ -1,6 +1,7 @@
 /**
  * The conversation settings form: what the inputs show for stored settings, and the checked
- * settings a filled-in form stands for (the ranges llama.cpp's samplers accept).
+ * settings a filled-in form stands for (the ranges llama.cpp's samplers accept, and the tool
+ * loop's step limit the node accepts).
  */
 import type { ConversationSettings } from '../api/types';
 
@@ -10,9 +11,18 @@ export interface SettingsForm {
   top_p: string;
   /** Empty means no limit. */
   max_tokens: string;
+  /** Offer the MCP servers' tools to the model. */
+  tools: boolean;
+  /** The most answers with tool calls one turn may chain. */
+  tool_steps: string;
 }
 
 export const TEMPERATURE_MAX = 2;
+export const TOOL_STEPS_MIN = 1;
+export const TOOL_STEPS_MAX = 50;
+/** What the node uses for a conversation that never set them (docs/API.md). */
+export const DEFAULT_TOOLS = true;
+export const DEFAULT_TOOL_STEPS = 10;
 
 export function toForm(s: ConversationSettings): SettingsForm {
   return {
@@ -20,6 +30,8 @@ export function toForm(s: ConversationSettings): SettingsForm {
     temperature: String(s.temperature),
     top_p: String(s.top_p),
     max_tokens: s.max_tokens === null ? '' : String(s.max_tokens),
+    tools: s.tools ?? DEFAULT_TOOLS,
+    tool_steps: String(s.tool_steps ?? DEFAULT_TOOL_STEPS),
   };
 }
 
@@ -41,8 +53,19 @@ export function parseForm(form: SettingsForm): ParsedSettings {
       return { ok: false, error: 'Max tokens must be a whole number of at least 1, or empty for no limit.' };
     }
   }
+  const toolSteps = Number(form.tool_steps);
+  if (form.tool_steps.trim() === '' || !Number.isInteger(toolSteps) || toolSteps < TOOL_STEPS_MIN || toolSteps > TOOL_STEPS_MAX) {
+    return { ok: false, error: `Tool steps must be a whole number from ${TOOL_STEPS_MIN} to ${TOOL_STEPS_MAX}.` };
+  }
   return {
     ok: true,
-    settings: { system_prompt: form.system_prompt, temperature, top_p: topP, max_tokens: maxTokens },
+    settings: {
+      system_prompt: form.system_prompt,
+      temperature,
+      top_p: topP,
+      max_tokens: maxTokens,
+      tools: form.tools,
+      tool_steps: toolSteps,
+    },
   };
 }

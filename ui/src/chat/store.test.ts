@@ -211,4 +211,62 @@ describe('ChatStore', () => {
     expect(calls.length).toBe(gets); // final: no more polling
     store.setActive(null);
   });
+  it('a turn that stops for consent is not an error; a decision posts and the loop goes on', async () => {
+    const pending = {
+      id: 'call_1', name: 'files__read_file', server: 'files', tool: 'read_file', arguments: { path: 'a.md' },
+      state: 'pending', consent: null, reason: null, outcome: null, error: null,
+    };
+    const first = controlledStream();
+    const second = controlledStream();
+    const calls = fakeNode((call) => {
+      if (call.path.endsWith('/chat')) return new Response(first.body);
+      if (call.path.includes('/tool_calls/')) return new Response(second.body);
+      return json(conversation);
+    });
+    const store = new ChatStore({ onActivity: () => undefined });
+    store.adopt({ ...conversation, title: 'x' });
+    const sent = store.send('c_1', { content: 'Read a.md' });
+    first.event({ type: 'user', message: user });
+    first.event({ type: 'start', message: started });
+    first.event({ type: 'tool_call', message_id: 'm_a', call: pending });
+    first.event({ type: 'done', message: { ...started, status: 'complete', tool_calls: [pending] }, next: true });
+    first.event({ type: 'consent', message_id: 'm_a', calls: ['call_1'] });
+    first.end();
+    expect(await sent).toBe(true);
+    expect(store.view('c_1').error).toBeNull();
+    expect(store.view('c_1').messages[1].tool_calls?.[0].state).toBe('pending');
+
+    const decided = store.decide('c_1', 'call_1', 'deny', '  not that file ');
+    expect(store.view('c_1').sending).toBe(true);
+    const denied = { ...pending, state: 'denied', reason: 'not that file' };
+    second.event({ type: 'tool_update', message_id: 'm_a', call: denied });
+    second.event({ type: 'start', message: { ...started, id: 'm_b' } });
+    second.event({ type: 'token', text: 'Fine.' });
+    second.event({ type: 'done', message: { ...started, id: 'm_b', status: 'complete', content: 'Fine.' } });
+    second.end();
+    await decided;
+
+    const view = store.view('c_1');
+    expect(view.error).toBeNull();
+    expect(view.sending).toBe(false);
+    expect(view.messages.map((m) => [m.id, m.tool_calls?.[0]?.state ?? null, m.content])).toEqual([
+      ['m_u', null, 'Tell me a story'],
+      ['m_a', 'denied', ''],
+      ['m_b', null, 'Fine.'],
+    ]);
+    const post = calls.find((c) => c.path.includes('/tool_calls/'));
+    expect(post?.path).toBe('/api/conversations/c_1/tool_calls/call_1');
+    expect(post?.body).toEqual({ decision: 'deny', reason: 'not that file' });
+  });
+
+  it('a decision refused with 409 says so and reloads the stored copy', async () => {
+    fakeNode((call) => {
+      if (call.path.includes('/tool_calls/')) return json({ error: { message: 'not waiting', code: 'conflict' } }, 409);
+      return json({ conversation, messages: [user] });
+    });
+    const store = new ChatStore({ onActivity: () => undefined });
+    await store.load('c_1');
+    await store.decide('c_1', 'call_9', 'once');
+    expect(store.view('c_1').error).toMatch(/no longer waits/);
+  });
 });

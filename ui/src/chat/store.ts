@@ -8,12 +8,16 @@
  * - while this client streams into a conversation, a reload of it from the server is not
  *   applied (the stream is fresher than the stored copy, which is saved every 250 ms);
  *   `epoch` detects a reload that was started before or during a stream and finished after;
- * - a stream that ends without `done`/`error` marks its answer interrupted and reloads;
+ * - a stream that ends without its final event (`done` without `next`, `error`, `consent`; see
+ *   `trackStreamEnd`) marks its answer interrupted and reloads;
+ * - a tool loop's answers and calls arrive in one stream; the user's answer to a call that
+ *   waits (`decide`) opens another, applied the same way;
  * - an answer streamed by someone else (another tab, or this page before a reload) is
  *   refreshed every `POLL_MS` while the conversation is on screen, until it is final.
  */
-import { streamChat } from '../api/chatStream';
+import { streamChat, streamToolDecision, toolDecisionBody } from '../api/chatStream';
 import { ApiError, api, errorText } from '../api/client';
+import type { ToolDecision } from '../api/mcpTypes';
 import type { ChatEvent, ChatRequest, Conversation, ConversationSettings, MessageAudio, MessageImage } from '../api/types';
 import {
   applyChatEvent,
@@ -26,6 +30,7 @@ import {
   titleFrom,
   type Thread,
 } from './thread';
+import { messageWithRunningCall, trackStreamEnd, type StreamEnd } from './toolCalls';
 
 /** How often an answer streamed elsewhere is reloaded while on screen. */
 export const POLL_MS = 1000;
@@ -136,45 +141,83 @@ export class ChatStore {
         : 'edit_message_id' in request
           ? beginEdit(before, request.edit_message_id, request.content)
           : beginSend(before, id, request.content, Date.now(), localImages(request), localAudio(request));
+    let taken = false;
+    await this.runStream(id, optimistic, 'chat', (onEvent) =>
+      streamChat(
+        id,
+        request,
+        (event) => {
+          onEvent(event);
+          if (event.type === 'user' && isFirstMessage && 'content' in request) void this.autoTitle(id, request.content);
+        },
+        undefined,
+        () => (taken = true),
+      ),
+    );
+    return taken;
+  }
+
+  /**
+   * Answers a tool call that waits for consent and applies the stream that follows (the call's
+   * update, then the loop going on once no call of that answer waits). Resolves when it ended.
+   */
+  async decide(id: string, callId: string, decision: ToolDecision, reason?: string): Promise<void> {
+    const before = this.view(id);
+    if (before.sending) return;
+    await this.runStream(id, before, 'decision', (onEvent) =>
+      streamToolDecision(id, callId, toolDecisionBody(decision, reason), onEvent),
+    );
+  }
+
+  /**
+   * Shows `optimistic`, opens a stream and applies its events. A chat stream must reach its
+   * final event; a decision's stream may also end after only updates (other calls still wait).
+   * On a failure the error is shown and the server's copy reloaded (a refused request left
+   * nothing behind); a send before the first load finished has not seen the earlier messages.
+   */
+  private async runStream(
+    id: string,
+    optimistic: Thread,
+    kind: 'chat' | 'decision',
+    open: (onEvent: (event: ChatEvent) => void) => Promise<void>,
+  ): Promise<void> {
+    const before = this.view(id);
     this.bumpEpoch(id);
     this.clearPoll();
     this.update(id, (v) => ({ ...v, ...optimistic, sending: true, error: null }));
 
-    let final = false;
+    // Set by the event callback (an object, so the check after `await` reads it as changed).
+    const seen: { end: StreamEnd; events: number } = { end: 'idle', events: 0 };
     let failed = false;
-    let taken = false;
     try {
-      const onEvent = (event: ChatEvent) => {
-        if (event.type === 'done' || event.type === 'error') final = true;
+      await open((event) => {
+        seen.events++;
+        seen.end = trackStreamEnd(seen.end, event);
         this.update(id, (v) => ({
           ...v,
           ...applyChatEvent(v, event),
           error: event.type === 'error' && !event.message ? event.error : v.error,
         }));
-        if (event.type === 'user' && isFirstMessage && 'content' in request) {
-          void this.autoTitle(id, request.content);
-        }
-      };
-      await streamChat(id, request, onEvent, undefined, () => (taken = true));
-      if (!final) throw new Error('The answer ended early: the connection to the node was lost.');
+      });
+      const cleanEnd = seen.end === 'final' || (kind === 'decision' && seen.end === 'idle' && seen.events > 0);
+      if (!cleanEnd) throw new Error('The answer ended early: the connection to the node was lost.');
     } catch (e) {
       failed = true;
-      this.update(id, (v) => ({ ...v, ...endWithoutFinal(v), error: chatErrorText(e) }));
+      this.update(id, (v) => ({ ...v, ...endWithoutFinal(v), error: streamErrorText(e, kind) }));
     } finally {
       this.bumpEpoch(id);
       this.update(id, (v) => ({ ...v, sending: false }));
       this.hooks.onActivity(id);
     }
-    // After a failure the server's copy is the truth (a refused request left nothing behind);
-    // a send before the first load finished has not seen the earlier messages.
     if (failed || !before.loaded) await this.load(id);
-    return taken;
   }
 
   /** Stops the answer streaming in this conversation, whoever streams it. */
   async stop(id: string): Promise<void> {
     const v = this.view(id);
-    const messageId = v.streamingId ?? streamingMessage(v)?.id;
+    // Between two answers of a tool loop nothing streams: stopping the answer whose call runs
+    // cancels that call.
+    const messageId = v.streamingId ?? streamingMessage(v)?.id ?? messageWithRunningCall(v.messages)?.id;
     if (!messageId) return;
     try {
       await api.stopMessage(messageId);
@@ -273,8 +316,12 @@ function dataUrlBytes(url: string): number {
   return Math.floor((base64.length * 3) / 4) - padding;
 }
 
-/** A failed chat call, in words; a 409 is the one case the chat says more about. */
-function chatErrorText(e: unknown): string {
-  if (e instanceof ApiError && e.status === 409) return 'An answer is already streaming in this conversation.';
+/** A failed chat call or decision, in words; a 409 is the one case the chat says more about. */
+function streamErrorText(e: unknown, kind: 'chat' | 'decision'): string {
+  if (e instanceof ApiError && e.status === 409) {
+    return kind === 'chat'
+      ? 'An answer is already streaming in this conversation.'
+      : 'This call no longer waits for an answer, or an answer is streaming in this conversation.';
+  }
   return errorText(e);
 }

@@ -18,7 +18,7 @@ const u1 = message({ id: 'm_u1', role: 'user', content: 'first' });
 const a1 = message({ id: 'm_a1', role: 'assistant', content: 'answer one' });
 const u2 = message({ id: 'm_u2', role: 'user', content: 'second' });
 const a2 = message({ id: 'm_a2', role: 'assistant', content: 'answer two' });
-const thread: Thread = { messages: [u1, a1, u2, a2], streamingId: null };
+const thread: Thread = { messages: [u1, a1, u2, a2], streamingId: null, notices: [] };
 
 describe('applyChatEvent', () => {
   it('replaces the placeholder of a sent message by the stored one', () => {
@@ -71,7 +71,7 @@ describe('applyChatEvent', () => {
 describe('optimistic changes', () => {
   it('regenerate removes the last answer, and only an answer', () => {
     expect(beginRegenerate(thread).messages.map((m) => m.id)).toEqual(['m_u1', 'm_a1', 'm_u2']);
-    const endsWithUser: Thread = { messages: [u1], streamingId: null };
+    const endsWithUser: Thread = { messages: [u1], streamingId: null, notices: [] };
     expect(beginRegenerate(endsWithUser)).toBe(endsWithUser);
     expect(lastAnswer(thread)?.id).toBe('m_a2');
     expect(lastAnswer(endsWithUser)).toBeNull();

@@ -1,30 +1,53 @@
 /**
  * One conversation's messages as the UI shows them, and the pure functions that change them:
- * the chat stream's events (`applyChatEvent`) and the optimistic edits made when the user acts
- * (`beginSend`, `beginRegenerate`, `beginEdit`), so the screen answers before the node does.
+ * the chat stream's events (`applyChatEvent`, the tool loop's included) and the optimistic edits
+ * made when the user acts (`beginSend`, `beginRegenerate`, `beginEdit`), so the screen answers
+ * before the node does.
  *
  * Invariants: messages keep the server's order (oldest first); at most one assistant message
  * receives tokens (`streamingId`); a placeholder user message has an id starting with
- * `LOCAL_ID_PREFIX` and is replaced by the stored one when the `user` event arrives.
+ * `LOCAL_ID_PREFIX` and is replaced by the stored one when the `user` event arrives. A tool
+ * loop's answers are separate messages, each with its calls (`tool_calls`). Notices are not
+ * stored by the node: they live on this page, each shown after the message that was last when
+ * it came (and gone with that message).
  */
 import type { ChatEvent, Message, MessageAudio, MessageImage } from '../api/types';
+import { markPending, upsertCall } from './toolCalls';
 
 export const LOCAL_ID_PREFIX = 'local_';
+
+/** A `notice` of the stream, shown inline after message `after` (or at the end when null). */
+export interface Notice {
+  id: string;
+  text: string;
+  after: string | null;
+}
 
 export interface Thread {
   messages: Message[];
   /** The assistant message that tokens go to, while this client streams it. */
   streamingId: string | null;
+  notices: Notice[];
 }
 
-export const emptyThread: Thread = { messages: [], streamingId: null };
+export const emptyThread: Thread = { messages: [], streamingId: null, notices: [] };
 
 export function applyChatEvent(thread: Thread, event: ChatEvent): Thread {
   switch (event.type) {
     case 'user':
       return { ...thread, messages: upsertUser(thread.messages, event.message) };
     case 'start':
-      return { messages: upsert(thread.messages, event.message), streamingId: event.message.id };
+      return { ...thread, messages: upsert(thread.messages, event.message), streamingId: event.message.id };
+    case 'tool_call':
+    case 'tool_update':
+      return { ...thread, messages: upsertCall(thread.messages, event.message_id, event.call) };
+    case 'consent':
+      return { ...thread, messages: markPending(thread.messages, event.message_id, event.calls), streamingId: null };
+    case 'notice': {
+      const after = thread.messages[thread.messages.length - 1]?.id ?? null;
+      const notice = { id: `notice_${thread.notices.length}`, text: event.text, after };
+      return { ...thread, notices: [...thread.notices, notice] };
+    }
     case 'token': {
       const id = thread.streamingId;
       if (id === null) return thread;
@@ -35,11 +58,13 @@ export function applyChatEvent(thread: Thread, event: ChatEvent): Thread {
     }
     case 'done':
       return {
+        ...thread,
         messages: upsert(thread.messages, event.message),
         streamingId: thread.streamingId === event.message.id ? null : thread.streamingId,
       };
     case 'error':
       return {
+        ...thread,
         messages: event.message ? upsert(thread.messages, event.message) : thread.messages,
         streamingId: null,
       };
@@ -90,6 +115,7 @@ export function beginEdit(thread: Thread, messageId: string, content: string): T
 export function endWithoutFinal(thread: Thread): Thread {
   const id = thread.streamingId;
   return {
+    ...thread,
     streamingId: null,
     messages: thread.messages
       .filter((m) => !m.id.startsWith(LOCAL_ID_PREFIX))

@@ -1,6 +1,7 @@
 /**
  * The chat pane of one conversation (or of none yet: the first message creates it): title bar
- * with the settings drawer, the messages, the composer. Esc stops a streaming answer.
+ * with the settings drawer, the messages (with their tool calls and consent buttons), the
+ * composer. Esc stops a streaming answer.
  */
 import { useEffect, useState } from 'react';
 import type { Conversation } from '../api/types';
@@ -119,10 +120,15 @@ export function ChatView({ store, conversationId, live, onCreate, onToggleSideba
         <MessageList
           conversationId={conversationId ?? ''}
           messages={view.messages}
+          notices={view.notices}
           busy={busy}
+          sending={view.sending}
           onRegenerate={() => conversationId && void store.send(conversationId, { regenerate: true })}
           onEdit={(messageId, content) =>
             conversationId && void store.send(conversationId, { edit_message_id: messageId, content })
+          }
+          onDecide={(callId, decision, reason) =>
+            conversationId && void store.decide(conversationId, callId, decision, reason)
           }
         />
       )}

@@ -1,11 +1,13 @@
 /**
  * The message list of one conversation: user bubbles (their images and audio clips, plain text editable inline) and
  * answers (a reasoning model's thinking folded above the Markdown answer, streaming caret,
- * status badge, stats, regenerate). Stays scrolled to the
- * bottom while an answer grows, unless the user scrolled up to read.
+ * its MCP tool calls as cards, status badge, stats, regenerate), with the stream's notices
+ * inline. Stays scrolled to the bottom while an answer grows, unless the user scrolled up to read.
  */
-import { useEffect, useLayoutEffect, useRef, useState, type KeyboardEvent } from 'react';
+import { Fragment, useEffect, useLayoutEffect, useRef, useState, type KeyboardEvent } from 'react';
+import type { ToolDecision } from '../api/mcpTypes';
 import type { Message } from '../api/types';
+import type { Notice } from '../chat/thread';
 import { splitThinking } from '../chat/thinking';
 import { copyText } from '../clipboard';
 import { formatMs, formatNumber } from '../format';
@@ -13,7 +15,9 @@ import { CopyIcon, PencilIcon, RefreshIcon } from './icons';
 import { Markdown } from './Markdown';
 import { MessageAudio } from './MessageAudio';
 import { MessageImages } from './MessageImages';
+import { ToolCallCard } from './ToolCallCard';
 import './Messages.css';
+import './ToolCalls.css';
 
 /** Closer to the bottom than this (px) counts as "at the bottom". */
 const STICK_THRESHOLD_PX = 80;
@@ -21,13 +25,27 @@ const STICK_THRESHOLD_PX = 80;
 export interface MessageListProps {
   conversationId: string;
   messages: Message[];
+  /** The stream's notices, each shown after the message it followed. */
+  notices?: Notice[];
   /** An answer is streaming or a request is in flight: no edits or regenerate now. */
   busy: boolean;
+  /** A request of this client is in flight: consent buttons wait. */
+  sending?: boolean;
   onRegenerate: () => void;
   onEdit: (messageId: string, content: string) => void;
+  onDecide?: (callId: string, decision: ToolDecision, reason?: string) => void;
 }
 
-export function MessageList({ conversationId, messages, busy, onRegenerate, onEdit }: MessageListProps) {
+export function MessageList({
+  conversationId,
+  messages,
+  notices = [],
+  busy,
+  sending = false,
+  onRegenerate,
+  onEdit,
+  onDecide = () => undefined,
+}: MessageListProps) {
   const ref = useRef<HTMLDivElement>(null);
   const stick = useRef(true);
   const [editing, setEditing] = useState<string | null>(null);
@@ -40,7 +58,7 @@ export function MessageList({ conversationId, messages, busy, onRegenerate, onEd
   useLayoutEffect(() => {
     const el = ref.current;
     if (el && stick.current) el.scrollTop = el.scrollHeight;
-  }, [messages]);
+  }, [messages, notices]);
 
   const onScroll = () => {
     const el = ref.current;
@@ -51,29 +69,33 @@ export function MessageList({ conversationId, messages, busy, onRegenerate, onEd
   return (
     <div className="messages" ref={ref} onScroll={onScroll} data-testid="messages">
       <div className="messages-inner">
-        {messages.map((m) =>
-          m.role === 'user' ? (
-            <UserBubble
-              key={m.id}
-              message={m}
-              editing={editing === m.id}
-              canEdit={!busy && !m.id.startsWith('local_')}
-              onStartEdit={() => setEditing(m.id)}
-              onCancel={() => setEditing(null)}
-              onSubmit={(content) => {
-                setEditing(null);
-                onEdit(m.id, content);
-              }}
-            />
-          ) : (
-            <AnswerBubble
-              key={m.id}
-              message={m}
-              canRegenerate={!busy && m === last}
-              onRegenerate={onRegenerate}
-            />
-          ),
-        )}
+        {noticesAfter(notices, null)}
+        {messages.map((m) => (
+          <Fragment key={m.id}>
+            {m.role === 'user' ? (
+              <UserBubble
+                message={m}
+                editing={editing === m.id}
+                canEdit={!busy && !m.id.startsWith('local_')}
+                onStartEdit={() => setEditing(m.id)}
+                onCancel={() => setEditing(null)}
+                onSubmit={(content) => {
+                  setEditing(null);
+                  onEdit(m.id, content);
+                }}
+              />
+            ) : (
+              <AnswerBubble
+                message={m}
+                canRegenerate={!busy && m === last}
+                onRegenerate={onRegenerate}
+                deciding={sending}
+                onDecide={onDecide}
+              />
+            )}
+            {noticesAfter(notices, m.id)}
+          </Fragment>
+        ))}
         {last && last.role === 'user' && !busy && !last.id.startsWith('local_') && (
           <div className="retry">
             <span className="muted">No answer yet.</span>
@@ -180,13 +202,26 @@ const STATUS_LABEL: Partial<Record<Message['status'], string>> = {
   error: 'Error',
 };
 
+/** The notices that came after message `after` (null: before any message). */
+function noticesAfter(notices: Notice[], after: string | null) {
+  return notices
+    .filter((n) => n.after === after)
+    .map((n) => (
+      <p key={n.id} className="chat-notice" role="status" data-testid="chat-notice">
+        {n.text}
+      </p>
+    ));
+}
+
 interface AnswerBubbleProps {
   message: Message;
   canRegenerate: boolean;
   onRegenerate: () => void;
+  deciding: boolean;
+  onDecide: (callId: string, decision: ToolDecision, reason?: string) => void;
 }
 
-function AnswerBubble({ message, canRegenerate, onRegenerate }: AnswerBubbleProps) {
+function AnswerBubble({ message, canRegenerate, onRegenerate, deciding, onDecide }: AnswerBubbleProps) {
   const streaming = message.status === 'streaming';
   const { thinking, answer, open } = splitThinking(message.content, streaming);
   const badge = STATUS_LABEL[message.status];
@@ -218,6 +253,13 @@ function AnswerBubble({ message, canRegenerate, onRegenerate }: AnswerBubbleProp
           <Markdown text={answer} streaming={streaming} />
         )}
       </div>
+      {message.tool_calls && message.tool_calls.length > 0 && (
+        <div className="tool-calls" data-testid="tool-calls">
+          {message.tool_calls.map((call) => (
+            <ToolCallCard key={call.id} call={call} disabled={deciding} onDecide={onDecide} />
+          ))}
+        </div>
+      )}
       {message.status === 'error' && message.error && (
         <div className="answer-error" role="alert" data-testid="answer-error">
           {message.error}

@@ -1,7 +1,10 @@
-/** Per-conversation generation settings: system prompt, temperature, top P, max tokens. */
+/**
+ * Per-conversation generation settings: system prompt, temperature, top P, max tokens, and
+ * whether the MCP servers' tools are offered (with the most tool steps one turn may take).
+ */
 import { useEffect, useState, type FormEvent } from 'react';
 import type { Conversation, ConversationSettings } from '../api/types';
-import { parseForm, TEMPERATURE_MAX, toForm, type SettingsForm } from '../chat/settingsForm';
+import { parseForm, TEMPERATURE_MAX, TOOL_STEPS_MAX, TOOL_STEPS_MIN, toForm, type SettingsForm } from '../chat/settingsForm';
 import { CloseIcon } from './icons';
 
 export interface SettingsDrawerProps {
@@ -21,8 +24,12 @@ export function SettingsDrawer({ conversation, onSave, onClose }: SettingsDrawer
     // Reset only when another conversation is shown, not after our own save.
   }, [conversation.id]);
 
-  const set = (key: keyof SettingsForm) => (value: string) => {
+  const set = (key: Exclude<keyof SettingsForm, 'tools'>) => (value: string) => {
     setForm((f) => ({ ...f, [key]: value }));
+    setMessage(null);
+  };
+  const setTools = (tools: boolean) => {
+    setForm((f) => ({ ...f, tools }));
     setMessage(null);
   };
 
@@ -125,6 +132,33 @@ export function SettingsDrawer({ conversation, onSave, onClose }: SettingsDrawer
             onChange={(e) => set('max_tokens')(e.target.value)}
           />
         </label>
+        <label className="field-check">
+          <input
+            type="checkbox"
+            role="switch"
+            data-testid="settings-tools"
+            checked={form.tools}
+            onChange={(e) => setTools(e.target.checked)}
+          />
+          <span>Use tools</span>
+        </label>
+        <p className="field-help muted">
+          Offer the tools of the MCP servers switched on in Settings → Tools. Each call waits for your consent unless
+          you allowed that tool.
+        </p>
+        <label className="field">
+          <span>Tool steps</span>
+          <input
+            type="number"
+            data-testid="settings-tool-steps"
+            min={TOOL_STEPS_MIN}
+            max={TOOL_STEPS_MAX}
+            step={1}
+            value={form.tool_steps}
+            onChange={(e) => set('tool_steps')(e.target.value)}
+          />
+        </label>
+        <p className="field-help muted">The most answers with tool calls one message may chain ({TOOL_STEPS_MIN}-{TOOL_STEPS_MAX}).</p>
         {message && (
           <p className={`form-note ${message.kind}`} role={message.kind === 'error' ? 'alert' : 'status'} data-testid="settings-message">
             {message.text}
