@@ -16,6 +16,10 @@ use serde_json::json;
 use crate::state::AppState;
 use hearth_store::{SettingsPatch, StoreError};
 
+/// What a conversation's `tool_steps` (the answers with MCP calls one turn may chain) may be
+/// at most.
+pub(crate) const MAX_TOOL_STEPS: i64 = 50;
+
 /// An `/api` error.
 #[derive(Debug)]
 pub(crate) struct ApiFailure {
@@ -218,10 +222,10 @@ pub(crate) async fn update_conversation(
         .validate_patch(None)
         .map_err(|e| ApiFailure::bad_request(format!("settings.{}: {}", e.param, e.message)))?;
         if let Some(steps) = s.tool_steps {
-            if !(1..=crate::chat::MAX_TOOL_STEPS).contains(&steps) {
+            if !(1..=MAX_TOOL_STEPS).contains(&steps) {
                 return Err(ApiFailure::bad_request(format!(
                     "settings.tool_steps: {steps} is not between 1 and {}",
-                    crate::chat::MAX_TOOL_STEPS
+                    MAX_TOOL_STEPS
                 )));
             }
         }

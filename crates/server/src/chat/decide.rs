@@ -55,14 +55,26 @@ pub(crate) async fn decide(
             "a reason goes with \"decision\": \"deny\" only",
         ));
     }
+    // The conversation is held from here, before its calls are read: a second decision, a new
+    // message or a stop waits for this one's calls to be saved (and run).
+    let mut running = RunningChat {
+        message_id: String::new(),
+        control: None,
+        stop_requested: Arc::default(),
+        cancel: hearth_tools::CancellationToken::new(),
+    };
+    if !state.chats.begin(&conversation_id, running.clone()) {
+        return Err(busy());
+    }
+    let mut held = Held {
+        state: Some(state.clone()),
+        conversation: conversation_id.clone(),
+    };
     let (conversation, messages) = state
         .store
         .conversation(conversation_id.clone())
         .await?
         .ok_or_else(|| ApiFailure::not_found("conversation"))?;
-    if state.chats.is_running(&conversation_id) {
-        return Err(busy());
-    }
     let message = messages
         .iter()
         .find(|m| m.role == "assistant" && tool_loop::records(m).iter().any(|c| c.id == call_id))
@@ -81,50 +93,99 @@ pub(crate) async fn decide(
             "this call does not wait for consent",
         ));
     }
-    match body.decision {
-        Decision::Deny => {
+    running.message_id = message.id.clone();
+    state.chats.replace(&conversation_id, running.clone());
+    let consent = match body.decision {
+        Decision::Deny => None,
+        Decision::Chat => Some(Consent::Chat),
+        Decision::Always => Some(Consent::Always),
+        Decision::Once => Some(Consent::Once),
+    };
+    let name = call.name.clone();
+    match consent {
+        None => {
             call.state = CallState::Denied;
             call.reason = body
                 .reason
                 .map(|r| r.trim().chars().take(MAX_REASON_CHARS).collect())
                 .filter(|r: &String| !r.is_empty());
         }
-        allow => {
+        Some(c) => {
             call.state = CallState::Running;
-            call.consent = Some(match allow {
-                Decision::Chat => Consent::Chat,
-                Decision::Always => Consent::Always,
-                _ => Consent::Once,
-            });
-            match allow {
-                Decision::Chat => {
-                    state
-                        .store
-                        .allow_mcp_tool_for_chat(conversation_id.clone(), call.name.clone())
-                        .await?
-                }
-                Decision::Always => {
-                    state
-                        .store
-                        .set_mcp_always_allowed(call.name.clone(), true)
-                        .await?
-                }
-                _ => {}
-            }
+            call.consent = Some(c);
         }
     }
-    let decided = call.clone();
-    let mut changed = vec![decided.id.clone()];
+    let mut changed = vec![call_id.clone()];
     // Consent for the chat or for good covers the answer's other calls of that tool too.
-    if matches!(body.decision, Decision::Chat | Decision::Always) {
+    if matches!(consent, Some(Consent::Chat | Consent::Always)) {
         for other in calls
             .iter_mut()
-            .filter(|c| c.state == CallState::Pending && c.name == decided.name)
+            .filter(|c| c.state == CallState::Pending && c.name == name)
         {
             other.state = CallState::Running;
-            other.consent = decided.consent;
+            other.consent = consent;
             changed.push(other.id.clone());
         }
+    }
+    let waiting: Vec<String> = calls
+        .iter()
+        .filter(|c| c.state == CallState::Pending)
+        .map(|c| c.id.clone())
+        .collect();
+    // Every call of the answer decided: the loop goes on where the chat would have; what it
+    // needs is checked before anything of the decision is kept.
+    let turn = if waiting.is_empty() {
+        let target = state
+            .router
+            .resolve(None, CHAT_MODEL_WAIT)
+            .await
+            .map_err(|e| {
+                ApiFailure::new(StatusCode::SERVICE_UNAVAILABLE, "no_model", e.to_string())
+            })?;
+        let takes = Takes::of(target.local.as_deref(), state.router.sees_images(&target));
+        let params = turn_params(&conversation.settings, target.ctx())?;
+        let tools = match tool_loop::offer(&state, &conversation.settings, &caller, &target).await {
+            tool_loop::Offer::Tools(set) => set,
+            tool_loop::Offer::None(why) => {
+                return Err(ApiFailure::new(
+                    StatusCode::CONFLICT,
+                    "no_tools",
+                    why.unwrap_or_else(|| "this chat offers no tools now".to_owned()),
+                ))
+            }
+        };
+        let last_user = messages.iter().rposition(|m| m.role == "user").unwrap_or(0);
+        let steps = messages[last_user..]
+            .iter()
+            .filter(|m| m.role == "assistant" && m.tool_calls.is_some())
+            .count() as i64;
+        Some(drive::ToolTurn {
+            tools,
+            target,
+            params,
+            system_prompt: conversation.settings.system_prompt.clone(),
+            takes,
+            owner: caller.cache_owner(),
+            steps,
+            max_steps: conversation.settings.tool_steps,
+        })
+    } else {
+        None
+    };
+    match consent {
+        Some(Consent::Chat) => {
+            state
+                .store
+                .allow_mcp_tool_for_chat(conversation_id.clone(), name.clone())
+                .await?
+        }
+        Some(Consent::Always) => {
+            state
+                .store
+                .set_mcp_always_allowed(name.clone(), true)
+                .await?
+        }
+        _ => {}
     }
     let message = state
         .store
@@ -137,60 +198,14 @@ pub(crate) async fn decide(
             json!({"type": "tool_update", "message_id": message.id, "call": c}),
         ));
     }
-    let waiting: Vec<&str> = calls
-        .iter()
-        .filter(|c| c.state == CallState::Pending)
-        .map(|c| c.id.as_str())
-        .collect();
-    if !waiting.is_empty() {
+    let Some(turn) = turn else {
         let _ = tx.try_send(event(
             json!({"type": "consent", "message_id": message.id, "calls": waiting}),
         ));
         drop(tx);
+        drop(held);
         return Ok(event_stream(&state, rx));
-    }
-    // Every call of the answer is decided: the loop goes on where the chat would have.
-    let target = state
-        .router
-        .resolve(None, CHAT_MODEL_WAIT)
-        .await
-        .map_err(|e| ApiFailure::new(StatusCode::SERVICE_UNAVAILABLE, "no_model", e.to_string()))?;
-    let takes = Takes::of(target.local.as_deref(), state.router.sees_images(&target));
-    let params = turn_params(&conversation.settings, target.ctx())?;
-    let tools = match tool_loop::offer(&state, &conversation.settings, &caller, &target).await {
-        tool_loop::Offer::Tools(set) => set,
-        tool_loop::Offer::None(why) => {
-            return Err(ApiFailure::new(
-                StatusCode::CONFLICT,
-                "no_tools",
-                why.unwrap_or_else(|| "this chat offers no tools now".to_owned()),
-            ))
-        }
     };
-    let last_user = messages.iter().rposition(|m| m.role == "user").unwrap_or(0);
-    let steps = messages[last_user..]
-        .iter()
-        .filter(|m| m.role == "assistant" && m.tool_calls.is_some())
-        .count() as i64;
-    let turn = drive::ToolTurn {
-        tools,
-        target,
-        params,
-        system_prompt: conversation.settings.system_prompt.clone(),
-        takes,
-        owner: caller.cache_owner(),
-        steps,
-        max_steps: conversation.settings.tool_steps,
-    };
-    let running = RunningChat {
-        message_id: message.id.clone(),
-        control: None,
-        stop_requested: Arc::default(),
-        cancel: hearth_tools::CancellationToken::new(),
-    };
-    if !state.chats.begin(&conversation_id, running.clone()) {
-        return Err(busy());
-    }
     let task_state = state.clone();
     tokio::spawn(async move {
         let state = task_state;
@@ -205,7 +220,7 @@ pub(crate) async fn decide(
         )
         .await;
         let Some(step) = next else {
-            state.chats.end(&conversation_id);
+            drop(held);
             return;
         };
         let running = RunningChat {
@@ -217,7 +232,24 @@ pub(crate) async fn decide(
         let _ = tx
             .send(event(json!({"type": "start", "message": step.message})))
             .await;
+        // `drive` ends the conversation's running answer itself.
+        drop(held.state.take());
         drive::drive(state, conversation_id, step, running, tx, Some(turn)).await;
     });
     Ok(event_stream(&state, rx))
+}
+
+/// The conversation held by a decision: released when the decision's work ends, whatever way.
+struct Held {
+    /// `None` once the hold is handed over (to `drive`, which ends it).
+    state: Option<Arc<AppState>>,
+    conversation: String,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Some(state) = self.state.take() {
+            state.chats.end(&self.conversation);
+        }
+    }
 }

@@ -314,9 +314,14 @@ async fn answer(
             None
         }
     };
+    // A loop's next answer after the browser left: stopped at once, kept as interrupted.
+    if client_gone {
+        let _ = generation.control.stop();
+    }
     if opened_thinking {
         let _ = emit(OPENED_THINKING, &mut text, &mut client_gone);
     }
+    let mut stopping = false;
     let mut saved_len = 0;
     let mut save = tokio::time::interval(SAVE_EVERY);
     save.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -344,6 +349,11 @@ async fn answer(
                 Some(Event::Restarted | Event::Paused | Event::Resumed | Event::Modified) => {}
                 None => break Err("the engine stopped".to_owned()),
             },
+            // A stop asked while the loop was between answers reaches this one.
+            () = running.cancel.cancelled(), if !stopping => {
+                stopping = true;
+                let _ = generation.control.stop();
+            }
             () = tx.closed(), if !client_gone => {
                 // The browser left (reload, closed window): stop, keep what we have.
                 client_gone = true;

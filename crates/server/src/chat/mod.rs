@@ -11,7 +11,6 @@ mod media;
 pub(crate) mod tool_loop;
 
 pub(crate) use decide::decide;
-pub(crate) use tool_loop::MAX_TOOL_STEPS;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -112,6 +111,7 @@ pub(crate) async fn chat(
             tool_loop::Offer::None(notice) => (None, notice),
         };
     let settled = settle_turn(&state, &conversation_id, &messages, &body, attached).await?;
+    tool_loop::skip_undecided(&state, &messages).await?;
     let mut first_events = settled.first_events;
     if let Some(text) = notice {
         first_events.push(json!({"type": "notice", "text": text}));

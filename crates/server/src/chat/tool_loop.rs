@@ -13,9 +13,6 @@ use serde_json::Value;
 use crate::caller::Caller;
 use crate::state::AppState;
 
-/// What a conversation's `tool_steps` may be at most.
-pub(crate) const MAX_TOOL_STEPS: i64 = 50;
-
 /// Where one call stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -138,7 +135,8 @@ pub(crate) fn expand(message: &Message, mut turn: ChatMessage) -> Vec<ChatMessag
         })
         .collect();
     let mut out = vec![turn];
-    for c in calls.iter().filter(|c| c.ended()) {
+    // Every call gets its result turn, one that never ran (left pending) too.
+    for c in &calls {
         let mut result = ChatMessage::new("tool", c.result_for_model());
         result.tool_call_id = Some(c.id.clone());
         result.name = Some(c.name.clone());
@@ -251,9 +249,11 @@ pub(crate) async fn pre_allow(state: &AppState, conversation_id: &str, calls: &m
 
 /// Run one allowed call to its end: its outcome, or why it has none.
 pub(crate) async fn run(state: &AppState, call: &mut CallRecord, cancel: CancellationToken) {
+    // By the name the model was offered: the MCP client maps it back to the server's own
+    // name for the tool (a long or unusual name was shortened in the offer).
     let result = state
         .mcp
-        .call(&call.server, &call.tool, call.arguments.clone(), cancel)
+        .call_offered(&call.name, call.arguments.clone(), cancel)
         .await;
     match result {
         Ok(outcome) => {
@@ -269,4 +269,29 @@ pub(crate) async fn run(state: &AppState, call: &mut CallRecord, cancel: Cancell
             call.error = Some(e.to_string());
         }
     }
+}
+
+/// A new turn while the last answer's calls wait: they will never run; each is kept as skipped,
+/// and the model reads so.
+pub(crate) async fn skip_undecided(
+    state: &AppState,
+    messages: &[Message],
+) -> Result<(), hearth_store::StoreError> {
+    let Some(last) = messages.iter().rev().find(|m| m.role == "assistant") else {
+        return Ok(());
+    };
+    let mut calls = records(last);
+    let mut changed = false;
+    for c in calls.iter_mut().filter(|c| c.state == CallState::Pending) {
+        c.state = CallState::Skipped;
+        c.error = Some("the conversation went on without a decision".to_owned());
+        changed = true;
+    }
+    if changed {
+        state
+            .store
+            .set_tool_calls(last.id.clone(), records_json(&calls))
+            .await?;
+    }
+    Ok(())
 }
