@@ -131,7 +131,7 @@ pub(crate) async fn remove(
     Path(name): Path<String>,
 ) -> Result<Response, ApiFailure> {
     owner_only(&caller)?;
-    let prefix = hearth_tools::mcp_tool_name(&name, "");
+    let prefix = hearth_tools::mcp_tool_prefix(&name);
     let kept = state.store.delete_mcp_server(name.clone(), prefix).await?;
     let running = state.mcp.remove(&name).await.is_ok();
     if !kept && !running {

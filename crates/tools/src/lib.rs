@@ -37,7 +37,7 @@ pub use error::{McpCallError, McpServerError};
 pub use import::{import_mcp_servers_json, EntryProblem, McpImportError};
 pub use log::{LOG_LINES, LOG_LINE_BYTES};
 pub use manager::{McpOffer, McpServerStatus, McpServerView, McpServers, McpSettings, McpTool};
-pub use names::{mcp_tool_name, parse_mcp_tool_name};
+pub use names::{mcp_tool_name, mcp_tool_prefix, parse_mcp_tool_name};
 pub use outcome::{McpContent, McpToolOutcome, MAX_OUTCOME_BYTES};
 pub use spec::{McpServerSpec, McpTransport, SpecError, DEFAULT_CALL_TIMEOUT};
 pub use stdio::MAX_MESSAGE_BYTES;

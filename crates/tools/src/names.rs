@@ -61,7 +61,13 @@ pub fn mcp_tool_name(server: &str, tool: &str) -> String {
         let head = room.saturating_sub(hash.len() + 1);
         format!("{}_{hash}", &clean[..head.min(clean.len())])
     };
-    format!("{server}{SEPARATOR}{tool_part}")
+    format!("{}{tool_part}", mcp_tool_prefix(server))
+}
+
+/// How every name offered for `server`'s tools begins (`server__`): what forgetting a
+/// server's consent matches.
+pub fn mcp_tool_prefix(server: &str) -> String {
+    format!("{server}{SEPARATOR}")
 }
 
 /// Splits an offered name into the server's name and the tool part, at the first `__` (a

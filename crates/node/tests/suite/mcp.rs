@@ -433,8 +433,16 @@ async fn a_stop_during_a_call_cancels_it_and_ends_the_loop() {
     let stored = messages(&t, &conv).await;
     assert_eq!(stored.len(), 2, "{stored:?}");
     assert_eq!(stored[1]["tool_calls"][0]["state"], "cancelled");
-    // Always allowed now, for good.
+    // Always allowed now, for good; until the server is removed, which forgets its consent.
     let always = t.get_json("/api/mcp/allowed").await;
     assert_eq!(always["always"], json!(["py__hang"]));
+    let r = common::client()
+        .delete(t.url("/api/mcp/servers/py"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let always = t.get_json("/api/mcp/allowed").await;
+    assert_eq!(always["always"], json!([]), "{always}");
     t.stop().await;
 }
