@@ -17,15 +17,8 @@ qwen_version=0.24.4
 say() { printf '[agents] %s\n' "$*"; }
 mkdir -p "$dir"
 
-# One npm prefix per agent and version; npm runs outside any package.json.
-install() { # folder package@version
-  if [ ! -d "$dir/$1/node_modules" ]; then
-    say "installing $2"
-    rm -rf "$dir/$1.part"
-    (cd "$dir" && npm install --prefix "$dir/$1.part" --no-audit --no-fund --loglevel=error "$2")
-    mv "$dir/$1.part" "$dir/$1"
-  fi
-}
+# shellcheck source=npm-prefix.sh
+. "$(dirname "$0")/npm-prefix.sh"
 
 # Claude Code: npm's install-script policy skips its postinstall, which puts the native binary
 # (from @anthropic-ai/claude-code-linux-x64) in place as bin/claude.exe; run it by hand.

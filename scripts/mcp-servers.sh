@@ -17,15 +17,8 @@ filesystem_version=2026.8.31
 say() { printf '[mcp-servers] %s\n' "$*"; }
 mkdir -p "$dir"
 
-# One npm prefix per server and version; npm runs outside any package.json.
-install() { # folder package@version
-  if [ ! -d "$dir/$1/node_modules" ]; then
-    say "installing $2"
-    rm -rf "$dir/$1.part"
-    (cd "$dir" && npm install --prefix "$dir/$1.part" --no-audit --no-fund --loglevel=error "$2")
-    mv "$dir/$1.part" "$dir/$1"
-  fi
-}
+# shellcheck source=npm-prefix.sh
+. "$(dirname "$0")/npm-prefix.sh"
 
 # The tests start each through the stable names below (a link to the versioned bin).
 install "server-everything-$everything_version" "@modelcontextprotocol/server-everything@$everything_version"

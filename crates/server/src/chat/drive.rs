@@ -51,6 +51,23 @@ struct Ended {
     calls: Vec<ToolCall>,
 }
 
+/// The browser's side of one answer: its tokens while it listens (waiting for a browser that
+/// cannot keep up); once it has gone, the answer is stopped and kept as it is.
+struct Listener<'a> {
+    tx: &'a mpsc::Sender<SseEvent>,
+    gone: bool,
+}
+
+impl Listener<'_> {
+    async fn token(&mut self, piece: &str, control: &hearth_route::Control) {
+        let ev = event(json!({"type": "token", "text": piece}));
+        if !self.gone && self.tx.send(ev).await.is_err() {
+            self.gone = true;
+            let _ = control.stop();
+        }
+    }
+}
+
 /// Sends an event while the browser listens; a browser gone stops nothing here.
 async fn send(tx: &mpsc::Sender<SseEvent>, v: Value) {
     let _ = tx.send(event(v)).await;
@@ -294,32 +311,17 @@ async fn answer(
     let mut splitter =
         tools.map(|t| Splitter::new(false, Some(t), message.id.clone()).broken_calls_as_text());
     let mut text = String::new();
-    let mut client_gone = tx.is_closed();
-    let control = generation.control.clone();
-    let emit = |piece: &str, text: &mut String, client_gone: &mut bool| {
-        text.push_str(piece);
-        if !*client_gone {
-            let ev = event(json!({"type": "token", "text": piece}));
-            match tx.try_send(ev) {
-                Ok(()) => None,
-                // A browser that cannot keep up: wait for it.
-                Err(mpsc::error::TrySendError::Full(ev)) => Some(ev),
-                Err(mpsc::error::TrySendError::Closed(_)) => {
-                    *client_gone = true;
-                    let _ = control.stop();
-                    None
-                }
-            }
-        } else {
-            None
-        }
+    let mut client = Listener {
+        tx,
+        gone: tx.is_closed(),
     };
     // A loop's next answer after the browser left: stopped at once, kept as interrupted.
-    if client_gone {
+    if client.gone {
         let _ = generation.control.stop();
     }
     if opened_thinking {
-        let _ = emit(OPENED_THINKING, &mut text, &mut client_gone);
+        text.push_str(OPENED_THINKING);
+        client.token(OPENED_THINKING, &generation.control).await;
     }
     let mut stopping = false;
     let mut saved_len = 0;
@@ -335,12 +337,8 @@ async fn answer(
                     };
                     for p in pieces {
                         let (Piece::Content(p) | Piece::Reasoning(p)) = p;
-                        if let Some(ev) = emit(&p, &mut text, &mut client_gone) {
-                            if tx.send(ev).await.is_err() {
-                                client_gone = true;
-                                let _ = generation.control.stop();
-                            }
-                        }
+                        text.push_str(&p);
+                        client.token(&p, &generation.control).await;
                     }
                 }
                 Some(Event::Token(_)) => {}
@@ -354,9 +352,9 @@ async fn answer(
                 stopping = true;
                 let _ = generation.control.stop();
             }
-            () = tx.closed(), if !client_gone => {
+            () = tx.closed(), if !client.gone => {
                 // The browser left (reload, closed window): stop, keep what we have.
-                client_gone = true;
+                client.gone = true;
                 let _ = generation.control.stop();
             }
             _ = save.tick() => {
@@ -378,9 +376,8 @@ async fn answer(
             Ok(ending) => {
                 for p in ending.pieces {
                     let (Piece::Content(p) | Piece::Reasoning(p)) = p;
-                    if let Some(ev) = emit(&p, &mut text, &mut client_gone) {
-                        let _ = tx.send(ev).await;
-                    }
+                    text.push_str(&p);
+                    client.token(&p, &generation.control).await;
                 }
                 // A stopped answer's calls are not made.
                 if done.reason != FinishReason::Cancelled {
@@ -425,7 +422,7 @@ async fn answer(
         }
         Err(message) => (MessageStatus::Error, None, Some(message.clone())),
     };
-    if client_gone {
+    if client.gone {
         calls.clear();
     }
     // A re-dispatched answer was finished elsewhere: name the node that ended it.

@@ -145,8 +145,8 @@ pub(crate) fn expand(message: &Message, mut turn: ChatMessage) -> Vec<ChatMessag
     out
 }
 
-/// Why a turn offers no tools, said to the user as a notice; `None` when it is not worth
-/// saying (tools off, no server configured).
+/// What a turn offers the model: its tools, or none and why, as a notice to the user (`None`
+/// when it is not worth saying: tools off, no server enabled, a caller not the owner).
 pub(crate) enum Offer {
     Tools(ToolSet),
     None(Option<String>),
