@@ -13,7 +13,12 @@ const LOCK_FILE: &str = "hearth.lock";
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
     #[error("another Hearth node ({holder}) is using the data dir {dir}: stop it first, or give this node another --data-dir")]
-    Held { dir: PathBuf, holder: String },
+    Held {
+        dir: PathBuf,
+        holder: String,
+        /// The port the holder listens on, once it says (a command can reach it there).
+        port: Option<u16>,
+    },
     #[error("cannot lock the data dir {0}: {1}")]
     Io(PathBuf, std::io::Error),
 }
@@ -44,6 +49,7 @@ impl DataDirLock {
                 return Err(LockError::Held {
                     dir: dir.to_path_buf(),
                     holder: describe(&text),
+                    port: field(&text, "port ").and_then(|p| p.parse().ok()),
                 });
             }
             Err(std::fs::TryLockError::Error(e)) => return Err(io(e)),
@@ -66,15 +72,17 @@ impl DataDirLock {
     }
 }
 
+/// A number the lock file's text gives after `key`.
+fn field(text: &str, key: &str) -> Option<String> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(key))
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit()))
+}
+
 /// "pid 1234, port 8420" from the lock file's text.
 fn describe(text: &str) -> String {
-    let field = |key: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(key))
-            .map(|v| v.trim().to_owned())
-            .filter(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit()))
-    };
-    match (field("pid "), field("port ")) {
+    match (field(text, "pid "), field(text, "port ")) {
         (Some(pid), Some(port)) => format!("pid {pid}, port {port}"),
         (Some(pid), None) => format!("pid {pid}, still starting"),
         _ => "a process that did not say which".to_owned(),
@@ -98,6 +106,16 @@ mod tests {
         let mut first = DataDirLock::acquire(dir.path()).unwrap();
         first.record(Some(8420)).unwrap();
         let e = DataDirLock::acquire(dir.path()).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                LockError::Held {
+                    port: Some(8420),
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
         let text = e.to_string();
         assert!(
             text.contains(&format!("pid {}, port 8420", std::process::id())),

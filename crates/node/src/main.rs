@@ -3,6 +3,7 @@
 
 mod client;
 mod connect;
+mod mcp_cli;
 mod models_cli;
 
 use std::path::PathBuf;
@@ -46,6 +47,8 @@ enum Command {
     /// Print the settings that point a coding agent (claude, codex, qwen, opencode,
     /// continue) at a node.
     Connect(connect::ConnectArgs),
+    /// The chat's MCP servers: list, add, remove, their tools, an mcpServers import.
+    Mcp(mcp_cli::McpArgs),
     /// Serve this machine's CPU to a peer's split model, over standard input and output
     /// (started by the node for a split model; never by hand).
     RpcServe {
@@ -94,6 +97,7 @@ fn main() -> anyhow::Result<()> {
         Command::Clients(args) => runtime.block_on(client::clients(args)),
         Command::Models(args) => models_cli::models(args, &runtime),
         Command::Connect(args) => runtime.block_on(connect::connect(args)),
+        Command::Mcp(args) => runtime.block_on(mcp_cli::mcp(args)),
         Command::RpcServe {
             threads,
             memory_limit,

@@ -446,3 +446,91 @@ async fn a_stop_during_a_call_cancels_it_and_ends_the_loop() {
     assert_eq!(always["always"], json!([]), "{always}");
     t.stop().await;
 }
+
+/// `hearth-node mcp ARGS --data-dir DATA`: whether it succeeded, its stdout and its stderr.
+fn cli(data: &std::path::Path, args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hearth-node"))
+        .arg("mcp")
+        .arg("--data-dir")
+        .arg(data)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_line_works_on_the_data_dir_and_through_a_running_node() {
+    let data = tempfile::tempdir().unwrap();
+    let d = data.path();
+    let python = venv_python().to_string_lossy().into_owned();
+    let server = repo_root()
+        .join("tests/mcp/py_server.py")
+        .to_string_lossy()
+        .into_owned();
+    // No node on the data dir: hearth.db itself.
+    let (ok, out, err) = cli(d, &["add", "py", "--", &python, &server]);
+    assert!(ok && out.contains("added py"), "{out}{err}");
+    assert!(err.contains("with your rights"), "{err}");
+    let (ok, out, err) = cli(
+        d,
+        &[
+            "add",
+            "web",
+            "--url",
+            "http://127.0.0.1:9/mcp",
+            "--header",
+            "Authorization: Bearer x",
+        ],
+    );
+    assert!(ok, "{out}{err}");
+    let (ok, _, err) = cli(d, &["add", "py", "--", "true"]);
+    assert!(!ok && err.contains("exists"), "{err}");
+    let (ok, _, err) = cli(d, &["add", "bad__name", "--", "true"]);
+    assert!(!ok, "{err}");
+    let (ok, out, err) = cli(d, &["list"]);
+    assert!(
+        ok && out.contains("py\ton\t") && out.contains("web\ton\thttp://127.0.0.1:9/mcp"),
+        "{out}{err}"
+    );
+    // `tools` starts the server for it.
+    let (ok, out, err) = cli(d, &["tools", "py"]);
+    assert!(ok && out.contains("py__echo\t"), "{out}{err}");
+
+    // A node on the data dir: every command goes through it, and it sees the change at once.
+    let node = common::process::NodeProcess::start_without_model(d, &[]);
+    let listed = common::get_json_at(format!("{}/api/mcp/servers", node.url)).await;
+    assert_eq!(listed["servers"].as_array().unwrap().len(), 2, "{listed}");
+    let (ok, out, err) = cli(d, &["remove", "web"]);
+    assert!(ok && out.contains("removed web"), "{out}{err}");
+    let (ok, out, err) = cli(d, &["tools", "py"]);
+    assert!(ok && out.contains("py__echo\t"), "{out}{err}");
+    let (ok, out, err) = cli(d, &["list"]);
+    assert!(
+        ok && out.contains("py\ton\trunning\t"),
+        "the node's own state: {out}{err}"
+    );
+    let file = d.join("mcp.json");
+    std::fs::write(
+        &file,
+        r#"{"mcpServers": {"other": {"command": "true"}, "py": {"command": "true"}}}"#,
+    )
+    .unwrap();
+    let (ok, out, err) = cli(d, &["import", &file.to_string_lossy()]);
+    assert!(
+        ok && out.contains("added other") && out.contains("skipped py"),
+        "{out}{err}"
+    );
+    let listed = common::get_json_at(format!("{}/api/mcp/servers", node.url)).await;
+    let names: Vec<&str> = listed["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["spec"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["other", "py"], "{listed}");
+}
