@@ -1,6 +1,7 @@
 //! `/api/mcp/*` (docs/API.md, "Tools (MCP)"): the chat's MCP servers listed, added, changed and
 //! removed, their tools and logs, the `mcpServers` import, and the tools always allowed. Only
-//! this machine's owner reaches it ([`owner_only`]): a LAN host never starts a process here.
+//! this machine's owner reads it ([`owner_only`]: loopback, or a `manage` key), and only this
+//! machine changes it ([`this_machine_only`]): nothing from the LAN chooses a command to run.
 //! Every change is kept in `hearth.db` first, then given to the running `McpServers`.
 
 use std::sync::Arc;
@@ -32,6 +33,20 @@ pub(crate) fn owner_only(caller: &Caller) -> Result<(), ApiFailure> {
             StatusCode::FORBIDDEN,
             "local_only",
             "MCP servers are configured and run only by this machine's owner (or with a 'manage' key)",
+        )),
+    }
+}
+
+/// Changing what runs (a server's command, URL, env; the consent kept) is this machine's only,
+/// as API keys are: a `manage` key from the LAN may list servers and use their tools in the
+/// chat, never make this machine run a command of its choosing.
+pub(crate) fn this_machine_only(caller: &Caller) -> Result<(), ApiFailure> {
+    match caller {
+        Caller::Owner => Ok(()),
+        _ => Err(ApiFailure::new(
+            StatusCode::FORBIDDEN,
+            "local_only",
+            "MCP servers are added, changed and removed only on the machine that runs the node",
         )),
     }
 }
@@ -77,7 +92,7 @@ pub(crate) async fn add(
     caller: Caller,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiFailure> {
-    owner_only(&caller)?;
+    this_machine_only(&caller)?;
     let spec = spec_body(body)?;
     if state.mcp.spec(&spec.name).is_some() {
         return Err(ApiFailure::new(
@@ -105,7 +120,7 @@ pub(crate) async fn replace(
     Path(name): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiFailure> {
-    owner_only(&caller)?;
+    this_machine_only(&caller)?;
     let spec = spec_body(body)?;
     if spec.name != name {
         return Err(ApiFailure::bad_request(format!(
@@ -130,7 +145,7 @@ pub(crate) async fn remove(
     caller: Caller,
     Path(name): Path<String>,
 ) -> Result<Response, ApiFailure> {
-    owner_only(&caller)?;
+    this_machine_only(&caller)?;
     let prefix = hearth_tools::mcp_tool_prefix(&name);
     let kept = state.store.delete_mcp_server(name.clone(), prefix).await?;
     let running = state.mcp.remove(&name).await.is_ok();
@@ -177,7 +192,7 @@ pub(crate) async fn import(
     caller: Caller,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiFailure> {
-    owner_only(&caller)?;
+    this_machine_only(&caller)?;
     let body: ImportBody = json_body(body)?;
     let text =
         match (body.json, body.path) {
@@ -191,6 +206,10 @@ pub(crate) async fn import(
         .map_err(|e| ApiFailure::bad_request(e.to_string()))?;
     let (mut added, mut skipped) = (Vec::new(), Vec::new());
     for spec in specs {
+        if let Err(e) = spec.validate() {
+            skipped.push(json!({"name": spec.name, "reason": e.to_string()}));
+            continue;
+        }
         if state.mcp.spec(&spec.name).is_some() {
             skipped.push(
                 json!({"name": spec.name, "reason": "a server of this name is kept already"}),
@@ -235,7 +254,7 @@ pub(crate) async fn disallow(
     caller: Caller,
     Path(tool): Path<String>,
 ) -> Result<Response, ApiFailure> {
-    owner_only(&caller)?;
+    this_machine_only(&caller)?;
     state
         .store
         .set_mcp_always_allowed(tool.clone(), false)

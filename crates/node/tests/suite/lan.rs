@@ -185,6 +185,43 @@ async fn the_lan_toggle_needs_a_key_there_and_closes_the_door_when_off() {
         r#"{"title":"x"}"#,
     );
     assert_eq!(status, 403, "{body}");
+    // MCP servers (issue 51): a `use` key and a LAN host without a key never reach them; a
+    // `manage` key lists them, and only this machine adds one (a command it would run).
+    let server = r#"{"name": "lan", "transport": {"type": "stdio", "command": "true"}}"#;
+    let (status, body) = ns.get(&lan_url("/api/mcp/servers"), Some(&user));
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (403, &json!("forbidden_scope")),
+        "{body}"
+    );
+    let (status, body) = ns.post(&lan_url("/api/mcp/servers"), Some(&user), server);
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(
+        ns.http_status(&lan_url("/api/mcp/servers"), None),
+        Some(401)
+    );
+    let (status, body) = ns.get(&lan_url("/api/mcp/servers"), Some(&secret));
+    assert_eq!(status, 200, "{body}");
+    for (path, body) in [
+        ("/api/mcp/servers", server),
+        (
+            "/api/mcp/import",
+            r#"{"json": "{\"mcpServers\": {\"lan\": {\"command\": \"true\"}}}"}"#,
+        ),
+    ] {
+        let (status, answer) = ns.post(&lan_url(path), Some(&secret), body);
+        assert_eq!(
+            (status, &answer["error"]["code"]),
+            (403, &json!("local_only")),
+            "{path}: {answer}"
+        );
+    }
+    let (status, body) = ns.get(&lan_url("/api/mcp/servers"), Some(&secret));
+    assert_eq!(
+        body["servers"],
+        json!([]),
+        "{status}: nothing was added: {body}"
+    );
     assert_eq!(
         ns.websocket_close_code(port, &format!("/api/events?token={user}")),
         "close 1008"
