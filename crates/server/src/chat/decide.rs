@@ -66,10 +66,7 @@ pub(crate) async fn decide(
     if !state.chats.begin(&conversation_id, running.clone()) {
         return Err(busy());
     }
-    let mut held = Held {
-        state: Some(state.clone()),
-        conversation: conversation_id.clone(),
-    };
+    let held = drive::Held::new(&state, &conversation_id);
     let (conversation, messages) = state
         .store
         .conversation(conversation_id.clone())
@@ -232,24 +229,7 @@ pub(crate) async fn decide(
         let _ = tx
             .send(event(json!({"type": "start", "message": step.message})))
             .await;
-        // `drive` ends the conversation's running answer itself.
-        drop(held.state.take());
-        drive::drive(state, conversation_id, step, running, tx, Some(turn)).await;
+        drive::drive(state, conversation_id, step, running, tx, Some(turn), held).await;
     });
     Ok(event_stream(&state, rx))
-}
-
-/// The conversation held by a decision: released when the decision's work ends, whatever way.
-struct Held {
-    /// `None` once the hold is handed over (to `drive`, which ends it).
-    state: Option<Arc<AppState>>,
-    conversation: String,
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        if let Some(state) = self.state.take() {
-            state.chats.end(&self.conversation);
-        }
-    }
 }

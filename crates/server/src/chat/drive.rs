@@ -33,7 +33,7 @@ pub(super) struct Step {
 
 /// What a turn with tools needs to go on after an answer's calls.
 pub(super) struct ToolTurn {
-    pub(super) tools: ToolSet,
+    pub(super) tools: tool_loop::Offered,
     pub(super) target: hearth_route::Target,
     pub(super) params: SamplingParams,
     pub(super) system_prompt: String,
@@ -42,6 +42,29 @@ pub(super) struct ToolTurn {
     /// Answers with calls this turn has had so far, and how many it may have.
     pub(super) steps: i64,
     pub(super) max_steps: i64,
+}
+
+/// A conversation's running answer, held: released (`Chats::end`) when dropped, however the
+/// work ends, a panic included, so no conversation stays "busy".
+pub(super) struct Held {
+    state: Arc<AppState>,
+    conversation: String,
+}
+
+impl Held {
+    /// Hold the conversation `Chats::begin` gave this turn.
+    pub(super) fn new(state: &Arc<AppState>, conversation: &str) -> Self {
+        Self {
+            state: state.clone(),
+            conversation: conversation.to_owned(),
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.state.chats.end(&self.conversation);
+    }
 }
 
 /// How one answer ended.
@@ -74,7 +97,7 @@ async fn send(tx: &mpsc::Sender<SseEvent>, v: Value) {
 }
 
 /// Runs a turn's answers to their end (see the module doc); the conversation's running answer
-/// is `running` throughout, and ends with it.
+/// is `running` throughout, `held` until the end.
 pub(super) async fn drive(
     state: Arc<AppState>,
     conversation_id: String,
@@ -82,9 +105,10 @@ pub(super) async fn drive(
     mut running: RunningChat,
     tx: mpsc::Sender<SseEvent>,
     mut turn: Option<ToolTurn>,
+    held: Held,
 ) {
     loop {
-        let tools = turn.as_ref().map(|t| t.tools.clone());
+        let tools = turn.as_ref().map(|t| t.tools.set.clone());
         let ended = answer(&state, step, &running, &tx, tools).await;
         let (Some(t), Some(stored), None, false) = (
             turn.as_mut(),
@@ -92,7 +116,7 @@ pub(super) async fn drive(
             &ended.error,
             ended.calls.is_empty(),
         ) else {
-            state.chats.end(&conversation_id);
+            drop(held);
             let last = match ended.error {
                 None => json!({"type": "done", "message": ended.stored}),
                 Some(e) => json!({"type": "error", "error": e, "message": ended.stored}),
@@ -132,7 +156,7 @@ pub(super) async fn drive(
         )
         .await;
         if over {
-            state.chats.end(&conversation_id);
+            drop(held);
             let text = format!(
                 "The loop stopped at its step limit ({} answers with tool calls); raise \"Tool steps\" in the chat's settings to let it go further.",
                 t.max_steps
@@ -142,10 +166,7 @@ pub(super) async fn drive(
         }
         let next = match go_on(&state, &conversation_id, stored, calls, &running, &tx, t).await {
             Some(next) => next,
-            None => {
-                state.chats.end(&conversation_id);
-                return;
-            }
+            None => return,
         };
         running = RunningChat {
             message_id: next.message.id.clone(),
@@ -253,7 +274,7 @@ async fn next_step(
     );
     let chat = hearth_engine::Chat {
         messages: prompt,
-        tools: Some(turn.tools.clone()),
+        tools: Some(turn.tools.set.clone()),
         think: None,
     };
     let generation = state

@@ -27,7 +27,6 @@ use futures_util::stream;
 use hearth_engine::{Prompt, Request, SubmitError};
 
 use hearth_protocol::generation::RawParams;
-use hearth_protocol::tools::ToolSet;
 use hearth_protocol::SamplingParams;
 use hearth_route::{Generation, ResolveError};
 use serde::Deserialize;
@@ -263,7 +262,7 @@ struct Turn {
     /// Whose prompt cache the turn reads.
     owner: hearth_engine::CacheOwner,
     /// The MCP tools offered, and how many answers with calls the turn may chain.
-    tools: Option<ToolSet>,
+    tools: Option<tool_loop::Offered>,
     max_steps: i64,
 }
 
@@ -315,7 +314,7 @@ async fn start_answer(
             Request {
                 prompt: Prompt::Chat(hearth_engine::Chat {
                     messages: prompt,
-                    tools: tools.clone(),
+                    tools: tools.as_ref().map(|t| t.set.clone()),
                     think: None,
                 }),
                 params: params.clone(),
@@ -404,6 +403,7 @@ async fn start_answer(
         generation,
         opened_thinking: opened,
     };
+    let held = drive::Held::new(state, &conversation_id);
     tokio::spawn(drive::drive(
         state.clone(),
         conversation_id,
@@ -411,6 +411,7 @@ async fn start_answer(
         running,
         tx,
         turn,
+        held,
     ));
     Ok(event_stream(state, rx))
 }

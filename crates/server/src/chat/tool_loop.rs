@@ -3,6 +3,8 @@
 //! consent each needs, running the allowed ones, and the history a next step is given (each
 //! call and its result as the model's template writes them).
 
+use std::collections::HashMap;
+
 use hearth_protocol::tools::{Tool, ToolCall, ToolChoice, ToolSet};
 use hearth_protocol::ChatMessage;
 use hearth_store::Message;
@@ -55,11 +57,10 @@ pub(crate) struct CallRecord {
 impl CallRecord {
     /// A call the model made, waiting for consent (or for nothing, when it names no tool
     /// offered: then it is an error the model reads).
-    pub(crate) fn from_call(call: ToolCall, offered: &ToolSet) -> Self {
-        let known = offered.tools.iter().any(|t| t.name == call.name);
-        let (server, tool) = hearth_tools::parse_mcp_tool_name(&call.name)
-            .map(|(s, t)| (s.to_owned(), t.to_owned()))
-            .unwrap_or_default();
+    pub(crate) fn from_call(call: ToolCall, offered: &Offered) -> Self {
+        let named = offered.names.get(&call.name);
+        let known = named.is_some();
+        let (server, tool) = named.cloned().unwrap_or_default();
         Self {
             id: call.id,
             name: call.name.clone(),
@@ -145,10 +146,18 @@ pub(crate) fn expand(message: &Message, mut turn: ChatMessage) -> Vec<ChatMessag
     out
 }
 
+/// The tools a turn offers, and whose each is: the name the model calls it by, to its server's
+/// name and the server's own name for it.
+#[derive(Debug, Clone)]
+pub(crate) struct Offered {
+    pub(crate) set: ToolSet,
+    pub(crate) names: HashMap<String, (String, String)>,
+}
+
 /// What a turn offers the model: its tools, or none and why, as a notice to the user (`None`
 /// when it is not worth saying: tools off, no server enabled, a caller not the owner).
 pub(crate) enum Offer {
-    Tools(ToolSet),
+    Tools(Offered),
     None(Option<String>),
 }
 
@@ -183,6 +192,11 @@ pub(crate) async fn offer(
     }
     let offer = state.mcp.offer().await;
     let mut notes: Vec<String> = offer.failed.iter().map(ToString::to_string).collect();
+    let names: HashMap<String, (String, String)> = offer
+        .tools
+        .iter()
+        .map(|t| (t.offered_name.clone(), (t.server.clone(), t.name.clone())))
+        .collect();
     let tools: Vec<Tool> = offer
         .tools
         .into_iter()
@@ -221,7 +235,7 @@ pub(crate) async fn offer(
             if !notes.is_empty() {
                 tracing::warn!(notes = %notes.join("; "), "MCP tools left out of a chat turn");
             }
-            Offer::Tools(set)
+            Offer::Tools(Offered { set, names })
         }
         Ok(None) => Offer::None(None),
         Err(e) => Offer::None(Some(format!("the MCP tools could not be offered: {e}"))),
