@@ -232,7 +232,8 @@ pub struct ServeArgs {
     #[arg(long, env = "HEARTH_SCRIPTED", hide = true)]
     scripted: bool,
     /// The scripted engine's answer, one token per `|`-separated piece (tests of answer shapes:
-    /// a thinking block, a tool call). Implies --scripted.
+    /// a thinking block, a tool call); `||` separates answers given in turn, one per request
+    /// (a tool call, then the answer that reads its result). Implies --scripted.
     #[arg(long, env = "HEARTH_SCRIPTED_ANSWER", hide = true)]
     scripted_answer: Option<String>,
 }
@@ -282,10 +283,20 @@ impl ServeArgs {
         c.memory_limit = self.memory_limit.map(|mib| mib << 20);
         c.min_load_time = self.min_load_ms.map(Duration::from_millis);
         c.script = match self.scripted_answer {
-            Some(a) => Some(hearth_engine::Script {
-                answer: a.split('|').map(str::to_owned).collect(),
-                ..Default::default()
-            }),
+            Some(a) => {
+                let tokens = |answer: &str| answer.split('|').map(str::to_owned).collect();
+                let mut rounds: Vec<Vec<String>> = a.split("||").map(tokens).collect();
+                Some(hearth_engine::Script {
+                    answer: rounds.first().cloned().unwrap_or_default(),
+                    // One answer: the same for every request, as before.
+                    rounds: if rounds.len() > 1 {
+                        std::mem::take(&mut rounds)
+                    } else {
+                        Vec::new()
+                    },
+                    ..Default::default()
+                })
+            }
             None => self.scripted.then(hearth_engine::Script::default),
         };
         c.remote = (!self.split_remote.is_empty()).then_some(hearth_engine::Remote {
