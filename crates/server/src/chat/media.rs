@@ -208,10 +208,14 @@ pub(super) fn turn_prompt(
     takes: Takes,
 ) -> Vec<ChatMessage> {
     let mut prompt = Vec::with_capacity(history.len() + 1);
+    // The room a turn has for pictures of tool results: only the newest answer's, beside the
+    // user's images the turn sends.
+    let user_images: usize = files.images.values().map(Vec::len).sum();
+    let newest = history.iter().rposition(|m| m.role == "assistant");
     if !system_prompt.trim().is_empty() {
         prompt.push(ChatMessage::new("system", system_prompt.to_owned()));
     }
-    for m in history {
+    for (i, m) in history.iter().enumerate() {
         // Failed answers with nothing in them are not part of the conversation (an answer that
         // only called tools is).
         if m.role == "assistant" && m.content.is_empty() && m.tool_calls.is_none() {
@@ -253,7 +257,12 @@ pub(super) fn turn_prompt(
         if !notes.is_empty() {
             message.content = format!("{}\n{}", notes.join("\n"), message.content);
         }
-        prompt.extend(super::tool_loop::expand(m, message));
+        let mut room = if takes.images && newest == Some(i) {
+            MAX_IMAGES.saturating_sub(user_images)
+        } else {
+            0
+        };
+        prompt.extend(super::tool_loop::expand(m, message, &mut room));
     }
     prompt
 }
@@ -387,6 +396,63 @@ mod tests {
             blind[0].content,
             "[3 image(s) attached here, not shown: this model cannot see images]\nfirst"
         );
+    }
+
+    /// A 1x1 PNG, base64 as MCP carries a picture.
+    const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
+
+    /// An answer whose call gave `n` pictures.
+    fn with_picture_results(mut m: Message, n: usize) -> Message {
+        let parts: Vec<serde_json::Value> = (0..n)
+            .map(|_| serde_json::json!({"type": "image", "mime_type": "image/png", "data": PNG}))
+            .collect();
+        m.tool_calls = Some(serde_json::json!([{"id": "call_1", "name": "s__shot",
+            "server": "s", "tool": "shot", "arguments": {}, "state": "done", "consent": "once",
+            "reason": null, "error": null,
+            "outcome": {"parts": parts, "is_error": false, "cut_bytes": 0}}]));
+        m
+    }
+
+    #[test]
+    fn a_tool_results_pictures_go_to_a_model_that_sees_from_the_newest_answer_only() {
+        let history = [
+            message("u1", "user", "look"),
+            with_picture_results(message("a1", "assistant", ""), 1),
+            with_picture_results(message("a2", "assistant", ""), 2),
+        ];
+        let prompt = turn_prompt("", &history, TurnFiles::default(), SEES);
+        let roles: Vec<&str> = prompt.iter().map(|m| m.role.as_str()).collect();
+        assert_eq!(roles, ["user", "assistant", "tool", "assistant", "tool"]);
+        assert_eq!(prompt[1].tool_calls[0].name, "s__shot");
+        assert_eq!(prompt[2].tool_call_id.as_deref(), Some("call_1"));
+        // An older answer's picture is a note; the newest's are shown.
+        assert!(prompt[2].images.is_empty());
+        let note = "[1 image(s) in this result, not shown]";
+        assert!(prompt[2].content.starts_with(note), "{}", prompt[2].content);
+        assert_eq!(prompt[4].images.len(), 2);
+        assert_eq!(prompt[4].images[0], Image::from_base64(PNG).unwrap());
+        // The room is what the user's images leave of a turn's 16.
+        let files = TurnFiles {
+            images: [("u1".to_owned(), vec![vec![9u8]; MAX_IMAGES - 1])].into(),
+            audio: HashMap::new(),
+        };
+        let history = [
+            with_images(message("u1", "user", "look"), MAX_IMAGES - 1),
+            with_picture_results(message("a2", "assistant", ""), 2),
+        ];
+        let full = turn_prompt("", &history, files, SEES);
+        assert_eq!(full[2].images.len(), 1);
+        assert!(full[2].content.starts_with(note), "{}", full[2].content);
+        // A model that cannot see gets notes only.
+        let blind = Takes {
+            images: false,
+            audio: false,
+        };
+        let blind = turn_prompt("", &history, TurnFiles::default(), blind);
+        assert!(blind[2].images.is_empty());
+        assert!(blind[2]
+            .content
+            .starts_with("[2 image(s) in this result, not shown]"));
     }
 
     #[test]

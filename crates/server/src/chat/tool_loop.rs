@@ -5,10 +5,11 @@
 
 use std::collections::HashMap;
 
+use hearth_protocol::media::Image;
 use hearth_protocol::tools::{Tool, ToolCall, ToolChoice, ToolSet};
 use hearth_protocol::ChatMessage;
 use hearth_store::Message;
-use hearth_tools::{CancellationToken, McpCallError, McpToolOutcome};
+use hearth_tools::{CancellationToken, McpCallError, McpContent, McpToolOutcome};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -121,8 +122,14 @@ pub(crate) fn records_json(records: &[CallRecord]) -> Option<Value> {
 }
 
 /// An answer's history as the model is given it: the answer with its calls, then each call's
-/// result as a `tool` turn.
-pub(crate) fn expand(message: &Message, mut turn: ChatMessage) -> Vec<ChatMessage> {
+/// result as a `tool` turn. With `images` (a model that sees, and room in the turn for them:
+/// `hearth_protocol::media::MAX_IMAGES` together) a result's pictures go with it, as many as `images` allows; each
+/// one not sent leaves a note.
+pub(crate) fn expand(
+    message: &Message,
+    mut turn: ChatMessage,
+    images: &mut usize,
+) -> Vec<ChatMessage> {
     let calls = records(message);
     if calls.is_empty() {
         return vec![turn];
@@ -141,6 +148,30 @@ pub(crate) fn expand(message: &Message, mut turn: ChatMessage) -> Vec<ChatMessag
         let mut result = ChatMessage::new("tool", c.result_for_model());
         result.tool_call_id = Some(c.id.clone());
         result.name = Some(c.name.clone());
+        let pictures = c
+            .outcome
+            .iter()
+            .flat_map(|o| &o.parts)
+            .filter_map(|p| match p {
+                McpContent::Image { data, .. } => Some(data),
+                _ => None,
+            });
+        let mut left = 0;
+        for data in pictures {
+            match Image::from_base64(data) {
+                Ok(image) if *images > 0 => {
+                    *images -= 1;
+                    result.images.push(image);
+                }
+                _ => left += 1,
+            }
+        }
+        if left > 0 {
+            result.content = format!(
+                "[{left} image(s) in this result, not shown]\n{}",
+                result.content
+            );
+        }
         out.push(result);
     }
     out
