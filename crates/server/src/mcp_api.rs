@@ -159,8 +159,21 @@ pub(crate) async fn tools(
     State(state): State<Arc<AppState>>,
     caller: Caller,
     Path(name): Path<String>,
+    headers: axum::http::HeaderMap,
 ) -> Result<Response, ApiFailure> {
     owner_only(&caller)?;
+    // Listing starts the server: a GET another site's page makes (an `<img>`, which sends no
+    // Origin the guard could check) must not. Browsers name such a request's site.
+    if headers
+        .get("sec-fetch-site")
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"cross-site"))
+    {
+        return Err(ApiFailure::new(
+            StatusCode::FORBIDDEN,
+            "cross_site",
+            "another site's page may not start an MCP server",
+        ));
+    }
     let tools = state.mcp.tools(&name).await.map_err(server_failure)?;
     Ok(Json(json!({"tools": tools})).into_response())
 }

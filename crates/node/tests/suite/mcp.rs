@@ -94,6 +94,19 @@ async fn servers_are_configured_listed_and_kept_across_a_restart() {
         listed["servers"][0]["status"]["state"], "stopped",
         "{listed}"
     );
+    // Another site's page cannot start it (an `<img>` sends no Origin; browsers say the site).
+    let r = common::client()
+        .get(t.url("/api/mcp/servers/py/tools"))
+        .header("Sec-Fetch-Site", "cross-site")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    let listed = t.get_json("/api/mcp/servers").await;
+    assert_eq!(
+        listed["servers"][0]["status"]["state"], "stopped",
+        "{listed}"
+    );
     // Listing its tools starts it.
     let tools = t.get_json("/api/mcp/servers/py/tools").await;
     let names: Vec<&str> = tools["tools"]
