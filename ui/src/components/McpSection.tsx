@@ -120,6 +120,7 @@ export function McpSection() {
                   setAllowed((a) => a && a.filter((t) => !t.startsWith(`${name}__`)));
                 }}
                 onEdit={() => setEditing(server.spec.name)}
+                onToolsRead={() => void refresh()}
               />
             ),
           )}

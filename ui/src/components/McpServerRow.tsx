@@ -3,7 +3,7 @@
  * reason), the on/off switch, edit, remove (confirmed inline), and two panels opened on
  * request: its tools (each with a switch that PUTs the spec's `disabled_tools`) and its log.
  */
-import { useCallback, useEffect, useState } from 'react';
+import { useCallback, useEffect, useRef, useState } from 'react';
 import { api, errorText } from '../api/client';
 import type { McpServer, McpServerSpec, McpTool } from '../api/mcpTypes';
 import { formatDateTime } from '../format';
@@ -16,11 +16,13 @@ export interface McpServerRowProps {
   onChanged: (server: McpServer) => void;
   onRemoved: (name: string) => void;
   onEdit: () => void;
+  /** Its tools were asked for, which starts a stopped server: its status is worth reading again. */
+  onToolsRead: () => void;
 }
 
 type Panel = 'tools' | 'log' | null;
 
-export function McpServerRow({ server, onChanged, onRemoved, onEdit }: McpServerRowProps) {
+export function McpServerRow({ server, onChanged, onRemoved, onEdit, onToolsRead }: McpServerRowProps) {
   const { spec, status } = server;
   const [panel, setPanel] = useState<Panel>(null);
   const [confirming, setConfirming] = useState(false);
@@ -119,7 +121,9 @@ export function McpServerRow({ server, onChanged, onRemoved, onEdit }: McpServer
           {error}
         </p>
       )}
-      {panel === 'tools' && <ToolsPanel spec={spec} busy={busy} onSwitch={(tool, on) => put(withToolEnabled(spec, tool, on))} />}
+      {panel === 'tools' && (
+        <ToolsPanel spec={spec} busy={busy} onSwitch={(tool, on) => put(withToolEnabled(spec, tool, on))} onRead={onToolsRead} />
+      )}
       {panel === 'log' && <LogPanel name={spec.name} />}
     </li>
   );
@@ -129,14 +133,19 @@ interface ToolsPanelProps {
   spec: McpServerSpec;
   busy: boolean;
   onSwitch: (tool: string, enabled: boolean) => Promise<boolean>;
+  /** The node answered the request for the tools (with them or with why not). */
+  onRead: () => void;
 }
 
 /** The server's tools (asking for them starts it if it must). */
-function ToolsPanel({ spec, busy, onSwitch }: ToolsPanelProps) {
+function ToolsPanel({ spec, busy, onSwitch, onRead }: ToolsPanelProps) {
   const [tools, setTools] = useState<McpTool[] | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [loading, setLoading] = useState(false);
 
+  // A ref, so that a new callback from the parent does not read the tools again.
+  const read = useRef(onRead);
+  read.current = onRead;
   const load = useCallback(async () => {
     setLoading(true);
     setError(null);
@@ -146,6 +155,7 @@ function ToolsPanel({ spec, busy, onSwitch }: ToolsPanelProps) {
       setError(errorText(e));
     } finally {
       setLoading(false);
+      read.current();
     }
   }, [spec.name]);
 
