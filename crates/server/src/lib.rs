@@ -13,7 +13,8 @@
 //! - `/node`: hub mode's worker door (`hub_door`);
 //! - `/api/chat`, `/api/generate`, `/api/embed`, `/api/tags`, ...: the Ollama API (`ollama`);
 //! - `/api/...`: the UI's API (`api`) and chat (`chat`), the hub's model search
-//!   (`search_api`), live status `/api/events`
+//!   (`search_api`), the coding agents' settings (`agents_api`, its text from [`connect`],
+//!   which `hearth-node connect` prints too), live status `/api/events`
 //!   (`events`), `/api/status` (`status`);
 //! - `/metrics` (`metrics`); and the web UI's files for every other `GET` (`ui`).
 //!
@@ -27,6 +28,7 @@
 //! generation logic of its own; what the cluster and the split need of the node they get
 //! through `hearth_cluster::Context`, never through `AppState`.
 
+pub(crate) mod agents_api;
 pub(crate) mod anthropic;
 pub(crate) mod api;
 pub mod auth;
@@ -34,6 +36,7 @@ pub(crate) mod batch;
 pub(crate) mod caller;
 pub(crate) mod chat;
 pub(crate) mod cluster_api;
+pub mod connect;
 pub(crate) mod door;
 pub(crate) mod downloads_api;
 pub(crate) mod embeddings;

@@ -11,9 +11,9 @@ use axum::Router;
 use hearth_protocol::limits::MAX_HTTP_BODY_BYTES;
 
 use crate::{
-    anthropic, api, auth, batch, chat, cluster_api, downloads_api, error, events, generate,
-    hub_door, mcp_api, metrics, models_api, node_settings, ollama, openai, responses, search_api,
-    security, split_api, state::AppState, status, ui,
+    agents_api, anthropic, api, auth, batch, chat, cluster_api, downloads_api, error, events,
+    generate, hub_door, mcp_api, metrics, models_api, node_settings, ollama, openai, responses,
+    search_api, security, split_api, state::AppState, status, ui,
 };
 
 /// Unknown API paths answer in the OpenAI error format; everything else is the web UI.
@@ -107,6 +107,7 @@ pub fn app(state: Arc<AppState>) -> Router {
         .route("/api/images/{id}", get(api::get_image))
         .route("/api/audio/{id}", get(api::get_audio))
         .route("/api/keys", get(api::list_keys).post(api::create_key))
+        .route("/api/agents", get(agents_api::list))
         .route(
             "/api/cluster",
             get(cluster_api::get).patch(cluster_api::patch),

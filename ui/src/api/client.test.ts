@@ -42,6 +42,16 @@ describe('apiFetch and the API key', () => {
     expect(seen[0].headers.accept).toBe('application/json');
   });
 
+  it('asks for the coding agents of the focus model, or of a model named', async () => {
+    const seen = fakeFetch(200, { agents: [] });
+    await api.agents();
+    await api.agents('owner/m 1');
+    expect(seen.map((s) => s.url)).toEqual([
+      'http://192.168.1.20:8420/api/agents',
+      'http://192.168.1.20:8420/api/agents?model=owner%2Fm%201',
+    ]);
+  });
+
   it('sends the key as a Bearer token on every call, keeping the other headers', async () => {
     setToken('hearth_k1');
     const seen = fakeFetch(201, { key: {}, secret: 'hearth_x' });

@@ -7,6 +7,7 @@ import { reportUnauthorized } from './auth';
 import { apiUrl } from './base';
 import { authHeaders, currentToken } from './token';
 import type {
+  AgentsResponse,
   ClusterPatch,
   ClusterView,
   Conversation,
@@ -133,6 +134,9 @@ export const api = {
   listKeys: () => request<KeysResponse>('GET', '/api/keys'),
   createKey: (name: string, scope: KeyScope = 'use') => request<CreatedKey>('POST', '/api/keys', { name, scope }),
   revokeKey: (id: string) => request<void>('DELETE', `/api/keys/${enc(id)}`),
+  /** What `hearth-node connect` prints for each coding agent (the focus model, else `model`). */
+  agents: (model?: string) =>
+    request<AgentsResponse>('GET', `/api/agents${model ? `?model=${enc(model)}` : ''}`),
 
   /** The LAN cluster; changes are 403 unless made from the node's own machine. */
   cluster: () => request<ClusterView>('GET', '/api/cluster'),

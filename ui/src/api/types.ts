@@ -498,3 +498,29 @@ export interface ClusterPatch {
   passcode?: string | null;
   tealenet_compat?: boolean;
 }
+
+/** One coding agent in `GET /api/agents`: what `hearth-node connect` prints for this node. */
+export interface AgentSettings {
+  /** `claude`, `codex`, `qwen`, `opencode` or `continue` (as `hearth-node connect` takes it). */
+  id: string;
+  name: string;
+  /** The settings to paste, naming this node's address, the model and the key. */
+  text: string;
+  /** About how many tokens the agent's own prompt (system prompt and tools) takes. */
+  prompt_tokens: number;
+  /** The model's context in tokens; null when not known (not loaded here). */
+  model_context: number | null;
+  /** The model's context is smaller than the agent's own prompt. */
+  too_small: boolean;
+}
+
+/** `GET /api/agents`. */
+export interface AgentsResponse {
+  url: string;
+  model: string;
+  model_context: number | null;
+  /** Shared on the LAN: the texts then hold `key_placeholder` where a key goes. */
+  shared: boolean;
+  key_placeholder: string | null;
+  agents: AgentSettings[];
+}

@@ -1,6 +1,7 @@
 /**
  * Settings: whether the node is shared on the LAN, how much of the machine it may use
- * ([`ThrottleCap`]), the chat's tools ([`McpSection`]: MCP servers), and the API keys other machines use then
+ * ([`ThrottleCap`]), the chat's tools ([`McpSection`]: MCP servers), the coding agents' settings
+ * ([`AgentsSection`]: what `hearth-node connect` prints, a key made there), and the API keys other machines use then
  * (`/api/keys`): list, create (the secret is shown once, here, with a copy button) and revoke
  * with an inline confirmation. The node answers 403 to anyone but its own machine; the page
  * then says so instead of the list.
@@ -11,6 +12,7 @@ import type { CreatedKey, KeyScope, KeysResponse } from '../api/types';
 import { copyText } from '../clipboard';
 import { formatAgo, formatDateTime } from '../format';
 import { checkKeyName, markRevoked, orderKeys } from '../settings/keys';
+import { AgentsSection } from './AgentsSection';
 import { CloseIcon, CopyIcon, PlusIcon } from './icons';
 import { McpSection } from './McpSection';
 import { ThrottleCap } from './ThrottleCap';
@@ -96,7 +98,7 @@ export function SettingsPage() {
     <section className="page settings-page" data-testid="settings-page" aria-label="Settings">
       <div className="page-head">
         <h1>Settings</h1>
-        <p className="muted">Access to this node from other machines, and the chat's tools.</p>
+        <p className="muted">Access to this node from other machines and coding agents, and the chat's tools.</p>
       </div>
 
       <div className="card settings-card">
@@ -310,6 +312,8 @@ export function SettingsPage() {
           </>
         )}
       </div>
+
+      <AgentsSection onKeyMade={() => void refresh()} />
 
       <McpSection />
     </section>

@@ -315,3 +315,77 @@ async fn connect_prints_an_agents_settings_for_the_nodes_model() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("is the node running"), "{stderr}");
 }
+
+/// Settings' "Coding agents": `GET /api/agents` gives each agent what `hearth-node connect`
+/// prints for this node (the address the caller reached it at, the focus model), its own
+/// prompt's size and whether the model's context is smaller; once the node is shared, a
+/// placeholder stands where the key goes (the page fills in a key it made).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_agents_shows_what_connect_prints_and_warns_of_a_small_context() {
+    // 2048 tokens: more than Continue's prompt, less than the others'.
+    let t = TestNode::start_with(|c| {
+        c.parallel = 1;
+        c.ctx = Some(2048);
+    })
+    .await;
+    let v = t.get_json("/api/agents").await;
+    let context = t.status().await["model"]["context"].as_u64().unwrap();
+    assert!((1_300..8_300).contains(&context), "{context}");
+    assert_eq!(v["url"], t.base, "{v}");
+    assert_eq!(v["model"], MODEL_ID, "{v}");
+    assert_eq!(v["model_context"], context, "{v}");
+    assert_eq!(v["shared"], false, "{v}");
+    assert!(v["key_placeholder"].is_null(), "{v}");
+    let agents = v["agents"].as_array().unwrap();
+    let ids: Vec<&str> = agents.iter().map(|a| a["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["claude", "codex", "qwen", "opencode", "continue"]);
+    let of = |id: &str| agents.iter().find(|a| a["id"] == id).unwrap().clone();
+    for a in agents {
+        let text = a["text"].as_str().unwrap();
+        assert!(text.contains(MODEL_ID), "{a}");
+        assert!(text.contains(&t.base), "{a}");
+        assert_eq!(a["model_context"], context, "{a}");
+    }
+    let qwen = of("qwen");
+    assert_eq!(qwen["name"], "Qwen Code");
+    assert_eq!(qwen["prompt_tokens"], 14_300);
+    assert_eq!(qwen["too_small"], true, "{qwen}");
+    assert_eq!(of("codex")["too_small"], true);
+    assert_eq!(of("claude")["too_small"], true);
+    assert_eq!(of("continue")["too_small"], false, "{}", of("continue"));
+    // The very text `hearth-node connect` prints.
+    let (base, model) = (t.base.clone(), MODEL_ID.to_owned());
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_hearth-node"))
+            .args(["connect", "codex", "--server", &base, "--model", &model])
+            .env_remove("HEARTH_SERVER")
+            .env_remove("HEARTH_API_KEY")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        of("codex")["text"].as_str().unwrap()
+    );
+    // A model this node does not serve.
+    let r = common::client()
+        .get(t.url("/api/agents?model=no-such-model"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    // Shared on the LAN: the key is a placeholder for one the owner makes, never a made-up one.
+    t.node().set_exposed(true).await.unwrap();
+    let v = t.get_json("/api/agents").await;
+    assert_eq!(v["shared"], true, "{v}");
+    assert_eq!(v["key_placeholder"], "YOUR_HEARTH_KEY", "{v}");
+    let claude = v["agents"][0]["text"].as_str().unwrap();
+    assert!(
+        claude.contains("export ANTHROPIC_API_KEY=YOUR_HEARTH_KEY\n"),
+        "{claude}"
+    );
+    t.stop().await;
+}
