@@ -116,7 +116,7 @@ impl fmt::Debug for StoredKey {
 }
 
 /// What the keyring said.
-enum KeyringAnswer {
+pub(crate) enum KeyringAnswer {
     Found(String),
     Empty,
     Unavailable(String),
@@ -134,7 +134,7 @@ fn keyring_call<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Op
     rx.recv_timeout(KEYRING_WAIT).ok()
 }
 
-fn keyring_get(service: &str, user: &str) -> KeyringAnswer {
+pub(crate) fn keyring_get(service: &str, user: &str) -> KeyringAnswer {
     let (service, user) = (service.to_owned(), user.to_owned());
     let answer = keyring_call(move || match keyring::Entry::new(&service, &user) {
         Err(e) => KeyringAnswer::Unavailable(e.to_string()),
@@ -150,7 +150,7 @@ fn keyring_get(service: &str, user: &str) -> KeyringAnswer {
 }
 
 /// Store a secret and read it back through a fresh entry.
-fn keyring_set(service: &str, user: &str, secret: &str) -> Result<(), String> {
+pub(crate) fn keyring_set(service: &str, user: &str, secret: &str) -> Result<(), String> {
     let (service, user, secret) = (service.to_owned(), user.to_owned(), secret.to_owned());
     keyring_call(move || {
         keyring::Entry::new(&service, &user)
@@ -168,7 +168,7 @@ fn keyring_set(service: &str, user: &str, secret: &str) -> Result<(), String> {
     .unwrap_or_else(|| Err(format!("no answer within {} s", KEYRING_WAIT.as_secs())))
 }
 
-fn keyring_delete(service: &str, user: &str) {
+pub(crate) fn keyring_delete(service: &str, user: &str) {
     let (service, user) = (service.to_owned(), user.to_owned());
     let _ = keyring_call(move || {
         if let Ok(e) = keyring::Entry::new(&service, &user) {
@@ -230,7 +230,7 @@ pub fn device_id(key: &VerifyingKey) -> String {
 }
 
 #[cfg(unix)]
-fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
+pub(crate) fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     let tmp = path.with_extension("pem.tmp");
@@ -247,7 +247,7 @@ fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
 }
 
 #[cfg(not(unix))]
-fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
+pub(crate) fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
     let tmp = path.with_extension("pem.tmp");
     std::fs::write(&tmp, contents)?;
     std::fs::rename(&tmp, path)

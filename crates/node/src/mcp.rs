@@ -2,17 +2,19 @@
 //! `McpServers` (nothing starts until a chat or the API needs a server). A kept spec this
 //! version cannot read is left out and logged, never a reason not to start.
 
+use hearth_auth::secrets::Secrets;
 use hearth_store::Store;
 use hearth_tools::{McpServerSpec, McpServers, McpSettings};
 
 use crate::error::NodeError;
 
-/// The servers kept in `store`, ready to start on need.
-pub(crate) async fn load(store: &Store) -> Result<McpServers, NodeError> {
-    let mut specs = Vec::new();
+/// The servers kept in `store`, their env and header values back from `secrets`, ready to
+/// start on need.
+pub(crate) async fn load(store: &Store, secrets: &Secrets) -> Result<McpServers, NodeError> {
+    let mut kept = Vec::new();
     for row in store.mcp_servers().await? {
         match serde_json::from_str::<McpServerSpec>(&row.spec) {
-            Ok(spec) if spec.name == row.name && spec.validate().is_ok() => specs.push(spec),
+            Ok(spec) if spec.name == row.name && spec.validate().is_ok() => kept.push(spec),
             Ok(_) => {
                 tracing::warn!(server = %row.name, "a kept MCP server's settings do not hold: left out")
             }
@@ -21,5 +23,13 @@ pub(crate) async fn load(store: &Store) -> Result<McpServers, NodeError> {
             }
         }
     }
+    let secrets = secrets.clone();
+    let specs = tokio::task::spawn_blocking(move || {
+        kept.into_iter()
+            .map(|s| hearth_server::mcp_secrets::unseal(s, &secrets))
+            .collect()
+    })
+    .await
+    .map_err(|e| NodeError::Mcp(e.to_string()))?;
     McpServers::new(specs, McpSettings::default()).map_err(|e| NodeError::Mcp(e.to_string()))
 }

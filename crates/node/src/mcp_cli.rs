@@ -1,14 +1,18 @@
 //! `hearth-node mcp list|add|remove|tools|import`: the chat's MCP servers from the command line.
 //! With a node running on the data dir (its lock names its port) every command goes through it
 //! (`/api/mcp/*` on loopback, where this machine's owner is), so it sees the change at once;
-//! without one, the command holds the data dir's lock and works on `hearth.db` itself, and
-//! `tools` starts the server on its own to list them.
+//! without one, the command holds the data dir's lock and works on `hearth.db` itself (env and
+//! header values apart, in the keyring or 0600 files, as the node keeps them), and `tools`
+//! starts the server on its own to list them.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _};
 use clap::Subcommand;
+use hearth_auth::identity::KeyStorage;
+use hearth_auth::secrets::Secrets;
 use hearth_base::data_dir::{DataDirLock, LockError};
+use hearth_server::mcp_secrets;
 use hearth_store::Store;
 use hearth_tools::{McpServerSpec, McpServers, McpSettings, McpTransport, DEFAULT_CALL_TIMEOUT};
 use serde_json::{json, Value};
@@ -193,11 +197,16 @@ fn said_added(spec: &McpServerSpec) {
 async fn direct(data_dir: &Path, action: Action) -> anyhow::Result<()> {
     let store = Store::open(data_dir)
         .with_context(|| format!("opening the database in {}", data_dir.display()))?;
+    // Env and header values are kept apart from hearth.db, as the node keeps them.
+    let secrets = Secrets::new(data_dir, KeyStorage::Auto);
+    let keep = |spec: &McpServerSpec| -> anyhow::Result<String> {
+        Ok(serde_json::to_string(&mcp_secrets::seal(spec, &secrets)?)?)
+    };
     let kept = || async {
         let mut specs = Vec::new();
         for row in store.mcp_servers().await? {
             match serde_json::from_str::<McpServerSpec>(&row.spec) {
-                Ok(spec) => specs.push(spec),
+                Ok(spec) => specs.push(mcp_secrets::unseal(spec, &secrets)),
                 Err(e) => eprintln!("{}: its settings cannot be read ({e})", row.name),
             }
         }
@@ -220,14 +229,18 @@ async fn direct(data_dir: &Path, action: Action) -> anyhow::Result<()> {
                 bail!("an MCP server named {} exists: remove it first", spec.name);
             }
             store
-                .put_mcp_server(spec.name.clone(), serde_json::to_string(&spec)?)
+                .put_mcp_server(spec.name.clone(), keep(&spec)?)
                 .await?;
             said_added(&spec);
         }
         Action::Remove(name) => {
+            let spec = kept().await?.into_iter().find(|s| s.name == name);
             let prefix = hearth_tools::mcp_tool_prefix(&name);
             if !store.delete_mcp_server(name.clone(), prefix).await? {
                 bail!("no MCP server is named {name}");
+            }
+            if let Some(spec) = spec {
+                mcp_secrets::forget(&spec, &secrets);
             }
             println!("removed {name}");
         }
@@ -254,7 +267,7 @@ async fn direct(data_dir: &Path, action: Action) -> anyhow::Result<()> {
                     continue;
                 }
                 store
-                    .put_mcp_server(spec.name.clone(), serde_json::to_string(&spec)?)
+                    .put_mcp_server(spec.name.clone(), keep(&spec)?)
                     .await?;
                 said_added(&spec);
             }

@@ -312,7 +312,7 @@ pub(crate) fn shared_state(
     data: (Store, hearth_auth::identity::Identity),
     exposed: bool,
     listeners: &Listeners,
-    mcp: hearth_tools::McpServers,
+    (mcp, secrets): (hearth_tools::McpServers, hearth_auth::secrets::Secrets),
 ) -> Result<Arc<AppState>, NodeError> {
     let image_urls = config
         .image_urls
@@ -390,6 +390,7 @@ pub(crate) fn shared_state(
             batch_defaults: config.batch_defaults.clone(),
             auth_timeout: config.auth_timeout,
             mcp,
+            secrets,
         },
     ));
     state.downloads.resume_partials();

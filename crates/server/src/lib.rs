@@ -47,6 +47,7 @@ pub(crate) mod hub_door;
 pub mod image_urls;
 pub mod listen;
 pub(crate) mod mcp_api;
+pub mod mcp_secrets;
 pub(crate) mod metrics;
 pub(crate) mod models_api;
 pub(crate) mod node_settings;

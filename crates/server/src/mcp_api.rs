@@ -67,8 +67,38 @@ fn server_failure(e: McpServerError) -> ApiFailure {
     }
 }
 
-async fn keep(state: &AppState, spec: &McpServerSpec) -> Result<bool, ApiFailure> {
-    let text = serde_json::to_string(spec).map_err(|e| ApiFailure::bad_request(e.to_string()))?;
+/// Keep `spec` in `hearth.db`, its env and header values apart (`mcp_secrets`); the values of
+/// the spec it replaces go first.
+async fn keep(
+    state: &AppState,
+    spec: &McpServerSpec,
+    replaces: Option<McpServerSpec>,
+) -> Result<bool, ApiFailure> {
+    let (secrets, spec2) = (state.secrets.clone(), spec.clone());
+    let sealed = tokio::task::spawn_blocking(move || {
+        if let Some(old) = replaces {
+            crate::mcp_secrets::forget(&old, &secrets);
+        }
+        crate::mcp_secrets::seal(&spec2, &secrets)
+    })
+    .await
+    .map_err(|e| {
+        ApiFailure::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal_error",
+            e.to_string(),
+        )
+    })?
+    .map_err(|e| {
+        tracing::error!(error = %e, "an MCP server's secrets could not be kept");
+        ApiFailure::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal_error",
+            "the server's env and header values could not be kept",
+        )
+    })?;
+    let text =
+        serde_json::to_string(&sealed).map_err(|e| ApiFailure::bad_request(e.to_string()))?;
     Ok(state.store.put_mcp_server(spec.name.clone(), text).await?)
 }
 
@@ -104,7 +134,7 @@ pub(crate) async fn add(
             ),
         ));
     }
-    keep(&state, &spec).await?;
+    keep(&state, &spec, None).await?;
     let name = spec.name.clone();
     state
         .mcp
@@ -128,10 +158,10 @@ pub(crate) async fn replace(
             spec.name
         )));
     }
-    if state.mcp.spec(&name).is_none() {
+    let Some(old) = state.mcp.spec(&name) else {
         return Err(ApiFailure::not_found("MCP server"));
-    }
-    keep(&state, &spec).await?;
+    };
+    keep(&state, &spec, Some(old)).await?;
     state
         .mcp
         .upsert(spec)
@@ -148,7 +178,13 @@ pub(crate) async fn remove(
     this_machine_only(&caller)?;
     let prefix = hearth_tools::mcp_tool_prefix(&name);
     let kept = state.store.delete_mcp_server(name.clone(), prefix).await?;
-    let running = state.mcp.remove(&name).await.is_ok();
+    let running = state.mcp.remove(&name).await;
+    if let Ok(spec) = &running {
+        let (spec, secrets) = (spec.clone(), state.secrets.clone());
+        let _ =
+            tokio::task::spawn_blocking(move || crate::mcp_secrets::forget(&spec, &secrets)).await;
+    }
+    let running = running.is_ok();
     if !kept && !running {
         return Err(ApiFailure::not_found("MCP server"));
     }
@@ -229,7 +265,7 @@ pub(crate) async fn import(
             );
             continue;
         }
-        keep(&state, &spec).await?;
+        keep(&state, &spec, None).await?;
         let name = spec.name.clone();
         match state.mcp.upsert(spec).await {
             Ok(()) => added.push(name),

@@ -84,14 +84,15 @@ impl Node {
         let addr = listeners.addr;
         start::record_port(&mut lock, addr.port());
         let host = start::model_host(&config, files, &store).await?;
-        let mcp = crate::mcp::load(&store).await?;
+        let secrets = hearth_auth::secrets::Secrets::new(&config.data_dir, config.key_storage);
+        let mcp = crate::mcp::load(&store, &secrets).await?;
         let state = start::shared_state(
             &config,
             host,
             (store, identity),
             reach.exposed,
             &listeners,
-            mcp,
+            (mcp, secrets),
         )?;
         let worker = start::join_hub(&config, &state);
         let mut doors = start::serve_doors(&state, listeners.doors, listeners.ollama);

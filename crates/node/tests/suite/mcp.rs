@@ -146,7 +146,8 @@ async fn servers_are_configured_listed_and_kept_across_a_restart() {
     // The mcpServers JSON of Claude Desktop, LM Studio and Jan.
     let import = json!({"mcpServers": {
         "py": {"command": "python3"},
-        "everything": {"command": common::process::repo_root().join("missing").to_string_lossy(), "args": []}
+        "everything": {"command": common::process::repo_root().join("missing").to_string_lossy(), "args": [],
+            "env": {"TOKEN": "s3cret-value"}}
     }});
     let r = t
         .post("/api/mcp/import", &json!({"json": import.to_string()}))
@@ -155,6 +156,17 @@ async fn servers_are_configured_listed_and_kept_across_a_restart() {
     assert_eq!(v["added"], json!(["everything"]), "{v}");
     assert_eq!(v["skipped"][0]["name"], "py", "{v}");
     t.stop().await;
+    // Env and header values are kept apart from hearth.db (a 0600 file here, the keyring
+    // where one answers).
+    for file in ["hearth.db", "hearth.db-wal"] {
+        let bytes = std::fs::read(data.path().join(file)).unwrap_or_default();
+        assert!(
+            !bytes.windows(12).any(|w| w == b"s3cret-value"),
+            "{file} holds a secret"
+        );
+    }
+    let kept = || std::fs::read_dir(data.path().join("secrets")).map_or(0, |d| d.count());
+    assert_eq!(kept(), 1);
 
     // Kept in hearth.db: the next start has both, with the tool still off.
     let t = node(dir.path(), Some(data.path()), vec![]).await;
@@ -170,6 +182,10 @@ async fn servers_are_configured_listed_and_kept_across_a_restart() {
         json!(["crash"]),
         "{listed}"
     );
+    assert_eq!(
+        servers[0]["spec"]["transport"]["env"]["TOKEN"], "s3cret-value",
+        "the value comes back: {listed}"
+    );
     let r = common::client()
         .delete(t.url("/api/mcp/servers/everything"))
         .send()
@@ -178,6 +194,7 @@ async fn servers_are_configured_listed_and_kept_across_a_restart() {
     assert_eq!(r.status(), 200);
     let listed = t.get_json("/api/mcp/servers").await;
     assert_eq!(listed["servers"].as_array().unwrap().len(), 1, "{listed}");
+    assert_eq!(kept(), 0, "a removed server's secrets go");
     t.stop().await;
 }
 

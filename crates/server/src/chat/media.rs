@@ -305,6 +305,7 @@ pub(super) async fn turn_files(
 mod tests {
     use super::*;
     use hearth_store::MessageStatus;
+    use serde_json::Value;
 
     fn message(id: &str, role: &str, content: &str) -> Message {
         Message {
@@ -411,6 +412,54 @@ mod tests {
             "reason": null, "error": null,
             "outcome": {"parts": parts, "is_error": false, "cut_bytes": 0}}]));
         m
+    }
+
+    #[test]
+    fn the_model_reads_each_calls_result_a_denial_with_its_reason_and_a_call_that_never_ran() {
+        let mut answer = message("a1", "assistant", "");
+        let call = |id: &str, state: &str, reason: Value, outcome: Value, error: Value| {
+            serde_json::json!({"id": id, "name": "s__t", "server": "s", "tool": "t",
+                "arguments": {"x": 1}, "state": state, "consent": null, "reason": reason,
+                "outcome": outcome, "error": error})
+        };
+        answer.tool_calls = Some(Value::Array(vec![
+            call("c1", "denied", "not now".into(), Value::Null, Value::Null),
+            call(
+                "c2",
+                "done",
+                Value::Null,
+                serde_json::json!({"parts": [{"type": "text", "text": "42"}], "is_error": false, "cut_bytes": 0}),
+                Value::Null,
+            ),
+            call(
+                "c3",
+                "skipped",
+                Value::Null,
+                Value::Null,
+                "the step limit".into(),
+            ),
+            call("c4", "pending", Value::Null, Value::Null, Value::Null),
+        ]));
+        let history = [message("u1", "user", "go"), answer];
+        let prompt = turn_prompt("", &history, TurnFiles::default(), SEES);
+        let results: Vec<(&str, &str)> = prompt[2..]
+            .iter()
+            .map(|m| (m.tool_call_id.as_deref().unwrap(), m.content.as_str()))
+            .collect();
+        assert_eq!(
+            results,
+            [
+                ("c1", "The user denied this call: not now"),
+                ("c2", "42"),
+                ("c3", "The call failed: the step limit"),
+                ("c4", "The call failed: it did not run"),
+            ]
+        );
+        assert_eq!(prompt[1].tool_calls.len(), 4);
+        assert_eq!(
+            prompt[1].tool_calls[0].arguments,
+            serde_json::json!({"x": 1})
+        );
     }
 
     #[test]

@@ -45,6 +45,8 @@ pub struct AppState {
     pub image_urls: Option<ImageUrls>,
     /// The chat's MCP servers (their specs kept in `hearth.db` by the node and `mcp_api`).
     pub mcp: hearth_tools::McpServers,
+    /// Their env and header values, kept apart from `hearth.db` (`crate::mcp_secrets`).
+    pub secrets: hearth_auth::secrets::Secrets,
 }
 
 impl std::ops::Deref for AppState {
@@ -69,6 +71,8 @@ pub struct DoorSettings {
     pub auth_timeout: std::time::Duration,
     /// The chat's MCP servers, as the node read them from `hearth.db`.
     pub mcp: hearth_tools::McpServers,
+    /// Where their env and header values are kept (`mcp_secrets`).
+    pub secrets: hearth_auth::secrets::Secrets,
 }
 
 impl AppState {
@@ -97,6 +101,7 @@ impl AppState {
             splits,
             image_urls,
             mcp: settings.mcp,
+            secrets: settings.secrets,
         }
     }
 
