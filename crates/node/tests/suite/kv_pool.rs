@@ -156,18 +156,18 @@ async fn answers_that_outgrow_the_pool_are_parked_and_finish() {
     for cache_ram in [None, Some(0)] {
         let t = TestNode::start_with(|c| {
             c.parallel = 2;
-            c.ctx = Some(600);
+            c.ctx = Some(512);
             c.cache_ram = cache_ram;
             // Both answers grow a token a step: with guesses one may race ahead and finish
             // before the pool fills.
             c.spec = hearth_protocol::Speculation::None;
         })
         .await;
-        let body = |p: &str| json!({"messages": user(p), "max_tokens": 400, "temperature": 0, "ignore_eos": true});
+        let body = |p: &str| json!({"messages": user(p), "max_tokens": 300, "temperature": 0, "ignore_eos": true});
         let alone = t.chat(body(prompts[1])).await;
         let (first, second) = tokio::join!(t.chat(body(prompts[0])), t.chat(body(prompts[1])));
         for v in [&first, &second] {
-            assert_eq!(v["usage"]["completion_tokens"], 400, "{v}");
+            assert_eq!(v["usage"]["completion_tokens"], 300, "{v}");
             assert_eq!(v["choices"][0]["finish_reason"], "length", "{v}");
         }
         let status = t.status().await;
@@ -198,7 +198,7 @@ async fn answers_that_outgrow_the_pool_are_parked_and_finish() {
 async fn answers_guessing_ahead_are_parked_and_finish() {
     let t = TestNode::start_with(|c| {
         c.parallel = 2;
-        c.ctx = Some(520);
+        c.ctx = Some(512);
         c.spec = hearth_protocol::Speculation::None;
         c.draft_model = Some(common::model_path().to_string_lossy().into_owned());
     })
@@ -209,7 +209,7 @@ async fn answers_guessing_ahead_are_parked_and_finish() {
         "List the days of the week again and again, separated by commas.",
     ];
     let body = |p: &str, spec: &str| {
-        json!({"messages": user(p), "max_tokens": 400, "temperature": 0, "ignore_eos": true,
+        json!({"messages": user(p), "max_tokens": 300, "temperature": 0, "ignore_eos": true,
             "speculative": spec})
     };
     let text = |v: &Value| {
@@ -232,7 +232,7 @@ async fn answers_guessing_ahead_are_parked_and_finish() {
             t.chat(body(prompts[1], spec))
         );
         for v in [&first, &second] {
-            assert_eq!(v["usage"]["completion_tokens"], 400, "{spec}: {v}");
+            assert_eq!(v["usage"]["completion_tokens"], 300, "{spec}: {v}");
             assert_eq!(v["choices"][0]["finish_reason"], "length", "{spec}: {v}");
         }
         let status = t.status().await;
