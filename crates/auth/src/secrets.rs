@@ -18,6 +18,8 @@ pub enum SecretError {
     Write(PathBuf, std::io::Error),
     #[error("cannot read the secret file {0}: {1}")]
     Read(PathBuf, std::io::Error),
+    #[error("the OS keyring did not answer: {0}")]
+    Unavailable(String),
 }
 
 /// Where a secret was put.
@@ -49,9 +51,12 @@ impl Secrets {
         format!("{}:{name}", self.scope)
     }
 
-    /// A file per name, named by the name's hex (a name may hold any character).
+    /// A file per name, named by the name's SHA-256 (a name may hold any character, and be
+    /// longer than a file name may).
     fn file(&self, name: &str) -> PathBuf {
-        self.dir.join(crate::clients::hex(name.as_bytes()))
+        use sha2::Digest as _;
+        self.dir
+            .join(crate::clients::hex(&sha2::Sha256::digest(name.as_bytes())))
     }
 
     /// Keep `value` under `name` (blocking: the keyring is asked on a thread of its own, for
@@ -69,12 +74,13 @@ impl Secrets {
             }
         }
         let file = self.file(name);
-        std::fs::create_dir_all(&self.dir).map_err(|e| SecretError::Write(file.clone(), e))?;
+        private_dir(&self.dir).map_err(|e| SecretError::Write(file.clone(), e))?;
         write_private(&file, value).map_err(|e| SecretError::Write(file.clone(), e))?;
         Ok(SecretPlace::File)
     }
 
-    /// The value kept under `name`, wherever it is.
+    /// The value kept under `name`, wherever it is; an error when the keyring, which may hold
+    /// it, does not answer (so that nobody takes "none" for the value).
     pub fn get(&self, name: &str) -> Result<Option<String>, SecretError> {
         let file = self.file(name);
         match std::fs::read_to_string(&file) {
@@ -83,9 +89,12 @@ impl Secrets {
             Err(e) => return Err(SecretError::Read(file, e)),
         }
         if self.storage == KeyStorage::Auto {
-            if let KeyringAnswer::Found(v) = keyring_get(SECRETS_SERVICE, &self.user(name)) {
-                return Ok(Some(v));
-            }
+            return match keyring_get(SECRETS_SERVICE, &self.user(name)) {
+                KeyringAnswer::Found(v) => Ok(Some(v)),
+                KeyringAnswer::Empty => Ok(None),
+                KeyringAnswer::Unavailable(why) if keyring_absent(&why) => Ok(None),
+                KeyringAnswer::Unavailable(why) => Err(SecretError::Unavailable(why)),
+            };
         }
         Ok(None)
     }
@@ -97,6 +106,32 @@ impl Secrets {
             keyring_delete(SECRETS_SERVICE, &self.user(name));
         }
     }
+}
+
+/// Whether the keyring's failure means there is none on this machine (no session bus, no
+/// Secret Service): then it holds nothing either, and the files are all there is.
+fn keyring_absent(why: &str) -> bool {
+    let why = why.to_ascii_lowercase();
+    [
+        "autolaunch",
+        "was not provided by any",
+        "no such interface",
+        "no such object",
+        "not available",
+    ]
+    .iter()
+    .any(|w| why.contains(w))
+}
+
+/// The secrets' folder, this user's only (the files' names say which servers have secrets).
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -121,7 +156,17 @@ mod tests {
             let file = secrets.file("mcp/a/env/TOKEN");
             let mode = std::fs::metadata(file).unwrap().permissions().mode() & 0o777;
             assert_eq!(mode, 0o600);
+            let mode = std::fs::metadata(&secrets.dir)
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777;
+            assert_eq!(mode, 0o700);
         }
+        // A name longer than a file name may be.
+        let long = format!("mcp/a/env/{}", "K".repeat(400));
+        secrets.put(&long, "v").unwrap();
+        assert_eq!(secrets.get(&long).unwrap().as_deref(), Some("v"));
         secrets.put("mcp/a/env/TOKEN", "new").unwrap();
         assert_eq!(
             secrets.get("mcp/a/env/TOKEN").unwrap().as_deref(),

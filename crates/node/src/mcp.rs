@@ -3,6 +3,7 @@
 //! version cannot read is left out and logged, never a reason not to start.
 
 use hearth_auth::secrets::Secrets;
+use hearth_server::mcp_secrets;
 use hearth_store::Store;
 use hearth_tools::{McpServerSpec, McpServers, McpSettings};
 
@@ -23,10 +24,28 @@ pub(crate) async fn load(store: &Store, secrets: &Secrets) -> Result<McpServers,
             }
         }
     }
+    // A spec kept before values were kept apart has them moved out of hearth.db now.
+    for spec in kept.iter().filter(|s| mcp_secrets::holds_values(s)) {
+        let (name, spec, secrets) = (spec.name.clone(), spec.clone(), secrets.clone());
+        let sealed = tokio::task::spawn_blocking(move || mcp_secrets::seal(&spec, &secrets))
+            .await
+            .map_err(|e| NodeError::Mcp(e.to_string()))?;
+        match sealed.map(|s| serde_json::to_string(&s)) {
+            Ok(Ok(text)) => {
+                store.put_mcp_server(name, text).await?;
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "an MCP server's settings could not be written")
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "an MCP server's values stay in hearth.db: they could not be kept apart")
+            }
+        }
+    }
     let secrets = secrets.clone();
     let specs = tokio::task::spawn_blocking(move || {
         kept.into_iter()
-            .map(|s| hearth_server::mcp_secrets::unseal(s, &secrets))
+            .map(|s| mcp_secrets::unseal(s, &secrets))
             .collect()
     })
     .await

@@ -24,6 +24,9 @@ pub(crate) struct McpArgs {
     /// The node's data dir, as `serve` takes it.
     #[arg(long, env = "HEARTH_DATA_DIR", global = true)]
     data_dir: Option<PathBuf>,
+    /// Where env and header values are kept without a node running, as `serve` takes it.
+    #[arg(long, env = "HEARTH_KEY_STORAGE", value_enum, global = true, default_value_t = KeyStorage::Auto)]
+    key_storage: KeyStorage,
 }
 
 #[derive(Debug, Subcommand)]
@@ -69,7 +72,7 @@ pub(crate) async fn mcp(args: McpArgs) -> anyhow::Result<()> {
     let action = Action::read(args.action)?;
     match DataDirLock::acquire(&data_dir) {
         Ok(lock) => {
-            let done = direct(&data_dir, action).await;
+            let done = direct(&data_dir, args.key_storage, action).await;
             drop(lock);
             done
         }
@@ -194,11 +197,11 @@ fn said_added(spec: &McpServerSpec) {
 }
 
 /// No node runs on the data dir: `hearth.db` directly (the lock held meanwhile).
-async fn direct(data_dir: &Path, action: Action) -> anyhow::Result<()> {
+async fn direct(data_dir: &Path, storage: KeyStorage, action: Action) -> anyhow::Result<()> {
     let store = Store::open(data_dir)
         .with_context(|| format!("opening the database in {}", data_dir.display()))?;
     // Env and header values are kept apart from hearth.db, as the node keeps them.
-    let secrets = Secrets::new(data_dir, KeyStorage::Auto);
+    let secrets = Secrets::new(data_dir, storage);
     let keep = |spec: &McpServerSpec| -> anyhow::Result<String> {
         Ok(serde_json::to_string(&mcp_secrets::seal(spec, &secrets)?)?)
     };
@@ -206,7 +209,8 @@ async fn direct(data_dir: &Path, action: Action) -> anyhow::Result<()> {
         let mut specs = Vec::new();
         for row in store.mcp_servers().await? {
             match serde_json::from_str::<McpServerSpec>(&row.spec) {
-                Ok(spec) => specs.push(mcp_secrets::unseal(spec, &secrets)),
+                // As kept: the values stay where they are until `tools` needs them.
+                Ok(spec) => specs.push(spec),
                 Err(e) => eprintln!("{}: its settings cannot be read ({e})", row.name),
             }
         }
@@ -250,6 +254,7 @@ async fn direct(data_dir: &Path, action: Action) -> anyhow::Result<()> {
                 .into_iter()
                 .find(|s| s.name == name)
                 .with_context(|| format!("no MCP server is named {name}"))?;
+            let spec = mcp_secrets::unseal(spec, &secrets);
             let servers = McpServers::new(vec![spec], McpSettings::default())?;
             let tools = servers.tools(&name).await;
             servers.shutdown().await;
@@ -279,7 +284,11 @@ async fn direct(data_dir: &Path, action: Action) -> anyhow::Result<()> {
 /// A node runs on the data dir: its `/api/mcp/*` on loopback.
 async fn through_node(port: u16, action: Action) -> anyhow::Result<()> {
     let base = format!("http://127.0.0.1:{port}/api/mcp");
-    let http = reqwest::Client::new();
+    // Loopback, never through a proxy; `tools` may wait for a server's start (a minute at most).
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(std::time::Duration::from_secs(120))
+        .build()?;
     let answer = |r: reqwest::RequestBuilder| async move {
         let r = r
             .send()

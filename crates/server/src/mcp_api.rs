@@ -18,6 +18,7 @@ use serde_json::json;
 
 use crate::api::{json_body, ApiFailure};
 use crate::caller::Caller;
+use crate::mcp_secrets;
 use crate::state::AppState;
 
 /// The largest `mcpServers` file the import reads.
@@ -67,39 +68,39 @@ fn server_failure(e: McpServerError) -> ApiFailure {
     }
 }
 
-/// Keep `spec` in `hearth.db`, its env and header values apart (`mcp_secrets`); the values of
-/// the spec it replaces go first.
+/// Keep `spec` in `hearth.db`, its env and header values apart (`mcp_secrets`): sealed first,
+/// the row written, and only then the values of the spec it replaces that it no longer names
+/// forgotten. The spec to run comes back, with the values kept (one sent empty keeps its own).
 async fn keep(
     state: &AppState,
     spec: &McpServerSpec,
     replaces: Option<McpServerSpec>,
-) -> Result<bool, ApiFailure> {
-    let (secrets, spec2) = (state.secrets.clone(), spec.clone());
-    let sealed = tokio::task::spawn_blocking(move || {
-        if let Some(old) = replaces {
-            crate::mcp_secrets::forget(&old, &secrets);
-        }
-        crate::mcp_secrets::seal(&spec2, &secrets)
-    })
-    .await
-    .map_err(|e| {
-        ApiFailure::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal_error",
-            e.to_string(),
-        )
-    })?
-    .map_err(|e| {
-        tracing::error!(error = %e, "an MCP server's secrets could not be kept");
+) -> Result<McpServerSpec, ApiFailure> {
+    let failed = |why: String| {
+        tracing::error!(error = %why, "an MCP server's secrets could not be kept");
         ApiFailure::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "internal_error",
             "the server's env and header values could not be kept",
         )
-    })?;
+    };
+    let (secrets, spec2) = (state.secrets.clone(), spec.clone());
+    let sealed = tokio::task::spawn_blocking(move || mcp_secrets::seal(&spec2, &secrets))
+        .await
+        .map_err(|e| failed(e.to_string()))?
+        .map_err(|e| failed(e.to_string()))?;
     let text =
         serde_json::to_string(&sealed).map_err(|e| ApiFailure::bad_request(e.to_string()))?;
-    Ok(state.store.put_mcp_server(spec.name.clone(), text).await?)
+    state.store.put_mcp_server(spec.name.clone(), text).await?;
+    let (secrets, spec2) = (state.secrets.clone(), spec.clone());
+    tokio::task::spawn_blocking(move || {
+        if let Some(old) = replaces {
+            mcp_secrets::forget_removed(&old, &spec2, &secrets);
+        }
+        mcp_secrets::unseal(sealed, &secrets)
+    })
+    .await
+    .map_err(|e| failed(e.to_string()))
 }
 
 fn spec_body(body: Result<Bytes, BytesRejection>) -> Result<McpServerSpec, ApiFailure> {
@@ -114,7 +115,14 @@ pub(crate) async fn list(
     caller: Caller,
 ) -> Result<Response, ApiFailure> {
     owner_only(&caller)?;
-    Ok(Json(json!({"servers": state.mcp.servers()})).into_response())
+    let mut servers = state.mcp.servers();
+    // Env and header values (tokens) are this machine's: a `manage` key sees their names.
+    if caller != Caller::Owner {
+        for v in &mut servers {
+            v.spec = mcp_secrets::without_values(&v.spec);
+        }
+    }
+    Ok(Json(json!({"servers": servers})).into_response())
 }
 
 pub(crate) async fn add(
@@ -134,7 +142,7 @@ pub(crate) async fn add(
             ),
         ));
     }
-    keep(&state, &spec, None).await?;
+    let spec = keep(&state, &spec, None).await?;
     let name = spec.name.clone();
     state
         .mcp
@@ -161,7 +169,7 @@ pub(crate) async fn replace(
     let Some(old) = state.mcp.spec(&name) else {
         return Err(ApiFailure::not_found("MCP server"));
     };
-    keep(&state, &spec, Some(old)).await?;
+    let spec = keep(&state, &spec, Some(old)).await?;
     state
         .mcp
         .upsert(spec)
@@ -181,8 +189,7 @@ pub(crate) async fn remove(
     let running = state.mcp.remove(&name).await;
     if let Ok(spec) = &running {
         let (spec, secrets) = (spec.clone(), state.secrets.clone());
-        let _ =
-            tokio::task::spawn_blocking(move || crate::mcp_secrets::forget(&spec, &secrets)).await;
+        let _ = tokio::task::spawn_blocking(move || mcp_secrets::forget(&spec, &secrets)).await;
     }
     let running = running.is_ok();
     if !kept && !running {
@@ -198,12 +205,14 @@ pub(crate) async fn tools(
     headers: axum::http::HeaderMap,
 ) -> Result<Response, ApiFailure> {
     owner_only(&caller)?;
-    // Listing starts the server: a GET another site's page makes (an `<img>`, which sends no
-    // Origin the guard could check) must not. Browsers name such a request's site.
-    if headers
-        .get("sec-fetch-site")
-        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"cross-site"))
-    {
+    // Listing starts the server: a GET another page makes (an `<img>`, which sends no Origin
+    // the guard could check) must not. Browsers name such a request's site.
+    // Only the node's own pages (`same-origin`) and a user's own navigation (`none`): a page
+    // on another port of this machine is `same-site`, and may not either.
+    if headers.get("sec-fetch-site").is_some_and(|v| {
+        !v.as_bytes().eq_ignore_ascii_case(b"same-origin")
+            && !v.as_bytes().eq_ignore_ascii_case(b"none")
+    }) {
         return Err(ApiFailure::new(
             StatusCode::FORBIDDEN,
             "cross_site",
@@ -255,17 +264,13 @@ pub(crate) async fn import(
         .map_err(|e| ApiFailure::bad_request(e.to_string()))?;
     let (mut added, mut skipped) = (Vec::new(), Vec::new());
     for spec in specs {
-        if let Err(e) = spec.validate() {
-            skipped.push(json!({"name": spec.name, "reason": e.to_string()}));
-            continue;
-        }
         if state.mcp.spec(&spec.name).is_some() {
             skipped.push(
                 json!({"name": spec.name, "reason": "a server of this name is kept already"}),
             );
             continue;
         }
-        keep(&state, &spec, None).await?;
+        let spec = keep(&state, &spec, None).await?;
         let name = spec.name.clone();
         match state.mcp.upsert(spec).await {
             Ok(()) => added.push(name),

@@ -23,7 +23,23 @@ fn values(
     }
 }
 
+/// The spec without its values (what `hearth.db` keeps, and what a caller that may not read
+/// them is shown).
+pub fn without_values(spec: &McpServerSpec) -> McpServerSpec {
+    let mut bare = spec.clone();
+    values(&mut bare).1.values_mut().for_each(String::clear);
+    bare
+}
+
+/// Whether a kept spec still holds values itself (kept before they were kept apart).
+pub fn holds_values(spec: &McpServerSpec) -> bool {
+    let mut spec = spec.clone();
+    values(&mut spec).1.values().any(|v| !v.is_empty())
+}
+
 /// The spec as `hearth.db` keeps it: each value put in `secrets`, an empty one in its place.
+/// An empty value is not a new one: the value kept before stays (a client sends back what it
+/// was shown, which may be without values).
 pub fn seal(spec: &McpServerSpec, secrets: &Secrets) -> Result<McpServerSpec, SecretError> {
     let mut sealed = spec.clone();
     let server = sealed.name.clone();
@@ -56,7 +72,20 @@ pub fn unseal(mut spec: McpServerSpec, secrets: &Secrets) -> McpServerSpec {
     spec
 }
 
-/// Forget a spec's values (its server removed, or its settings replaced).
+/// Forget the values of `old` that `new` no longer names (the others were sealed anew).
+pub fn forget_removed(old: &McpServerSpec, new: &McpServerSpec, secrets: &Secrets) {
+    let (mut old, mut new) = (old.clone(), new.clone());
+    let server = old.name.clone();
+    let (old_kind, old_map) = values(&mut old);
+    let (new_kind, new_map) = values(&mut new);
+    for key in old_map.keys() {
+        if old_kind != new_kind || !new_map.contains_key(key) {
+            secrets.delete(&name(&server, old_kind, key));
+        }
+    }
+}
+
+/// Forget a spec's values (its server removed).
 pub fn forget(spec: &McpServerSpec, secrets: &Secrets) {
     let mut spec = spec.clone();
     let server = spec.name.clone();
@@ -92,6 +121,25 @@ mod tests {
         }
         let sealed = seal(&web, &secrets).unwrap();
         assert!(!serde_json::to_string(&sealed).unwrap().contains("Bearer"));
-        assert_eq!(unseal(sealed, &secrets), web);
+        assert_eq!(sealed, without_values(&web));
+        assert!(holds_values(&web) && !holds_values(&sealed));
+        assert_eq!(unseal(sealed.clone(), &secrets), web);
+        // Sent back without its value (as a caller was shown it): the kept value stays.
+        seal(&without_values(&web), &secrets).unwrap();
+        assert_eq!(unseal(sealed.clone(), &secrets), web);
+        // A header no longer named goes; one still named stays.
+        let mut fewer = web.clone();
+        if let McpTransport::Http { headers, .. } = &mut fewer.transport {
+            headers.clear();
+            headers.insert("X-Other".into(), "o".into());
+        }
+        let sealed_fewer = seal(&fewer, &secrets).unwrap();
+        forget_removed(&web, &fewer, &secrets);
+        assert_eq!(unseal(sealed_fewer, &secrets), fewer);
+        assert_ne!(
+            unseal(sealed, &secrets),
+            web,
+            "the removed header's value is gone"
+        );
     }
 }

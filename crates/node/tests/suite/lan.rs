@@ -222,6 +222,27 @@ async fn the_lan_toggle_needs_a_key_there_and_closes_the_door_when_off() {
         json!([]),
         "{status}: nothing was added: {body}"
     );
+    // Added here, a server's env values (tokens) are this machine's: a `manage` key sees names.
+    let r = t
+        .post(
+            "/api/mcp/servers",
+            &json!({"name": "here", "transport": {"type": "stdio", "command": "true",
+                "env": {"TOKEN": "s3cret-value"}}}),
+        )
+        .await;
+    assert_eq!(r.status(), 201);
+    let (status, body) = ns.get(&lan_url("/api/mcp/servers"), Some(&secret));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["servers"][0]["spec"]["transport"]["env"],
+        json!({"TOKEN": ""}),
+        "{body}"
+    );
+    let here = t.get_json("/api/mcp/servers").await;
+    assert_eq!(
+        here["servers"][0]["spec"]["transport"]["env"]["TOKEN"],
+        "s3cret-value"
+    );
     assert_eq!(
         ns.websocket_close_code(port, &format!("/api/events?token={user}")),
         "close 1008"

@@ -95,13 +95,16 @@ async fn servers_are_configured_listed_and_kept_across_a_restart() {
         "{listed}"
     );
     // Another site's page cannot start it (an `<img>` sends no Origin; browsers say the site).
-    let r = common::client()
-        .get(t.url("/api/mcp/servers/py/tools"))
-        .header("Sec-Fetch-Site", "cross-site")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 403);
+    for site in ["cross-site", "same-site"] {
+        // `same-site`: a page on another port of this machine.
+        let r = common::client()
+            .get(t.url("/api/mcp/servers/py/tools"))
+            .header("Sec-Fetch-Site", site)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 403, "{site}");
+    }
     let listed = t.get_json("/api/mcp/servers").await;
     assert_eq!(
         listed["servers"][0]["status"]["state"], "stopped",
@@ -186,6 +189,22 @@ async fn servers_are_configured_listed_and_kept_across_a_restart() {
         servers[0]["spec"]["transport"]["env"]["TOKEN"], "s3cret-value",
         "the value comes back: {listed}"
     );
+    // Sent back without its value (as a `manage` key is shown it), the value kept stays.
+    let mut bare = servers[0]["spec"].clone();
+    bare["transport"]["env"]["TOKEN"] = json!("");
+    bare["call_timeout_ms"] = json!(30000);
+    let r = common::client()
+        .put(t.url("/api/mcp/servers/everything"))
+        .json(&bare)
+        .send()
+        .await
+        .unwrap();
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(
+        v["spec"]["transport"]["env"]["TOKEN"], "s3cret-value",
+        "{v}"
+    );
+    assert_eq!(v["spec"]["call_timeout_ms"], 30000, "{v}");
     let r = common::client()
         .delete(t.url("/api/mcp/servers/everything"))
         .send()
@@ -563,4 +582,43 @@ async fn the_command_line_works_on_the_data_dir_and_through_a_running_node() {
         .map(|s| s["spec"]["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["other", "py"], "{listed}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decision_sent_as_soon_as_consent_is_asked_finds_the_conversation_free() {
+    let dir = tempfile::tempdir().unwrap();
+    let rounds = vec![
+        vec![call("py__echo", json!({"message": "quick"}))],
+        vec!["Done.".into()],
+    ];
+    let t = node(dir.path(), None, rounds).await;
+    add_server(&t, py_server("py")).await;
+    let conv = t.new_conversation("quick").await;
+    let mut rx = common::sse::stream_sse(
+        t.url(&format!("/api/conversations/{conv}/chat")),
+        json!({"content": "Go"}),
+    );
+    // Answered the moment the event arrives, before the stream has ended.
+    let consent = loop {
+        let data = tokio::time::timeout(std::time::Duration::from_secs(60), rx.recv())
+            .await
+            .expect("events come")
+            .expect("a consent event");
+        let v: Value = serde_json::from_str(&data).unwrap();
+        if v["type"] == "consent" {
+            break v;
+        }
+    };
+    let id = consent["calls"][0].as_str().unwrap();
+    let r = t
+        .post(
+            &format!("/api/conversations/{conv}/tool_calls/{id}"),
+            &json!({"decision": "once"}),
+        )
+        .await;
+    let status = r.status();
+    let text = r.text().await.unwrap();
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("Done."), "{text}");
+    t.stop().await;
 }

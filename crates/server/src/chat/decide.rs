@@ -92,6 +92,14 @@ pub(crate) async fn decide(
     }
     running.message_id = message.id.clone();
     state.chats.replace(&conversation_id, running.clone());
+    // Consent kept for good is this machine's to give, as it alone can take it back.
+    if body.decision == Decision::Always && caller != Caller::Owner {
+        return Err(ApiFailure::new(
+            StatusCode::FORBIDDEN,
+            "local_only",
+            "a tool is always allowed only on the machine that runs the node: allow it once or for this chat",
+        ));
+    }
     let consent = match body.decision {
         Decision::Deny => None,
         Decision::Chat => Some(Consent::Chat),
@@ -216,9 +224,13 @@ pub(crate) async fn decide(
             &turn,
         )
         .await;
-        let Some(step) = next else {
-            drop(held);
-            return;
+        let step = match next {
+            Ok(step) => step,
+            Err(last) => {
+                drop(held);
+                let _ = tx.send(event(last)).await;
+                return;
+            }
         };
         let running = RunningChat {
             message_id: step.message.id.clone(),

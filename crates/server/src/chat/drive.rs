@@ -165,8 +165,14 @@ pub(super) async fn drive(
             return;
         }
         let next = match go_on(&state, &conversation_id, stored, calls, &running, &tx, t).await {
-            Some(next) => next,
-            None => return,
+            Ok(next) => next,
+            Err(last) => {
+                // Released before the last event: a client that answers it at once (a
+                // decision) finds the conversation free.
+                drop(held);
+                send(&tx, last).await;
+                return;
+            }
         };
         running = RunningChat {
             message_id: next.message.id.clone(),
@@ -180,7 +186,8 @@ pub(super) async fn drive(
 }
 
 /// After an answer's calls were recorded: stop for consent, or run the allowed calls and start
-/// the loop's next answer. `None`: the turn ends here (consent, a stop, a failure, all said).
+/// the loop's next answer. `Err`: the turn ends here, with this last event to send once the
+/// conversation is released (the calls waiting for consent, a stop, a failure).
 pub(super) async fn go_on(
     state: &Arc<AppState>,
     conversation_id: &str,
@@ -189,19 +196,14 @@ pub(super) async fn go_on(
     running: &RunningChat,
     tx: &mpsc::Sender<SseEvent>,
     turn: &ToolTurn,
-) -> Option<Step> {
+) -> Result<Step, Value> {
     let waiting: Vec<&str> = calls
         .iter()
         .filter(|c| c.state == CallState::Pending)
         .map(|c| c.id.as_str())
         .collect();
     if !waiting.is_empty() {
-        send(
-            tx,
-            json!({"type": "consent", "message_id": message.id, "calls": waiting}),
-        )
-        .await;
-        return None;
+        return Err(json!({"type": "consent", "message_id": message.id, "calls": waiting}));
     }
     for i in 0..calls.len() {
         if calls[i].state != CallState::Running {
@@ -222,16 +224,11 @@ pub(super) async fn go_on(
         .await;
     }
     if running.cancel.is_cancelled() {
-        send(tx, json!({"type": "done", "message": message})).await;
-        return None;
+        return Err(json!({"type": "done", "message": message}));
     }
-    match next_step(state, conversation_id, turn).await {
-        Ok(step) => Some(step),
-        Err(e) => {
-            send(tx, json!({"type": "error", "error": e, "message": null})).await;
-            None
-        }
-    }
+    next_step(state, conversation_id, turn)
+        .await
+        .map_err(|e| json!({"type": "error", "error": e, "message": message}))
 }
 
 async fn save_calls(state: &AppState, message: &Message, calls: &[CallRecord]) -> Message {
