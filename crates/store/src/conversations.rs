@@ -22,6 +22,36 @@ pub struct Settings {
     pub tools: bool,
     /// The most answers with tool calls one turn may chain.
     pub tool_steps: i64,
+    /// Whether each of those answers may (`auto`) or must (`required`) call a tool.
+    pub tool_choice: ToolChoice,
+}
+
+/// Whether the chat's model may answer without calling a tool. `required` is for a model that
+/// does not call tools on its own (a grammar makes every step a call, so a turn then ends at
+/// its step limit).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    #[default]
+    Auto,
+    Required,
+}
+
+impl ToolChoice {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Required => "required",
+        }
+    }
+
+    fn parse(s: &str) -> Self {
+        if s == "required" {
+            Self::Required
+        } else {
+            Self::Auto
+        }
+    }
 }
 
 /// A change to settings: only the fields that are present change (`max_tokens: null` clears
@@ -35,6 +65,7 @@ pub struct SettingsPatch {
     pub max_tokens: Option<Option<i64>>,
     pub tools: Option<bool>,
     pub tool_steps: Option<i64>,
+    pub tool_choice: Option<ToolChoice>,
 }
 
 fn double_option<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<i64>>, D::Error> {
@@ -62,6 +93,14 @@ pub const TOOLS_MIGRATION: &str =
     "ALTER TABLE conversations ADD COLUMN tools INTEGER NOT NULL DEFAULT 1;
 ALTER TABLE conversations ADD COLUMN tool_steps INTEGER NOT NULL DEFAULT 10;
 ALTER TABLE messages ADD COLUMN tool_calls TEXT;";
+
+/// A conversation's tool choice, and each answer's prompt (its tokens, those kept from before)
+/// and whole time: what a tool loop's steps cost.
+pub const STEP_STATS_MIGRATION: &str =
+    "ALTER TABLE conversations ADD COLUMN tool_choice TEXT NOT NULL DEFAULT 'auto';
+ALTER TABLE messages ADD COLUMN prompt_tokens INTEGER;
+ALTER TABLE messages ADD COLUMN cached_tokens INTEGER;
+ALTER TABLE messages ADD COLUMN total_ms REAL;";
 
 /// Where an answer stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -101,6 +140,11 @@ pub struct Stats {
     pub tokens: i64,
     pub tokens_per_s: f64,
     pub ttft_ms: f64,
+    /// The prompt's tokens, and those of them kept from an earlier answer (not prefilled).
+    pub prompt_tokens: i64,
+    pub cached_tokens: i64,
+    /// From asking the engine to the answer's end.
+    pub total_ms: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -142,12 +186,12 @@ pub struct NewMessage<'a> {
 /// bytes last.
 const CONVERSATION_COLUMNS: &str =
     "c.id, c.title, c.created_at, c.updated_at, c.system_prompt, c.temperature, c.top_p, c.max_tokens,
-     c.tools, c.tool_steps,
+     c.tools, c.tool_steps, c.tool_choice,
      (SELECT COUNT(*) FROM message_images i JOIN messages m ON m.id = i.message_id WHERE m.conversation_id = c.id),
      (SELECT COALESCE(SUM(length(i.bytes)), 0) FROM message_images i JOIN messages m ON m.id = i.message_id WHERE m.conversation_id = c.id),
      (SELECT COUNT(*) FROM message_audio a JOIN messages m ON m.id = a.message_id WHERE m.conversation_id = c.id),
      (SELECT COALESCE(SUM(length(a.bytes)), 0) FROM message_audio a JOIN messages m ON m.id = a.message_id WHERE m.conversation_id = c.id)";
-const MESSAGE_COLUMNS: &str = "id, conversation_id, seq, role, content, status, model, node, error, tokens, tokens_per_s, ttft_ms, created_at, tool_calls";
+const MESSAGE_COLUMNS: &str = "id, conversation_id, seq, role, content, status, model, node, error, tokens, tokens_per_s, ttft_ms, created_at, tool_calls, prompt_tokens, cached_tokens, total_ms";
 
 fn conversation_row(r: &Row<'_>) -> rusqlite::Result<Conversation> {
     Ok(Conversation {
@@ -162,11 +206,12 @@ fn conversation_row(r: &Row<'_>) -> rusqlite::Result<Conversation> {
             max_tokens: r.get(7)?,
             tools: r.get(8)?,
             tool_steps: r.get(9)?,
+            tool_choice: ToolChoice::parse(&r.get::<_, String>(10)?),
         },
-        images: r.get::<_, i64>(10)?.max(0) as u64,
-        image_bytes: r.get::<_, i64>(11)?.max(0) as u64,
-        clips: r.get::<_, i64>(12)?.max(0) as u64,
-        clip_bytes: r.get::<_, i64>(13)?.max(0) as u64,
+        images: r.get::<_, i64>(11)?.max(0) as u64,
+        image_bytes: r.get::<_, i64>(12)?.max(0) as u64,
+        clips: r.get::<_, i64>(13)?.max(0) as u64,
+        clip_bytes: r.get::<_, i64>(14)?.max(0) as u64,
     })
 }
 
@@ -174,6 +219,9 @@ fn message_row(r: &Row<'_>) -> rusqlite::Result<Message> {
     let tokens: Option<i64> = r.get(9)?;
     let tokens_per_s: Option<f64> = r.get(10)?;
     let ttft_ms: Option<f64> = r.get(11)?;
+    let prompt_tokens: Option<i64> = r.get(14)?;
+    let cached_tokens: Option<i64> = r.get(15)?;
+    let total_ms: Option<f64> = r.get(16)?;
     let status: String = r.get(5)?;
     Ok(Message {
         id: r.get(0)?,
@@ -189,6 +237,9 @@ fn message_row(r: &Row<'_>) -> rusqlite::Result<Message> {
             tokens,
             tokens_per_s: tokens_per_s.unwrap_or(0.0),
             ttft_ms: ttft_ms.unwrap_or(0.0),
+            prompt_tokens: prompt_tokens.unwrap_or(0),
+            cached_tokens: cached_tokens.unwrap_or(0),
+            total_ms: total_ms.unwrap_or(0.0),
         }),
         created_at: r.get(12)?,
         images: Vec::new(),
@@ -329,11 +380,14 @@ impl Store {
                 if let Some(v) = p.tool_steps {
                     s.tool_steps = v;
                 }
+                if let Some(v) = p.tool_choice {
+                    s.tool_choice = v;
+                }
             }
             let s = &conv.settings;
             c.execute(
-                "UPDATE conversations SET title = ?2, system_prompt = ?3, temperature = ?4, top_p = ?5, max_tokens = ?6, updated_at = ?7, tools = ?8, tool_steps = ?9 WHERE id = ?1",
-                params![id, conv.title, s.system_prompt, s.temperature, s.top_p, s.max_tokens, now_ms(), s.tools, s.tool_steps],
+                "UPDATE conversations SET title = ?2, system_prompt = ?3, temperature = ?4, top_p = ?5, max_tokens = ?6, updated_at = ?7, tools = ?8, tool_steps = ?9, tool_choice = ?10 WHERE id = ?1",
+                params![id, conv.title, s.system_prompt, s.temperature, s.top_p, s.max_tokens, now_ms(), s.tools, s.tool_steps, s.tool_choice.as_str()],
             )?;
             get_conversation(c, &id)
         })
@@ -405,7 +459,7 @@ impl Store {
     ) -> Result<Option<Message>, StoreError> {
         self.with(move |c| {
             c.execute(
-                "UPDATE messages SET content = ?2, status = ?3, tokens = ?4, tokens_per_s = ?5, ttft_ms = ?6, error = ?7, node = ?8 WHERE id = ?1",
+                "UPDATE messages SET content = ?2, status = ?3, tokens = ?4, tokens_per_s = ?5, ttft_ms = ?6, error = ?7, node = ?8, prompt_tokens = ?9, cached_tokens = ?10, total_ms = ?11 WHERE id = ?1",
                 params![
                     id,
                     content,
@@ -414,7 +468,10 @@ impl Store {
                     stats.map(|s| s.tokens_per_s),
                     stats.map(|s| s.ttft_ms),
                     error,
-                    node
+                    node,
+                    stats.map(|s| s.prompt_tokens),
+                    stats.map(|s| s.cached_tokens),
+                    stats.map(|s| s.total_ms)
                 ],
             )?;
             get_message(c, &id)

@@ -31,6 +31,7 @@ mod wal;
 
 pub use conversations::{
     Conversation, Message, MessageStatus, NewMessage, Settings, SettingsPatch, Stats,
+    ToolChoice as ChatToolChoice,
 };
 pub use db::Store;
 pub use error::StoreError;

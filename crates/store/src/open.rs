@@ -132,6 +132,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     message_audio::MIGRATION,
     mcp_servers::MIGRATION,
     super::conversations::TOOLS_MIGRATION,
+    super::conversations::STEP_STATS_MIGRATION,
 ];
 
 /// Make `path` (and the WAL files next to it, when they exist) readable by this user only.

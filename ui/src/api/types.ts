@@ -12,6 +12,9 @@ export interface MessageStats {
   tokens: number;
   tokens_per_s: number;
   ttft_ms: number;
+  /** The prompt's tokens and those kept from an earlier answer (absent from older nodes). */
+  prompt_tokens?: number;
+  cached_tokens?: number;
 }
 
 /** An image a message carries; its file is at `/api/images/{id}`. */
@@ -65,6 +68,8 @@ export interface ConversationSettings {
   tools?: boolean;
   /** The most answers with tool calls one turn may chain, 1-50 (absent from older nodes: 10). */
   tool_steps?: number;
+  /** `required`: every answer of the loop must call a tool (absent from older nodes: `auto`). */
+  tool_choice?: 'auto' | 'required';
 }
 
 export interface Conversation {

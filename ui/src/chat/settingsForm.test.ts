@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseForm, toForm } from './settingsForm';
 
-const settings = { system_prompt: 'Be brief.', temperature: 0.8, top_p: 0.95, max_tokens: null, tools: true, tool_steps: 10 };
+const settings = { system_prompt: 'Be brief.', temperature: 0.8, top_p: 0.95, max_tokens: null, tools: true, tool_steps: 10, tool_choice: 'auto' as const };
 
 describe('settings form', () => {
   it('round-trips stored settings, empty max tokens meaning no limit', () => {
@@ -36,12 +36,14 @@ describe('settings form', () => {
     expect(parseForm({ ...form, tools: false, tool_steps: '1' })).toEqual({ ok: true, settings: { ...settings, tools: false, tool_steps: 1 } });
     expect(parseForm({ ...form, tool_steps: ' 50 ' })).toEqual({ ok: true, settings: { ...settings, tool_steps: 50 } });
     expect(parseForm({ ...form, tool_steps: '51' })).toEqual({ ok: false, error: 'Tool steps must be a whole number from 1 to 50.' });
+    expect(parseForm({ ...form, tools_required: true })).toEqual({ ok: true, settings: { ...settings, tool_choice: 'required' } });
+    expect(toForm({ ...settings, tool_choice: 'required' }).tools_required).toBe(true);
   });
 
   it('shows the defaults for a conversation stored before tools (on, 10 steps)', () => {
     const old = { system_prompt: '', temperature: 0.8, top_p: 0.95, max_tokens: null };
     const form = toForm(old);
     expect([form.tools, form.tool_steps]).toEqual([true, '10']);
-    expect(parseForm(form)).toEqual({ ok: true, settings: { ...old, tools: true, tool_steps: 10 } });
+    expect(parseForm(form)).toEqual({ ok: true, settings: { ...old, tools: true, tool_steps: 10, tool_choice: 'auto' } });
   });
 });

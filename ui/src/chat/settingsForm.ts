@@ -15,6 +15,8 @@ export interface SettingsForm {
   tools: boolean;
   /** The most answers with tool calls one turn may chain. */
   tool_steps: string;
+  /** Every answer must call a tool (`tool_choice: required`). */
+  tools_required: boolean;
 }
 
 export const TEMPERATURE_MAX = 2;
@@ -32,6 +34,7 @@ export function toForm(s: ConversationSettings): SettingsForm {
     max_tokens: s.max_tokens === null ? '' : String(s.max_tokens),
     tools: s.tools ?? DEFAULT_TOOLS,
     tool_steps: String(s.tool_steps ?? DEFAULT_TOOL_STEPS),
+    tools_required: s.tool_choice === 'required',
   };
 }
 
@@ -66,6 +69,7 @@ export function parseForm(form: SettingsForm): ParsedSettings {
       max_tokens: maxTokens,
       tools: form.tools,
       tool_steps: toolSteps,
+      tool_choice: form.tools_required ? 'required' : 'auto',
     },
   };
 }

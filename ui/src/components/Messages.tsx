@@ -6,7 +6,7 @@
  */
 import { Fragment, useEffect, useLayoutEffect, useRef, useState, type KeyboardEvent } from 'react';
 import type { ToolDecision } from '../api/mcpTypes';
-import type { Message } from '../api/types';
+import type { Message, MessageStats } from '../api/types';
 import type { Notice } from '../chat/thread';
 import { splitThinking } from '../chat/thinking';
 import { copyText } from '../clipboard';
@@ -275,7 +275,7 @@ function AnswerBubble({ message, canRegenerate, onRegenerate, deciding, onDecide
           <span className="stats" data-testid="answer-stats">
             <span data-testid="stat-tokens">{stats.tokens} tokens</span>
             <span data-testid="stat-tps">{formatNumber(stats.tokens_per_s)} tok/s</span>
-            <span data-testid="stat-ttft" title="Time to first token">
+            <span data-testid="stat-ttft" title={ttftTitle(stats)}>
               TTFT {formatMs(stats.ttft_ms)}
             </span>
           </span>
@@ -321,4 +321,10 @@ function badgeTitle(message: Message): string {
     default:
       return '';
   }
+}
+
+/** The time to first token, with the prompt it read when the node says (how much was new). */
+function ttftTitle(stats: MessageStats): string {
+  if (!stats.prompt_tokens) return 'Time to first token';
+  return `Time to first token: a prompt of ${stats.prompt_tokens} tokens, ${stats.cached_tokens ?? 0} of them kept from before`;
 }

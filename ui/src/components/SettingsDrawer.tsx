@@ -24,7 +24,7 @@ export function SettingsDrawer({ conversation, onSave, onClose }: SettingsDrawer
     // Reset only when another conversation is shown, not after our own save.
   }, [conversation.id]);
 
-  const set = (key: Exclude<keyof SettingsForm, 'tools'>) => (value: string) => {
+  const set = (key: Exclude<keyof SettingsForm, 'tools' | 'tools_required'>) => (value: string) => {
     setForm((f) => ({ ...f, [key]: value }));
     setMessage(null);
   };
@@ -159,6 +159,22 @@ export function SettingsDrawer({ conversation, onSave, onClose }: SettingsDrawer
           />
         </label>
         <p className="field-help muted">The most answers with tool calls one message may chain ({TOOL_STEPS_MIN}-{TOOL_STEPS_MAX}).</p>
+        <label className="field-check">
+          <input
+            type="checkbox"
+            data-testid="settings-tools-required"
+            checked={form.tools_required}
+            onChange={(e) => {
+              const tools_required = e.target.checked;
+              setForm((f) => ({ ...f, tools_required }));
+            }}
+          />
+          <span>Every answer calls a tool</span>
+        </label>
+        <p className="field-help muted">
+          For a model that does not call tools on its own: each of its answers is made a tool call, so a message's loop
+          runs to the step limit.
+        </p>
         {message && (
           <p className={`form-note ${message.kind}`} role={message.kind === 'error' ? 'alert' : 'status'} data-testid="settings-message">
             {message.text}

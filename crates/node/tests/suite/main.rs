@@ -40,6 +40,7 @@ mod load;
 mod long_context;
 mod m_rope;
 mod mcp;
+mod mcp_loop;
 mod models;
 mod module_circles;
 mod ollama;

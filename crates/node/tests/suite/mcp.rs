@@ -11,14 +11,14 @@ use common::TestNode;
 use serde_json::{json, Value};
 
 /// The Python test server over stdio, as the API takes a server.
-fn py_server(name: &str) -> Value {
+pub(crate) fn py_server(name: &str) -> Value {
     json!({"name": name, "transport": {"type": "stdio",
         "command": venv_python().to_string_lossy(),
         "args": [repo_root().join("tests/mcp/py_server.py").to_string_lossy()]}})
 }
 
 /// A model's call of `tool` in Hermes' format, as the tools template's model writes it.
-fn call(tool: &str, arguments: Value) -> String {
+pub(crate) fn call(tool: &str, arguments: Value) -> String {
     format!("<tool_call>\n{{\"name\": \"{tool}\", \"arguments\": {arguments}}}\n</tool_call>")
 }
 
@@ -46,7 +46,7 @@ async fn node(
 }
 
 /// POST to the chat (or a decision) and read its whole event stream.
-async fn events(t: &TestNode, path: &str, body: Value) -> Vec<Value> {
+pub(crate) async fn events(t: &TestNode, path: &str, body: Value) -> Vec<Value> {
     let r = t.post(path, &body).await;
     let status = r.status();
     let text = r.text().await.unwrap();
@@ -57,18 +57,18 @@ async fn events(t: &TestNode, path: &str, body: Value) -> Vec<Value> {
         .collect()
 }
 
-fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+pub(crate) fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["type"] == kind).collect()
 }
 
-async fn messages(t: &TestNode, conv: &str) -> Vec<Value> {
+pub(crate) async fn messages(t: &TestNode, conv: &str) -> Vec<Value> {
     t.get_json(&format!("/api/conversations/{conv}")).await["messages"]
         .as_array()
         .unwrap()
         .clone()
 }
 
-async fn add_server(t: &TestNode, spec: Value) {
+pub(crate) async fn add_server(t: &TestNode, spec: Value) {
     let r = t.post("/api/mcp/servers", &spec).await;
     let status = r.status();
     let v: Value = r.json().await.unwrap();

@@ -139,6 +139,7 @@ pub(crate) async fn decide(
         .collect();
     // Every call of the answer decided: the loop goes on where the chat would have; what it
     // needs is checked before anything of the decision is kept.
+    let mut notice = None;
     let turn = if waiting.is_empty() {
         let target = state
             .router
@@ -149,14 +150,14 @@ pub(crate) async fn decide(
             })?;
         let takes = Takes::of(target.local.as_deref(), state.router.sees_images(&target));
         let params = turn_params(&conversation.settings, target.ctx())?;
+        // No tool to offer now (the server failing, the tools switched off since): the
+        // decided calls still run (or fail, and the model reads why), and the next answer
+        // reads their results without tools; the chat says why.
         let tools = match tool_loop::offer(&state, &conversation.settings, &caller, &target).await {
-            tool_loop::Offer::Tools(set) => set,
+            tool_loop::Offer::Tools(set) => Some(set),
             tool_loop::Offer::None(why) => {
-                return Err(ApiFailure::new(
-                    StatusCode::CONFLICT,
-                    "no_tools",
-                    why.unwrap_or_else(|| "this chat offers no tools now".to_owned()),
-                ))
+                notice = why;
+                None
             }
         };
         let last_user = messages.iter().rposition(|m| m.role == "user").unwrap_or(0);
@@ -202,6 +203,9 @@ pub(crate) async fn decide(
         let _ = tx.try_send(event(
             json!({"type": "tool_update", "message_id": message.id, "call": c}),
         ));
+    }
+    if let Some(text) = notice {
+        let _ = tx.try_send(event(json!({"type": "notice", "text": text})));
     }
     let Some(turn) = turn else {
         let _ = tx.try_send(event(

@@ -33,7 +33,9 @@ pub(super) struct Step {
 
 /// What a turn with tools needs to go on after an answer's calls.
 pub(super) struct ToolTurn {
-    pub(super) tools: tool_loop::Offered,
+    /// `None` when a decision found no tool to offer (its server failing): the next answer
+    /// reads the results it has and answers without tools.
+    pub(super) tools: Option<tool_loop::Offered>,
     pub(super) target: hearth_route::Target,
     pub(super) params: SamplingParams,
     pub(super) system_prompt: String,
@@ -108,10 +110,12 @@ pub(super) async fn drive(
     held: Held,
 ) {
     loop {
-        let tools = turn.as_ref().map(|t| t.tools.set.clone());
+        let offered = turn.as_ref().and_then(|t| t.tools.clone());
+        let tools = offered.as_ref().map(|o| o.set.clone());
         let ended = answer(&state, step, &running, &tx, tools).await;
-        let (Some(t), Some(stored), None, false) = (
+        let (Some(t), Some(offered), Some(stored), None, false) = (
             turn.as_mut(),
+            offered,
             ended.stored.clone(),
             &ended.error,
             ended.calls.is_empty(),
@@ -127,7 +131,7 @@ pub(super) async fn drive(
         let mut calls: Vec<CallRecord> = ended
             .calls
             .into_iter()
-            .map(|c| CallRecord::from_call(c, &t.tools))
+            .map(|c| CallRecord::from_call(c, &offered))
             .collect();
         t.steps += 1;
         let over = t.steps > t.max_steps;
@@ -271,9 +275,10 @@ async fn next_step(
     );
     let chat = hearth_engine::Chat {
         messages: prompt,
-        tools: Some(turn.tools.set.clone()),
+        tools: turn.tools.as_ref().map(|o| o.set.clone()),
         think: None,
     };
+    let chat = super::fit::fitted(turn.target.local.clone(), chat, turn.params.max_tokens).await;
     let generation = state
         .router
         .submit(
@@ -432,6 +437,9 @@ async fn answer(
                     .timing
                     .first_token
                     .map_or(0.0, |d| d.as_secs_f64() * 1000.0),
+                prompt_tokens: i64::from(done.usage.prompt_tokens),
+                cached_tokens: i64::from(done.timing.cached_tokens.min(done.usage.prompt_tokens)),
+                total_ms: done.timing.total.as_secs_f64() * 1000.0,
             };
             (status, Some(stats), None)
         }

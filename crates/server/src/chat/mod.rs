@@ -3,10 +3,12 @@
 //! closed window or a killed node keeps what was generated. `POST /api/messages/{id}/stop`
 //! stops an answer. One answer streams per conversation (`crate::state::chats`). A message's
 //! images and audio clips are read and sent as `media` says; the MCP tools a turn offers and
-//! the consent their calls need, as `tool_loop` and `decide` say.
+//! the consent their calls need, as `tool_loop` and `decide` say; results too long for the
+//! context are cut in `fit`.
 
 mod decide;
 mod drive;
+mod fit;
 mod media;
 pub(crate) mod tool_loop;
 
@@ -307,16 +309,18 @@ async fn start_answer(
     // UI (and the next turn's history) reads it as a reasoning model's answer is read.
     let opened =
         hearth_engine::answer::starts_in_thinking(target.local.as_deref(), None, &params, None);
+    let chat = hearth_engine::Chat {
+        messages: prompt,
+        tools: tools.as_ref().map(|t| t.set.clone()),
+        think: None,
+    };
+    let chat = fit::fitted(target.local.clone(), chat, params.max_tokens).await;
     let generation = state
         .router
         .submit(
             &target,
             Request {
-                prompt: Prompt::Chat(hearth_engine::Chat {
-                    messages: prompt,
-                    tools: tools.as_ref().map(|t| t.set.clone()),
-                    think: None,
-                }),
+                prompt: Prompt::Chat(chat),
                 params: params.clone(),
                 owner,
             },
@@ -389,7 +393,7 @@ async fn start_answer(
         let _ = tx.try_send(event(e));
     }
     let turn = tools.map(|tools| drive::ToolTurn {
-        tools,
+        tools: Some(tools),
         target,
         params,
         system_prompt: system_prompt.to_owned(),

@@ -53,6 +53,9 @@ pub(crate) struct CallRecord {
     pub(crate) reason: Option<String>,
     pub(crate) outcome: Option<McpToolOutcome>,
     pub(crate) error: Option<String>,
+    /// How long the server took to answer it (a call that ran).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) took_ms: Option<f64>,
 }
 
 impl CallRecord {
@@ -77,6 +80,7 @@ impl CallRecord {
             reason: None,
             outcome: None,
             error: (!known).then(|| format!("no tool named {:?} was offered", call.name)),
+            took_ms: None,
         }
     }
 
@@ -243,7 +247,10 @@ pub(crate) async fn offer(
     }
     match ToolSet::validate(tools, None, Some(false)) {
         Ok(Some(mut set)) => {
-            set.choice = ToolChoice::Auto;
+            set.choice = match settings.tool_choice {
+                hearth_store::ChatToolChoice::Auto => ToolChoice::Auto,
+                hearth_store::ChatToolChoice::Required => ToolChoice::Required,
+            };
             // A tool whose schema cannot become a grammar fails the whole request: leave
             // such tools out, and say so.
             set.tools.retain(|t| {
@@ -296,10 +303,12 @@ pub(crate) async fn pre_allow(state: &AppState, conversation_id: &str, calls: &m
 pub(crate) async fn run(state: &AppState, call: &mut CallRecord, cancel: CancellationToken) {
     // By the name the model was offered: the MCP client maps it back to the server's own
     // name for the tool (a long or unusual name was shortened in the offer).
+    let started = std::time::Instant::now();
     let result = state
         .mcp
         .call_offered(&call.name, call.arguments.clone(), cancel)
         .await;
+    call.took_ms = Some(started.elapsed().as_secs_f64() * 1000.0);
     match result {
         Ok(outcome) => {
             call.state = CallState::Done;
