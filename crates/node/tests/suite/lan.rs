@@ -243,6 +243,49 @@ async fn the_lan_toggle_needs_a_key_there_and_closes_the_door_when_off() {
         here["servers"][0]["spec"]["transport"]["env"]["TOKEN"],
         "s3cret-value"
     );
+    // A call waiting for consent: a `manage` key may allow it once or for the chat, but never
+    // for good (this machine alone can take that back); a `use` key decides nothing.
+    let store = node.store();
+    let conv = store.create_conversation("lan".into()).await.unwrap();
+    let answer = store
+        .add_message(hearth_store::NewMessage {
+            conversation_id: &conv.id,
+            role: "assistant",
+            content: "",
+            status: hearth_store::MessageStatus::Complete,
+            model: None,
+            node: None,
+            images: Vec::new(),
+            audio: Vec::new(),
+        })
+        .await
+        .unwrap();
+    let pending = json!([{"id": "call_1", "name": "here__echo", "server": "here",
+        "tool": "echo", "arguments": {}, "state": "pending", "consent": null, "reason": null,
+        "outcome": null, "error": null}]);
+    store
+        .set_tool_calls(answer.id.clone(), Some(pending))
+        .await
+        .unwrap();
+    let decide = lan_url(&format!("/api/conversations/{}/tool_calls/call_1", conv.id));
+    let (status, body) = ns.post(&decide, Some(&secret), r#"{"decision": "always"}"#);
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (403, &json!("local_only")),
+        "{body}"
+    );
+    let (status, body) = ns.post(&decide, Some(&user), r#"{"decision": "once"}"#);
+    assert_eq!(status, 403, "{body}");
+    let kept = store.message(answer.id.clone()).await.unwrap().unwrap();
+    assert_eq!(
+        kept.tool_calls.unwrap()[0]["state"],
+        "pending",
+        "nothing was decided"
+    );
+    assert!(
+        store.mcp_always_allowed().await.unwrap().is_empty(),
+        "nothing is always allowed"
+    );
     assert_eq!(
         ns.websocket_close_code(port, &format!("/api/events?token={user}")),
         "close 1008"
