@@ -20,6 +20,7 @@ mod sharing;
 mod spec;
 mod split;
 mod tealenet;
+mod tool_loop;
 mod transfer;
 mod ttft;
 mod window;
@@ -106,6 +107,8 @@ enum Part {
     Ttft,
     /// 6k and 30k-token prompts on Gemma 3 270M: f16, q8_0 and llama-server.
     Long,
+    /// The chat's MCP tool loop: 5 steps against server-everything's `echo`.
+    Tools,
 }
 
 fn default_model() -> PathBuf {
@@ -382,6 +385,9 @@ async fn run(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<Figure>> 
     }
     if args.only.is_none() || args.only == Some(Part::Long) {
         figures.extend(long::figures(node_bin, args.threads, args.quick).await?);
+    }
+    if args.only.is_none() || args.only == Some(Part::Tools) {
+        figures.extend(tool_loop::figures(model, node_bin, args.threads, args.quick).await?);
     }
     Ok(figures)
 }

@@ -85,6 +85,11 @@ fn a_quick_benchmark_run_reports_every_figure() {
         "resident memory with two models loaded, idle",
         "a model from a peer (query, transfer, SHA-256)",
         "plain TCP copy of the same file (floor)",
+        "tool loop, 5 steps: prefilled per step",
+        "tool loop, 5 steps: prefilled / prompt",
+        "tool loop, 5 steps: the model's time per step",
+        "tool loop, 5 steps: the MCP server's time per call",
+        "tool loop, 5 steps: the node's own time per step",
     ] {
         let f = get(name);
         let m = f["median"].as_f64().unwrap();

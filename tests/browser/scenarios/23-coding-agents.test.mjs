@@ -40,13 +40,6 @@ const AGENTS = [
 /** What a shared node puts in the texts where the key goes (agents_api.rs). */
 const PLACEHOLDER = 'YOUR_HEARTH_KEY';
 
-/**
- * Why the text is shown on one line: ui/src/styles.css gives `.settings-card code`
- * `white-space: nowrap`, which also matches the <code> inside the section's <pre>. Drop the
- * `todo` once `.settings-card pre code` keeps the <pre>'s lines (`white-space: inherit` does).
- */
-const LINES_TODO = 'ui/src/styles.css: .settings-card code { white-space: nowrap } folds the <pre> onto one line';
-
 const n = (v) => v.toLocaleString('en-US');
 
 /** What `hearth-node connect <agent>` prints for `node` (the model: the first the node serves). */
@@ -152,7 +145,7 @@ test('each coding agent shows what hearth-node connect prints, and a warning whe
   }
 
   // As the page lays it out, the text keeps its lines (what a user reads and selects).
-  await t.test('the text shown keeps its lines', { todo: LINES_TODO }, async () => {
+  await t.test('the text shown keeps its lines', async () => {
     const shown = await section.locator(sel('agent-text')).evaluate((c) => ({ rendered: c.innerText, text: c.textContent }));
     const lines = (s) => s.split('\n').filter((l) => l !== '');
     assert.deepEqual(lines(shown.rendered), lines(shown.text));
