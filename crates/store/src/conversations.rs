@@ -22,18 +22,20 @@ pub struct Settings {
     pub tools: bool,
     /// The most answers with tool calls one turn may chain.
     pub tool_steps: i64,
-    /// Whether each of those answers may (`auto`) or must (`required`) call a tool.
+    /// Whether the answers of a turn may (`auto`) or must call a tool: each of them
+    /// (`required`), or the first (`first`, the rest then may).
     pub tool_choice: ToolChoice,
 }
 
-/// Whether the chat's model may answer without calling a tool. `required` is for a model that
-/// does not call tools on its own (a grammar makes every step a call, so a turn then ends at
-/// its step limit).
+/// Whether the chat's model may answer without calling a tool: `first` and `required` are for
+/// a model that does not call tools on its own (a grammar makes the turn's first answer, or
+/// each answer, a call; with `required` a turn ends at its step limit).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolChoice {
     #[default]
     Auto,
+    First,
     Required,
 }
 
@@ -41,15 +43,16 @@ impl ToolChoice {
     fn as_str(self) -> &'static str {
         match self {
             Self::Auto => "auto",
+            Self::First => "first",
             Self::Required => "required",
         }
     }
 
     fn parse(s: &str) -> Self {
-        if s == "required" {
-            Self::Required
-        } else {
-            Self::Auto
+        match s {
+            "required" => Self::Required,
+            "first" => Self::First,
+            _ => Self::Auto,
         }
     }
 }

@@ -59,6 +59,9 @@ export interface Message {
   tool_calls?: ToolCall[] | null;
 }
 
+/** Whether the model may answer without calling a tool (`first`: a turn's first answer must). */
+export type ToolChoice = 'auto' | 'first' | 'required';
+
 export interface ConversationSettings {
   system_prompt: string;
   temperature: number;
@@ -68,8 +71,8 @@ export interface ConversationSettings {
   tools?: boolean;
   /** The most answers with tool calls one turn may chain, 1-50 (absent from older nodes: 10). */
   tool_steps?: number;
-  /** `required`: every answer of the loop must call a tool (absent from older nodes: `auto`). */
-  tool_choice?: 'auto' | 'required';
+  /** Whether a turn's answers must call a tool: none, its first, or every one (absent from older nodes: `auto`). */
+  tool_choice?: ToolChoice;
 }
 
 export interface Conversation {

@@ -36,8 +36,8 @@ describe('settings form', () => {
     expect(parseForm({ ...form, tools: false, tool_steps: '1' })).toEqual({ ok: true, settings: { ...settings, tools: false, tool_steps: 1 } });
     expect(parseForm({ ...form, tool_steps: ' 50 ' })).toEqual({ ok: true, settings: { ...settings, tool_steps: 50 } });
     expect(parseForm({ ...form, tool_steps: '51' })).toEqual({ ok: false, error: 'Tool steps must be a whole number from 1 to 50.' });
-    expect(parseForm({ ...form, tools_required: true })).toEqual({ ok: true, settings: { ...settings, tool_choice: 'required' } });
-    expect(toForm({ ...settings, tool_choice: 'required' }).tools_required).toBe(true);
+    expect(parseForm({ ...form, tool_choice: 'first' })).toEqual({ ok: true, settings: { ...settings, tool_choice: 'first' } });
+    expect(toForm({ ...settings, tool_choice: 'required' }).tool_choice).toBe('required');
   });
 
   it('shows the defaults for a conversation stored before tools (on, 10 steps)', () => {

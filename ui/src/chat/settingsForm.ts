@@ -3,7 +3,7 @@
  * settings a filled-in form stands for (the ranges llama.cpp's samplers accept, and the tool
  * loop's step limit the node accepts).
  */
-import type { ConversationSettings } from '../api/types';
+import type { ConversationSettings, ToolChoice } from '../api/types';
 
 export interface SettingsForm {
   system_prompt: string;
@@ -15,8 +15,8 @@ export interface SettingsForm {
   tools: boolean;
   /** The most answers with tool calls one turn may chain. */
   tool_steps: string;
-  /** Every answer must call a tool (`tool_choice: required`). */
-  tools_required: boolean;
+  /** Whether the model must call a tool: never, in a turn's first answer, or in every one. */
+  tool_choice: ToolChoice;
 }
 
 export const TEMPERATURE_MAX = 2;
@@ -34,7 +34,7 @@ export function toForm(s: ConversationSettings): SettingsForm {
     max_tokens: s.max_tokens === null ? '' : String(s.max_tokens),
     tools: s.tools ?? DEFAULT_TOOLS,
     tool_steps: String(s.tool_steps ?? DEFAULT_TOOL_STEPS),
-    tools_required: s.tool_choice === 'required',
+    tool_choice: s.tool_choice ?? 'auto',
   };
 }
 
@@ -69,7 +69,7 @@ export function parseForm(form: SettingsForm): ParsedSettings {
       max_tokens: maxTokens,
       tools: form.tools,
       tool_steps: toolSteps,
-      tool_choice: form.tools_required ? 'required' : 'auto',
+      tool_choice: form.tool_choice,
     },
   };
 }

@@ -3,7 +3,7 @@
  * whether the MCP servers' tools are offered (with the most tool steps one turn may take).
  */
 import { useEffect, useState, type FormEvent } from 'react';
-import type { Conversation, ConversationSettings } from '../api/types';
+import type { Conversation, ConversationSettings, ToolChoice } from '../api/types';
 import { parseForm, TEMPERATURE_MAX, TOOL_STEPS_MAX, TOOL_STEPS_MIN, toForm, type SettingsForm } from '../chat/settingsForm';
 import { CloseIcon } from './icons';
 
@@ -24,7 +24,7 @@ export function SettingsDrawer({ conversation, onSave, onClose }: SettingsDrawer
     // Reset only when another conversation is shown, not after our own save.
   }, [conversation.id]);
 
-  const set = (key: Exclude<keyof SettingsForm, 'tools' | 'tools_required'>) => (value: string) => {
+  const set = (key: Exclude<keyof SettingsForm, 'tools' | 'tool_choice'>) => (value: string) => {
     setForm((f) => ({ ...f, [key]: value }));
     setMessage(null);
   };
@@ -159,21 +159,24 @@ export function SettingsDrawer({ conversation, onSave, onClose }: SettingsDrawer
           />
         </label>
         <p className="field-help muted">The most answers with tool calls one message may chain ({TOOL_STEPS_MIN}-{TOOL_STEPS_MAX}).</p>
-        <label className="field-check">
-          <input
-            type="checkbox"
-            data-testid="settings-tools-required"
-            checked={form.tools_required}
+        <label className="field">
+          <span>Calling tools</span>
+          <select
+            data-testid="settings-tool-choice"
+            value={form.tool_choice}
             onChange={(e) => {
-              const tools_required = e.target.checked;
-              setForm((f) => ({ ...f, tools_required }));
+              const tool_choice = e.target.value as ToolChoice;
+              setForm((f) => ({ ...f, tool_choice }));
             }}
-          />
-          <span>Every answer calls a tool</span>
+          >
+            <option value="auto">When the model chooses</option>
+            <option value="first">The first answer calls a tool</option>
+            <option value="required">Every answer calls a tool</option>
+          </select>
         </label>
         <p className="field-help muted">
-          For a model that does not call tools on its own: each of its answers is made a tool call, so a message's loop
-          runs to the step limit.
+          For a model that does not call tools on its own: its first answer to each message (or each of its answers, up
+          to the step limit) is made a tool call.
         </p>
         {message && (
           <p className={`form-note ${message.kind}`} role={message.kind === 'error' ? 'alert' : 'status'} data-testid="settings-message">

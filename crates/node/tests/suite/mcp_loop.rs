@@ -125,6 +125,36 @@ async fn the_real_model_calls_a_tool_step_after_step_prefilling_only_what_is_new
         );
         assert!(now["total_ms"].as_f64().is_some_and(|ms| ms > 0.0), "{now}");
     }
+
+    // `first`: the first answer is made a call; the next reads its result and may answer.
+    let conv = t.new_conversation("first").await;
+    patch_settings(
+        &t,
+        &conv,
+        json!({"tool_choice": "first", "tool_steps": 3, "temperature": 0}),
+    )
+    .await;
+    let first = events(
+        &t,
+        &format!("/api/conversations/{conv}/chat"),
+        json!({"content": "Say hello through the echo tool."}),
+    )
+    .await;
+    let id = pending_id(&first);
+    let rest = events(
+        &t,
+        &format!("/api/conversations/{conv}/tool_calls/{id}"),
+        json!({"decision": "once"}),
+    )
+    .await;
+    let stored = messages(&t, &conv).await;
+    assert_eq!(stored[1]["tool_calls"][0]["state"], "done", "{stored:?}");
+    let second = &stored[2];
+    let answered_in_words = second["tool_calls"].is_null();
+    assert!(
+        answered_in_words && of_type(&rest, "notice").is_empty(),
+        "the second answer was free to answer in words: {rest:?}"
+    );
     t.stop().await;
 }
 

@@ -111,7 +111,8 @@ pub(super) async fn drive(
 ) {
     loop {
         let offered = turn.as_ref().and_then(|t| t.tools.clone());
-        let tools = offered.as_ref().map(|o| o.set.clone());
+        let later = turn.as_ref().is_some_and(|t| t.steps > 0);
+        let tools = offered.as_ref().map(|o| o.for_answer(later));
         let ended = answer(&state, step, &running, &tx, tools).await;
         let (Some(t), Some(offered), Some(stored), None, false) = (
             turn.as_mut(),
@@ -275,7 +276,7 @@ async fn next_step(
     );
     let chat = hearth_engine::Chat {
         messages: prompt,
-        tools: turn.tools.as_ref().map(|o| o.set.clone()),
+        tools: turn.tools.as_ref().map(|o| o.for_answer(true)),
         think: None,
     };
     let chat = super::fit::fitted(turn.target.local.clone(), chat, turn.params.max_tokens).await;

@@ -185,8 +185,22 @@ pub(crate) fn expand(
 /// name and the server's own name for it.
 #[derive(Debug, Clone)]
 pub(crate) struct Offered {
+    /// The tools, with the choice of a turn's first answer.
     pub(crate) set: ToolSet,
     pub(crate) names: HashMap<String, (String, String)>,
+    /// The choice of the turn's later answers (they read the results of its calls).
+    pub(crate) later: ToolChoice,
+}
+
+impl Offered {
+    /// The tools as an answer is offered them: the turn's first, or a later one.
+    pub(crate) fn for_answer(&self, later: bool) -> ToolSet {
+        let mut set = self.set.clone();
+        if later {
+            set.choice = self.later.clone();
+        }
+        set
+    }
 }
 
 /// What a turn offers the model: its tools, or none and why, as a notice to the user (`None`
@@ -247,9 +261,15 @@ pub(crate) async fn offer(
     }
     match ToolSet::validate(tools, None, Some(false)) {
         Ok(Some(mut set)) => {
+            let later = match settings.tool_choice {
+                hearth_store::ChatToolChoice::Required => ToolChoice::Required,
+                hearth_store::ChatToolChoice::Auto | hearth_store::ChatToolChoice::First => {
+                    ToolChoice::Auto
+                }
+            };
             set.choice = match settings.tool_choice {
                 hearth_store::ChatToolChoice::Auto => ToolChoice::Auto,
-                hearth_store::ChatToolChoice::Required => ToolChoice::Required,
+                _ => ToolChoice::Required,
             };
             // A tool whose schema cannot become a grammar fails the whole request: leave
             // such tools out, and say so.
@@ -273,7 +293,7 @@ pub(crate) async fn offer(
             if !notes.is_empty() {
                 tracing::warn!(notes = %notes.join("; "), "MCP tools left out of a chat turn");
             }
-            Offer::Tools(Offered { set, names })
+            Offer::Tools(Offered { set, names, later })
         }
         Ok(None) => Offer::None(None),
         Err(e) => Offer::None(Some(format!("the MCP tools could not be offered: {e}"))),
