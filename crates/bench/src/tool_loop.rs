@@ -167,6 +167,10 @@ pub(crate) async fn figures(
     threads: i32,
     quick: bool,
 ) -> Result<Vec<Figure>> {
+    if !repo().join(".venv/bin/python").exists() {
+        eprintln!("the Python venv is not set up (scripts/setup.sh): no tool-loop rows");
+        return Ok(Vec::new());
+    }
     let Some(server) = everything() else {
         eprintln!("server-everything is not installed (scripts/mcp-servers.sh): no tool-loop rows");
         return Ok(Vec::new());

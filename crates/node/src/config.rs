@@ -71,6 +71,9 @@ pub struct NodeConfig {
     pub min_load_time: Option<Duration>,
     /// Serve scripted tokens instead of running the model (door benchmarks, fault tests).
     pub script: Option<hearth_engine::Script>,
+    /// The first wait before an MCP server that failed twice is started again (a hidden
+    /// setting, for tests); `None`: the client's default.
+    pub mcp_backoff_first: Option<Duration>,
     /// Place the model's last layers on these RPC servers (a split model's worker process).
     pub remote: Option<hearth_engine::Remote>,
     /// Let peers' split models place layers on this machine (`--share-memory`), up to this
@@ -136,6 +139,7 @@ impl NodeConfig {
             memory_limit: None,
             min_load_time: None,
             script: None,
+            mcp_backoff_first: None,
             remote: None,
             share_memory: None,
             until_stdin_closes: false,

@@ -11,7 +11,11 @@ use crate::error::NodeError;
 
 /// The servers kept in `store`, their env and header values back from `secrets`, ready to
 /// start on need.
-pub(crate) async fn load(store: &Store, secrets: &Secrets) -> Result<McpServers, NodeError> {
+pub(crate) async fn load(
+    store: &Store,
+    secrets: &Secrets,
+    backoff_first: Option<std::time::Duration>,
+) -> Result<McpServers, NodeError> {
     let mut kept = Vec::new();
     for row in store.mcp_servers().await? {
         match serde_json::from_str::<McpServerSpec>(&row.spec) {
@@ -50,5 +54,10 @@ pub(crate) async fn load(store: &Store, secrets: &Secrets) -> Result<McpServers,
     })
     .await
     .map_err(|e| NodeError::Mcp(e.to_string()))?;
-    McpServers::new(specs, McpSettings::default()).map_err(|e| NodeError::Mcp(e.to_string()))
+    let mut settings = McpSettings::default();
+    if let Some(first) = backoff_first {
+        settings.backoff_first = first;
+        settings.backoff_max = settings.backoff_max.max(first);
+    }
+    McpServers::new(specs, settings).map_err(|e| NodeError::Mcp(e.to_string()))
 }

@@ -85,7 +85,7 @@ impl Node {
         start::record_port(&mut lock, addr.port());
         let host = start::model_host(&config, files, &store).await?;
         let secrets = hearth_auth::secrets::Secrets::new(&config.data_dir, config.key_storage);
-        let mcp = crate::mcp::load(&store, &secrets).await?;
+        let mcp = crate::mcp::load(&store, &secrets, config.mcp_backoff_first).await?;
         let state = start::shared_state(
             &config,
             host,

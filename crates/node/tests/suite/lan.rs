@@ -243,8 +243,8 @@ async fn the_lan_toggle_needs_a_key_there_and_closes_the_door_when_off() {
         here["servers"][0]["spec"]["transport"]["env"]["TOKEN"],
         "s3cret-value"
     );
-    // A call waiting for consent: a `manage` key may allow it once or for the chat, but never
-    // for good (this machine alone can take that back); a `use` key decides nothing.
+    // A call waiting for consent: a `manage` key may not allow it for good (this machine alone
+    // can take that back); a `use` key decides nothing.
     let store = node.store();
     let conv = store.create_conversation("lan".into()).await.unwrap();
     let answer = store

@@ -1,23 +1,24 @@
-//! A chat turn's prompt fitted to the model's context when tool results overflow it: the
-//! longest results are cut (each to the same length, the shorter ones kept whole), each with a
-//! note the model reads, until the rendered prompt leaves room for the answer. Only tool
-//! results are cut: what the user and the model wrote is never changed here.
+//! A chat turn's prompt fitted to the model's context when tool results overflow it: every
+//! result longer than a level is cut to it (the shorter ones kept whole), each with a note the
+//! model reads. The levels are a fixed ladder, and the highest that leaves room to grow is
+//! taken, so the loop's next steps keep the same cut (and read it from the cache) until the
+//! conversation outgrows it. Only tool results are cut: what the user and the model wrote is
+//! never changed here.
 
 use std::sync::Arc;
 
 use hearth_engine::{Chat, ModelInfo};
 
-/// Rounds of cutting at most: each measures the prompt again with the model's tokenizer.
-const ROUNDS: usize = 6;
-
 /// Bytes a token of text takes at the most, as far as cutting goes: a result longer than this
-/// many times the context cannot fit, and is cut to that before any tokenizing (which takes
-/// about a second a megabyte).
+/// many times the budget cannot fit, and no prompt holding it is tokenized (which takes about
+/// a second a megabyte).
 const MAX_BYTES_PER_TOKEN: usize = 16;
 
-/// Tokens asked beyond the overflow each round, so that the notes and the rounding of bytes to
-/// tokens do not leave it a few tokens over.
-const SLACK_TOKENS: usize = 64;
+/// Below this a result is never cut (its note would be about as long).
+const FLOOR: usize = 300;
+
+/// Each level of the ladder is this share of the one above it.
+const STEP: f64 = 0.8;
 
 /// The tokens kept free for the answer: its `max_tokens` when set (at most half the context),
 /// else a quarter of the context.
@@ -37,20 +38,39 @@ pub(super) async fn fitted(
         return chat;
     };
     let room = answer_room(info.context, max_tokens);
-    tokio::task::spawn_blocking(move || {
+    let fitting = tokio::task::spawn_blocking(move || {
         fit_tool_results(&info, &mut chat, room);
         chat
-    })
-    .await
-    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+    });
+    match fitting.await {
+        Ok(chat) => chat,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        // Cancelled: the runtime is shutting down, and the turn with it.
+        Err(e) => panic!("fitting a prompt was cancelled: {e}"),
+    }
 }
 
-/// Cut the chat's tool results until its prompt fits `context` with `room` tokens to spare.
-/// A prompt that fits is left alone (measured without tokenizing when its bytes alone show
-/// it); one that still does not fit after the results are cut goes on as it is, for the
-/// engine to refuse with its own words.
+/// Cut the chat's tool results so that its prompt fits the context with `room` tokens to
+/// spare, measured by the model's template and tokenizer.
 pub(super) fn fit_tool_results(info: &ModelInfo, chat: &mut Chat, room: usize) {
     let budget = (info.context as usize).saturating_sub(room);
+    fit(chat, budget, |chat| {
+        let text = info.render_chat(chat).ok()?;
+        // A token is at least a byte: fewer bytes than the budget fit without tokenizing.
+        Some(if text.len() < budget {
+            text.len()
+        } else {
+            info.count_tokens(&text)
+        })
+    });
+}
+
+/// [`fit_tool_results`] with `measure` giving a chat's tokens (`None`: it cannot be rendered,
+/// and is left as it is). A chat that fits `budget` is left alone; else results are cut to the
+/// highest level of the ladder at which the prompt takes at most seven eighths of the budget
+/// (room for the loop's next steps), or to the lowest, for the engine to refuse what still
+/// does not fit in its own words.
+fn fit(chat: &mut Chat, budget: usize, mut measure: impl FnMut(&Chat) -> Option<usize>) {
     let originals: Vec<(usize, String)> = chat
         .messages
         .iter()
@@ -58,40 +78,45 @@ pub(super) fn fit_tool_results(info: &ModelInfo, chat: &mut Chat, room: usize) {
         .filter(|(_, m)| m.role == "tool")
         .map(|(i, m)| (i, m.content.clone()))
         .collect();
+    if originals.iter().all(|(_, c)| c.len() <= FLOOR) {
+        return;
+    }
     let most = budget * MAX_BYTES_PER_TOKEN;
-    let mut level = originals
-        .iter()
-        .any(|(_, c)| c.len() > most)
-        .then_some(most);
-    for _ in 0..ROUNDS {
-        if let Some(level) = level {
-            cut_to(chat, &originals, level);
-        }
-        let Ok(text) = info.render_chat(chat) else {
-            return;
-        };
-        // A token is at least a byte: a prompt of fewer bytes than the budget fits.
-        if text.len() < budget {
-            return;
-        }
-        let tokens = info.count_tokens(&text);
-        if tokens <= budget {
-            return;
-        }
-        let bytes_per_token = text.len() as f64 / tokens.max(1) as f64;
-        let cut = ((tokens - budget + SLACK_TOKENS) as f64 * bytes_per_token).ceil() as usize;
-        let lengths: Vec<usize> = originals
-            .iter()
-            .map(|(_, c)| level.map_or(c.len(), |l| c.len().min(l)))
-            .collect();
-        match level_for(&lengths, cut) {
-            Some(lower) if level.is_none_or(|l| lower < l) => level = Some(lower),
-            _ => return,
+    let too_long = originals.iter().any(|(_, c)| c.len() > most);
+    if !too_long && measure(chat).is_none_or(|t| t <= budget) {
+        return;
+    }
+    let target = budget - budget / 8;
+    let ladder = ladder(most);
+    // The first level (from the top) that fits: levels lower down fit too.
+    let (mut lo, mut hi) = (0, ladder.len() - 1);
+    cut_to(chat, &originals, ladder[hi]);
+    if measure(chat).is_none_or(|t| t > target) {
+        return;
+    }
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        cut_to(chat, &originals, ladder[mid]);
+        if measure(chat).is_some_and(|t| t <= target) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
         }
     }
-    if let Some(level) = level {
-        cut_to(chat, &originals, level);
+    cut_to(chat, &originals, ladder[lo]);
+}
+
+/// The levels, from `most` bytes down by [`STEP`] to [`FLOOR`]: the same for every step of a
+/// conversation (they depend on the budget alone).
+fn ladder(most: usize) -> Vec<usize> {
+    let mut levels = Vec::new();
+    let mut level = most as f64;
+    while level > FLOOR as f64 {
+        levels.push(level as usize);
+        level *= STEP;
     }
+    levels.push(FLOOR);
+    levels
 }
 
 /// Each tool result (at its index in the chat, as it was) longer than `level` bytes cut to
@@ -116,55 +141,76 @@ fn cut_to(chat: &mut Chat, originals: &[(usize, String)], level: usize) {
     }
 }
 
-/// The length to cut every longer result down to so that about `cut` bytes go: the water
-/// level over `lengths`. `None` when the results are already as short as they may get.
-fn level_for(lengths: &[usize], cut: usize) -> Option<usize> {
-    /// Below this a result is left as it is (the note alone would be about as long).
-    const FLOOR: usize = 200;
-    let mut sorted: Vec<usize> = lengths.iter().copied().filter(|&l| l > FLOOR).collect();
-    if sorted.is_empty() {
-        return None;
-    }
-    sorted.sort_unstable_by(|a, b| b.cmp(a));
-    // Lower the level past each result in turn until enough is cut.
-    let mut over = 0usize;
-    for i in 0..sorted.len() {
-        let next = sorted.get(i + 1).copied().unwrap_or(FLOOR).max(FLOOR);
-        let width = i + 1;
-        let between = (sorted[i] - next) * width;
-        if over + between >= cut {
-            let down = (cut - over).div_ceil(width);
-            return Some(sorted[i] - down);
-        }
-        over += between;
-    }
-    Some(FLOOR)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hearth_protocol::ChatMessage;
+
+    fn chat(results: &[String]) -> Chat {
+        let mut messages = vec![ChatMessage::new("user", "Look")];
+        for r in results {
+            messages.push(ChatMessage::new("assistant", "calling"));
+            messages.push(ChatMessage::new("tool", r.clone()));
+        }
+        Chat {
+            messages,
+            tools: None,
+            think: None,
+        }
+    }
+
+    /// A tokenizer of one token per two bytes, over every message's text.
+    fn tokens(chat: &Chat) -> Option<usize> {
+        Some(chat.messages.iter().map(|m| m.content.len()).sum::<usize>() / 2)
+    }
 
     #[test]
-    fn the_level_cuts_the_longest_first_and_never_below_the_floor() {
-        // One long result: only it is cut, by the bytes asked.
-        assert_eq!(level_for(&[10_000, 300], 4_000), Some(6_000));
-        // Two long ones end level; the short one is kept whole.
-        assert_eq!(level_for(&[10_000, 8_000, 300], 6_000), Some(6_000));
-        // More than there is: down to the floor.
-        assert_eq!(level_for(&[1_000, 900], 1_000_000), Some(200));
-        // Nothing long enough to cut.
-        assert_eq!(level_for(&[150, 20], 100), None);
-        assert_eq!(level_for(&[], 100), None);
+    fn a_cut_stays_the_same_while_the_loop_grows_then_steps_down() {
+        let big = "0123456789".repeat(100_000);
+        let mut first = chat(std::slice::from_ref(&big));
+        fit(&mut first, 3000, tokens);
+        let cut = first.messages[2].content.clone();
+        let used = tokens(&first).unwrap();
+        assert!(used <= 3000 - 375, "{used} tokens: room left to grow");
+        assert!(cut.ends_with("bytes were left out.]"), "{cut}");
+        // The next steps add a call and a result each: the big one is cut the same.
+        let mut results = vec![big.clone()];
+        for step in 0..3 {
+            // About 110 tokens a step: more than a cut to just under the budget would leave.
+            results.push(format!("Echo: step {step} {}", "w".repeat(200)));
+            let mut next = chat(&results);
+            fit(&mut next, 3000, tokens);
+            assert_eq!(next.messages[2].content, cut, "step {step}");
+        }
+        // Outgrown: the next level down.
+        results.push("x".repeat(1000));
+        let mut grown = chat(&results);
+        fit(&mut grown, 3000, tokens);
+        assert!(grown.messages[2].content.len() < cut.len());
+        assert!(tokens(&grown).unwrap() <= 3000 - 375);
+    }
+
+    #[test]
+    fn what_fits_and_short_results_are_left_alone() {
+        let mut fits = chat(&["y".repeat(4000)]);
+        fit(&mut fits, 3000, tokens);
+        assert_eq!(fits.messages[2].content.len(), 4000);
+        let mut short = chat(&["z".repeat(FLOOR)]);
+        let mut asked = 0;
+        fit(&mut short, 10, |c| {
+            asked += 1;
+            tokens(c)
+        });
+        assert_eq!((short.messages[2].content.len(), asked), (FLOOR, 0));
     }
 
     #[test]
     fn cutting_keeps_whole_characters_and_says_what_went() {
         let mut chat = Chat {
             messages: vec![
-                hearth_protocol::ChatMessage::new("user", "Look"),
-                hearth_protocol::ChatMessage::new("tool", "é".repeat(1_000)),
-                hearth_protocol::ChatMessage::new("tool", "short"),
+                ChatMessage::new("user", "Look"),
+                ChatMessage::new("tool", "é".repeat(1_000)),
+                ChatMessage::new("tool", "short"),
             ],
             tools: None,
             think: None,
@@ -183,5 +229,13 @@ mod tests {
         );
         assert_eq!(chat.messages[0].content, "Look");
         assert_eq!(chat.messages[2].content, "short");
+    }
+
+    #[test]
+    fn the_ladder_goes_down_by_a_fifth_to_the_floor() {
+        let l = ladder(10_000);
+        assert_eq!(&l[..3], &[10_000, 8_000, 6_400]);
+        assert_eq!(*l.last().unwrap(), FLOOR);
+        assert!(l.windows(2).all(|w| w[0] > w[1]));
     }
 }
