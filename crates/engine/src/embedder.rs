@@ -63,6 +63,8 @@ pub enum EmbedError {
     NoInput,
     #[error("this model cannot compute embeddings: {0}")]
     Unsupported(String),
+    #[error("{0} is not a reranker: its GGUF has no rank pooling (a reranker such as bge-reranker or Qwen3-Reranker has)")]
+    NotReranker(String),
     #[error("computing embeddings failed: {0}")]
     Failed(String),
 }
@@ -330,8 +332,8 @@ pub(crate) fn max_tokens(n_ctx_train: u32) -> u32 {
     EMBED_MAX_TOKENS.min(n_ctx_train.max(1)).max(8)
 }
 
-/// The GGUF's pooling when it names one (an embedding model), mean pooling otherwise. A
-/// reranker (rank pooling) scores pairs and makes no embeddings.
+/// The GGUF's pooling when it names one (an embedding model, or a reranker's rank pooling:
+/// its outputs are a pair's scores), mean pooling otherwise.
 fn pooling_for(model: &LlamaModel) -> Result<LlamaPoolingType, EmbedError> {
     let arch = model
         .meta_val_str("general.architecture")
@@ -342,12 +344,12 @@ fn pooling_for(model: &LlamaModel) -> Result<LlamaPoolingType, EmbedError> {
         .and_then(|v| v.trim().parse::<i32>().ok())
         .map(LlamaPoolingType::from);
     match named {
-        Some(LlamaPoolingType::Rank) => Err(EmbedError::Unsupported(
-            "it is a reranker (rank pooling)".into(),
-        )),
-        Some(p @ (LlamaPoolingType::Mean | LlamaPoolingType::Cls | LlamaPoolingType::Last)) => {
-            Ok(p)
-        }
+        Some(
+            p @ (LlamaPoolingType::Mean
+            | LlamaPoolingType::Cls
+            | LlamaPoolingType::Last
+            | LlamaPoolingType::Rank),
+        ) => Ok(p),
         _ => Ok(LlamaPoolingType::Mean),
     }
 }

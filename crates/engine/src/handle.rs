@@ -13,6 +13,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hearth_protocol::{ModelId, RequestId, SamplingParams, SamplingPatch};
+use llama_cpp_2::token::LlamaToken;
 use tokio::sync::{mpsc, watch};
 
 use crate::commands::{Command, ControlOp, Submission};
@@ -536,7 +537,7 @@ impl Engine {
     }
 
     /// The model when it is ready to take requests; otherwise why not.
-    fn serving(&self) -> Result<Arc<ModelInfo>, SubmitError> {
+    pub(crate) fn serving(&self) -> Result<Arc<ModelInfo>, SubmitError> {
         match settled(&self.inner.state.borrow()) {
             Some(r) => r,
             None => {
@@ -561,6 +562,13 @@ impl Engine {
     ) -> Result<Embeddings, EmbedFailure> {
         let submitted = Instant::now();
         let model = self.serving()?;
+        if model.reranker {
+            return Err(EmbedError::Unsupported(
+                "it is a reranker (rank pooling): it scores documents against a query on /v1/rerank"
+                    .into(),
+            )
+            .into());
+        }
         if inputs.is_empty() {
             return Err(EmbedError::NoInput.into());
         }
@@ -587,6 +595,16 @@ impl Engine {
             }
             tokens.push(t);
         }
+        self.embed_tokens(tokens, submitted).await
+    }
+
+    /// Inputs made into tokens already, one sequence each, to the embedding context: its
+    /// pooled outputs (a vector, or a reranker's scores), once it had room for them.
+    pub(crate) async fn embed_tokens(
+        &self,
+        tokens: Vec<Vec<LlamaToken>>,
+        submitted: Instant,
+    ) -> Result<Embeddings, EmbedFailure> {
         let waiting = &self.inner.embed_jobs;
         if waiting.fetch_add(1, Ordering::AcqRel) >= EMBED_QUEUE {
             waiting.fetch_sub(1, Ordering::AcqRel);

@@ -77,6 +77,7 @@ pub mod model;
 pub mod offload;
 mod omp;
 mod prompt;
+mod rerank;
 pub mod rpc;
 mod sampling;
 mod scheduler;
@@ -109,5 +110,6 @@ pub use media::{
 pub use model::{Chat, ModelInfo, ModelState, PromptError};
 pub use offload::Placement;
 pub use prompt::count_chat_tokens;
+pub use rerank::Ranking;
 pub use scheduler::forget_on_disk;
 pub use tools::ToolFormat;

@@ -237,6 +237,11 @@ pub(crate) fn info(
         kv_bytes,
         cache_ram: config.cache_ram,
         embed_max_tokens: crate::embedder::max_tokens(n_ctx_train(loaded)),
+        reranker: crate::rerank::is_reranker(model),
+        rerank_template: model
+            .chat_template(Some("rerank"))
+            .ok()
+            .and_then(|t| t.to_string().ok()),
         gguf: loaded.gguf.clone(),
         placement: loaded.placement.clone(),
         draft: draft.0,

@@ -95,6 +95,11 @@ pub struct ModelInfo {
     pub cache_ram: u64,
     /// The most tokens one embedding input may have.
     pub embed_max_tokens: u32,
+    /// A reranker: its GGUF's pooling is rank (a classification head scores a query and a
+    /// document together); it serves `rerank`, not embeddings.
+    pub reranker: bool,
+    /// The prompt its GGUF gives a query and a document (`tokenizer.chat_template.rerank`).
+    pub(crate) rerank_template: Option<String>,
     /// Where its layers are: this machine's GPU (how many, how much video memory), or the CPU.
     pub placement: crate::offload::Placement,
     /// The draft model guessing for it (`--draft-model`), or why the one configured does not.

@@ -25,7 +25,7 @@ pub(crate) enum EmbedProblem {
 impl EmbedProblem {
     /// Said the same way by both doors.
     pub(crate) fn remote_message(model: &ModelId) -> String {
-        format!("embeddings are computed by a node's own model, and '{model}' is served only by other nodes of this cluster")
+        format!("embeddings and rankings are computed by a node's own model, and '{model}' is served only by other nodes of this cluster")
     }
 }
 
@@ -36,6 +36,24 @@ pub(crate) async fn compute(
     inputs: Vec<EmbedInput>,
     truncate: bool,
 ) -> Result<(Arc<ModelInfo>, Embeddings), EmbedProblem> {
+    on_engine(state, requested, |engine| async move {
+        engine.embed(inputs, truncate).await
+    })
+    .await
+}
+
+/// `work` on the engine of the model `requested` names (none: this node's model), loaded on
+/// demand and held busy while it runs (neither reaped nor evicted under it): what embeddings
+/// and reranking share.
+pub(crate) async fn on_engine<T, F, Fut>(
+    state: &AppState,
+    requested: Option<&str>,
+    work: F,
+) -> Result<(Arc<ModelInfo>, T), EmbedProblem>
+where
+    F: FnOnce(hearth_engine::Engine) -> Fut,
+    Fut: std::future::Future<Output = Result<T, EmbedFailure>>,
+{
     let target = state
         .router
         .resolve(requested, MODEL_WAIT)
@@ -52,7 +70,7 @@ pub(crate) async fn compute(
         .embedding(&target.model)
         .ok_or(EmbedProblem::Engine(SubmitError::NoModel.into()))?;
     let out = tokio::select! {
-        r = engine.embed(inputs, truncate) => r.map_err(EmbedProblem::Engine)?,
+        r = work(engine) => r.map_err(EmbedProblem::Engine)?,
         () = state.shutdown.cancelled() => {
             return Err(EmbedProblem::Engine(SubmitError::ShuttingDown.into()))
         }

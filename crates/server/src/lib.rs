@@ -5,6 +5,7 @@
 //! protocol and the route (`hearth_route`):
 //! - `/v1/models`, `/v1/chat/completions`, `/v1/completions`, `/v1/embeddings`: the OpenAI API
 //!   (`openai`; embeddings computed by `embeddings`, which the Ollama door shares);
+//!   `/v1/rerank` and `/rerank` (a reranker's scores, `rerank`);
 //!   `/v1/responses` (OpenAI's Responses API, `responses`); `/v1/messages` (Anthropic's
 //!   Messages API, `anthropic`);
 //! - `/generate`: the streaming WebSocket (`generate`);
@@ -53,6 +54,7 @@ pub(crate) mod models_api;
 pub(crate) mod node_settings;
 pub(crate) mod ollama;
 pub(crate) mod openai;
+pub(crate) mod rerank;
 pub(crate) mod responses;
 mod routes;
 pub(crate) mod search_api;

@@ -26,7 +26,7 @@ use super::error::ApiError;
 use crate::state::AppState;
 
 mod chat;
-mod embeddings;
+pub(crate) mod embeddings;
 pub(crate) use chat::chat_completions;
 pub(crate) use embeddings::embeddings;
 

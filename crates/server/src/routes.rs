@@ -12,8 +12,8 @@ use hearth_protocol::limits::MAX_HTTP_BODY_BYTES;
 
 use crate::{
     agents_api, anthropic, api, auth, batch, chat, cluster_api, downloads_api, error, events,
-    generate, hub_door, mcp_api, metrics, models_api, node_settings, ollama, openai, responses,
-    search_api, security, split_api, state::AppState, status, ui,
+    generate, hub_door, mcp_api, metrics, models_api, node_settings, ollama, openai, rerank,
+    responses, search_api, security, split_api, state::AppState, status, ui,
 };
 
 /// Unknown API paths answer in the OpenAI error format; everything else is the web UI.
@@ -49,6 +49,8 @@ pub fn app(state: Arc<AppState>) -> Router {
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/completions", post(openai::completions))
         .route("/v1/embeddings", post(openai::embeddings))
+        .route("/v1/rerank", post(rerank::rerank))
+        .route("/rerank", post(rerank::rerank))
         .route("/v1/messages", post(anthropic::messages))
         .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
         .route("/v1/responses", post(responses::create))

@@ -151,6 +151,7 @@ fn is_model_door(path: &str, upgrade: bool) -> bool {
         return matches!(path, "/" | "/generate" | "/ws" | "/api/ws");
     }
     path.starts_with("/v1/")
+        || path == "/rerank"
         || path == "/api/auth/register"
         || (super::ollama::PATHS.contains(&path)
             && !super::ollama::MANAGEMENT_PATHS.contains(&path))
@@ -449,6 +450,8 @@ mod tests {
             "/v1/chat/completions",
             "/v1/models",
             "/v1/embeddings",
+            "/v1/rerank",
+            "/rerank",
             "/api/chat",
             "/api/generate",
             "/api/tags",

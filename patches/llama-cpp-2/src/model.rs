@@ -327,7 +327,9 @@ impl LlamaModel {
         name: Option<&str>,
     ) -> Result<LlamaChatTemplate, ChatTemplateError> {
         let name_cstr = name.map(CString::new);
-        let name_ptr = match name_cstr {
+        // Borrowed, not moved into the arm: the name must outlive the call below (upstream
+        // moved it, so the pointer dangled and a named template was never found).
+        let name_ptr = match &name_cstr {
             Some(Ok(name)) => name.as_ptr(),
             _ => std::ptr::null(),
         };

@@ -48,6 +48,7 @@ mod openai;
 mod placement;
 mod python_client;
 mod reference;
+mod rerank;
 mod route;
 mod rpc_serve;
 mod search;

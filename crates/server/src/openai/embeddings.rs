@@ -17,7 +17,8 @@ use crate::embeddings::{compute, EmbedProblem};
 use crate::error::ApiError;
 use crate::state::AppState;
 
-fn api_error(p: EmbedProblem) -> ApiError {
+/// An embedding or ranking problem in OpenAI's error shape (`/v1/rerank` answers so too).
+pub(crate) fn api_error(p: EmbedProblem) -> ApiError {
     let bad = |code, message: String| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -45,7 +46,7 @@ fn api_error(p: EmbedProblem) -> ApiError {
             EmbedError::EmptyInput { .. } | EmbedError::NoInput => {
                 bad("invalid_input", e.to_string())
             }
-            EmbedError::Unsupported(_) => ApiError::new(
+            EmbedError::Unsupported(_) | EmbedError::NotReranker(_) => ApiError::new(
                 StatusCode::BAD_REQUEST,
                 "invalid_request_error",
                 Some("model_not_supported"),

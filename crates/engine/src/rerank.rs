@@ -1,0 +1,108 @@
+//! Reranking ([`Engine::rerank`]): a reranker GGUF (llama.cpp's rank pooling: a classification
+//! head over a query and a document read together) scores a query against each document, on
+//! the embedding context (`embedder`). Each pair is made as llama-server makes it: the GGUF's
+//! rerank prompt with `{query}` and `{document}` filled in, or else BOS, the query, EOS, SEP,
+//! the document, EOS (each as the vocabulary asks for it). A score is the head's first output.
+
+use std::time::{Duration, Instant};
+
+use llama_cpp_2::model::LlamaModel;
+use llama_cpp_2::token::LlamaToken;
+
+use crate::embedder::EmbedError;
+use crate::handle::{EmbedFailure, Engine};
+use crate::model::ModelInfo;
+
+/// A query's scores against documents, in the documents' order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ranking {
+    pub scores: Vec<f32>,
+    /// Tokens of every pair together.
+    pub prompt_tokens: u32,
+    /// From submission to the last score.
+    pub total: Duration,
+}
+
+/// Whether the GGUF's pooling is rank (`{arch}.pooling_type` 4): a reranker.
+pub(crate) fn is_reranker(model: &LlamaModel) -> bool {
+    let arch = model
+        .meta_val_str("general.architecture")
+        .unwrap_or_default();
+    model
+        .meta_val_str(&format!("{arch}.pooling_type"))
+        .ok()
+        .and_then(|v| v.trim().parse::<i32>().ok())
+        == Some(4)
+}
+
+/// The tokens of one query-document pair, as `info`'s reranker reads them.
+fn pair(info: &ModelInfo, query: &str, document: &str) -> Vec<LlamaToken> {
+    let vocab = info.prompter.model.vocab();
+    if let Some(template) = &info.rerank_template {
+        let text = template
+            .replace("{query}", query)
+            .replace("{document}", document);
+        return vocab.tokenize(text.as_bytes(), false, true);
+    }
+    let eos = match vocab.eos() {
+        t if t.0 >= 0 => t,
+        _ => vocab.sep(),
+    };
+    let mut tokens = Vec::new();
+    if vocab.should_add_bos() {
+        tokens.push(vocab.bos());
+    }
+    tokens.extend(vocab.tokenize(query.as_bytes(), false, false));
+    if vocab.should_add_eos() {
+        tokens.push(eos);
+    }
+    if vocab.should_add_sep() {
+        tokens.push(vocab.sep());
+    }
+    tokens.extend(vocab.tokenize(document.as_bytes(), false, false));
+    if vocab.should_add_eos() {
+        tokens.push(eos);
+    }
+    tokens
+}
+
+impl Engine {
+    /// `query` scored against each of `documents` by this engine's reranker, beside the
+    /// running generations as embeddings are. A pair longer than the embedding context takes
+    /// is refused, naming its document.
+    pub async fn rerank(&self, query: &str, documents: &[String]) -> Result<Ranking, EmbedFailure> {
+        let submitted = Instant::now();
+        let model = self.serving()?;
+        if !model.reranker {
+            return Err(EmbedError::NotReranker(model.id.to_string()).into());
+        }
+        if documents.is_empty() {
+            return Err(EmbedError::NoInput.into());
+        }
+        let max = model.embed_max_tokens as usize;
+        let mut pairs = Vec::with_capacity(documents.len());
+        for (index, document) in documents.iter().enumerate() {
+            let tokens = pair(&model, query, document);
+            if tokens.len() > max {
+                return Err(EmbedError::TooLong {
+                    index,
+                    tokens: tokens.len(),
+                    max: model.embed_max_tokens,
+                }
+                .into());
+            }
+            pairs.push(tokens);
+        }
+        let out = self.embed_tokens(pairs, submitted).await?;
+        let scores = out
+            .vectors
+            .iter()
+            .map(|v| v.first().copied().unwrap_or(f32::NAN))
+            .collect();
+        Ok(Ranking {
+            scores,
+            prompt_tokens: out.prompt_tokens,
+            total: out.total,
+        })
+    }
+}

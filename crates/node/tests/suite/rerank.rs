@@ -1,0 +1,158 @@
+//! `POST /v1/rerank` (issue 52) against a real reranker GGUF, the one
+//! `tests/fixtures/make_reranker.py` writes (Qwen3-Reranker's layout, random weights), loaded on
+//! demand beside the default model: Jina's body (strings, `top_n`, `return_documents`) and
+//! Cohere's (`{text}` objects) give the same scores, best first; a document scores the same
+//! alone and among others; a model that is not a reranker, and embeddings asked of a reranker,
+//! are refused in words.
+
+use crate::common;
+
+use common::process::{repo_root, venv_python};
+use common::TestNode;
+use serde_json::{json, Value};
+
+/// A folder with the default model (a link) and the reranker fixture, `reranker.gguf`.
+fn models() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let model = common::model_path();
+    std::os::unix::fs::symlink(&model, dir.path().join(model.file_name().unwrap())).unwrap();
+    let out = std::process::Command::new(venv_python())
+        .arg(repo_root().join("tests/fixtures/make_reranker.py"))
+        .arg("--model")
+        .arg(&model)
+        .arg("--out")
+        .arg(dir.path().join("reranker.gguf"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "make_reranker.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir
+}
+
+async fn rerank(t: &TestNode, path: &str, body: Value) -> (u16, Value) {
+    let r = t.post(path, &body).await;
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap())
+}
+
+const DOCS: [&str; 4] = [
+    "Paris is the capital of France.",
+    "The Loire is the longest river in France.",
+    "Bread is baked in an oven.",
+    "Paris is the capital of France.",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reranker_scores_documents_in_jinas_and_coheres_shapes() {
+    let dir = models();
+    let t = TestNode::start_with(|c| {
+        c.models_dir = dir.path().to_path_buf();
+    })
+    .await;
+    let query = "What is the capital of France?";
+    // Jina's body: strings, the best two, with their text.
+    let (status, jina) = rerank(
+        &t,
+        "/v1/rerank",
+        json!({"model": "reranker", "query": query, "documents": DOCS, "top_n": 2,
+            "return_documents": true}),
+    )
+    .await;
+    assert_eq!(status, 200, "{jina}");
+    assert_eq!(jina["model"], "reranker");
+    let results = jina["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2, "{jina}");
+    for r in results {
+        let i = r["index"].as_u64().unwrap() as usize;
+        assert_eq!(r["document"]["text"], DOCS[i], "{r}");
+    }
+    assert!(
+        jina["usage"]["prompt_tokens"].as_u64().unwrap() > 4 * 40,
+        "{jina}"
+    );
+    // Cohere's body: `{text}` objects, no documents back; the same scores, all of them.
+    let objects: Vec<Value> = DOCS.iter().map(|d| json!({"text": d})).collect();
+    let (status, cohere) = rerank(
+        &t,
+        "/rerank",
+        json!({"model": "reranker", "query": query, "documents": objects}),
+    )
+    .await;
+    assert_eq!(status, 200, "{cohere}");
+    let all = cohere["results"].as_array().unwrap();
+    assert_eq!(all.len(), 4, "{cohere}");
+    assert!(all.iter().all(|r| r.get("document").is_none()), "{cohere}");
+    let score = |i: usize| {
+        all.iter().find(|r| r["index"] == i).unwrap()["relevance_score"]
+            .as_f64()
+            .unwrap()
+    };
+    // Best first, each a probability (the head's softmax), the same document the same.
+    let scores: Vec<f64> = all
+        .iter()
+        .map(|r| r["relevance_score"].as_f64().unwrap())
+        .collect();
+    assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
+    assert!(scores.iter().all(|s| *s > 0.0 && *s < 1.0), "{scores:?}");
+    assert!((score(0) - score(3)).abs() < 1e-5, "{scores:?}");
+    assert!(
+        (score(0) - score(2)).abs() > 1e-6,
+        "documents differ: {scores:?}"
+    );
+    assert_eq!(results[0]["relevance_score"], all[0]["relevance_score"]);
+    // A document alone scores as it does among others.
+    let (_, alone) = rerank(
+        &t,
+        "/v1/rerank",
+        json!({"model": "reranker", "query": query, "documents": [DOCS[1]]}),
+    )
+    .await;
+    let s = alone["results"][0]["relevance_score"].as_f64().unwrap();
+    assert!(
+        (s - score(1)).abs() < 1e-4,
+        "{s} alone, {} among others",
+        score(1)
+    );
+
+    // The default model is no reranker; the reranker makes no embeddings.
+    let (status, e) = rerank(&t, "/v1/rerank", json!({"query": query, "documents": DOCS})).await;
+    assert_eq!(status, 400, "{e}");
+    assert_eq!(e["error"]["code"], "model_not_supported", "{e}");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("is not a reranker"),
+        "{e}"
+    );
+    let (status, e) = rerank(
+        &t,
+        "/v1/embeddings",
+        json!({"model": "reranker", "input": "hello"}),
+    )
+    .await;
+    assert_eq!(status, 400, "{e}");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("/v1/rerank"),
+        "{e}"
+    );
+    // A bad body names what is wrong, in OpenAI's shape.
+    let (status, e) = rerank(
+        &t,
+        "/v1/rerank",
+        json!({"model": "reranker", "query": query, "documents": [{"title": "x"}]}),
+    )
+    .await;
+    assert_eq!(
+        (status, &e["error"]["param"]),
+        (400, &json!("documents[0]")),
+        "{e}"
+    );
+    t.stop().await;
+}
