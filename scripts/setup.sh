@@ -170,13 +170,14 @@ fi
 # --- Python test clients (the official openai and ollama packages; llama.cpp's gguf; jsonschema
 # to check structured output and tool arguments against their schemas; lameenc, LAME's MP3
 # encoder, to make the MP3 clips the audio tests send; mcp, the MCP SDK our test MCP server
-# tests/mcp/py_server.py is written on) -------------------------------------------------------
+# tests/mcp/py_server.py is written on; reportlab and python-docx, the PDF and DOCX writers the
+# document tests make their files with) ----------------------------------------------------------
 venv="$root/.venv"
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import openai, anthropic, websockets, ollama, gguf, jsonschema, lameenc, mcp' >/dev/null 2>&1; then
-  say "creating $venv with the openai, anthropic, websockets, ollama, gguf, jsonschema, lameenc and mcp packages"
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import openai, anthropic, websockets, ollama, gguf, jsonschema, lameenc, mcp, reportlab, docx' >/dev/null 2>&1; then
+  say "creating $venv with the openai, anthropic, websockets, ollama, gguf, jsonschema, lameenc, mcp, reportlab and python-docx packages"
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet 'openai>=1.40,<3' 'anthropic>=0.50,<3' 'websockets>=14,<17' 'ollama>=0.4,<1' 'gguf>=0.10,<1' \
-    'jsonschema>=4,<5' 'lameenc>=1.7,<2' 'mcp>=2.3,<3'
+    'jsonschema>=4,<5' 'lameenc>=1.7,<2' 'mcp>=2.3,<3' 'reportlab>=4,<5' 'python-docx>=1.1,<2'
 fi
 
 # --- Browser tests (npm registry only) --------------------------------------------------------

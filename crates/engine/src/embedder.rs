@@ -335,15 +335,7 @@ pub(crate) fn max_tokens(n_ctx_train: u32) -> u32 {
 /// The GGUF's pooling when it names one (an embedding model, or a reranker's rank pooling:
 /// its outputs are a pair's scores), mean pooling otherwise.
 fn pooling_for(model: &LlamaModel) -> Result<LlamaPoolingType, EmbedError> {
-    let arch = model
-        .meta_val_str("general.architecture")
-        .unwrap_or_default();
-    let named = model
-        .meta_val_str(&format!("{arch}.pooling_type"))
-        .ok()
-        .and_then(|v| v.trim().parse::<i32>().ok())
-        .map(LlamaPoolingType::from);
-    match named {
+    match named_pooling(model) {
         Some(
             p @ (LlamaPoolingType::Mean
             | LlamaPoolingType::Cls
@@ -352,6 +344,23 @@ fn pooling_for(model: &LlamaModel) -> Result<LlamaPoolingType, EmbedError> {
         ) => Ok(p),
         _ => Ok(LlamaPoolingType::Mean),
     }
+}
+
+/// The pooling the GGUF names (`{arch}.pooling_type`), if it names one.
+fn named_pooling(model: &LlamaModel) -> Option<LlamaPoolingType> {
+    let arch = model
+        .meta_val_str("general.architecture")
+        .unwrap_or_default();
+    model
+        .meta_val_str(&format!("{arch}.pooling_type"))
+        .ok()
+        .and_then(|v| v.trim().parse::<i32>().ok())
+        .map(LlamaPoolingType::from)
+}
+
+/// Whether the GGUF's pooling is rank: a reranker (see `rerank`).
+pub(crate) fn is_reranker(model: &LlamaModel) -> bool {
+    named_pooling(model) == Some(LlamaPoolingType::Rank)
 }
 
 /// Scale `v` to unit length (Euclidean), as OpenAI's and Ollama's embeddings are. A zero

@@ -237,7 +237,7 @@ pub(crate) fn info(
         kv_bytes,
         cache_ram: config.cache_ram,
         embed_max_tokens: crate::embedder::max_tokens(n_ctx_train(loaded)),
-        reranker: crate::rerank::is_reranker(model),
+        reranker: crate::embedder::is_reranker(model),
         rerank_template: model
             .chat_template(Some("rerank"))
             .ok()

@@ -6,7 +6,6 @@
 
 use std::time::{Duration, Instant};
 
-use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
 
 use crate::embedder::EmbedError;
@@ -21,18 +20,6 @@ pub struct Ranking {
     pub prompt_tokens: u32,
     /// From submission to the last score.
     pub total: Duration,
-}
-
-/// Whether the GGUF's pooling is rank (`{arch}.pooling_type` 4): a reranker.
-pub(crate) fn is_reranker(model: &LlamaModel) -> bool {
-    let arch = model
-        .meta_val_str("general.architecture")
-        .unwrap_or_default();
-    model
-        .meta_val_str(&format!("{arch}.pooling_type"))
-        .ok()
-        .and_then(|v| v.trim().parse::<i32>().ok())
-        == Some(4)
 }
 
 /// The tokens of one query-document pair, as `info`'s reranker reads them.

@@ -24,6 +24,7 @@ const ORDER: &[&str] = &[
     "hearth-cluster",
     "hearth-split",
     "hearth-tools",
+    "hearth-docs",
     "hearth-server",
     "hearth-node",
     "hearth-bench",
@@ -39,6 +40,8 @@ const HEARTH_ONLY: &[(&str, &[&str])] = &[
     ("hearth-store", &[]),
     // The MCP client: servers, processes, calls; nothing of the node's but its base types.
     ("hearth-tools", &["hearth-base"]),
+    // Documents read into text: files in, text out, nothing of the node's.
+    ("hearth-docs", &[]),
     ("hearth-bench", &["hearth-engine", "hearth-protocol"]),
     // Of the node's crates the desktop app knows the top one only.
     ("hearth-desktop", &["hearth-node", "hearth-protocol"]),
@@ -60,6 +63,7 @@ const ONLY_IN: &[(&str, &[&str])] = &[
     ("llama-cpp-sys-2", &["hearth-engine"]),
     ("rusqlite", &["hearth-store"]),
     ("keyring", &["hearth-auth"]),
+    ("pdf-extract", &["hearth-docs"]),
 ];
 
 /// Each workspace crate's normal and build dependencies, by name.

@@ -1,0 +1,63 @@
+//! What a document becomes once read (its kind and its pages' text), and the limits a read
+//! keeps to.
+
+use serde::Serialize;
+
+/// What a document was read as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Text,
+    Pdf,
+    Docx,
+}
+
+/// One page of a PDF, or the whole of any other document.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Page {
+    /// The page's number (from 1) in a PDF; `None` for a document without pages.
+    pub number: Option<u32>,
+    pub text: String,
+}
+
+/// A document read into text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Document {
+    pub kind: Kind,
+    pub pages: Vec<Page>,
+}
+
+impl Document {
+    /// Every page's text, pages apart by a blank line.
+    pub fn text(&self) -> String {
+        self.pages
+            .iter()
+            .map(|p| p.text.as_str())
+            .collect::<Vec<_>>()
+            .join("\n\n")
+    }
+}
+
+/// How much one document may be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Bytes of the file.
+    pub file_bytes: usize,
+    /// Pages of a PDF.
+    pub pages: usize,
+    /// Bytes of text read out of it (a DOCX's XML unpacked, a PDF's text).
+    pub text_bytes: usize,
+    /// Elements nested in a DOCX's XML.
+    pub depth: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            file_bytes: 50 << 20,
+            pages: 2000,
+            text_bytes: 20 << 20,
+            depth: 256,
+        }
+    }
+}

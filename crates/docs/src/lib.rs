@@ -1,0 +1,15 @@
+//! Documents a user attaches to a chat, read into text: plain text, Markdown, source code,
+//! CSV and JSON as they are; a PDF's text layer page by page (`pdf`); a DOCX's paragraphs,
+//! headings and tables (`docx`). Every reader has limits, and a file past them, damaged or
+//! built to hurt (a zip bomb, nesting without end) is refused with a reason a user can read.
+
+mod document;
+mod docx;
+mod error;
+mod pdf;
+mod read;
+mod text;
+
+pub use document::{Document, Kind, Limits, Page};
+pub use error::ReadError;
+pub use read::read;
