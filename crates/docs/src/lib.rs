@@ -2,14 +2,17 @@
 //! CSV and JSON as they are; a PDF's text layer page by page (`pdf`); a DOCX's paragraphs,
 //! headings and tables (`docx`). Every reader has limits, and a file past them, damaged or
 //! built to hurt (a zip bomb, nesting without end) is refused with a reason a user can read.
+//! A document read is cut into passages along its structure (`passages`) for retrieval.
 
 mod document;
 mod docx;
 mod error;
+mod passages;
 mod pdf;
 mod read;
 mod text;
 
 pub use document::{Document, Kind, Limits, Page};
 pub use error::ReadError;
+pub use passages::{passages, Passage, PASSAGE_WORDS};
 pub use read::read;

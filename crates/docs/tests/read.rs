@@ -3,46 +3,12 @@
 //! damaged PDF, a DOCX's headings, paragraphs and table, a zip bomb and XML nested without end
 //! refused fast, and a file over the limit.
 
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+mod common;
+
 use std::time::{Duration, Instant};
 
+use common::file;
 use hearth_docs::{read, Kind, Limits, ReadError};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The documents, written once per test binary.
-fn docs() -> &'static Path {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let python = repo().join(".venv/bin/python");
-        assert!(
-            python.is_file(),
-            "{} is missing: run scripts/setup.sh",
-            python.display()
-        );
-        let out = std::process::Command::new(python)
-            .arg(repo().join("tests/fixtures/make_documents.py"))
-            .arg("--out")
-            .arg(dir.path())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "make_documents.py: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        dir
-    })
-    .path()
-}
-
-fn file(name: &str) -> Vec<u8> {
-    std::fs::read(docs().join(name)).unwrap()
-}
 
 #[test]
 fn a_300_page_manual_reads_page_by_page() {

@@ -4,7 +4,8 @@
 //! ([`conversations`]), API keys ([`keys`]), the images and audio clips of chat messages
 //! ([`message_images`], [`message_audio`]), the signed-challenge door's clients ([`clients`]),
 //! the cluster's known peers ([`peers`]), the chat's MCP servers and the consent given to their
-//! tools ([`mcp_servers`]), model files' digests ([`digests`]) and the Responses
+//! tools ([`mcp_servers`]), documents attached to a conversation and their passages, indexed
+//! for words ([`documents`]), model files' digests ([`digests`]) and the Responses
 //! door's stored answers ([`responses`]) each have a file. One connection behind a mutex;
 //! every call runs on tokio's blocking pool. A clean stop empties the log into `hearth.db`
 //! ([`Store::checkpoint`]).
@@ -18,6 +19,7 @@ pub mod clients;
 pub mod conversations;
 mod db;
 pub mod digests;
+pub mod documents;
 mod error;
 pub mod feedback;
 pub mod keys;

@@ -1,0 +1,266 @@
+//! A document cut into passages of a few hundred words along its structure, to be indexed and
+//! retrieved when the whole does not fit beside the conversation: a passage never crosses a
+//! page (its page is what a source cites) or a heading (a heading starts the next passage and
+//! names it); paragraphs are joined up to the target size; a paragraph longer than that is cut
+//! at line ends, then at sentence ends, then at words; a fenced code block stays whole when it
+//! fits.
+
+use serde::Serialize;
+
+use crate::document::Document;
+
+/// A passage: where it is (its page, the heading it falls under) and its text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Passage {
+    pub page: Option<u32>,
+    pub heading: Option<String>,
+    pub text: String,
+}
+
+/// Words in a passage, about: a few hundred tokens of most tokenizers.
+pub const PASSAGE_WORDS: usize = 200;
+
+/// `doc`'s passages of about `words` words each, in order.
+pub fn passages(doc: &Document, words: usize) -> Vec<Passage> {
+    let words = words.max(20);
+    let mut out = Vec::new();
+    let mut heading: Option<String> = None;
+    for page in &doc.pages {
+        let mut current = Builder::default();
+        for block in blocks(&page.text) {
+            if let Some(title) = heading_of(&block) {
+                current.flush(&mut out, page.number, &heading);
+                heading = Some(title.to_owned());
+                continue;
+            }
+            for piece in fit(&block, words) {
+                if current.words + count(&piece) > words {
+                    current.flush(&mut out, page.number, &heading);
+                }
+                current.push(&piece);
+            }
+        }
+        current.flush(&mut out, page.number, &heading);
+    }
+    out
+}
+
+/// The passage being filled.
+#[derive(Default)]
+struct Builder {
+    text: String,
+    words: usize,
+}
+
+impl Builder {
+    fn push(&mut self, piece: &str) {
+        if !self.text.is_empty() {
+            self.text.push_str("\n\n");
+        }
+        self.text.push_str(piece);
+        self.words += count(piece);
+    }
+
+    fn flush(&mut self, out: &mut Vec<Passage>, page: Option<u32>, heading: &Option<String>) {
+        if !self.text.trim().is_empty() {
+            out.push(Passage {
+                page,
+                heading: heading.clone(),
+                text: std::mem::take(&mut self.text),
+            });
+        }
+        self.text.clear();
+        self.words = 0;
+    }
+}
+
+fn count(text: &str) -> usize {
+    text.split_whitespace().count()
+}
+
+/// A Markdown heading line's title (`# Title`, up to six `#`).
+fn heading_of(block: &str) -> Option<&str> {
+    if block.contains('\n') {
+        return None;
+    }
+    let level = block.bytes().take_while(|b| *b == b'#').count();
+    (1..=6)
+        .contains(&level)
+        .then(|| block[level..].strip_prefix(' '))
+        .flatten()
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+}
+
+/// The text's blocks: paragraphs apart by blank lines, each heading line alone, each fenced
+/// code block whole.
+fn blocks(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut block = String::new();
+    let mut fenced = false;
+    let end = |block: &mut String, out: &mut Vec<String>| {
+        if !block.trim().is_empty() {
+            out.push(block.trim_end().to_owned());
+        }
+        block.clear();
+    };
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            if !fenced {
+                end(&mut block, &mut out);
+            }
+            block.push_str(line);
+            block.push('\n');
+            if fenced {
+                end(&mut block, &mut out);
+            }
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            block.push_str(line);
+            block.push('\n');
+            continue;
+        }
+        if line.trim().is_empty() {
+            end(&mut block, &mut out);
+        } else if heading_of(line.trim()).is_some() {
+            end(&mut block, &mut out);
+            out.push(line.trim().to_owned());
+        } else {
+            block.push_str(line);
+            block.push('\n');
+        }
+    }
+    end(&mut block, &mut out);
+    out
+}
+
+/// A block as pieces of at most `words` words: whole when it fits, else cut at line ends,
+/// sentence ends, then words.
+fn fit(block: &str, words: usize) -> Vec<String> {
+    if count(block) <= words {
+        return vec![block.to_owned()];
+    }
+    for cut in [cut_lines as fn(&str) -> Vec<&str>, cut_sentences] {
+        let parts = cut(block);
+        if parts.len() > 1 {
+            return join(parts.into_iter().flat_map(|p| fit(p, words)), words);
+        }
+    }
+    block
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .chunks(words)
+        .map(|c| c.join(" "))
+        .collect()
+}
+
+fn cut_lines(text: &str) -> Vec<&str> {
+    text.lines().filter(|l| !l.trim().is_empty()).collect()
+}
+
+fn cut_sentences(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, c) in text.char_indices() {
+        if matches!(c, '.' | '!' | '?') && text[i + 1..].starts_with(char::is_whitespace) {
+            out.push(text[start..=i].trim());
+            start = i + 1;
+        }
+    }
+    if start < text.len() && !text[start..].trim().is_empty() {
+        out.push(text[start..].trim());
+    }
+    out
+}
+
+/// Pieces joined back (a space apart) up to `words` words each.
+fn join(pieces: impl Iterator<Item = String>, words: usize) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut n = 0;
+    for p in pieces {
+        let w = count(&p);
+        match out.last_mut() {
+            Some(last) if n + w <= words => {
+                last.push(' ');
+                last.push_str(&p);
+                n += w;
+            }
+            _ => {
+                out.push(p);
+                n = w;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::document::{Kind, Page};
+
+    fn doc(pages: &[(Option<u32>, &str)]) -> Document {
+        Document {
+            kind: Kind::Text,
+            pages: pages
+                .iter()
+                .map(|(n, t)| Page {
+                    number: *n,
+                    text: (*t).to_owned(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn headings_name_and_start_passages_and_pages_are_never_crossed() {
+        let d = doc(&[
+            (
+                Some(1),
+                "# Bread\nKnead it.\n\nLet it rise.\n## Soup\nSimmer.",
+            ),
+            (Some(2), "More soup."),
+        ]);
+        let p = passages(&d, 50);
+        let got: Vec<(Option<u32>, Option<&str>, &str)> = p
+            .iter()
+            .map(|p| (p.page, p.heading.as_deref(), p.text.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Some(1), Some("Bread"), "Knead it.\n\nLet it rise."),
+                (Some(1), Some("Soup"), "Simmer."),
+                (Some(2), Some("Soup"), "More soup."),
+            ]
+        );
+    }
+
+    #[test]
+    fn long_paragraphs_are_cut_at_sentences_then_words_and_code_stays_whole() {
+        let sentence = "one two three four five six seven eight nine ten.";
+        let long = [sentence; 10].join(" ");
+        let p = passages(&doc(&[(None, &long)]), 30);
+        assert!(p.iter().all(|p| count(&p.text) <= 30), "{p:?}");
+        assert!(
+            p.iter().all(|p| p.text.ends_with('.')),
+            "cut at sentence ends: {p:?}"
+        );
+        assert_eq!(p.iter().map(|p| count(&p.text)).sum::<usize>(), 100);
+        let words = ["word"; 70].join(" ");
+        let p = passages(&doc(&[(None, &words)]), 30);
+        assert_eq!(
+            p.iter().map(|p| count(&p.text)).collect::<Vec<_>>(),
+            [30, 30, 10]
+        );
+        let code = "Before.\n\n```rust\nfn main() {}\n\nlet x = 1;\n```\n\nAfter.";
+        let p = passages(&doc(&[(None, code)]), 50);
+        assert!(
+            p[0].text
+                .contains("```rust\nfn main() {}\n\nlet x = 1;\n```"),
+            "{p:?}"
+        );
+    }
+}

@@ -1,0 +1,205 @@
+//! Documents attached to a conversation in `hearth.db`: each one's name, kind and digest (the
+//! same file attached twice to a conversation is kept once), and its passages, indexed for
+//! words with SQLite's FTS5 (BM25 ranking). Deleted with their conversation.
+
+use rusqlite::{params, OptionalExtension as _};
+
+use crate::db::{new_id, now_ms, Store};
+use crate::error::StoreError;
+
+pub const MIGRATION: &str = "CREATE TABLE documents (
+    id              TEXT PRIMARY KEY,
+    conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    name            TEXT NOT NULL,
+    kind            TEXT NOT NULL,
+    digest          TEXT NOT NULL,
+    bytes           INTEGER NOT NULL,
+    pages           INTEGER,
+    created_at      INTEGER NOT NULL,
+    UNIQUE (conversation_id, digest)
+);
+CREATE TABLE passages (
+    id          INTEGER PRIMARY KEY,
+    document_id TEXT NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    seq         INTEGER NOT NULL,
+    page        INTEGER,
+    heading     TEXT,
+    text        TEXT NOT NULL
+);
+CREATE INDEX passages_document ON passages(document_id, seq);
+CREATE VIRTUAL TABLE passages_fts USING fts5(text, heading, content='passages', content_rowid='id', tokenize='porter unicode61');
+CREATE TRIGGER passages_indexed AFTER INSERT ON passages BEGIN
+    INSERT INTO passages_fts(rowid, text, heading) VALUES (new.id, new.text, coalesce(new.heading, ''));
+END;
+CREATE TRIGGER passages_unindexed AFTER DELETE ON passages BEGIN
+    INSERT INTO passages_fts(passages_fts, rowid, text, heading) VALUES ('delete', old.id, old.text, coalesce(old.heading, ''));
+END;";
+
+/// A document to keep: what it is, and its passages in order.
+#[derive(Debug, Clone)]
+pub struct NewDocument {
+    pub conversation_id: String,
+    pub name: String,
+    pub kind: String,
+    /// SHA-256 of the file, hex.
+    pub digest: String,
+    pub bytes: u64,
+    pub pages: Option<u32>,
+    pub passages: Vec<NewPassage>,
+}
+
+#[derive(Debug, Clone)]
+pub struct NewPassage {
+    pub page: Option<u32>,
+    pub heading: Option<String>,
+    pub text: String,
+}
+
+/// A kept document, as a conversation lists it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DocumentRow {
+    pub id: String,
+    pub name: String,
+    pub kind: String,
+    pub digest: String,
+    pub bytes: u64,
+    pub pages: Option<u32>,
+    pub passages: u64,
+    pub created_at: i64,
+}
+
+/// A passage found for a question, best first.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Hit {
+    pub document_id: String,
+    pub document: String,
+    pub seq: i64,
+    pub page: Option<u32>,
+    pub heading: Option<String>,
+    pub text: String,
+    /// BM25's score: lower is better (FTS5's sign).
+    pub rank: f64,
+}
+
+/// The words of `question` as an FTS5 query any of whose words may match (each quoted, so no
+/// word is read as FTS5's syntax); `None` when it has no word.
+pub fn match_query(question: &str) -> Option<String> {
+    let words: Vec<String> = question
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(|w| format!("\"{}\"", w.to_lowercase()))
+        .collect();
+    (!words.is_empty()).then(|| words.join(" OR "))
+}
+
+impl Store {
+    /// Keep a document and its passages; one with the same digest in the conversation is kept
+    /// once (its id is returned, nothing is added). `(id, added)`.
+    pub async fn add_document(&self, doc: NewDocument) -> Result<(String, bool), StoreError> {
+        self.with(move |c| {
+            let tx = c.unchecked_transaction()?;
+            let kept: Option<String> = tx
+                .query_row(
+                    "SELECT id FROM documents WHERE conversation_id = ?1 AND digest = ?2",
+                    params![doc.conversation_id, doc.digest],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if let Some(id) = kept {
+                return Ok((id, false));
+            }
+            let id = new_id("d");
+            tx.execute(
+                "INSERT INTO documents (id, conversation_id, name, kind, digest, bytes, pages, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![id, doc.conversation_id, doc.name, doc.kind, doc.digest, doc.bytes as i64, doc.pages, now_ms()],
+            )?;
+            {
+                let mut insert = tx.prepare(
+                    "INSERT INTO passages (document_id, seq, page, heading, text) VALUES (?1, ?2, ?3, ?4, ?5)",
+                )?;
+                for (seq, p) in doc.passages.iter().enumerate() {
+                    insert.execute(params![id, seq as i64, p.page, p.heading, p.text])?;
+                }
+            }
+            tx.commit()?;
+            Ok((id, true))
+        })
+        .await
+    }
+
+    /// A conversation's documents, oldest first.
+    pub async fn documents(&self, conversation_id: String) -> Result<Vec<DocumentRow>, StoreError> {
+        self.with(move |c| {
+            let mut stmt = c.prepare(
+                "SELECT d.id, d.name, d.kind, d.digest, d.bytes, d.pages, d.created_at,
+                        (SELECT COUNT(*) FROM passages p WHERE p.document_id = d.id)
+                 FROM documents d WHERE d.conversation_id = ?1 ORDER BY d.created_at, d.id",
+            )?;
+            let rows = stmt.query_map(params![conversation_id], |r| {
+                Ok(DocumentRow {
+                    id: r.get(0)?,
+                    name: r.get(1)?,
+                    kind: r.get(2)?,
+                    digest: r.get(3)?,
+                    bytes: r.get::<_, i64>(4)?.max(0) as u64,
+                    pages: r.get(5)?,
+                    created_at: r.get(6)?,
+                    passages: r.get::<_, i64>(7)?.max(0) as u64,
+                })
+            })?;
+            rows.collect()
+        })
+        .await
+    }
+
+    /// The `limit` passages of the conversation's documents that best match `question`'s
+    /// words (BM25), best first.
+    pub async fn search_passages(
+        &self,
+        conversation_id: String,
+        question: String,
+        limit: usize,
+    ) -> Result<Vec<Hit>, StoreError> {
+        let Some(query) = match_query(&question) else {
+            return Ok(Vec::new());
+        };
+        self.with(move |c| {
+            let mut stmt = c.prepare(
+                "SELECT d.id, d.name, p.seq, p.page, p.heading, p.text, bm25(passages_fts) AS rank
+                 FROM passages_fts
+                 JOIN passages p ON p.id = passages_fts.rowid
+                 JOIN documents d ON d.id = p.document_id
+                 WHERE passages_fts MATCH ?1 AND d.conversation_id = ?2
+                 ORDER BY rank LIMIT ?3",
+            )?;
+            let rows = stmt.query_map(params![query, conversation_id, limit as i64], |r| {
+                Ok(Hit {
+                    document_id: r.get(0)?,
+                    document: r.get(1)?,
+                    seq: r.get(2)?,
+                    page: r.get(3)?,
+                    heading: r.get(4)?,
+                    text: r.get(5)?,
+                    rank: r.get(6)?,
+                })
+            })?;
+            rows.collect()
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_question_becomes_quoted_words_any_of_which_match() {
+        assert_eq!(
+            match_query("What's on page 40? (NEAR \"x\")").as_deref(),
+            Some("\"what\" OR \"s\" OR \"on\" OR \"page\" OR \"40\" OR \"near\" OR \"x\"")
+        );
+        assert_eq!(match_query("?!"), None);
+    }
+}
