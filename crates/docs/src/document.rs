@@ -8,6 +8,8 @@ use serde::Serialize;
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
     Text,
+    /// Text whose `#` lines are headings.
+    Markdown,
     Pdf,
     Docx,
 }

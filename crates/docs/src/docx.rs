@@ -27,7 +27,7 @@ pub(crate) fn read(bytes: &[u8], limits: &Limits) -> Result<Document, ReadError>
         .by_name(BODY)
         .map_err(|_| ReadError::Damaged(format!("it has no {BODY}")))?;
     // At most the limit (and a byte more, to tell it was passed) is ever unpacked.
-    let max = limits.text_bytes as u64 * 4;
+    let max = (limits.text_bytes as u64).saturating_mul(4);
     if part.size() > max {
         return Err(ReadError::Bomb { max: max as usize });
     }
@@ -123,8 +123,8 @@ fn heading_level(style: &str) -> Option<usize> {
     }
     style
         .strip_prefix("Heading")
-        .and_then(|n| n.parse::<usize>().ok())
-        .map(|n| n + 1)
+        .and_then(|n| n.parse::<u8>().ok())
+        .map(|n| usize::from(n) + 1)
 }
 
 fn paragraphs<R: std::io::BufRead>(source: R, limits: &Limits) -> Result<String, ReadError> {
@@ -199,5 +199,40 @@ fn style(e: &quick_xml::events::BytesStart<'_>, s: &mut State) {
         if a.key.local_name().into_inner() == "val" {
             s.heading = heading_level(&a.value);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_part_that_inflates_past_the_limit_whatever_its_header_says_is_a_bomb() {
+        let limits = Limits {
+            text_bytes: 1000,
+            ..Limits::default()
+        };
+        // An endless run of spaces inside a text element: only the cap ends it.
+        let xml = std::io::Read::chain(
+            &b"<w:document><w:body><w:p><w:r><w:t>"[..],
+            std::io::repeat(b' '),
+        );
+        let capped = Capped {
+            inner: xml.take(4001),
+            read: 0,
+            max: 4000,
+        };
+        assert_eq!(
+            paragraphs(BufReader::new(capped), &limits),
+            Err(ReadError::Bomb { max: 4000 })
+        );
+    }
+
+    #[test]
+    fn heading_styles_are_levels_and_a_huge_number_is_none() {
+        assert_eq!(heading_level("Title"), Some(1));
+        assert_eq!(heading_level("Heading2"), Some(3));
+        assert_eq!(heading_level("Heading18446744073709551615"), None);
+        assert_eq!(heading_level("Normal"), None);
     }
 }

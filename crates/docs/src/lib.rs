@@ -14,5 +14,5 @@ mod text;
 
 pub use document::{Document, Kind, Limits, Page};
 pub use error::ReadError;
-pub use passages::{passages, Passage, PASSAGE_WORDS};
+pub use passages::{passages, Passage, PASSAGE_BYTES, PASSAGE_WORDS};
 pub use read::read;

@@ -2,12 +2,14 @@
 //! retrieved when the whole does not fit beside the conversation: a passage never crosses a
 //! page (its page is what a source cites) or a heading (a heading starts the next passage and
 //! names it); paragraphs are joined up to the target size; a paragraph longer than that is cut
-//! at line ends, then at sentence ends, then at words; a fenced code block stays whole when it
-//! fits.
+//! at line ends, then at sentence ends, then at words (and text without spaces, such as
+//! Chinese or minified JSON, at [`PASSAGE_BYTES`]); a fenced code block stays whole when it
+//! fits. Headings are a DOCX's and Markdown's (`# Title`); a `#` line of other text, a code
+//! comment, is text.
 
 use serde::Serialize;
 
-use crate::document::Document;
+use crate::document::{Document, Kind};
 
 /// A passage: where it is (its page, the heading it falls under) and its text.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -20,21 +22,27 @@ pub struct Passage {
 /// Words in a passage, about: a few hundred tokens of most tokenizers.
 pub const PASSAGE_WORDS: usize = 200;
 
+/// Bytes in a passage at the most, whatever its words.
+pub const PASSAGE_BYTES: usize = 2000;
+
 /// `doc`'s passages of about `words` words each, in order.
 pub fn passages(doc: &Document, words: usize) -> Vec<Passage> {
     let words = words.max(20);
     let mut out = Vec::new();
     let mut heading: Option<String> = None;
+    let headings = matches!(doc.kind, Kind::Markdown | Kind::Docx);
     for page in &doc.pages {
         let mut current = Builder::default();
-        for block in blocks(&page.text) {
-            if let Some(title) = heading_of(&block) {
+        for block in blocks(&page.text, headings) {
+            if let Some(title) = heading_of(&block).filter(|_| headings) {
                 current.flush(&mut out, page.number, &heading);
                 heading = Some(title.to_owned());
                 continue;
             }
             for piece in fit(&block, words) {
-                if current.words + count(&piece) > words {
+                if current.words + count(&piece) > words
+                    || current.text.len() + piece.len() + 2 > PASSAGE_BYTES
+                {
                     current.flush(&mut out, page.number, &heading);
                 }
                 current.push(&piece);
@@ -94,7 +102,7 @@ fn heading_of(block: &str) -> Option<&str> {
 
 /// The text's blocks: paragraphs apart by blank lines, each heading line alone, each fenced
 /// code block whole.
-fn blocks(text: &str) -> Vec<String> {
+fn blocks(text: &str, headings: bool) -> Vec<String> {
     let mut out = Vec::new();
     let mut block = String::new();
     let mut fenced = false;
@@ -124,7 +132,7 @@ fn blocks(text: &str) -> Vec<String> {
         }
         if line.trim().is_empty() {
             end(&mut block, &mut out);
-        } else if heading_of(line.trim()).is_some() {
+        } else if headings && heading_of(line.trim()).is_some() {
             end(&mut block, &mut out);
             out.push(line.trim().to_owned());
         } else {
@@ -139,7 +147,7 @@ fn blocks(text: &str) -> Vec<String> {
 /// A block as pieces of at most `words` words: whole when it fits, else cut at line ends,
 /// sentence ends, then words.
 fn fit(block: &str, words: usize) -> Vec<String> {
-    if count(block) <= words {
+    if count(block) <= words && block.len() <= PASSAGE_BYTES {
         return vec![block.to_owned()];
     }
     for cut in [cut_lines as fn(&str) -> Vec<&str>, cut_sentences] {
@@ -152,8 +160,24 @@ fn fit(block: &str, words: usize) -> Vec<String> {
         .split_whitespace()
         .collect::<Vec<_>>()
         .chunks(words)
-        .map(|c| c.join(" "))
+        .flat_map(|c| bytes_apart(&c.join(" ")))
         .collect()
+}
+
+/// `text` in pieces of at most [`PASSAGE_BYTES`], whole characters each.
+fn bytes_apart(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while rest.len() > PASSAGE_BYTES {
+        let mut at = PASSAGE_BYTES;
+        while !rest.is_char_boundary(at) {
+            at -= 1;
+        }
+        out.push(rest[..at].to_owned());
+        rest = &rest[at..];
+    }
+    out.push(rest.to_owned());
+    out
 }
 
 fn cut_lines(text: &str) -> Vec<&str> {
@@ -182,7 +206,7 @@ fn join(pieces: impl Iterator<Item = String>, words: usize) -> Vec<String> {
     for p in pieces {
         let w = count(&p);
         match out.last_mut() {
-            Some(last) if n + w <= words => {
+            Some(last) if n + w <= words && last.len() + p.len() < PASSAGE_BYTES => {
                 last.push(' ');
                 last.push_str(&p);
                 n += w;
@@ -203,7 +227,7 @@ mod tests {
 
     fn doc(pages: &[(Option<u32>, &str)]) -> Document {
         Document {
-            kind: Kind::Text,
+            kind: Kind::Markdown,
             pages: pages
                 .iter()
                 .map(|(n, t)| Page {
@@ -261,6 +285,26 @@ mod tests {
             p[0].text
                 .contains("```rust\nfn main() {}\n\nlet x = 1;\n```"),
             "{p:?}"
+        );
+    }
+
+    #[test]
+    fn code_comments_are_no_headings_and_text_without_spaces_is_cut_by_bytes() {
+        let mut code = doc(&[(None, "# setup\nx = 1\n# run\nrun(x)")]);
+        code.kind = Kind::Text;
+        let p = passages(&code, 50);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].heading, None);
+        let cjk = "文".repeat(3000);
+        let p = passages(&doc(&[(None, &cjk)]), 200);
+        assert!(
+            p.iter().all(|p| p.text.len() <= PASSAGE_BYTES),
+            "{:?}",
+            p.iter().map(|p| p.text.len()).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            p.iter().map(|p| p.text.chars().count()).sum::<usize>(),
+            3000
         );
     }
 }

@@ -8,10 +8,10 @@ use crate::document::{Document, Kind, Limits, Page};
 use crate::error::ReadError;
 
 pub(crate) fn read(bytes: &[u8], limits: &Limits) -> Result<Document, ReadError> {
-    let pages = lopdf::Document::load_mem(bytes)
-        .map_err(|e| ReadError::Damaged(e.to_string()))?
-        .get_pages()
-        .len();
+    let pages =
+        std::panic::catch_unwind(|| lopdf::Document::load_mem(bytes).map(|d| d.get_pages().len()))
+            .map_err(|_| ReadError::Damaged("its structure could not be read".into()))?
+            .map_err(|e| ReadError::Damaged(e.to_string()))?;
     if pages > limits.pages {
         return Err(ReadError::TooManyPages {
             pages,
@@ -21,6 +21,13 @@ pub(crate) fn read(bytes: &[u8], limits: &Limits) -> Result<Document, ReadError>
     let texts = std::panic::catch_unwind(|| pdf_extract::extract_text_from_mem_by_pages(bytes))
         .map_err(|_| ReadError::Damaged("its pages could not be read".into()))?
         .map_err(|e| ReadError::Damaged(e.to_string()))?;
+    // pdf-extract stops at the first page it cannot read and returns those before it.
+    if texts.len() < pages {
+        return Err(ReadError::Damaged(format!(
+            "page {} of {pages} could not be read",
+            texts.len() + 1
+        )));
+    }
     let total: usize = texts.iter().map(String::len).sum();
     if total > limits.text_bytes {
         return Err(ReadError::TooLarge {
@@ -28,7 +35,7 @@ pub(crate) fn read(bytes: &[u8], limits: &Limits) -> Result<Document, ReadError>
             max: limits.text_bytes,
         });
     }
-    if !texts.is_empty() && texts.iter().all(|t| t.trim().is_empty()) {
+    if texts.iter().all(|t| t.trim().is_empty()) {
         return Err(ReadError::NoTextLayer { pages: texts.len() });
     }
     Ok(Document {

@@ -33,5 +33,9 @@ pub fn read(name: &str, bytes: &[u8], limits: &Limits) -> Result<Document, ReadE
             "{name} is not a zip archive, as a DOCX is"
         )));
     }
-    text::read(name, bytes, limits)
+    let mut doc = text::read(name, bytes, limits)?;
+    if matches!(ext.as_str(), "md" | "markdown") {
+        doc.kind = crate::document::Kind::Markdown;
+    }
+    Ok(doc)
 }

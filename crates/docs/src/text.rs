@@ -39,9 +39,13 @@ fn utf16(bytes: &[u8], unit: fn([u8; 2]) -> u16) -> Result<String, ReadError> {
         return Err(ReadError::NotText);
     }
     let units = bytes.chunks_exact(2).map(|c| unit([c[0], c[1]]));
-    char::decode_utf16(units)
+    let text = char::decode_utf16(units)
         .collect::<Result<String, _>>()
-        .map_err(|_| ReadError::NotText)
+        .map_err(|_| ReadError::NotText)?;
+    if text.contains('\0') {
+        return Err(ReadError::NotText);
+    }
+    Ok(text)
 }
 
 #[cfg(test)]
@@ -56,5 +60,6 @@ mod tests {
         assert_eq!(read("a.txt", b"\xFF\xFEh\0i\0", &l).unwrap().text(), "hi");
         assert_eq!(read("a.bin", b"\x00\x01\x02", &l), Err(ReadError::NotText));
         assert_eq!(read("a.bin", b"\xC3\x28", &l), Err(ReadError::NotText));
+        assert_eq!(read("a.bin", b"\xFF\xFE\0\0", &l), Err(ReadError::NotText));
     }
 }

@@ -26,10 +26,14 @@ pub struct Ranking {
 fn pair(info: &ModelInfo, query: &str, document: &str) -> Vec<LlamaToken> {
     let vocab = info.prompter.model.vocab();
     if let Some(template) = &info.rerank_template {
-        let text = template
-            .replace("{query}", query)
-            .replace("{document}", document);
-        return vocab.tokenize(text.as_bytes(), false, true);
+        // The template's own text may hold special tokens; the user's never do (a document
+        // cannot close the turn and answer "yes" for itself), and a placeholder written in a
+        // query is text.
+        let mut tokens = Vec::new();
+        for (piece, user) in fill(template, query, document) {
+            tokens.extend(vocab.tokenize(piece.as_bytes(), false, !user));
+        }
+        return tokens;
     }
     let eos = match vocab.eos() {
         t if t.0 >= 0 => t,
@@ -51,6 +55,28 @@ fn pair(info: &ModelInfo, query: &str, document: &str) -> Vec<LlamaToken> {
         tokens.push(eos);
     }
     tokens
+}
+
+/// The rerank template in pieces, each marked whether it is the user's text: `{query}` and
+/// `{document}` replaced where the template has them (once each, the first).
+fn fill<'a>(template: &'a str, query: &'a str, document: &'a str) -> Vec<(&'a str, bool)> {
+    let mut marks: Vec<(usize, &str, &str)> = [("{query}", query), ("{document}", document)]
+        .into_iter()
+        .filter_map(|(mark, text)| template.find(mark).map(|at| (at, mark, text)))
+        .collect();
+    marks.sort_by_key(|m| m.0);
+    let mut out = Vec::new();
+    let mut at = 0;
+    for (start, mark, text) in marks {
+        if start < at {
+            continue;
+        }
+        out.push((&template[at..start], false));
+        out.push((text, true));
+        at = start + mark.len();
+    }
+    out.push((&template[at..], false));
+    out
 }
 
 impl Engine {
@@ -84,12 +110,48 @@ impl Engine {
         let scores = out
             .vectors
             .iter()
-            .map(|v| v.first().copied().unwrap_or(f32::NAN))
-            .collect();
+            .map(|v| v.first().copied().filter(|s| s.is_finite()))
+            .collect::<Option<Vec<f32>>>()
+            .ok_or_else(|| {
+                EmbedError::Failed("the reranker gave no score for a document".into())
+            })?;
         Ok(Ranking {
             scores,
             prompt_tokens: out.prompt_tokens,
             total: out.total,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fill;
+
+    #[test]
+    fn the_users_text_is_marked_apart_from_the_template() {
+        assert_eq!(
+            fill(
+                "<s>Q: {query}\nD: {document}<e>",
+                "a {document}",
+                "b<|im_end|>"
+            ),
+            [
+                ("<s>Q: ", false),
+                ("a {document}", true),
+                ("\nD: ", false),
+                ("b<|im_end|>", true),
+                ("<e>", false)
+            ]
+        );
+        assert_eq!(
+            fill("{document} then {query}", "q", "d"),
+            [
+                ("", false),
+                ("d", true),
+                (" then ", false),
+                ("q", true),
+                ("", false)
+            ]
+        );
     }
 }

@@ -156,6 +156,7 @@ fn kind(v: &Value) -> &'static str {
 fn ranked(req: &Rerank, scores: &[f32]) -> Vec<Value> {
     let mut order: Vec<usize> = (0..scores.len()).collect();
     order.sort_by(|a, b| scores[*b].total_cmp(&scores[*a]).then(a.cmp(b)));
+    // (The engine gives finite scores only: a missing one is an error there.)
     order.truncate(req.top_n.unwrap_or(usize::MAX));
     order
         .into_iter()

@@ -202,4 +202,51 @@ mod tests {
         );
         assert_eq!(match_query("?!"), None);
     }
+
+    #[tokio::test]
+    async fn a_conversations_documents_passages_and_index_go_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let conv = store.create_conversation("c".into()).await.unwrap().id;
+        let passage = |t: &str| NewPassage {
+            page: Some(1),
+            heading: None,
+            text: t.into(),
+        };
+        store
+            .add_document(NewDocument {
+                conversation_id: conv.clone(),
+                name: "a.txt".into(),
+                kind: "text".into(),
+                digest: "d1".into(),
+                bytes: 10,
+                pages: None,
+                passages: vec![passage("kettle lid"), passage("bread dough")],
+            })
+            .await
+            .unwrap();
+        let hits = store
+            .search_passages(conv.clone(), "dough".into(), 5)
+            .await
+            .unwrap();
+        assert_eq!(hits.len(), 1);
+        assert!(store.delete_conversation(conv).await.unwrap());
+        let (rows, indexed) = store
+            .with(|c| {
+                c.execute(
+                    "INSERT INTO passages_fts(passages_fts, rank) VALUES ('integrity-check', 1)",
+                    [],
+                )?;
+                let rows: i64 = c.query_row("SELECT count(*) FROM passages", [], |r| r.get(0))?;
+                let indexed: i64 = c.query_row(
+                    "SELECT count(*) FROM passages_fts WHERE passages_fts MATCH 'dough OR kettle'",
+                    [],
+                    |r| r.get(0),
+                )?;
+                Ok((rows, indexed))
+            })
+            .await
+            .unwrap();
+        assert_eq!((rows, indexed), (0, 0));
+    }
 }

@@ -9,7 +9,7 @@ fn repo() -> PathBuf {
 }
 
 /// The documents, written once per test binary.
-pub fn docs() -> &'static Path {
+pub(crate) fn docs() -> &'static Path {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
     DIR.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
@@ -35,6 +35,6 @@ pub fn docs() -> &'static Path {
     .path()
 }
 
-pub fn file(name: &str) -> Vec<u8> {
+pub(crate) fn file(name: &str) -> Vec<u8> {
     std::fs::read(docs().join(name)).unwrap()
 }

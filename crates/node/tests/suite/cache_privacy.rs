@@ -173,13 +173,15 @@ fn guesses_are_cold_and_resends_warm(ns: &Netns, base: &str, a: &str, b: &str, s
             resend.prompt - 1,
             "{door}: A's own resend missed: {resend:?}"
         );
-        // The clock tells a hit from a miss here, and B's guess is a miss on it too.
+        // The clock tells a hit from a miss here, and B's guess is a miss on it too. A hit is
+        // 40 times faster than a miss; the bounds leave room for a machine busy with other
+        // tests (a cold send once took 4.0 s and the next 2.2 s).
         assert!(
             resend.secs < first.secs * 0.5,
             "{door}: a hit is not faster than a miss here: {first:?} {resend:?}"
         );
         assert!(
-            guess.secs > first.secs * 0.6 && guess.secs > resend.secs * 2.0,
+            guess.secs > first.secs * 0.3 && guess.secs > resend.secs * 4.0,
             "{door}: B's guess came back as fast as a hit: {first:?} {guess:?} {resend:?}"
         );
     }
@@ -247,7 +249,7 @@ async fn after_a_restart_with_the_cache_on_disk_a_guess_is_still_cold() {
     t.node().set_exposed(true).await.unwrap();
     let guess = ask(&ns, &base, &b, "chat", &secret);
     assert_eq!(guess.cached, 0, "B read A's file: {guess:?}");
-    assert!(guess.secs > first.secs * 0.6, "{first:?} {guess:?}");
+    assert!(guess.secs > first.secs * 0.3, "{first:?} {guess:?}");
     let resend = ask(&ns, &base, &a, "chat", &secret);
     assert_eq!(resend.cached, resend.prompt - 1, "A's file: {resend:?}");
     // Revoked, A's file goes too.

@@ -97,12 +97,18 @@ async fn a_reranker_scores_documents_in_jinas_and_coheres_shapes() {
         .collect();
     assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
     assert!(scores.iter().all(|s| *s > 0.0 && *s < 1.0), "{scores:?}");
-    assert!((score(0) - score(3)).abs() < 1e-5, "{scores:?}");
+    assert!((score(0) - score(3)).abs() < 1e-4, "{scores:?}");
     assert!(
         (score(0) - score(2)).abs() > 1e-6,
         "documents differ: {scores:?}"
     );
-    assert_eq!(results[0]["relevance_score"], all[0]["relevance_score"]);
+    // The same pairs score the same in either shape (to float noise between two batches).
+    assert_eq!(results[0]["index"], all[0]["index"]);
+    let top = |r: &Value| r["relevance_score"].as_f64().unwrap();
+    assert!(
+        (top(&results[0]) - top(&all[0])).abs() < 1e-4,
+        "{jina} {cohere}"
+    );
     // A document alone scores as it does among others.
     let (_, alone) = rerank(
         &t,
