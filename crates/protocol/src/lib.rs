@@ -54,7 +54,7 @@ pub mod responses;
 pub mod streaming;
 pub mod tools;
 pub mod utf8;
-mod value_kind;
+pub mod value_kind;
 pub mod worker;
 
 pub use generation::{

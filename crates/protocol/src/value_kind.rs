@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 /// `null`, `a boolean`, `a number`, `a string`, `an array` or `an object`.
-pub(crate) fn kind(v: &Value) -> &'static str {
+pub fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

@@ -12,6 +12,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
+use hearth_protocol::value_kind::kind;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -139,17 +140,6 @@ fn check(body: RerankBody) -> Result<Rerank, ApiError> {
         top_n,
         return_documents: body.return_documents.or(body.return_text).unwrap_or(false),
     })
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// The results, best first (a tie keeps the documents' order), cut to `top_n`.
