@@ -33,6 +33,10 @@ use tauri::{Manager, RunEvent, WindowEvent};
 const QUIT_WAIT: Duration = Duration::from_secs(6);
 
 fn main() -> anyhow::Result<()> {
+    // Started by the node to read a document in a process of its own: that, and nothing else.
+    if let Some(code) = hearth_node::read_document_if_asked() {
+        std::process::exit(code);
+    }
     hearth_node::logging::init();
     let config = hearth_node::cli::EnvOnly::read().context("reading HEARTH_* settings")?;
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -1,10 +1,10 @@
 //! What a document becomes once read (its kind and its pages' text), and the limits a read
 //! keeps to.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What a document was read as.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
     Text,
@@ -15,7 +15,7 @@ pub enum Kind {
 }
 
 /// One page of a PDF, or the whole of any other document.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Page {
     /// The page's number (from 1) in a PDF; `None` for a document without pages.
     pub number: Option<u32>,
@@ -23,7 +23,7 @@ pub struct Page {
 }
 
 /// A document read into text.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Document {
     pub kind: Kind,
     pub pages: Vec<Page>,
@@ -41,7 +41,7 @@ impl Document {
 }
 
 /// How much one document may be.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {
     /// Bytes of the file.
     pub file_bytes: usize,

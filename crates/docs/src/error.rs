@@ -1,7 +1,7 @@
 //! Why a document was not read, in words a user can act on.
 
 /// Why a document could not be read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum ReadError {
     #[error("the file is {bytes} bytes; at most {max} are read")]
     TooLarge { bytes: usize, max: usize },
@@ -19,4 +19,8 @@ pub enum ReadError {
     Unsupported(String),
     #[error("the file is not text (it holds binary data): attach a PDF, a DOCX or a text file")]
     NotText,
+    #[error("reading it took more than {secs} s, and was stopped (a file built to loop?)")]
+    TimedOut { secs: u64 },
+    #[error("the reader stopped on it ({0}): the file may be damaged or built to hurt")]
+    Crashed(String),
 }

@@ -1,4 +1,5 @@
-//! Which reader a file goes to: by what its bytes start with, else by its name.
+//! Which reader a file goes to: by what its bytes start with, else by its name (an HTML page is
+//! read as text, then its tags taken out).
 
 use crate::document::{Document, Limits};
 use crate::error::ReadError;
@@ -36,6 +37,13 @@ pub fn read(name: &str, bytes: &[u8], limits: &Limits) -> Result<Document, ReadE
     let mut doc = text::read(name, bytes, limits)?;
     if matches!(ext.as_str(), "md" | "markdown") {
         doc.kind = crate::document::Kind::Markdown;
+    }
+    if matches!(ext.as_str(), "html" | "htm" | "xhtml") {
+        // Its headings become Markdown's.
+        doc.kind = crate::document::Kind::Markdown;
+        for page in &mut doc.pages {
+            page.text = crate::html::text(&page.text);
+        }
     }
     Ok(doc)
 }

@@ -74,6 +74,10 @@ pub struct NodeConfig {
     /// The first wait before an MCP server that failed twice is started again (a hidden
     /// setting, for tests); `None`: the client's default.
     pub mcp_backoff_first: Option<Duration>,
+    /// The program a chat's documents are read in (`hearth_docs::Reader`), which must call
+    /// `read_document_if_asked` first; `None`: this program (a hidden setting, for tests, whose
+    /// program is not hearth-node).
+    pub document_reader: Option<PathBuf>,
     /// Place the model's last layers on these RPC servers (a split model's worker process).
     pub remote: Option<hearth_engine::Remote>,
     /// Let peers' split models place layers on this machine (`--share-memory`), up to this
@@ -140,6 +144,7 @@ impl NodeConfig {
             min_load_time: None,
             script: None,
             mcp_backoff_first: None,
+            document_reader: None,
             remote: None,
             share_memory: None,
             until_stdin_closes: false,

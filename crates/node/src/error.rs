@@ -22,6 +22,8 @@ pub enum NodeError {
     IdentityTask(String),
     #[error("the kept MCP servers could not be set up: {0}")]
     Mcp(String),
+    #[error("cannot find this program, which reads a chat's documents: {0}")]
+    DocumentReader(std::io::Error),
     #[error("--image-urls: the HTTP client could not start: {0}")]
     ImageUrls(String),
     #[error("draft model {0} not found (looked for {1}): --draft-model takes a path or a name in the models folder")]

@@ -39,6 +39,9 @@ mod start;
 
 pub use config::NodeConfig;
 pub use error::NodeError;
+/// A document is read in a child process that is this program (`hearth_docs::Reader`): both
+/// programs call this first in `main`.
+pub use hearth_docs::run_if_asked as read_document_if_asked;
 /// What the desktop app's tray shows of the model, so that it needs no crate below this one.
 pub use hearth_engine::{ModelState, Placement};
 /// The machine's samples, which the desktop app's tray shows (it knows this crate only).

@@ -80,6 +80,10 @@ enum KeysAction {
 }
 
 fn main() -> anyhow::Result<()> {
+    // Started by a node to read a document (never by hand): that, and nothing else.
+    if let Some(code) = hearth_node::read_document_if_asked() {
+        std::process::exit(code);
+    }
     hearth_node::logging::init();
     let cli = Cli::parse();
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -377,6 +377,10 @@ pub(crate) fn shared_state(
         listeners.addr,
         config.data_dir.clone(),
     ));
+    let documents = match &config.document_reader {
+        Some(program) => hearth_docs::Reader::new(program.clone()),
+        None => hearth_docs::Reader::this_program().map_err(NodeError::DocumentReader)?,
+    };
     let state = Arc::new(AppState::new(
         cluster,
         config.models_dir.clone(),
@@ -391,6 +395,7 @@ pub(crate) fn shared_state(
             auth_timeout: config.auth_timeout,
             mcp,
             secrets,
+            documents,
         },
     ));
     state.downloads.resume_partials();

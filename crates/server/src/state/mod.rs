@@ -47,6 +47,8 @@ pub struct AppState {
     pub mcp: hearth_tools::McpServers,
     /// Their env and header values, kept apart from `hearth.db` (`crate::mcp_secrets`).
     pub secrets: hearth_auth::secrets::Secrets,
+    /// How documents attached to a chat are read: in a child process with ceilings.
+    pub documents: hearth_docs::Reader,
 }
 
 impl std::ops::Deref for AppState {
@@ -73,6 +75,8 @@ pub struct DoorSettings {
     pub mcp: hearth_tools::McpServers,
     /// Where their env and header values are kept (`mcp_secrets`).
     pub secrets: hearth_auth::secrets::Secrets,
+    /// How documents attached to a chat are read (`hearth_docs::Reader`).
+    pub documents: hearth_docs::Reader,
 }
 
 impl AppState {
@@ -102,6 +106,7 @@ impl AppState {
             image_urls,
             mcp: settings.mcp,
             secrets: settings.secrets,
+            documents: settings.documents,
         }
     }
 

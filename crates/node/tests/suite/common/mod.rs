@@ -189,6 +189,8 @@ impl TestNode {
         config.ctx = Some(1024);
         // Never the developer's own keyring: the node's key goes to a file in the temp dir.
         config.key_storage = hearth_auth::identity::KeyStorage::File;
+        // Documents are read in a child that is hearth-node (this program is the test's).
+        config.document_reader = Some(env!("CARGO_BIN_EXE_hearth-node").into());
         f(&mut config);
         let wait_ready = config.min_load_time.is_none() && config.model.is_some();
         let node = Node::start(config).await?;
