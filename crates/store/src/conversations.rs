@@ -168,6 +168,8 @@ pub struct Message {
     pub audio: Vec<AudioInfo>,
     /// The MCP tool calls an answer made, as the chat loop keeps them (JSON it owns).
     pub tool_calls: Option<serde_json::Value>,
+    /// The passages of the conversation's documents an answer was given (JSON the chat owns).
+    pub sources: Option<serde_json::Value>,
     #[serde(skip)]
     pub seq: i64,
 }
@@ -194,7 +196,7 @@ const CONVERSATION_COLUMNS: &str =
      (SELECT COALESCE(SUM(length(i.bytes)), 0) FROM message_images i JOIN messages m ON m.id = i.message_id WHERE m.conversation_id = c.id),
      (SELECT COUNT(*) FROM message_audio a JOIN messages m ON m.id = a.message_id WHERE m.conversation_id = c.id),
      (SELECT COALESCE(SUM(length(a.bytes)), 0) FROM message_audio a JOIN messages m ON m.id = a.message_id WHERE m.conversation_id = c.id)";
-const MESSAGE_COLUMNS: &str = "id, conversation_id, seq, role, content, status, model, node, error, tokens, tokens_per_s, ttft_ms, created_at, tool_calls, prompt_tokens, cached_tokens, total_ms";
+const MESSAGE_COLUMNS: &str = "id, conversation_id, seq, role, content, status, model, node, error, tokens, tokens_per_s, ttft_ms, created_at, tool_calls, prompt_tokens, cached_tokens, total_ms, sources";
 
 fn conversation_row(r: &Row<'_>) -> rusqlite::Result<Conversation> {
     Ok(Conversation {
@@ -250,6 +252,9 @@ fn message_row(r: &Row<'_>) -> rusqlite::Result<Message> {
         // Written by this program only; a row it cannot read shows no calls.
         tool_calls: r
             .get::<_, Option<String>>(13)?
+            .and_then(|t| serde_json::from_str(&t).ok()),
+        sources: r
+            .get::<_, Option<String>>(17)?
             .and_then(|t| serde_json::from_str(&t).ok()),
     })
 }

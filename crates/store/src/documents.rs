@@ -35,6 +35,9 @@ CREATE TRIGGER passages_unindexed AFTER DELETE ON passages BEGIN
     INSERT INTO passages_fts(passages_fts, rowid, text, heading) VALUES ('delete', old.id, old.text, coalesce(old.heading, ''));
 END;";
 
+/// The sources an answer was given (its documents' passages), kept with it.
+pub const SOURCES_MIGRATION: &str = "ALTER TABLE messages ADD COLUMN sources TEXT;";
+
 /// A document to keep: what it is, and its passages in order.
 #[derive(Debug, Clone)]
 pub struct NewDocument {
@@ -66,6 +69,15 @@ pub struct DocumentRow {
     pub pages: Option<u32>,
     pub passages: u64,
     pub created_at: i64,
+}
+
+/// A document's passage, in order.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PassageRow {
+    pub seq: i64,
+    pub page: Option<u32>,
+    pub heading: Option<String>,
+    pub text: String,
 }
 
 /// A passage found for a question, best first.
@@ -149,6 +161,59 @@ impl Store {
                 })
             })?;
             rows.collect()
+        })
+        .await
+    }
+
+    /// Take a document out of its conversation, with its passages; whether it was there.
+    pub async fn delete_document(
+        &self,
+        conversation_id: String,
+        document_id: String,
+    ) -> Result<bool, StoreError> {
+        self.with(move |c| {
+            Ok(c.execute(
+                "DELETE FROM documents WHERE id = ?1 AND conversation_id = ?2",
+                params![document_id, conversation_id],
+            )? > 0)
+        })
+        .await
+    }
+
+    /// A document's passages in order (its whole text).
+    pub async fn document_passages(
+        &self,
+        document_id: String,
+    ) -> Result<Vec<PassageRow>, StoreError> {
+        self.with(move |c| {
+            let mut stmt = c.prepare(
+                "SELECT seq, page, heading, text FROM passages WHERE document_id = ?1 ORDER BY seq",
+            )?;
+            let rows = stmt.query_map(params![document_id], |r| {
+                Ok(PassageRow {
+                    seq: r.get(0)?,
+                    page: r.get(1)?,
+                    heading: r.get(2)?,
+                    text: r.get(3)?,
+                })
+            })?;
+            rows.collect()
+        })
+        .await
+    }
+
+    /// Keep the sources an answer was given (`None` clears them).
+    pub async fn set_sources(
+        &self,
+        message_id: String,
+        sources: Option<serde_json::Value>,
+    ) -> Result<(), StoreError> {
+        self.with(move |c| {
+            c.execute(
+                "UPDATE messages SET sources = ?2 WHERE id = ?1",
+                params![message_id, sources.map(|v| v.to_string())],
+            )?;
+            Ok(())
         })
         .await
     }

@@ -5,7 +5,7 @@
 //! ([`message_images`], [`message_audio`]), the signed-challenge door's clients ([`clients`]),
 //! the cluster's known peers ([`peers`]), the chat's MCP servers and the consent given to their
 //! tools ([`mcp_servers`]), documents attached to a conversation and their passages, indexed
-//! for words ([`documents`]), model files' digests ([`digests`]) and the Responses
+//! for words ([`documents`]) and their embeddings ([`passage_vectors`]), model files' digests ([`digests`]) and the Responses
 //! door's stored answers ([`responses`]) each have a file. One connection behind a mutex;
 //! every call runs on tokio's blocking pool. A clean stop empties the log into `hearth.db`
 //! ([`Store::checkpoint`]).
@@ -27,6 +27,7 @@ pub mod mcp_servers;
 pub mod message_audio;
 pub mod message_images;
 mod open;
+pub mod passage_vectors;
 pub mod peers;
 pub mod responses;
 mod wal;

@@ -7,8 +7,8 @@ use std::path::Path;
 use rusqlite::Connection;
 
 use super::{
-    clients, digests, documents, feedback, keys, mcp_servers, message_audio, message_images, peers,
-    responses, wal,
+    clients, digests, documents, feedback, keys, mcp_servers, message_audio, message_images,
+    passage_vectors, peers, responses, wal,
 };
 use crate::db::Store;
 use crate::error::StoreError;
@@ -134,6 +134,8 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     super::conversations::TOOLS_MIGRATION,
     super::conversations::STEP_STATS_MIGRATION,
     documents::MIGRATION,
+    documents::SOURCES_MIGRATION,
+    passage_vectors::MIGRATION,
 ];
 
 /// Make `path` (and the WAL files next to it, when they exist) readable by this user only.
