@@ -13,10 +13,10 @@
 //! - `/` (upgrade) and `/api/auth/register`: the signed-challenge door ([`auth`]);
 //! - `/node`: hub mode's worker door (`hub_door`);
 //! - `/api/chat`, `/api/generate`, `/api/embed`, `/api/tags`, ...: the Ollama API (`ollama`);
-//! - `/api/...`: the UI's API (`api`) and chat (`chat`), the hub's model search
-//!   (`search_api`), the coding agents' settings (`agents_api`, its text from [`connect`],
-//!   which `hearth-node connect` prints too), live status `/api/events`
-//!   (`events`), `/api/status` (`status`);
+//! - `/api/...`: the UI's API (`api`) and chat (`chat`), a chat's documents
+//!   (`documents_api`), the hub's model search (`search_api`), the coding agents' settings
+//!   (`agents_api`, its text from [`connect`], which `hearth-node connect` prints too), live
+//!   status `/api/events` (`events`), `/api/status` (`status`);
 //! - `/metrics` (`metrics`); and the web UI's files for every other `GET` (`ui`).
 //!
 //! In front of them all: the guard ([`security`]), which names each request's caller (`caller`);
@@ -38,6 +38,7 @@ pub(crate) mod caller;
 pub(crate) mod chat;
 pub(crate) mod cluster_api;
 pub mod connect;
+pub(crate) mod documents_api;
 pub(crate) mod door;
 pub(crate) mod downloads_api;
 pub(crate) mod embeddings;

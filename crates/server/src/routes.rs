@@ -11,9 +11,9 @@ use axum::Router;
 use hearth_protocol::limits::MAX_HTTP_BODY_BYTES;
 
 use crate::{
-    agents_api, anthropic, api, auth, batch, chat, cluster_api, downloads_api, error, events,
-    generate, hub_door, mcp_api, metrics, models_api, node_settings, ollama, openai, rerank,
-    responses, search_api, security, split_api, state::AppState, status, ui,
+    agents_api, anthropic, api, auth, batch, chat, cluster_api, documents_api, downloads_api,
+    error, events, generate, hub_door, mcp_api, metrics, models_api, node_settings, ollama, openai,
+    rerank, responses, search_api, security, split_api, state::AppState, status, ui,
 };
 
 /// Unknown API paths answer in the OpenAI error format; everything else is the web UI.
@@ -105,6 +105,16 @@ pub fn app(state: Arc<AppState>) -> Router {
                 .delete(api::delete_conversation),
         )
         .route("/api/conversations/{id}/chat", post(chat::chat))
+        .route(
+            "/api/conversations/{id}/documents",
+            get(documents_api::list)
+                .post(documents_api::add)
+                .layer(DefaultBodyLimit::max(documents_api::MAX_FILE_BYTES)),
+        )
+        .route(
+            "/api/conversations/{id}/documents/{document}",
+            delete(documents_api::remove),
+        )
         .route("/api/messages/{id}/stop", post(chat::stop))
         .route("/api/images/{id}", get(api::get_image))
         .route("/api/audio/{id}", get(api::get_audio))
@@ -115,7 +125,10 @@ pub fn app(state: Arc<AppState>) -> Router {
             get(cluster_api::get).patch(cluster_api::patch),
         )
         .route("/api/cluster/peers", post(cluster_api::add_peer))
-        .route("/api/node", axum::routing::patch(node_settings::patch))
+        .route(
+            "/api/node",
+            get(node_settings::get).patch(node_settings::patch),
+        )
         .route(
             "/api/cluster/peers/{address}",
             axum::routing::delete(cluster_api::remove_peer),

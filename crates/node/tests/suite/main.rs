@@ -24,6 +24,7 @@ mod cluster_nodes;
 mod crash;
 mod csrf;
 mod data_dir;
+mod documents;
 mod downloads;
 mod flash_attention;
 mod generate_ws;

@@ -3,7 +3,7 @@
 //! demand beside the default model: Jina's body (strings, `top_n`, `return_documents`) and
 //! Cohere's (`{text}` objects) give the same scores, best first; a document scores the same
 //! alone and among others; a model that is not a reranker, and embeddings asked of a reranker,
-//! are refused in words.
+//! are refused in words; and a loaded reranker orders the passages a chat turn is given.
 
 use crate::common;
 
@@ -161,4 +161,31 @@ async fn a_reranker_scores_documents_in_jinas_and_coheres_shapes() {
         "{e}"
     );
     t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loaded_reranker_orders_the_passages_a_chat_turn_is_given() {
+    let dir = models();
+    let t = TestNode::start_with(|c| {
+        c.models_dir = dir.path().to_path_buf();
+    })
+    .await;
+    // Loaded by a first request, beside the chat's model.
+    let (status, v) = rerank(
+        &t,
+        "/v1/rerank",
+        json!({"model": "reranker", "query": "q", "documents": ["a"]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    let conv = t.new_conversation("docs").await;
+    crate::documents::settings(&t, &conv, json!({"max_tokens": 2})).await;
+    let (status, v) =
+        crate::documents::attach(&t, &conv, "manual.pdf", crate::documents::doc("manual.pdf"))
+            .await;
+    assert_eq!(status, 201, "{v}");
+    let (start, _) = crate::documents::turn(&t, &conv, "What is the code word of page 40?").await;
+    assert_eq!(start["sources"]["path"], "passages", "{start}");
+    assert_eq!(start["sources"]["reranker"], "reranker", "{start}");
+    assert!(!start["sources"]["items"].as_array().unwrap().is_empty());
 }

@@ -16,7 +16,10 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 use super::tool_loop::{self, CallState, Consent};
-use super::{busy, drive, event, event_stream, turn_params, Takes, CHAT_MODEL_WAIT, CLIENT_BUFFER};
+use super::{
+    busy, documents, drive, event, event_stream, media, turn_params, Takes, CHAT_MODEL_WAIT,
+    CLIENT_BUFFER,
+};
 use crate::api::{json_body, ApiFailure};
 use crate::caller::Caller;
 use crate::state::chats::RunningChat;
@@ -165,6 +168,22 @@ pub(crate) async fn decide(
             .iter()
             .filter(|m| m.role == "assistant" && m.tool_calls.is_some())
             .count() as i64;
+        // The conversation's documents, given to the next answers as to the turn's first.
+        let system_prompt = &conversation.settings.system_prompt;
+        let chat = hearth_engine::Chat {
+            messages: media::turn_prompt(system_prompt, &messages, Default::default(), takes),
+            tools: tools.as_ref().map(|t| t.set.clone()),
+            think: None,
+        };
+        let given = documents::given(
+            &state,
+            &conversation_id,
+            &messages,
+            target.local.clone(),
+            params.max_tokens,
+            &chat,
+        )
+        .await?;
         Some(drive::ToolTurn {
             tools,
             target,
@@ -174,6 +193,7 @@ pub(crate) async fn decide(
             owner: caller.cache_owner(),
             steps,
             max_steps: conversation.settings.tool_steps,
+            given,
         })
     } else {
         None

@@ -44,6 +44,8 @@ pub(super) struct ToolTurn {
     /// Answers with calls this turn has had so far, and how many it may have.
     pub(super) steps: i64,
     pub(super) max_steps: i64,
+    /// What the turn was given of its documents: each step is given the same.
+    pub(super) given: Option<super::documents::Given>,
 }
 
 /// A conversation's running answer, held: released (`Chats::end`) when dropped, however the
@@ -267,7 +269,10 @@ async fn next_step(
     let files = media::turn_files(state, conversation_id, None, turn.takes)
         .await
         .map_err(|e| e.to_string())?;
-    let prompt = media::turn_prompt(&turn.system_prompt, &history, files, turn.takes);
+    let mut prompt = media::turn_prompt(&turn.system_prompt, &history, files, turn.takes);
+    if let Some(given) = &turn.given {
+        super::documents::apply(given, &mut prompt);
+    }
     let opened = hearth_engine::answer::starts_in_thinking(
         turn.target.local.as_deref(),
         None,

@@ -322,6 +322,7 @@ mod tests {
             images: Vec::new(),
             audio: Vec::new(),
             tool_calls: None,
+            sources: None,
             seq: 0,
         }
     }

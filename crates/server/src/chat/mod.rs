@@ -4,13 +4,16 @@
 //! stops an answer. One answer streams per conversation (`crate::state::chats`). A message's
 //! images and audio clips are read and sent as `media` says; the MCP tools a turn offers and
 //! the consent their calls need, as `tool_loop` and `decide` say; results too long for the
-//! context are cut in `fit`.
+//! context are cut in `fit`. What a turn is given of the conversation's documents (whole, or
+//! the passages that answer) is chosen in `documents`, with `vectors` for embeddings.
 
 mod decide;
+mod documents;
 mod drive;
 mod fit;
 mod media;
 pub(crate) mod tool_loop;
+pub(crate) mod vectors;
 
 pub(crate) use decide::decide;
 
@@ -309,11 +312,23 @@ async fn start_answer(
     // UI (and the next turn's history) reads it as a reasoning model's answer is read.
     let opened =
         hearth_engine::answer::starts_in_thinking(target.local.as_deref(), None, &params, None);
-    let chat = hearth_engine::Chat {
+    let mut chat = hearth_engine::Chat {
         messages: prompt,
         tools: tools.as_ref().map(|t| t.set.clone()),
         think: None,
     };
+    let given = documents::given(
+        state,
+        &conversation_id,
+        &history,
+        target.local.clone(),
+        params.max_tokens,
+        &chat,
+    )
+    .await?;
+    if let Some(given) = &given {
+        documents::apply(given, &mut chat.messages);
+    }
     let chat = fit::fitted(target.local.clone(), chat, params.max_tokens).await;
     let generation = state
         .router
@@ -340,13 +355,26 @@ async fn start_answer(
             audio: Vec::new(),
         })
         .await;
-    let assistant = match assistant {
+    let mut assistant = match assistant {
         Ok(a) => a,
         Err(e) => {
             let _ = generation.control.stop();
             return Err(e.into());
         }
     };
+    if let Some(given) = &given {
+        // What it was given is kept with the answer from its start.
+        let kept = state
+            .store
+            .set_sources(assistant.id.clone(), Some(given.sources.clone()))
+            .await;
+        if let Err(e) = kept {
+            let _ = generation.control.stop();
+            let _ = state.store.delete_message(assistant.id.clone()).await;
+            return Err(e.into());
+        }
+        assistant.sources = Some(given.sources.clone());
+    }
     let running = RunningChat {
         message_id: assistant.id.clone(),
         control: Some(generation.control.clone()),
@@ -401,6 +429,7 @@ async fn start_answer(
         owner,
         steps: 0,
         max_steps,
+        given,
     });
     let step = drive::Step {
         message: assistant,
