@@ -3,7 +3,7 @@
 // a chat request with an image gets an answer from it; the same model without the projector
 // carries no mark. In the chat, an image pasted into (or dropped on) the composer waits as a preview (its size
 // shown, removable), goes with the message, is stored with the conversation and shown in the
-// thread after a reload; a PDF pasted is refused at once, and the model without a projector
+// thread after a reload; a zip archive pasted is refused at once, and the model without a projector
 // says it cannot see images, keeping nothing of the refused message, which goes back into the
 // composer.
 
@@ -165,9 +165,9 @@ test('a model with a projector is marked Vision and answers about an image', { t
   });
   await screenshot(page, '20-vision-thread');
 
-  // A PDF is not an image: refused in the composer, nothing attached.
-  await paste(page, Buffer.from('%PDF-1.4\n').toString('base64'), 'application/pdf', 'report.pdf');
-  await page.waitForFunction((s) => /report\.pdf is not an image/.test(document.querySelector(s)?.textContent ?? ''), sel('composer-hint'), {
+  // A zip archive is neither an image nor a document: refused in the composer, nothing attached.
+  await paste(page, Buffer.from('PK\x03\x04').toString('base64'), 'application/zip', 'archive.zip');
+  await page.waitForFunction((s) => /archive\.zip is not an image/.test(document.querySelector(s)?.textContent ?? ''), sel('composer-hint'), {
     timeout: 10_000,
   });
   assert.equal(await page.locator(sel('attachment')).count(), 0);

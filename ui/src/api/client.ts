@@ -14,11 +14,13 @@ import type {
   ConversationDetail,
   ConversationPatch,
   CreatedKey,
+  DocumentInfo,
   Download,
   ImportableModel,
   KeyScope,
   KeysResponse,
   ModelsResponse,
+  NodeSettings,
   SearchAnswer,
   SplitPlacement,
   SplitsResponse,
@@ -102,6 +104,20 @@ export const api = {
   updateConversation: (id: string, patch: ConversationPatch) =>
     request<Conversation>('PATCH', `/api/conversations/${enc(id)}`, patch),
   deleteConversation: (id: string) => request<void>('DELETE', `/api/conversations/${enc(id)}`),
+  listDocuments: async (id: string): Promise<DocumentInfo[]> =>
+    (await request<{ documents: DocumentInfo[] }>('GET', `/api/conversations/${enc(id)}/documents`)).documents,
+  /** Sends the file as it is; the node reads it and answers with the document kept. */
+  addDocument: async (id: string, file: Blob, name: string): Promise<{ document: DocumentInfo; added: boolean }> => {
+    const res = await apiFetch(`/api/conversations/${enc(id)}/documents?name=${enc(name)}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/octet-stream', accept: 'application/json' },
+      body: file,
+    });
+    if (!res.ok) throw await ApiError.from(res);
+    return (await res.json()) as { document: DocumentInfo; added: boolean };
+  },
+  removeDocument: (id: string, documentId: string) =>
+    request<void>('DELETE', `/api/conversations/${enc(id)}/documents/${enc(documentId)}`),
   stopMessage: (id: string) => request<unknown>('POST', `/api/messages/${enc(id)}/stop`),
 
   models: () => request<ModelsResponse>('GET', '/api/models'),
@@ -144,6 +160,9 @@ export const api = {
   removePeer: (address: string) => request<void>('DELETE', `/api/cluster/peers/${enc(address)}`),
   patchCluster: (patch: ClusterPatch) => request<ClusterView>('PATCH', '/api/cluster', patch),
   /** How much of this machine to give (0-100); 403 unless from the node's own machine. */
+  node: () => request<NodeSettings>('GET', '/api/node'),
+  setEmbeddingModel: (documents_embedding_model: string | null) =>
+    request<NodeSettings>('PATCH', '/api/node', { documents_embedding_model }),
   setThrottleCap: (throttle_cap: number) =>
     request<{ throttle_cap: number; throttle: number }>('PATCH', '/api/node', { throttle_cap }),
 

@@ -57,6 +57,57 @@ export interface Message {
   audio?: MessageAudio[];
   /** The MCP tool calls an answer made, in order (`null` or absent when it made none). */
   tool_calls?: ToolCall[] | null;
+  /** What an answer was given of the conversation's documents (`null` or absent: none). */
+  sources?: Sources | null;
+}
+
+/** The node's own settings (`GET /api/node`). */
+export interface NodeSettings {
+  throttle_cap: number;
+  throttle: number;
+  /** The model whose embeddings find a chat's passages besides their words; null: words alone. */
+  documents_embedding_model: string | null;
+}
+
+/** A document attached to a conversation, read and indexed by the node. */
+export interface DocumentInfo {
+  id: string;
+  name: string;
+  /** `text`, `markdown`, `pdf` or `docx`. */
+  kind: string;
+  digest: string;
+  bytes: number;
+  /** A PDF's pages. */
+  pages: number | null;
+  /** The passages it was cut into. */
+  passages: number;
+  created_at: number;
+}
+
+/** One source an answer was given: a passage, or a whole document (`whole`). */
+export interface Source {
+  n: number;
+  document_id: string;
+  document: string;
+  page: number | null;
+  heading: string | null;
+  /** The passage, or a whole document's first lines. */
+  text: string;
+  whole: boolean;
+}
+
+/** The sources of an answer: the documents whole, or the passages retrieved for its question. */
+export interface Sources {
+  path: 'whole' | 'passages';
+  /** The conversation's documents then. */
+  documents: number;
+  items: Source[];
+  /** Milliseconds the turn spent choosing them. */
+  ms?: number;
+  /** The embedding model whose nearest passages were fused with the words' ones. */
+  embedder?: string | null;
+  /** The reranker that ordered them. */
+  reranker?: string | null;
 }
 
 /** Whether the model may answer without calling a tool (`first`: a turn's first answer must). */

@@ -7,10 +7,12 @@ import { useEffect, useState } from 'react';
 import type { Conversation } from '../api/types';
 import type { Attachment } from '../chat/attachments';
 import type { ChatStore } from '../chat/store';
+import { useDocuments } from '../chat/useDocuments';
 import { streamingMessage } from '../chat/thread';
 import { useThread } from '../hooks';
 import type { LiveState } from '../status/live';
 import { Composer } from './Composer';
+import { DocumentsBar } from './DocumentsBar';
 import { CloseIcon, MenuIcon, SlidersIcon } from './icons';
 import { MessageList } from './Messages';
 import { SettingsDrawer } from './SettingsDrawer';
@@ -29,6 +31,7 @@ export function ChatView({ store, conversationId, live, onCreate, onToggleSideba
   const [settingsOpen, setSettingsOpen] = useState(false);
   const [createError, setCreateError] = useState<string | null>(null);
   const busy = view.sending || streamingMessage(view) !== null;
+  const documents = useDocuments(conversationId);
 
   useEffect(() => {
     store.setActive(conversationId);
@@ -47,19 +50,22 @@ export function ChatView({ store, conversationId, live, onCreate, onToggleSideba
     return () => window.removeEventListener('keydown', onKey);
   }, [busy, conversationId, store]);
 
+  /** The conversation on screen, made first when there is none; `null` when it cannot be. */
+  const ensureConversation = async (): Promise<string | null> => {
+    if (conversationId) return conversationId;
+    try {
+      return (await onCreate()).id;
+    } catch (e) {
+      setCreateError(e instanceof Error ? e.message : String(e));
+      return null;
+    }
+  };
+
   /** Sends a message; false when nothing of it was kept (the composer gives it back). */
   const send = async (text: string, files: Attachment[]): Promise<boolean> => {
     setCreateError(null);
-    let id = conversationId;
-    if (!id) {
-      try {
-        const conversation = await onCreate();
-        id = conversation.id;
-      } catch (e) {
-        setCreateError(e instanceof Error ? e.message : String(e));
-        return false;
-      }
-    }
+    const id = await ensureConversation();
+    if (!id) return false;
     const of = (kind: Attachment['kind']) => files.filter((a) => a.kind === kind).map((a) => a.dataUrl);
     const [images, audio] = [of('image'), of('audio')];
     return store.send(id, {
@@ -150,6 +156,14 @@ export function ChatView({ store, conversationId, live, onCreate, onToggleSideba
         </div>
       )}
 
+      <DocumentsBar
+        documents={documents.documents}
+        reading={documents.reading}
+        refusal={documents.refusal}
+        onDismiss={documents.dismiss}
+        onRemove={(documentId) => conversationId && void documents.remove(conversationId, documentId)}
+      />
+
       <Composer
         busy={busy}
         disabled={conversationId !== null && !view.loaded}
@@ -157,6 +171,12 @@ export function ChatView({ store, conversationId, live, onCreate, onToggleSideba
         hears={live.model.state === 'ready' && live.model.audio === true}
         focusKey={conversationId}
         onSend={send}
+        onDocuments={(files) => {
+          setCreateError(null);
+          void ensureConversation().then((id) => {
+            if (id) void documents.add(id, files);
+          });
+        }}
         onStop={() => conversationId && void store.stop(conversationId)}
       />
 

@@ -2,11 +2,13 @@
  * The message box: Enter sends, Shift+Enter adds a line (IME composition is respected), the
  * box grows with its text; while an answer streams, Send becomes Stop. Images (and audio clips,
  * for a model that hears) are attached with the button, pasted or dropped; each waits as a
- * preview (its size shown, removable) until sent. A message the node refuses comes back into
- * the box, words and files.
+ * preview (its size shown, removable) until sent. Documents (PDF, DOCX, text) taken the same
+ * ways go to the conversation at once (`onDocuments`), to be read while the user types. A
+ * message the node refuses comes back into the box, words and files.
  */
 import { useLayoutEffect, useRef, useState, type ClipboardEvent, type DragEvent, type FormEvent, type KeyboardEvent } from 'react';
 import { AUDIO_TYPES, filesOf, IMAGE_TYPES, kindOf, readAttachment, screenFiles, type Attachment } from '../chat/attachments';
+import { DOCUMENT_ACCEPT, isDocument } from '../chat/documents';
 import { formatBytes } from '../format';
 import { CloseIcon, ImageIcon, SendIcon, StopIcon } from './icons';
 import './Images.css';
@@ -23,12 +25,14 @@ export interface ComposerProps {
   hears: boolean;
   /** Resolves false when nothing of the message was kept: it goes back into the box. */
   onSend: (text: string, files: Attachment[]) => Promise<boolean>;
+  /** Documents taken: they go to the conversation now, not with the message. */
+  onDocuments: (files: File[]) => void;
   onStop: () => void;
   /** Changes when the conversation changes, to move the focus back to the box. */
   focusKey: string | null;
 }
 
-export function Composer({ busy, disabled, hint, hears, onSend, onStop, focusKey }: ComposerProps) {
+export function Composer({ busy, disabled, hint, hears, onSend, onDocuments, onStop, focusKey }: ComposerProps) {
   const [text, setText] = useState('');
   const [images, setImages] = useState<Attachment[]>([]);
   const [refusal, setRefusal] = useState<string | null>(null);
@@ -53,7 +57,11 @@ export function Composer({ busy, disabled, hint, hears, onSend, onStop, focusKey
   const shown = useRef(focusKey);
   shown.current = focusKey;
 
-  const attach = (files: File[]) => {
+  const attach = (all: File[]) => {
+    const documents = all.filter((f) => kindOf(f) === null && isDocument(f));
+    if (documents.length > 0) onDocuments(documents);
+    const files = all.filter((f) => !documents.includes(f));
+    if (files.length === 0) return;
     const sum = (kind: Attachment['kind'], list: { kind: Attachment['kind']; size: number }[]) => {
       const of = list.filter((a) => a.kind === kind);
       return { count: of.length, bytes: of.reduce((n, a) => n + a.size, 0) };
@@ -168,8 +176,8 @@ export function Composer({ busy, disabled, hint, hears, onSend, onStop, focusKey
           type="button"
           className="icon-btn composer-attach"
           data-testid="attach-button"
-          title={hears ? 'Attach images or audio' : 'Attach images'}
-          aria-label={hears ? 'Attach images or audio' : 'Attach images'}
+          title={hears ? 'Attach documents, images or audio' : 'Attach documents or images'}
+          aria-label={hears ? 'Attach documents, images or audio' : 'Attach documents or images'}
           onClick={() => picker.current?.click()}
         >
           <ImageIcon />
@@ -177,7 +185,7 @@ export function Composer({ busy, disabled, hint, hears, onSend, onStop, focusKey
         <input
           ref={picker}
           type="file"
-          accept={(hears ? [...IMAGE_TYPES, ...AUDIO_TYPES, '.wav', '.mp3'] : IMAGE_TYPES).join(',')}
+          accept={[...(hears ? [...IMAGE_TYPES, ...AUDIO_TYPES, '.wav', '.mp3'] : IMAGE_TYPES), DOCUMENT_ACCEPT].join(',')}
           multiple
           hidden
           data-testid="attach-input"
@@ -210,7 +218,7 @@ export function Composer({ busy, disabled, hint, hears, onSend, onStop, focusKey
         )}
       </div>
       <div className={`composer-hint${refusal ? ' refused' : ''}`} data-testid="composer-hint" role={refusal ? 'alert' : undefined}>
-        {refusal ?? hint ?? `Enter to send · Shift+Enter for a new line · Esc to stop · paste or drop images${hears ? ' or audio' : ''}`}
+        {refusal ?? hint ?? `Enter to send · Shift+Enter for a new line · Esc to stop · paste or drop documents or images${hears ? ' or audio' : ''}`}
       </div>
     </form>
   );

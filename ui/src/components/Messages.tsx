@@ -15,6 +15,7 @@ import { CopyIcon, PencilIcon, RefreshIcon } from './icons';
 import { Markdown } from './Markdown';
 import { MessageAudio } from './MessageAudio';
 import { MessageImages } from './MessageImages';
+import { SourcesList } from './SourcesList';
 import { ToolCallCard } from './ToolCallCard';
 import './Messages.css';
 import './ToolCalls.css';
@@ -260,6 +261,7 @@ function AnswerBubble({ message, canRegenerate, onRegenerate, deciding, onDecide
           ))}
         </div>
       )}
+      {message.sources && <SourcesList sources={message.sources} />}
       {message.status === 'error' && message.error && (
         <div className="answer-error" role="alert" data-testid="answer-error">
           {message.error}

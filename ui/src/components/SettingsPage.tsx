@@ -1,7 +1,7 @@
 /**
  * Settings: whether the node is shared on the LAN, how much of the machine it may use
- * ([`ThrottleCap`]), the chat's tools ([`McpSection`]: MCP servers), the coding agents' settings
- * ([`AgentsSection`]: what `hearth-node connect` prints, a key made there), and the API keys other machines use then
+ * ([`ThrottleCap`]), the model documents are searched with ([`EmbeddingModel`]), the chat's
+ * tools ([`McpSection`]: MCP servers), the coding agents' settings ([`AgentsSection`]: what `hearth-node connect` prints, a key made there), and the API keys other machines use then
  * (`/api/keys`): list, create (the secret is shown once, here, with a copy button) and revoke
  * with an inline confirmation. The node answers 403 to anyone but its own machine; the page
  * then says so instead of the list.
@@ -15,6 +15,7 @@ import { checkKeyName, markRevoked, orderKeys } from '../settings/keys';
 import { AgentsSection } from './AgentsSection';
 import { CloseIcon, CopyIcon, PlusIcon } from './icons';
 import { McpSection } from './McpSection';
+import { EmbeddingModel } from './EmbeddingModel';
 import { ThrottleCap } from './ThrottleCap';
 
 export function SettingsPage() {
@@ -124,6 +125,8 @@ export function SettingsPage() {
       </div>
 
       <ThrottleCap />
+
+      <EmbeddingModel />
 
       <div className="card settings-card">
         <h2>API keys for other machines</h2>
