@@ -7,6 +7,7 @@
 mod client;
 mod cluster;
 mod cpu;
+mod documents;
 mod doors;
 mod floor;
 mod llama_server;
@@ -109,6 +110,8 @@ enum Part {
     Long,
     /// The chat's MCP tool loop: 5 steps against server-everything's `echo`.
     Tools,
+    /// Documents in the chat: a 300-page PDF read and indexed, a turn's retrieval.
+    Documents,
 }
 
 fn default_model() -> PathBuf {
@@ -388,6 +391,9 @@ async fn run(args: &Args, model: &Path, node_bin: &Path) -> Result<Vec<Figure>> 
     }
     if args.only.is_none() || args.only == Some(Part::Tools) {
         figures.extend(tool_loop::figures(model, node_bin, args.threads, args.quick).await?);
+    }
+    if args.only.is_none() || args.only == Some(Part::Documents) {
+        figures.extend(documents::figures(model, node_bin, args.threads, args.quick).await?);
     }
     Ok(figures)
 }

@@ -90,6 +90,8 @@ fn a_quick_benchmark_run_reports_every_figure() {
         "tool loop, 5 steps: the model's time per step",
         "tool loop, 5 steps: the MCP server's time per call",
         "tool loop, 5 steps: the node's own time per step",
+        "documents: read and index a 300-page PDF (words)",
+        "documents: a turn's retrieval over it",
     ] {
         let f = get(name);
         let m = f["median"].as_f64().unwrap();

@@ -1,0 +1,111 @@
+//! Documents in the chat: a 300-page PDF manual (written by reportlab through
+//! `tests/fixtures/make_documents.py`) attached to a conversation of the real default model,
+//! read in the node's child process and indexed (words only); then a turn asking about one of
+//! its pages, whose retrieval the node times and keeps with the answer's sources.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Value};
+
+use crate::node::NodeProc;
+use crate::report::Figure;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+async fn send(r: reqwest::RequestBuilder) -> Result<Value> {
+    let r = r.send().await?;
+    let status = r.status();
+    let v: Value = r.json().await?;
+    if !status.is_success() {
+        bail!("{status}: {v}");
+    }
+    Ok(v)
+}
+
+/// The rows; none (and a line saying why) when the Python venv is not set up (`make bench`
+/// runs setup, which makes it).
+pub(crate) async fn figures(
+    model: &Path,
+    node_bin: &Path,
+    threads: i32,
+    quick: bool,
+) -> Result<Vec<Figure>> {
+    let python = repo().join(".venv/bin/python");
+    if !python.exists() {
+        eprintln!("the Python venv is not set up (scripts/setup.sh): no document rows");
+        return Ok(Vec::new());
+    }
+    let dir = tempfile::tempdir()?;
+    let status = Command::new(python)
+        .arg(repo().join("tests/fixtures/make_documents.py"))
+        .arg("--out")
+        .arg(dir.path())
+        .status()
+        .context("running make_documents.py")?;
+    if !status.success() {
+        bail!("make_documents.py failed");
+    }
+    let manual = std::fs::read(dir.path().join("manual.pdf"))?;
+    let node = NodeProc::start(node_bin, model, &["--threads".into(), threads.to_string()])?;
+    let base = node.base();
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(300))
+        .build()?;
+    let (mut read_ms, mut retrieval_ms) = (Vec::new(), Vec::new());
+    for _ in 0..if quick { 1 } else { 5 } {
+        let conv = send(
+            http.post(format!("{base}/api/conversations"))
+                .json(&json!({"title": "bench"})),
+        )
+        .await?["id"]
+            .as_str()
+            .context("no conversation id")?
+            .to_owned();
+        send(
+            http.patch(format!("{base}/api/conversations/{conv}"))
+                .json(&json!({"settings": {"max_tokens": 1}})),
+        )
+        .await?;
+        let sent = Instant::now();
+        let added = send(
+            http.post(format!("{base}/api/conversations/{conv}/documents"))
+                .query(&[("name", "manual.pdf")])
+                .body(manual.clone()),
+        )
+        .await?;
+        read_ms.push(sent.elapsed().as_secs_f64() * 1000.0);
+        if added["document"]["pages"] != 300 {
+            bail!("the manual was read as {added}");
+        }
+        let r = http
+            .post(format!("{base}/api/conversations/{conv}/chat"))
+            .json(&json!({"content": "What is the code word of page 40?"}))
+            .send()
+            .await?
+            .error_for_status()?;
+        let mut sources = Value::Null;
+        crate::client::each_sse_object(r, |v| {
+            if v["type"] == "start" {
+                sources = v["message"]["sources"].clone();
+            }
+        })
+        .await?;
+        if sources["path"] != "passages" {
+            bail!("the turn was not given passages: {sources}");
+        }
+        retrieval_ms.push(sources["ms"].as_f64().context("no retrieval time")?);
+    }
+    Ok(vec![
+        Figure::new(
+            "documents: read and index a 300-page PDF (words)",
+            "ms",
+            read_ms,
+        ),
+        Figure::new("documents: a turn's retrieval over it", "ms", retrieval_ms),
+    ])
+}
