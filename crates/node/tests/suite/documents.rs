@@ -259,7 +259,12 @@ async fn a_turn_is_given_documents_whole_or_the_passages_that_answer_and_keeps_t
     // A 300-page manual does not fit a 1,024-token context: the passages that answer go.
     let (status, v) = attach(&t, &conv, "manual.pdf", doc("manual.pdf")).await;
     assert_eq!(status, 201, "{v}");
+    settings(&t, &conv, json!({"max_tokens": 24})).await;
     let (start, done) = turn(&t, &conv, "What is the code word of page 40?").await;
+    // The best passage is written next to the question, where even the default 135M model
+    // reads it: its answer is page 40's word.
+    let answer = done["message"]["content"].as_str().unwrap();
+    assert!(answer.contains("amber-ember-40"), "{answer}");
     let sources = &start["sources"];
     assert_eq!(sources["path"], "passages", "{start}");
     assert_eq!(sources["documents"], 2);

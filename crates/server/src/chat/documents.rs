@@ -212,7 +212,10 @@ fn choose(
     let mut block = String::from(
         "Passages from the documents the user attached, numbered. Answer from them where they hold the answer, and cite each passage you use as [n].\n",
     );
-    for s in &items {
+    // Numbered best first, written best last, next to the question: a small model reads what
+    // is nearest best (the default model answers page 40's question right this way round, and
+    // with another page's words the other).
+    for s in items.iter().rev() {
         block.push_str(&format!("\n[{}] {}\n{}\n", s.n, label(s), s.text));
     }
     Given {
