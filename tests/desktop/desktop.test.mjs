@@ -5,7 +5,9 @@
 // D-Bus (its status line counts a second node that joins the cluster) and confirm the port is
 // closed and no process is left. And a new machine: the app on
 // an empty models folder opens (it panicked once) on the Models page, and loads a model added
-// while it runs.
+// while it runs. And a new user's documents: a 300-page PDF picked in the window is read (in
+// a child that is the app itself), and a question about page 40 is answered with its word
+// and the page as the first source.
 
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
@@ -292,6 +294,58 @@ test('a new machine: the app opens on an empty models folder and serves once a m
   assert.equal(r.status, 200);
   assert.equal((await r.json()).usage.completion_tokens > 0, true);
 
+  process.kill(appPid, 'SIGTERM');
+  await until('the port to close', 15_000, async () => !(await portOpen(port)));
+  await assertGone(appPid);
+});
+
+test('a new user picks a PDF manual in the window and asks about page 40: the answer has it, with the page as its source', { timeout: 240_000 }, async (t) => {
+  const docs = join(SCRATCH, 'documents');
+  execFileSync(join(ROOT, '.venv/bin/python'), [join(ROOT, 'tests/fixtures/make_documents.py'), '--out', docs], { timeout: 60_000 });
+  const { port, wd, appPid } = await launch(t, { HEARTH_DATA_DIR: join(SCRATCH, 'documents-user'), HEARTH_MODEL: MODEL });
+  const api = async (path, init) => (await fetch(`http://127.0.0.1:${port}${path}`, init)).json();
+  await appWindow(appPid);
+  await until('the node', 60_000, async () => (await api('/api/status')).model.state === 'ready');
+
+  // Picked with the attach button's file input: the desktop app reads it in a child process
+  // that is hearth-desktop itself.
+  const picker = await until('the composer', 30_000, () => wd.find('[data-testid="attach-input"]'));
+  await wd.script('document.querySelector(\'[data-testid="attach-input"]\').hidden = false');
+  await wd.type(picker, join(docs, 'manual.pdf'));
+  await wd.script('document.querySelector(\'[data-testid="attach-input"]\').hidden = true');
+  const kept = await until('the manual read and kept', 60_000, async () => {
+    const list = await api('/api/conversations');
+    if (list.conversations.length !== 1) return null;
+    const id = list.conversations[0].id;
+    const { documents } = await api(`/api/conversations/${id}/documents`);
+    return documents.length === 1 ? { id, document: documents[0] } : null;
+  });
+  assert.equal(kept.document.pages, 300);
+  await until('the manual shown above the composer', 20_000, () =>
+    wd.script('return document.querySelector(\'[data-testid="document"]\')?.dataset.name === "manual.pdf"'),
+  );
+  // Greedy and short, so the answer is the same on every run.
+  await api(`/api/conversations/${kept.id}`, {
+    method: 'PATCH',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ settings: { temperature: 0, max_tokens: 24 } }),
+  });
+  const input = await wd.find('[data-testid="composer-input"]');
+  await wd.type(input, 'What is the code word of page 40?');
+  await wd.type(input, '\uE007');
+  const answer = await until('the answer', 120_000, async () => {
+    const c = await api(`/api/conversations/${kept.id}`);
+    const a = c.messages.find((m) => m.role === 'assistant');
+    return a?.status === 'complete' ? a : null;
+  });
+  assert.match(answer.content, /amber-ember-40/);
+  assert.equal(answer.sources.path, 'passages');
+  assert.deepEqual([answer.sources.items[0].n, answer.sources.items[0].page], [1, 40]);
+  await until('the sources on screen', 20_000, () =>
+    wd.script('return document.querySelector(\'[data-testid="source"]\')?.textContent === "[1] manual.pdf · page 40"'),
+  );
+  await sleep(1500); // WebKit under Xvfb paints late
+  sh('import', ['-window', 'root', join(ARTIFACTS, 'desktop-documents.png')]);
   process.kill(appPid, 'SIGTERM');
   await until('the port to close', 15_000, async () => !(await portOpen(port)));
   await assertGone(appPid);
