@@ -7,6 +7,7 @@
 use std::io::{Read as _, Write as _};
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -17,6 +18,9 @@ use crate::error::ReadError;
 
 /// The first argument that makes this program a document's reader.
 pub const READ_DOCUMENT: &str = "read-document";
+
+/// Documents read at once: each reader may take a core and its memory ceiling.
+const READERS: usize = 2;
 
 /// How a document is read in a child: the program (one whose `main` calls [`run_if_asked`]
 /// first), and the child's ceilings.
@@ -29,6 +33,8 @@ pub struct Reader {
     /// (Linux; elsewhere only the time is held).
     pub memory: u64,
     pub limits: Limits,
+    /// One per document being read: more wait their turn.
+    permits: Arc<tokio::sync::Semaphore>,
 }
 
 impl Reader {
@@ -44,6 +50,7 @@ impl Reader {
             timeout: Duration::from_secs(60),
             memory: 1 << 30,
             limits: Limits::default(),
+            permits: Arc::new(tokio::sync::Semaphore::new(READERS)),
         }
     }
 
@@ -61,7 +68,12 @@ impl Reader {
             memory: self.memory,
             cpu_secs: self.timeout.as_secs().max(1),
         };
-        let job = serde_json::to_string(&job).map_err(|e| crashed(e.to_string()))?;
+        let job = serde_json::to_string(&job).map_err(|e| ReadError::Reader(e.to_string()))?;
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|e| ReadError::Reader(e.to_string()))?;
         let mut child = tokio::process::Command::new(&self.program)
             .args([READ_DOCUMENT, &job])
             .stdin(Stdio::piped())
@@ -69,9 +81,11 @@ impl Reader {
             .stderr(Stdio::null())
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| crashed(format!("it could not start: {e}")))?;
+            .map_err(|e| ReadError::Reader(format!("{}: {e}", self.program.display())))?;
         let (Some(mut stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-            return Err(crashed("it has no standard input or output".into()));
+            return Err(ReadError::Reader(
+                "it has no standard input or output".into(),
+            ));
         };
         // Its answer holds at most the text limit, escaped as JSON.
         let most = (self.limits.text_bytes as u64).saturating_mul(7) + (1 << 20);
@@ -86,6 +100,10 @@ impl Reader {
             let mut limited = stdout.take(most);
             let read = limited.read_to_end(&mut out);
             let (_, read) = tokio::join!(write, read);
+            if out.len() as u64 >= most {
+                // An answer past any the limits allow: the child is not waited for.
+                let _ = child.start_kill();
+            }
             let status = child.wait().await;
             (read.map(|_| out), status)
         };
@@ -98,9 +116,15 @@ impl Reader {
             }
         };
         let out = out.map_err(|e| crashed(e.to_string()))?;
-        match serde_json::from_slice::<Result<Document, ReadError>>(&out) {
-            Ok(answer) => answer,
-            Err(_) => Err(crashed(match status {
+        // Up to the text limit of JSON: parsed off the async threads.
+        let parsed = tokio::task::spawn_blocking(move || {
+            serde_json::from_slice::<Result<Document, ReadError>>(&out).ok()
+        })
+        .await
+        .map_err(|e| ReadError::Reader(e.to_string()))?;
+        match parsed {
+            Some(answer) => answer,
+            None => Err(crashed(match status {
                 Ok(status) => ended(status),
                 Err(e) => e.to_string(),
             })),

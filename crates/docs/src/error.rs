@@ -23,4 +23,7 @@ pub enum ReadError {
     TimedOut { secs: u64 },
     #[error("the reader stopped on it ({0}): the file may be damaged or built to hurt")]
     Crashed(String),
+    /// The node's own failure, not the file's: the reader could not be run.
+    #[error("the document reader could not run: {0}")]
+    Reader(String),
 }

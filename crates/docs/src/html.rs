@@ -39,10 +39,21 @@ pub(crate) fn text(html: &str) -> String {
     let mut out = String::with_capacity(html.len() / 2);
     let mut rest = html;
     let mut hidden: Option<String> = None;
-    while let Some(at) = rest.find('<') {
-        if hidden.is_none() {
-            out.push_str(&decode(&rest[..at]));
+    loop {
+        // Inside a script or a style, nothing is a tag but its own end ('<' is code there).
+        if let Some(name) = hidden.take() {
+            let close = format!("</{name}");
+            match find_ignoring_case(rest, &close) {
+                Some(at) => {
+                    let after = &rest[at..];
+                    rest = after.find('>').map_or("", |end| &after[end + 1..]);
+                    continue;
+                }
+                None => return tidy(&out),
+            }
         }
+        let Some(at) = rest.find('<') else { break };
+        out.push_str(&decode(&rest[..at]));
         rest = &rest[at..];
         // A comment, or a tag up to its '>'; a '<' that opens neither is text.
         if let Some(after) = rest.strip_prefix("<!--") {
@@ -52,16 +63,12 @@ pub(crate) fn text(html: &str) -> String {
         // A '<' before neither a name, '/' nor '!' or '?' is text ("1 < 2").
         if !rest[1..].starts_with(|c: char| c.is_ascii_alphabetic() || matches!(c, '/' | '!' | '?'))
         {
-            if hidden.is_none() {
-                out.push('<');
-            }
+            out.push('<');
             rest = &rest[1..];
             continue;
         }
         let Some(end) = rest.find('>') else {
-            if hidden.is_none() {
-                out.push_str(&decode(rest));
-            }
+            out.push_str(&decode(rest));
             rest = "";
             break;
         };
@@ -74,12 +81,6 @@ pub(crate) fn text(html: &str) -> String {
             .take_while(|c| c.is_ascii_alphanumeric())
             .collect::<String>()
             .to_ascii_lowercase();
-        if let Some(open) = &hidden {
-            if closing && *open == name {
-                hidden = None;
-            }
-            continue;
-        }
         if !closing && HIDDEN.contains(&name.as_str()) && !tag.ends_with('/') {
             hidden = Some(name);
             continue;
@@ -98,10 +99,14 @@ pub(crate) fn text(html: &str) -> String {
             out.push_str(if closing { "" } else { " | " });
         }
     }
-    if hidden.is_none() {
-        out.push_str(&decode(rest));
-    }
+    out.push_str(&decode(rest));
     tidy(&out)
+}
+
+/// Where `needle` (ASCII) starts in `haystack`, whatever the case of either.
+fn find_ignoring_case(haystack: &str, needle: &str) -> Option<usize> {
+    let (h, n) = (haystack.as_bytes(), needle.as_bytes());
+    (0..=h.len().checked_sub(n.len())?).find(|&i| h[i..i + n.len()].eq_ignore_ascii_case(n))
 }
 
 fn heading(name: &str) -> Option<usize> {
@@ -222,5 +227,11 @@ mod tests {
         assert_eq!(text("words <b"), "words <b");
         assert_eq!(text("words <!-- never closed"), "words");
         assert_eq!(text("<script>never closed"), "");
+    }
+
+    #[test]
+    fn a_script_full_of_angle_brackets_ends_at_its_own_end_tag() {
+        let html = "<p>before</p><SCRIPT>for(i=0;i<n;i++){a='<b>'}</Script ><p>after</p>";
+        assert_eq!(text(html), "before\n\nafter");
     }
 }

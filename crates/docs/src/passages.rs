@@ -25,6 +25,10 @@ pub const PASSAGE_WORDS: usize = 200;
 /// Bytes in a passage at the most, whatever its words.
 pub const PASSAGE_BYTES: usize = 2000;
 
+/// Characters of a heading kept: every passage under it carries it, so a heading of megabytes
+/// would be copied into thousands of passages.
+pub(crate) const HEADING_CHARS: usize = 200;
+
 /// `doc`'s passages of about `words` words each, in order.
 pub fn passages(doc: &Document, words: usize) -> Vec<Passage> {
     let words = words.max(20);
@@ -36,7 +40,7 @@ pub fn passages(doc: &Document, words: usize) -> Vec<Passage> {
         for block in blocks(&page.text, headings) {
             if let Some(title) = heading_of(&block).filter(|_| headings) {
                 current.flush(&mut out, page.number, &heading);
-                heading = Some(title.to_owned());
+                heading = Some(title.chars().take(HEADING_CHARS).collect());
                 continue;
             }
             for piece in fit(&block, words) {
@@ -305,6 +309,20 @@ mod tests {
         assert_eq!(
             p.iter().map(|p| p.text.chars().count()).sum::<usize>(),
             3000
+        );
+    }
+
+    #[test]
+    fn a_huge_heading_is_cut_before_every_passage_under_it_carries_it() {
+        let text = format!("# {}\n\none\n\ntwo", "h".repeat(5 << 20));
+        let p = passages(&doc(&[(None, &text)]), 20);
+        assert!(
+            p.iter()
+                .all(|p| p.heading.as_ref().unwrap().chars().count() == HEADING_CHARS),
+            "{:?}",
+            p.iter()
+                .map(|p| p.heading.as_ref().map(String::len))
+                .collect::<Vec<_>>()
         );
     }
 }

@@ -7,7 +7,7 @@ mod common;
 
 use common::file;
 use hearth_docs::{passages, read, Limits, PASSAGE_WORDS};
-use hearth_store::documents::{NewDocument, NewPassage};
+use hearth_store::documents::{Added, NewDocument, NewPassage};
 use hearth_store::Store;
 
 async fn keep(store: &Store, conversation: &str, name: &str) -> usize {
@@ -30,11 +30,15 @@ async fn keep(store: &Store, conversation: &str, name: &str) -> usize {
                 text: p.text,
             })
             .collect(),
+        within: Some((20, 200 << 20)),
     };
-    let (_, added) = store.add_document(new.clone()).await.unwrap();
-    assert!(added);
-    let (_, again) = store.add_document(new).await.unwrap();
-    assert!(!again, "the same file is kept once");
+    let added = store.add_document(new.clone()).await.unwrap();
+    assert!(matches!(added, Added::New(_)), "{added:?}");
+    let again = store.add_document(new).await.unwrap();
+    assert!(
+        matches!(again, Added::Kept(_)),
+        "the same file is kept once"
+    );
     n
 }
 
