@@ -49,6 +49,20 @@ pub struct NewDocument {
     pub bytes: u64,
     pub pages: Option<u32>,
     pub passages: Vec<NewPassage>,
+    /// The most documents, and bytes of files, the conversation may keep with this one:
+    /// checked in the transaction that adds it, so uploads side by side cannot pass them.
+    pub within: Option<(usize, u64)>,
+}
+
+/// What adding a document did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Added {
+    /// Kept, with this id.
+    New(String),
+    /// The same file was kept before, with this id: nothing was added.
+    Kept(String),
+    /// Nothing was added: the conversation would pass `within`.
+    Full,
 }
 
 #[derive(Debug, Clone)]
@@ -106,8 +120,8 @@ pub fn match_query(question: &str) -> Option<String> {
 
 impl Store {
     /// Keep a document and its passages; one with the same digest in the conversation is kept
-    /// once (its id is returned, nothing is added). `(id, added)`.
-    pub async fn add_document(&self, doc: NewDocument) -> Result<(String, bool), StoreError> {
+    /// once (nothing is added), and none that would pass `within`.
+    pub async fn add_document(&self, doc: NewDocument) -> Result<Added, StoreError> {
         self.with(move |c| {
             let tx = c.unchecked_transaction()?;
             let kept: Option<String> = tx
@@ -118,7 +132,17 @@ impl Store {
                 )
                 .optional()?;
             if let Some(id) = kept {
-                return Ok((id, false));
+                return Ok(Added::Kept(id));
+            }
+            if let Some((documents, bytes)) = doc.within {
+                let (held, held_bytes): (i64, i64) = tx.query_row(
+                    "SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM documents WHERE conversation_id = ?1",
+                    params![doc.conversation_id],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )?;
+                if held as usize >= documents || held_bytes as u64 + doc.bytes > bytes {
+                    return Ok(Added::Full);
+                }
             }
             let id = new_id("d");
             tx.execute(
@@ -135,7 +159,7 @@ impl Store {
                 }
             }
             tx.commit()?;
-            Ok((id, true))
+            Ok(Added::New(id))
         })
         .await
     }
@@ -176,6 +200,20 @@ impl Store {
                 "DELETE FROM documents WHERE id = ?1 AND conversation_id = ?2",
                 params![document_id, conversation_id],
             )? > 0)
+        })
+        .await
+    }
+
+    /// Bytes of text in the conversation's passages, together.
+    pub async fn document_text_bytes(&self, conversation_id: String) -> Result<u64, StoreError> {
+        self.with(move |c| {
+            c.query_row(
+                "SELECT COALESCE(SUM(length(CAST(p.text AS BLOB))), 0) FROM passages p
+                 JOIN documents d ON d.id = p.document_id WHERE d.conversation_id = ?1",
+                params![conversation_id],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|b| b.max(0) as u64)
         })
         .await
     }
@@ -287,6 +325,7 @@ mod tests {
                 bytes: 10,
                 pages: None,
                 passages: vec![passage("kettle lid"), passage("bread dough")],
+                within: None,
             })
             .await
             .unwrap();
@@ -295,6 +334,35 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(hits.len(), 1);
+        assert_eq!(store.document_text_bytes(conv.clone()).await.unwrap(), 21);
+        // A second document past what the conversation may keep is not added.
+        let second = NewDocument {
+            conversation_id: conv.clone(),
+            name: "b.txt".into(),
+            kind: "text".into(),
+            digest: "d2".into(),
+            bytes: 10,
+            pages: None,
+            passages: vec![passage("soup")],
+            within: Some((1, u64::MAX)),
+        };
+        assert_eq!(
+            store.add_document(second.clone()).await.unwrap(),
+            Added::Full
+        );
+        let within_bytes = NewDocument {
+            within: Some((5, 19)),
+            ..second.clone()
+        };
+        assert_eq!(store.add_document(within_bytes).await.unwrap(), Added::Full);
+        let fits = NewDocument {
+            within: Some((2, 20)),
+            ..second
+        };
+        assert!(matches!(
+            store.add_document(fits).await.unwrap(),
+            Added::New(_)
+        ));
         assert!(store.delete_conversation(conv).await.unwrap());
         let (rows, indexed) = store
             .with(|c| {

@@ -128,6 +128,7 @@ mod tests {
                 bytes: 1,
                 pages: None,
                 passages: vec![passage("one"), passage("two")],
+                within: None,
             })
             .await
             .unwrap();
