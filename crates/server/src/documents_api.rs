@@ -12,7 +12,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use hearth_docs::{Kind, ReadError, PASSAGE_WORDS};
-use hearth_store::documents::{NewDocument, NewPassage};
+use hearth_store::documents::{Added, NewDocument, NewPassage};
 use serde::Deserialize;
 use serde_json::json;
 use sha2::Digest as _;
@@ -72,20 +72,17 @@ pub(crate) async fn add(
         return Err(ApiFailure::not_found("conversation"));
     }
     let kept = state.store.documents(conversation_id.clone()).await?;
-    let digest = hex::encode(sha2::Sha256::digest(&bytes));
+    let hashed = bytes.clone();
+    let digest = tokio::task::spawn_blocking(move || hex::encode(sha2::Sha256::digest(&hashed)))
+        .await
+        .map_err(internal)?;
     if let Some(row) = kept.iter().find(|d| d.digest == digest) {
         return Ok(created(json!({"document": row, "added": false})));
     }
     let held: u64 = kept.iter().map(|d| d.bytes).sum();
+    // Checked again where it is added, for uploads side by side.
     if kept.len() >= MAX_DOCUMENTS || held + bytes.len() as u64 > MAX_CONVERSATION_BYTES {
-        return Err(ApiFailure::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "too_many_documents",
-            format!(
-                "{name}: a conversation keeps {MAX_DOCUMENTS} documents and {} MiB of them at most; take one out or start a new conversation",
-                MAX_CONVERSATION_BYTES >> 20
-            ),
-        ));
+        return Err(full(&name));
     }
     let started = std::time::Instant::now();
     let doc = state
@@ -97,13 +94,7 @@ pub(crate) async fn add(
     let pages = (doc.kind == Kind::Pdf).then(|| u32::try_from(doc.pages.len()).unwrap_or(u32::MAX));
     let passages = tokio::task::spawn_blocking(move || hearth_docs::passages(&doc, PASSAGE_WORDS))
         .await
-        .map_err(|e| {
-            ApiFailure::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal_error",
-                e.to_string(),
-            )
-        })?;
+        .map_err(internal)?;
     if passages.is_empty() {
         return Err(ApiFailure::new(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -112,7 +103,7 @@ pub(crate) async fn add(
         ));
     }
     let count = passages.len();
-    let (id, added) = state
+    let added = state
         .store
         .add_document(NewDocument {
             conversation_id: conversation_id.clone(),
@@ -129,8 +120,23 @@ pub(crate) async fn add(
                     text: p.text,
                 })
                 .collect(),
+            within: Some((MAX_DOCUMENTS, MAX_CONVERSATION_BYTES)),
         })
         .await?;
+    let (id, added) = match added {
+        Added::New(id) => (id, true),
+        Added::Kept(id) => (id, false),
+        Added::Full => return Err(full(&name)),
+    };
+    if added {
+        // The embedding model named in Settings gets to the new passages now, not in the
+        // first turn that asks.
+        let state = state.clone();
+        let conversation = conversation_id.clone();
+        tokio::spawn(
+            async move { crate::chat::vectors::embed_missing(&state, &conversation).await },
+        );
+    }
     tracing::info!(%name, kind, passages = count, ms = started.elapsed().as_millis() as u64, "document attached");
     let row = state
         .store
@@ -174,6 +180,25 @@ pub(crate) async fn remove(
     } else {
         Err(ApiFailure::not_found("document in this conversation"))
     }
+}
+
+fn internal(e: impl std::fmt::Display) -> ApiFailure {
+    ApiFailure::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal_error",
+        e.to_string(),
+    )
+}
+
+fn full(name: &str) -> ApiFailure {
+    ApiFailure::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "too_many_documents",
+        format!(
+            "{name}: a conversation keeps {MAX_DOCUMENTS} documents and {} MiB of them at most; take one out or start a new conversation",
+            MAX_CONVERSATION_BYTES >> 20
+        ),
+    )
 }
 
 fn created(body: serde_json::Value) -> Response {
@@ -222,6 +247,7 @@ fn refused(name: &str, e: ReadError) -> ApiFailure {
         | ReadError::Damaged(_)
         | ReadError::TimedOut { .. }
         | ReadError::Crashed(_) => (StatusCode::UNPROCESSABLE_ENTITY, "document_damaged"),
+        ReadError::Reader(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal_error"),
     };
     ApiFailure::new(status, code, format!("{name}: {e}"))
 }

@@ -57,7 +57,7 @@ pub(crate) async fn attach(t: &TestNode, conv: &str, name: &str, bytes: Vec<u8>)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn documents_are_kept_once_and_a_bad_one_is_refused_in_words_while_the_node_serves() {
+async fn documents_are_kept_once_answer_and_a_bad_one_is_refused_in_words_while_the_node_serves() {
     let t = TestNode::start(1).await;
     let conv = t.new_conversation("docs").await;
     let (status, first) = attach(&t, &conv, "manual.pdf", doc("manual.pdf")).await;
@@ -128,6 +128,13 @@ async fn documents_are_kept_once_and_a_bad_one_is_refused_in_words_while_the_nod
     assert_eq!(status, 400, "{v}");
     let (status, _) = attach(&t, "c_nobody", "notes.docx", doc("notes.docx")).await;
     assert_eq!(status, 404);
+    // The manual's page 40, asked about: the best passage is written next to the question,
+    // where even the default 135M model reads it, and its answer is that page's word.
+    settings(&t, &conv, json!({"temperature": 0, "max_tokens": 24})).await;
+    let (start, done) = turn(&t, &conv, "What is the code word of page 40?").await;
+    let answer = done["message"]["content"].as_str().unwrap();
+    assert!(answer.contains("amber-ember-40"), "{answer}");
+    assert_eq!(start["sources"]["items"][0]["page"], 40, "{start}");
     // Nothing refused was kept, and the node answers as before.
     let listed = t
         .get_json(&format!("/api/conversations/{conv}/documents"))
@@ -259,12 +266,7 @@ async fn a_turn_is_given_documents_whole_or_the_passages_that_answer_and_keeps_t
     // A 300-page manual does not fit a 1,024-token context: the passages that answer go.
     let (status, v) = attach(&t, &conv, "manual.pdf", doc("manual.pdf")).await;
     assert_eq!(status, 201, "{v}");
-    settings(&t, &conv, json!({"max_tokens": 24})).await;
     let (start, done) = turn(&t, &conv, "What is the code word of page 40?").await;
-    // The best passage is written next to the question, where even the default 135M model
-    // reads it: its answer is page 40's word.
-    let answer = done["message"]["content"].as_str().unwrap();
-    assert!(answer.contains("amber-ember-40"), "{answer}");
     let sources = &start["sources"];
     assert_eq!(sources["path"], "passages", "{start}");
     assert_eq!(sources["documents"], 2);
@@ -300,7 +302,7 @@ async fn a_turn_is_given_documents_whole_or_the_passages_that_answer_and_keeps_t
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn through_a_peer_the_document_stays_here_and_only_the_prompt_travels() {
+async fn through_a_peer_the_document_is_read_here_and_goes_in_the_prompt_only() {
     let (a, b, _empty) = common::model_on_a_peer().await;
     let quiet = json!({"temperature": 0, "max_tokens": 4});
     let question = "What is the secret word of the kettle?";
@@ -375,19 +377,36 @@ async fn an_embedding_model_named_in_settings_finds_passages_beside_the_words() 
     assert_eq!(sources["path"], "passages", "{start}");
     assert_eq!(sources["embedder"], common::MODEL_ID, "{sources}");
     // Box 17 is first by its words, and stays among the passages after the fusion.
-    assert!(
-        sources["items"]
+    let headings = |s: &Value| -> Vec<String> {
+        s["items"]
             .as_array()
             .unwrap()
             .iter()
-            .any(|s| s["heading"] == "Box 17"),
+            .map(|i| i["heading"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert!(
+        headings(sources).contains(&"Box 17".to_owned()),
         "{sources}"
+    );
+    // A question none of whose words a passage holds: the embeddings alone find passages,
+    // nearest first, where words alone give the documents' first ones in order.
+    let (start, _) = turn(&t, &conv, "Xylophones? Quizzical zebras!").await;
+    let by_meaning = headings(&start["sources"]);
+    assert_eq!(start["sources"]["embedder"], common::MODEL_ID);
+    let in_order: Vec<String> = (1..=by_meaning.len()).map(|n| format!("Box {n}")).collect();
+    assert!(!by_meaning.is_empty());
+    assert_ne!(
+        by_meaning, in_order,
+        "the nearest passages are the first ones in order"
     );
     // Words alone again.
     let r = patch(json!({"documents_embedding_model": null}))
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    let (start, _) = turn(&t, &conv, "What is the colour of box 18?").await;
+    let (start, _) = turn(&t, &conv, "Xylophones? Quizzical zebras!").await;
     assert!(start["sources"]["embedder"].is_null(), "{start}");
+    let in_order: Vec<String> = (1..=8).map(|n| format!("Box {n}")).collect();
+    assert_eq!(headings(&start["sources"]), in_order);
 }

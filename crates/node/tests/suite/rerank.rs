@@ -187,5 +187,26 @@ async fn a_loaded_reranker_orders_the_passages_a_chat_turn_is_given() {
     let (start, _) = crate::documents::turn(&t, &conv, "What is the code word of page 40?").await;
     assert_eq!(start["sources"]["path"], "passages", "{start}");
     assert_eq!(start["sources"]["reranker"], "reranker", "{start}");
-    assert!(!start["sources"]["items"].as_array().unwrap().is_empty());
+    // In the reranker's order: scored again by it, best first.
+    let texts: Vec<Value> = start["sources"]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["text"].clone())
+        .collect();
+    assert!(texts.len() > 1, "{start}");
+    let (status, v) = rerank(
+        &t,
+        "/v1/rerank",
+        json!({"model": "reranker", "query": "What is the code word of page 40?", "documents": texts}),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    let order: Vec<u64> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(order, (0..texts.len() as u64).collect::<Vec<_>>(), "{v}");
 }

@@ -310,17 +310,30 @@ async fn next_step(
             audio: Vec::new(),
         })
         .await;
-    match message {
-        Ok(message) => Ok(Step {
-            message,
-            generation,
-            opened_thinking: opened,
-        }),
+    let mut message = match message {
+        Ok(message) => message,
         Err(e) => {
             let _ = generation.control.stop();
-            Err(e.to_string())
+            return Err(e.to_string());
         }
+    };
+    // Each answer of the loop keeps the sources it was given, the last (which cites them) too.
+    if let Some(given) = &turn.given {
+        let kept = state
+            .store
+            .set_sources(message.id.clone(), Some(given.sources.clone()))
+            .await;
+        if let Err(e) = kept {
+            let _ = generation.control.stop();
+            return Err(e.to_string());
+        }
+        message.sources = Some(given.sources.clone());
     }
+    Ok(Step {
+        message,
+        generation,
+        opened_thinking: opened,
+    })
 }
 
 /// One answer to its end: tokens to the client while it listens, the text to the database every

@@ -1,9 +1,10 @@
 //! The embeddings side of a turn's retrieval. With an embedding model named in Settings
-//! ([`SETTING`], `PATCH /api/node`), the conversation's passages get its vectors (those still
-//! without, up to [`PER_TURN`] a turn: the first turn after a large file is attached pays for
-//! it), the question gets one, and the passages nearest it by cosine are fused with those
-//! BM25 found by reciprocal rank (RRF, k = [`RRF_K`]). The model is loaded on demand, as the
-//! embeddings door loads it; when it cannot embed, words alone rank, and the log says why.
+//! ([`SETTING`], `PATCH /api/node`), a document's passages get its vectors as soon as it is
+//! attached ([`embed_missing`], in the background), and a turn gives those still without one
+//! theirs (up to [`PER_TURN`]); the question gets one, and the passages nearest it by cosine
+//! are fused with those BM25 found by reciprocal rank (RRF, k = [`RRF_K`]). The model is
+//! loaded on demand, as the embeddings door loads it; when it cannot embed, words alone rank,
+//! and the log says why.
 
 use std::collections::HashMap;
 
@@ -15,8 +16,10 @@ use crate::state::AppState;
 
 /// The node setting naming the documents' embedding model.
 pub(crate) const SETTING: &str = "documents_embedding_model";
-/// Passages given vectors in one turn, at most.
-const PER_TURN: usize = 2000;
+/// Passages given vectors in one turn, at most: the rest wait for the background.
+const PER_TURN: usize = 256;
+/// Passages of a conversation given vectors in the background, at most (20 documents' worth).
+const IN_BACKGROUND: usize = 20_000;
 /// Inputs in one embedding request.
 const BATCH: usize = 64;
 /// Reciprocal rank fusion's constant: a passage at rank r of a list scores 1 / (k + r).
@@ -50,6 +53,51 @@ pub(super) async fn fused(
     }
 }
 
+/// Give the conversation's passages without a vector of the model named in Settings theirs:
+/// after a document is attached. Failures are only logged (a turn tries again).
+pub(crate) async fn embed_missing(state: &AppState, conversation_id: &str) {
+    let Ok(Some(model)) = state.store.node_setting(SETTING).await else {
+        return;
+    };
+    if let Err(why) = vectors_for(state, conversation_id, &model, IN_BACKGROUND).await {
+        tracing::warn!(%model, %why, "a document's passages were not embedded");
+    }
+}
+
+/// Make the vectors of up to `most` of the conversation's passages that have none of `model`.
+async fn vectors_for(
+    state: &AppState,
+    conversation_id: &str,
+    model: &str,
+    most: usize,
+) -> Result<(), String> {
+    let mut done = 0;
+    while done < most {
+        let missing = state
+            .store
+            .passages_without_vector(
+                conversation_id.to_owned(),
+                model.to_owned(),
+                BATCH.min(most - done),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        if missing.is_empty() {
+            break;
+        }
+        done += missing.len();
+        let texts = missing.iter().map(|(_, t)| t.clone()).collect();
+        let vectors = embed(state, model, texts).await?;
+        let ids = missing.iter().map(|(id, _)| *id);
+        state
+            .store
+            .set_passage_vectors(model.to_owned(), ids.zip(vectors).collect())
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
 /// The passages nearest the question, best first, once the missing vectors are made.
 async fn nearest(
     state: &AppState,
@@ -57,33 +105,27 @@ async fn nearest(
     question: &str,
     model: &str,
 ) -> Result<Vec<Hit>, String> {
-    let missing = state
-        .store
-        .passages_without_vector(conversation_id.to_owned(), model.to_owned(), PER_TURN)
-        .await
-        .map_err(|e| e.to_string())?;
-    for batch in missing.chunks(BATCH) {
-        let texts = batch.iter().map(|(_, t)| t.clone()).collect();
-        let vectors = embed(state, model, texts).await?;
-        let ids = batch.iter().map(|(id, _)| *id);
-        state
-            .store
-            .set_passage_vectors(model.to_owned(), ids.zip(vectors).collect())
-            .await
-            .map_err(|e| e.to_string())?;
-    }
+    vectors_for(state, conversation_id, model, PER_TURN).await?;
     let asked = embed(state, model, vec![question.to_owned()])
         .await?
         .pop()
         .ok_or("no vector for the question")?;
-    let mut kept = state
+    let kept = state
         .store
         .passage_vectors(conversation_id.to_owned(), model.to_owned())
         .await
         .map_err(|e| e.to_string())?;
-    let cosine = |v: &[f32]| -> f32 { v.iter().zip(&asked).map(|(a, b)| a * b).sum() };
-    kept.sort_by(|a, b| cosine(&b.1).total_cmp(&cosine(&a.1)));
-    Ok(kept.into_iter().take(NEAREST).map(|(h, _)| h).collect())
+    // Each passage scored once, off the async threads (thousands of vectors).
+    tokio::task::spawn_blocking(move || {
+        let mut scored: Vec<(f32, Hit)> = kept
+            .into_iter()
+            .map(|(h, v)| (v.iter().zip(&asked).map(|(a, b)| a * b).sum(), h))
+            .collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+        scored.into_iter().take(NEAREST).map(|(_, h)| h).collect()
+    })
+    .await
+    .map_err(|e| e.to_string())
 }
 
 /// The texts' vectors, normalized, in order.
