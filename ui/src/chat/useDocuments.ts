@@ -22,7 +22,8 @@ let readings = 0;
 export function useDocuments(conversationId: string | null) {
   const [kept, setKept] = useState<{ of: string | null; documents: DocumentInfo[] }>({ of: null, documents: [] });
   const [reading, setReading] = useState<Reading[]>([]);
-  const [refusal, setRefusal] = useState<string | null>(null);
+  // Why a file was refused, and the conversation it was for.
+  const [refusal, setRefusal] = useState<{ of: string; text: string } | null>(null);
   const pending = useRef<Reading[]>([]);
 
   useEffect(() => {
@@ -33,8 +34,14 @@ export function useDocuments(conversationId: string | null) {
     }
     let live = true;
     api.listDocuments(conversationId).then(
-      (documents) => live && setKept({ of: conversationId, documents }),
-      (e: unknown) => live && setRefusal(errorText(e)),
+      (listed) =>
+        live &&
+        // One kept meanwhile (a fast upload) stays, after those listed.
+        setKept((now) => ({
+          of: conversationId,
+          documents: [...listed, ...(now.of === conversationId ? now.documents.filter((d) => !listed.some((l) => l.id === d.id)) : [])],
+        })),
+      (e: unknown) => live && setRefusal({ of: conversationId, text: errorText(e) }),
     );
     return () => {
       live = false;
@@ -53,7 +60,7 @@ export function useDocuments(conversationId: string | null) {
     async (of: string, files: File[]) => {
       const already = (kept.of === of ? kept.documents.length : 0) + pending.current.filter((r) => r.of === of).length;
       const { taken, refused } = screenDocuments(files, already);
-      setRefusal(refused[0] ?? null);
+      setRefusal(refused[0] ? { of, text: refused[0] } : null);
       const these = taken.map((f) => ({ key: `doc-${++readings}`, of, name: f.name, size: f.size }));
       pending.current = [...pending.current, ...these];
       setReading(pending.current);
@@ -62,7 +69,7 @@ export function useDocuments(conversationId: string | null) {
           const { document } = await api.addDocument(of, f, f.name);
           keep(of, document);
         } catch (e) {
-          setRefusal(errorText(e));
+          setRefusal({ of, text: errorText(e) });
         } finally {
           pending.current = pending.current.filter((r) => r.key !== these[i].key);
           setReading(pending.current);
@@ -77,14 +84,14 @@ export function useDocuments(conversationId: string | null) {
       await api.removeDocument(of, documentId);
       setKept((now) => (now.of === of ? { of, documents: now.documents.filter((d) => d.id !== documentId) } : now));
     } catch (e) {
-      setRefusal(errorText(e));
+      setRefusal({ of, text: errorText(e) });
     }
   }, []);
 
   return {
     documents: kept.of === conversationId ? kept.documents : [],
     reading: reading.filter((r) => r.of === conversationId),
-    refusal,
+    refusal: refusal && refusal.of === conversationId ? refusal.text : null,
     dismiss: () => setRefusal(null),
     add,
     remove,

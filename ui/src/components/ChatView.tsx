@@ -3,7 +3,7 @@
  * with the settings drawer, the messages (with their tool calls and consent buttons), the
  * composer. Esc stops a streaming answer.
  */
-import { useEffect, useState } from 'react';
+import { useEffect, useRef, useState } from 'react';
 import type { Conversation } from '../api/types';
 import type { Attachment } from '../chat/attachments';
 import type { ChatStore } from '../chat/store';
@@ -50,15 +50,26 @@ export function ChatView({ store, conversationId, live, onCreate, onToggleSideba
     return () => window.removeEventListener('keydown', onKey);
   }, [busy, conversationId, store]);
 
-  /** The conversation on screen, made first when there is none; `null` when it cannot be. */
-  const ensureConversation = async (): Promise<string | null> => {
-    if (conversationId) return conversationId;
-    try {
-      return (await onCreate()).id;
-    } catch (e) {
-      setCreateError(e instanceof Error ? e.message : String(e));
-      return null;
-    }
+  /** The conversation on screen, made first when there is none (once, however many files
+   * and messages ask meanwhile); `null` when it cannot be. */
+  const creating = useRef<Promise<string | null> | null>(null);
+  useEffect(() => {
+    // Another conversation on screen (the one made, or "New chat" again): the next is new.
+    creating.current = null;
+  }, [conversationId]);
+  const ensureConversation = (): Promise<string | null> => {
+    if (conversationId) return Promise.resolve(conversationId);
+    if (creating.current) return creating.current;
+    const made = onCreate().then(
+      (c) => c.id,
+      (e: unknown) => {
+        creating.current = null;
+        setCreateError(e instanceof Error ? e.message : String(e));
+        return null;
+      },
+    );
+    creating.current = made;
+    return made;
   };
 
   /** Sends a message; false when nothing of it was kept (the composer gives it back). */

@@ -40,7 +40,6 @@ export function SourcesList({ sources }: { sources: Sources }) {
             [{shown.n}] {sourceLabel(shown)}
           </div>
           {shown.text}
-          {shown.whole && shown.text.length > 0 ? '…' : ''}
         </blockquote>
       )}
     </div>

@@ -17,7 +17,7 @@ const sources: Sources = {
   documents: 1,
   items: [
     { n: 1, document_id: 'd_1', document: 'manual.pdf', page: 40, heading: null, text: '<img src=x onerror=alert(1)>', whole: false },
-    { n: 2, document_id: 'd_1', document: 'manual.pdf', page: 41, heading: 'Setup', text: 'two', whole: false },
+    { n: 2, document_id: 'd_1', document: 'manual.pdf', page: 41, heading: '<img src=y onerror=alert(2)>', text: 'two', whole: false },
   ],
 };
 
@@ -27,10 +27,11 @@ describe('sources and documents', () => {
     expect(el.querySelector('[data-testid="sources"]')?.getAttribute('data-path')).toBe('passages');
     expect(el.querySelector('[data-testid="sources-path"]')?.textContent).toBe('2 passages retrieved from 1 document');
     const items = [...el.querySelectorAll('[data-testid="source"]')].map((b) => b.textContent);
-    expect(items).toEqual(['[1] manual.pdf · page 40', '[2] manual.pdf · page 41 · Setup']);
-    // Nothing is open until clicked, and no passage is ever markup.
-    expect(el.querySelector('[data-testid="source-text"]')).toBeNull();
+    // A heading (text from the document) is shown as text, never as markup.
+    expect(items).toEqual(['[1] manual.pdf · page 40', '[2] manual.pdf · page 41 · <img src=y onerror=alert(2)>']);
     expect(el.querySelector('img')).toBeNull();
+    // Nothing is open until clicked.
+    expect(el.querySelector('[data-testid="source-text"]')).toBeNull();
   });
 
   it('shows documents kept, files being read and a refusal, and nothing when there are none', () => {
