@@ -225,6 +225,9 @@ impl Session {
         );
         self.share_key = sharing.key;
         self.transfers_out = Some(transfers_tx);
+        if self.kind == Kind::Hearth {
+            self.listed.set_outbox(out_tx.clone());
+        }
         let silence_limit = match self.kind {
             Kind::Hearth => HEARTH_SILENCE,
             Kind::TealeNet => TEALENET_SILENCE,
@@ -425,6 +428,19 @@ impl Session {
                 if let Some(r) = self.running.remove(&e.request_id) {
                     r.cancel.cancel();
                 }
+                None
+            }
+            // Rerank, between Hearth nodes only: answered from a task (the engine takes a while).
+            Message::HearthRerank(ask) if self.kind == Kind::Hearth => {
+                let (state, out) = (self.me.state.clone(), out.clone());
+                tokio::spawn(async move {
+                    let answer = super::rerank::serve(&state, ask).await;
+                    let _ = out.send(Message::HearthRerankResult(answer)).await;
+                });
+                None
+            }
+            Message::HearthRerankResult(result) if self.kind == Kind::Hearth => {
+                self.me.state.reranks.answered(result);
                 None
             }
             // Hearth's own control, from a Hearth peer only (TealeNet peers have none).

@@ -69,6 +69,8 @@ pub struct Context {
     /// Who serves the tunnels peers open: a `tunnel::TunnelServer`, set through
     /// `Context::serve_tunnels` (in `tunnel`).
     pub(crate) tunnels: OnceLock<Box<dyn Any + Send + Sync>>,
+    /// Reranks asked of peers, waiting for their answers (`asks`, `rerank`).
+    pub(crate) reranks: super::asks::Pending,
 }
 
 impl std::ops::Deref for Context {
@@ -98,6 +100,7 @@ impl Context {
             peers: Peers::default(),
             dialer: OnceLock::new(),
             tunnels: OnceLock::new(),
+            reranks: super::asks::Pending::default(),
         }
     }
 

@@ -9,7 +9,8 @@
 //! ([`secure`], Noise XXpsk3 keyed by the passcode and signed by the device identities);
 //! TealeNet peers in plain text only while `--tealenet-compat` is on. Then [`connection`]
 //! runs it: heartbeats and liveness, the peer's requests served by this node's engine
-//! ([`serve`]), and the peer as a provider of this node's route ([`provider`]). [`dial`]
+//! ([`serve`]), and the peer as a provider of this node's route ([`provider`]); a rerank
+//! asked of a Hearth peer that has the reranker loaded goes beside the route (`rerank`). [`dial`]
 //! keeps the connections this node opens, with backoff. Listener connections count against
 //! the doors' per-address cap.
 //!
@@ -17,6 +18,7 @@
 //! HTTP door, no `AppState`, no split. What a higher part adds to a connection (a split's
 //! tunnels) it registers here ([`Context::serve_tunnels`]), as the split does.
 
+mod asks;
 mod config;
 mod connection;
 pub mod context;
@@ -31,6 +33,7 @@ mod me;
 pub mod metrics;
 pub mod peers;
 mod provider;
+mod rerank;
 mod rules;
 mod secure;
 mod serve;
@@ -46,5 +49,6 @@ pub use discovery::DiscoveryError;
 pub use listen::listen;
 pub use me::Me;
 pub use peers::{PeerView, Peers};
+pub use rerank::{PeerRanking, PeerRerankError};
 pub use rules::Rules;
 pub use tunnel::TunnelServer;

@@ -11,8 +11,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
-use hearth_protocol::cluster::{Heartbeat, Hello, PeerUuid, ThermalLevel};
+use hearth_protocol::cluster::{Heartbeat, Hello, Message, PeerUuid, ThermalLevel};
 use serde::Serialize;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// Which kind of peer is at the other end.
@@ -65,6 +66,9 @@ struct Entry {
     heard: Instant,
     kick: CancellationToken,
     reason: Arc<std::sync::OnceLock<&'static str>>,
+    /// Where messages to a Hearth peer go (its connection's outbox), for what this node asks of
+    /// it outside the route (`rerank`).
+    outbox: Option<mpsc::Sender<Message>>,
 }
 
 /// The connected peers. Cheap to clone.
@@ -172,6 +176,7 @@ impl Peers {
                 heard: Instant::now(),
                 kick: kick.clone(),
                 reason: reason.clone(),
+                outbox: None,
             },
         );
         Ok(Listed {
@@ -217,6 +222,17 @@ impl Peers {
         }
     }
 
+    /// The Hearth peer with `model` loaded that is least busy (its queue, then whether it
+    /// generates): its name and its connection's outbox.
+    pub(crate) fn hearth_outbox_for(&self, model: &str) -> Option<(String, mpsc::Sender<Message>)> {
+        self.lock()
+            .values()
+            .filter(|e| !e.kick.is_cancelled() && e.view.loaded_models.iter().any(|m| m == model))
+            .filter_map(|e| e.outbox.clone().map(|o| (e, o)))
+            .min_by_key(|(e, _)| (e.view.queue_depth, e.view.is_generating))
+            .map(|(e, o)| (e.view.name.clone(), o))
+    }
+
     /// The peers now, in the order they joined.
     pub fn list(&self) -> Vec<PeerView> {
         self.lock()
@@ -241,6 +257,13 @@ impl Listed {
     /// Why it was told to close.
     pub(crate) fn kick_reason(&self) -> &'static str {
         self.reason.get().copied().unwrap_or("told to close")
+    }
+
+    /// A Hearth peer's outbox, for what this node asks of it outside the route.
+    pub(crate) fn set_outbox(&self, outbox: mpsc::Sender<Message>) {
+        if let Some(e) = self.peers.lock().get_mut(&self.key) {
+            e.outbox = Some(outbox);
+        }
     }
 
     /// The peer sent a frame.

@@ -66,3 +66,7 @@ pub const MAX_TOOLS: usize = 128;
 
 /// Longest function name, in bytes (OpenAI's limit is 64 characters).
 pub const MAX_TOOL_NAME_BYTES: usize = 64;
+
+/// Documents one rerank request may score (Cohere's limit): the rerank door's, and a
+/// `hearthRerank` message's between Hearth nodes.
+pub const MAX_RERANK_DOCUMENTS: usize = 1000;

@@ -6,7 +6,7 @@
 //! them and no nulls; and frames that are not messages give a clear error.
 
 use hearth_protocol::cluster::{
-    decode, encode, AppleTime, ErrorCode, Message, PeerUuid, Shape, ThermalLevel,
+    decode, encode, AppleTime, ClusterError, ErrorCode, Message, PeerUuid, Shape, ThermalLevel,
 };
 use serde_json::{json, Value};
 
@@ -310,6 +310,53 @@ fn hearths_own_control_message_and_error_codes_read_and_write_back() {
     ] {
         assert_eq!(serde_json::to_value(code).unwrap(), json!(code.as_str()));
     }
+}
+
+#[test]
+fn hearths_rerank_and_its_result_read_and_write_back_within_their_bound() {
+    use hearth_protocol::cluster::{HearthRerank, HearthRerankResult};
+    let id = "550E8400-E29B-41D4-A716-446655440000";
+    let ask = json!({"hearthRerank": {"_0": {"requestID": id, "model": "reranker",
+        "query": "q", "documents": ["a", "b"]}}});
+    let (m, _) = decode(&bytes(&ask)).unwrap();
+    assert_eq!(
+        m,
+        Message::HearthRerank(HearthRerank {
+            request_id: PeerUuid::parse(id).unwrap(),
+            model: "reranker".into(),
+            query: "q".into(),
+            documents: vec!["a".into(), "b".into()],
+        })
+    );
+    let back: Value = serde_json::from_slice(&encode(&m, Shape::Wrapped)).unwrap();
+    assert_eq!(back, ask);
+    let answer = json!({"hearthRerankResult": {"_0": {"requestID": id, "scores": [0.5, -1.0],
+        "promptTokens": 12}}});
+    let (m, _) = decode(&bytes(&answer)).unwrap();
+    assert_eq!(
+        m,
+        Message::HearthRerankResult(HearthRerankResult {
+            request_id: PeerUuid::parse(id).unwrap(),
+            scores: Some(vec![0.5, -1.0]),
+            prompt_tokens: 12,
+            error: None,
+        })
+    );
+    let back: Value = serde_json::from_slice(&encode(&m, Shape::Wrapped)).unwrap();
+    assert_eq!(back, answer);
+    // More documents than a rerank door takes is refused as it is read.
+    let many: Vec<String> = (0..=hearth_protocol::limits::MAX_RERANK_DOCUMENTS)
+        .map(|i| i.to_string())
+        .collect();
+    let too_many = json!({"hearthRerank": {"requestID": id, "model": "m", "query": "q",
+        "documents": many}});
+    assert!(matches!(
+        decode(&bytes(&too_many)),
+        Err(ClusterError::Invalid {
+            name: "hearthRerank",
+            ..
+        })
+    ));
 }
 
 #[test]

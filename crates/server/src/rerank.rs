@@ -2,8 +2,9 @@
 //! shape llama-server, Jina and Cohere share: `model`, `query`, `documents` (strings, or
 //! objects with a `text`), `top_n`, `return_documents` → `results` (`index`,
 //! `relevance_score`, `document` when asked for), best first, with `usage`. Scores come from
-//! this node's own model (`embeddings::on_engine`), loaded on demand; refusals are in OpenAI's
-//! error shape, as the embeddings door's are.
+//! this node's own model (`embeddings::on_engine`), loaded on demand, or from a Hearth peer
+//! that has the reranker loaded (`hearth_cluster`'s `rerank_on_peer`); refusals are in
+//! OpenAI's error shape, as the embeddings door's are.
 
 use std::sync::Arc;
 
@@ -19,13 +20,13 @@ use serde_json::{json, Value};
 use hearth_protocol::openai::parse_body;
 
 use crate::door::body_bytes;
-use crate::embeddings::on_engine;
+use crate::embeddings::{on_engine, EmbedProblem};
 use crate::error::ApiError;
 use crate::openai::embeddings::api_error;
 use crate::state::AppState;
 
 /// The most documents one request may rank (Cohere's limit).
-pub(crate) const MAX_DOCUMENTS: usize = 1000;
+pub(crate) const MAX_DOCUMENTS: usize = hearth_protocol::limits::MAX_RERANK_DOCUMENTS;
 
 /// The body as clients send it; fields other clients add (Cohere's `max_chunks_per_doc`,
 /// Jina's `truncation`) are ignored.
@@ -167,17 +168,40 @@ pub(crate) async fn rerank(
     let body = body_bytes(body)?;
     let wire: RerankBody = parse_body(&body).map_err(ApiError::bad_request)?;
     let req = check(wire)?;
-    let (info, ranking) = on_engine(&state, req.model.as_deref(), |engine| {
+    let here = on_engine(&state, req.model.as_deref(), |engine| {
         let (query, documents) = (req.query.clone(), req.documents.clone());
         async move { engine.rerank(&query, &documents).await }
     })
-    .await
-    .map_err(api_error)?;
+    .await;
+    let (model, scores, tokens) = match here {
+        Ok((info, ranking)) => (info.id.to_string(), ranking.scores, ranking.prompt_tokens),
+        // A reranker only a Hearth peer has loaded: that peer scores them.
+        Err(EmbedProblem::Remote(model)) => {
+            match state
+                .cluster
+                .rerank_on_peer(model.as_str(), &req.query, &req.documents)
+                .await
+            {
+                Some(Ok(r)) => (model.to_string(), r.scores, r.prompt_tokens),
+                Some(Err(e)) => {
+                    return Err(ApiError::new(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "server_error",
+                        Some("model_unavailable"),
+                        Some("model".into()),
+                        e.to_string(),
+                    ))
+                }
+                None => return Err(api_error(EmbedProblem::Remote(model))),
+            }
+        }
+        Err(e) => return Err(api_error(e)),
+    };
     Ok(Json(json!({
-        "model": info.id,
+        "model": model,
         "object": "list",
-        "results": ranked(&req, &ranking.scores),
-        "usage": {"prompt_tokens": ranking.prompt_tokens, "total_tokens": ranking.prompt_tokens},
+        "results": ranked(&req, &scores),
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
     })))
 }
 

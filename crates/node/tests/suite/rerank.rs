@@ -3,7 +3,8 @@
 //! demand beside the default model: Jina's body (strings, `top_n`, `return_documents`) and
 //! Cohere's (`{text}` objects) give the same scores, best first; a document scores the same
 //! alone and among others; a model that is not a reranker, and embeddings asked of a reranker,
-//! are refused in words; and a loaded reranker orders the passages a chat turn is given.
+//! are refused in words; a loaded reranker orders the passages a chat turn is given; and a
+//! reranker loaded on a Hearth peer scores for a node that has none.
 
 use crate::common;
 
@@ -209,4 +210,69 @@ async fn a_loaded_reranker_orders_the_passages_a_chat_turn_is_given() {
         .map(|r| r["index"].as_u64().unwrap())
         .collect();
     assert_eq!(order, (0..texts.len() as u64).collect::<Vec<_>>(), "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reranker_loaded_on_a_peer_scores_for_a_node_without_it() {
+    let dir = models();
+    let (a, b, _empty) = common::model_on_a_peer_with(|c| {
+        c.models_dir = dir.path().to_path_buf();
+    })
+    .await;
+    // The peer loads the reranker for a request of its own, and says so in its heartbeat.
+    let body = json!({"model": "reranker", "query": "What is the capital of France?",
+        "documents": DOCS, "return_documents": true});
+    let (status, here) = rerank(&a, "/v1/rerank", body.clone()).await;
+    assert_eq!(status, 200, "{here}");
+    common::wait_for(
+        async || {
+            b.get_json("/api/cluster").await["peers"][0]["loaded_models"]
+                .as_array()
+                .is_some_and(|m| m.iter().any(|m| m == "reranker"))
+        },
+        "b seeing the peer's reranker",
+    )
+    .await;
+    // The node without it gets the same ranking, from the peer.
+    let (status, there) = rerank(&b, "/rerank", body).await;
+    assert_eq!(status, 200, "{there}");
+    assert_eq!(there["model"], "reranker");
+    assert_eq!(there["usage"], here["usage"]);
+    // The same order and documents; the scores alike to float noise (a batch of others on
+    // the peer's engine adds its own rounding).
+    let parts = |v: &Value| -> Vec<(Value, Value, f64)> {
+        v["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["index"].clone(),
+                    r["document"].clone(),
+                    r["relevance_score"].as_f64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let (there, here) = (parts(&there), parts(&here));
+    assert_eq!(there.len(), here.len());
+    for (a, b) in there.iter().zip(&here) {
+        assert_eq!((&a.0, &a.1), (&b.0, &b.1), "{there:?} {here:?}");
+        assert!((a.2 - b.2).abs() < 1e-4, "{there:?} {here:?}");
+    }
+    // What the peer refuses comes back in words.
+    let (status, refused) = rerank(
+        &b,
+        "/v1/rerank",
+        json!({"model": "reranker", "query": "q", "documents": ["x".repeat(1 << 16)]}),
+    )
+    .await;
+    assert_eq!(status, 503, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("could not rank"),
+        "{refused}"
+    );
 }

@@ -6,7 +6,7 @@
 use super::{Hello, Message};
 use crate::limits::{
     MAX_MODEL_FILES, MAX_MODEL_FILE_NAME_BYTES, MAX_NOISE_OFFERS, MAX_PEER_MODELS,
-    MAX_PEER_MODEL_NAME_BYTES,
+    MAX_PEER_MODEL_NAME_BYTES, MAX_RERANK_DOCUMENTS,
 };
 
 /// Why `message` is past a bound, if it is.
@@ -36,6 +36,17 @@ pub(super) fn check(message: &Message) -> Result<(), String> {
                 )),
                 None => Ok(()),
             }
+        }
+        Message::HearthRerank(r) if r.documents.len() > MAX_RERANK_DOCUMENTS => Err(format!(
+            "documents lists {} documents, more than {MAX_RERANK_DOCUMENTS}",
+            r.documents.len()
+        )),
+        Message::HearthRerankResult(r)
+            if r.scores
+                .as_ref()
+                .is_some_and(|s| s.len() > MAX_RERANK_DOCUMENTS) =>
+        {
+            Err(format!("scores lists more than {MAX_RERANK_DOCUMENTS}"))
         }
         _ => Ok(()),
     }

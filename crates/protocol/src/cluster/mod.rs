@@ -17,9 +17,10 @@
 //!   peer's message, which the connection skips.
 //! - A list past its bound (model names, a model's files, transports: [`crate::limits`]) makes
 //!   the whole message [`ClusterError::Invalid`], refused as it is read.
-//! - Two messages are Hearth's own, sent only between Hearth nodes (inside their encrypted
-//!   transport): `hearthControl`, which pauses or resumes a running request, and the binary
-//!   model chunk ([`HearthChunk`], not JSON: [`decode_owned`] tells it by its first byte).
+//! - Some messages are Hearth's own, sent only between Hearth nodes (inside their encrypted
+//!   transport): `hearthControl`, which pauses or resumes a running request; the binary model
+//!   chunk ([`HearthChunk`], not JSON: [`decode_owned`] tells it by its first byte); and
+//!   `hearthRerank` with its `hearthRerankResult` ([`HearthRerank`]).
 
 mod binary_chunk;
 mod bounds;
@@ -28,6 +29,7 @@ mod health;
 mod ids;
 mod inference;
 mod models;
+mod rerank;
 
 pub use binary_chunk::{HearthChunk, BINARY_CHUNK_MARK, BINARY_CHUNK_VERSION};
 pub use handshake::{
@@ -45,6 +47,7 @@ pub use models::{
     ModelFileOffer, ModelQuery, ModelQueryResponse, ModelTransferChunk, ModelTransferComplete,
     ModelTransferRequest,
 };
+pub use rerank::{HearthRerank, HearthRerankResult};
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -73,6 +76,9 @@ pub enum Message {
     HearthControl(HearthControl),
     /// Hearth's own, between Hearth nodes only: a model chunk in binary.
     HearthChunk(HearthChunk),
+    /// Hearth's own, between Hearth nodes only: score documents with the peer's reranker.
+    HearthRerank(HearthRerank),
+    HearthRerankResult(HearthRerankResult),
 }
 
 /// How a message's payload is laid out (see the module docs).
@@ -116,6 +122,8 @@ impl Message {
             Self::ModelTransferComplete(_) => "modelTransferComplete",
             Self::HearthControl(_) => "hearthControl",
             Self::HearthChunk(_) => "hearthChunk",
+            Self::HearthRerank(_) => "hearthRerank",
+            Self::HearthRerankResult(_) => "hearthRerankResult",
         }
     }
 }
@@ -168,6 +176,8 @@ pub fn decode(bytes: &[u8]) -> Result<(Message, Shape), ClusterError> {
         }
         "modelTransferChunk" => Message::ModelTransferChunk(read("modelTransferChunk", payload)?),
         "hearthControl" => Message::HearthControl(read("hearthControl", payload)?),
+        "hearthRerank" => Message::HearthRerank(read("hearthRerank", payload)?),
+        "hearthRerankResult" => Message::HearthRerankResult(read("hearthRerankResult", payload)?),
         "modelTransferComplete" => {
             Message::ModelTransferComplete(read("modelTransferComplete", payload)?)
         }
@@ -207,6 +217,8 @@ pub fn encode(message: &Message, shape: Shape) -> Vec<u8> {
         Message::ModelTransferChunk(p) => write_chunk(message.name(), p, shape),
         Message::ModelTransferComplete(p) => write(message.name(), p, shape),
         Message::HearthControl(p) => write(message.name(), p, shape),
+        Message::HearthRerank(p) => write(message.name(), p, shape),
+        Message::HearthRerankResult(p) => write(message.name(), p, shape),
         Message::HearthChunk(c) => c.wire().to_vec(),
     }
 }
