@@ -107,13 +107,22 @@ pub struct Hit {
     pub rank: f64,
 }
 
+/// Distinct words of a question searched for, at most: a question pasted long (a whole page)
+/// is searched by its first ones, not by an OR of millions.
+pub const QUERY_WORDS: usize = 64;
+
 /// The words of `question` as an FTS5 query any of whose words may match (each quoted, so no
-/// word is read as FTS5's syntax); `None` when it has no word.
+/// word is read as FTS5's syntax; each once, [`QUERY_WORDS`] at most); `None` when it has no
+/// word.
 pub fn match_query(question: &str) -> Option<String> {
+    let mut seen = std::collections::HashSet::new();
     let words: Vec<String> = question
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
-        .map(|w| format!("\"{}\"", w.to_lowercase()))
+        .map(str::to_lowercase)
+        .filter(|w| seen.insert(w.clone()))
+        .take(QUERY_WORDS)
+        .map(|w| format!("\"{w}\""))
         .collect();
     (!words.is_empty()).then(|| words.join(" OR "))
 }
@@ -304,6 +313,15 @@ mod tests {
             Some("\"what\" OR \"s\" OR \"on\" OR \"page\" OR \"40\" OR \"near\" OR \"x\"")
         );
         assert_eq!(match_query("?!"), None);
+        assert_eq!(
+            match_query("Page page PAGE 40").as_deref(),
+            Some("\"page\" OR \"40\"")
+        );
+        let long: String = (0..100_000).map(|n| format!("w{n} ")).collect();
+        assert_eq!(
+            match_query(&long).unwrap().matches(" OR ").count(),
+            QUERY_WORDS - 1
+        );
     }
 
     #[tokio::test]
