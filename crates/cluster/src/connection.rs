@@ -122,6 +122,7 @@ pub(crate) async fn run(
         share_stop: CancellationToken::new(),
         transfers_out: None,
         serving: Arc::new(tokio::sync::Semaphore::new(super::sharing::SERVED_AT_ONCE)),
+        reranking: Arc::new(tokio::sync::Semaphore::new(super::rerank::SERVED_AT_ONCE)),
         served: Served::default(),
         refusal_logged: false,
     }
@@ -186,6 +187,8 @@ struct Session {
     share_stop: CancellationToken,
     transfers_out: Option<mpsc::Sender<Message>>,
     serving: Arc<tokio::sync::Semaphore>,
+    /// Reranks served for the peer now (`rerank::SERVED_AT_ONCE` at most).
+    reranking: Arc<tokio::sync::Semaphore>,
     /// The transfers served on this connection, each stopped when the peer says it is done
     /// with it (a `modelTransferComplete` for it) or when the connection ends.
     served: Served,
@@ -431,11 +434,28 @@ impl Session {
                 None
             }
             // Rerank, between Hearth nodes only: answered from a task (the engine takes a while).
+            // A few at once per peer (each takes the engine's embedding context); more are
+            // refused at once. Each ends with the connection.
             Message::HearthRerank(ask) if self.kind == Kind::Hearth => {
+                let Ok(permit) = self.reranking.clone().try_acquire_owned() else {
+                    let why = format!(
+                        "{} reranks for peers run here already",
+                        super::rerank::SERVED_AT_ONCE
+                    );
+                    return Some(Message::HearthRerankResult(super::rerank::refused(
+                        &ask, why, "busy",
+                    )));
+                };
                 let (state, out) = (self.me.state.clone(), out.clone());
+                let stop = self.share_stop.child_token();
                 tokio::spawn(async move {
-                    let answer = super::rerank::serve(&state, ask).await;
-                    let _ = out.send(Message::HearthRerankResult(answer)).await;
+                    tokio::select! {
+                        answer = super::rerank::serve(&state, ask) => {
+                            let _ = out.send(Message::HearthRerankResult(answer)).await;
+                        }
+                        () = stop.cancelled() => {}
+                    }
+                    drop(permit);
                 });
                 None
             }

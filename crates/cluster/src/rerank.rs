@@ -6,11 +6,17 @@
 
 use std::time::Duration;
 
-use hearth_protocol::cluster::{HearthRerank, HearthRerankResult, Message, PeerUuid};
+use hearth_engine::{EmbedError, EmbedFailure, SubmitError};
+use hearth_protocol::cluster::{self as cm, HearthRerank, HearthRerankResult, Message, PeerUuid};
+use hearth_protocol::limits::MAX_CLUSTER_FRAME_BYTES;
 use hearth_protocol::ModelId;
 use tokio::sync::oneshot;
 
+use super::asks::Pending;
 use super::context::Context;
+
+/// Reranks served for one peer at once: more are refused at once as `busy`.
+pub(crate) const SERVED_AT_ONCE: usize = 2;
 
 /// How long a peer may take to score one request.
 const PEER_RERANK_WAIT: Duration = Duration::from_secs(120);
@@ -18,8 +24,17 @@ const PEER_RERANK_WAIT: Duration = Duration::from_secs(120);
 /// Why a peer gave no scores.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PeerRerankError {
+    /// `code`: the kind of refusal, as [`HearthRerankResult::code`] says it.
     #[error("the peer serving {model} could not rank: {why}")]
-    Refused { model: String, why: String },
+    Refused {
+        model: String,
+        why: String,
+        code: Option<String>,
+    },
+    #[error(
+        "the request is too large to send to a peer ({bytes} bytes; a cluster message holds {max})"
+    )]
+    TooLarge { bytes: usize, max: usize },
     #[error("the peer serving {model} did not answer within {secs} s")]
     TimedOut { model: String, secs: u64 },
     #[error("the connection to the peer serving {model} ended before its answer")]
@@ -47,23 +62,33 @@ impl Context {
         let (peer, outbox) = self.peers.hearth_outbox_for(model)?;
         let id = PeerUuid::from_bytes(*uuid::Uuid::new_v4().as_bytes());
         let key = id.as_str().to_ascii_uppercase();
-        let (tx, rx) = oneshot::channel();
-        self.reranks.wait(key.clone(), tx);
         let ask = Message::HearthRerank(HearthRerank {
             request_id: id,
             model: model.to_owned(),
             query: query.to_owned(),
             documents: documents.to_vec(),
         });
+        // A frame over the limit would close the whole connection at the peer.
+        let bytes = cm::encode(&ask, cm::Shape::Wrapped).len();
+        let max = MAX_CLUSTER_FRAME_BYTES - 4096;
+        if bytes > max {
+            return Some(Err(PeerRerankError::TooLarge { bytes, max }));
+        }
+        let (tx, rx) = oneshot::channel();
+        // Waited for until this call ends, however it ends (a client that goes away too).
+        let _waiting = Waiting::new(&self.reranks, key, tx);
         let gone = || PeerRerankError::Gone {
             model: model.to_owned(),
         };
         let answer = async {
             outbox.send(ask).await.map_err(|_| gone())?;
-            rx.await.map_err(|_| gone())
+            tokio::select! {
+                answer = rx => answer.map_err(|_| gone()),
+                // The connection ended: no answer can come.
+                () = outbox.closed() => Err(gone()),
+            }
         };
         let answer = tokio::time::timeout(PEER_RERANK_WAIT, answer).await;
-        self.reranks.forget(&key);
         Some(match answer {
             Err(_) => Err(PeerRerankError::TimedOut {
                 model: model.to_owned(),
@@ -79,25 +104,54 @@ impl Context {
                 (_, why) => Err(PeerRerankError::Refused {
                     model: model.to_owned(),
                     why: why.unwrap_or_else(|| "its scores do not match the documents".into()),
+                    code: result.code,
                 }),
             },
         })
     }
 }
 
-/// A peer's `hearthRerank`, scored by the reranker loaded here (one not loaded is refused: the
-/// peer asked because this node's heartbeat listed it).
-pub(crate) async fn serve(state: &Context, ask: HearthRerank) -> HearthRerankResult {
-    let refused = |why: String| HearthRerankResult {
+/// A request id waited for, forgotten when dropped.
+struct Waiting<'a> {
+    pending: &'a Pending,
+    key: String,
+}
+
+impl<'a> Waiting<'a> {
+    fn new(pending: &'a Pending, key: String, tx: oneshot::Sender<HearthRerankResult>) -> Self {
+        pending.wait(key.clone(), tx);
+        Self { pending, key }
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.pending.forget(&self.key);
+    }
+}
+
+/// A refusal of `ask`, with its kind.
+pub(crate) fn refused(ask: &HearthRerank, why: String, code: &str) -> HearthRerankResult {
+    HearthRerankResult {
         request_id: ask.request_id.clone(),
         scores: None,
         prompt_tokens: 0,
         error: Some(why),
-    };
+        code: Some(code.to_owned()),
+    }
+}
+
+/// A peer's `hearthRerank`, scored by the reranker loaded here (one not loaded is refused: the
+/// peer asked because this node's heartbeat listed it).
+pub(crate) async fn serve(state: &Context, ask: HearthRerank) -> HearthRerankResult {
     let model = ModelId(ask.model.clone());
     // Marked busy while it runs, so the model is neither reaped nor evicted under it.
     let Some((engine, _in_use)) = state.host.embedding(&model) else {
-        return refused(format!("{model} is not loaded on this node"));
+        return refused(
+            &ask,
+            format!("{model} is not loaded on this node"),
+            "unavailable",
+        );
     };
     match engine.rerank(&ask.query, &ask.documents).await {
         Ok(ranking) => HearthRerankResult {
@@ -105,7 +159,20 @@ pub(crate) async fn serve(state: &Context, ask: HearthRerank) -> HearthRerankRes
             scores: Some(ranking.scores),
             prompt_tokens: ranking.prompt_tokens,
             error: None,
+            code: None,
         },
-        Err(e) => refused(e.to_string()),
+        Err(e) => {
+            let code = match &e {
+                EmbedFailure::Embed(EmbedError::TooLong { .. }) => "context_length_exceeded",
+                EmbedFailure::Embed(EmbedError::EmptyInput { .. } | EmbedError::NoInput)
+                | EmbedFailure::Submit(SubmitError::Prompt(_)) => "invalid_input",
+                EmbedFailure::Embed(EmbedError::NotReranker(_) | EmbedError::Unsupported(_)) => {
+                    "model_not_supported"
+                }
+                EmbedFailure::Submit(SubmitError::QueueFull { .. }) => "busy",
+                _ => "unavailable",
+            };
+            refused(&ask, e.to_string(), code)
+        }
     }
 }

@@ -340,6 +340,7 @@ fn hearths_rerank_and_its_result_read_and_write_back_within_their_bound() {
             scores: Some(vec![0.5, -1.0]),
             prompt_tokens: 12,
             error: None,
+            code: None,
         })
     );
     let back: Value = serde_json::from_slice(&encode(&m, Shape::Wrapped)).unwrap();

@@ -24,6 +24,8 @@ use crate::embeddings::{on_engine, EmbedProblem};
 use crate::error::ApiError;
 use crate::openai::embeddings::api_error;
 use crate::state::AppState;
+use hearth_cluster::PeerRerankError;
+use hearth_engine::SubmitError;
 
 /// The most documents one request may rank (Cohere's limit).
 pub(crate) const MAX_DOCUMENTS: usize = hearth_protocol::limits::MAX_RERANK_DOCUMENTS;
@@ -177,21 +179,18 @@ pub(crate) async fn rerank(
         Ok((info, ranking)) => (info.id.to_string(), ranking.scores, ranking.prompt_tokens),
         // A reranker only a Hearth peer has loaded: that peer scores them.
         Err(EmbedProblem::Remote(model)) => {
-            match state
+            let asked = state
                 .cluster
-                .rerank_on_peer(model.as_str(), &req.query, &req.documents)
-                .await
-            {
-                Some(Ok(r)) => (model.to_string(), r.scores, r.prompt_tokens),
-                Some(Err(e)) => {
-                    return Err(ApiError::new(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "server_error",
-                        Some("model_unavailable"),
-                        Some("model".into()),
-                        e.to_string(),
-                    ))
+                .rerank_on_peer(model.as_str(), &req.query, &req.documents);
+            let answer = tokio::select! {
+                answer = asked => answer,
+                () = state.shutdown.cancelled() => {
+                    return Err(SubmitError::ShuttingDown.into());
                 }
+            };
+            match answer {
+                Some(Ok(r)) => (model.to_string(), r.scores, r.prompt_tokens),
+                Some(Err(e)) => return Err(peer_refused(&e)),
                 None => return Err(api_error(EmbedProblem::Remote(model))),
             }
         }
@@ -205,9 +204,58 @@ pub(crate) async fn rerank(
     })))
 }
 
+/// A peer's refusal as the door words its own: what the input or the model is wrong for is
+/// a 400, as here; a peer busy, gone or silent a 503.
+fn peer_refused(e: &PeerRerankError) -> ApiError {
+    let code = match e {
+        PeerRerankError::Refused { code, .. } => code.as_deref(),
+        PeerRerankError::TooLarge { .. } => Some("invalid_input"),
+        _ => None,
+    };
+    let (code, param): (&'static str, &str) = match code {
+        Some("context_length_exceeded") => ("context_length_exceeded", "documents"),
+        Some("invalid_input") => ("invalid_input", "documents"),
+        Some("model_not_supported") => ("model_not_supported", "model"),
+        _ => {
+            return ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server_error",
+                Some("model_unavailable"),
+                Some("model".into()),
+                e.to_string(),
+            )
+        }
+    };
+    ApiError::new(
+        StatusCode::BAD_REQUEST,
+        "invalid_request_error",
+        Some(code),
+        Some(param.into()),
+        e.to_string(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_peers_refusal_is_worded_as_the_door_words_its_own() {
+        use axum::response::IntoResponse as _;
+        let refused = |code: Option<&str>| PeerRerankError::Refused {
+            model: "r".into(),
+            why: "w".into(),
+            code: code.map(str::to_owned),
+        };
+        let status = |e: PeerRerankError| peer_refused(&e).into_response().status().as_u16();
+        assert_eq!(status(refused(Some("context_length_exceeded"))), 400);
+        assert_eq!(status(refused(Some("invalid_input"))), 400);
+        assert_eq!(status(refused(Some("model_not_supported"))), 400);
+        assert_eq!(status(refused(Some("busy"))), 503);
+        assert_eq!(status(refused(None)), 503);
+        assert_eq!(status(PeerRerankError::Gone { model: "r".into() }), 503);
+        assert_eq!(status(PeerRerankError::TooLarge { bytes: 2, max: 1 }), 400);
+    }
 
     fn body(v: Value) -> Result<Rerank, ApiError> {
         check(serde_json::from_value(v).unwrap())

@@ -357,9 +357,9 @@ async fn an_embedding_model_named_in_settings_finds_passages_beside_the_words() 
     );
     let conv = t.new_conversation("docs").await;
     settings(&t, &conv, json!({"temperature": 0, "max_tokens": 2})).await;
-    // Sixty boxes, a heading each: more than a 1,024-token context, sixty passages.
+    // Thirty boxes, a heading each: more than a 1,024-token context, thirty passages.
     let colours = ["red", "green", "blue", "amber", "violet", "white"];
-    let boxes: String = (1..=60)
+    let boxes: String = (1..=30)
         .map(|n| {
             format!(
                 "# Box {n}\n\nBox number {n} stands on shelf {} of the store room. The colour of box {n} is {}, and it holds {} spare fuses for the kitchen.\n\n",
@@ -371,7 +371,7 @@ async fn an_embedding_model_named_in_settings_finds_passages_beside_the_words() 
         .collect();
     let (status, v) = attach(&t, &conv, "boxes.md", boxes.into_bytes()).await;
     assert_eq!(status, 201, "{v}");
-    assert_eq!(v["document"]["passages"], 60, "{v}");
+    assert_eq!(v["document"]["passages"], 30, "{v}");
     let (start, _) = turn(&t, &conv, "What is the colour of box 17?").await;
     let sources = &start["sources"];
     assert_eq!(sources["path"], "passages", "{start}");

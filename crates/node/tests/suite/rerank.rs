@@ -267,7 +267,11 @@ async fn a_reranker_loaded_on_a_peer_scores_for_a_node_without_it() {
         json!({"model": "reranker", "query": "q", "documents": ["x".repeat(1 << 16)]}),
     )
     .await;
-    assert_eq!(status, 503, "{refused}");
+    assert_eq!(status, 400, "{refused}");
+    assert_eq!(
+        refused["error"]["code"], "context_length_exceeded",
+        "{refused}"
+    );
     assert!(
         refused["error"]["message"]
             .as_str()

@@ -32,4 +32,8 @@ pub struct HearthRerankResult {
     pub prompt_tokens: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What kind of refusal `error` is, as a rerank door words it: `context_length_exceeded`,
+    /// `invalid_input`, `model_not_supported`, `busy` or `unavailable`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
 }
