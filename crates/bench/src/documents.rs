@@ -1,7 +1,10 @@
 //! Documents in the chat: a 300-page PDF manual (written by reportlab through
 //! `tests/fixtures/make_documents.py`) attached to a conversation of the real default model,
 //! read in the node's child process and indexed (words only); then a turn asking about one of
-//! its pages, whose retrieval the node times and keeps with the answer's sources.
+//! its pages, whose retrieval the node times and keeps with the answer's sources; then, with
+//! the model named as the documents' embedding model after the manual is attached, the first
+//! turn, which embeds the passages it needs (256 of the 300; a smoke run's 32 of a short
+//! document) before it retrieves.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -25,6 +28,73 @@ async fn send(r: reqwest::RequestBuilder) -> Result<Value> {
         bail!("{status}: {v}");
     }
     Ok(v)
+}
+
+/// Passages embedded per second by the first turn after the model is named as the documents'
+/// embedding model (the document attached before, so none were embedded in the background).
+async fn embedding_turn(
+    http: &reqwest::Client,
+    base: &str,
+    name: &str,
+    file: &[u8],
+) -> Result<f64> {
+    /// The passages a turn embeds at most (the node's `vectors::PER_TURN`).
+    const PER_TURN: u64 = 256;
+    let conv = send(
+        http.post(format!("{base}/api/conversations"))
+            .json(&json!({"title": "bench"})),
+    )
+    .await?["id"]
+        .as_str()
+        .context("no conversation id")?
+        .to_owned();
+    send(
+        http.patch(format!("{base}/api/conversations/{conv}"))
+            .json(&json!({"settings": {"max_tokens": 1}})),
+    )
+    .await?;
+    let added = send(
+        http.post(format!("{base}/api/conversations/{conv}/documents"))
+            .query(&[("name", name)])
+            .body(file.to_vec()),
+    )
+    .await?;
+    let passages = added["document"]["passages"]
+        .as_u64()
+        .context("no passage count")?
+        .min(PER_TURN);
+    let model = send(http.get(format!("{base}/api/status"))).await?["model"]["id"]
+        .as_str()
+        .context("no model id")?
+        .to_owned();
+    send(
+        http.patch(format!("{base}/api/node"))
+            .json(&json!({"documents_embedding_model": model})),
+    )
+    .await?;
+    let r = http
+        .post(format!("{base}/api/conversations/{conv}/chat"))
+        .json(&json!({"content": "What is the code word of page 40?"}))
+        .send()
+        .await?
+        .error_for_status()?;
+    let mut sources = Value::Null;
+    crate::client::each_sse_object(r, |v| {
+        if v["type"] == "start" {
+            sources = v["message"]["sources"].clone();
+        }
+    })
+    .await?;
+    send(
+        http.patch(format!("{base}/api/node"))
+            .json(&json!({"documents_embedding_model": null})),
+    )
+    .await?;
+    if sources["embedder"].as_str() != Some(model.as_str()) {
+        bail!("the turn did not use the embedding model: {sources}");
+    }
+    let ms = sources["ms"].as_f64().context("no retrieval time")?;
+    Ok(passages as f64 / (ms / 1000.0))
 }
 
 /// The rows; none (and a line saying why) when the Python venv is not set up (`make bench`
@@ -51,7 +121,17 @@ pub(crate) async fn figures(
         bail!("make_documents.py failed");
     }
     let manual = std::fs::read(dir.path().join("manual.pdf"))?;
-    let node = NodeProc::start(node_bin, model, &["--threads".into(), threads.to_string()])?;
+    // A 2,048-token context, as a small machine's chat has: neither document goes whole.
+    let node = NodeProc::start(
+        node_bin,
+        model,
+        &[
+            "--threads".into(),
+            threads.to_string(),
+            "--ctx".into(),
+            "2048".into(),
+        ],
+    )?;
     let base = node.base();
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(300))
@@ -100,7 +180,24 @@ pub(crate) async fn figures(
         }
         retrieval_ms.push(sources["ms"].as_f64().context("no retrieval time")?);
     }
+    // A smoke run embeds a shorter document's 32 passages (too long to go whole), not 256 of
+    // the manual's.
+    let words = "the kettle sits by the stove and boils water for tea ".repeat(12);
+    let short: String = (1..=32)
+        .map(|n| format!("# Part {n}\n\nPart {n} of the notes: {words}\n\n"))
+        .collect();
+    let (name, file) = if quick {
+        ("notes.md", short.into_bytes())
+    } else {
+        ("manual.pdf", manual.clone())
+    };
+    let embedded = embedding_turn(&http, &base, name, &file).await?;
     Ok(vec![
+        Figure::new(
+            "documents: passages embedded per second in a turn (the chat's model)",
+            "passages/s",
+            vec![embedded],
+        ),
         Figure::new(
             "documents: read and index a 300-page PDF (words)",
             "ms",

@@ -92,6 +92,7 @@ fn a_quick_benchmark_run_reports_every_figure() {
         "tool loop, 5 steps: the node's own time per step",
         "documents: read and index a 300-page PDF (words)",
         "documents: a turn's retrieval over it",
+        "documents: passages embedded per second in a turn (the chat's model)",
     ] {
         let f = get(name);
         let m = f["median"].as_f64().unwrap();
