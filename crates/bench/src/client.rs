@@ -2,12 +2,51 @@
 //! over a WebSocket, recording when each token message arrived, and counting-only variants
 //! for the door-capacity runs.
 
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
+
+/// The repository's root, where its fixtures and its Python venv are.
+pub(crate) fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A request's JSON answer; its status and answer as the error when it did not succeed.
+pub(crate) async fn json_ok(r: reqwest::RequestBuilder) -> Result<Value> {
+    let r = r.send().await?;
+    let status = r.status();
+    let v: Value = r.json().await?;
+    if !status.is_success() {
+        bail!("{status}: {v}");
+    }
+    Ok(v)
+}
+
+/// A conversation made through the UI's API with these `settings`: its id.
+pub(crate) async fn new_conversation(
+    http: &reqwest::Client,
+    base: &str,
+    settings: Value,
+) -> Result<String> {
+    let conv = json_ok(
+        http.post(format!("{base}/api/conversations"))
+            .json(&json!({"title": "bench"})),
+    )
+    .await?["id"]
+        .as_str()
+        .context("no conversation id")?
+        .to_owned();
+    json_ok(
+        http.patch(format!("{base}/api/conversations/{conv}"))
+            .json(&json!({ "settings": settings })),
+    )
+    .await?;
+    Ok(conv)
+}
 
 /// What the decode figures ask every stream to write.
 pub(crate) const PROMPT: &str = "Write a short story about a robot learning to paint.";

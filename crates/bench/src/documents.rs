@@ -6,28 +6,55 @@
 //! turn, which embeds the passages it needs (256 of the 300; a smoke run's 32 of a short
 //! document) before it retrieves.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
+use crate::client::{json_ok, new_conversation, repo_root};
 use crate::node::NodeProc;
 use crate::report::Figure;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+/// The sources the first answer of a turn asking `question` was given.
+async fn sources_of(
+    http: &reqwest::Client,
+    base: &str,
+    conv: &str,
+    question: &str,
+) -> Result<Value> {
+    let r = http
+        .post(format!("{base}/api/conversations/{conv}/chat"))
+        .json(&json!({ "content": question }))
+        .send()
+        .await?
+        .error_for_status()?;
+    let mut sources = Value::Null;
+    crate::client::each_sse_object(r, |v| {
+        if v["type"] == "start" {
+            sources = v["message"]["sources"].clone();
+        }
+    })
+    .await?;
+    Ok(sources)
 }
 
-async fn send(r: reqwest::RequestBuilder) -> Result<Value> {
-    let r = r.send().await?;
-    let status = r.status();
-    let v: Value = r.json().await?;
-    if !status.is_success() {
-        bail!("{status}: {v}");
-    }
-    Ok(v)
+/// Attach `file` (as `name`) to the conversation: the document kept.
+async fn attach(
+    http: &reqwest::Client,
+    base: &str,
+    conv: &str,
+    name: &str,
+    file: &[u8],
+) -> Result<Value> {
+    Ok(json_ok(
+        http.post(format!("{base}/api/conversations/{conv}/documents"))
+            .query(&[("name", name)])
+            .body(file.to_vec()),
+    )
+    .await?["document"]
+        .clone())
 }
 
 /// Passages embedded per second by the first turn after the model is named as the documents'
@@ -40,52 +67,23 @@ async fn embedding_turn(
 ) -> Result<f64> {
     /// The passages a turn embeds at most (the node's `vectors::PER_TURN`).
     const PER_TURN: u64 = 256;
-    let conv = send(
-        http.post(format!("{base}/api/conversations"))
-            .json(&json!({"title": "bench"})),
-    )
-    .await?["id"]
-        .as_str()
-        .context("no conversation id")?
-        .to_owned();
-    send(
-        http.patch(format!("{base}/api/conversations/{conv}"))
-            .json(&json!({"settings": {"max_tokens": 1}})),
-    )
-    .await?;
-    let added = send(
-        http.post(format!("{base}/api/conversations/{conv}/documents"))
-            .query(&[("name", name)])
-            .body(file.to_vec()),
-    )
-    .await?;
-    let passages = added["document"]["passages"]
+    let conv = new_conversation(http, base, json!({"max_tokens": 1})).await?;
+    let added = attach(http, base, &conv, name, file).await?;
+    let passages = added["passages"]
         .as_u64()
         .context("no passage count")?
         .min(PER_TURN);
-    let model = send(http.get(format!("{base}/api/status"))).await?["model"]["id"]
+    let model = json_ok(http.get(format!("{base}/api/status"))).await?["model"]["id"]
         .as_str()
         .context("no model id")?
         .to_owned();
-    send(
+    json_ok(
         http.patch(format!("{base}/api/node"))
             .json(&json!({"documents_embedding_model": model})),
     )
     .await?;
-    let r = http
-        .post(format!("{base}/api/conversations/{conv}/chat"))
-        .json(&json!({"content": "What is the code word of page 40?"}))
-        .send()
-        .await?
-        .error_for_status()?;
-    let mut sources = Value::Null;
-    crate::client::each_sse_object(r, |v| {
-        if v["type"] == "start" {
-            sources = v["message"]["sources"].clone();
-        }
-    })
-    .await?;
-    send(
+    let sources = sources_of(http, base, &conv, "What is the code word of page 40?").await?;
+    json_ok(
         http.patch(format!("{base}/api/node"))
             .json(&json!({"documents_embedding_model": null})),
     )
@@ -97,22 +95,20 @@ async fn embedding_turn(
     Ok(passages as f64 / (ms / 1000.0))
 }
 
-/// The rows; none (and a line saying why) when the Python venv is not set up (`make bench`
-/// runs setup, which makes it).
+/// The rows (`make bench` runs setup, which makes the Python venv the fixtures need).
 pub(crate) async fn figures(
     model: &Path,
     node_bin: &Path,
     threads: i32,
     quick: bool,
 ) -> Result<Vec<Figure>> {
-    let python = repo().join(".venv/bin/python");
+    let python = repo_root().join(".venv/bin/python");
     if !python.exists() {
-        eprintln!("the Python venv is not set up (scripts/setup.sh): no document rows");
-        return Ok(Vec::new());
+        bail!("the Python venv is not set up: run scripts/setup.sh (make bench runs it)");
     }
     let dir = tempfile::tempdir()?;
     let status = Command::new(python)
-        .arg(repo().join("tests/fixtures/make_documents.py"))
+        .arg(repo_root().join("tests/fixtures/make_documents.py"))
         .arg("--out")
         .arg(dir.path())
         .status()
@@ -138,43 +134,14 @@ pub(crate) async fn figures(
         .build()?;
     let (mut read_ms, mut retrieval_ms) = (Vec::new(), Vec::new());
     for _ in 0..if quick { 1 } else { 5 } {
-        let conv = send(
-            http.post(format!("{base}/api/conversations"))
-                .json(&json!({"title": "bench"})),
-        )
-        .await?["id"]
-            .as_str()
-            .context("no conversation id")?
-            .to_owned();
-        send(
-            http.patch(format!("{base}/api/conversations/{conv}"))
-                .json(&json!({"settings": {"max_tokens": 1}})),
-        )
-        .await?;
+        let conv = new_conversation(&http, &base, json!({"max_tokens": 1})).await?;
         let sent = Instant::now();
-        let added = send(
-            http.post(format!("{base}/api/conversations/{conv}/documents"))
-                .query(&[("name", "manual.pdf")])
-                .body(manual.clone()),
-        )
-        .await?;
+        let added = attach(&http, &base, &conv, "manual.pdf", &manual).await?;
         read_ms.push(sent.elapsed().as_secs_f64() * 1000.0);
-        if added["document"]["pages"] != 300 {
+        if added["pages"] != 300 {
             bail!("the manual was read as {added}");
         }
-        let r = http
-            .post(format!("{base}/api/conversations/{conv}/chat"))
-            .json(&json!({"content": "What is the code word of page 40?"}))
-            .send()
-            .await?
-            .error_for_status()?;
-        let mut sources = Value::Null;
-        crate::client::each_sse_object(r, |v| {
-            if v["type"] == "start" {
-                sources = v["message"]["sources"].clone();
-            }
-        })
-        .await?;
+        let sources = sources_of(&http, &base, &conv, "What is the code word of page 40?").await?;
         if sources["path"] != "passages" {
             bail!("the turn was not given passages: {sources}");
         }

@@ -12,19 +12,16 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
+use crate::client::{json_ok, new_conversation, repo_root};
 use crate::node::NodeProc;
 use crate::report::Figure;
 
 /// Answers with a call in one loop (the step limit): the 5-step loop.
 const STEPS: usize = 5;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 /// The server-everything launcher `scripts/mcp-servers.sh` installed, when it did.
 fn everything() -> Option<PathBuf> {
-    let out = Command::new(repo().join("scripts/mcp-servers.sh"))
+    let out = Command::new(repo_root().join("scripts/mcp-servers.sh"))
         .arg("--dir")
         .output()
         .ok()?;
@@ -36,8 +33,8 @@ fn everything() -> Option<PathBuf> {
 /// The default model's weights under the tools template, written into `dir`.
 fn tools_model(model: &Path, dir: &Path) -> Result<PathBuf> {
     let out = dir.join("SmolLM2-tools.gguf");
-    let status = Command::new(repo().join(".venv/bin/python"))
-        .arg(repo().join("tests/tools_model.py"))
+    let status = Command::new(repo_root().join(".venv/bin/python"))
+        .arg(repo_root().join("tests/tools_model.py"))
         .arg(model)
         .arg(&out)
         .stderr(std::process::Stdio::null())
@@ -47,16 +44,6 @@ fn tools_model(model: &Path, dir: &Path) -> Result<PathBuf> {
         bail!("tests/tools_model.py failed");
     }
     Ok(out)
-}
-
-async fn send(r: reqwest::RequestBuilder) -> Result<Value> {
-    let r = r.send().await?;
-    let status = r.status();
-    let v: Value = r.json().await?;
-    if !status.is_success() {
-        bail!("{status}: {v}");
-    }
-    Ok(v)
 }
 
 /// The events of a chat stream, to its end.
@@ -83,18 +70,11 @@ struct Loop {
 }
 
 async fn one_loop(http: &reqwest::Client, base: &str) -> Result<Loop> {
-    let conv = send(
-        http.post(format!("{base}/api/conversations"))
-            .json(&json!({"title": "bench"})),
+    let conv = new_conversation(
+        http,
+        base,
+        json!({"tool_choice": "required", "tool_steps": STEPS, "temperature": 0}),
     )
-    .await?["id"]
-        .as_str()
-        .context("no conversation id")?
-        .to_owned();
-    send(http.patch(format!("{base}/api/conversations/{conv}")).json(
-        &json!({"settings": {"tool_choice": "required", "tool_steps": STEPS,
-                "temperature": 0}}),
-    ))
     .await?;
     let first = events(
         http,
@@ -120,7 +100,7 @@ async fn one_loop(http: &reqwest::Client, base: &str) -> Result<Loop> {
     if !rest.iter().any(|e| e["type"] == "notice") {
         bail!("the loop did not reach its step limit: {rest:?}");
     }
-    let stored = send(http.get(format!("{base}/api/conversations/{conv}"))).await?;
+    let stored = json_ok(http.get(format!("{base}/api/conversations/{conv}"))).await?;
     let answers: Vec<&Value> = stored["messages"]
         .as_array()
         .context("no messages")?
@@ -167,7 +147,7 @@ pub(crate) async fn figures(
     threads: i32,
     quick: bool,
 ) -> Result<Vec<Figure>> {
-    if !repo().join(".venv/bin/python").exists() {
+    if !repo_root().join(".venv/bin/python").exists() {
         eprintln!("the Python venv is not set up (scripts/setup.sh): no tool-loop rows");
         return Ok(Vec::new());
     }
@@ -182,14 +162,14 @@ pub(crate) async fn figures(
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(300))
         .build()?;
-    send(
+    json_ok(
         http.post(format!("{base}/api/mcp/servers"))
             .json(&json!({"name": "everything", "transport": {"type": "stdio",
                 "command": server.to_string_lossy()}})),
     )
     .await?;
     // Only `echo` is offered: every other tool of the server is switched off.
-    let tools = send(http.get(format!("{base}/api/mcp/servers/everything/tools"))).await?;
+    let tools = json_ok(http.get(format!("{base}/api/mcp/servers/everything/tools"))).await?;
     let others: Vec<&str> = tools["tools"]
         .as_array()
         .context("no tools listed")?
@@ -198,9 +178,9 @@ pub(crate) async fn figures(
         .filter(|n| *n != "echo")
         .collect();
     let mut spec =
-        send(http.get(format!("{base}/api/mcp/servers"))).await?["servers"][0]["spec"].clone();
+        json_ok(http.get(format!("{base}/api/mcp/servers"))).await?["servers"][0]["spec"].clone();
     spec["disabled_tools"] = json!(others);
-    send(
+    json_ok(
         http.put(format!("{base}/api/mcp/servers/everything"))
             .json(&spec),
     )

@@ -115,7 +115,7 @@ impl Reader {
                 })
             }
         };
-        let out = out.map_err(|e| crashed(e.to_string()))?;
+        let out = out.map_err(|e| ReadError::Crashed(e.to_string()))?;
         // Up to the text limit of JSON: parsed off the async threads.
         let parsed = tokio::task::spawn_blocking(move || {
             serde_json::from_slice::<Result<Document, ReadError>>(&out).ok()
@@ -124,7 +124,7 @@ impl Reader {
         .map_err(|e| ReadError::Reader(e.to_string()))?;
         match parsed {
             Some(answer) => answer,
-            None => Err(crashed(match status {
+            None => Err(ReadError::Crashed(match status {
                 Ok(status) => ended(status),
                 Err(e) => e.to_string(),
             })),
@@ -139,10 +139,6 @@ struct Job {
     limits: Limits,
     memory: u64,
     cpu_secs: u64,
-}
-
-fn crashed(why: String) -> ReadError {
-    ReadError::Crashed(why)
 }
 
 /// How a child ended, in words.

@@ -14,6 +14,18 @@ pub enum Kind {
     Docx,
 }
 
+impl Kind {
+    /// Its name, as it is serialized.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Text => "text",
+            Self::Markdown => "markdown",
+            Self::Pdf => "pdf",
+            Self::Docx => "docx",
+        }
+    }
+}
+
 /// One page of a PDF, or the whole of any other document.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Page {
@@ -60,6 +72,18 @@ impl Default for Limits {
             pages: 2000,
             text_bytes: 20 << 20,
             depth: 256,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kinds_name_is_how_it_is_serialized() {
+        for kind in [Kind::Text, Kind::Markdown, Kind::Pdf, Kind::Docx] {
+            assert_eq!(serde_json::to_value(kind).unwrap(), kind.as_str());
         }
     }
 }

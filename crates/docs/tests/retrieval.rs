@@ -18,7 +18,7 @@ async fn keep(store: &Store, conversation: &str, name: &str) -> usize {
     let new = NewDocument {
         conversation_id: conversation.to_owned(),
         name: name.to_owned(),
-        kind: format!("{:?}", doc.kind).to_lowercase(),
+        kind: doc.kind.as_str().to_owned(),
         digest: format!("{name}-{}", bytes.len()),
         bytes: bytes.len() as u64,
         pages: Some(doc.pages.len() as u32),

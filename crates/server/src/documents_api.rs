@@ -63,14 +63,7 @@ pub(crate) async fn add(
             "{name}: the file is empty"
         )));
     }
-    if state
-        .store
-        .conversation(conversation_id.clone())
-        .await?
-        .is_none()
-    {
-        return Err(ApiFailure::not_found("conversation"));
-    }
+    known(&state, &conversation_id).await?;
     let kept = state.store.documents(conversation_id.clone()).await?;
     let hashed = bytes.clone();
     let digest = tokio::task::spawn_blocking(move || hex::encode(sha2::Sha256::digest(&hashed)))
@@ -90,7 +83,7 @@ pub(crate) async fn add(
         .read(&name, &bytes)
         .await
         .map_err(|e| refused(&name, e))?;
-    let kind = kind_name(doc.kind);
+    let kind = doc.kind.as_str();
     let pages = (doc.kind == Kind::Pdf).then(|| u32::try_from(doc.pages.len()).unwrap_or(u32::MAX));
     let passages = tokio::task::spawn_blocking(move || hearth_docs::passages(&doc, PASSAGE_WORDS))
         .await
@@ -153,14 +146,7 @@ pub(crate) async fn list(
     State(state): State<Arc<AppState>>,
     Path(conversation_id): Path<String>,
 ) -> Result<Response, ApiFailure> {
-    if state
-        .store
-        .conversation(conversation_id.clone())
-        .await?
-        .is_none()
-    {
-        return Err(ApiFailure::not_found("conversation"));
-    }
+    known(&state, &conversation_id).await?;
     let documents = state.store.documents(conversation_id).await?;
     Ok(Json(json!({"documents": documents})).into_response())
 }
@@ -179,6 +165,14 @@ pub(crate) async fn remove(
         Ok(StatusCode::NO_CONTENT.into_response())
     } else {
         Err(ApiFailure::not_found("document in this conversation"))
+    }
+}
+
+/// A 404 unless the conversation exists.
+async fn known(state: &AppState, conversation_id: &str) -> Result<(), ApiFailure> {
+    match state.store.conversation(conversation_id.to_owned()).await? {
+        Some(_) => Ok(()),
+        None => Err(ApiFailure::not_found("conversation")),
     }
 }
 
@@ -221,15 +215,6 @@ fn file_name(name: &str) -> Result<String, ApiFailure> {
         )));
     }
     Ok(clean.to_owned())
-}
-
-fn kind_name(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Text => "text",
-        Kind::Markdown => "markdown",
-        Kind::Pdf => "pdf",
-        Kind::Docx => "docx",
-    }
 }
 
 /// Why a file was refused, with its status and code.

@@ -302,6 +302,28 @@ impl Store {
     }
 }
 
+/// A text document of `texts` (one passage each, page 1), 10 bytes, to keep in tests.
+#[cfg(test)]
+pub(crate) fn test_document(conversation_id: &str, digest: &str, texts: &[&str]) -> NewDocument {
+    NewDocument {
+        conversation_id: conversation_id.to_owned(),
+        name: format!("{digest}.txt"),
+        kind: "text".into(),
+        digest: digest.to_owned(),
+        bytes: 10,
+        pages: None,
+        passages: texts
+            .iter()
+            .map(|t| NewPassage {
+                page: Some(1),
+                heading: None,
+                text: (*t).to_owned(),
+            })
+            .collect(),
+        within: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -329,22 +351,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let conv = store.create_conversation("c".into()).await.unwrap().id;
-        let passage = |t: &str| NewPassage {
-            page: Some(1),
-            heading: None,
-            text: t.into(),
-        };
         store
-            .add_document(NewDocument {
-                conversation_id: conv.clone(),
-                name: "a.txt".into(),
-                kind: "text".into(),
-                digest: "d1".into(),
-                bytes: 10,
-                pages: None,
-                passages: vec![passage("kettle lid"), passage("bread dough")],
-                within: None,
-            })
+            .add_document(test_document(&conv, "d1", &["kettle lid", "bread dough"]))
             .await
             .unwrap();
         let hits = store
@@ -355,14 +363,8 @@ mod tests {
         assert_eq!(store.document_text_bytes(conv.clone()).await.unwrap(), 21);
         // A second document past what the conversation may keep is not added.
         let second = NewDocument {
-            conversation_id: conv.clone(),
-            name: "b.txt".into(),
-            kind: "text".into(),
-            digest: "d2".into(),
-            bytes: 10,
-            pages: None,
-            passages: vec![passage("soup")],
             within: Some((1, u64::MAX)),
+            ..test_document(&conv, "d2", &["soup"])
         };
         assert_eq!(
             store.add_document(second.clone()).await.unwrap(),

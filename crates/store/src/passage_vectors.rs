@@ -107,29 +107,15 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::documents::{NewDocument, NewPassage};
+    use crate::documents::test_document;
 
     #[tokio::test]
     async fn vectors_are_kept_per_model_and_go_with_their_passage() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let conv = store.create_conversation("c".into()).await.unwrap().id;
-        let passage = |t: &str| NewPassage {
-            page: None,
-            heading: None,
-            text: t.into(),
-        };
         store
-            .add_document(NewDocument {
-                conversation_id: conv.clone(),
-                name: "a.txt".into(),
-                kind: "text".into(),
-                digest: "d".into(),
-                bytes: 1,
-                pages: None,
-                passages: vec![passage("one"), passage("two")],
-                within: None,
-            })
+            .add_document(test_document(&conv, "d", &["one", "two"]))
             .await
             .unwrap();
         let missing = store

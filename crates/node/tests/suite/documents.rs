@@ -130,7 +130,8 @@ async fn documents_are_kept_once_answer_and_a_bad_one_is_refused_in_words_while_
     assert_eq!(status, 404);
     // The manual's page 40, asked about: the best passage is written next to the question,
     // where even the default 135M model reads it, and its answer is that page's word.
-    settings(&t, &conv, json!({"temperature": 0, "max_tokens": 24})).await;
+    t.patch_settings(&conv, json!({"temperature": 0, "max_tokens": 24}))
+        .await;
     let (start, done) = turn(&t, &conv, "What is the code word of page 40?").await;
     let answer = done["message"]["content"].as_str().unwrap();
     assert!(answer.contains("amber-ember-40"), "{answer}");
@@ -201,16 +202,6 @@ async fn the_reader_is_held_to_its_time_and_memory_and_a_crash_is_told() {
     assert!(matches!(e, hearth_docs::ReadError::Crashed(_)), "{e}");
 }
 
-pub(crate) async fn settings(t: &TestNode, conv: &str, settings: Value) {
-    let r = common::client()
-        .patch(t.url(&format!("/api/conversations/{conv}")))
-        .json(&json!({ "settings": settings }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
-}
-
 /// A turn's answer as it started: its message (with its sources), and its stats once done.
 pub(crate) async fn turn(t: &TestNode, conv: &str, question: &str) -> (Value, Value) {
     let events = events(
@@ -238,13 +229,13 @@ async fn a_turn_is_given_documents_whole_or_the_passages_that_answer_and_keeps_t
     let question = "What is the secret word of the kettle?";
     // The same question without documents: the prompt the documents are added to.
     let bare = t.new_conversation("bare").await;
-    settings(&t, &bare, quiet.clone()).await;
+    t.patch_settings(&bare, quiet.clone()).await;
     let (start, done) = turn(&t, &bare, question).await;
     assert!(start["sources"].is_null(), "{start}");
     let bare_tokens = prompt_tokens(&done);
 
     let conv = t.new_conversation("docs").await;
-    settings(&t, &conv, quiet).await;
+    t.patch_settings(&conv, quiet).await;
     let notes = "# Kitchen\n\nThe secret word of the kettle is heron-amber. The kettle sits on the left of the stove.\n";
     let (status, v) = attach(&t, &conv, "kitchen.md", notes.as_bytes().to_vec()).await;
     assert_eq!(status, 201, "{v}");
@@ -307,11 +298,11 @@ async fn through_a_peer_the_document_is_read_here_and_goes_in_the_prompt_only() 
     let quiet = json!({"temperature": 0, "max_tokens": 4});
     let question = "What is the secret word of the kettle?";
     let bare = b.new_conversation("bare").await;
-    settings(&b, &bare, quiet.clone()).await;
+    b.patch_settings(&bare, quiet.clone()).await;
     let (_, done) = turn(&b, &bare, question).await;
     let bare_tokens = prompt_tokens(&done);
     let conv = b.new_conversation("docs").await;
-    settings(&b, &conv, quiet).await;
+    b.patch_settings(&conv, quiet).await;
     let notes = "The secret word of the kettle is heron-amber.\n";
     let (status, v) = attach(&b, &conv, "kitchen.txt", notes.as_bytes().to_vec()).await;
     assert_eq!(status, 201, "{v}");
@@ -356,7 +347,8 @@ async fn an_embedding_model_named_in_settings_finds_passages_beside_the_words() 
         "{node}"
     );
     let conv = t.new_conversation("docs").await;
-    settings(&t, &conv, json!({"temperature": 0, "max_tokens": 2})).await;
+    t.patch_settings(&conv, json!({"temperature": 0, "max_tokens": 2}))
+        .await;
     // Thirty boxes, a heading each: more than a 1,024-token context, thirty passages.
     let colours = ["red", "green", "blue", "amber", "violet", "white"];
     let boxes: String = (1..=30)

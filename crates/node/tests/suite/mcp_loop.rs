@@ -9,16 +9,6 @@ use crate::mcp::{add_server, call, events, messages, of_type, py_server};
 use common::TestNode;
 use serde_json::{json, Value};
 
-async fn patch_settings(t: &TestNode, conv: &str, settings: Value) {
-    let r = common::client()
-        .patch(t.url(&format!("/api/conversations/{conv}")))
-        .json(&json!({ "settings": settings }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
-}
-
 /// The first call's id in a chat's events, waiting for consent.
 fn pending_id(events: &[Value]) -> String {
     let calls = of_type(events, "tool_call");
@@ -55,8 +45,7 @@ async fn the_real_model_calls_a_tool_step_after_step_prefilling_only_what_is_new
         .await
         .unwrap();
     assert_eq!(r.status(), 400, "an unknown tool choice is refused");
-    patch_settings(
-        &t,
+    t.patch_settings(
         &conv,
         json!({"tool_choice": "required", "tool_steps": 3, "temperature": 0}),
     )
@@ -128,8 +117,7 @@ async fn the_real_model_calls_a_tool_step_after_step_prefilling_only_what_is_new
 
     // `first`: the first answer is made a call; the next reads its result and may answer.
     let conv = t.new_conversation("first").await;
-    patch_settings(
-        &t,
+    t.patch_settings(
         &conv,
         json!({"tool_choice": "first", "tool_steps": 3, "temperature": 0}),
     )

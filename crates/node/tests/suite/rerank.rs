@@ -180,7 +180,7 @@ async fn a_loaded_reranker_orders_the_passages_a_chat_turn_is_given() {
     .await;
     assert_eq!(status, 200, "{v}");
     let conv = t.new_conversation("docs").await;
-    crate::documents::settings(&t, &conv, json!({"max_tokens": 2})).await;
+    t.patch_settings(&conv, json!({"max_tokens": 2})).await;
     let (status, v) =
         crate::documents::attach(&t, &conv, "manual.pdf", crate::documents::doc("manual.pdf"))
             .await;

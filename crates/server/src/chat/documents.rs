@@ -17,7 +17,7 @@ use hearth_store::Message;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::fit::answer_room;
+use super::fit::{answer_room, MAX_BYTES_PER_TOKEN};
 use crate::api::ApiFailure;
 use crate::state::AppState;
 
@@ -53,8 +53,8 @@ struct Sources {
     /// The conversation's documents, all of them.
     documents: usize,
     items: Vec<Source>,
-    /// Milliseconds the turn spent choosing them (reading the index, counting tokens).
-    ms: f64,
+    // Added by `stamped`: `ms`, the time the turn spent choosing them (reading the index,
+    // counting tokens), and the `embedder` and `reranker` that took part.
 }
 
 #[derive(Debug, Serialize)]
@@ -131,13 +131,13 @@ pub(super) async fn given(
             .saturating_sub(FRAME_TOKENS)
     })
     .await?;
-    // Whole, when they can fit: a token is at least a byte, so more bytes than 16 a token
+    // Whole, when they can fit: more bytes than `MAX_BYTES_PER_TOKEN` a token
     // never do, and their text is not even read.
     let text_bytes = state
         .store
         .document_text_bytes(conversation_id.to_owned())
         .await?;
-    if text_bytes <= budget.saturating_mul(16) as u64 {
+    if text_bytes <= budget.saturating_mul(MAX_BYTES_PER_TOKEN) as u64 {
         let mut texts = Vec::with_capacity(documents.len());
         for d in &documents {
             let passages = state.store.document_passages(d.id.clone()).await?;
@@ -336,7 +336,6 @@ fn sources(path: &'static str, documents: usize, items: Vec<Source>) -> Value {
         path,
         documents,
         items,
-        ms: 0.0,
     })
     .unwrap_or(Value::Null)
 }

@@ -12,7 +12,7 @@ use hearth_engine::{Chat, ModelInfo};
 /// Bytes a token of text takes at the most, as far as cutting goes: a result longer than this
 /// many times the budget cannot fit, and no prompt holding it is tokenized (which takes about
 /// a second a megabyte).
-const MAX_BYTES_PER_TOKEN: usize = 16;
+pub(super) const MAX_BYTES_PER_TOKEN: usize = 16;
 
 /// Below this a result is never cut (its note would be about as long).
 const FLOOR: usize = 300;

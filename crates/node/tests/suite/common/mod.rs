@@ -281,6 +281,17 @@ impl TestNode {
             .to_owned()
     }
 
+    /// Change a conversation's settings through `/api`; panics unless 200.
+    pub async fn patch_settings(&self, conv: &str, settings: Value) {
+        let r = client()
+            .patch(self.url(&format!("/api/conversations/{conv}")))
+            .json(&json!({ "settings": settings }))
+            .send()
+            .await
+            .expect("request sent");
+        assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    }
+
     /// Wait (10 s at most) until no slot is busy: a slot is freed just after its last event.
     pub async fn wait_idle(&self, what: &str) {
         wait_for(async || self.status().await["active"] == 0, what).await;
