@@ -1,7 +1,10 @@
 //! How a slot picks its tokens ([`Sampler`]): sampler chains from [`SamplingParams`] (in
 //! llama-server's order: grammar, penalties, top-k, top-p, temperature, then a seeded draw;
 //! greedy at temperature 0), or the logits' argmax for a plain greedy request; and
-//! log-probabilities computed from the raw logits, as OpenAI reports them.
+//! log-probabilities computed from the raw logits, as OpenAI reports them. A chain's draw
+//! accepts its token through llama-cpp-2's C++ shim: llama.cpp throws when a lazy grammar,
+//! switched on mid-token, cannot follow what the model wrote, and an exception must not
+//! cross into Rust (it aborts the process).
 
 use std::borrow::Borrow;
 
@@ -9,6 +12,8 @@ use hearth_protocol::SamplingParams;
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::data::LlamaTokenData;
+use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use llama_cpp_2::token::logit_bias::LlamaLogitBias;
 use llama_cpp_2::token::LlamaToken;
 
@@ -24,9 +29,16 @@ pub(crate) enum Sampler {
     /// candidate list of the whole vocabulary built for every token (about a tenth of a
     /// millisecond, which a GPU that decodes a token a millisecond notices).
     Argmax { ban_eog: bool },
-    /// llama.cpp's sampler chain.
-    Chain(LlamaSampler),
+    /// llama.cpp's sampler chain, and the candidates it draws from (the vocabulary's, kept
+    /// between tokens as llama.cpp's own draw keeps them).
+    Chain(LlamaSampler, Vec<LlamaTokenData>),
 }
+
+/// The model wrote what the request's grammar cannot follow (a lazy grammar's trigger came
+/// with text the grammar does not allow, in the same token), or the grammar allowed nothing:
+/// the token the model drew with no grammar applied. The grammar cannot be used again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct OffGrammar(pub(crate) LlamaToken);
 
 impl Sampler {
     /// The token for the logits at batch index `idx`; `eog` lists the model's ends of
@@ -36,12 +48,38 @@ impl Sampler {
         ctx: &LlamaContext<'_>,
         idx: i32,
         eog: &[LlamaToken],
-    ) -> LlamaToken {
+    ) -> Result<LlamaToken, OffGrammar> {
+        self.draw(ctx.get_logits_ith(idx), eog)
+    }
+
+    /// The token for `logits`, accepted by the chain: llama.cpp's `llama_sampler_sample`
+    /// (apply, then accept) with the accept's exception caught.
+    fn draw(&mut self, logits: &[f32], eog: &[LlamaToken]) -> Result<LlamaToken, OffGrammar> {
         match self {
-            Self::Argmax { ban_eog } => {
-                argmax(ctx.get_logits_ith(idx), if *ban_eog { eog } else { &[] })
+            Self::Argmax { ban_eog } => Ok(argmax(logits, if *ban_eog { eog } else { &[] })),
+            Self::Chain(chain, cur) => {
+                cur.clear();
+                cur.extend(
+                    (0..)
+                        .zip(logits)
+                        .map(|(i, &l)| LlamaTokenData::new(LlamaToken::new(i), l, 0.0)),
+                );
+                let mut array = LlamaTokenDataArray::new(std::mem::take(cur), false);
+                array.apply_sampler(chain);
+                let drawn = array.selected_token();
+                *cur = array.data;
+                match drawn {
+                    Some(token) => chain.try_accept(token).map(|()| token).map_err(|_| {
+                        tracing::debug!(
+                            token = token.0,
+                            "the grammar cannot follow the token drawn"
+                        );
+                        OffGrammar(token)
+                    }),
+                    // Nothing the grammar allows could be drawn.
+                    None => Err(OffGrammar(argmax(logits, &[]))),
+                }
             }
-            Self::Chain(chain) => chain.sample(ctx, idx),
         }
     }
 
@@ -51,7 +89,7 @@ impl Sampler {
         &mut self,
         tokens: impl IntoIterator<Item = impl Borrow<LlamaToken>>,
     ) {
-        if let Self::Chain(chain) = self {
+        if let Self::Chain(chain, _) = self {
             chain.accept_many(tokens);
         }
     }
@@ -107,7 +145,36 @@ pub(crate) fn build_sampler(
         chain.push(LlamaSampler::temp(params.temperature));
         chain.push(LlamaSampler::dist(seed));
     }
-    Ok(Sampler::Chain(LlamaSampler::chain_simple(chain)))
+    Ok(Sampler::Chain(
+        LlamaSampler::chain_simple(chain),
+        Vec::with_capacity(n_vocab.max(0) as usize),
+    ))
+}
+
+/// What a slot's sampler becomes when its grammar could not follow the model
+/// ([`OffGrammar`]): `params` without their grammar, having seen `generated` (penalties count
+/// them). The answer goes on as the model writes it; the door reads what it can of it.
+pub(crate) fn without_grammar(
+    model: &LlamaModel,
+    params: &SamplingParams,
+    seed: u32,
+    eog: &[LlamaToken],
+    generated: &[LlamaToken],
+) -> Sampler {
+    let loose = SamplingParams {
+        grammar: None,
+        grammar_triggers: Vec::new(),
+        ..params.clone()
+    };
+    let mut sampler = match build_sampler(model, &loose, seed, eog) {
+        Ok(s) => s,
+        // Only a grammar can be refused, and this has none.
+        Err(_) => Sampler::Argmax {
+            ban_eog: params.ignore_eos,
+        },
+    };
+    sampler.accept_many(generated);
+    sampler
 }
 
 /// Whether `params` take the most likely token with nothing else applied (no grammar, no
@@ -207,6 +274,67 @@ pub(crate) fn logprobs(logits: &[f32], chosen: usize, top_n: usize) -> (f32, Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+    use llama_cpp_2::model::params::LlamaModelParams;
+
+    /// The default model's vocabulary (`HEARTH_TEST_MODEL`, which `make test` sets).
+    fn default_vocabulary() -> LlamaModel {
+        let path = std::env::var("HEARTH_TEST_MODEL")
+            .expect("HEARTH_TEST_MODEL names the default model (make test sets it)");
+        let backend = crate::backend::backend().expect("llama.cpp's backend");
+        let params = LlamaModelParams::default().with_vocab_only(true);
+        LlamaModel::load_from_file(backend, path, &params).expect("the model's vocabulary")
+    }
+
+    #[test]
+    fn a_grammar_that_cannot_follow_the_model_lets_the_answer_go_on_without_it() {
+        // A tool call's lazy grammar: free text until `<tool_call>`, then a newline must follow.
+        let model = default_vocabulary();
+        let params = SamplingParams {
+            temperature: 0.0,
+            grammar: Some(r#"root ::= "<tool_call>\n{}""#.into()),
+            grammar_triggers: vec!["<tool_call>".into()],
+            ..SamplingParams::default()
+        };
+        let mut sampler = build_sampler(&model, &params, 7, &[]).expect("a valid grammar");
+        let vocab = model.vocab();
+        let n = model.n_vocab() as usize;
+        let favour = |t: LlamaToken| {
+            let mut logits = vec![0.0f32; n];
+            logits[t.0 as usize] = 10.0;
+            logits
+        };
+        let opening = vocab.tokenize(b"<tool_call", false, false);
+        for &t in &opening {
+            assert_eq!(
+                sampler.draw(&favour(t), &[]),
+                Ok(t),
+                "free text before the trigger"
+            );
+        }
+        // The trigger completed by a token that brings more than the grammar allows after it
+        // (llama.cpp throws from its accept: this aborted the node).
+        let wrong = (0..n as i32)
+            .map(LlamaToken::new)
+            .find(|&t| {
+                let piece = vocab.token_to_piece(t, false, None);
+                piece.len() == 2 && piece[0] == b'>' && piece[1].is_ascii_punctuation()
+            })
+            .expect("a token of '>' and a sign");
+        assert_eq!(sampler.draw(&favour(wrong), &[]), Err(OffGrammar(wrong)));
+        // The slot goes on with the same parameters but the grammar.
+        let mut generated = opening.clone();
+        generated.push(wrong);
+        let mut loose = without_grammar(&model, &params, 7, &[], &generated);
+        let next = vocab.tokenize(b" x", false, false)[0];
+        assert_eq!(loose.draw(&favour(next), &[]), Ok(next));
+
+        // A grammar that is still followed draws as before.
+        let mut kept = build_sampler(&model, &params, 7, &[]).expect("a valid grammar");
+        let call = vocab.tokenize(b"<tool_call>\n{}", false, false);
+        for &t in &call {
+            assert_eq!(kept.draw(&favour(t), &[]), Ok(t));
+        }
+    }
 
     #[test]
     fn argmax_takes_the_first_largest_but_the_banned() {

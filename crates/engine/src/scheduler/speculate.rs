@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use hearth_protocol::Speculation;
 use llama_cpp_2::token::LlamaToken;
 
-use super::{draft, Scheduler};
+use super::{draft, fresh_seed, Scheduler};
 use crate::engine_loop::Shared;
-use crate::sampling::logprobs;
+use crate::sampling::{logprobs, without_grammar, OffGrammar};
 use crate::speculation::{expected_gain, Acceptance, Drafter, Explore, StepCost, MAX_DRAFT};
 
 /// The acceptance a request is believed to have before any request's guesses were counted.
@@ -315,7 +315,20 @@ impl Scheduler<'_> {
         let (mut held, mut taken, mut missed) = (0, 0, false);
         // Until the request ends, or a token is not the guess.
         while let Some(slot) = self.slots[i].as_mut() {
-            let token = slot.sampler.sample(&self.ctx, idx, &self.eog);
+            let token = match slot.sampler.sample(&self.ctx, idx, &self.eog) {
+                Ok(token) => token,
+                Err(OffGrammar(token)) => {
+                    tracing::warn!(
+                        "the model wrote what its grammar cannot follow; the rest of the answer \
+                         goes on without it"
+                    );
+                    let seed = slot.fixed_seed.unwrap_or_else(fresh_seed);
+                    slot.sampler =
+                        without_grammar(self.model, &slot.params, seed, &self.eog, &slot.generated);
+                    slot.sampler.accept_many([token]);
+                    token
+                }
+            };
             let lp = slot
                 .params
                 .top_logprobs
