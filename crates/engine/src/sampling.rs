@@ -276,10 +276,20 @@ mod tests {
     use super::*;
     use llama_cpp_2::model::params::LlamaModelParams;
 
-    /// The default model's vocabulary (`HEARTH_TEST_MODEL`, which `make test` sets).
+    /// The default model's vocabulary: `HEARTH_TEST_MODEL`, else where `scripts/setup.sh`
+    /// puts it (`make test` fetches it).
     fn default_vocabulary() -> LlamaModel {
-        let path = std::env::var("HEARTH_TEST_MODEL")
-            .expect("HEARTH_TEST_MODEL names the default model (make test sets it)");
+        let path = std::env::var("HEARTH_TEST_MODEL").unwrap_or_else(|_| {
+            let setup = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/setup.sh");
+            let out = std::process::Command::new(setup)
+                .arg("--model-path")
+                .output()
+                .expect("scripts/setup.sh runs");
+            String::from_utf8(out.stdout)
+                .expect("a path")
+                .trim()
+                .to_owned()
+        });
         let backend = crate::backend::backend().expect("llama.cpp's backend");
         let params = LlamaModelParams::default().with_vocab_only(true);
         LlamaModel::load_from_file(backend, path, &params).expect("the model's vocabulary")
