@@ -46,14 +46,18 @@ test:
 	@if grep -rqE '^\s*//[/!].*```' crates/*/src; then \
 	  $(LINTED) $(CARGO) test --workspace --locked --doc; \
 	else echo "doc tests: no doc comment holds a code block"; fi
-	cd ui && npm test --silent
-	HEARTH_NODE_BIN="$(TARGET_DIR)/debug/hearth-node" \
-	HEARTH_TEST_MODEL="$$(./scripts/setup.sh --model-path)" \
-	npm --prefix tests/browser test --silent
-	HEARTH_DESKTOP_BIN="$(TARGET_DIR)/debug/hearth-desktop" \
-	HEARTH_TEST_MODEL="$$(./scripts/setup.sh --model-path)" \
-	tests/desktop/run.sh
-	HEARTH_NODE_BIN="$(TARGET_DIR)/debug/hearth-node" tests/keyring/run.sh
+	@# The browser scenarios (about 75 s, two at a time, the cores three quarters busy), and beside
+	@# them, one after another, the UI's unit tests, the desktop app's and the keyring's (about
+	@# 35 s; each under its own X server and D-Bus session), whose output follows the scenarios'.
+	@model="$$(./scripts/setup.sh --model-path)"; others_log=$$(mktemp); \
+	( set -e; cd ui && npm test --silent; cd ..; \
+	  HEARTH_DESKTOP_BIN="$(TARGET_DIR)/debug/hearth-desktop" HEARTH_TEST_MODEL="$$model" tests/desktop/run.sh; \
+	  HEARTH_NODE_BIN="$(TARGET_DIR)/debug/hearth-node" tests/keyring/run.sh ) >"$$others_log" 2>&1 & others=$$!; \
+	HEARTH_NODE_BIN="$(TARGET_DIR)/debug/hearth-node" HEARTH_TEST_MODEL="$$model" \
+	npm --prefix tests/browser test --silent; browser=$$?; \
+	wait $$others; rest=$$?; \
+	echo "--- the UI's unit tests, the desktop app, the keyring:"; cat "$$others_log"; rm -f "$$others_log"; \
+	[ $$browser = 0 ] && [ $$rest = 0 ] || { echo "browser scenarios: exit $$browser; UI, desktop, keyring: exit $$rest"; exit 1; }
 
 ## clippy runs with the test profile so that it shares the build of llama.cpp (and every other
 ## build script) with `cargo test`: under its own profile llama.cpp would be built twice.
