@@ -20,6 +20,9 @@ import { test } from 'node:test';
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const ARTIFACTS = join(ROOT, 'test-artifacts');
 const APP = process.env.HEARTH_DESKTOP_BIN;
+// The app's own processes: command lines that start with its path (a shell that only names it,
+// as make's recipe for the tests beside it does, is not one).
+const APP_COMMAND = `^${APP.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`;
 const MODEL = process.env.HEARTH_TEST_MODEL;
 const SCRATCH = process.env.HEARTH_DESKTOP_SCRATCH;
 const ELEMENT = 'element-6066-11e4-a52e-4f735466cecf';
@@ -152,7 +155,7 @@ async function launch(t, extraEnv) {
 
   const wd = new WebDriver(wdPort);
   await wd.start(APP);
-  const appPid = Number(await until('the app process', 20_000, () => sh('pgrep', ['-n', '-f', APP]).trim()));
+  const appPid = Number(await until('the app process', 20_000, () => sh('pgrep', ['-n', '-f', APP_COMMAND]).trim()));
   t.after(() => {
     try {
       process.kill(appPid, 'SIGKILL');
@@ -187,7 +190,7 @@ async function assertGone(appPid) {
   });
   const left = (() => {
     try {
-      return sh('pgrep', ['-f', APP]).trim();
+      return sh('pgrep', ['-f', APP_COMMAND]).trim();
     } catch {
       return '';
     }
