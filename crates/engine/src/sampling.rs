@@ -29,14 +29,22 @@ pub(crate) enum Sampler {
     /// candidate list of the whole vocabulary built for every token (about a tenth of a
     /// millisecond, which a GPU that decodes a token a millisecond notices).
     Argmax { ban_eog: bool },
-    /// llama.cpp's sampler chain, and the candidates it draws from (the vocabulary's, kept
-    /// between tokens as llama.cpp's own draw keeps them).
-    Chain(LlamaSampler, Vec<LlamaTokenData>),
+    /// llama.cpp's sampler chain.
+    Chain {
+        chain: LlamaSampler,
+        /// The candidates it draws from (the vocabulary's), kept between tokens as llama.cpp's
+        /// own draw keeps them.
+        cur: Vec<LlamaTokenData>,
+        /// The ends of generation are banned (`ignore_eos`), in the chain and in a fallback.
+        ban_eog: bool,
+    },
 }
 
 /// The model wrote what the request's grammar cannot follow (a lazy grammar's trigger came
-/// with text the grammar does not allow, in the same token), or the grammar allowed nothing:
-/// the token the model drew with no grammar applied. The grammar cannot be used again.
+/// with text the grammar does not allow, in the same token), or the chain allowed nothing (a
+/// finished grammar whose only way on is an end of generation `ignore_eos` bans): the token
+/// the model drew with no grammar applied. The grammar cannot be used again: llama.cpp
+/// asserts, uncatchably, when a grammar left with no way on is applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct OffGrammar(pub(crate) LlamaToken);
 
@@ -57,7 +65,12 @@ impl Sampler {
     fn draw(&mut self, logits: &[f32], eog: &[LlamaToken]) -> Result<LlamaToken, OffGrammar> {
         match self {
             Self::Argmax { ban_eog } => Ok(argmax(logits, if *ban_eog { eog } else { &[] })),
-            Self::Chain(chain, cur) => {
+            Self::Chain {
+                chain,
+                cur,
+                ban_eog,
+            } => {
+                let banned = if *ban_eog { eog } else { &[] };
                 cur.clear();
                 cur.extend(
                     (0..)
@@ -66,31 +79,38 @@ impl Sampler {
                 );
                 let mut array = LlamaTokenDataArray::new(std::mem::take(cur), false);
                 array.apply_sampler(chain);
-                let drawn = array.selected_token();
+                // A draw among candidates all at -inf is no draw: accepting it could end the
+                // answer where `ignore_eos` forbids, or abort in the grammar.
+                let drawn = array
+                    .selected
+                    .map(|i| array.data[i])
+                    .filter(|d| d.logit() > f32::NEG_INFINITY)
+                    .map(|d| d.id());
                 *cur = array.data;
-                match drawn {
-                    Some(token) => chain.try_accept(token).map(|()| token).map_err(|_| {
-                        tracing::debug!(
-                            token = token.0,
-                            "the grammar cannot follow the token drawn"
-                        );
-                        OffGrammar(token)
-                    }),
-                    // Nothing the grammar allows could be drawn.
-                    None => Err(OffGrammar(argmax(logits, &[]))),
-                }
+                let Some(token) = drawn else {
+                    return Err(OffGrammar(argmax(logits, banned)));
+                };
+                chain.try_accept(token).map(|()| token).map_err(|_| {
+                    tracing::debug!(token = token.0, "the grammar cannot follow the token drawn");
+                    OffGrammar(token)
+                })
             }
         }
     }
 
     /// Tokens already generated, which penalties and a grammar must see (the argmax needs
-    /// none).
+    /// none). False when the grammar could not follow them: the sampler must not draw again
+    /// (see [`OffGrammar`]), and [`without_grammar`] takes its place.
+    #[must_use]
     pub(crate) fn accept_many(
         &mut self,
         tokens: impl IntoIterator<Item = impl Borrow<LlamaToken>>,
-    ) {
-        if let Self::Chain(chain, _) = self {
-            chain.accept_many(tokens);
+    ) -> bool {
+        match self {
+            Self::Argmax { .. } => true,
+            Self::Chain { chain, .. } => tokens
+                .into_iter()
+                .all(|t| chain.try_accept(*t.borrow()).is_ok()),
         }
     }
 }
@@ -145,21 +165,23 @@ pub(crate) fn build_sampler(
         chain.push(LlamaSampler::temp(params.temperature));
         chain.push(LlamaSampler::dist(seed));
     }
-    Ok(Sampler::Chain(
-        LlamaSampler::chain_simple(chain),
-        Vec::with_capacity(n_vocab.max(0) as usize),
-    ))
+    Ok(Sampler::Chain {
+        chain: LlamaSampler::chain_simple(chain),
+        cur: Vec::with_capacity(n_vocab.max(0) as usize),
+        ban_eog: params.ignore_eos,
+    })
 }
 
 /// What a slot's sampler becomes when its grammar could not follow the model
-/// ([`OffGrammar`]): `params` without their grammar, having seen `generated` (penalties count
-/// them). The answer goes on as the model writes it; the door reads what it can of it.
+/// ([`OffGrammar`], or [`Sampler::accept_many`] false): `params` without their grammar, having
+/// seen `generated` (penalties count them). The answer goes on as the model writes it; the
+/// door reads what it can of it.
 pub(crate) fn without_grammar(
     model: &LlamaModel,
     params: &SamplingParams,
     seed: u32,
     eog: &[LlamaToken],
-    generated: &[LlamaToken],
+    generated: impl IntoIterator<Item = impl Borrow<LlamaToken>>,
 ) -> Sampler {
     let loose = SamplingParams {
         grammar: None,
@@ -173,7 +195,8 @@ pub(crate) fn without_grammar(
             ban_eog: params.ignore_eos,
         },
     };
-    sampler.accept_many(generated);
+    // With no grammar every token is taken.
+    let _ = sampler.accept_many(generated);
     sampler
 }
 
@@ -344,6 +367,31 @@ mod tests {
         for &t in &call {
             assert_eq!(kept.draw(&favour(t), &[]), Ok(t));
         }
+
+        // The history replayed into a new chain (a `modify` mid-answer) says when its grammar
+        // cannot follow it: drawing from that grammar would abort in llama.cpp.
+        let mut replayed = build_sampler(&model, &params, 7, &[]).expect("a valid grammar");
+        assert!(!replayed.accept_many(&generated));
+        let mut replayed = build_sampler(&model, &params, 7, &[]).expect("a valid grammar");
+        assert!(replayed.accept_many(&call));
+
+        // A finished grammar allows only an end of generation, which `ignore_eos` bans: nothing
+        // is left to draw, and the model's own choice but the end is taken instead.
+        let eog: Vec<LlamaToken> = (0..n as i32)
+            .map(LlamaToken::new)
+            .filter(|&t| vocab.is_eog(t))
+            .collect();
+        let endless = SamplingParams {
+            ignore_eos: true,
+            ..params.clone()
+        };
+        let mut sampler = build_sampler(&model, &endless, 7, &eog).expect("a valid grammar");
+        for &t in &call {
+            assert_eq!(sampler.draw(&favour(t), &eog), Ok(t));
+        }
+        let mut logits = favour(vocab.eos());
+        logits[next.0 as usize] = 5.0;
+        assert_eq!(sampler.draw(&logits, &eog), Err(OffGrammar(next)));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use hearth_protocol::{FinishReason, RequestId, Usage};
 use super::{fresh_seed, Scheduler};
 use crate::commands::{ControlOp, Outbox};
 use crate::events::{Done, Event, FailureKind, Timing, TokenEvent};
-use crate::sampling::build_sampler;
+use crate::sampling::{build_sampler, without_grammar};
 use crate::text::StopScan;
 
 impl Scheduler<'_> {
@@ -40,8 +40,17 @@ impl Scheduler<'_> {
                         Ok(sampler) => slot.sampler = sampler,
                         Err(e) => return self.fail(i, FailureKind::Decode, e.to_string()),
                     }
-                    // Penalties (and a grammar) must see the history they would have seen.
-                    slot.sampler.accept_many(slot.generated.iter());
+                    // Penalties (and a grammar) must see the history they would have seen; a
+                    // grammar that cannot follow it (it broke while drawing) is left out again.
+                    if !slot.sampler.accept_many(slot.generated.iter()) {
+                        slot.sampler = without_grammar(
+                            self.model,
+                            &slot.params,
+                            seed,
+                            &self.eog,
+                            slot.generated.iter(),
+                        );
+                    }
                     if let Some(stops) = patch.stop {
                         match slot.stop.set_stops(stops) {
                             StopScan::Release(text) if !text.is_empty() => {

@@ -323,9 +323,8 @@ impl Scheduler<'_> {
                          goes on without it"
                     );
                     let seed = slot.fixed_seed.unwrap_or_else(fresh_seed);
-                    slot.sampler =
-                        without_grammar(self.model, &slot.params, seed, &self.eog, &slot.generated);
-                    slot.sampler.accept_many([token]);
+                    let seen = slot.generated.iter().chain([&token]);
+                    slot.sampler = without_grammar(self.model, &slot.params, seed, &self.eog, seen);
                     token
                 }
             };
