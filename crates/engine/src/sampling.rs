@@ -123,17 +123,30 @@ pub(crate) fn build_sampler(
     seed: u32,
     eog: &[LlamaToken],
 ) -> Result<Sampler, GrammarError> {
-    if plain_greedy(params) {
-        return Ok(Sampler::Argmax {
+    let grammar = match &params.grammar {
+        Some(g) => Some(grammar::sampler(model, g, &params.grammar_triggers)?),
+        None => None,
+    };
+    Ok(assemble(model, params, grammar, seed, eog))
+}
+
+/// [`build_sampler`]'s sampler around `grammar`, already made (the one part that can fail).
+fn assemble(
+    model: &LlamaModel,
+    params: &SamplingParams,
+    grammar: Option<LlamaSampler>,
+    seed: u32,
+    eog: &[LlamaToken],
+) -> Sampler {
+    if grammar.is_none() && plain_greedy(params) {
+        return Sampler::Argmax {
             ban_eog: params.ignore_eos,
-        });
+        };
     }
     let n_vocab = model.n_vocab();
     let mut chain = Vec::with_capacity(7);
     // First, so every later sampler sees only the tokens the grammar allows.
-    if let Some(g) = &params.grammar {
-        chain.push(grammar::sampler(model, g, &params.grammar_triggers)?);
-    }
+    chain.extend(grammar);
     if params.ignore_eos && !eog.is_empty() {
         let bans: Vec<LlamaLogitBias> = eog
             .iter()
@@ -165,11 +178,11 @@ pub(crate) fn build_sampler(
         chain.push(LlamaSampler::temp(params.temperature));
         chain.push(LlamaSampler::dist(seed));
     }
-    Ok(Sampler::Chain {
+    Sampler::Chain {
         chain: LlamaSampler::chain_simple(chain),
         cur: Vec::with_capacity(n_vocab.max(0) as usize),
         ban_eog: params.ignore_eos,
-    })
+    }
 }
 
 /// What a slot's sampler becomes when its grammar could not follow the model
@@ -183,28 +196,17 @@ pub(crate) fn without_grammar(
     eog: &[LlamaToken],
     generated: impl IntoIterator<Item = impl Borrow<LlamaToken>>,
 ) -> Sampler {
-    let loose = SamplingParams {
-        grammar: None,
-        grammar_triggers: Vec::new(),
-        ..params.clone()
-    };
-    let mut sampler = match build_sampler(model, &loose, seed, eog) {
-        Ok(s) => s,
-        // Only a grammar can be refused, and this has none.
-        Err(_) => Sampler::Argmax {
-            ban_eog: params.ignore_eos,
-        },
-    };
+    let mut sampler = assemble(model, params, None, seed, eog);
     // With no grammar every token is taken.
     let _ = sampler.accept_many(generated);
     sampler
 }
 
-/// Whether `params` take the most likely token with nothing else applied (no grammar, no
-/// penalties): then [`argmax`] over the logits is what the sampler chain would choose.
+/// Whether `params` take the most likely token with nothing else applied (no penalties; the
+/// caller knows whether a grammar is): then [`argmax`] over the logits is what the sampler
+/// chain would choose.
 fn plain_greedy(params: &SamplingParams) -> bool {
     params.is_greedy()
-        && params.grammar.is_none()
         && params.repetition_penalty == 1.0
         && params.frequency_penalty == 0.0
         && params.presence_penalty == 0.0
