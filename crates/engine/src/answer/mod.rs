@@ -31,6 +31,9 @@ pub struct Ending {
     /// Text still held back, released now.
     pub pieces: Vec<Piece>,
     pub calls: Vec<ToolCall>,
+    /// A call the answer began that could not be read, left in the text (lenient splitters
+    /// only, see [`Splitter::broken_calls_as_text`]): why, for the user.
+    pub unread: Option<CallError>,
 }
 
 /// Splits one answer as it streams.
@@ -94,10 +97,11 @@ impl Splitter {
         let Some((tools, scanner)) = self.tools else {
             return Ok(Ending {
                 pieces,
-                calls: vec![],
+                ..Ending::default()
             });
         };
         let (read, held) = scanner.finish(&tools, &self.id);
+        let mut unread = None;
         let calls = match read {
             Read::Calls { content, calls } => {
                 push_content(&mut pieces, content);
@@ -120,12 +124,17 @@ impl Splitter {
             {
                 return Err(failure(reason, why))
             }
-            Read::Broken(_) => {
+            Read::Broken(why) => {
+                unread = Some(failure(reason, why));
                 push_content(&mut pieces, held);
                 vec![]
             }
         };
-        Ok(Ending { pieces, calls })
+        Ok(Ending {
+            pieces,
+            calls,
+            unread,
+        })
     }
 
     /// Content through the tool scanner, when there is one.
@@ -289,6 +298,37 @@ mod tests {
         let s = Splitter::new(false, Some(tools(ToolChoice::Required)), "1").broken_calls_as_text();
         let (_, content, _) = split_whole(s, "Hello", FinishReason::Stop).unwrap();
         assert_eq!(content, "Hello");
+    }
+
+    #[test]
+    fn a_lenient_splitter_says_why_a_call_was_left_as_text() {
+        let ending = |text: &str, reason| {
+            let mut s =
+                Splitter::new(false, Some(tools(ToolChoice::Auto)), "1").broken_calls_as_text();
+            s.push(text);
+            s.finish(reason).unwrap()
+        };
+        let cut = ending(
+            "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</",
+            FinishReason::Length,
+        );
+        assert_eq!(
+            cut.unread,
+            Some(CallError::Cut(
+                "the model's tool call (<tool_call>) ended before it was complete".into()
+            ))
+        );
+        let invalid = ending("<tool_call>\n{not json}\n</tool_call>", FinishReason::Stop);
+        assert!(
+            matches!(&invalid.unread, Some(CallError::Invalid(why)) if why.contains("no valid JSON")),
+            "{invalid:?}"
+        );
+        let made = ending(
+            "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>",
+            FinishReason::Stop,
+        );
+        assert_eq!((made.calls.len(), made.unread), (1, None));
+        assert_eq!(ending("Hello", FinishReason::Length).unread, None);
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! The chat's tool loop past the happy path (issue 51): the real default model's weights under
 //! a template that knows tools make real calls step after step (a grammar makes each answer a
 //! call), each step prefilling only what is new; and a server that crashes, writes garbage,
-//! answers 10 MB or hangs past its timeout, met in the middle of a loop that goes on.
+//! answers 10 MB or hangs past its timeout, met in the middle of a loop that goes on; and a call
+//! the model began but that cannot be made (cut by max tokens, or not JSON), which the chat
+//! names instead of leaving its markup as an unexplained answer.
 
 use crate::common;
 use crate::mcp::{add_server, call, events, messages, of_type, py_server};
@@ -254,5 +256,70 @@ async fn a_crash_garbage_a_huge_result_and_a_hang_are_told_to_the_model_and_the_
     assert_eq!(calls[4]["state"], "error", "{}", calls[4]);
     assert!(error(4).contains("failed 2 times in a row"), "{}", calls[4]);
     assert!(stored[6]["tool_calls"].is_null(), "{}", stored[6]);
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_cut_by_max_tokens_or_unreadable_is_not_made_and_the_chat_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let rounds = vec![
+        vec![
+            "<tool_call>\n".into(),
+            "{\"name\": \"py__echo\", ".into(),
+            "\"arguments\": {\"message\": \"hi\"}}\n".into(),
+            "</tool_call>".into(),
+        ],
+        vec!["<tool_call>\n{not json}\n</tool_call>".into()],
+    ];
+    let model = common::tools_model_with(dir.path(), &[]);
+    let t = TestNode::start_with(move |c| {
+        c.models_dir = model.parent().unwrap().to_path_buf();
+        c.model = Some(model.to_string_lossy().into_owned());
+        c.script = Some(hearth_engine::Script {
+            rounds,
+            ..Default::default()
+        });
+    })
+    .await;
+    add_server(&t, py_server("py")).await;
+    let conv = t.new_conversation("cut").await;
+    let path = format!("/api/conversations/{conv}/chat");
+    // Three tokens of the call's four: the answer ends at max tokens inside the call.
+    t.patch_settings(&conv, json!({"max_tokens": 3})).await;
+    let cut = events(&t, &path, json!({"content": "Say hi through the tool"})).await;
+    assert!(of_type(&cut, "tool_call").is_empty(), "{cut:?}");
+    let done = of_type(&cut, "done");
+    assert_eq!(
+        done[0]["message"]["content"],
+        "<tool_call>\n{\"name\": \"py__echo\", \"arguments\": {\"message\": \"hi\"}}\n",
+        "{cut:?}"
+    );
+    let notice = |events: &[Value]| -> String {
+        let n = of_type(events, "notice");
+        assert_eq!(n.len(), 1, "{events:?}");
+        n[0]["text"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(
+        notice(&cut),
+        "The answer reached its token limit in the middle of a tool call, so no tool was called: raise \"Max tokens\" in the chat's settings."
+    );
+    t.patch_settings(&conv, json!({"max_tokens": null})).await;
+    let broken = events(&t, &path, json!({"content": "Again"})).await;
+    assert!(of_type(&broken, "tool_call").is_empty(), "{broken:?}");
+    let text = notice(&broken);
+    assert!(
+        text.starts_with(
+            "The model's tool call could not be read (a <tool_call> holds no valid JSON"
+        ) && text.ends_with("so no tool was called; it is shown as text."),
+        "{text}"
+    );
+    let stored = messages(&t, &conv).await;
+    assert_eq!(stored.len(), 4, "{stored:?}");
+    assert!(
+        stored
+            .iter()
+            .all(|m| m["tool_calls"].is_null() && m["status"] == "complete"),
+        "{stored:?}"
+    );
     t.stop().await;
 }

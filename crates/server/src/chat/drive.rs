@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::response::sse::Event as SseEvent;
-use hearth_engine::answer::{Piece, Splitter};
+use hearth_engine::answer::{CallError, Piece, Splitter};
 use hearth_engine::{Event, Prompt, Request};
 use hearth_protocol::tools::{ToolCall, ToolSet};
 use hearth_protocol::{FinishReason, SamplingParams};
@@ -76,6 +76,8 @@ struct Ended {
     stored: Option<Message>,
     error: Option<String>,
     calls: Vec<ToolCall>,
+    /// A call the answer began that could not be read (it stays in the text).
+    unread: Option<CallError>,
 }
 
 /// The browser's side of one answer: its tokens while it listens (waiting for a browser that
@@ -92,6 +94,14 @@ impl Listener<'_> {
             self.gone = true;
             let _ = control.stop();
         }
+    }
+}
+
+/// What the chat tells the user of a call the model began but that could not be made.
+fn unread_notice(e: &CallError) -> String {
+    match e {
+        CallError::Cut(_) => "The answer reached its token limit in the middle of a tool call, so no tool was called: raise \"Max tokens\" in the chat's settings.".to_owned(),
+        CallError::Invalid(why) => format!("The model's tool call could not be read ({why}), so no tool was called; it is shown as text."),
     }
 }
 
@@ -115,7 +125,8 @@ pub(super) async fn drive(
         let offered = turn.as_ref().and_then(|t| t.tools.clone());
         let later = turn.as_ref().is_some_and(|t| t.steps > 0);
         let tools = offered.as_ref().map(|o| o.for_answer(later));
-        let ended = answer(&state, step, &running, &tx, tools).await;
+        let mut ended = answer(&state, step, &running, &tx, tools).await;
+        let unread = ended.unread.take().map(|e| unread_notice(&e));
         let (Some(t), Some(offered), Some(stored), None, false) = (
             turn.as_mut(),
             offered,
@@ -129,6 +140,9 @@ pub(super) async fn drive(
                 Some(e) => json!({"type": "error", "error": e, "message": ended.stored}),
             };
             send(&tx, last).await;
+            if let Some(text) = unread {
+                send(&tx, json!({"type": "notice", "text": text})).await;
+            }
             return;
         };
         let mut calls: Vec<CallRecord> = ended
@@ -413,6 +427,7 @@ async fn answer(
         }
     };
     let mut calls = Vec::new();
+    let mut unread = None;
     if let (Ok(done), Some(s)) = (&outcome, splitter) {
         match s.finish(done.reason) {
             Ok(ending) => {
@@ -424,6 +439,7 @@ async fn answer(
                 // A stopped answer's calls are not made.
                 if done.reason != FinishReason::Cancelled {
                     calls = ending.calls;
+                    unread = ending.unread;
                 }
             }
             Err(e) => tracing::warn!(error = %e, "an answer's tool call could not be read"),
@@ -487,5 +503,6 @@ async fn answer(
         stored,
         error,
         calls,
+        unread,
     }
 }
