@@ -31,8 +31,9 @@ pub struct Ending {
     /// Text still held back, released now.
     pub pieces: Vec<Piece>,
     pub calls: Vec<ToolCall>,
-    /// A call the answer began that could not be read, left in the text (lenient splitters
-    /// only, see [`Splitter::broken_calls_as_text`]): why, for the user.
+    /// A call the answer began that could not be read and was left in the text (where that is
+    /// no error: [`Splitter::broken_calls_as_text`], or text that only looked like a call): why,
+    /// for the user.
     pub unread: Option<CallError>,
 }
 

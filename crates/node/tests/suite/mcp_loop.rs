@@ -294,9 +294,12 @@ async fn a_call_cut_by_max_tokens_or_unreadable_is_not_made_and_the_chat_says_wh
         "<tool_call>\n{\"name\": \"py__echo\", \"arguments\": {\"message\": \"hi\"}}\n",
         "{cut:?}"
     );
+    // One notice, after the answer's `done`: the stream's last event.
     let notice = |events: &[Value]| -> String {
         let n = of_type(events, "notice");
         assert_eq!(n.len(), 1, "{events:?}");
+        assert_eq!(events.last(), Some(n[0]), "{events:?}");
+        assert_eq!(events[events.len() - 2]["type"], "done", "{events:?}");
         n[0]["text"].as_str().unwrap().to_owned()
     };
     assert_eq!(
@@ -308,9 +311,8 @@ async fn a_call_cut_by_max_tokens_or_unreadable_is_not_made_and_the_chat_says_wh
     assert!(of_type(&broken, "tool_call").is_empty(), "{broken:?}");
     let text = notice(&broken);
     assert!(
-        text.starts_with(
-            "The model's tool call could not be read (a <tool_call> holds no valid JSON"
-        ) && text.ends_with("so no tool was called; it is shown as text."),
+        text.starts_with("No tool was called: a <tool_call> holds no valid JSON")
+            && text.ends_with("; the call is shown as text."),
         "{text}"
     );
     let stored = messages(&t, &conv).await;
