@@ -6,7 +6,8 @@
 //!
 //! ## Layout
 //! - `main`: runtime, node start-up in `setup`, window behaviour (single instance, hide on
-//!   close, size and position remembered), graceful quit.
+//!   close, size and position remembered), graceful quit (from the tray, or on SIGTERM or
+//!   Ctrl-C).
 //! - [`desktop`]: what the window, tray and commands share, and bringing the window to the
 //!   front.
 //! - [`tray`]: the tray icon (one per state), its tooltip and menu (open, expose to LAN,
@@ -84,6 +85,14 @@ fn main() -> anyhow::Result<()> {
             let node = tauri::async_runtime::block_on(Node::start(config))
                 .context("starting the node")?;
             tracing::info!(url = %node.local_url(), "node started inside the desktop app");
+            // SIGTERM (a `kill`, the session ending) and Ctrl-C quit as the tray's Quit does:
+            // the node stops gracefully, its MCP servers with it.
+            let handle = app.handle().clone();
+            tauri::async_runtime::spawn(async move {
+                hearth_node::shutdown_signal().await;
+                tracing::info!("asked to stop by a signal: quitting");
+                handle.exit(0);
+            });
             let _ = setup_desktop.node.set(node.clone());
             match tray::install(app.handle(), node) {
                 Ok(visible) => {

@@ -8,7 +8,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 # The MCP servers' cache (scripts/mcp-servers.sh) is found before XDG_CACHE_HOME moves.
 HEARTH_MCP_DIR=$("$here/../../scripts/mcp-servers.sh" --dir)
 export HEARTH_MCP_DIR
-[ $# -gt 0 ] || set -- "$here"/*.test.mjs
+# Every test file, or those named (a bare name is one of this folder's).
+files=()
+for f in "$@"; do
+  case "$f" in */*) files+=("$f") ;; *) files+=("$here/$f") ;; esac
+done
+[ ${#files[@]} -gt 0 ] || files=("$here"/*.test.mjs)
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 mkdir -p "$scratch"/{data,config,cache,runtime}
@@ -17,4 +22,4 @@ export XDG_DATA_HOME="$scratch/data" XDG_CONFIG_HOME="$scratch/config" \
   XDG_CACHE_HOME="$scratch/cache" XDG_RUNTIME_DIR="$scratch/runtime" \
   HEARTH_DESKTOP_SCRATCH="$scratch"
 exec xvfb-run -a -s "-screen 0 1280x800x24" dbus-run-session -- \
-  node --test --test-concurrency=1 --test-reporter=spec "$@"
+  node --test --test-concurrency=1 --test-reporter=spec "${files[@]}"

@@ -57,4 +57,4 @@ kill "$node_pid"; wait "$node_pid" 2>/dev/null || true; node_pid=""
 echo "ok - hearth-node from the package serves the model"
 
 HEARTH_DESKTOP_BIN="$root/usr/bin/hearth-desktop" "$here/../desktop/run.sh"
-echo "ok - hearth-desktop from the package passes the desktop test"
+echo "ok - hearth-desktop from the package passes the desktop tests"

@@ -19,7 +19,8 @@
 //! - [`cli`], [`config`]: the `serve` flags and their `HEARTH_*` variables (shared with the
 //!   desktop app); [`NodeConfig`], default paths, `--model` resolution.
 //! - [`telemetry`]: the samples the desktop app's tray shows (`hearth_models::telemetry`),
-//!   with [`ModelState`] and [`Placement`]; [`logging`]: the log setup both programs share.
+//!   with [`ModelState`] and [`Placement`]; [`logging`]: the log setup both programs share;
+//!   [`shutdown_signal`] (`signals`): the signals on which both stop gracefully.
 //!
 //! Architecture invariant: `hearth-node` is the top of the node's crates and the only one the
 //! desktop app knows, and no other crate depends on it.
@@ -35,6 +36,7 @@ pub mod logging;
 mod mcp;
 mod node;
 mod node_cluster;
+mod signals;
 mod start;
 
 pub use config::NodeConfig;
@@ -47,3 +49,4 @@ pub use hearth_engine::{ModelState, Placement};
 /// The machine's samples, which the desktop app's tray shows (it knows this crate only).
 pub use hearth_models::telemetry;
 pub use node::Node;
+pub use signals::shutdown_signal;
