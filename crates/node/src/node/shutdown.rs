@@ -61,15 +61,19 @@ impl Node {
         // Downloads keep their partial files; each stops after its last write.
         let downloads =
             tokio::time::timeout(DOWNLOADS_STOP_WAIT, self.inner.state.downloads.stopped());
-        // MCP servers started for the chat: each stdio server's whole process group.
-        let mcp = self.inner.state.mcp.shutdown();
-        let (_, _, stopped, ()) = tokio::join!(connections, worker_then_engine, downloads, mcp);
-        if stopped.is_err() {
-            tracing::warn!("a download did not stop in time");
-        }
         // Answers, downloads and the engine have written their last: hearth.db alone is whole.
-        if let Err(e) = self.inner.state.store.checkpoint().await {
-            tracing::warn!(error = %e, "the database's log was not emptied into hearth.db");
-        }
+        let store = async {
+            let (_, _, stopped) = tokio::join!(connections, worker_then_engine, downloads);
+            if stopped.is_err() {
+                tracing::warn!("a download did not stop in time");
+            }
+            if let Err(e) = self.inner.state.store.checkpoint().await {
+                tracing::warn!(error = %e, "the database's log was not emptied into hearth.db");
+            }
+        };
+        // MCP servers started for the chat (each stdio server's whole process group), beside:
+        // they write nothing to the database.
+        let mcp = self.inner.state.mcp.shutdown();
+        tokio::join!(store, mcp);
     }
 }

@@ -270,6 +270,12 @@ async fn a_call_cut_by_max_tokens_or_unreadable_is_not_made_and_the_chat_says_wh
             "</tool_call>".into(),
         ],
         vec!["<tool_call>\n{not json}\n</tool_call>".into()],
+        // Longer than the tests' context (1,024 tokens) leaves room for.
+        std::iter::once(
+            "<tool_call>\n{\"name\": \"py__echo\", \"arguments\": {\"message\": \"".to_owned(),
+        )
+        .chain(std::iter::repeat_n("la ".to_owned(), 2000))
+        .collect(),
     ];
     let model = common::tools_model_with(dir.path(), &[]);
     let t = TestNode::start_with(move |c| {
@@ -315,8 +321,15 @@ async fn a_call_cut_by_max_tokens_or_unreadable_is_not_made_and_the_chat_says_wh
             && text.ends_with("; the call is shown as text."),
         "{text}"
     );
+    // With no Max tokens of its own, the call was cut by the context.
+    let long = events(&t, &path, json!({"content": "Once more"})).await;
+    assert!(of_type(&long, "tool_call").is_empty(), "{long:?}");
+    assert_eq!(
+        notice(&long),
+        "The answer filled the model's context in the middle of a tool call, so no tool was called: start a new chat, or load the model with a larger context."
+    );
     let stored = messages(&t, &conv).await;
-    assert_eq!(stored.len(), 4, "{stored:?}");
+    assert_eq!(stored.len(), 6, "{stored:?}");
     assert!(
         stored
             .iter()

@@ -98,10 +98,10 @@ impl Listener<'_> {
 }
 
 /// What the chat tells the user of a call the model began but that could not be made; an
-/// answer cut without a `max_tokens` of its own filled the model's context.
-fn unread_notice(e: &CallError, max_tokens: Option<u32>) -> String {
+/// answer cut short of the conversation's Max tokens filled the model's context.
+fn unread_notice(e: &CallError, at_max_tokens: bool) -> String {
     match e {
-        CallError::Cut(_) if max_tokens.is_some() => "The answer reached its token limit in the middle of a tool call, so no tool was called: raise \"Max tokens\" in the chat's settings.".to_owned(),
+        CallError::Cut(_) if at_max_tokens => "The answer reached its token limit in the middle of a tool call, so no tool was called: raise \"Max tokens\" in the chat's settings.".to_owned(),
         CallError::Cut(_) => "The answer filled the model's context in the middle of a tool call, so no tool was called: start a new chat, or load the model with a larger context.".to_owned(),
         CallError::Invalid(why) => format!("No tool was called: {why}; the call is shown as text."),
     }
@@ -128,8 +128,21 @@ pub(super) async fn drive(
         let later = turn.as_ref().is_some_and(|t| t.steps > 0);
         let tools = offered.as_ref().map(|o| o.for_answer(later));
         let mut ended = answer(&state, step, &running, &tx, tools).await;
-        let max_tokens = turn.as_ref().and_then(|t| t.params.max_tokens);
-        let unread = ended.unread.take().map(|e| unread_notice(&e, max_tokens));
+        // Cut at the conversation's Max tokens, or by the context first.
+        let at_max_tokens = turn
+            .as_ref()
+            .and_then(|t| t.params.max_tokens)
+            .is_some_and(|m| {
+                ended
+                    .stored
+                    .as_ref()
+                    .and_then(|s| s.stats.as_ref())
+                    .is_some_and(|s| s.tokens >= i64::from(m))
+            });
+        let unread = ended
+            .unread
+            .take()
+            .map(|e| unread_notice(&e, at_max_tokens));
         let (Some(t), Some(offered), Some(stored), None, false) = (
             turn.as_mut(),
             offered,
