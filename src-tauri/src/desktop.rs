@@ -14,8 +14,11 @@ pub(crate) struct Desktop {
     pub(crate) node: OnceLock<Node>,
     /// Whether a tray host shows our icon; without one, closing the window quits.
     pub(crate) tray_visible: AtomicBool,
-    /// Set once quitting stopped the node first: the exit that follows goes through.
+    /// Set when quitting starts stopping the node: a second request to quit meanwhile (the
+    /// tray's Quit after a SIGTERM) waits for it.
     pub(crate) quitting: AtomicBool,
+    /// Set once the node has stopped: the exit that follows goes through.
+    pub(crate) stopped: AtomicBool,
 }
 
 /// Bring the main window to the front.

@@ -86,12 +86,15 @@ fn main() -> anyhow::Result<()> {
                 .context("starting the node")?;
             tracing::info!(url = %node.local_url(), "node started inside the desktop app");
             // SIGTERM (a `kill`, the session ending) and Ctrl-C quit as the tray's Quit does:
-            // the node stops gracefully, its MCP servers with it.
+            // the node stops gracefully, its MCP servers with it. A second signal does not wait.
             let handle = app.handle().clone();
             tauri::async_runtime::spawn(async move {
                 hearth_node::shutdown_signal().await;
                 tracing::info!("asked to stop by a signal: quitting");
                 handle.exit(0);
+                hearth_node::shutdown_signal().await;
+                tracing::warn!("asked again: exiting without waiting for the node");
+                std::process::exit(1);
             });
             let _ = setup_desktop.node.set(node.clone());
             match tray::install(app.handle(), node) {
@@ -111,12 +114,13 @@ fn main() -> anyhow::Result<()> {
     let code = app.run_return(move |handle, event| {
         if let RunEvent::ExitRequested { api, code, .. } = &event {
             // Quit stops the node gracefully first: open streams get a final message and the
-            // port closes; then the app exits for real.
+            // port closes; then the app exits for real. A request meanwhile waits for that.
             if let Some(node) = desktop.node.get().cloned() {
                 if !desktop.quitting.swap(true, Ordering::AcqRel) {
                     api.prevent_exit();
                     let handle = handle.clone();
                     let code = code.unwrap_or(0);
+                    let desktop = desktop.clone();
                     tauri::async_runtime::spawn(async move {
                         if tokio::time::timeout(QUIT_WAIT, node.shutdown())
                             .await
@@ -124,8 +128,11 @@ fn main() -> anyhow::Result<()> {
                         {
                             tracing::warn!("the node did not stop in time");
                         }
+                        desktop.stopped.store(true, Ordering::Release);
                         handle.exit(code);
                     });
+                } else if !desktop.stopped.load(Ordering::Acquire) {
+                    api.prevent_exit();
                 }
             }
         }
