@@ -100,8 +100,9 @@ async fn answers_are_the_same_with_guesses_on_and_off() {
         .sum();
     assert_eq!(lps as u64, n, "one log-probability per token");
 
-    // Two at once, both guessing, in one batch: each answers its own prompt (two sequences
-    // in a batch change the last bits of the logits too, so the text is alike, not equal).
+    // Two at once, both guessing, in one batch: each answers its own prompt. Two sequences in
+    // a batch change the last bits of the logits too, so the text may part from the lone
+    // answer's at any token: each is checked for its own prompt's words and not the other's.
     let before = counter(&t.metrics().await, "hearth_spec_held_tokens_total");
     let other = "Here is a list:\n\napples, pears, plums, cherries, grapes, figs, dates, limes, \
         lemons, melons\n\nWrite the same list again, in the same order.\n";
@@ -113,8 +114,8 @@ async fn answers_are_the_same_with_guesses_on_and_off() {
             "speculative": "ngram"})
         )
     );
-    let like = common::similarity(&x.0, &plain);
-    assert!(like >= 0.6, "{like}: {} against {plain}", x.0);
+    assert!(x.0.contains("merge"), "{}", x.0);
+    assert!(!x.0.to_lowercase().contains("plums"), "{}", x.0);
     assert!(y.0.to_lowercase().contains("plums, cherries"), "{}", y.0);
     assert!(!y.0.contains("merge"), "{}", y.0);
     assert!(counter(&t.metrics().await, "hearth_spec_held_tokens_total") > before);
