@@ -18,5 +18,7 @@ export default defineConfig({
   test: {
     include: ['src/**/*.test.ts'],
     environment: 'node',
+    // Stylesheets as their text, not empty: src/animations.test.ts reads them.
+    css: true,
   },
 });

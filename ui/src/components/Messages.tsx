@@ -17,6 +17,7 @@ import { MessageAudio } from './MessageAudio';
 import { MessageImages } from './MessageImages';
 import { SourcesList } from './SourcesList';
 import { ToolCallCard } from './ToolCallCard';
+import { TypingDots } from './TypingDots';
 import './Messages.css';
 import './ToolCalls.css';
 
@@ -245,11 +246,7 @@ function AnswerBubble({ message, canRegenerate, onRegenerate, deciding, onDecide
       )}
       <div className="answer-body">
         {answer === '' && streaming ? (
-          <div className="typing" aria-label="Generating">
-            <span />
-            <span />
-            <span />
-          </div>
+          <TypingDots />
         ) : (
           <Markdown text={answer} streaming={streaming} />
         )}
