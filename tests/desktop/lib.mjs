@@ -37,7 +37,7 @@ export async function until(what, timeoutMs, fn, { fatal } = {}) {
   throw new Error(`timed out waiting for ${what}${last ? `: ${last.message}` : ''}`);
 }
 
-export function freePort() {
+function freePort() {
   return new Promise((resolve, reject) => {
     const s = createServer();
     s.listen(0, '127.0.0.1', () => {
@@ -151,12 +151,15 @@ export async function assertGone(appPid) {
       return true;
     }
   });
-  const left = (() => {
-    try {
-      return sh('pgrep', ['-f', APP_COMMAND]).trim();
-    } catch {
-      return '';
-    }
-  })();
+  const left = processes(APP_COMMAND);
   assert.equal(left, '', 'a hearth-desktop process is left');
+}
+
+/** The pids of the processes whose command line matches `pattern` (pgrep -f), or ''. */
+export function processes(pattern) {
+  try {
+    return sh('pgrep', ['-f', pattern]).trim();
+  } catch {
+    return ''; // pgrep exits 1 when nothing matches
+  }
 }

@@ -13,7 +13,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { test } from 'node:test';
-import { ARTIFACTS, MODEL, ROOT, SCRATCH, appWindow, assertGone, launch, portOpen, sh, sleep, until } from './lib.mjs';
+import { ARTIFACTS, MODEL, ROOT, SCRATCH, appWindow, assertGone, launch, portOpen, processes, sh, sleep, until } from './lib.mjs';
 
 /** The test model under a chat template that knows tools, alone in a models folder. */
 function toolsModel() {
@@ -68,24 +68,15 @@ async function openedCard(wd) {
   });
 }
 
-/** The processes whose command line names `folder`: the MCP server the app started on it. */
-function serversOn(folder) {
-  try {
-    return sh('pgrep', ['-f', folder]).trim();
-  } catch {
-    return ''; // pgrep exits 1 when nothing matches
-  }
-}
-
 /** Quits the app with SIGTERM, as the end of a session does: it quits as the tray's Quit does,
  * its node stopping gracefully (the database's log emptied into hearth.db, in `data`), with the
  * MCP server it started on `folder` when `serverRuns`. */
 async function quit(appPid, port, { data, folder, serverRuns }) {
-  assert.equal(serversOn(folder) !== '', serverRuns, `the MCP server on ${folder} runs: ${serverRuns}`);
+  assert.equal(processes(folder) !== '', serverRuns, `the MCP server on ${folder} runs: ${serverRuns}`);
   process.kill(appPid, 'SIGTERM');
   await until('the port to close', 15_000, async () => !(await portOpen(port)));
   await assertGone(appPid);
-  await until('the MCP server stopped with the app', 10_000, () => serversOn(folder) === '');
+  await until('the MCP server stopped with the app', 10_000, () => processes(folder) === '');
   const wal = join(data, 'hearth.db-wal');
   assert.equal(existsSync(wal) ? statSync(wal).size : 0, 0, "hearth.db's log was emptied: the node stopped gracefully");
 }

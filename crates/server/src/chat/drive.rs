@@ -107,6 +107,14 @@ fn unread_notice(e: &CallError, at_max_tokens: bool) -> String {
     }
 }
 
+/// Whether the answer ended at the conversation's Max tokens (else the context was full first).
+fn at_max_tokens(turn: Option<&ToolTurn>, ended: &Ended) -> bool {
+    let tokens = ended.stored.as_ref().and_then(|s| s.stats.as_ref());
+    turn.and_then(|t| t.params.max_tokens)
+        .zip(tokens)
+        .is_some_and(|(m, s)| s.tokens >= i64::from(m))
+}
+
 /// Sends an event while the browser listens; a browser gone stops nothing here.
 async fn send(tx: &mpsc::Sender<SseEvent>, v: Value) {
     let _ = tx.send(event(v)).await;
@@ -127,22 +135,11 @@ pub(super) async fn drive(
         let offered = turn.as_ref().and_then(|t| t.tools.clone());
         let later = turn.as_ref().is_some_and(|t| t.steps > 0);
         let tools = offered.as_ref().map(|o| o.for_answer(later));
-        let mut ended = answer(&state, step, &running, &tx, tools).await;
-        // Cut at the conversation's Max tokens, or by the context first.
-        let at_max_tokens = turn
-            .as_ref()
-            .and_then(|t| t.params.max_tokens)
-            .is_some_and(|m| {
-                ended
-                    .stored
-                    .as_ref()
-                    .and_then(|s| s.stats.as_ref())
-                    .is_some_and(|s| s.tokens >= i64::from(m))
-            });
+        let ended = answer(&state, step, &running, &tx, tools).await;
         let unread = ended
             .unread
-            .take()
-            .map(|e| unread_notice(&e, at_max_tokens));
+            .as_ref()
+            .map(|e| unread_notice(e, at_max_tokens(turn.as_ref(), &ended)));
         let (Some(t), Some(offered), Some(stored), None, false) = (
             turn.as_mut(),
             offered,
